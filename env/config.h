@@ -7,6 +7,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "env/log.h"
 #include "env/status.h"
@@ -41,10 +43,50 @@ struct Variable {
   const char* unit;        ///< "ms", "Mbps", "bytes", "" ...
   const char* ncclAlias;   ///< NCCL's own variable honoured when ours is unset, or nullptr
   const char* doc;         ///< one line
+  /// "int"/"bytes": smallest accepted value (inclusive). Unused for other types.
+  std::int64_t minValue = 0;
+  /// "int"/"bytes": largest accepted value (inclusive). Unused for other types.
+  std::int64_t maxValue = 0;
+  /// Parses a non-empty `value` of this variable and stores it in its Config
+  /// field. `source` is the name the value came from (ours or the NCCL alias),
+  /// used in error messages. Fails with InvalidUsage naming `source`, the value
+  /// and what was expected. The default of every row is applied through this same
+  /// function with `defaultValue`, so the table is the only list of defaults.
+  Status (*apply)(const Variable& var, const char* source, std::string_view value,
+                  Config* out) = nullptr;
 };
 
 /// The table, in documentation order.
 std::span<const Variable> Variables();
+
+/// Parses a decimal integer (optional leading '-' or '+', digits only, no
+/// whitespace) for `var` within [var.minValue, var.maxValue].
+/// Errors: InvalidUsage "`source`='value': expected ..." naming the range.
+Status ParseIntValue(const Variable& var, const char* source, std::string_view value,
+                     std::int64_t* out);
+
+/// Like ParseIntValue but accepts one optional suffix K, M or G (either case),
+/// meaning 2^10, 2^20, 2^30: "512K" = 524288. Overflow and range are checked
+/// after scaling. Errors: InvalidUsage naming `source`, the value and the range.
+Status ParseBytesValue(const Variable& var, const char* source, std::string_view value,
+                       std::int64_t* out);
+
+/// A level name as log::ParseLevelName accepts (NONE, VERSION, WARN, INFO, TRACE,
+/// any case). Errors: InvalidUsage naming `source`, the value and the accepted names.
+Status ParseLevelValue(const Variable& var, const char* source, std::string_view value,
+                       log::Level* out);
+
+/// Levenshtein edit distance (insert, delete, substitute each cost 1) between
+/// two strings; used to suggest the nearest known variable for a misspelt one.
+std::size_t EditDistance(std::string_view a, std::string_view b);
+
+/// The known variable nearest to `name` by EditDistance (first in table order on
+/// ties); nullptr only when the table is empty.
+const Variable* NearestVariable(std::string_view name);
+
+/// The names of every RAILYARD_* variable present in the process environment
+/// (read from `environ`), in environment order; what Load() passes to Parse().
+std::vector<std::string> RailyardNamesInEnvironment();
 
 /// Looks up a variable's value; the default reads the process environment.
 using Lookup = std::function<std::optional<std::string>(const char* name)>;
@@ -52,14 +94,24 @@ using Lookup = std::function<std::optional<std::string>(const char* name)>;
 /// Parses every variable through `lookup`. An empty value counts as unset.
 /// A malformed or out-of-range value fails with InvalidUsage naming the variable.
 /// `names` lists every RAILYARD_* name present (for the unknown-name warning);
-/// each unknown one gets a WARN naming the nearest known variable.
+/// each unknown one gets a WARN naming the nearest known variable (names that do
+/// not start with "RAILYARD_" are ignored). For a variable with an NCCL alias, our
+/// name wins when set; otherwise a non-empty alias value is used (as NCCL itself
+/// would read it). Every value taken from the environment is logged at INFO/ENV.
+/// On failure `*out` is left unchanged; the first failing variable (table order)
+/// is reported.
 Status Parse(const Lookup& lookup, std::span<const std::string> names, Config* out);
 
 /// The process configuration, parsed from the environment on first use
-/// (thread-safe, once). Returns the parse error on every call if it failed.
+/// (thread-safe, once; lookup = getenv, names = RailyardNamesInEnvironment()).
+/// Returns the parse error on every call if it failed; `*out` is then unchanged.
+/// On success `*out` points at a process-lifetime Config.
 Status Load(const Config** out);
 
-/// Markdown for docs/configuration.md, generated from Variables().
+/// Markdown for docs/configuration.md, generated from Variables(): a title, a
+/// table (name, type, default, unit, accepted range, NCCL alias, description) and
+/// notes on empty values, suffixes and precedence. Deterministic; the unit test
+/// config_doc_test compares it with the committed file.
 std::string RenderMarkdown();
 
 }  // namespace railyard::env

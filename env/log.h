@@ -2,6 +2,10 @@
 #pragma once
 
 #include <cstdarg>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace railyard::log {
 
@@ -24,19 +28,41 @@ enum Subsys : unsigned long {
 using NcclLogger = void (*)(int level, unsigned long flags, const char* file, int line,
                             const char* fmt, ...);
 
+/// Parses a level name as RAILYARD_DEBUG spells it: NONE, VERSION, WARN, INFO or
+/// TRACE, compared case-insensitively, with no surrounding whitespace. ABORT is
+/// not accepted (it is an NCCL-internal level). Returns nullopt for anything else.
+std::optional<Level> ParseLevelName(std::string_view name);
+
+/// The upper-case name of `level` ("WARN", ...); "UNKNOWN" for values outside the enum.
+const char* LevelName(Level level);
+
 /// Routes every later message to `logger` (the function NCCL passes to init).
 /// nullptr restores the stderr sink. Thread-safe.
 void SetNcclLogger(NcclLogger logger);
 
 /// Sets the stderr sink's threshold (messages above `level` are dropped).
-/// The default comes from RAILYARD_DEBUG; tools may call this after parsing flags.
+/// The default comes from RAILYARD_DEBUG, read with getenv at first use (not through
+/// env::Load(), which itself logs); unset, empty or malformed means kWarn.
+/// Tools may call this after parsing flags. Thread-safe.
 void SetStderrLevel(Level level);
 
 /// True when a message at `level` would be emitted by the stderr sink, or always
-/// when an NCCL logger is installed (NCCL filters by NCCL_DEBUG itself).
+/// when an NCCL logger or a test sink is installed (NCCL filters by NCCL_DEBUG itself).
+/// kNone is never enabled.
 bool Enabled(Level level);
 
-/// printf-style message. `file`/`line` identify the call site.
+/// Test hook: while `sink` is non-empty, every message (at any level, regardless of
+/// the stderr threshold and of an installed NCCL logger) goes to `sink` instead of
+/// the normal sinks, already formatted and without file/line. An empty function
+/// restores normal routing. Thread-safe; `sink` may be called from any thread.
+void SetSinkForTesting(std::function<void(Level, const std::string&)> sink);
+
+/// printf-style message. `file`/`line` identify the call site. With an NCCL logger
+/// installed, the logger is called as logger(level, subsys, basename(file), line,
+/// "%s", message), so NCCL_DEBUG / NCCL_DEBUG_SUBSYS filter it. Otherwise, when
+/// `level` <= the stderr threshold (kAbort counts as kWarn), one line
+/// "railyard LEVEL [pid N] file:line message" goes to stderr in a single fprintf.
+/// kNone is never emitted. Thread-safe.
 void Write(Level level, unsigned long subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 

@@ -1,0 +1,310 @@
+// Parsing of the RAILYARD_* variables described by the table in variables.cc.
+#include "env/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <system_error>
+#include <vector>
+
+extern char** environ;
+
+namespace railyard::env {
+namespace {
+
+constexpr std::string_view kPrefix = "RAILYARD_";
+
+// "RAILYARD_X" or "NCCL_Y (alias of RAILYARD_X)" for error and log messages.
+std::string Describe(const Variable& var, const char* source) {
+  std::string s = source != nullptr ? source : var.name;
+  if (source != nullptr && std::string_view(source) != var.name) {
+    s += " (alias of ";
+    s += var.name;
+    s += ")";
+  }
+  return s;
+}
+
+Status Invalid(const Variable& var, const char* source, std::string_view value,
+               const std::string& expected) {
+  return InvalidUsage(Describe(var, source) + "='" + std::string(value) +
+                      "' is not valid: expected " + expected);
+}
+
+// "4096", "512K", "1G": the largest power-of-1024 suffix that divides exactly.
+std::string FormatBytes(std::int64_t v) {
+  static constexpr struct {
+    std::int64_t scale;
+    const char* suffix;
+  } kScales[] = {{std::int64_t{1} << 30, "G"}, {std::int64_t{1} << 20, "M"}, {std::int64_t{1} << 10, "K"}};
+  for (const auto& s : kScales) {
+    if (v != 0 && v % s.scale == 0) return std::to_string(v / s.scale) + s.suffix;
+  }
+  return std::to_string(v);
+}
+
+std::string IntRange(const Variable& var) {
+  if (var.maxValue >= std::numeric_limits<int>::max()) return ">= " + std::to_string(var.minValue);
+  return std::to_string(var.minValue) + ".." + std::to_string(var.maxValue);
+}
+
+std::string ExpectedInt(const Variable& var) {
+  if (var.maxValue >= std::numeric_limits<int>::max()) {
+    return "an integer >= " + std::to_string(var.minValue);
+  }
+  return "an integer in " + IntRange(var);
+}
+
+std::string ExpectedBytes(const Variable& var) {
+  return "a byte count in " + std::to_string(var.minValue) + ".." + std::to_string(var.maxValue) +
+         " (" + FormatBytes(var.minValue) + ".." + FormatBytes(var.maxValue) +
+         "), digits with an optional K, M or G suffix (powers of 1024)";
+}
+
+constexpr const char* kLevelNames = "one of NONE, VERSION, WARN, INFO, TRACE (any case)";
+
+// Strict decimal: optional sign, at least one digit, nothing else.
+// Returns false on syntax error; sets *overflow when the digits do not fit.
+bool ParseDecimal(std::string_view s, std::int64_t* out, bool* overflow) {
+  *overflow = false;
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return false;
+  if (s.front() == '-' && s.size() == 1) return false;
+  if (s.front() != '-' && !std::isdigit(static_cast<unsigned char>(s.front()))) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  if (ptr != s.data() + s.size()) return false;
+  if (ec == std::errc::result_out_of_range) {
+    *overflow = true;
+    return true;
+  }
+  return ec == std::errc();
+}
+
+std::string Escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|' || c == '*') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status ParseIntValue(const Variable& var, const char* source, std::string_view value,
+                     std::int64_t* out) {
+  std::int64_t v = 0;
+  bool overflow = false;
+  if (!ParseDecimal(value, &v, &overflow)) return Invalid(var, source, value, ExpectedInt(var));
+  if (overflow || v < var.minValue || v > var.maxValue) {
+    return Invalid(var, source, value, ExpectedInt(var) + " (out of range)");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ParseBytesValue(const Variable& var, const char* source, std::string_view value,
+                       std::int64_t* out) {
+  std::string_view digits = value;
+  int shift = 0;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: break;
+    }
+    if (shift != 0) digits.remove_suffix(1);
+  }
+  std::int64_t v = 0;
+  bool overflow = false;
+  if (!ParseDecimal(digits, &v, &overflow)) {
+    return Invalid(var, source, value, ExpectedBytes(var));
+  }
+  if (!overflow && shift != 0) {
+    if (v > (std::numeric_limits<std::int64_t>::max() >> shift) ||
+        v < (std::numeric_limits<std::int64_t>::min() >> shift)) {
+      overflow = true;
+    } else {
+      v *= std::int64_t{1} << shift;
+    }
+  }
+  if (overflow || v < var.minValue || v > var.maxValue) {
+    return Invalid(var, source, value, ExpectedBytes(var) + " (out of range)");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ParseLevelValue(const Variable& var, const char* source, std::string_view value,
+                       log::Level* out) {
+  auto level = log::ParseLevelName(value);
+  if (!level) return Invalid(var, source, value, kLevelNames);
+  *out = *level;
+  return Status::Ok();
+}
+
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  std::iota(prev.begin(), prev.end(), std::size_t{0});
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t substitute = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, substitute});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+const Variable* NearestVariable(std::string_view name) {
+  const Variable* best = nullptr;
+  std::size_t bestDistance = 0;
+  for (const Variable& var : Variables()) {
+    std::size_t d = EditDistance(name, var.name);
+    if (best == nullptr || d < bestDistance) {
+      best = &var;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+std::vector<std::string> RailyardNamesInEnvironment() {
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view kv(*entry);
+    std::string_view name = kv.substr(0, kv.find('='));
+    if (name.starts_with(kPrefix)) names.emplace_back(name);
+  }
+  return names;
+}
+
+Status Parse(const Lookup& lookup, std::span<const std::string> names, Config* out) {
+  // Unknown names first, so a typo is visible even when another value fails.
+  for (const std::string& name : names) {
+    if (!std::string_view(name).starts_with(kPrefix)) continue;
+    bool known = std::any_of(Variables().begin(), Variables().end(),
+                             [&](const Variable& var) { return name == var.name; });
+    if (known) continue;
+    const Variable* nearest = NearestVariable(name);
+    RY_WARN("unknown variable %s is ignored; did you mean %s?", name.c_str(),
+            nearest != nullptr ? nearest->name : "(no variables known)");
+  }
+
+  Config config;
+  for (const Variable& var : Variables()) {
+    Status st = var.apply(var, var.name, var.defaultValue, &config);
+    if (!st.ok()) {
+      return InternalError("default of " + std::string(var.name) + " is invalid: " + st.message());
+    }
+  }
+
+  for (const Variable& var : Variables()) {
+    std::optional<std::string> ours = lookup(var.name);
+    std::optional<std::string> alias;
+    if (var.ncclAlias != nullptr) alias = lookup(var.ncclAlias);
+    const bool oursSet = ours.has_value() && !ours->empty();
+    const bool aliasSet = alias.has_value() && !alias->empty();
+
+    const char* source = nullptr;
+    const std::string* value = nullptr;
+    if (oursSet) {
+      source = var.name;
+      value = &*ours;
+      if (aliasSet && *alias != *ours) {
+        RY_INFO(log::kEnv, "%s='%s' takes precedence over %s='%s'", var.name, ours->c_str(),
+                var.ncclAlias, alias->c_str());
+      }
+    } else if (aliasSet) {
+      source = var.ncclAlias;
+      value = &*alias;
+    } else {
+      continue;
+    }
+    RY_RETURN_IF_ERROR(var.apply(var, source, *value, &config));
+    RY_INFO(log::kEnv, "%s set by environment to '%s'", Describe(var, source).c_str(),
+            value->c_str());
+  }
+  *out = std::move(config);
+  return Status::Ok();
+}
+
+Status Load(const Config** out) {
+  struct Loaded {
+    Config config;
+    Status status;
+  };
+  // A function-local static is initialised exactly once, thread-safely; a failure
+  // is cached like a success.
+  static const Loaded loaded = [] {
+    Loaded l;
+    std::vector<std::string> names = RailyardNamesInEnvironment();
+    Lookup lookup = [](const char* name) -> std::optional<std::string> {
+      const char* v = std::getenv(name);
+      if (v == nullptr) return std::nullopt;
+      return std::string(v);
+    };
+    l.status = Parse(lookup, names, &l.config);
+    if (!l.status.ok()) RY_WARN("configuration error: %s", l.status.message().c_str());
+    return l;
+  }();
+  if (!loaded.status.ok()) return loaded.status;
+  *out = &loaded.config;
+  return Status::Ok();
+}
+
+std::string RenderMarkdown() {
+  std::string md;
+  md += "# Railyard configuration\n\n";
+  md += "<!-- Generated from env/variables.cc by tools/railyard-config-doc; do not edit. -->\n\n";
+  md += "Railyard reads these environment variables once per process (`env::Load()`).\n\n";
+  md += "| Variable | Type | Default | Unit | Accepted values | NCCL alias | Description |\n";
+  md += "|---|---|---|---|---|---|---|\n";
+  for (const Variable& var : Variables()) {
+    std::string type = var.type;
+    std::string def = *var.defaultValue != '\0' ? "`" + std::string(var.defaultValue) + "`"
+                                                 : "(empty: automatic)";
+    std::string accepted;
+    if (type == "int") {
+      accepted = IntRange(var);
+    } else if (type == "bytes") {
+      accepted = std::to_string(var.minValue) + ".." + std::to_string(var.maxValue) + " (" +
+                 FormatBytes(var.minValue) + ".." + FormatBytes(var.maxValue) + ")";
+      std::int64_t d = 0;
+      if (ParseBytesValue(var, var.name, var.defaultValue, &d).ok() && FormatBytes(d) != var.defaultValue) {
+        def += " (" + FormatBytes(d) + ")";
+      }
+    } else if (type == "level") {
+      accepted = "NONE, VERSION, WARN, INFO, TRACE";
+    } else {
+      accepted = "NCCL_SOCKET_IFNAME syntax";
+    }
+    std::string alias = var.ncclAlias != nullptr ? "`" + std::string(var.ncclAlias) + "`" : "";
+    md += "| `" + std::string(var.name) + "` | " + type + " | " + def + " | " + var.unit + " | " +
+          Escape(accepted) + " | " + alias + " | " + Escape(var.doc) + " |\n";
+  }
+  md += "\n## Rules\n\n";
+  md += "- An empty value is the same as an unset variable.\n";
+  md += "- A malformed or out-of-range value makes initialisation fail with `ncclInvalidUsage`; "
+        "the message names the variable, the value and what was expected.\n";
+  md += "- Integers are decimal, without spaces. Byte counts accept one suffix `K`, `M` or `G` "
+        "(either case), meaning 2^10, 2^20, 2^30.\n";
+  md += "- When a variable with an NCCL alias is unset (or empty), the alias is used; when both "
+        "are set, the `RAILYARD_` variable wins.\n";
+  md += "- An unknown `RAILYARD_*` variable is ignored with a warning that names the nearest "
+        "known variable.\n";
+  md += "\nRegenerate this file with `railyard-config-doc docs/configuration.md` "
+        "(target `railyard-config-doc`), or run the `config_doc_test` unit test with "
+        "`RAILYARD_UPDATE_DOCS=1`.\n";
+  return md;
+}
+
+}  // namespace railyard::env

@@ -1,0 +1,74 @@
+// The variable table: the single source of names, types, defaults, ranges,
+// aliases and docs for every RAILYARD_* variable. Parsing (config.cc), defaults
+// and docs/configuration.md all come from here.
+#include <cstdint>
+#include <limits>
+
+#include "env/config.h"
+
+namespace railyard::env {
+namespace {
+
+constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+// One `apply` per Config field: parse with the typed parser, then store.
+Status ApplySocketIfname(const Variable&, const char*, std::string_view value, Config* out) {
+  // Kept verbatim: the NCCL_SOCKET_IFNAME grammar does not trim whitespace
+  // (topology/interface_filter.h validates it).
+  out->socketIfname = std::string(value);
+  return Status::Ok();
+}
+
+template <int Config::*Field>
+Status ApplyInt(const Variable& var, const char* source, std::string_view value, Config* out) {
+  std::int64_t v = 0;
+  RY_RETURN_IF_ERROR(ParseIntValue(var, source, value, &v));
+  out->*Field = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status ApplyChunkBytes(const Variable& var, const char* source, std::string_view value,
+                       Config* out) {
+  std::int64_t v = 0;
+  RY_RETURN_IF_ERROR(ParseBytesValue(var, source, value, &v));
+  out->chunkBytes = static_cast<std::size_t>(v);
+  return Status::Ok();
+}
+
+Status ApplyDebug(const Variable& var, const char* source, std::string_view value, Config* out) {
+  return ParseLevelValue(var, source, value, &out->debug);
+}
+
+const Variable kVariables[] = {
+    {"RAILYARD_SOCKET_IFNAME", "string", "", "", "NCCL_SOCKET_IFNAME",
+     "Interfaces for the TCP transport, in NCCL_SOCKET_IFNAME syntax (comma list of "
+     "prefixes; leading ^ excludes, = matches exact names); empty = automatic (up, "
+     "non-loopback interfaces with a routable address, except docker*/virbr*; else lo).",
+     0, 0, &ApplySocketIfname},
+    {"RAILYARD_NSOCKS", "int", "4", "", nullptr,
+     "Data sockets per connection.", 1, 64, &ApplyInt<&Config::nsocks>},
+    {"RAILYARD_NTHREADS", "int", "2", "", nullptr,
+     "Helper threads per connection that drive the data sockets.", 1, 16,
+     &ApplyInt<&Config::nthreads>},
+    {"RAILYARD_CHUNK_BYTES", "bytes", "524288", "bytes", nullptr,
+     "Bytes per striped chunk of a large message; accepts K, M, G suffixes (powers of 1024).",
+     4096, kGiB, &ApplyChunkBytes},
+    {"RAILYARD_TIMEOUT_MS", "int", "30000", "ms", nullptr,
+     "A request that makes no progress for this long fails.", 1, kIntMax,
+     &ApplyInt<&Config::timeoutMs>},
+    {"RAILYARD_DEFAULT_SPEED_MBPS", "int", "10000", "Mbps", nullptr,
+     "Speed reported for an interface whose sysfs speed is unknown (NCCL's socket "
+     "transport uses 10000 too).",
+     1, kIntMax, &ApplyInt<&Config::defaultSpeedMbps>},
+    {"RAILYARD_DEBUG", "level", "WARN", "", nullptr,
+     "Stderr log threshold for standalone tools: NONE, VERSION, WARN, INFO or TRACE "
+     "(any case). Inside NCCL, NCCL_DEBUG and NCCL_DEBUG_SUBSYS decide instead.",
+     0, 0, &ApplyDebug},
+};
+
+}  // namespace
+
+std::span<const Variable> Variables() { return kVariables; }
+
+}  // namespace railyard::env

@@ -1,0 +1,390 @@
+// env/config: defaults, parsing, aliases, errors and the unknown-name warning.
+#include "env/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "env/log.h"
+
+namespace railyard::env {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A fake environment: a map, plus the list of names Parse() sees.
+struct FakeEnv {
+  std::map<std::string, std::string> vars;
+
+  Lookup lookup() const {
+    return [this](const char* name) -> std::optional<std::string> {
+      auto it = vars.find(name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : vars) out.push_back(k);
+    return out;
+  }
+  Status Parse(Config* out) const {
+    auto n = names();
+    return env::Parse(lookup(), n, out);
+  }
+};
+
+// Captures log messages for the lifetime of the object.
+class LogCapture {
+ public:
+  LogCapture() {
+    log::SetSinkForTesting([this](log::Level level, const std::string& msg) {
+      messages_.emplace_back(level, msg);
+    });
+  }
+  ~LogCapture() { log::SetSinkForTesting(nullptr); }
+  std::vector<std::string> At(log::Level level) const {
+    std::vector<std::string> out;
+    for (const auto& [l, m] : messages_) {
+      if (l == level) out.push_back(m);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<log::Level, std::string>> messages_;
+};
+
+Config ParseOk(const FakeEnv& env) {
+  Config c;
+  Status st = env.Parse(&c);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return c;
+}
+
+Status ParseErr(const FakeEnv& env) {
+  Config c;
+  c.nsocks = -7;  // sentinel: a failed parse must leave *out unchanged
+  Status st = env.Parse(&c);
+  EXPECT_EQ(c.nsocks, -7);
+  return st;
+}
+
+TEST(EnvConfig, TableHasOneRowPerConfigField) {
+  std::vector<std::string> names;
+  for (const Variable& v : Variables()) names.emplace_back(v.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("RAILYARD_SOCKET_IFNAME", "RAILYARD_NSOCKS",
+                                            "RAILYARD_NTHREADS", "RAILYARD_CHUNK_BYTES",
+                                            "RAILYARD_TIMEOUT_MS", "RAILYARD_DEFAULT_SPEED_MBPS",
+                                            "RAILYARD_DEBUG"));
+  for (const Variable& v : Variables()) {
+    EXPECT_NE(v.apply, nullptr) << v.name;
+    EXPECT_NE(std::string(v.doc), "") << v.name;
+  }
+}
+
+TEST(EnvConfig, DefaultsComeFromTable) {
+  Config c = ParseOk(FakeEnv{});
+  EXPECT_EQ(c.socketIfname, "");
+  EXPECT_EQ(c.nsocks, 4);
+  EXPECT_EQ(c.nthreads, 2);
+  EXPECT_EQ(c.chunkBytes, 524288u);
+  EXPECT_EQ(c.timeoutMs, 30000);
+  EXPECT_EQ(c.defaultSpeedMbps, 10000);
+  EXPECT_EQ(c.debug, log::Level::kWarn);
+}
+
+TEST(EnvConfig, EachVariableParsed) {
+  FakeEnv env{{{"RAILYARD_SOCKET_IFNAME", "^=eth1,eth2"},
+               {"RAILYARD_NSOCKS", "64"},
+               {"RAILYARD_NTHREADS", "1"},
+               {"RAILYARD_CHUNK_BYTES", "1048576"},
+               {"RAILYARD_TIMEOUT_MS", "250"},
+               {"RAILYARD_DEFAULT_SPEED_MBPS", "100000"},
+               {"RAILYARD_DEBUG", "trace"}}};
+  Config c = ParseOk(env);
+  EXPECT_EQ(c.socketIfname, "^=eth1,eth2");
+  EXPECT_EQ(c.nsocks, 64);
+  EXPECT_EQ(c.nthreads, 1);
+  EXPECT_EQ(c.chunkBytes, 1048576u);
+  EXPECT_EQ(c.timeoutMs, 250);
+  EXPECT_EQ(c.defaultSpeedMbps, 100000);
+  EXPECT_EQ(c.debug, log::Level::kTrace);
+}
+
+TEST(EnvConfig, ByteSuffixesArePowersOf1024) {
+  const std::pair<const char*, std::size_t> cases[] = {
+      {"4K", 4096}, {"4k", 4096}, {"512K", 524288}, {"2M", 2u << 20}, {"1g", 1u << 30},
+      {"4096", 4096}, {"+8K", 8192}};
+  for (const auto& [text, bytes] : cases) {
+    Config c = ParseOk(FakeEnv{{{"RAILYARD_CHUNK_BYTES", text}}});
+    EXPECT_EQ(c.chunkBytes, bytes) << text;
+  }
+}
+
+TEST(EnvConfig, LevelsAreCaseInsensitive) {
+  const std::pair<const char*, log::Level> cases[] = {{"none", log::Level::kNone},
+                                                      {"Version", log::Level::kVersion},
+                                                      {"WARN", log::Level::kWarn},
+                                                      {"iNfO", log::Level::kInfo},
+                                                      {"TRACE", log::Level::kTrace}};
+  for (const auto& [text, level] : cases) {
+    EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_DEBUG", text}}}).debug, level) << text;
+  }
+}
+
+TEST(EnvConfig, EmptyValueMeansUnset) {
+  FakeEnv env{{{"RAILYARD_NSOCKS", ""}, {"RAILYARD_CHUNK_BYTES", ""}, {"RAILYARD_DEBUG", ""}}};
+  Config c = ParseOk(env);
+  EXPECT_EQ(c.nsocks, 4);
+  EXPECT_EQ(c.chunkBytes, 524288u);
+  EXPECT_EQ(c.debug, log::Level::kWarn);
+}
+
+TEST(EnvConfig, MalformedValuesNameVariableValueAndExpectation) {
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* expected;
+  } cases[] = {
+      {"RAILYARD_NSOCKS", "four", "integer in 1..64"},
+      {"RAILYARD_NSOCKS", "4x", "integer in 1..64"},
+      {"RAILYARD_NSOCKS", " 4", "integer in 1..64"},
+      {"RAILYARD_NSOCKS", "-", "integer in 1..64"},
+      {"RAILYARD_NTHREADS", "2.5", "integer in 1..16"},
+      {"RAILYARD_TIMEOUT_MS", "1e3", "integer >= 1"},
+      {"RAILYARD_CHUNK_BYTES", "512KB", "K, M or G suffix"},
+      {"RAILYARD_CHUNK_BYTES", "K", "byte count"},
+      {"RAILYARD_CHUNK_BYTES", "1T", "byte count"},
+      {"RAILYARD_DEBUG", "LOUD", "NONE, VERSION, WARN, INFO, TRACE"},
+      {"RAILYARD_DEBUG", "ABORT", "NONE, VERSION, WARN, INFO, TRACE"},
+  };
+  for (const Case& c : cases) {
+    Status st = ParseErr(FakeEnv{{{c.name, c.value}}});
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << c.name << "=" << c.value;
+    EXPECT_THAT(st.message(), HasSubstr(c.name));
+    EXPECT_THAT(st.message(), HasSubstr(std::string("'") + c.value + "'"));
+    EXPECT_THAT(st.message(), HasSubstr(c.expected));
+  }
+}
+
+TEST(EnvConfig, OutOfRangeValuesFail) {
+  struct Case {
+    const char* name;
+    const char* value;
+  } cases[] = {
+      {"RAILYARD_NSOCKS", "0"},          {"RAILYARD_NSOCKS", "65"},
+      {"RAILYARD_NTHREADS", "17"},       {"RAILYARD_NTHREADS", "-1"},
+      {"RAILYARD_CHUNK_BYTES", "4095"},  {"RAILYARD_CHUNK_BYTES", "2G"},
+      {"RAILYARD_CHUNK_BYTES", "1073741825"},
+      {"RAILYARD_CHUNK_BYTES", "99999999999999999999"},
+      {"RAILYARD_CHUNK_BYTES", "9999999999999G"},
+      {"RAILYARD_TIMEOUT_MS", "0"},      {"RAILYARD_TIMEOUT_MS", "2147483648"},
+      {"RAILYARD_DEFAULT_SPEED_MBPS", "0"},
+  };
+  for (const Case& c : cases) {
+    Status st = ParseErr(FakeEnv{{{c.name, c.value}}});
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << c.name << "=" << c.value;
+    EXPECT_THAT(st.message(), HasSubstr(c.name));
+    EXPECT_THAT(st.message(), HasSubstr("out of range"));
+  }
+  // Boundaries are inclusive.
+  Config c = ParseOk(FakeEnv{{{"RAILYARD_NSOCKS", "1"},
+                              {"RAILYARD_NTHREADS", "16"},
+                              {"RAILYARD_CHUNK_BYTES", "1G"},
+                              {"RAILYARD_TIMEOUT_MS", "2147483647"}}});
+  EXPECT_EQ(c.nsocks, 1);
+  EXPECT_EQ(c.nthreads, 16);
+  EXPECT_EQ(c.chunkBytes, std::size_t{1} << 30);
+  EXPECT_EQ(c.timeoutMs, 2147483647);
+}
+
+TEST(EnvConfig, NcclAliasIsUsedWhenOursIsUnset) {
+  EXPECT_EQ(ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "=eth0"}}}).socketIfname, "=eth0");
+  // Empty counts as unset for ours too.
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_SOCKET_IFNAME", ""}, {"NCCL_SOCKET_IFNAME", "ib"}}})
+                .socketIfname,
+            "ib");
+  // An empty alias is unset as well: the default stays.
+  EXPECT_EQ(ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", ""}}}).socketIfname, "");
+}
+
+TEST(EnvConfig, OursTakesPrecedenceOverAlias) {
+  FakeEnv env{{{"RAILYARD_SOCKET_IFNAME", "eth1"}, {"NCCL_SOCKET_IFNAME", "eth0"}}};
+  EXPECT_EQ(ParseOk(env).socketIfname, "eth1");
+}
+
+TEST(EnvConfig, AliasIsNotAnUnknownName) {
+  LogCapture capture;
+  ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "eth0"}, {"NCCL_DEBUG", "INFO"}}});
+  EXPECT_TRUE(capture.At(log::Level::kWarn).empty());
+}
+
+TEST(EnvConfig, UnknownNameWarnsWithNearest) {
+  LogCapture capture;
+  Config c = ParseOk(FakeEnv{{{"RAILYARD_NSOCK", "8"}, {"RAILYARD_CHUNKBYTES", "8K"}}});
+  EXPECT_EQ(c.nsocks, 4);  // the misspelt value is ignored
+  auto warns = capture.At(log::Level::kWarn);
+  ASSERT_EQ(warns.size(), 2u);
+  EXPECT_THAT(warns[0], HasSubstr("RAILYARD_CHUNKBYTES"));
+  EXPECT_THAT(warns[0], HasSubstr("did you mean RAILYARD_CHUNK_BYTES"));
+  EXPECT_THAT(warns[1], HasSubstr("RAILYARD_NSOCK "));
+  EXPECT_THAT(warns[1], HasSubstr("did you mean RAILYARD_NSOCKS"));
+}
+
+TEST(EnvConfig, UnknownNameWarnedEvenWhenParseFails) {
+  LogCapture capture;
+  Status st = ParseErr(FakeEnv{{{"RAILYARD_TIMEOUT", "5"}, {"RAILYARD_NSOCKS", "x"}}});
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  auto warns = capture.At(log::Level::kWarn);
+  ASSERT_EQ(warns.size(), 1u);
+  EXPECT_THAT(warns[0], HasSubstr("did you mean RAILYARD_TIMEOUT_MS"));
+}
+
+TEST(EnvConfig, ValuesFromEnvironmentLoggedAtInfo) {
+  LogCapture capture;
+  ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "eth0"}}});
+  EXPECT_THAT(capture.At(log::Level::kInfo),
+              ::testing::Contains(HasSubstr(
+                  "NCCL_SOCKET_IFNAME (alias of RAILYARD_SOCKET_IFNAME) set by environment to 'eth0'")));
+}
+
+TEST(EnvConfig, EditDistance) {
+  EXPECT_EQ(EditDistance("", ""), 0u);
+  EXPECT_EQ(EditDistance("abc", ""), 3u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("RAILYARD_NSOCK", "RAILYARD_NSOCKS"), 1u);
+  EXPECT_STREQ(NearestVariable("RAILYARD_DEBUGG")->name, "RAILYARD_DEBUG");
+  EXPECT_STREQ(NearestVariable("RAILYARD_THREADS")->name, "RAILYARD_NTHREADS");
+}
+
+TEST(EnvConfig, LoadReadsProcessEnvironmentOnceAndCachesIt) {
+  // Only this test calls Load() in this binary, so the first call sees these values.
+  ASSERT_EQ(setenv("RAILYARD_NSOCKS", "7", 1), 0);
+  ASSERT_EQ(setenv("RAILYARD_NSOKCS_TYPO", "1", 1), 0);
+  LogCapture capture;
+  const Config* first = nullptr;
+  Status st = Load(&first);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->nsocks, 7);
+  EXPECT_THAT(capture.At(log::Level::kWarn),
+              ::testing::Contains(HasSubstr("RAILYARD_NSOKCS_TYPO")));
+  // Changing the environment afterwards has no effect: parsed once.
+  ASSERT_EQ(setenv("RAILYARD_NSOCKS", "9", 1), 0);
+  const Config* second = nullptr;
+  ASSERT_TRUE(Load(&second).ok());
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(second->nsocks, 7);
+  unsetenv("RAILYARD_NSOCKS");
+  unsetenv("RAILYARD_NSOKCS_TYPO");
+}
+
+TEST(EnvConfig, LoadCachesAFailure) {
+  // "threadsafe" re-executes the binary for the child, so its Load() is fresh.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("RAILYARD_NTHREADS", "99", 1);
+        const Config* c = nullptr;
+        Status first = Load(&c);
+        unsetenv("RAILYARD_NTHREADS");  // too late: the failure is cached
+        Status second = Load(&c);
+        bool ok = first.code() == Code::kInvalidUsage &&
+                  first.message().find("RAILYARD_NTHREADS='99'") != std::string::npos &&
+                  second.code() == first.code() && second.message() == first.message() &&
+                  c == nullptr;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "RAILYARD_NTHREADS='99'");
+}
+
+TEST(EnvConfig, RailyardNamesInEnvironment) {
+  ASSERT_EQ(setenv("RAILYARD_ZZ_PROBE", "x", 1), 0);
+  ASSERT_EQ(setenv("NOT_RAILYARD_PROBE", "x", 1), 0);
+  auto names = RailyardNamesInEnvironment();
+  EXPECT_THAT(names, ::testing::Contains("RAILYARD_ZZ_PROBE"));
+  EXPECT_THAT(names, ::testing::Not(::testing::Contains("NOT_RAILYARD_PROBE")));
+  unsetenv("RAILYARD_ZZ_PROBE");
+  unsetenv("NOT_RAILYARD_PROBE");
+}
+
+TEST(EnvLog, LevelNames) {
+  EXPECT_EQ(log::ParseLevelName("info"), log::Level::kInfo);
+  EXPECT_EQ(log::ParseLevelName("INFO "), std::nullopt);
+  EXPECT_EQ(log::ParseLevelName(""), std::nullopt);
+  EXPECT_STREQ(log::LevelName(log::Level::kTrace), "TRACE");
+}
+
+// An NCCL logger receives (level, subsys, basename, line, "%s", message).
+struct LoggerCall {
+  int level = -1;
+  unsigned long flags = 0;
+  std::string file, fmt, message;
+  int line = 0;
+};
+LoggerCall gLastCall;
+int gCalls = 0;
+void FakeNcclLogger(int level, unsigned long flags, const char* file, int line, const char* fmt,
+                    ...) {
+  va_list args;
+  va_start(args, fmt);
+  char buf[256];
+  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  gLastCall = {level, flags, file, fmt, buf, line};
+  ++gCalls;
+}
+
+TEST(EnvLog, NcclLoggerGetsLevelSubsysAndFormattedMessage) {
+  log::SetNcclLogger(&FakeNcclLogger);
+  gCalls = 0;
+  log::SetStderrLevel(log::Level::kNone);  // NCCL filters, not us
+  EXPECT_TRUE(log::Enabled(log::Level::kTrace));
+  int line = __LINE__ + 1;
+  RY_INFO(log::kNet | log::kInit, "dev %d is %s", 3, "eth0");
+  log::SetNcclLogger(nullptr);
+  log::SetStderrLevel(log::Level::kWarn);
+  ASSERT_EQ(gCalls, 1);
+  EXPECT_EQ(gLastCall.level, 3);
+  EXPECT_EQ(gLastCall.flags, 0x11ul);
+  EXPECT_EQ(gLastCall.file, "env_config_test.cc");
+  EXPECT_EQ(gLastCall.line, line);
+  EXPECT_EQ(gLastCall.fmt, "%s");
+  EXPECT_EQ(gLastCall.message, "dev 3 is eth0");
+}
+
+TEST(EnvLog, StderrThreshold) {
+  log::SetStderrLevel(log::Level::kWarn);
+  EXPECT_TRUE(log::Enabled(log::Level::kWarn));
+  EXPECT_TRUE(log::Enabled(log::Level::kAbort));
+  EXPECT_FALSE(log::Enabled(log::Level::kInfo));
+  EXPECT_FALSE(log::Enabled(log::Level::kNone));
+  log::SetStderrLevel(log::Level::kTrace);
+  EXPECT_TRUE(log::Enabled(log::Level::kTrace));
+  log::SetStderrLevel(log::Level::kNone);
+  EXPECT_FALSE(log::Enabled(log::Level::kWarn));
+  testing::internal::CaptureStderr();
+  log::SetStderrLevel(log::Level::kWarn);
+  RY_WARN("disk %s is full", "sda");
+  RY_INFO(log::kNet, "not shown");
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, ::testing::MatchesRegex(
+                       "railyard WARN \\[pid [0-9]+\\] env_config_test\\.cc:[0-9]+ disk sda is full\n"));
+}
+
+TEST(EnvLog, LongMessagesAreNotTruncated) {
+  LogCapture capture;
+  std::string big(5000, 'x');
+  RY_WARN("%s!", big.c_str());
+  auto warns = capture.At(log::Level::kWarn);
+  ASSERT_EQ(warns.size(), 1u);
+  EXPECT_EQ(warns[0], big + "!");
+}
+
+}  // namespace
+}  // namespace railyard::env
