@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Usage: check_exports.sh <path/to/libnccl-net-railyard.so>
+# Fails (printing the offenders) if the library defines any dynamic symbol other
+# than ncclNetPlugin_v8..v11, ncclCollNetPlugin_v*, railyard_*; also fails if
+# one of ncclNetPlugin_v8, _v9, _v10, _v11 is missing.
+set -euo pipefail
+
+lib="${1:?usage: check_exports.sh <shared library>}"
+[[ -f "$lib" ]] || { echo "check_exports: no such file: $lib" >&2; exit 2; }
+
+# nm prints "<value> <type> <name>[@version]"; keep the bare names.
+mapfile -t syms < <(nm -D --defined-only "$lib" | awk 'NF >= 3 {print $3}' | sed 's/@.*//' | sort -u)
+
+allowed='^(ncclNetPlugin_v(8|9|10|11)|ncclCollNetPlugin_v[0-9]+|railyard_[A-Za-z0-9_]+)$'
+bad=()
+for s in "${syms[@]}"; do
+  [[ "$s" =~ $allowed ]] || bad+=("$s")
+done
+
+missing=()
+for want in ncclNetPlugin_v8 ncclNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11; do
+  printf '%s\n' "${syms[@]}" | grep -qx "$want" || missing+=("$want")
+done
+
+rc=0
+if ((${#bad[@]})); then
+  echo "check_exports: unexpected exported symbols in $lib:" >&2
+  printf '  %s\n' "${bad[@]}" >&2
+  rc=1
+fi
+if ((${#missing[@]})); then
+  echo "check_exports: missing exported symbols in $lib:" >&2
+  printf '  %s\n' "${missing[@]}" >&2
+  rc=1
+fi
+((rc == 0)) && echo "check_exports: OK (${#syms[@]} symbols: ${syms[*]})"
+exit $rc
