@@ -1,0 +1,396 @@
+// The one implementation of the NCCL net API (v11 shape) over Railyard's proxy
+// layer. Calling rules: ../shared/docs/nccl-net-abi.md §2.5 and §2.6.
+#include "plugin/net.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "env/config.h"
+#include "env/log.h"
+#include "proxy/comm.h"
+#include "proxy/handle.h"
+#include "proxy/mr_cache.h"
+#include "proxy/tcp/tcp_connector.h"
+#include "proxy/tcp/tcp_listen_comm.h"
+#include "topology/netdev.h"
+
+namespace railyard::plugin {
+
+namespace {
+
+using proxy::Comm;
+using proxy::ListenComm;
+using proxy::MemoryRegion;
+using proxy::RecvComm;
+using proxy::Request;
+using proxy::SendComm;
+
+/// Per-communicator context handed back by v11 init (§1.4: init runs once per comm).
+struct Context {
+  uint64_t commId = 0;
+  int trafficClass = -1;  ///< NCCL_NET_TRAFFIC_CLASS_UNDEF when unset
+};
+
+/// Process-wide plugin state. Devices are discovered on the first init and kept for
+/// the life of the process, so the name/pciPath strings handed out by
+/// getProperties stay valid even across finalize/init cycles.
+struct Global {
+  std::mutex mu;
+  int refs = 0;  ///< live contexts
+  bool discovered = false;
+  const env::Config* config = nullptr;
+  std::vector<topology::NetDevice> devices;
+  std::string host;
+  std::unordered_set<Context*> contexts;
+  std::unordered_set<Comm*> comms;                 ///< open send/recv comms
+  std::unordered_set<ListenComm*> listens;         ///< open listen comms
+  std::unordered_set<proxy::TcpConnector*> connectors;  ///< connects in progress
+};
+
+Global& G() {
+  static Global* g = new Global();  // never destroyed: NCCL may call in after exit handlers
+  return *g;
+}
+
+ncclResult_t Fail(const Status& s, const char* call) {
+  RY_WARN("%s: %s", call, s.message().c_str());
+  return static_cast<ncclResult_t>(s.ncclResult());
+}
+
+proxy::TcpOptions OptionsFor(int dev) {
+  Global& g = G();
+  proxy::TcpOptions o;
+  o.nsocks = g.config->nsocks;
+  o.nthreads = g.config->nthreads;
+  o.chunkBytes = g.config->chunkBytes;
+  o.timeoutMs = g.config->timeoutMs;
+  o.device = g.devices[static_cast<size_t>(dev)].name;
+  return o;
+}
+
+/// Checks that init happened and `dev` names a device. InvalidUsage otherwise.
+Status CheckDevice(int dev) {
+  Global& g = G();
+  std::lock_guard lock(g.mu);
+  if (g.refs == 0) return InvalidUsage("the plugin is not initialised (call init first)");
+  if (dev < 0 || dev >= static_cast<int>(g.devices.size())) {
+    return InvalidArgument("device " + std::to_string(dev) + " does not exist (" +
+                           std::to_string(g.devices.size()) + " devices)");
+  }
+  return Status::Ok();
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+}  // namespace
+
+ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                  ncclDebugLogger_t logFunction, ncclProfilerCallback_t /*profFunction*/) {
+  if (ctx != nullptr) *ctx = nullptr;
+  if (logFunction != nullptr) {
+    log::SetNcclLogger(reinterpret_cast<log::NcclLogger>(logFunction));
+  }
+  Global& g = G();
+  std::lock_guard lock(g.mu);
+  if (!g.discovered) {
+    const env::Config* cfg = nullptr;
+    Status s = env::Load(&cfg);
+    if (!s.ok()) return Fail(s, "init");
+    std::vector<topology::NetDevice> devs;
+    s = topology::SelectSocketDevices(cfg->socketIfname, &devs);
+    if (!s.ok()) return Fail(s, "init");
+    if (devs.empty()) return Fail(SystemError("no network device is usable"), "init");
+    g.config = cfg;
+    g.devices = std::move(devs);
+    g.host = HostName();
+    g.discovered = true;
+    for (size_t i = 0; i < g.devices.size(); ++i) {
+      const auto& d = g.devices[i];
+      RY_INFO(log::kInit | log::kNet, "Railyard device %zu: %s %s speed %d Mbps%s%s", i,
+              d.name.c_str(), d.addrString.c_str(), d.SpeedOr(cfg->defaultSpeedMbps),
+              d.pciPath.empty() ? "" : " pci ", d.pciPath.c_str());
+    }
+  }
+  auto* c = new Context();
+  c->commId = commId;
+  c->trafficClass = config != nullptr ? config->trafficClass : -1;
+  g.contexts.insert(c);
+  ++g.refs;
+  if (ctx != nullptr) *ctx = c;
+  return ncclSuccess;
+}
+
+ncclResult_t Devices(int* ndev) {
+  Global& g = G();
+  std::lock_guard lock(g.mu);
+  if (ndev == nullptr) return ncclInvalidArgument;
+  if (g.refs == 0) return Fail(InvalidUsage("devices() before init"), "devices");
+  *ndev = static_cast<int>(g.devices.size());
+  return ncclSuccess;
+}
+
+ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
+  if (props == nullptr) return ncclInvalidArgument;
+  if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "getProperties");
+  Global& g = G();
+  const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
+  std::memset(props, 0, sizeof *props);
+  props->name = const_cast<char*>(d.name.c_str());
+  props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
+  props->guid = static_cast<uint64_t>(dev);
+  props->ptrSupport = NCCL_PTR_HOST;
+  props->regIsGlobal = 1;  // registrations live in the process-wide MR cache
+  props->forceFlush = 0;
+  props->speed = d.SpeedOr(g.config->defaultSpeedMbps);
+  props->port = 0;
+  props->latency = 0;
+  props->maxComms = 65536;
+  props->maxRecvs = proxy::kMaxRecvs;
+  props->netDeviceType = NCCL_NET_DEVICE_HOST;
+  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  props->vProps.ndevs = 1;
+  props->vProps.devs[0] = dev;
+  props->maxP2pBytes = MAX_NET_SIZE;  // test() reports int sizes; NCCL sends ≤ 1 GiB anyway
+  props->maxCollBytes = MAX_COLLNET_SIZE;
+  props->maxMultiRequestSize = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
+  if (handle == nullptr || listenComm == nullptr) return ncclInvalidArgument;
+  *listenComm = nullptr;
+  if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "listen");
+  Global& g = G();
+  const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
+  const socklen_t len = d.family() == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  std::unique_ptr<proxy::TcpListenComm> l;
+  proxy::ListenAddress addr;
+  Status s = proxy::TcpListenComm::Create(d.addr, len, OptionsFor(dev), g.host,
+                                          &proxy::GlobalMrCache(), &l, &addr);
+  if (!s.ok()) return Fail(s, "listen");
+  proxy::EncodeHandle(addr, handle);
+  std::lock_guard lock(g.mu);
+  g.listens.insert(l.get());
+  *listenComm = l.release();
+  return ncclSuccess;
+}
+
+ncclResult_t Connect(void* /*ctx*/, int dev, void* handle, void** sendComm) {
+  if (handle == nullptr || sendComm == nullptr) return ncclInvalidArgument;
+  *sendComm = nullptr;
+  if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "connect");
+  Global& g = G();
+  // Validate the handle on every call: a garbage or foreign handle fails here,
+  // before its connect-state bytes are trusted.
+  proxy::ListenAddress to;
+  if (Status s = proxy::DecodeHandle(handle, &to); !s.ok()) return Fail(s, "connect");
+  auto* wire = static_cast<proxy::HandleWire*>(handle);
+  proxy::TcpConnector* c = nullptr;
+  {
+    std::lock_guard lock(g.mu);
+    if (wire->stageMagic == proxy::kStageMagic) {
+      auto* p = reinterpret_cast<proxy::TcpConnector*>(wire->stageState);
+      if (g.connectors.count(p) != 0) c = p;
+    }
+  }
+  if (c == nullptr) {
+    std::unique_ptr<proxy::TcpConnector> fresh;
+    Status s = proxy::TcpConnector::Start(to, OptionsFor(dev), g.host, &fresh);
+    if (!s.ok()) return Fail(s, "connect");
+    c = fresh.release();
+    std::lock_guard lock(g.mu);
+    g.connectors.insert(c);
+    wire->stageMagic = proxy::kStageMagic;
+    wire->stageState = reinterpret_cast<uint64_t>(c);
+  }
+  SendComm* comm = nullptr;
+  Status s = c->Progress(&comm);
+  if (!s.ok() || comm != nullptr) {
+    std::lock_guard lock(g.mu);
+    g.connectors.erase(c);
+    delete c;
+    wire->stageMagic = 0;
+    wire->stageState = 0;
+    if (comm != nullptr) g.comms.insert(comm);
+  }
+  if (!s.ok()) return Fail(s, "connect");
+  *sendComm = comm;
+  return ncclSuccess;
+}
+
+ncclResult_t Accept(void* listenComm, void** recvComm) {
+  if (listenComm == nullptr || recvComm == nullptr) return ncclInvalidArgument;
+  *recvComm = nullptr;
+  RecvComm* comm = nullptr;
+  Status s = static_cast<ListenComm*>(listenComm)->Accept(&comm);
+  if (!s.ok()) return Fail(s, "accept");
+  if (comm != nullptr) {
+    Global& g = G();
+    std::lock_guard lock(g.mu);
+    g.comms.insert(comm);
+  }
+  *recvComm = comm;
+  return ncclSuccess;
+}
+
+ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (comm == nullptr || mhandle == nullptr) return ncclInvalidArgument;
+  *mhandle = nullptr;
+  if (type != NCCL_PTR_HOST) {
+    return Fail(InvalidUsage("regMr of pointer type " + std::to_string(type) +
+                             ": the TCP transport supports host memory only (ptrSupport HOST)"),
+                "regMr");
+  }
+  MemoryRegion* r = nullptr;
+  Status s = proxy::GlobalMrCache().Register(data, size, type, &r);
+  if (!s.ok()) return Fail(s, "regMr");
+  *mhandle = r;
+  return ncclSuccess;
+}
+
+ncclResult_t RegMrDmaBuf(void* /*comm*/, void* /*data*/, size_t /*size*/, int type,
+                         uint64_t /*offset*/, int /*fd*/, void** mhandle) {
+  if (mhandle != nullptr) *mhandle = nullptr;
+  return Fail(InvalidUsage("regMrDmaBuf of pointer type " + std::to_string(type) +
+                           ": the TCP transport does not report NCCL_PTR_DMABUF"),
+              "regMrDmaBuf");
+}
+
+ncclResult_t DeregMr(void* /*comm*/, void* mhandle) {
+  Status s = proxy::GlobalMrCache().Deregister(static_cast<MemoryRegion*>(mhandle));
+  return s.ok() ? ncclSuccess : Fail(s, "deregMr");
+}
+
+ncclResult_t Isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                   void* /*phandle*/, void** request) {
+  if (request == nullptr) return ncclInvalidArgument;
+  *request = nullptr;
+  if (sendComm == nullptr) return Fail(InvalidArgument("isend on a NULL comm"), "isend");
+  Request* r = nullptr;
+  Status s = static_cast<SendComm*>(static_cast<Comm*>(sendComm))
+                 ->Isend(data, size, tag, static_cast<MemoryRegion*>(mhandle), &r);
+  if (!s.ok()) return Fail(s, "isend");
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t Irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                   void** /*phandles*/, void** request) {
+  if (request == nullptr) return ncclInvalidArgument;
+  *request = nullptr;  // always overwrite: it may hold NCCL_NET_OPTIONAL_RECV_COMPLETION
+  if (recvComm == nullptr || data == nullptr || sizes == nullptr || tags == nullptr) {
+    return Fail(InvalidArgument("irecv with a NULL comm or array"), "irecv");
+  }
+  Request* r = nullptr;
+  Status s = static_cast<RecvComm*>(static_cast<Comm*>(recvComm))
+                 ->Irecv(n, data, sizes, tags, reinterpret_cast<MemoryRegion**>(mhandles), &r);
+  if (!s.ok()) return Fail(s, "irecv");
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t Iflush(void* /*recvComm*/, int /*n*/, void** /*data*/, int* /*sizes*/,
+                    void** /*mhandles*/, void** request) {
+  // Host memory only: the data is visible once test() reports done. A NULL request
+  // tells NCCL no flush was needed (§2.5 "iflush").
+  if (request != nullptr) *request = nullptr;
+  return ncclSuccess;
+}
+
+ncclResult_t Test(void* request, int* done, int* sizes) {
+  if (request == nullptr || done == nullptr) return ncclInvalidArgument;
+  auto* r = static_cast<Request*>(request);
+  Status s = r->owner->Test(r, done, sizes);
+  return s.ok() ? ncclSuccess : static_cast<ncclResult_t>(s.ncclResult());
+}
+
+namespace {
+ncclResult_t CloseComm(void* comm) {
+  if (comm == nullptr) return ncclSuccess;
+  auto* c = static_cast<Comm*>(comm);
+  Global& g = G();
+  {
+    std::lock_guard lock(g.mu);
+    if (g.comms.erase(c) == 0) {
+      return Fail(InvalidArgument("close of a comm that is not open"), "close");
+    }
+  }
+  c->Close();
+  delete c;
+  return ncclSuccess;
+}
+}  // namespace
+
+ncclResult_t CloseSend(void* sendComm) { return CloseComm(sendComm); }
+ncclResult_t CloseRecv(void* recvComm) { return CloseComm(recvComm); }
+
+ncclResult_t CloseListen(void* listenComm) {
+  if (listenComm == nullptr) return ncclSuccess;
+  auto* l = static_cast<ListenComm*>(listenComm);
+  Global& g = G();
+  {
+    std::lock_guard lock(g.mu);
+    if (g.listens.erase(l) == 0) {
+      return Fail(InvalidArgument("closeListen of a listen comm that is not open"), "closeListen");
+    }
+  }
+  delete l;
+  return ncclSuccess;
+}
+
+ncclResult_t MakeVDevice(int* /*d*/, ncclNetVDeviceProps_v11_t* props) {
+  // NIC fusion over TCP is not implemented; NCCL logs this and keeps the physical
+  // devices (§2.5 "makeVDevice").
+  return Fail(InvalidUsage("makeVDevice of " + std::to_string(props ? props->ndevs : 0) +
+                           " devices: NIC fusion is not supported by the TCP transport"),
+              "makeVDevice");
+}
+
+ncclResult_t Finalize(void* ctx) {
+  Global& g = G();
+  std::vector<Comm*> comms;
+  std::vector<ListenComm*> listens;
+  std::vector<proxy::TcpConnector*> connectors;
+  {
+    std::lock_guard lock(g.mu);
+    auto* c = static_cast<Context*>(ctx);
+    if (c == nullptr || g.contexts.erase(c) == 0) {
+      return ncclSuccess;  // NCCL finalizes after a failed init too (§1.4)
+    }
+    delete c;
+    if (--g.refs > 0) return ncclSuccess;
+    // Last context: stop every thread the plugin started before NCCL may dlclose us.
+    comms.assign(g.comms.begin(), g.comms.end());
+    listens.assign(g.listens.begin(), g.listens.end());
+    connectors.assign(g.connectors.begin(), g.connectors.end());
+    g.comms.clear();
+    g.listens.clear();
+    g.connectors.clear();
+  }
+  if (!comms.empty()) {
+    RY_INFO(log::kNet, "finalize closes %zu comms still open", comms.size());
+  }
+  for (Comm* c : comms) {
+    c->Close();
+    delete c;
+  }
+  for (ListenComm* l : listens) delete l;
+  for (proxy::TcpConnector* c : connectors) delete c;
+  return ncclSuccess;
+}
+
+ncclResult_t SetNetAttr(void* /*ctx*/, ncclNetAttr_v11_t* /*netAttr*/) {
+  return ncclSuccess;  // a hint (§2.5 "setNetAttr"); the TCP transport has no use for it
+}
+
+}  // namespace railyard::plugin

@@ -1,0 +1,26 @@
+#include "proxy/comm.h"
+
+namespace railyard::proxy {
+
+std::string PeerInfo::ToString() const {
+  std::string s = "peer " + (host.empty() ? std::string("?") : host);
+  s += " (pid " + std::to_string(pid) + ", " + (address.empty() ? "?" : address) + ")";
+  if (!device.empty()) s += " on rail " + device;
+  return s;
+}
+
+bool Poison::Set(const Status& s) {
+  std::lock_guard lock(mu_);
+  if (set_.load(std::memory_order_relaxed)) return false;
+  status_ = s;
+  set_.store(true, std::memory_order_release);
+  return true;
+}
+
+Status Poison::Get() const {
+  if (!IsSet()) return Status::Ok();
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+}  // namespace railyard::proxy

@@ -1,0 +1,95 @@
+// Transport-independent comm interfaces the plugin layer drives. A transport
+// (TCP now, verbs next) implements them; plugin/net.cc only sees these.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "env/status.h"
+#include "proxy/mr_cache.h"
+
+namespace railyard::proxy {
+
+using Clock = std::chrono::steady_clock;
+
+/// Who is at the other end of a comm, for error messages.
+struct PeerInfo {
+  std::string host;     ///< peer host name
+  uint32_t pid = 0;     ///< peer process id (0 if unknown)
+  std::string address;  ///< "ip:port" of the peer's control socket
+  std::string device;   ///< our device (rail) name the comm runs on
+  /// "peer host (pid N, ip:port) on rail dev".
+  std::string ToString() const;
+};
+
+class Comm;
+
+/// The opaque request handed to NCCL. Owned by the comm that made it.
+struct Request {
+  Comm* owner = nullptr;
+};
+
+/// A comm's sticky error: the first failure wins and every later call reports it.
+/// Thread-safe; helper threads set it, the caller's thread reads it.
+class Poison {
+ public:
+  /// Records `s` unless an error is already recorded. Returns true if it was the first.
+  bool Set(const Status& s);
+  bool IsSet() const { return set_.load(std::memory_order_acquire); }
+  /// The recorded error (Ok when none).
+  Status Get() const;
+
+ private:
+  std::atomic<bool> set_{false};
+  mutable std::mutex mu_;
+  Status status_;
+};
+
+/// Base of send and receive comms.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  /// Non-blocking completion check. On done a send writes sizes[0] (bytes sent) and
+  /// a receive writes sizes[0..n) (bytes received per buffer); sizes may be NULL.
+  /// After done the request is recycled; it must not be tested again.
+  virtual Status Test(Request* request, int* done, int* sizes) = 0;
+  /// Stops helper threads and closes sockets. Requests in flight are abandoned;
+  /// the peer sees a broken connection. Idempotent.
+  virtual void Close() = 0;
+};
+
+/// Sending side of a connection.
+class SendComm : public Comm {
+ public:
+  /// Starts sending [data, data+size) with `tag` into the receiver's next posted
+  /// buffer carrying that tag. *request = NULL with Ok means "not yet" (no matching
+  /// clear-to-send has arrived): call again. Errors: InvalidUsage when the message is
+  /// larger than the posted buffer; the comm's poison after a fault; RemoteError
+  /// when no matching buffer is posted within RAILYARD_TIMEOUT_MS.
+  virtual Status Isend(const void* data, size_t size, int tag, MemoryRegion* mr,
+                       Request** request) = 0;
+};
+
+/// Receiving side of a connection.
+class RecvComm : public Comm {
+ public:
+  /// Posts n (1..kMaxRecvs) buffers as one grouped receive: buffer i takes the next
+  /// send tagged tags[i]. Each buffer must lie inside its registered region.
+  /// InternalError when NCCL_NET_MAX_REQUESTS receives are already in flight.
+  virtual Status Irecv(int n, void** data, const size_t* sizes, const int* tags,
+                       MemoryRegion** mrs, Request** request) = 0;
+};
+
+/// Accepting side of a listen.
+class ListenComm {
+ public:
+  virtual ~ListenComm() = default;
+  /// Non-blocking: *recvComm = NULL with Ok means "not yet".
+  virtual Status Accept(RecvComm** recvComm) = 0;
+};
+
+}  // namespace railyard::proxy

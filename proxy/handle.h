@@ -1,0 +1,61 @@
+// The listen handle: what listen() writes into NCCL's 128-byte buffer and the
+// peer's connect() reads back (NCCL_NET_HANDLE_MAXSIZE, nccl-net-abi.md §2.5).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+
+#include "env/status.h"
+#include "proxy/wire.h"
+
+namespace railyard::proxy {
+
+/// Bytes NCCL gives a plugin for its handle (NCCL_NET_HANDLE_MAXSIZE).
+inline constexpr size_t kHandleBytes = 128;
+
+/// Wire layout of a handle. Bytes [0, 72) are written by listen() and describe the
+/// listener; bytes [72, 128) are connect()'s own state between retries (NCCL hands
+/// the same buffer back on every retry, §2.5 "connect / accept").
+struct HandleWire {
+  RecordHeader header;  ///< magic, version, kind = kHello
+  uint64_t listenId;    ///< random id of the listen comm
+  uint16_t family;      ///< AF_INET or AF_INET6
+  uint16_t port;        ///< listener TCP port, host byte order
+  uint32_t pad;
+  uint8_t addr[16];     ///< IPv4 (first 4 bytes) or IPv6 address of the listener
+  char host[32];        ///< listener host name, for error messages
+  uint64_t stageMagic;  ///< kStageMagic once connect() has stored its state
+  uint64_t stageState;  ///< connect()'s in-progress state (a pointer), valid with stageMagic
+  uint8_t reserved[40];
+};
+static_assert(sizeof(HandleWire) == kHandleBytes);
+
+/// Marks the connect-state area of a handle as in use ("RYCONNST").
+inline constexpr uint64_t kStageMagic = 0x54534e4e4f435952ull;
+
+/// Decoded listener address of a handle.
+struct ListenAddress {
+  sockaddr_storage addr{};  ///< family, address and port, ready for connect(2)
+  socklen_t len = 0;        ///< bytes of addr in use
+  uint64_t listenId = 0;
+  std::string host;         ///< listener host name
+  /// "host/ip:port", for error messages.
+  std::string ToString() const;
+};
+
+/// Writes a handle for a listener at `addr` into `out` (kHandleBytes), zeroing the
+/// connect-state area.
+void EncodeHandle(const ListenAddress& addr, void* out);
+
+/// Validates and decodes a handle. InvalidUsage when the bytes are not a Railyard
+/// handle (another plugin, or garbage) or come from another protocol version; the
+/// message says which. InvalidArgument for an unknown address family.
+Status DecodeHandle(const void* in, ListenAddress* out);
+
+/// Formats a socket address as "ip:port".
+std::string SockaddrToString(const sockaddr_storage& addr);
+
+}  // namespace railyard::proxy

@@ -1,0 +1,62 @@
+// Memory registration: a process-wide cache of registered regions keyed by
+// address range, with the remote key (rkey) a peer names when it writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "env/status.h"
+
+namespace railyard::proxy {
+
+/// One registered region. Handed to NCCL as the mhandle (an opaque pointer).
+struct MemoryRegion {
+  uint64_t base = 0;  ///< first byte (page-aligned down from the request)
+  uint64_t len = 0;   ///< bytes covered (page-aligned up)
+  uint32_t rkey = 0;  ///< key peers quote in CTS entries and chunk headers; never 0
+  int ptrType = 0;    ///< NCCL_PTR_HOST / NCCL_PTR_CUDA of the registration
+  int refs = 0;       ///< registrations sharing this entry (guarded by the cache lock)
+
+  /// True when [addr, addr+bytes) lies inside this region (no overflow).
+  bool Contains(uint64_t addr, uint64_t bytes) const {
+    return addr >= base && bytes <= len && addr - base <= len - bytes;
+  }
+};
+
+/// Thread-safe registration cache. A registration inside an existing region reuses
+/// it (reference-counted), so re-registering a sub-range is almost free, as NCCL
+/// expects when a plugin reports regIsGlobal = 1 (nccl-net-abi.md §2.3).
+/// Registrations are process-wide, not tied to a comm.
+class MrCache {
+ public:
+  /// Registers [addr, addr+bytes). bytes may be 0 (a 1-byte region is recorded).
+  /// InvalidArgument for a NULL address with bytes > 0 or a range that wraps.
+  Status Register(const void* addr, size_t bytes, int ptrType, MemoryRegion** out);
+  /// Drops one reference; the entry goes away with the last one. InvalidArgument
+  /// when `region` is not registered here (double deregister, foreign pointer).
+  Status Deregister(MemoryRegion* region);
+  /// True when region `rkey` exists and holds [addr, addr+bytes). Used on every
+  /// remote write before a byte lands.
+  bool Contains(uint32_t rkey, uint64_t addr, uint64_t bytes) const;
+  /// True when `region` is a live entry of this cache.
+  bool IsRegistered(const MemoryRegion* region) const;
+  /// Number of distinct regions (for tests and diagnostics).
+  size_t Size() const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::multimap<uint64_t, std::unique_ptr<MemoryRegion>> byBase_;
+  std::unordered_map<uint32_t, MemoryRegion*> byKey_;
+  std::unordered_set<const MemoryRegion*> live_;  ///< pointers handed out, for safe checks
+  uint32_t nextKey_ = 1;
+};
+
+/// The process-wide cache used by every comm of the plugin.
+MrCache& GlobalMrCache();
+
+}  // namespace railyard::proxy

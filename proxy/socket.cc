@@ -1,0 +1,128 @@
+#include "proxy/socket.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace railyard::proxy {
+
+std::string ErrnoText(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+void Fd::Reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Fd::Shutdown() const {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+Status SetNonBlocking(int fd, bool on) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0) return SystemError("fcntl(F_GETFL): " + ErrnoText(errno));
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (fcntl(fd, F_SETFL, flags) < 0) return SystemError("fcntl(F_SETFL): " + ErrnoText(errno));
+  return Status::Ok();
+}
+
+Status TuneTcpSocket(int fd, int bufferBytes) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+    return SystemError("setsockopt(TCP_NODELAY): " + ErrnoText(errno));
+  }
+  if (bufferBytes > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferBytes, sizeof bufferBytes);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufferBytes, sizeof bufferBytes);
+  }
+  return Status::Ok();
+}
+
+Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what) {
+  msghdr msg{};
+  while (iovcnt > 0) {
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SystemError(what + ": send failed: " + ErrnoText(errno));
+    }
+    size_t left = static_cast<size_t>(n);
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return Status::Ok();
+}
+
+Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* eof) {
+  char* p = static_cast<char*>(buf);
+  size_t got = 0;
+  if (eof != nullptr) *eof = false;
+  while (got < bytes) {
+    ssize_t n = ::recv(fd, p + got, bytes - got, MSG_WAITALL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SystemError(what + ": receive failed: " + ErrnoText(errno));
+    }
+    if (n == 0) {
+      if (got == 0 && eof != nullptr) {
+        *eof = true;
+        return Status::Ok();
+      }
+      return SystemError(what + ": connection closed by peer after " + std::to_string(got) +
+                         " of " + std::to_string(bytes) + " bytes");
+    }
+    got += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status TryRecv(int fd, void* buf, size_t bytes, size_t* got, bool* closed) {
+  *closed = false;
+  while (bytes > 0) {
+    ssize_t n = ::recv(fd, buf, bytes, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      return SystemError("receive failed: " + ErrnoText(errno));
+    }
+    if (n == 0) {
+      *closed = true;
+      return Status::Ok();
+    }
+    *got += static_cast<size_t>(n);
+    buf = static_cast<char*>(buf) + n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status TrySend(int fd, const void* buf, size_t bytes, size_t* sent) {
+  while (bytes > 0) {
+    ssize_t n = ::send(fd, buf, bytes, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      return SystemError("send failed: " + ErrnoText(errno));
+    }
+    *sent += static_cast<size_t>(n);
+    buf = static_cast<const char*>(buf) + n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace railyard::proxy

@@ -1,0 +1,65 @@
+// Thin POSIX socket helpers for the TCP transport: an owning fd and whole-buffer
+// send/receive loops that report errors as Status.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "env/status.h"
+
+namespace railyard::proxy {
+
+/// Owns one file descriptor; closes it on destruction. Move-only.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  /// Closes the descriptor (if any).
+  void Reset();
+  /// shutdown(SHUT_RDWR): wakes any thread blocked on the socket; keeps the fd.
+  void Shutdown() const;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Sets O_NONBLOCK on or off. SystemError on failure.
+Status SetNonBlocking(int fd, bool on);
+/// Sets TCP_NODELAY and, where given (> 0), SO_SNDBUF/SO_RCVBUF in bytes.
+Status TuneTcpSocket(int fd, int bufferBytes);
+
+/// Blocking: writes every byte of the iovecs (MSG_NOSIGNAL, restarts on EINTR).
+/// SystemError naming `what` and errno when the connection breaks.
+Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what);
+/// Blocking: reads exactly `bytes` into `buf`. An orderly EOF before the first byte
+/// returns kEof (when `eof` is given) so callers can tell a clean close from a break.
+Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* eof = nullptr);
+
+/// Non-blocking read of up to `bytes`; adds to *got. *closed = true on orderly EOF.
+/// SystemError on a broken connection; EAGAIN is not an error.
+Status TryRecv(int fd, void* buf, size_t bytes, size_t* got, bool* closed);
+/// Non-blocking write of up to `bytes`; adds to *sent. SystemError on a broken connection.
+Status TrySend(int fd, const void* buf, size_t bytes, size_t* sent);
+
+/// "strerror(errno) (errno N)".
+std::string ErrnoText(int err);
+
+}  // namespace railyard::proxy

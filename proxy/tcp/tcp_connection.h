@@ -1,0 +1,19 @@
+// The sockets of one established TCP connection, handed from connection setup to
+// the send or receive comm that drives them.
+#pragma once
+
+#include <vector>
+
+#include "proxy/comm.h"
+#include "proxy/socket.h"
+
+namespace railyard::proxy {
+
+/// Control socket plus data sockets (index i of `data` is hello sockIndex i+1).
+struct TcpConnection {
+  Fd control;
+  std::vector<Fd> data;
+  PeerInfo peer;
+};
+
+}  // namespace railyard::proxy

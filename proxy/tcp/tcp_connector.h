@@ -1,0 +1,45 @@
+// TCP connection setup, connecting side: a resumable, non-blocking state machine
+// that opens the control and data sockets and sends each one's hello.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/comm.h"
+#include "proxy/handle.h"
+#include "proxy/socket.h"
+#include "proxy/tcp/tcp_options.h"
+
+namespace railyard::proxy {
+
+/// One connect() in progress. NCCL retries connect until it returns a comm; the
+/// plugin keeps this object in the handle's connect-state area between retries.
+class TcpConnector {
+ public:
+  /// Starts non-blocking connects of 1 + options.nsocks sockets to `to`.
+  /// SystemError when a socket cannot be created.
+  static Status Start(const ListenAddress& to, const TcpOptions& options,
+                      const std::string& host, std::unique_ptr<TcpConnector>* out);
+
+  /// Advances without blocking. *sendComm stays NULL until every socket is
+  /// connected and has sent its hello. SystemError when the listener refuses or is
+  /// unreachable; RemoteError after RAILYARD_TIMEOUT_MS without completing.
+  Status Progress(SendComm** sendComm);
+
+ private:
+  struct Sock {
+    Fd fd;
+    bool connected = false;
+    size_t sent = 0;
+    HelloRecord hello{};
+  };
+  TcpConnector() = default;
+
+  ListenAddress to_;
+  TcpOptions options_;
+  std::vector<Sock> socks_;  ///< index 0 = control
+  Clock::time_point started_{};
+};
+
+}  // namespace railyard::proxy

@@ -1,0 +1,19 @@
+// Settings of one TCP connection, resolved from the configuration table.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace railyard::proxy {
+
+/// Per-connection TCP transport settings (see docs/configuration.md).
+struct TcpOptions {
+  int nsocks = 4;                   ///< data sockets per connection (RAILYARD_NSOCKS)
+  int nthreads = 2;                 ///< helper threads per comm (RAILYARD_NTHREADS)
+  size_t chunkBytes = 512 * 1024;   ///< largest chunk of a striped message (RAILYARD_CHUNK_BYTES)
+  size_t minChunkBytes = 64 * 1024; ///< smallest chunk once a message is striped
+  int timeoutMs = 30000;            ///< no-progress limit of a request (RAILYARD_TIMEOUT_MS)
+  std::string device;               ///< rail (interface) name, for error messages
+};
+
+}  // namespace railyard::proxy
