@@ -1,0 +1,89 @@
+// The bootstrap and the local launcher with 4 forked ranks (bounded time).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "tools/railyard-perf/bootstrap.h"
+#include "tools/railyard-perf/launcher.h"
+
+namespace railyard::perf {
+namespace {
+
+constexpr int kRanks = 4;
+constexpr int kTimeoutSec = 30;
+
+/// Runs in each forked rank: returns 0 when every collective gave the expected answer.
+int Collectives(Bootstrap& b) {
+  if (b.nranks() != kRanks) return 10;
+  // 128-byte blobs, like listen handles.
+  char mine[128];
+  std::memset(mine, 'a' + b.rank(), sizeof(mine));
+  std::vector<char> all(sizeof(mine) * kRanks);
+  for (int round = 0; round < 3; ++round) {
+    if (!b.AllGather(mine, sizeof(mine), all.data()).ok()) return 11;
+    for (int r = 0; r < kRanks; ++r) {
+      for (std::size_t i = 0; i < sizeof(mine); ++i) {
+        if (all[std::size_t(r) * sizeof(mine) + i] != char('a' + r)) return 12;
+      }
+    }
+    if (!b.Barrier().ok()) return 13;
+  }
+  double v[2] = {double(b.rank()), 1.5};
+  if (!b.AllReduce(v, ReduceOp::kMax).ok()) return 14;
+  if (v[0] != kRanks - 1 || v[1] != 1.5) return 15;
+  double s[2] = {double(b.rank()), 1.0};
+  if (!b.AllReduce(s, ReduceOp::kSum).ok()) return 16;
+  if (s[0] != 0 + 1 + 2 + 3 || s[1] != kRanks) return 17;
+  if (!b.CheckPeers().ok()) return 18;  // everyone is still alive until this barrier
+  if (!b.Barrier().ok()) return 19;
+  return 0;
+}
+
+TEST(PerfBootstrap, AllGatherBarrierAllReduceWithFourProcesses) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LaunchResult r = LaunchLocal(kRanks, kTimeoutSec, Collectives);
+  EXPECT_EQ(r.exitCode, 0) << r.message;
+  EXPECT_EQ(r.failedRank, -1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(kTimeoutSec));
+}
+
+TEST(PerfBootstrap, FailingRankIsReportedAndTheOthersStopped) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LaunchResult r = LaunchLocal(kRanks, kTimeoutSec, [](Bootstrap& b) {
+    if (b.rank() == 2) return 7;
+    // The others wait in a barrier that can never complete.
+    return b.Barrier().ok() ? 0 : kExitPeerFailed;
+  });
+  EXPECT_EQ(r.failedRank, 2) << r.message;
+  EXPECT_EQ(r.exitCode, 7) << r.message;
+  EXPECT_NE(r.message.find("rank 2"), std::string::npos) << r.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST(PerfBootstrap, TimeoutKillsHungRanks) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LaunchResult r = LaunchLocal(2, 1, [](Bootstrap&) -> int {
+    for (;;) pause();  // every rank hangs outside the bootstrap
+  });
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_NE(r.message.find("timeout"), std::string::npos) << r.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST(PerfBootstrap, JoinTimesOutWithoutRoot) {
+  Listener l;
+  ASSERT_TRUE(ListenTcp("127.0.0.1", 0, &l).ok());
+  const int port = l.port;
+  CloseFd(l.fd);  // nobody listens there any more
+  Bootstrap b;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = Bootstrap::Join("127.0.0.1", port, 1, 2, DeadlineIn(0.3), &b);
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace railyard::perf

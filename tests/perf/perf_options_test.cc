@@ -1,0 +1,114 @@
+// railyard-perf flag parsing: size suffixes, flag combinations, size walk.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tools/railyard-perf/options.h"
+
+namespace railyard::perf {
+namespace {
+
+std::size_t Size(const char* text) {
+  std::size_t v = 0;
+  Status s = ParseSize(text, &v);
+  EXPECT_TRUE(s.ok()) << text << ": " << s.message();
+  return v;
+}
+
+TEST(PerfOptions, SizeSuffixesArePowersOf1024) {
+  EXPECT_EQ(Size("0"), 0u);
+  EXPECT_EQ(Size("64"), 64u);
+  EXPECT_EQ(Size("1K"), 1024u);
+  EXPECT_EQ(Size("1k"), 1024u);
+  EXPECT_EQ(Size("32M"), 32u << 20);
+  EXPECT_EQ(Size("1G"), 1u << 30);
+  EXPECT_EQ(Size("4KB"), 4096u);
+}
+
+TEST(PerfOptions, BadSizesAreRejected) {
+  std::size_t v = 0;
+  for (const char* bad : {"", "K", "1T", "1KK", "-1", "1.5M", "12x", "99999999999999999999"}) {
+    EXPECT_FALSE(ParseSize(bad, &v).ok()) << bad;
+  }
+  EXPECT_FALSE(ParseSize("17179869184G", &v).ok());  // overflows 64 bits after the shift
+}
+
+TEST(PerfOptions, FormatSize) {
+  EXPECT_EQ(FormatSize(1024), "1K");
+  EXPECT_EQ(FormatSize(32u << 20), "32M");
+  EXPECT_EQ(FormatSize(1u << 30), "1G");
+  EXPECT_EQ(FormatSize(1000), "1000");
+}
+
+Status Parse(std::vector<const char*> args, Options* o) {
+  args.insert(args.begin(), "railyard-perf");
+  bool exitNow = false;
+  return ParseOptions(int(args.size()), args.data(), o, &exitNow);
+}
+
+TEST(PerfOptions, DefaultsFollowNcclTests) {
+  Options o;
+  ASSERT_TRUE(Parse({}, &o).ok());
+  EXPECT_EQ(o.minBytes, 32u << 20);
+  EXPECT_EQ(o.maxBytes, 32u << 20);
+  EXPECT_EQ(o.stepBytes, 1u << 20);
+  EXPECT_EQ(o.stepFactor, 1u);
+  EXPECT_EQ(o.iters, 20);
+  EXPECT_EQ(o.check, 1);
+  EXPECT_EQ(o.pattern, Pattern::kRing);
+  EXPECT_EQ(o.np, 1);
+  EXPECT_EQ(o.timeoutSec, 600);
+  EXPECT_FALSE(o.plugin.has_value());
+}
+
+TEST(PerfOptions, MpiStyleNpAndNcclTestsFlags) {
+  Options o;
+  Status s = Parse({"-np", "4", "-b", "1K", "-e", "64M", "-f", "4", "-c", "0", "-p", "alltoall", "--plugin",
+                    "railyard", "-n", "3", "-w", "0", "--json", "/tmp/x.json"},
+                   &o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(o.np, 4);
+  EXPECT_EQ(o.minBytes, 1024u);
+  EXPECT_EQ(o.maxBytes, 64u << 20);
+  EXPECT_EQ(o.stepFactor, 4u);
+  EXPECT_EQ(o.check, 0);
+  EXPECT_EQ(o.pattern, Pattern::kAllToAll);
+  EXPECT_EQ(o.plugin.value_or(""), "railyard");
+  EXPECT_EQ(o.iters, 3);
+  EXPECT_EQ(o.warmupIters, 0);
+  EXPECT_EQ(o.jsonPath, "/tmp/x.json");
+}
+
+TEST(PerfOptions, RejectsBadCombinations) {
+  Options o;
+  EXPECT_FALSE(Parse({"-e", "2G"}, &o).ok());                       // above 1 GiB
+  EXPECT_FALSE(Parse({"-b", "2M", "-e", "1M"}, &o).ok());            // min > max
+  EXPECT_FALSE(Parse({"-p", "allreduce"}, &o).ok());
+  EXPECT_FALSE(Parse({"-c", "2"}, &o).ok());
+  EXPECT_FALSE(Parse({"--rank", "0"}, &o).ok());                     // needs --nranks and --root
+  EXPECT_FALSE(Parse({"--rank", "2", "--nranks", "2", "--root", "127.0.0.1:5000"}, &o).ok());
+  EXPECT_FALSE(Parse({"-np", "2", "--rank", "0", "--nranks", "2", "--root", "127.0.0.1:5000"}, &o).ok());
+  EXPECT_FALSE(Parse({"--rank", "0", "--nranks", "2", "--root", "127.0.0.1"}, &o).ok());
+  EXPECT_TRUE(Parse({"--rank", "1", "--nranks", "2", "--root", "127.0.0.1:5000"}, &o).ok());
+  EXPECT_EQ(o.np, 0);
+  EXPECT_TRUE(Parse({"-e", "1G"}, &o).ok());
+}
+
+TEST(PerfOptions, SizeListWalksLikeNcclTests) {
+  Options o;
+  o.minBytes = 1024;
+  o.maxBytes = 64u << 20;
+  o.stepFactor = 4;
+  const auto sizes = SizeList(o);
+  ASSERT_EQ(sizes.size(), 9u);  // 1K 4K 16K 64K 256K 1M 4M 16M 64M
+  EXPECT_EQ(sizes.front(), 1024u);
+  EXPECT_EQ(sizes.back(), 64u << 20);
+  o.stepFactor = 1;
+  o.minBytes = 1u << 20;
+  o.maxBytes = 3u << 20;
+  o.stepBytes = 1u << 20;
+  EXPECT_EQ(SizeList(o), (std::vector<std::size_t>{1u << 20, 2u << 20, 3u << 20}));
+}
+
+}  // namespace
+}  // namespace railyard::perf

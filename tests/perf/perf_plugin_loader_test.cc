@@ -1,0 +1,195 @@
+// Plugin loading as NCCL 2.28.9 does it: value resolution, symbol versions,
+// init failure handling, device checks. Uses the fake plugins in fake_plugin/.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tools/railyard-perf/plugin_loader.h"
+
+namespace railyard::perf {
+namespace {
+
+const std::string kDir = RAILYARD_FAKE_PLUGIN_DIR;
+std::string Lib(const char* ver) { return kDir + "/libnccl-net-fake" + ver + ".so"; }
+
+std::vector<std::string> Tries(const PluginCandidate& c) { return c.tries; }
+
+TEST(PerfPluginValue, UnsetMeansLibncclNet) {
+  PluginSpec s = ResolvePluginValue(std::nullopt);
+  EXPECT_TRUE(s.isDefault);
+  ASSERT_EQ(s.candidates.size(), 1u);
+  EXPECT_EQ(Tries(s.candidates[0]), std::vector<std::string>{"libnccl-net.so"});
+  EXPECT_TRUE(ResolvePluginValue(std::string()).isDefault);
+}
+
+TEST(PerfPluginValue, NameFileAndPath) {
+  PluginSpec s = ResolvePluginValue(std::string("railyard"));
+  ASSERT_EQ(s.candidates.size(), 1u);
+  EXPECT_EQ(Tries(s.candidates[0]), (std::vector<std::string>{"railyard", "libnccl-net-railyard.so"}));
+  s = ResolvePluginValue(std::string("libnccl-net-railyard.so"));
+  EXPECT_EQ(Tries(s.candidates[0]), std::vector<std::string>{"libnccl-net-railyard.so"});
+  s = ResolvePluginValue(std::string("/opt/x/libnccl-net-foo.so"));
+  EXPECT_EQ(Tries(s.candidates[0]), std::vector<std::string>{"/opt/x/libnccl-net-foo.so"});
+  s = ResolvePluginValue(std::string("lib/foo"));  // a '/' means a path: no fallback name
+  EXPECT_EQ(Tries(s.candidates[0]), std::vector<std::string>{"lib/foo"});
+}
+
+TEST(PerfPluginValue, CommaListInOrder) {
+  PluginSpec s = ResolvePluginValue(std::string("a,/p/libb.so,,libc.so"));
+  ASSERT_EQ(s.candidates.size(), 3u);
+  EXPECT_EQ(Tries(s.candidates[0]), (std::vector<std::string>{"a", "libnccl-net-a.so"}));
+  EXPECT_EQ(Tries(s.candidates[1]), std::vector<std::string>{"/p/libb.so"});
+  EXPECT_EQ(Tries(s.candidates[2]), std::vector<std::string>{"libc.so"});
+  std::string many;
+  for (int i = 0; i < 20; ++i) many += "p" + std::to_string(i) + ",";
+  s = ResolvePluginValue(many);
+  EXPECT_EQ(s.candidates.size(), std::size_t(kMaxExternalPlugins));
+  EXPECT_FALSE(s.notes.empty());
+  s = ResolvePluginValue(std::string(300, 'x') + ",ok");
+  ASSERT_EQ(s.candidates.size(), 1u);
+  EXPECT_EQ(s.candidates[0].entry, "ok");
+}
+
+TEST(PerfPluginValue, NoneIsCaseInsensitive) {
+  for (const char* v : {"none", "NONE", "None", "nOnE"}) {
+    PluginSpec s = ResolvePluginValue(std::string(v));
+    EXPECT_TRUE(s.none) << v;
+    EXPECT_TRUE(s.candidates.empty()) << v;
+  }
+  EXPECT_FALSE(ResolvePluginValue(std::string("nonexistent")).none);
+}
+
+TEST(PerfPluginValue, StaticPluginPrefix) {
+  EXPECT_TRUE(ResolvePluginValue(std::string("STATIC_PLUGIN")).candidates[0].staticPlugin);
+  EXPECT_TRUE(ResolvePluginValue(std::string("static")).candidates[0].staticPlugin);
+  EXPECT_FALSE(ResolvePluginValue(std::string("static_plugins")).candidates[0].staticPlugin);
+}
+
+/// Temporary FAKE_NET_LOG file plus helpers; restores the knobs afterwards.
+class PerfPluginLoad : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = ::testing::TempDir() + "fake_net_" + std::to_string(getpid()) + ".log";
+    std::remove(log_.c_str());
+    setenv("FAKE_NET_LOG", log_.c_str(), 1);
+  }
+  void TearDown() override {
+    for (const char* v : {"FAKE_NET_LOG", "FAKE_NET_INIT_FAIL", "FAKE_NET_NDEV", "FAKE_NET_DEVTYPE"}) unsetenv(v);
+    std::remove(log_.c_str());
+  }
+  std::string Calls() {
+    std::ifstream f(log_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  Status Open(const std::string& value, OpenedNet* out, std::optional<std::string> netName = std::nullopt) {
+    OpenRequest req;
+    req.value = value;
+    req.netName = std::move(netName);
+    req.commId = 42;
+    std::vector<std::string> log;
+    Status s = OpenNetPlugin(req, out, &log);
+    for (const auto& l : log) log_lines_ += l + "\n";
+    return s;
+  }
+  std::string log_;
+  std::string log_lines_;
+};
+
+TEST_F(PerfPluginLoad, LoadsV11AndFinalizes) {
+  OpenedNet n;
+  Status s = Open(Lib("11"), &n);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(n.symbol, "ncclNetPlugin_v11");
+  EXPECT_EQ(n.net->version(), 11);
+  EXPECT_STREQ(n.net->name(), "Fake11");
+  EXPECT_EQ(n.ndev, 2);
+  EXPECT_NE(n.path.find("libnccl-net-fake11.so"), std::string::npos);
+  ncclNetProperties_v11_t p;
+  ASSERT_EQ(n.net->getProperties(1, &p), ncclSuccess);
+  EXPECT_EQ(p.speed, 12345);
+  EXPECT_EQ(n.Close(), ncclSuccess);
+  EXPECT_EQ(Calls(), "init\ndevices\nfinalize\n");
+}
+
+TEST_F(PerfPluginLoad, V8IsWidenedToV11Properties) {
+  OpenedNet n;
+  Status s = Open(Lib("8"), &n);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(n.symbol, "ncclNetPlugin_v8");
+  ncclNetProperties_v11_t p;
+  ASSERT_EQ(n.net->getProperties(1, &p), ncclSuccess);
+  EXPECT_EQ(p.speed, 12345);  // v8 puts speed 4 bytes earlier: converted, not copied
+  EXPECT_EQ(p.port, 1);
+  EXPECT_EQ(p.maxComms, 1024);
+  EXPECT_EQ(p.forceFlush, 0);
+  EXPECT_EQ(p.vProps.ndevs, 1);
+  EXPECT_EQ(p.vProps.devs[0], 1);
+  EXPECT_EQ(p.maxP2pBytes, std::size_t{1} << 30);
+  EXPECT_EQ(p.maxMultiRequestSize, 1);
+  EXPECT_EQ(n.net->isend(nullptr, nullptr, (std::size_t{1} << 30) + 1, 0, nullptr, nullptr), ncclInternalError);
+  n.Close();
+  EXPECT_EQ(Calls(), "init\ndevices\n");  // older versions get no finalize, as in NCCL's shims
+}
+
+TEST_F(PerfPluginLoad, InitFailureStillCallsFinalize) {
+  setenv("FAKE_NET_INIT_FAIL", "1", 1);
+  OpenedNet n;
+  Status s = Open(Lib("11"), &n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("init failed: ncclSystemError"), std::string::npos) << s.message();
+  EXPECT_EQ(Calls(), "init\nfinalize\n");  // the fake sets *ctx before failing
+}
+
+TEST_F(PerfPluginLoad, CommaListFirstLoadableWins) {
+  OpenedNet n;
+  Status s = Open("/nonexistent/libnccl-net-x.so," + Lib("0") + "," + Lib("7") + "," + Lib("8"), &n);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(n.symbol, "ncclNetPlugin_v8");
+  EXPECT_NE(log_lines_.find("unsupported"), std::string::npos) << log_lines_;
+  EXPECT_NE(log_lines_.find("ncclNetPlugin_v7"), std::string::npos) << log_lines_;
+}
+
+TEST_F(PerfPluginLoad, UnsupportedAndMissing) {
+  OpenedNet n;
+  Status s = Open(Lib("7"), &n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unsupported"), std::string::npos) << s.message();
+  s = Open("none", &n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("none"), std::string::npos);
+  s = Open("definitely-not-a-plugin", &n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("libnccl-net-definitely-not-a-plugin.so"), std::string::npos) << s.message();
+}
+
+TEST_F(PerfPluginLoad, DevicesAndDeviceTypeChecks) {
+  setenv("FAKE_NET_NDEV", "0", 1);
+  OpenedNet n;
+  Status s = Open(Lib("11"), &n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("reported 0 devices"), std::string::npos) << s.message();
+  EXPECT_EQ(Calls(), "init\ndevices\nfinalize\n");
+  setenv("FAKE_NET_NDEV", "1", 1);
+  setenv("FAKE_NET_DEVTYPE", "2", 1);  // GIN proxy: NCCL refuses it as a net plugin
+  s = Open(Lib("11"), &n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("netDeviceType = 2"), std::string::npos) << s.message();
+}
+
+TEST_F(PerfPluginLoad, NcclNetMustMatchTheName) {
+  OpenedNet n;
+  Status s = Open(Lib("11"), &n, std::string("IB"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("NCCL_NET=IB"), std::string::npos) << s.message();
+  s = Open(Lib("11"), &n, std::string("fake11"));  // case-insensitive
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+}  // namespace
+}  // namespace railyard::perf

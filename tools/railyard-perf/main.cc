@@ -1,0 +1,77 @@
+// railyard-perf: nccl-tests style benchmark that drives an NCCL net plugin
+// through its ABI as NCCL 2.28.9 does. See README.md in this directory.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "tools/railyard-perf/bootstrap.h"
+#include "tools/railyard-perf/launcher.h"
+#include "tools/railyard-perf/options.h"
+#include "tools/railyard-perf/patterns.h"
+#include "tools/railyard-perf/plugin_loader.h"
+#include "tools/railyard-perf/runner.h"
+
+using namespace railyard::perf;
+
+namespace {
+
+/// --rank/--nranks/--root: this process is one rank of a multi-host run.
+int RunMultiHost(const Options& opts) {
+  alarm(unsigned(opts.timeoutSec) + 5);  // hard stop should the deadline checks not be reached
+  std::string host;
+  int port = 0;
+  (void)ParseHostPort(opts.root, &host, &port);  // validated by ParseOptions
+  const Deadline deadline = DeadlineIn(opts.timeoutSec);
+  Bootstrap boot;
+  railyard::Status s;
+  if (opts.rank == 0) {
+    Listener l;
+    s = ListenTcp(host, port, &l);
+    if (s.ok()) s = Bootstrap::CreateRoot(l.fd, opts.nranks, deadline, &boot);
+  } else {
+    s = Bootstrap::Join(host, port, opts.rank, opts.nranks, deadline, &boot);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "railyard-perf: rank %d: %s\n", opts.rank, s.message().c_str());
+    return kExitError;
+  }
+  return RunRank(opts, boot);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts;
+  bool exitNow = false;
+  if (railyard::Status s = ParseOptions(argc, argv, &opts, &exitNow); !s.ok()) {
+    std::fprintf(stderr, "railyard-perf: %s\nRun with --help for more information.\n", s.message().c_str());
+    return kExitUsage;
+  }
+  if (exitNow) return kExitOk;
+  const int nranks = opts.np > 0 ? opts.np : opts.nranks;
+  if (const std::string why = CheckRanks(opts.pattern, nranks); !why.empty()) {
+    std::fprintf(stderr, "railyard-perf: %s\n", why.c_str());
+    return kExitUsage;
+  }
+  // NCCL_NET_PLUGIN=none leaves NCCL with its internal transports only; we have none.
+  const char* env = std::getenv("NCCL_NET_PLUGIN");
+  const std::optional<std::string> value = opts.plugin ? opts.plugin : env ? std::optional<std::string>(env) : std::nullopt;
+  if (ResolvePluginValue(value).none) {
+    std::fprintf(stderr,
+                 "railyard-perf: %s=%s selects no external net plugin. NCCL would fall back to its internal IB/Socket\n"
+                 "transports, but railyard-perf has no transport of its own: name a plugin, e.g. NCCL_NET_PLUGIN=railyard\n",
+                 opts.plugin ? "--plugin" : "NCCL_NET_PLUGIN", value->c_str());
+    return kExitError;
+  }
+  if (opts.np == 0) return RunMultiHost(opts);
+
+  const LaunchResult r = LaunchLocal(opts.np, opts.timeoutSec, [&](Bootstrap& boot) { return RunRank(opts, boot); });
+  if (r.exitCode != 0) {
+    std::fprintf(stderr, "railyard-perf: FAILED: %s\n", r.message.c_str());
+    return r.exitCode;
+  }
+  return kExitOk;
+}

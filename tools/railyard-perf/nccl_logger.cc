@@ -1,0 +1,69 @@
+#include "tools/railyard-perf/nccl_logger.h"
+
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace railyard::perf {
+namespace {
+
+std::atomic<int> gRank{-1};
+
+int Threshold() {
+  static const int level = [] {
+    const char* v = std::getenv("NCCL_DEBUG");
+    if (v == nullptr || *v == '\0') return int(NCCL_LOG_WARN);
+    if (strcasecmp(v, "VERSION") == 0) return int(NCCL_LOG_VERSION);
+    if (strcasecmp(v, "WARN") == 0) return int(NCCL_LOG_WARN);
+    if (strcasecmp(v, "INFO") == 0) return int(NCCL_LOG_INFO);
+    if (strcasecmp(v, "TRACE") == 0) return int(NCCL_LOG_TRACE);
+    if (strcasecmp(v, "ABORT") == 0) return int(NCCL_LOG_WARN);
+    return int(NCCL_LOG_NONE);
+  }();
+  return level;
+}
+
+const char* LevelName(ncclDebugLogLevel level) {
+  switch (level) {
+    case NCCL_LOG_WARN: return "WARN";
+    case NCCL_LOG_INFO: return "INFO";
+    case NCCL_LOG_TRACE: return "TRACE";
+    case NCCL_LOG_VERSION: return "VERSION";
+    case NCCL_LOG_ABORT: return "ABORT";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+void SetLoggerRank(int rank) { gRank.store(rank); }
+
+void NcclLogger(ncclDebugLogLevel level, unsigned long /*flags*/, const char* file, int line,
+                const char* fmt, ...) {
+  // ABORT is always shown; NCCL also prints aborts regardless of the level.
+  if (level != NCCL_LOG_ABORT && (level == NCCL_LOG_NONE || int(level) > Threshold())) return;
+  char host[64] = "?";
+  (void)gethostname(host, sizeof(host) - 1);
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  (void)std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  const int rank = gRank.load();
+  const std::string r = rank >= 0 ? std::to_string(rank) : "?";
+  if (level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT) {
+    std::fprintf(stderr, "%s:%d:%ld [%s] %s:%d NCCL %s %s\n", host, int(getpid()), long(syscall(SYS_gettid)),
+                 r.c_str(), file ? file : "?", line, LevelName(level), msg);
+  } else {
+    std::fprintf(stderr, "%s:%d:%ld [%s] NCCL %s %s\n", host, int(getpid()), long(syscall(SYS_gettid)), r.c_str(),
+                 LevelName(level), msg);
+  }
+}
+
+}  // namespace railyard::perf

@@ -1,0 +1,17 @@
+// The ncclDebugLogger_t railyard-perf hands to a plugin's init: prints like
+// NCCL does ("host:pid:tid [rank] NCCL WARN ..."), filtered by NCCL_DEBUG.
+#pragma once
+
+#include "plugin/abi/common.h"
+
+namespace railyard::perf {
+
+/// Sets the rank shown in every message (default -1: "[?]").
+void SetLoggerRank(int rank);
+
+/// The logger function. Threshold from NCCL_DEBUG (VERSION, WARN, INFO, TRACE;
+/// default WARN), read once. Thread-safe; writes one line per call to stderr.
+void NcclLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+                const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+
+}  // namespace railyard::perf

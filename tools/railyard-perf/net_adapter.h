@@ -1,0 +1,63 @@
+// One version-agnostic view, with v11 semantics, of whichever ncclNet table a
+// plugin exports (v11, v10, v9 or v8), modelled on NCCL 2.28.9's shims
+// (fact sheet §2.8): older plugins are initialised once per process, v10 gets
+// the comm config on every connect, v8 gets int sizes and its properties are
+// widened to the v11 layout.
+#pragma once
+
+#include <memory>
+
+#include "plugin/abi/net_v10.h"
+#include "plugin/abi/net_v11.h"
+#include "plugin/abi/net_v8.h"
+#include "plugin/abi/net_v9.h"
+
+namespace railyard::perf {
+
+/// The calls railyard-perf makes, in v11 shape. Arguments and results mean
+/// what they mean in ncclNet_v11_t (fact sheet §2.5); devComm out-parameters
+/// are handled inside (a host benchmark never uses them).
+class Net {
+ public:
+  virtual ~Net() = default;
+  /// The table's `name` field (NULL-safe: "" when the plugin left it NULL).
+  virtual const char* name() const = 0;
+  /// The table version in use: 11, 10, 9 or 8.
+  virtual int version() const = 0;
+  /// v11: the plugin's init. Older: the plugin's init on the first call only
+  /// (later calls count references), *ctx = an adapter context holding `config`.
+  virtual ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                            ncclDebugLogger_t logger) = 0;
+  virtual ncclResult_t devices(int* ndev) = 0;
+  /// Fills `props` (zeroed first); v8/v9/v10 values are converted, missing
+  /// fields synthesised as NCCL's shims do.
+  virtual ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) = 0;
+  virtual ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) = 0;
+  virtual ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm) = 0;
+  virtual ncclResult_t accept(void* listenComm, void** recvComm) = 0;
+  virtual ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
+  virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;
+  /// v8: sizes above 1 GiB fail with ncclInternalError, as in NCCL's shim.
+  virtual ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                             void** request) = 0;
+  /// `n` ≤ 8 (railyard-perf posts n = 1). v8: sizes above 1 GiB fail.
+  virtual ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                             void** mhandles, void** request) = 0;
+  virtual ncclResult_t test(void* request, int* done, int* sizes) = 0;
+  virtual ncclResult_t closeSend(void* sendComm) = 0;
+  virtual ncclResult_t closeRecv(void* recvComm) = 0;
+  virtual ncclResult_t closeListen(void* listenComm) = 0;
+  /// v11: the plugin's finalize. Older: drops the reference init took.
+  virtual ncclResult_t finalize(void* ctx) = 0;
+};
+
+/// Wraps a table found in a loaded library. The table must outlive the Net.
+std::unique_ptr<Net> WrapNetV11(const ncclNet_v11_t* table);
+std::unique_ptr<Net> WrapNetV10(const ncclNet_v10_t* table);
+std::unique_ptr<Net> WrapNetV9(const ncclNet_v9_t* table);
+std::unique_ptr<Net> WrapNetV8(const ncclNet_v8_t* table);
+
+/// "ncclSuccess", "ncclSystemError", ... ("ncclResult(<n>)" for unknown values).
+const char* ResultName(ncclResult_t r);
+
+}  // namespace railyard::perf

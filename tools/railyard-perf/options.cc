@@ -1,0 +1,172 @@
+#include "tools/railyard-perf/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <limits>
+
+#include <CLI/CLI.hpp>
+
+namespace railyard::perf {
+
+Status ParseSize(const std::string& text, std::size_t* out) {
+  std::size_t i = 0;
+  std::uint64_t value = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const std::uint64_t digit = std::uint64_t(text[i] - '0');
+    if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) {
+      return InvalidUsage("size '" + text + "' is too large");
+    }
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) return InvalidUsage("size '" + text + "' must start with a number (e.g. 64, 1K, 32M, 1G)");
+  int shift = 0;
+  if (i < text.size()) {
+    switch (std::toupper(static_cast<unsigned char>(text[i]))) {
+      case 'K': shift = 10; ++i; break;
+      case 'M': shift = 20; ++i; break;
+      case 'G': shift = 30; ++i; break;
+      default: break;
+    }
+    if (i < text.size() && std::toupper(static_cast<unsigned char>(text[i])) == 'B') ++i;
+  }
+  if (i != text.size()) {
+    return InvalidUsage("size '" + text + "': unknown suffix (use K, M or G, powers of 1024)");
+  }
+  if (shift > 0 && value > (std::numeric_limits<std::uint64_t>::max() >> shift)) {
+    return InvalidUsage("size '" + text + "' is too large");
+  }
+  *out = std::size_t(value << shift);
+  return Status::Ok();
+}
+
+std::string FormatSize(std::size_t bytes) {
+  static constexpr struct { int shift; char suffix; } kUnits[] = {{30, 'G'}, {20, 'M'}, {10, 'K'}};
+  for (const auto& u : kUnits) {
+    const std::size_t unit = std::size_t{1} << u.shift;
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + u.suffix;
+  }
+  return std::to_string(bytes);
+}
+
+Status ParseHostPort(const std::string& text, std::string* host, int* port) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    return InvalidUsage("--root '" + text + "' must be HOST:PORT");
+  }
+  const std::string portText = text.substr(colon + 1);
+  int p = 0;
+  for (char c : portText) {
+    if (!std::isdigit(static_cast<unsigned char>(c)) || p > 65535) {
+      return InvalidUsage("--root '" + text + "': bad port '" + portText + "'");
+    }
+    p = p * 10 + (c - '0');
+  }
+  if (p < 1 || p > 65535) return InvalidUsage("--root '" + text + "': port must be 1..65535");
+  *host = text.substr(0, colon);
+  *port = p;
+  return Status::Ok();
+}
+
+namespace {
+
+/// CLI11 only knows single-letter short options; rewrite MPI-style "-np" to "--np".
+std::vector<std::string> NormaliseArgs(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-np" || a.rfind("-np=", 0) == 0) a = "-" + a;
+    args.push_back(std::move(a));
+  }
+  return args;
+}
+
+}  // namespace
+
+Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitNow) {
+  *exitNow = false;
+  Options o;
+  CLI::App app{
+      "railyard-perf: nccl-tests style point-to-point benchmark that drives an NCCL net plugin\n"
+      "through its ABI the way NCCL 2.28.9 does (plugin chosen by NCCL_NET_PLUGIN or --plugin).",
+      "railyard-perf"};
+  std::string minB = "32M", maxB = "32M", stepB = "1M", pattern = "ring", plugin;
+  app.add_option("-b,--minbytes", minB, "smallest message size (K/M/G = powers of 1024)")->capture_default_str();
+  app.add_option("-e,--maxbytes", maxB, "largest message size, at most 1G")->capture_default_str();
+  app.add_option("-i,--stepbytes", stepB, "linear size step, used when -f is 1")->capture_default_str();
+  app.add_option("-f,--stepfactor", o.stepFactor, "multiplicative size step (1 = use -i)")
+      ->capture_default_str()->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("-w,--warmup_iters", o.warmupIters, "untimed warm-up iterations per size (nccl-tests: 1)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration, 0 = off (N/A)")
+      ->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-p,--pattern", pattern, "sendrecv | ring | alltoall")
+      ->capture_default_str()->check(CLI::IsMember({"sendrecv", "ring", "alltoall"}));
+  app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-T,--timeout", o.timeoutSec, "limit for the whole run, seconds")
+      ->capture_default_str()->check(CLI::Range(1, 7 * 24 * 3600));
+  auto* pluginOpt = app.add_option(
+      "--plugin", plugin,
+      "net plugin, same grammar as NCCL_NET_PLUGIN (name, file, path, comma list, none); overrides it");
+  app.add_option("--json", o.jsonPath, "also write the result rows to this JSON file");
+  auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(CLI::Range(1, 1024));
+  auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::NonNegativeNumber);
+  auto* nranksOpt = app.add_option("--nranks", o.nranks, "number of ranks (multi-host mode)")->check(CLI::Range(1, 1024));
+  auto* rootOpt = app.add_option("--root", o.root, "HOST:PORT where rank 0 listens (multi-host mode)");
+  npOpt->excludes(rankOpt)->excludes(nranksOpt)->excludes(rootOpt);
+  rankOpt->needs(nranksOpt)->needs(rootOpt);
+  nranksOpt->needs(rankOpt)->needs(rootOpt);
+  rootOpt->needs(rankOpt)->needs(nranksOpt);
+
+  std::vector<std::string> args = NormaliseArgs(argc, argv);
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    *exitNow = true;
+    return Status::Ok();
+  } catch (const CLI::ParseError& e) {
+    return InvalidUsage(e.what());
+  }
+
+  RY_RETURN_IF_ERROR(ParseSize(minB, &o.minBytes));
+  RY_RETURN_IF_ERROR(ParseSize(maxB, &o.maxBytes));
+  RY_RETURN_IF_ERROR(ParseSize(stepB, &o.stepBytes));
+  if (o.maxBytes > kMaxBytes) {
+    return InvalidUsage("-e " + maxB + " is above the 1G limit (NCCL never posts more than 1 GiB per request)");
+  }
+  if (o.minBytes > o.maxBytes) return InvalidUsage("-b " + minB + " is larger than -e " + maxB);
+  if (o.stepFactor == 1 && o.stepBytes == 0) return InvalidUsage("-i must be > 0 when -f is 1");
+  o.pattern = *ParsePattern(pattern);
+  if (pluginOpt->count() > 0) o.plugin = plugin;
+  if (o.np == 0 && rankOpt->count() == 0) o.np = 1;  // plain run: one local rank
+  if (rankOpt->count() > 0) {
+    if (o.rank >= o.nranks) {
+      return InvalidUsage("--rank " + std::to_string(o.rank) + " must be below --nranks " + std::to_string(o.nranks));
+    }
+    std::string host;
+    int port = 0;
+    RY_RETURN_IF_ERROR(ParseHostPort(o.root, &host, &port));
+  }
+  *out = std::move(o);
+  return Status::Ok();
+}
+
+std::vector<std::size_t> SizeList(const Options& opts) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = opts.minBytes; s <= opts.maxBytes;) {
+    sizes.push_back(s);
+    std::size_t next = opts.stepFactor > 1 ? s * opts.stepFactor : s + opts.stepBytes;
+    if (next <= s) {           // 0 × factor, or overflow: stop
+      if (s == 0 && opts.stepFactor > 1) next = 1;  // nccl-tests would loop forever on -b 0 -f 2
+      else break;
+    }
+    s = next;
+  }
+  return sizes;
+}
+
+}  // namespace railyard::perf

@@ -1,0 +1,61 @@
+// railyard-perf command line: nccl-tests style flags, parsed with CLI11.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+#include "tools/railyard-perf/patterns.h"
+
+namespace railyard::perf {
+
+/// Largest message railyard-perf accepts for -b/-e (NCCL never posts more than
+/// 1 GiB per request, and v8 plugins take int sizes).
+inline constexpr std::size_t kMaxBytes = std::size_t{1} << 30;
+
+/// Everything the command line selects. Defaults follow nccl-tests where it has
+/// the same flag; differences are documented next to the field.
+struct Options {
+  std::size_t minBytes = 32u << 20;   ///< -b/--minbytes (32M)
+  std::size_t maxBytes = 32u << 20;   ///< -e/--maxbytes (32M), at most kMaxBytes
+  std::size_t stepBytes = 1u << 20;   ///< -i/--stepbytes (1M), used when stepFactor == 1
+  std::uint64_t stepFactor = 1;       ///< -f/--stepfactor (1 = linear steps of stepBytes)
+  int iters = 20;                     ///< -n/--iters
+  int warmupIters = 5;                ///< -w/--warmup_iters (nccl-tests uses 1; we use 5)
+  int check = 1;                      ///< -c/--check: 1 = verify every timed iteration, 0 = off
+  Pattern pattern = Pattern::kRing;   ///< -p/--pattern sendrecv|ring|alltoall
+  int dev = 0;                        ///< --dev: plugin device index
+  int timeoutSec = 600;               ///< -T/--timeout: whole-run limit in seconds
+  std::optional<std::string> plugin;  ///< --plugin (same grammar as NCCL_NET_PLUGIN; overrides it)
+  std::string jsonPath;               ///< --json PATH: also write the rows as JSON
+  int np = 0;                         ///< -np N: fork N local ranks (0 = not in this mode)
+  int rank = -1;                      ///< --rank R (multi-host mode)
+  int nranks = 0;                     ///< --nranks N (multi-host mode)
+  std::string root;                   ///< --root HOST:PORT (multi-host mode; rank 0 listens there)
+};
+
+/// Parses a byte count with an optional K, M or G suffix (powers of 1024, case
+/// insensitive, an optional trailing 'B'), e.g. "64", "1K", "32M", "1G".
+/// Fails with InvalidUsage on garbage, overflow or an empty string.
+Status ParseSize(const std::string& text, std::size_t* out);
+
+/// Formats a byte count the short way ("1K", "32M", "1G", "1000").
+std::string FormatSize(std::size_t bytes);
+
+/// Splits "HOST:PORT" (port 1..65535). Fails with InvalidUsage naming `text`.
+Status ParseHostPort(const std::string& text, std::string* host, int* port);
+
+/// Parses argv into `out` and checks the combination (ranges, -e <= 1 GiB,
+/// -b <= -e, exactly one of -np or --rank/--nranks/--root). `-np N` is accepted
+/// as nccl-tests/MPI users type it. Returns InvalidUsage with CLI11's message on
+/// a bad flag. `*exitNow` is set (with ok) when --help was printed.
+Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitNow);
+
+/// The message sizes to run, as nccl-tests walks them: minBytes, then
+/// ×stepFactor (when > 1) or +stepBytes, while <= maxBytes.
+std::vector<std::size_t> SizeList(const Options& opts);
+
+}  // namespace railyard::perf

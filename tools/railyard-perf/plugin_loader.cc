@@ -1,0 +1,296 @@
+#include "tools/railyard-perf/plugin_loader.h"
+
+#include <dlfcn.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <utility>
+
+namespace railyard::perf {
+namespace {
+
+constexpr const char* kStaticPlugin = "STATIC_PLUGIN";
+
+bool EqualsIgnoreCase(const std::string& a, const char* b) { return strcasecmp(a.c_str(), b) == 0; }
+
+/// NCCL: the value, compared over its own length, is a prefix of STATIC_PLUGIN.
+bool IsStaticPlugin(const std::string& entry) {
+  return !entry.empty() && entry.size() <= std::strlen(kStaticPlugin) &&
+         strncasecmp(entry.c_str(), kStaticPlugin, entry.size()) == 0;
+}
+
+bool IsLibSo(const std::string& e) {
+  return e.size() >= 6 && e.compare(0, 3, "lib") == 0 && e.compare(e.size() - 3, 3, ".so") == 0;
+}
+
+PluginCandidate Resolve(const std::string& entry) {
+  PluginCandidate c;
+  c.entry = entry;
+  if (IsStaticPlugin(entry)) {
+    c.staticPlugin = true;
+    return c;
+  }
+  c.tries.push_back(entry);
+  if (entry.find('/') == std::string::npos && !IsLibSo(entry)) {
+    c.tries.push_back("libnccl-net-" + entry + ".so");
+  }
+  return c;
+}
+
+/// Which symbol was found, newest first.
+struct Found {
+  std::unique_ptr<Net> net;
+  std::string symbol;
+  const void* table = nullptr;
+};
+
+Found FindNetSymbol(void* lib) {
+  Found f;
+  if (auto* t = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"))) {
+    f = {WrapNetV11(t), "ncclNetPlugin_v11", t};
+  } else if (auto* t10 = static_cast<const ncclNet_v10_t*>(dlsym(lib, "ncclNetPlugin_v10"))) {
+    f = {WrapNetV10(t10), "ncclNetPlugin_v10", t10};
+  } else if (auto* t9 = static_cast<const ncclNet_v9_t*>(dlsym(lib, "ncclNetPlugin_v9"))) {
+    f = {WrapNetV9(t9), "ncclNetPlugin_v9", t9};
+  } else if (auto* t8 = static_cast<const ncclNet_v8_t*>(dlsym(lib, "ncclNetPlugin_v8"))) {
+    f = {WrapNetV8(t8), "ncclNetPlugin_v8", t8};
+  }
+  return f;
+}
+
+std::string OldSymbols(void* lib) {
+  std::string old;
+  for (const char* s : {"ncclNetPlugin_v7", "ncclNetPlugin_v6", "ncclNetPlugin_v5", "ncclNetPlugin_v4"}) {
+    if (dlsym(lib, s) != nullptr) old += (old.empty() ? "" : ", ") + std::string(s);
+  }
+  return old;
+}
+
+std::string LibraryFile(const void* addr, const std::string& fallback) {
+  Dl_info info{};
+  if (addr != nullptr && dladdr(addr, &info) != 0 && info.dli_fname != nullptr && *info.dli_fname != '\0') {
+    return info.dli_fname;
+  }
+  return fallback;
+}
+
+/// Init + checks for one opened library. On failure closes the library (after
+/// finalize for v11) and returns the reason.
+Status InitOne(const OpenRequest& req, OpenedNet* o, std::vector<std::string>* log) {
+  Net& net = *o->net;
+  const std::string who = o->path + " (" + o->symbol + ", name \"" + net.name() + "\")";
+  if (req.netName && !EqualsIgnoreCase(*req.netName, net.name())) {
+    return InvalidUsage(who + ": skipped, NCCL_NET=" + *req.netName + " does not match its name");
+  }
+  ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  void* ctx = nullptr;
+  const ncclResult_t ri = net.init(&ctx, req.commId, &config, req.logger);
+  o->ctx = ctx;
+  if (ri != ncclSuccess) {
+    const ncclResult_t rf = net.finalize(ctx);  // NCCL calls finalize even after a failed init
+    o->ctx = nullptr;
+    return InvalidUsage(who + ": init failed: " + ResultName(ri) + " (" + std::to_string(int(ri)) +
+                        "); finalize after the failed init returned " + ResultName(rf));
+  }
+  int ndev = 0;
+  const ncclResult_t rd = net.devices(&ndev);
+  if (rd != ncclSuccess || ndev <= 0) {
+    const ncclResult_t rf = net.finalize(ctx);
+    o->ctx = nullptr;
+    return InvalidUsage(who + ": devices() " +
+                        (rd != ncclSuccess ? std::string("failed: ") + ResultName(rd) + " (" + std::to_string(int(rd)) + ")"
+                                           : "reported " + std::to_string(ndev) + " devices") +
+                        "; finalize returned " + ResultName(rf));
+  }
+  ncclNetProperties_v11_t props;
+  const ncclResult_t rp = net.getProperties(0, &props);
+  const bool hostOk = rp == ncclSuccess && props.netDeviceType == NCCL_NET_DEVICE_HOST;
+  if (!hostOk) {
+    const ncclResult_t rf = net.finalize(ctx);
+    o->ctx = nullptr;
+    std::string why = rp != ncclSuccess ? std::string("getProperties(0) failed: ") + ResultName(rp)
+                                        : "getProperties(0).netDeviceType = " + std::to_string(int(props.netDeviceType)) +
+                                              (props.netDeviceType == NCCL_NET_DEVICE_UNPACK
+                                                   ? " (UNPACK needs GPU memory; railyard-perf drives host memory only)"
+                                                   : " (NCCL requires HOST = 0)");
+    return InvalidUsage(who + ": " + why + "; finalize returned " + ResultName(rf));
+  }
+  o->ndev = ndev;
+  log->push_back("NET/Plugin: using " + who + ", " + std::to_string(ndev) + " device(s)");
+  return Status::Ok();
+}
+
+/// dlopen + symbol lookup for one dlopen argument (nullptr = the executable).
+/// Returns true when a library opened (whether or not it qualified): NCCL does
+/// not try an entry's fallback name once the first name has opened.
+bool TryOpen(const char* name, const std::string& entry, const OpenRequest& req, OpenedNet* out,
+             std::vector<std::string>* log, std::vector<std::string>* reasons, bool* won) {
+  *won = false;
+  const std::string shown = name ? name : "<executable> (STATIC_PLUGIN)";
+  dlerror();
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = dlerror();
+    const std::string msg = err ? err : "unknown dlopen error";
+    const bool notFound = msg.find("No such file") != std::string::npos ||
+                          msg.find("cannot open shared object file") != std::string::npos;
+    log->push_back(notFound ? "NET/Plugin: Could not find: " + shown : "NET/Plugin: dlopen(" + shown + ") failed: " + msg);
+    reasons->push_back(shown + ": " + msg);
+    return false;
+  }
+  Found f = FindNetSymbol(lib);
+  if (!f.net) {
+    const std::string old = OldSymbols(lib);
+    const std::string why = shown + ": external network plugin is unsupported: no ncclNetPlugin_v11/_v10/_v9/_v8 symbol" +
+                            (old.empty() ? std::string() : " (found only " + old + "; railyard-perf, like NCCL 2.28.9's core, needs v8 or newer)");
+    log->push_back("NET/Plugin: " + why);
+    reasons->push_back(why);
+    if (name != nullptr) dlclose(lib);
+    return true;
+  }
+  OpenedNet o;
+  o.net = std::move(f.net);
+  o.lib = lib;
+  o.entry = entry;
+  o.symbol = f.symbol;
+  o.path = name ? LibraryFile(f.table, name) : "<executable>";
+  log->push_back("NET/Plugin: loaded " + o.path + " via " + shown + ", symbol " + o.symbol);
+  Status s = InitOne(req, &o, log);
+  if (!s.ok()) {
+    log->push_back("NET/Plugin: " + s.message());
+    reasons->push_back(s.message());
+    o.ctx = nullptr;
+    o.Close();
+    return true;
+  }
+  *out = std::move(o);
+  *won = true;
+  return true;
+}
+
+}  // namespace
+
+PluginSpec ResolvePluginValue(const std::optional<std::string>& value) {
+  PluginSpec spec;
+  if (!value || value->empty()) {
+    spec.isDefault = true;
+    spec.candidates.push_back(Resolve(kDefaultPluginLib));
+    return spec;
+  }
+  if (EqualsIgnoreCase(*value, "none")) {
+    spec.none = true;
+    return spec;
+  }
+  std::size_t start = 0;
+  while (start <= value->size()) {
+    std::size_t comma = value->find(',', start);
+    if (comma == std::string::npos) comma = value->size();
+    const std::string entry = value->substr(start, comma - start);
+    start = comma + 1;
+    if (entry.empty()) continue;
+    if (entry.size() >= 255) {
+      spec.notes.push_back("NET/Plugin: skipping an entry of " + std::to_string(entry.size()) +
+                           " characters (NCCL ignores entries of 255 or more)");
+      continue;
+    }
+    if (int(spec.candidates.size()) >= kMaxExternalPlugins) {
+      spec.notes.push_back("NET/Plugin: ignoring '" + entry + "': NCCL keeps at most " +
+                           std::to_string(kMaxExternalPlugins) + " external plugins");
+      continue;
+    }
+    spec.candidates.push_back(Resolve(entry));
+  }
+  if (spec.candidates.empty()) {  // e.g. ",,": nothing usable, behave as unset
+    spec.isDefault = true;
+    spec.candidates.push_back(Resolve(kDefaultPluginLib));
+  }
+  return spec;
+}
+
+std::vector<std::string> ConvenienceFallbacks(const std::string& exeDir) {
+  if (exeDir.empty()) return {};
+  return {exeDir + "/../lib/libnccl-net-railyard.so", exeDir + "/../../lib/libnccl-net-railyard.so"};
+}
+
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return {};
+  std::string path(buf, std::size_t(n));
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+OpenedNet::OpenedNet(OpenedNet&& o) noexcept { *this = std::move(o); }
+
+OpenedNet& OpenedNet::operator=(OpenedNet&& o) noexcept {
+  if (this != &o) {
+    Close();
+    net = std::move(o.net);
+    ctx = std::exchange(o.ctx, nullptr);
+    lib = std::exchange(o.lib, nullptr);
+    entry = std::move(o.entry);
+    path = std::move(o.path);
+    symbol = std::move(o.symbol);
+    ndev = o.ndev;
+    convenienceFallback = o.convenienceFallback;
+  }
+  return *this;
+}
+
+OpenedNet::~OpenedNet() { Close(); }
+
+ncclResult_t OpenedNet::Close() {
+  ncclResult_t r = ncclSuccess;
+  if (net && ctx != nullptr) r = net->finalize(ctx);
+  ctx = nullptr;
+  net.reset();  // before dlclose: the adapter points into the library
+  if (lib != nullptr && path != "<executable>") dlclose(lib);
+  lib = nullptr;
+  return r;
+}
+
+Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::string>* log) {
+  const PluginSpec spec = ResolvePluginValue(req.value);
+  for (const auto& n : spec.notes) log->push_back(n);
+  if (spec.none) {
+    return InvalidUsage(
+        "NCCL_NET_PLUGIN=none selects no external plugin; NCCL would use its internal IB/Socket "
+        "transports, but railyard-perf has none: name a plugin (e.g. NCCL_NET_PLUGIN=railyard)");
+  }
+  std::vector<std::string> reasons;
+  for (const auto& c : spec.candidates) {
+    bool won = false;
+    if (c.staticPlugin) {
+      (void)TryOpen(nullptr, c.entry, req, out, log, &reasons, &won);
+      if (won) return Status::Ok();
+      continue;
+    }
+    for (const auto& name : c.tries) {
+      if (TryOpen(name.c_str(), c.entry, req, out, log, &reasons, &won)) break;  // opened: no fallback name
+    }
+    if (won) return Status::Ok();
+  }
+  if (spec.isDefault) {
+    for (const auto& path : ConvenienceFallbacks(req.exeDir)) {
+      if (access(path.c_str(), R_OK) != 0) continue;
+      log->push_back("NET/Plugin: NCCL_NET_PLUGIN is unset and " + std::string(kDefaultPluginLib) +
+                     " did not load; railyard-perf convenience (NCCL itself does not do this): trying " + path);
+      bool won = false;
+      (void)TryOpen(path.c_str(), "", req, out, log, &reasons, &won);
+      if (won) {
+        out->convenienceFallback = true;
+        return Status::Ok();
+      }
+      break;
+    }
+  }
+  std::string msg = "no usable net plugin (NCCL_NET_PLUGIN=" + (req.value ? "'" + *req.value + "'" : std::string("<unset>")) + "):";
+  for (const auto& r : reasons) msg += "\n  - " + r;
+  msg += "\n  hint: NCCL_NET_PLUGIN=railyard LD_LIBRARY_PATH=<build>/lib railyard-perf ...";
+  return InvalidUsage(msg);
+}
+
+}  // namespace railyard::perf

@@ -1,0 +1,24 @@
+// One rank of railyard-perf: open the plugin, connect the pattern's peers,
+// run every size, report (rank 0), clean up.
+#pragma once
+
+#include "tools/railyard-perf/bootstrap.h"
+#include "tools/railyard-perf/options.h"
+
+namespace railyard::perf {
+
+/// Process exit codes of a rank (and of railyard-perf).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,       ///< a plugin call, the bootstrap or the setup failed
+  kExitUsage = 2,       ///< bad flags
+  kExitWrongData = 3,   ///< the run finished but #wrong > 0
+};
+
+/// Runs the benchmark as rank boot.rank() of boot.nranks(). Errors are printed
+/// to stderr with the rank (and, for plugin calls, the call, the peer and the
+/// ncclResult_t). Rank 0 prints the table to stdout and writes --json.
+/// Returns an ExitCode.
+int RunRank(const Options& opts, Bootstrap& boot);
+
+}  // namespace railyard::perf
