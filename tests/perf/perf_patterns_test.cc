@@ -31,6 +31,8 @@ TEST(PerfPatterns, Peers) {
   EXPECT_FALSE(CheckRanks(Pattern::kSendRecv, 3).empty());
   EXPECT_TRUE(CheckRanks(Pattern::kSendRecv, 4).empty());
   EXPECT_TRUE(CheckRanks(Pattern::kRing, 3).empty());
+  EXPECT_TRUE(CheckRanks(Pattern::kRing, 1).empty());
+  EXPECT_FALSE(CheckRanks(Pattern::kAllToAll, 1).empty());
   // Every rank's sends are exactly the others' receives.
   for (Pattern p : {Pattern::kSendRecv, Pattern::kRing, Pattern::kAllToAll}) {
     const int n = 6;

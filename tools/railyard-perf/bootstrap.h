@@ -39,6 +39,7 @@ enum class ReduceOp { kMax, kSum };
 /// One rank's end of the bootstrap. Movable, not copyable; closes its sockets.
 class Bootstrap {
  public:
+  /// An unconnected bootstrap (rank -1); fill it with CreateRoot or Join.
   Bootstrap() = default;
   ~Bootstrap();
   Bootstrap(Bootstrap&& other) noexcept;
@@ -56,7 +57,9 @@ class Bootstrap {
   static Status Join(const std::string& host, int port, int rank, int nranks, Deadline deadline,
                      Bootstrap* out);
 
+  /// This process's rank (0 = the hub).
   int rank() const { return rank_; }
+  /// Number of ranks in the run.
   int nranks() const { return nranks_; }
 
   /// Every rank contributes `bytes` bytes; `all` (nranks × bytes) receives them

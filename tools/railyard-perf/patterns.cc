@@ -48,6 +48,7 @@ Peers PeersOf(Pattern p, int rank, int nranks) {
 
 std::string CheckRanks(Pattern p, int nranks) {
   if (nranks < 1) return "need at least one rank";
+  if (p == Pattern::kAllToAll && nranks < 2) return "pattern alltoall needs at least 2 ranks";
   if (p == Pattern::kSendRecv && nranks % 2 != 0) {
     return "pattern sendrecv pairs ranks 0<->1, 2<->3, ... and needs an even number of ranks (got " +
            std::to_string(nranks) + ")";

@@ -36,7 +36,8 @@ struct Peers {
 ///  - alltoall: every other rank, both ways (N == 1: none).
 Peers PeersOf(Pattern p, int rank, int nranks);
 
-/// Empty when `nranks` suits the pattern, else a message (sendrecv needs an even count).
+/// Empty when `nranks` suits the pattern, else a message (sendrecv needs an
+/// even count, alltoall at least 2 ranks; ring runs on 1 rank by sending to itself).
 std::string CheckRanks(Pattern p, int nranks);
 
 /// busbw = algbw × factor: 1 for sendrecv and ring, (N−1)/N for alltoall (nccl-tests).

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -211,7 +212,13 @@ PluginSpec ResolvePluginValue(const std::optional<std::string>& value) {
 
 std::vector<std::string> ConvenienceFallbacks(const std::string& exeDir) {
   if (exeDir.empty()) return {};
-  return {exeDir + "/../lib/libnccl-net-railyard.so", exeDir + "/../../lib/libnccl-net-railyard.so"};
+  std::vector<std::string> out;
+  for (const char* rel : {"/../lib/libnccl-net-railyard.so", "/../../lib/libnccl-net-railyard.so"}) {
+    const std::string path = exeDir + rel;
+    char resolved[PATH_MAX];
+    out.push_back(realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : path);
+  }
+  return out;
 }
 
 std::string ExecutableDir() {

@@ -62,9 +62,13 @@ struct OpenedNet {
   int ndev = 0;                 ///< devices() result (> 0)
   bool convenienceFallback = false;  ///< loaded by the railyard-perf fallback, not NCCL's rules
 
+  /// Empty (nothing loaded).
   OpenedNet() = default;
-  OpenedNet(OpenedNet&&) noexcept;
-  OpenedNet& operator=(OpenedNet&&) noexcept;
+  /// Takes over `other`'s library and ctx.
+  OpenedNet(OpenedNet&& other) noexcept;
+  /// Closes this one, then takes over `other`'s library and ctx.
+  OpenedNet& operator=(OpenedNet&& other) noexcept;
+  /// Close().
   ~OpenedNet();
   /// finalize(ctx) then dlclose. Idempotent. Returns finalize's result.
   ncclResult_t Close();
