@@ -182,6 +182,21 @@ TEST_F(PerfPluginLoad, DevicesAndDeviceTypeChecks) {
   EXPECT_NE(s.message().find("netDeviceType = 2"), std::string::npos) << s.message();
 }
 
+TEST_F(PerfPluginLoad, OnlyVersionPicksOneTable) {
+  OpenRequest req;
+  req.value = Lib("8");
+  req.onlyVersion = 11;
+  std::vector<std::string> log;
+  OpenedNet n;
+  Status s = OpenNetPlugin(req, &n, &log);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("no ncclNetPlugin_v11 symbol"), std::string::npos) << s.message();
+  req.onlyVersion = 8;
+  s = OpenNetPlugin(req, &n, &log);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(n.net->version(), 8);
+}
+
 TEST_F(PerfPluginLoad, NcclNetMustMatchTheName) {
   OpenedNet n;
   Status s = Open(Lib("11"), &n, std::string("IB"));

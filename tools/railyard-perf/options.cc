@@ -111,6 +111,9 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       "--plugin", plugin,
       "net plugin, same grammar as NCCL_NET_PLUGIN (name, file, path, comma list, none); overrides it");
   app.add_option("--json", o.jsonPath, "also write the result rows to this JSON file");
+  app.add_option("--net-version", o.netVersion,
+                 "testing aid: use ncclNetPlugin_v<N> (8..11) instead of the newest table (NCCL takes the newest)")
+      ->check(CLI::Range(8, 11));
   auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(CLI::Range(1, 1024));
   auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::NonNegativeNumber);
   auto* nranksOpt = app.add_option("--nranks", o.nranks, "number of ranks (multi-host mode)")->check(CLI::Range(1, 1024));

@@ -31,6 +31,7 @@ struct Options {
   int timeoutSec = 600;               ///< -T/--timeout: whole-run limit in seconds
   std::optional<std::string> plugin;  ///< --plugin (same grammar as NCCL_NET_PLUGIN; overrides it)
   std::string jsonPath;               ///< --json PATH: also write the rows as JSON
+  int netVersion = 0;                 ///< --net-version 8..11: use that table only (testing aid; 0 = newest, as NCCL)
   int np = 0;                         ///< -np N: fork N local ranks (0 = not in this mode)
   int rank = -1;                      ///< --rank R (multi-host mode)
   int nranks = 0;                     ///< --nranks N (multi-host mode)

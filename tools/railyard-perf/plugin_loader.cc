@@ -47,15 +47,16 @@ struct Found {
   const void* table = nullptr;
 };
 
-Found FindNetSymbol(void* lib) {
+Found FindNetSymbol(void* lib, int onlyVersion) {
   Found f;
-  if (auto* t = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"))) {
+  auto want = [&](int v) { return onlyVersion == 0 || onlyVersion == v; };
+  if (auto* t = static_cast<const ncclNet_v11_t*>(want(11) ? dlsym(lib, "ncclNetPlugin_v11") : nullptr)) {
     f = {WrapNetV11(t), "ncclNetPlugin_v11", t};
-  } else if (auto* t10 = static_cast<const ncclNet_v10_t*>(dlsym(lib, "ncclNetPlugin_v10"))) {
+  } else if (auto* t10 = static_cast<const ncclNet_v10_t*>(want(10) ? dlsym(lib, "ncclNetPlugin_v10") : nullptr)) {
     f = {WrapNetV10(t10), "ncclNetPlugin_v10", t10};
-  } else if (auto* t9 = static_cast<const ncclNet_v9_t*>(dlsym(lib, "ncclNetPlugin_v9"))) {
+  } else if (auto* t9 = static_cast<const ncclNet_v9_t*>(want(9) ? dlsym(lib, "ncclNetPlugin_v9") : nullptr)) {
     f = {WrapNetV9(t9), "ncclNetPlugin_v9", t9};
-  } else if (auto* t8 = static_cast<const ncclNet_v8_t*>(dlsym(lib, "ncclNetPlugin_v8"))) {
+  } else if (auto* t8 = static_cast<const ncclNet_v8_t*>(want(8) ? dlsym(lib, "ncclNetPlugin_v8") : nullptr)) {
     f = {WrapNetV8(t8), "ncclNetPlugin_v8", t8};
   }
   return f;
@@ -141,10 +142,12 @@ bool TryOpen(const char* name, const std::string& entry, const OpenRequest& req,
     reasons->push_back(shown + ": " + msg);
     return false;
   }
-  Found f = FindNetSymbol(lib);
+  Found f = FindNetSymbol(lib, req.onlyVersion);
   if (!f.net) {
     const std::string old = OldSymbols(lib);
-    const std::string why = shown + ": external network plugin is unsupported: no ncclNetPlugin_v11/_v10/_v9/_v8 symbol" +
+    const std::string sym = req.onlyVersion ? "ncclNetPlugin_v" + std::to_string(req.onlyVersion)
+                                            : std::string("ncclNetPlugin_v11/_v10/_v9/_v8");
+    const std::string why = shown + ": external network plugin is unsupported: no " + sym + " symbol" +
                             (old.empty() ? std::string() : " (found only " + old + "; railyard-perf, like NCCL 2.28.9's core, needs v8 or newer)");
     log->push_back("NET/Plugin: " + why);
     reasons->push_back(why);

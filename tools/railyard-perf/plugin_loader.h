@@ -81,6 +81,9 @@ struct OpenRequest {
   uint64_t commId = 0;                ///< passed to v11 init (NCCL passes the comm hash)
   ncclDebugLogger_t logger = nullptr; ///< passed to init
   std::string exeDir;                 ///< for ConvenienceFallbacks; "" disables them
+  /// Testing aid (--net-version): 8..11 = look only for ncclNetPlugin_v<N>, to
+  /// exercise a plugin's older tables. 0 = NCCL's rule: the newest one found.
+  int onlyVersion = 0;
 };
 
 /// Tries the candidates in order as NCCL's ncclNetInit does: open (§1.2), find

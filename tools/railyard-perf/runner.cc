@@ -144,6 +144,7 @@ Status Runner::OpenPlugin() {
   if (req.netName && req.netName->empty()) req.netName.reset();
   req.logger = NcclLogger;
   req.exeDir = ExecutableDir();
+  req.onlyVersion = opts_.netVersion;
   // NCCL passes the same comm hash to init on every rank: rank 0 draws it.
   std::uint64_t id = me_ == 0 ? std::random_device{}() * 0x100000001ull ^ std::uint64_t(getpid()) : 0;
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(n_));
