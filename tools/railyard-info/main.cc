@@ -1,0 +1,285 @@
+// railyard-info: prints the rails of this host (or of a fixture) as Railyard sees them:
+// netdev, RDMA device:port, PCI function, NUMA node, physical port, speed, PCIe link,
+// addresses, state and nearest GPU, plus every skipped candidate with its reason.
+//
+//   railyard-info                 # live machine, table
+//   railyard-info -v --json       # with GID tables, as JSON
+//   railyard-info --sysfs tests/fixtures/sysfs-spark --hwloc-xml tests/fixtures/hwloc/spark.xml
+//                 --include-no-address   (one command line)
+#include <sys/socket.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "env/config.h"
+#include "env/log.h"
+#include "tools/railyard-info/section.h"
+#include "topology/discovery.h"
+
+namespace railyard::info {
+namespace {
+
+using nlohmann::json;
+using topology::Rail;
+
+std::string Or(const std::string& s, const char* fallback = "-") { return s.empty() ? fallback : s; }
+
+std::string SpeedText(const Rail& r) {
+  if (!r.speedMbps) return "?";
+  if (*r.speedMbps % 1000 == 0) return std::to_string(*r.speedMbps / 1000) + "G";
+  return std::to_string(*r.speedMbps) + "M";
+}
+
+std::string PcieText(const Rail& r) {
+  const auto& p = r.pcie;
+  if (!p.currentWidth && !p.currentSpeed) return "-";
+  std::ostringstream s;
+  s << "x" << (p.currentWidth ? std::to_string(*p.currentWidth) : "?");
+  if (p.maxWidth && p.currentWidth && *p.maxWidth != *p.currentWidth) s << "/x" << *p.maxWidth;
+  if (p.currentSpeed) s << " " << std::fixed << std::setprecision(1) << *p.currentSpeed << "GT/s";
+  if (p.degraded()) s << " (!)";
+  return s.str();
+}
+
+std::string StateText(const Rail& r) {
+  std::string s = r.up ? "up" : "down";
+  if (r.running) s += ",running";
+  if (r.carrier.has_value() && !*r.carrier) s += ",no-carrier";
+  if (!r.rdmaPortState.empty() && r.rdmaPortState != "ACTIVE") s += ",rdma-" + r.rdmaPortState;
+  return s;
+}
+
+std::string AddressesText(const Rail& r) {
+  std::string s;
+  for (const auto& a : r.addresses) {
+    if (a.linkLocal) continue;  // shown with -v only
+    s += (s.empty() ? "" : " ") + a.address + "/" + std::to_string(a.prefixLen);
+  }
+  return s.empty() ? "-" : s;
+}
+
+json RailToJson(const Rail& r) {
+  json addrs = json::array();
+  for (const auto& a : r.addresses) {
+    addrs.push_back({{"family", a.family == AF_INET ? "ipv4" : "ipv6"},
+                     {"address", a.address},
+                     {"prefix_len", a.prefixLen},
+                     {"link_local", a.linkLocal}});
+  }
+  json gids = json::array();
+  for (const auto& g : r.gids) {
+    gids.push_back({{"index", g.index}, {"gid", g.text}, {"type", g.type}, {"ndev", g.ndev}, {"ip", g.ip},
+                    {"ipv4_mapped", g.ipv4Mapped}, {"link_local", g.linkLocal}});
+  }
+  auto opt = [](const auto& o) { return o ? json(*o) : json(nullptr); };
+  return {
+      {"netdev", r.netdev},
+      {"ifindex", r.ifIndex},
+      {"mac", r.mac},
+      {"mtu", r.mtu},
+      {"speed_mbps", opt(r.speedMbps)},
+      {"addresses", addrs},
+      {"up", r.up},
+      {"running", r.running},
+      {"carrier", opt(r.carrier)},
+      {"operstate", r.operState},
+      {"physical_port", r.physicalPort},
+      {"physical_port_source", r.physicalPortSource},
+      {"phys_port_name", r.physPortName},
+      {"rdma_device", r.rdmaDevice},
+      {"rdma_port", r.rdmaPort},
+      {"rdma_port_state", r.rdmaPortState},
+      {"link_layer", r.linkLayer},
+      {"gids", gids},
+      {"pci_path", r.pciPath},
+      {"pci_bus_id", r.pciBusId},
+      {"pci_function", r.pciFunction},
+      {"pcie",
+       {{"current_width", opt(r.pcie.currentWidth)},
+        {"max_width", opt(r.pcie.maxWidth)},
+        {"current_speed_gts", opt(r.pcie.currentSpeed)},
+        {"max_speed_gts", opt(r.pcie.maxSpeed)},
+        {"degraded", r.pcie.degraded()},
+        {"hwloc_link_gbps", r.hwlocLinkSpeedGBps}}},
+      {"numa_node", r.numaNode},
+      {"nearest_gpu", r.nearestGpu},
+      {"warnings", r.warnings},
+  };
+}
+
+/// "rails": one row per rail, in the spirit of `nvidia-smi topo -m`'s NIC legend.
+class RailsSection : public SectionPrinter {
+ public:
+  std::string name() const override { return "rails"; }
+
+  void PrintText(const InfoContext& ctx, std::ostream& out) const override {
+    out << "Rails (" << ctx.rails.size() << ")\n";
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"", "Netdev", "RDMA", "PCI", "NUMA", "Port", "Speed", "PCIe", "Addresses", "State", "GPU"});
+    for (std::size_t i = 0; i < ctx.rails.size(); ++i) {
+      const Rail& r = ctx.rails[i];
+      rows.push_back({"NIC" + std::to_string(i), r.netdev,
+                      r.rdmaDevice.empty() ? "-" : r.rdmaDevice + ":" + std::to_string(r.rdmaPort),
+                      Or(r.pciBusId), r.numaNode < 0 ? "-" : std::to_string(r.numaNode),
+                      r.physicalPort < 0 ? "-" : std::to_string(r.physicalPort), SpeedText(r), PcieText(r),
+                      AddressesText(r), StateText(r), Or(r.nearestGpu, "none")});
+    }
+    std::vector<std::size_t> width(rows[0].size(), 0);
+    for (const auto& row : rows) {
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    }
+    for (const auto& row : rows) {
+      std::string line;
+      for (std::size_t c = 0; c < row.size(); ++c) {
+        line += row[c];
+        if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+      }
+      out << "  " << line << "\n";
+    }
+    out << "\n  Port: physical (QSFP) port, 0-based. PCIe: trained width/max width, GT/s per lane;\n"
+           "  (!) = trained below its maximum. GPU: nearest GPU in hwloc's tree.\n";
+    for (std::size_t i = 0; i < ctx.rails.size(); ++i) {
+      const Rail& r = ctx.rails[i];
+      if (!ctx.verbose) continue;
+      out << "\n  NIC" << i << " " << r.netdev << ": mac " << Or(r.mac) << ", mtu " << r.mtu << ", operstate "
+          << Or(r.operState) << ", physical port from " << Or(r.physicalPortSource) << ", pci "
+          << Or(r.pciPath) << ", hwloc link " << r.hwlocLinkSpeedGBps << " GB/s\n";
+      for (const auto& a : r.addresses) {
+        out << "    addr " << a.address << "/" << a.prefixLen << (a.linkLocal ? " (link-local)" : "") << "\n";
+      }
+      for (const auto& g : r.gids) {
+        out << "    gid " << std::setw(3) << g.index << "  " << g.text << "  " << std::setw(7) << Or(g.type, "?")
+            << "  " << Or(g.ndev) << "  " << g.ip << "\n";
+      }
+    }
+    bool first = true;
+    for (std::size_t i = 0; i < ctx.rails.size(); ++i) {
+      for (const auto& w : ctx.rails[i].warnings) {
+        out << (first ? "\n" : "") << "  WARNING NIC" << i << ": " << w << "\n";
+        first = false;
+      }
+    }
+    out << "\n";
+  }
+
+  json ToJson(const InfoContext& ctx) const override {
+    json a = json::array();
+    for (const Rail& r : ctx.rails) a.push_back(RailToJson(r));
+    return a;
+  }
+};
+
+/// "skipped": every candidate that is not a rail, with the reason.
+class SkippedSection : public SectionPrinter {
+ public:
+  std::string name() const override { return "skipped"; }
+
+  void PrintText(const InfoContext& ctx, std::ostream& out) const override {
+    out << "Skipped (" << ctx.skipped.size() << ")\n";
+    for (const std::string& s : ctx.skipped) out << "  " << s << "\n";
+    out << "\n";
+  }
+
+  json ToJson(const InfoContext& ctx) const override {
+    json a = json::array();
+    for (const std::string& s : ctx.skipped) {
+      const auto colon = s.find(": ");
+      a.push_back({{"name", s.substr(0, colon)}, {"reason", colon == std::string::npos ? "" : s.substr(colon + 2)}});
+    }
+    return a;
+  }
+};
+
+/// The report, in order.
+std::vector<std::unique_ptr<SectionPrinter>> MakeSections() {
+  std::vector<std::unique_ptr<SectionPrinter>> sections;
+  sections.push_back(std::make_unique<RailsSection>());
+  sections.push_back(std::make_unique<SkippedSection>());
+  // EXTENSION POINT (cabling discovery, owned by another engineer): register the
+  // "neighbours" (which peer rail each rail is cabled to), "shape" (ring/mesh of the
+  // cluster) and "routes" sections here, each a SectionPrinter with that name().
+  // They see the same InfoContext; add their inputs to InfoContext if they need more.
+  return sections;
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"railyard-info: the rails Railyard discovers on this host (or in a fixture)"};
+  topology::DiscoveryOptions options;
+  bool asJson = false;
+  bool verbose = false;
+  bool ifnameGiven = false;
+  std::string ifname;
+  std::string debug;
+  app.add_flag("--json", asJson, "Print JSON instead of tables");
+  app.add_flag("-v,--verbose", verbose, "Also print GID tables, addresses and details");
+  app.add_option("--sysfs", options.sysfsRoot, "sysfs root to read (a fixture directory); addresses are then "
+                                               "not taken from the live machine")
+      ->capture_default_str();
+  app.add_option("--hwloc-xml", options.hwlocXml, "hwloc XML topology to use instead of the live one");
+  app.add_flag("--no-hwloc", options.disableHwloc, "Do not use hwloc (no nearest GPU; NUMA from sysfs)");
+  app.add_option("--ifname", ifname,
+                 "Interface filter, RAILYARD_SOCKET_IFNAME grammar (default: RAILYARD_SOCKET_IFNAME / "
+                 "NCCL_SOCKET_IFNAME from the environment)")
+      ->each([&](const std::string&) { ifnameGiven = true; });
+  app.add_flag("--include-down", options.includeDown, "Keep interfaces that are down");
+  app.add_flag("--include-no-address", options.includeNoAddress, "Keep interfaces without an IP address");
+  app.add_flag("--include-link-local", options.includeLinkLocal, "Keep interfaces with only link-local addresses");
+  app.add_option("--debug", debug, "stderr log level: NONE, VERSION, WARN, INFO, TRACE (default RAILYARD_DEBUG)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!debug.empty()) {
+    auto level = log::ParseLevelName(debug);
+    if (!level) {
+      std::cerr << "railyard-info: --debug '" << debug << "': expected NONE, VERSION, WARN, INFO or TRACE\n";
+      return 2;
+    }
+    log::SetStderrLevel(*level);
+  }
+  if (ifnameGiven) {
+    options.ifnameFilter = ifname;
+  } else {
+    const env::Config* config = nullptr;
+    Status s = env::Load(&config);
+    if (!s.ok()) {
+      std::cerr << "railyard-info: " << s.message() << "\n";
+      return 2;
+    }
+    options.ifnameFilter = config->socketIfname;
+  }
+  std::error_code ec;
+  if (std::filesystem::canonical(options.sysfsRoot, ec) != "/sys") {
+    options.interfaces = std::vector<topology::NetDevice>{};  // a fixture: no live addresses
+  }
+
+  std::vector<Rail> rails;
+  std::vector<std::string> skipped;
+  Status s = topology::DiscoverRails(options, &rails, &skipped);
+  if (!s.ok()) {
+    std::cerr << "railyard-info: " << s.message() << "\n";
+    return 1;
+  }
+  const InfoContext ctx{options, rails, skipped, verbose};
+  const auto sections = MakeSections();
+  if (asJson) {
+    json doc = {{"sysfs", options.sysfsRoot}, {"hwloc_xml", options.hwlocXml}, {"filter", options.ifnameFilter}};
+    for (const auto& section : sections) doc[section->name()] = section->ToJson(ctx);
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    for (const auto& section : sections) section->PrintText(ctx, std::cout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace railyard::info
+
+int main(int argc, char** argv) { return railyard::info::Run(argc, argv); }

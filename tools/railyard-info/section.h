@@ -1,0 +1,39 @@
+// railyard-info: the section printer interface. Each part of the report ("rails",
+// "skipped", and later "neighbours", "shape", "routes") is one SectionPrinter.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "topology/discovery.h"
+#include "topology/rail.h"
+
+namespace railyard::info {
+
+/// What every section sees: the discovery inputs and results, and the flags.
+struct InfoContext {
+  const topology::DiscoveryOptions& options;  ///< how the rails were discovered
+  const std::vector<topology::Rail>& rails;    ///< DiscoverRails output, in its order
+  const std::vector<std::string>& skipped;     ///< "<name>: <reason>" per skipped candidate
+  bool verbose = false;                        ///< -v: include GID tables and details
+};
+
+/// One section of the report. Sections are printed in registration order (see
+/// MakeSections in main.cc); in --json mode each one's ToJson() lands under the
+/// top-level key name().
+class SectionPrinter {
+ public:
+  virtual ~SectionPrinter() = default;
+  /// Stable identifier: the JSON key, e.g. "rails".
+  virtual std::string name() const = 0;
+  /// Human-readable form, ending with a blank line.
+  virtual void PrintText(const InfoContext& ctx, std::ostream& out) const = 0;
+  /// Machine-readable form.
+  virtual nlohmann::json ToJson(const InfoContext& ctx) const = 0;
+};
+
+}  // namespace railyard::info
