@@ -1,5 +1,7 @@
 #include "proxy/comm.h"
 
+#include "env/log.h"
+
 namespace railyard::proxy {
 
 std::string PeerInfo::ToString() const {
@@ -14,6 +16,7 @@ bool Poison::Set(const Status& s) {
   if (set_.load(std::memory_order_relaxed)) return false;
   status_ = s;
   set_.store(true, std::memory_order_release);
+  RY_WARN("%s", s.message().c_str());  // once per comm: the first fault is the cause
   return true;
 }
 

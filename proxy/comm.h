@@ -37,7 +37,8 @@ struct Request {
 /// Thread-safe; helper threads set it, the caller's thread reads it.
 class Poison {
  public:
-  /// Records `s` unless an error is already recorded. Returns true if it was the first.
+  /// Records `s` unless an error is already recorded, and logs it at WARN the first
+  /// time (so every fault reaches NCCL's log once). Returns true if it was the first.
   bool Set(const Status& s);
   bool IsSet() const { return set_.load(std::memory_order_acquire); }
   /// The recorded error (Ok when none).

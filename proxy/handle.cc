@@ -30,6 +30,7 @@ void EncodeHandle(const ListenAddress& la, void* out) {
   HandleWire w{};
   w.header = MakeHeader(RecordKind::kHello);
   w.listenId = la.listenId;
+  w.pid = la.pid;
   w.family = la.addr.ss_family;
   if (la.addr.ss_family == AF_INET) {
     const auto* a = reinterpret_cast<const sockaddr_in*>(&la.addr);
@@ -54,6 +55,7 @@ Status DecodeHandle(const void* in, ListenAddress* out) {
   }
   *out = ListenAddress{};
   out->listenId = w.listenId;
+  out->pid = w.pid;
   out->host.assign(w.host, strnlen(w.host, sizeof w.host));
   if (w.family == AF_INET) {
     auto* a = reinterpret_cast<sockaddr_in*>(&out->addr);

@@ -24,7 +24,7 @@ struct HandleWire {
   uint64_t listenId;    ///< random id of the listen comm
   uint16_t family;      ///< AF_INET or AF_INET6
   uint16_t port;        ///< listener TCP port, host byte order
-  uint32_t pad;
+  uint32_t pid;         ///< listener's process id, for error messages
   uint8_t addr[16];     ///< IPv4 (first 4 bytes) or IPv6 address of the listener
   char host[32];        ///< listener host name, for error messages
   uint64_t stageMagic;  ///< kStageMagic once connect() has stored its state
@@ -41,6 +41,7 @@ struct ListenAddress {
   sockaddr_storage addr{};  ///< family, address and port, ready for connect(2)
   socklen_t len = 0;        ///< bytes of addr in use
   uint64_t listenId = 0;
+  uint32_t pid = 0;         ///< listener's process id
   std::string host;         ///< listener host name
   /// "host/ip:port", for error messages.
   std::string ToString() const;

@@ -82,6 +82,7 @@ Status TcpConnector::Progress(SendComm** sendComm) {
     conn.data.push_back(std::move(socks_[i].fd));
   }
   conn.peer.host = to_.host;
+  conn.peer.pid = to_.pid;
   conn.peer.address = SockaddrToString(to_.addr);
   conn.peer.device = options_.device;
   RY_INFO(log::kNet, "connected to %s with %zu data sockets", conn.peer.ToString().c_str(),

@@ -1,6 +1,7 @@
 #include "proxy/tcp/tcp_listen_comm.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <random>
@@ -42,6 +43,7 @@ Status TcpListenComm::Create(const sockaddr_storage& bindAddr, socklen_t bindLen
   handle->addr = addr;
   handle->len = len;
   handle->listenId = l->listenId_;
+  handle->pid = static_cast<uint32_t>(::getpid());
   handle->host = host;
   *out = std::move(l);
   return Status::Ok();

@@ -74,7 +74,7 @@ void TcpRecvComm::ReaderLoop(std::vector<int> sockets) {
       Status s = ReadChunk(sockets[k], &eof);
       if (stop_.load(std::memory_order_acquire)) return;
       if (!s.ok()) {
-        if (poison_.Set(s)) RY_WARN("%s", s.message().c_str());
+        poison_.Set(s);
         return;
       }
       if (eof) {
@@ -150,7 +150,6 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
                            std::to_string(idle.count()) + " ms (RAILYARD_TIMEOUT_MS=" +
                            std::to_string(options_.timeoutMs) + ")");
     poison_.Set(t);
-    RY_WARN("%s", t.message().c_str());
     return t;
   }
   return Status::Ok();

@@ -68,11 +68,10 @@ void TcpSendComm::WorkerLoop(Worker* w) {
     Status s = SendAll(conn_.data[static_cast<size_t>(t.socket)].get(), iov, t.header.len ? 2 : 1,
                        "data socket " + std::to_string(t.socket + 1));
     if (!s.ok()) {
-      if (!stop_.load(std::memory_order_acquire) &&
-          poison_.Set(SystemError("send of seq " + std::to_string(t.header.seq) + " (tag " +
-                                  std::to_string(t.req->tag) + ") to " + conn_.peer.ToString() +
-                                  " failed: " + s.message()))) {
-        RY_WARN("%s", poison_.Get().message().c_str());
+      if (!stop_.load(std::memory_order_acquire)) {
+        poison_.Set(SystemError("send of seq " + std::to_string(t.header.seq) + " (rank " +
+                                std::to_string(t.req->tag) + " → " + conn_.peer.ToString() +
+                                ") failed: " + s.message()));
       }
       continue;
     }
@@ -227,10 +226,7 @@ Status TcpSendComm::Test(Request* request, int* done, int* sizes) {
     return s;
   }
   Status t = TimedOut("send", r->seq, r->tag, r->started);
-  if (!t.ok()) {
-    poison_.Set(t);
-    RY_WARN("%s", t.message().c_str());
-  }
+  if (!t.ok()) poison_.Set(t);
   return t;
 }
 
