@@ -68,6 +68,16 @@ int main(int argc, char** argv) {
   }
   if (opts.np == 0) return RunMultiHost(opts);
 
+  // -np ranks all run on this host: keep their traffic on loopback unless the user
+  // chose interfaces (our variable or NCCL's, which the plugin honours too).
+  auto unset = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr || *v == '\0';
+  };
+  if (unset("RAILYARD_SOCKET_IFNAME") && unset("NCCL_SOCKET_IFNAME")) {
+    setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
+  }
+
   const LaunchResult r = LaunchLocal(opts.np, opts.timeoutSec, [&](Bootstrap& boot) { return RunRank(opts, boot); });
   if (r.exitCode != 0) {
     std::fprintf(stderr, "railyard-perf: FAILED: %s\n", r.message.c_str());
