@@ -33,6 +33,14 @@ struct Config {
   int defaultSpeedMbps = 0;
   /// RAILYARD_DEBUG: stderr log threshold for standalone tools.
   log::Level debug = log::Level::kWarn;
+  /// RAILYARD_HOST_NAME: name this host reports to peers; empty = gethostname().
+  std::string hostName;
+  /// RAILYARD_DISCOVERY_PORT: UDP port of the cabling protocol (1..65535).
+  int discoveryPort = 0;
+  /// RAILYARD_DISCOVERY_INTERVAL_MS: hello and re-flood period (ms).
+  int discoveryIntervalMs = 0;
+  /// RAILYARD_DISCOVERY_DEAD_MS: a neighbour unheard this long is gone (ms).
+  int discoveryDeadMs = 0;
 };
 
 /// One row of the variable table.

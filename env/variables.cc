@@ -36,6 +36,11 @@ Status ApplyChunkBytes(const Variable& var, const char* source, std::string_view
   return Status::Ok();
 }
 
+Status ApplyHostName(const Variable&, const char*, std::string_view value, Config* out) {
+  out->hostName = std::string(value);
+  return Status::Ok();
+}
+
 Status ApplyDebug(const Variable& var, const char* source, std::string_view value, Config* out) {
   return ParseLevelValue(var, source, value, &out->debug);
 }
@@ -65,6 +70,21 @@ const Variable kVariables[] = {
      "Stderr log threshold for standalone tools: NONE, VERSION, WARN, INFO or TRACE "
      "(any case). Inside NCCL, NCCL_DEBUG and NCCL_DEBUG_SUBSYS decide instead.",
      0, 0, &ApplyDebug},
+    {"RAILYARD_HOST_NAME", "string", "", "", nullptr,
+     "Name this host reports to its peers in the cabling graph, railyard-info and error "
+     "messages; empty = the system host name.",
+     0, 0, &ApplyHostName},
+    {"RAILYARD_DISCOVERY_PORT", "int", "29517", "", nullptr,
+     "UDP port of the cabling protocol (hellos and link-state records on every rail); "
+     "the same on every host.",
+     1, 65535, &ApplyInt<&Config::discoveryPort>},
+    {"RAILYARD_DISCOVERY_INTERVAL_MS", "int", "100", "ms", nullptr,
+     "Period of cabling hellos and of re-flooding what a host knows.", 10, 60000,
+     &ApplyInt<&Config::discoveryIntervalMs>},
+    {"RAILYARD_DISCOVERY_DEAD_MS", "int", "1000", "ms", nullptr,
+     "A neighbour, or a host's link-state record, unheard this long is taken as gone "
+     "(a cut cable, a dead host).",
+     30, 600000, &ApplyInt<&Config::discoveryDeadMs>},
 };
 
 }  // namespace

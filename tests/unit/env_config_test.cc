@@ -80,7 +80,10 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
   EXPECT_THAT(names, ::testing::ElementsAre("RAILYARD_SOCKET_IFNAME", "RAILYARD_NSOCKS",
                                             "RAILYARD_NTHREADS", "RAILYARD_CHUNK_BYTES",
                                             "RAILYARD_TIMEOUT_MS", "RAILYARD_DEFAULT_SPEED_MBPS",
-                                            "RAILYARD_DEBUG"));
+                                            "RAILYARD_DEBUG", "RAILYARD_HOST_NAME",
+                                            "RAILYARD_DISCOVERY_PORT",
+                                            "RAILYARD_DISCOVERY_INTERVAL_MS",
+                                            "RAILYARD_DISCOVERY_DEAD_MS"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
@@ -96,6 +99,10 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.timeoutMs, 30000);
   EXPECT_EQ(c.defaultSpeedMbps, 10000);
   EXPECT_EQ(c.debug, log::Level::kWarn);
+  EXPECT_EQ(c.hostName, "");
+  EXPECT_EQ(c.discoveryPort, 29517);
+  EXPECT_EQ(c.discoveryIntervalMs, 100);
+  EXPECT_EQ(c.discoveryDeadMs, 1000);
 }
 
 TEST(EnvConfig, EachVariableParsed) {
