@@ -1,0 +1,151 @@
+// railyardd: Railyard's per-host service. It discovers the cabling (hello and
+// flooding on every rail, see topology/cabling_agent.h) and, when it runs, is the
+// host's relay for connections between hosts with no cable (proxy/relay).
+//
+// Test and inspection mode: --wait-hosts N prints the graph as JSON once N hosts
+// are known and the graph has been stable for --settle-ms, lingers --linger-ms so
+// slower peers converge too, and exits 0 (1 on --timeout-ms).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "env/config.h"
+#include "env/log.h"
+#include "topology/cabling_agent.h"
+#include "topology/discovery.h"
+#include "topology/graph_json.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+std::string SystemHostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace railyard;
+  CLI::App app{"railyardd: Railyard per-host service (cabling discovery, relaying)"};
+  std::string ifname, hostName;
+  topology::AgentOptions agent;
+  int waitHosts = 0, settleMs = 500, lingerMs = 1000, timeoutMs = 20000;
+  bool text = false;
+  app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar (default RAILYARD_SOCKET_IFNAME)");
+  app.add_option("--host-name", hostName, "name this host reports (default RAILYARD_HOST_NAME, else the host name)");
+  app.add_option("--port", agent.port, "UDP port of the cabling protocol");
+  app.add_option("--interval-ms", agent.intervalMs, "hello period (ms)")->check(CLI::Range(10, 10000));
+  app.add_option("--dead-ms", agent.deadIntervalMs, "neighbour timeout (ms)")->check(CLI::Range(30, 600000));
+  app.add_option("--wait-hosts", waitHosts, "print the graph once this many hosts are known, then exit");
+  app.add_option("--settle-ms", settleMs, "with --wait-hosts: graph unchanged this long (ms)");
+  app.add_option("--linger-ms", lingerMs, "with --wait-hosts: keep serving this long after printing (ms)");
+  app.add_option("--timeout-ms", timeoutMs, "with --wait-hosts: give up after (ms)");
+  app.add_flag("--text", text, "print the graph as text instead of JSON");
+  CLI11_PARSE(app, argc, argv);
+
+  const env::Config* cfg = nullptr;
+  if (Status s = env::Load(&cfg); !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    return 2;
+  }
+  log::SetStderrLevel(cfg->debug);
+  if (hostName.empty()) hostName = cfg->hostName.empty() ? SystemHostName() : cfg->hostName;
+  if (app.count("--port") == 0) agent.port = static_cast<uint16_t>(cfg->discoveryPort);
+  if (app.count("--interval-ms") == 0) agent.intervalMs = cfg->discoveryIntervalMs;
+  if (app.count("--dead-ms") == 0) agent.deadIntervalMs = cfg->discoveryDeadMs;
+  topology::DiscoveryOptions dopt;
+  // A cable may be plugged in (or come up) after we start: speak on down rails too.
+  dopt.includeDown = true;
+  dopt.ifnameFilter = ifname.empty() ? cfg->socketIfname : ifname;
+  std::vector<topology::Rail> rails;
+  std::vector<std::string> skipped;
+  if (Status s = topology::DiscoverRails(dopt, &rails, &skipped); !s.ok()) {
+    std::fprintf(stderr, "railyardd: rail discovery failed: %s\n", s.message().c_str());
+    return 2;
+  }
+  std::vector<topology::AgentRail> agentRails;
+  for (const topology::Rail& r : rails) {
+    for (const topology::RailAddress& a : r.addresses) {
+      if (a.family != AF_INET || a.linkLocal) continue;
+      topology::AgentRail ar;
+      ar.ifname = r.netdev;
+      ar.addr = reinterpret_cast<const sockaddr_in*>(&a.sockaddr)->sin_addr;
+      ar.speedMbps = r.speedMbps.value_or(cfg->defaultSpeedMbps);
+      ar.mac = r.mac;
+      agentRails.push_back(ar);
+      break;
+    }
+  }
+  if (agentRails.empty()) {
+    std::fprintf(stderr, "railyardd: no rail with an IPv4 address (skipped:");
+    for (const auto& s : skipped) std::fprintf(stderr, " [%s]", s.c_str());
+    std::fprintf(stderr, ")\n");
+    return 2;
+  }
+  std::unique_ptr<topology::CablingAgent> cabling;
+  if (Status s = topology::CablingAgent::Start(hostName, agentRails, agent, &cabling); !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    return 2;
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+
+  auto print = [&](const topology::ClusterGraph& g) {
+    const std::string out = text ? topology::GraphToText(g, cabling->HostId())
+                                 : topology::GraphToJson(g, cabling->HostId()).dump(2) + "\n";
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+  };
+
+  if (waitHosts > 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0 || g_stop) {
+        std::fprintf(stderr, "railyardd: %s knows %zu of %d hosts after %d ms\n", hostName.c_str(),
+                     cabling->Graph().Hosts().size(), waitHosts, timeoutMs);
+        print(cabling->Graph());
+        return 1;
+      }
+      const uint64_t v = cabling->Version();
+      const bool enough = cabling->Graph().Hosts().size() >= static_cast<size_t>(waitHosts);
+      // Settled: enough hosts and no change for settleMs (woken early by any change).
+      if (enough && !cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != v; },
+                                      std::min<int>(settleMs, static_cast<int>(left)))) {
+        print(cabling->Graph());
+        break;
+      }
+      if (!enough) {
+        cabling->WaitFor([&](const topology::ClusterGraph& g, uint64_t) { return g.Hosts().size() >= static_cast<size_t>(waitHosts); },
+                         static_cast<int>(std::min<long>(left, 1000)));
+      }
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(lingerMs);
+    while (!g_stop && std::chrono::steady_clock::now() < until) {
+      cabling->WaitFor([](const topology::ClusterGraph&, uint64_t) { return g_stop != 0; }, 100);
+    }
+    return 0;
+  }
+
+  uint64_t shown = 0;
+  while (!g_stop) {
+    cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != shown || g_stop; }, 500);
+    if (cabling->Version() != shown) {
+      shown = cabling->Version();
+      print(cabling->Graph());
+    }
+  }
+  return 0;
+}

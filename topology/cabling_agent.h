@@ -1,0 +1,127 @@
+// Cabling discovery: every host says hello on each of its rails, learns which host
+// answers on which rail, and floods what it knows, so every host holds the whole
+// graph of rail-links. Runs in railyardd or in any process using the plugin; every
+// such process on one host speaks for the same host id.
+//
+// Wire: UDP datagrams to the limited broadcast address 255.255.255.255 on port
+// RAILYARD_DISCOVERY_PORT, sent out of each rail (SO_BINDTODEVICE). A rail is
+// point to point: one that hears more than one other host is a shared segment
+// (a management bridge or a switch), not a cable, and is left out of the graph.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "env/status.h"
+#include "topology/cluster_graph.h"
+
+namespace railyard::topology {
+
+/// A local rail the agent speaks on (IPv4 only).
+struct AgentRail {
+  std::string ifname;    ///< netdev name
+  in_addr addr{};        ///< the rail's IPv4 address
+  int speedMbps = 0;     ///< link speed, Mbps
+  std::string mac;       ///< link-layer address text (identifies the host, see HostIdFromMacs)
+};
+
+/// Agent timing and port.
+struct AgentOptions {
+  uint16_t port = 29517;     ///< UDP port of hellos and link-state records
+  int intervalMs = 100;      ///< period of hellos and of re-flooding (ms)
+  int deadIntervalMs = 1000; ///< a neighbour or a host's record unheard this long is gone (ms)
+};
+
+/// A stable 64-bit host id: FNV-1a of the sorted MAC addresses of the host's rails,
+/// so every process on one host (railyardd, each rank) derives the same id and two
+/// network namespaces on one machine derive different ones. Never 0.
+uint64_t HostIdFromMacs(std::vector<std::string> macs);
+
+/// The discovery agent: one thread, one UDP socket per rail.
+class CablingAgent {
+ public:
+  /// Opens the rail sockets and starts the thread. SystemError naming the rail when
+  /// a socket cannot be bound (e.g. SO_BINDTODEVICE without privilege).
+  static Status Start(const std::string& hostName, std::vector<AgentRail> rails,
+                      const AgentOptions& options, std::unique_ptr<CablingAgent>* out);
+  ~CablingAgent();
+  CablingAgent(const CablingAgent&) = delete;
+  CablingAgent& operator=(const CablingAgent&) = delete;
+
+  uint64_t HostId() const { return hostId_; }
+  /// The current graph: this host, every host whose record is fresh, and the
+  /// rail-links both ends report.
+  ClusterGraph Graph() const;
+  /// Bumped whenever the graph changes.
+  uint64_t Version() const;
+  /// Blocks until `pred(graph, version)` is true or `timeoutMs` passes; returns the
+  /// last value of pred. Woken on every graph change (no polling sleeps). `pred`
+  /// runs under the agent's lock: it must not call back into the agent.
+  bool WaitFor(const std::function<bool(const ClusterGraph&, uint64_t version)>& pred,
+               int timeoutMs) const;
+  /// Names of local rails left out because they hear several hosts (shared segments).
+  std::vector<std::string> SharedSegments() const;
+
+ private:
+  struct Neighbour {
+    uint64_t host = 0;
+    std::string hostName, ifname;
+    uint32_t addr = 0;  ///< network byte order
+    int speedMbps = 0;
+    int64_t lastSeenMs = 0;
+  };
+  struct RailState {
+    AgentRail rail;
+    int fd = -1;
+    std::map<uint64_t, Neighbour> heard;  ///< by host id
+  };
+  struct LinkRecord {
+    std::string ifname, peerIfname;
+    uint32_t addr = 0, peerAddr = 0;
+    uint64_t peerHost = 0;
+    int speedMbps = 0;
+  };
+  struct HostRecord {
+    std::string name;
+    uint64_t seq = 0;
+    int64_t receivedMs = 0;
+    std::vector<LinkRecord> links;
+  };
+
+  CablingAgent() = default;
+  void Run();
+  void Tick(int64_t nowMs);
+  void Receive(RailState& r, int64_t nowMs);
+  void SendAll(const std::vector<char>& datagram, const RailState* except);
+  std::vector<char> EncodeHello(const RailState& r) const;
+  std::vector<char> EncodeRecord(uint64_t origin, const HostRecord& rec) const;
+  std::vector<LinkRecord> OwnLinks() const;  ///< requires mu_
+  void Rebuild();                            ///< requires mu_
+
+  uint64_t hostId_ = 0;
+  std::string hostName_;
+  AgentOptions options_;
+  std::vector<RailState> rails_;
+  std::thread thread_;
+  int wakeFd_ = -1;  ///< eventfd that stops the thread
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::map<uint64_t, HostRecord> records_;  ///< other hosts' link-state records
+  ClusterGraph graph_;
+  uint64_t version_ = 0;
+  std::vector<std::string> shared_;
+};
+
+}  // namespace railyard::topology
