@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libhwloc-dev libibverbs-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev iproute2 procps)
+      libgtest-dev libgmock-dev iproute2 procps nftables iputils-ping python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
