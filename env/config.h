@@ -41,6 +41,12 @@ struct Config {
   int discoveryIntervalMs = 0;
   /// RAILYARD_DISCOVERY_DEAD_MS: a neighbour unheard this long is gone (ms).
   int discoveryDeadMs = 0;
+  /// RAILYARD_FABRIC: "auto", "on" or "off" (see docs/configuration.md).
+  std::string fabric;
+  /// RAILYARD_RELAY_PORT: TCP port of relays (1..65535).
+  int relayPort = 0;
+  /// RAILYARD_RELAY_BUFFER_BYTES: per direction per relayed socket.
+  std::size_t relayBufferBytes = 0;
 };
 
 /// One row of the variable table.

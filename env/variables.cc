@@ -1,6 +1,7 @@
 // The variable table: the single source of names, types, defaults, ranges,
 // aliases and docs for every RAILYARD_* variable. Parsing (config.cc), defaults
 // and docs/configuration.md all come from here.
+#include <cctype>
 #include <cstdint>
 #include <limits>
 
@@ -38,6 +39,25 @@ Status ApplyChunkBytes(const Variable& var, const char* source, std::string_view
 
 Status ApplyHostName(const Variable&, const char*, std::string_view value, Config* out) {
   out->hostName = std::string(value);
+  return Status::Ok();
+}
+
+Status ApplyFabric(const Variable& var, const char* source, std::string_view value, Config* out) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v != "auto" && v != "on" && v != "off") {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of auto, on, off (" +
+                        var.name + ")");
+  }
+  out->fabric = v;
+  return Status::Ok();
+}
+
+Status ApplyRelayBuffer(const Variable& var, const char* source, std::string_view value,
+                        Config* out) {
+  std::int64_t v = 0;
+  RY_RETURN_IF_ERROR(ParseBytesValue(var, source, value, &v));
+  out->relayBufferBytes = static_cast<std::size_t>(v);
   return Status::Ok();
 }
 
@@ -85,6 +105,19 @@ const Variable kVariables[] = {
      "A neighbour, or a host's link-state record, unheard this long is taken as gone "
      "(a cut cable, a dead host).",
      30, 600000, &ApplyInt<&Config::discoveryDeadMs>},
+    {"RAILYARD_FABRIC", "enum", "auto", "", nullptr,
+     "Fabric mode: the host's rails become one device that reaches every host, over "
+     "the cable when there is one and through relays otherwise. auto = on when the "
+     "selected interfaces include rails (IPv4, not loopback, no default route), "
+     "off = one device per interface with direct connections only, on = required.",
+     0, 0, &ApplyFabric},
+    {"RAILYARD_RELAY_PORT", "int", "29518", "", nullptr,
+     "TCP port of the relay (railyardd, or a process using the plugin) on every host.",
+     1, 65535, &ApplyInt<&Config::relayPort>},
+    {"RAILYARD_RELAY_BUFFER_BYTES", "bytes", "1M", "bytes", nullptr,
+     "Buffering per direction per relayed socket: the most a relay holds for a slow "
+     "receiver before it stops reading from the sender.",
+     65536, kGiB, &ApplyRelayBuffer},
 };
 
 }  // namespace

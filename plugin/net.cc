@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,8 +19,11 @@
 #include "proxy/comm.h"
 #include "proxy/handle.h"
 #include "proxy/mr_cache.h"
+#include "proxy/fabric/fabric.h"
+#include "proxy/relay/relay_service.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/tcp/tcp_listen_comm.h"
+#include "topology/graph_json.h"
 #include "topology/netdev.h"
 
 namespace railyard::plugin {
@@ -37,6 +43,13 @@ struct Context {
   int trafficClass = -1;  ///< NCCL_NET_TRAFFIC_CLASS_UNDEF when unset
 };
 
+/// A connect() in progress, kept in the handle's connect-state area between retries.
+struct PendingConnect {
+  proxy::Clock::time_point since = proxy::Clock::now();
+  std::unique_ptr<proxy::TcpConnector> connector;  ///< NULL while waiting for a route
+  uint32_t salt = 0;
+};
+
 /// Process-wide plugin state. Devices are discovered on the first init and kept for
 /// the life of the process, so the name/pciPath strings handed out by
 /// getProperties stay valid even across finalize/init cycles.
@@ -50,7 +63,15 @@ struct Global {
   std::unordered_set<Context*> contexts;
   std::unordered_set<Comm*> comms;                 ///< open send/recv comms
   std::unordered_set<ListenComm*> listens;         ///< open listen comms
-  std::unordered_set<proxy::TcpConnector*> connectors;  ///< connects in progress
+  std::unordered_set<PendingConnect*> connects;   ///< connects in progress
+  // Fabric mode (RAILYARD_FABRIC): the rails as one device, routes, relays. Started
+  // by the first init and stopped by the last finalize (their threads with them).
+  bool fabricMode = false;
+  std::vector<proxy::FabricRail> fabricRails;
+  std::string fabricName;  ///< device name, e.g. "railyard[p0r0+p0r1+p1r0+p1r1]"
+  std::unique_ptr<proxy::Fabric> fabric;
+  std::unique_ptr<proxy::RelayService> relay;
+  uint32_t connectSalt = 0;
 };
 
 Global& G() {
@@ -70,8 +91,12 @@ proxy::TcpOptions OptionsFor(int dev) {
   o.nthreads = g.config->nthreads;
   o.chunkBytes = g.config->chunkBytes;
   o.timeoutMs = g.config->timeoutMs;
-  o.device = g.devices[static_cast<size_t>(dev)].name;
+  o.device = g.fabricMode ? g.fabricName : g.devices[static_cast<size_t>(dev)].name;
   return o;
+}
+
+int DeviceCount(const Global& g) {
+  return g.fabricMode ? 1 : static_cast<int>(g.devices.size());
 }
 
 /// Checks that init happened and `dev` names a device. InvalidUsage otherwise.
@@ -79,9 +104,28 @@ Status CheckDevice(int dev) {
   Global& g = G();
   std::lock_guard lock(g.mu);
   if (g.refs == 0) return InvalidUsage("the plugin is not initialised (call init first)");
-  if (dev < 0 || dev >= static_cast<int>(g.devices.size())) {
+  if (dev < 0 || dev >= DeviceCount(g)) {
     return InvalidArgument("device " + std::to_string(dev) + " does not exist (" +
-                           std::to_string(g.devices.size()) + " devices)");
+                           std::to_string(DeviceCount(g)) + " devices)");
+  }
+  return Status::Ok();
+}
+
+/// Starts the cabling agent and the relay (fabric mode). Requires g.mu.
+Status StartFabric(Global& g) {
+  proxy::FabricOptions fo;
+  fo.hostName = g.config->hostName.empty() ? g.host : g.config->hostName;
+  fo.agent.port = static_cast<uint16_t>(g.config->discoveryPort);
+  fo.agent.intervalMs = g.config->discoveryIntervalMs;
+  fo.agent.deadIntervalMs = g.config->discoveryDeadMs;
+  fo.relayPort = static_cast<uint16_t>(g.config->relayPort);
+  RY_RETURN_IF_ERROR(proxy::Fabric::Start(g.fabricRails, fo, &g.fabric));
+  proxy::RelayOptions ro;
+  ro.port = fo.relayPort;
+  ro.bufferBytes = g.config->relayBufferBytes;
+  if (Status s = proxy::RelayService::Start(g.fabric.get(), ro, &g.relay); !s.ok()) {
+    // railyardd (or another user) holds the port: it relays for this host.
+    RY_INFO(log::kInit | log::kNet, "fabric: not relaying in this process: %s", s.message().c_str());
   }
   return Status::Ok();
 }
@@ -110,9 +154,24 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     s = topology::SelectSocketDevices(cfg->socketIfname, &devs);
     if (!s.ok()) return Fail(s, "init");
     if (devs.empty()) return Fail(SystemError("no network device is usable"), "init");
+    std::vector<proxy::FabricRail> rails;
+    if (cfg->fabric != "off") {
+      s = proxy::SelectFabricRails(cfg->socketIfname, cfg->defaultSpeedMbps, &rails);
+      if (!s.ok()) return Fail(s, "init");
+      if (rails.empty() && cfg->fabric == "on") {
+        return Fail(InvalidUsage("RAILYARD_FABRIC=on but no interface qualifies as a rail (IPv4, not "
+                                 "loopback, no default route; RAILYARD_SOCKET_IFNAME chooses)"),
+                    "init");
+      }
+    }
     g.config = cfg;
     g.devices = std::move(devs);
     g.host = HostName();
+    g.fabricMode = !rails.empty();
+    g.fabricRails = std::move(rails);
+    g.fabricName = "railyard[";
+    for (size_t i = 0; i < g.fabricRails.size(); ++i) g.fabricName += (i ? "+" : "") + g.fabricRails[i].ifname;
+    g.fabricName += "]";
     g.discovered = true;
     for (size_t i = 0; i < g.devices.size(); ++i) {
       const auto& d = g.devices[i];
@@ -120,6 +179,11 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
               d.name.c_str(), d.addrString.c_str(), d.SpeedOr(cfg->defaultSpeedMbps),
               d.pciPath.empty() ? "" : " pci ", d.pciPath.c_str());
     }
+  }
+  if (g.fabricMode && g.refs == 0) {
+    if (Status s = StartFabric(g); !s.ok()) return Fail(s, "init");
+    RY_INFO(log::kInit | log::kNet, "Railyard fabric mode: one device %s over %zu rails",
+            g.fabricName.c_str(), g.fabricRails.size());
   }
   auto* c = new Context();
   c->commId = commId;
@@ -135,7 +199,7 @@ ncclResult_t Devices(int* ndev) {
   std::lock_guard lock(g.mu);
   if (ndev == nullptr) return ncclInvalidArgument;
   if (g.refs == 0) return Fail(InvalidUsage("devices() before init"), "devices");
-  *ndev = static_cast<int>(g.devices.size());
+  *ndev = DeviceCount(g);
   return ncclSuccess;
 }
 
@@ -143,15 +207,24 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   if (props == nullptr) return ncclInvalidArgument;
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "getProperties");
   Global& g = G();
-  const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
   std::memset(props, 0, sizeof *props);
-  props->name = const_cast<char*>(d.name.c_str());
-  props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
+  if (g.fabricMode) {
+    // One virtual device over every rail: NCCL sees a fabric that reaches all hosts.
+    int speed = 0;
+    for (const auto& r : g.fabricRails) speed += r.speedMbps;
+    props->name = const_cast<char*>(g.fabricName.c_str());
+    props->pciPath = nullptr;
+    props->speed = speed;
+  } else {
+    const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
+    props->name = const_cast<char*>(d.name.c_str());
+    props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
+    props->speed = d.SpeedOr(g.config->defaultSpeedMbps);
+  }
   props->guid = static_cast<uint64_t>(dev);
   props->ptrSupport = NCCL_PTR_HOST;
   props->regIsGlobal = 1;  // registrations live in the process-wide MR cache
   props->forceFlush = 0;
-  props->speed = d.SpeedOr(g.config->defaultSpeedMbps);
   props->port = 0;
   props->latency = 0;
   props->maxComms = 65536;
@@ -171,13 +244,29 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
   *listenComm = nullptr;
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "listen");
   Global& g = G();
-  const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
-  const socklen_t len = d.family() == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   std::unique_ptr<proxy::TcpListenComm> l;
   proxy::ListenAddress addr;
-  Status s = proxy::TcpListenComm::Create(d.addr, len, OptionsFor(dev), g.host,
-                                          &proxy::GlobalMrCache(), &l, &addr);
-  if (!s.ok()) return Fail(s, "listen");
+  if (g.fabricMode) {
+    // Any rail (or a relay on loopback, or a local rank) may arrive: listen on all.
+    sockaddr_storage any{};
+    auto* a = reinterpret_cast<sockaddr_in*>(&any);
+    a->sin_family = AF_INET;
+    a->sin_addr.s_addr = htonl(INADDR_ANY);
+    Status s = proxy::TcpListenComm::Create(any, sizeof(sockaddr_in), OptionsFor(dev),
+                                            g.fabric->HostName(), &proxy::GlobalMrCache(), &l, &addr);
+    if (!s.ok()) return Fail(s, "listen");
+    addr.hostId = g.fabric->HostId();
+    for (const auto& r : g.fabricRails) addr.rails.push_back(r.addr);
+    if (!g.fabricRails.empty()) {
+      reinterpret_cast<sockaddr_in*>(&addr.addr)->sin_addr = g.fabricRails[0].addr;
+    }
+  } else {
+    const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
+    const socklen_t len = d.family() == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    Status s = proxy::TcpListenComm::Create(d.addr, len, OptionsFor(dev), g.host,
+                                            &proxy::GlobalMrCache(), &l, &addr);
+    if (!s.ok()) return Fail(s, "listen");
+  }
   proxy::EncodeHandle(addr, handle);
   std::lock_guard lock(g.mu);
   g.listens.insert(l.get());
@@ -195,34 +284,56 @@ ncclResult_t Connect(void* /*ctx*/, int dev, void* handle, void** sendComm) {
   proxy::ListenAddress to;
   if (Status s = proxy::DecodeHandle(handle, &to); !s.ok()) return Fail(s, "connect");
   auto* wire = static_cast<proxy::HandleWire*>(handle);
-  proxy::TcpConnector* c = nullptr;
+  PendingConnect* pc = nullptr;
   {
     std::lock_guard lock(g.mu);
     if (wire->stageMagic == proxy::kStageMagic) {
-      auto* p = reinterpret_cast<proxy::TcpConnector*>(wire->stageState);
-      if (g.connectors.count(p) != 0) c = p;
+      auto* p = reinterpret_cast<PendingConnect*>(wire->stageState);
+      if (g.connects.count(p) != 0) pc = p;
+    }
+    if (pc == nullptr) {
+      pc = new PendingConnect();
+      pc->salt = g.connectSalt++;
+      g.connects.insert(pc);
+      wire->stageMagic = proxy::kStageMagic;
+      wire->stageState = reinterpret_cast<uint64_t>(pc);
     }
   }
-  if (c == nullptr) {
-    std::unique_ptr<proxy::TcpConnector> fresh;
-    Status s = proxy::TcpConnector::Start(to, OptionsFor(dev), g.host, &fresh);
-    if (!s.ok()) return Fail(s, "connect");
-    c = fresh.release();
+  auto finish = [&](SendComm* comm) {
     std::lock_guard lock(g.mu);
-    g.connectors.insert(c);
-    wire->stageMagic = proxy::kStageMagic;
-    wire->stageState = reinterpret_cast<uint64_t>(c);
-  }
-  SendComm* comm = nullptr;
-  Status s = c->Progress(&comm);
-  if (!s.ok() || comm != nullptr) {
-    std::lock_guard lock(g.mu);
-    g.connectors.erase(c);
-    delete c;
+    g.connects.erase(pc);
+    delete pc;
     wire->stageMagic = 0;
     wire->stageState = 0;
     if (comm != nullptr) g.comms.insert(comm);
+  };
+  proxy::TcpOptions options = OptionsFor(dev);
+  Status s;
+  if (pc->connector == nullptr) {
+    if (to.hostId != 0 && g.fabricMode) {
+      // Fabric: plan each socket over the cabling (direct rails or relays).
+      std::vector<proxy::SocketTarget> targets;
+      bool ready = false;
+      const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&to.addr)->sin_port);
+      s = g.fabric->PlanConnection(to.hostId, port, options.nsocks, pc->salt, &targets, &ready);
+      if (s.ok() && !ready) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(proxy::Clock::now() - pc->since);
+        if (waited.count() <= options.timeoutMs) return ncclSuccess;  // the cabling graph may still be converging
+        s = SystemError("no route to host " + to.host + " (" + topology::HostIdText(to.hostId) +
+                        ") after " + std::to_string(waited.count()) +
+                        " ms: it is not cabled to this host or any host that can relay");
+      }
+      if (s.ok()) {
+        s = proxy::TcpConnector::Start(to, std::move(targets), options, g.fabric->HostName(),
+                                       &pc->connector);
+      }
+    } else {
+      s = proxy::TcpConnector::Start(to, options, g.host, &pc->connector);
+    }
   }
+  SendComm* comm = nullptr;
+  if (s.ok()) s = pc->connector->Progress(&comm);
+  if (!s.ok() || comm != nullptr) finish(comm);
   if (!s.ok()) return Fail(s, "connect");
   *sendComm = comm;
   return ncclSuccess;
@@ -360,7 +471,9 @@ ncclResult_t Finalize(void* ctx) {
   Global& g = G();
   std::vector<Comm*> comms;
   std::vector<ListenComm*> listens;
-  std::vector<proxy::TcpConnector*> connectors;
+  std::vector<PendingConnect*> connects;
+  std::unique_ptr<proxy::RelayService> relay;
+  std::unique_ptr<proxy::Fabric> fabric;
   {
     std::lock_guard lock(g.mu);
     auto* c = static_cast<Context*>(ctx);
@@ -372,10 +485,12 @@ ncclResult_t Finalize(void* ctx) {
     // Last context: stop every thread the plugin started before NCCL may dlclose us.
     comms.assign(g.comms.begin(), g.comms.end());
     listens.assign(g.listens.begin(), g.listens.end());
-    connectors.assign(g.connectors.begin(), g.connectors.end());
+    connects.assign(g.connects.begin(), g.connects.end());
     g.comms.clear();
     g.listens.clear();
-    g.connectors.clear();
+    g.connects.clear();
+    relay = std::move(g.relay);
+    fabric = std::move(g.fabric);
   }
   if (!comms.empty()) {
     RY_INFO(log::kNet, "finalize closes %zu comms still open", comms.size());
@@ -385,7 +500,9 @@ ncclResult_t Finalize(void* ctx) {
     delete c;
   }
   for (ListenComm* l : listens) delete l;
-  for (proxy::TcpConnector* c : connectors) delete c;
+  for (PendingConnect* c : connects) delete c;
+  relay.reset();   // stops the relay thread (relayed sockets break)
+  fabric.reset();  // stops the cabling agent thread
   return ncclSuccess;
 }
 

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace railyard::proxy {
@@ -42,6 +43,9 @@ void EncodeHandle(const ListenAddress& la, void* out) {
     std::memcpy(w.addr, &a->sin6_addr, 16);
   }
   CopyHostName(la.host, w.host);
+  w.hostId = la.hostId;
+  w.nrails = static_cast<uint8_t>(std::min<size_t>(la.rails.size(), kHandleMaxRails));
+  for (int i = 0; i < w.nrails; ++i) w.railAddrs[i] = la.rails[static_cast<size_t>(i)].s_addr;
   std::memcpy(out, &w, sizeof w);
 }
 
@@ -57,6 +61,12 @@ Status DecodeHandle(const void* in, ListenAddress* out) {
   out->listenId = w.listenId;
   out->pid = w.pid;
   out->host.assign(w.host, strnlen(w.host, sizeof w.host));
+  out->hostId = w.hostId;
+  if (w.nrails > kHandleMaxRails) {
+    return InvalidUsage("listen handle lists " + std::to_string(w.nrails) + " rails, at most " +
+                        std::to_string(kHandleMaxRails));
+  }
+  for (int i = 0; i < w.nrails; ++i) out->rails.push_back(in_addr{w.railAddrs[i]});
   if (w.family == AF_INET) {
     auto* a = reinterpret_cast<sockaddr_in*>(&out->addr);
     a->sin_family = AF_INET;

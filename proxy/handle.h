@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "env/status.h"
 #include "proxy/wire.h"
@@ -16,8 +17,11 @@ namespace railyard::proxy {
 /// Bytes NCCL gives a plugin for its handle (NCCL_NET_HANDLE_MAXSIZE).
 inline constexpr size_t kHandleBytes = 128;
 
-/// Wire layout of a handle. Bytes [0, 72) are written by listen() and describe the
-/// listener; bytes [72, 128) are connect()'s own state between retries (NCCL hands
+/// Most rail addresses a handle lists (a Spark host has four rails).
+inline constexpr int kHandleMaxRails = 6;
+
+/// Wire layout of a handle. Bytes [0, 112) are written by listen() and describe the
+/// listener; bytes [112, 128) are connect()'s own state between retries (NCCL hands
 /// the same buffer back on every retry, §2.5 "connect / accept").
 struct HandleWire {
   RecordHeader header;  ///< magic, version, kind = kHello
@@ -27,9 +31,13 @@ struct HandleWire {
   uint32_t pid;         ///< listener's process id, for error messages
   uint8_t addr[16];     ///< IPv4 (first 4 bytes) or IPv6 address of the listener
   char host[32];        ///< listener host name, for error messages
+  uint64_t hostId;      ///< listener's cabling host id (fabric mode); 0 = plain mode
+  uint8_t nrails;       ///< valid entries of railAddrs
+  uint8_t pad[3];
+  uint32_t railAddrs[kHandleMaxRails];  ///< listener's rail IPv4 addresses (network order)
+  uint8_t reserved[4];
   uint64_t stageMagic;  ///< kStageMagic once connect() has stored its state
   uint64_t stageState;  ///< connect()'s in-progress state (a pointer), valid with stageMagic
-  uint8_t reserved[40];
 };
 static_assert(sizeof(HandleWire) == kHandleBytes);
 
@@ -42,6 +50,8 @@ struct ListenAddress {
   socklen_t len = 0;        ///< bytes of addr in use
   uint64_t listenId = 0;
   uint32_t pid = 0;         ///< listener's process id
+  uint64_t hostId = 0;      ///< listener's cabling host id; 0 = plain mode (connect to addr)
+  std::vector<in_addr> rails;  ///< listener's rail addresses (fabric mode, informative)
   std::string host;         ///< listener host name
   /// "host/ip:port", for error messages.
   std::string ToString() const;

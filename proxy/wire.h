@@ -26,6 +26,7 @@ enum class RecordKind : uint16_t {
   kReject = 2,  ///< listener → connector on the control socket: hello refused
   kCts = 3,     ///< receiver → sender: clear to send (one irecv, n entries follow)
   kChunk = 4,   ///< sender → receiver: one chunk of data, payload follows
+  kRelay = 5,   ///< connector → relay: carry this socket on towards a host with no cable
 };
 
 /// Common first 8 bytes of every record.
@@ -96,6 +97,27 @@ struct ChunkHeader {
   uint32_t pad;
 };
 static_assert(sizeof(ChunkHeader) == 48);
+
+/// First bytes on a socket opened to a relay (railyardd, or a process using the
+/// plugin, on a host between the two ends). The relay connects on towards
+/// `destHost` (directly when cabled to it, else through the next relay, with
+/// `hops` + 1) and from then on copies bytes both ways; what follows this record
+/// (hello, records, chunks) passes through unchanged, so the final hop writes
+/// straight into the receiver's posted buffers.
+struct RelayRecord {
+  RecordHeader header;  ///< kind = kRelay
+  uint64_t destHost;    ///< cabling host id of the listener
+  uint64_t originHost;  ///< cabling host id of the connector (for logs)
+  uint16_t destPort;    ///< listener TCP port on destHost
+  uint16_t sockIndex;   ///< socket index in its connection: spreads sockets over rails and paths
+  uint8_t hops;         ///< relays passed before this one
+  uint8_t pad[3];
+  char originName[24];  ///< connector's host name (for logs)
+};
+static_assert(sizeof(RelayRecord) == 56);
+
+/// Most relays one connection may cross (a ring of 16 needs at most 7).
+inline constexpr int kMaxRelayHops = 15;
 
 /// Fills a RecordHeader with magic, version and kind.
 RecordHeader MakeHeader(RecordKind kind);

@@ -2,6 +2,7 @@
 // the send or receive comm that drives them.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "proxy/comm.h"
@@ -13,6 +14,7 @@ namespace railyard::proxy {
 struct TcpConnection {
   Fd control;
   std::vector<Fd> data;
+  std::vector<std::string> rails;  ///< rail of each data socket ("" when unknown)
   PeerInfo peer;
 };
 

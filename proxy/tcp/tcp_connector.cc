@@ -13,6 +13,22 @@ namespace railyard::proxy {
 
 Status TcpConnector::Start(const ListenAddress& to, const TcpOptions& options,
                            const std::string& host, std::unique_ptr<TcpConnector>* out) {
+  std::vector<SocketTarget> targets(static_cast<size_t>(options.nsocks) + 1);
+  for (SocketTarget& t : targets) {
+    t.remote = to.addr;
+    t.remoteLen = to.len;
+    t.rail = options.device;
+  }
+  return Start(to, std::move(targets), options, host, out);
+}
+
+Status TcpConnector::Start(const ListenAddress& to, std::vector<SocketTarget> targets,
+                           const TcpOptions& options, const std::string& host,
+                           std::unique_ptr<TcpConnector>* out) {
+  if (targets.size() != static_cast<size_t>(options.nsocks) + 1) {
+    return InternalError("connector given " + std::to_string(targets.size()) + " socket targets for " +
+                         std::to_string(options.nsocks) + " data sockets");
+  }
   std::unique_ptr<TcpConnector> c(new TcpConnector());
   c->to_ = to;
   c->options_ = options;
@@ -22,20 +38,32 @@ Status TcpConnector::Start(const ListenAddress& to, const TcpOptions& options,
   c->socks_.resize(static_cast<size_t>(nsocks) + 1);
   for (int i = 0; i <= nsocks; ++i) {
     Sock& s = c->socks_[static_cast<size_t>(i)];
-    s.fd = Fd(::socket(to.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    SocketTarget& t = targets[static_cast<size_t>(i)];
+    s.rail = t.rail;
+    s.fd = Fd(::socket(t.remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s.fd.valid()) return SystemError("socket(): " + ErrnoText(errno));
     RY_RETURN_IF_ERROR(TuneTcpSocket(s.fd.get(), 0));
-    s.hello.header = MakeHeader(RecordKind::kHello);
-    s.hello.listenId = to.listenId;
-    s.hello.connId = connId;
-    s.hello.sockIndex = static_cast<uint16_t>(i);
-    s.hello.nsocks = static_cast<uint16_t>(nsocks);
-    s.hello.pid = static_cast<uint32_t>(::getpid());
-    CopyHostName(host, s.hello.host);
-    if (::connect(s.fd.get(), reinterpret_cast<const sockaddr*>(&to.addr), to.len) == 0) {
+    HelloRecord hello{};
+    hello.header = MakeHeader(RecordKind::kHello);
+    hello.listenId = to.listenId;
+    hello.connId = connId;
+    hello.sockIndex = static_cast<uint16_t>(i);
+    hello.nsocks = static_cast<uint16_t>(nsocks);
+    hello.pid = static_cast<uint32_t>(::getpid());
+    CopyHostName(host, hello.host);
+    s.out = std::move(t.prefix);
+    const char* h = reinterpret_cast<const char*>(&hello);
+    s.out.insert(s.out.end(), h, h + sizeof hello);
+    if (t.local.ss_family != AF_UNSPEC &&
+        ::bind(s.fd.get(), reinterpret_cast<const sockaddr*>(&t.local), t.localLen) != 0) {
+      return SystemError("bind to " + SockaddrToString(t.local) + " on rail " + t.rail + ": " +
+                         ErrnoText(errno));
+    }
+    if (::connect(s.fd.get(), reinterpret_cast<const sockaddr*>(&t.remote), t.remoteLen) == 0) {
       s.connected = true;
     } else if (errno != EINPROGRESS) {
-      return SystemError("connect to " + to.ToString() + ": " + ErrnoText(errno));
+      return SystemError("connect to " + SockaddrToString(t.remote) + " on rail " + t.rail + " (for " +
+                         to.ToString() + "): " + ErrnoText(errno));
     }
   }
   *out = std::move(c);
@@ -56,15 +84,17 @@ Status TcpConnector::Progress(SendComm** sendComm) {
       socklen_t len = sizeof err;
       getsockopt(s.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0) {
-        return SystemError("connect to " + to_.ToString() + " failed: " + ErrnoText(err) +
-                           " (is the peer still listening?)");
+        return SystemError("connect to " + to_.ToString() + " on rail " + s.rail + " failed: " +
+                           ErrnoText(err) + " (is the peer still listening?)");
       }
       s.connected = true;
     }
-    if (s.sent < sizeof s.hello) {
-      RY_RETURN_IF_ERROR(TrySend(s.fd.get(), reinterpret_cast<const char*>(&s.hello) + s.sent,
-                                 sizeof s.hello - s.sent, &s.sent));
-      if (s.sent < sizeof s.hello) all = false;
+    if (s.sent < s.out.size()) {
+      Status st = TrySend(s.fd.get(), s.out.data() + s.sent, s.out.size() - s.sent, &s.sent);
+      if (!st.ok()) {
+        return SystemError("connect to " + to_.ToString() + " on rail " + s.rail + ": " + st.message());
+      }
+      if (s.sent < s.out.size()) all = false;
     }
   }
   if (!all) {
@@ -80,11 +110,18 @@ Status TcpConnector::Progress(SendComm** sendComm) {
   for (size_t i = 1; i < socks_.size(); ++i) {
     RY_RETURN_IF_ERROR(SetNonBlocking(socks_[i].fd.get(), false));
     conn.data.push_back(std::move(socks_[i].fd));
+    conn.rails.push_back(socks_[i].rail);
   }
   conn.peer.host = to_.host;
   conn.peer.pid = to_.pid;
   conn.peer.address = SockaddrToString(to_.addr);
-  conn.peer.device = options_.device;
+  conn.peer.device.clear();
+  for (const std::string& r : conn.rails) {
+    if (!r.empty() && conn.peer.device.find(r) == std::string::npos) {
+      conn.peer.device += (conn.peer.device.empty() ? "" : "+") + r;
+    }
+  }
+  if (conn.peer.device.empty()) conn.peer.device = options_.device;
   RY_INFO(log::kNet, "connected to %s with %zu data sockets", conn.peer.ToString().c_str(),
           conn.data.size());
   *sendComm = new TcpSendComm(std::move(conn), options_);

@@ -13,6 +13,16 @@
 
 namespace railyard::proxy {
 
+/// Where one socket of a connection goes: the listener itself, or a relay.
+struct SocketTarget {
+  sockaddr_storage remote{};  ///< address to connect(2) to
+  socklen_t remoteLen = 0;
+  sockaddr_storage local{};   ///< source address to bind first (family AF_UNSPEC = any)
+  socklen_t localLen = 0;
+  std::vector<char> prefix;   ///< bytes sent before the hello (a RelayRecord), may be empty
+  std::string rail;           ///< local rail name, for error messages ("" = unknown)
+};
+
 /// One connect() in progress. NCCL retries connect until it returns a comm; the
 /// plugin keeps this object in the handle's connect-state area between retries.
 class TcpConnector {
@@ -21,6 +31,12 @@ class TcpConnector {
   /// SystemError when a socket cannot be created.
   static Status Start(const ListenAddress& to, const TcpOptions& options,
                       const std::string& host, std::unique_ptr<TcpConnector>* out);
+  /// Same, with one target per socket (control first, then the data sockets):
+  /// fabric mode binds each socket to a rail and may go through relays.
+  /// `targets.size()` must be options.nsocks + 1.
+  static Status Start(const ListenAddress& to, std::vector<SocketTarget> targets,
+                      const TcpOptions& options, const std::string& host,
+                      std::unique_ptr<TcpConnector>* out);
 
   /// Advances without blocking. *sendComm stays NULL until every socket is
   /// connected and has sent its hello. SystemError when the listener refuses or is
@@ -32,7 +48,8 @@ class TcpConnector {
     Fd fd;
     bool connected = false;
     size_t sent = 0;
-    HelloRecord hello{};
+    std::vector<char> out;  ///< prefix + hello
+    std::string rail;
   };
   TcpConnector() = default;
 

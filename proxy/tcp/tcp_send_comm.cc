@@ -14,6 +14,8 @@ TcpSendComm::TcpSendComm(TcpConnection conn, const TcpOptions& options)
     requests_[i].owner = this;
     free_.push_back(i);
   }
+  busySinceNs_ = std::make_unique<std::atomic<int64_t>[]>(conn_.data.size());
+  for (size_t i = 0; i < conn_.data.size(); ++i) busySinceNs_[i].store(0);
   const int nworkers = std::max(1, std::min<int>(options_.nthreads, static_cast<int>(conn_.data.size())));
   for (int i = 0; i < nworkers; ++i) workers_.push_back(std::make_unique<Worker>());
   for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { WorkerLoop(p); });
@@ -65,8 +67,11 @@ void TcpSendComm::WorkerLoop(Worker* w) {
     }
     iovec iov[2] = {{&t.header, sizeof t.header},
                     {const_cast<char*>(t.payload), t.header.len}};
+    busySinceNs_[static_cast<size_t>(t.socket)].store(Clock::now().time_since_epoch().count(),
+                                                      std::memory_order_relaxed);
     Status s = SendAll(conn_.data[static_cast<size_t>(t.socket)].get(), iov, t.header.len ? 2 : 1,
-                       "data socket " + std::to_string(t.socket + 1));
+                       "data socket " + std::to_string(t.socket + 1) + RailOf(t.socket));
+    busySinceNs_[static_cast<size_t>(t.socket)].store(0, std::memory_order_relaxed);
     if (!s.ok()) {
       if (!stop_.load(std::memory_order_acquire)) {
         poison_.Set(SystemError("send of seq " + std::to_string(t.header.seq) + " (rank " +
@@ -127,6 +132,25 @@ Status TcpSendComm::PollControl() {
   }
 }
 
+std::string TcpSendComm::RailOf(int socket) const {
+  const auto i = static_cast<size_t>(socket);
+  return i < conn_.rails.size() && !conn_.rails[i].empty() ? " on rail " + conn_.rails[i] : "";
+}
+
+std::string TcpSendComm::StalledRail() const {
+  int worst = -1;
+  int64_t oldest = 0;
+  for (size_t i = 0; i < conn_.data.size(); ++i) {
+    const int64_t t = busySinceNs_[i].load(std::memory_order_relaxed);
+    if (t != 0 && (worst < 0 || t < oldest)) {
+      worst = static_cast<int>(i);
+      oldest = t;
+    }
+  }
+  if (worst < 0) return "";
+  return "; data socket " + std::to_string(worst + 1) + RailOf(worst) + " is stalled in send";
+}
+
 Status TcpSendComm::TimedOut(const char* what, uint64_t seq, int tag, Clock::time_point since) const {
   const auto last = std::max(since, LastProgress());
   const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last);
@@ -134,7 +158,8 @@ Status TcpSendComm::TimedOut(const char* what, uint64_t seq, int tag, Clock::tim
   return RemoteError(std::string(what) + " (rank " + std::to_string(tag) + " → " +
                      conn_.peer.ToString() + ", seq " + std::to_string(seq) +
                      ") made no progress for " + std::to_string(idle.count()) +
-                     " ms (RAILYARD_TIMEOUT_MS=" + std::to_string(options_.timeoutMs) + ")");
+                     " ms (RAILYARD_TIMEOUT_MS=" + std::to_string(options_.timeoutMs) + ")" +
+                     StalledRail());
 }
 
 Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* /*mr*/,

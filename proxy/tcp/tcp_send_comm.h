@@ -80,6 +80,11 @@ class TcpSendComm final : public SendComm {
   bool closed_ = false;
   Poison poison_;
   std::atomic<int64_t> lastProgressNs_{0};
+  /// Per data socket: when its current send began (steady clock ns), 0 when idle.
+  std::unique_ptr<std::atomic<int64_t>[]> busySinceNs_;
+  /// "rail X" for the data socket stalled the longest, or "" (for timeout errors).
+  std::string StalledRail() const;
+  std::string RailOf(int socket) const;
   std::vector<char> controlIn_;  ///< partial control record
   size_t nextSocket_ = 0;
   bool waiting_ = false;             ///< an isend is waiting for a clear-to-send

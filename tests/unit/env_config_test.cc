@@ -83,7 +83,9 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_DEBUG", "RAILYARD_HOST_NAME",
                                             "RAILYARD_DISCOVERY_PORT",
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
-                                            "RAILYARD_DISCOVERY_DEAD_MS"));
+                                            "RAILYARD_DISCOVERY_DEAD_MS", "RAILYARD_FABRIC",
+                                            "RAILYARD_RELAY_PORT",
+                                            "RAILYARD_RELAY_BUFFER_BYTES"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
@@ -103,6 +105,19 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.discoveryPort, 29517);
   EXPECT_EQ(c.discoveryIntervalMs, 100);
   EXPECT_EQ(c.discoveryDeadMs, 1000);
+  EXPECT_EQ(c.fabric, "auto");
+  EXPECT_EQ(c.relayPort, 29518);
+  EXPECT_EQ(c.relayBufferBytes, 1u << 20);
+}
+
+TEST(EnvConfig, FabricModeIsCheckedAndCaseInsensitive) {
+  Config c = ParseOk(FakeEnv{{{"RAILYARD_FABRIC", "ON"}}});
+  EXPECT_EQ(c.fabric, "on");
+  Config out;
+  FakeEnv bad{{{"RAILYARD_FABRIC", "maybe"}}};
+  Status s = bad.Parse(&out);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("RAILYARD_FABRIC"), std::string::npos) << s.message();
 }
 
 TEST(EnvConfig, EachVariableParsed) {

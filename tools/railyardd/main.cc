@@ -19,8 +19,9 @@
 
 #include "env/config.h"
 #include "env/log.h"
+#include "proxy/fabric/fabric.h"
+#include "proxy/relay/relay_service.h"
 #include "topology/cabling_agent.h"
-#include "topology/discovery.h"
 #include "topology/graph_json.h"
 
 namespace {
@@ -42,7 +43,8 @@ int main(int argc, char** argv) {
   std::string ifname, hostName;
   topology::AgentOptions agent;
   int waitHosts = 0, settleMs = 500, lingerMs = 1000, timeoutMs = 20000;
-  bool text = false;
+  bool text = false, noRelay = false;
+  uint16_t relayPort = 0;
   app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar (default RAILYARD_SOCKET_IFNAME)");
   app.add_option("--host-name", hostName, "name this host reports (default RAILYARD_HOST_NAME, else the host name)");
   app.add_option("--port", agent.port, "UDP port of the cabling protocol");
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("--linger-ms", lingerMs, "with --wait-hosts: keep serving this long after printing (ms)");
   app.add_option("--timeout-ms", timeoutMs, "with --wait-hosts: give up after (ms)");
   app.add_flag("--text", text, "print the graph as text instead of JSON");
+  app.add_option("--relay-port", relayPort, "TCP port of the relay (default RAILYARD_RELAY_PORT)");
+  app.add_flag("--no-relay", noRelay, "discover only; do not relay");
   CLI11_PARSE(app, argc, argv);
 
   const env::Config* cfg = nullptr;
@@ -65,40 +69,38 @@ int main(int argc, char** argv) {
   if (app.count("--port") == 0) agent.port = static_cast<uint16_t>(cfg->discoveryPort);
   if (app.count("--interval-ms") == 0) agent.intervalMs = cfg->discoveryIntervalMs;
   if (app.count("--dead-ms") == 0) agent.deadIntervalMs = cfg->discoveryDeadMs;
-  topology::DiscoveryOptions dopt;
-  // A cable may be plugged in (or come up) after we start: speak on down rails too.
-  dopt.includeDown = true;
-  dopt.ifnameFilter = ifname.empty() ? cfg->socketIfname : ifname;
-  std::vector<topology::Rail> rails;
-  std::vector<std::string> skipped;
-  if (Status s = topology::DiscoverRails(dopt, &rails, &skipped); !s.ok()) {
+  std::vector<proxy::FabricRail> rails;
+  if (Status s = proxy::SelectFabricRails(ifname.empty() ? cfg->socketIfname : ifname,
+                                          cfg->defaultSpeedMbps, &rails);
+      !s.ok()) {
     std::fprintf(stderr, "railyardd: rail discovery failed: %s\n", s.message().c_str());
     return 2;
   }
-  std::vector<topology::AgentRail> agentRails;
-  for (const topology::Rail& r : rails) {
-    for (const topology::RailAddress& a : r.addresses) {
-      if (a.family != AF_INET || a.linkLocal) continue;
-      topology::AgentRail ar;
-      ar.ifname = r.netdev;
-      ar.addr = reinterpret_cast<const sockaddr_in*>(&a.sockaddr)->sin_addr;
-      ar.speedMbps = r.speedMbps.value_or(cfg->defaultSpeedMbps);
-      ar.mac = r.mac;
-      agentRails.push_back(ar);
-      break;
-    }
-  }
-  if (agentRails.empty()) {
-    std::fprintf(stderr, "railyardd: no rail with an IPv4 address (skipped:");
-    for (const auto& s : skipped) std::fprintf(stderr, " [%s]", s.c_str());
-    std::fprintf(stderr, ")\n");
+  if (rails.empty()) {
+    std::fprintf(stderr, "railyardd: no rail (an IPv4, non-loopback interface without a default route; "
+                         "RAILYARD_SOCKET_IFNAME or --ifname choose)\n");
     return 2;
   }
-  std::unique_ptr<topology::CablingAgent> cabling;
-  if (Status s = topology::CablingAgent::Start(hostName, agentRails, agent, &cabling); !s.ok()) {
+  proxy::FabricOptions fo;
+  fo.hostName = hostName;
+  fo.agent = agent;
+  fo.relayPort = relayPort != 0 ? relayPort : static_cast<uint16_t>(cfg->relayPort);
+  std::unique_ptr<proxy::Fabric> fabric;
+  if (Status s = proxy::Fabric::Start(rails, fo, &fabric); !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
     return 2;
   }
+  std::unique_ptr<proxy::RelayService> relay;
+  if (!noRelay) {
+    proxy::RelayOptions ro;
+    ro.port = fo.relayPort;
+    ro.bufferBytes = cfg->relayBufferBytes;
+    if (Status s = proxy::RelayService::Start(fabric.get(), ro, &relay); !s.ok()) {
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  const topology::CablingAgent* cabling = &fabric->Agent();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
 

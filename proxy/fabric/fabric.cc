@@ -1,0 +1,196 @@
+#include "proxy/fabric/fabric.h"
+
+#include <arpa/inet.h>
+
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "env/log.h"
+#include "proxy/wire.h"
+#include "topology/discovery.h"
+
+namespace railyard::proxy {
+
+namespace {
+
+/// Interfaces holding a default route, from /proc/net/route (IPv4).
+std::set<std::string> DefaultRouteInterfaces() {
+  std::set<std::string> out;
+  std::ifstream f("/proc/net/route");
+  std::string line;
+  std::getline(f, line);  // header
+  while (std::getline(f, line)) {
+    std::istringstream is(line);
+    std::string iface, dest;
+    if (is >> iface >> dest && dest == "00000000") out.insert(iface);
+  }
+  return out;
+}
+
+sockaddr_storage Ipv4(const std::string& text, uint16_t port) {
+  sockaddr_storage ss{};
+  auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+  a->sin_family = AF_INET;
+  a->sin_port = htons(port);
+  inet_pton(AF_INET, text.c_str(), &a->sin_addr);
+  return ss;
+}
+
+/// Picks the `k`-th item of a list weighted by speed: rails of 200G and 100G get
+/// sockets in the ratio 2:1.
+const topology::RailLink& Weighted(const std::vector<topology::RailLink>& links, int k) {
+  std::vector<int> w;
+  int g = 0;
+  for (const auto& l : links) {
+    const int s = std::max(1, std::min(l.a.speedMbps, l.b.speedMbps));
+    w.push_back(s);
+    g = std::gcd(g, s);
+  }
+  int total = 0;
+  for (int& x : w) total += (x /= g);
+  int slot = k % total;
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (slot < w[i]) return links[i];
+    slot -= w[i];
+  }
+  return links.back();
+}
+
+}  // namespace
+
+Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
+                         std::vector<FabricRail>* out) {
+  out->clear();
+  topology::DiscoveryOptions opt;
+  opt.ifnameFilter = ifnameFilter;
+  opt.includeDown = true;
+  opt.crossCheckIbverbs = false;
+  std::vector<topology::Rail> rails;
+  std::vector<std::string> skipped;
+  RY_RETURN_IF_ERROR(topology::DiscoverRails(opt, &rails, &skipped));
+  const std::set<std::string> uplinks = DefaultRouteInterfaces();
+  for (const topology::Rail& r : rails) {
+    if (uplinks.count(r.netdev) != 0 && ifnameFilter.empty()) {
+      RY_INFO(log::kInit | log::kNet, "fabric: %s carries a default route (an uplink, not a cable): not a rail",
+              r.netdev.c_str());
+      continue;
+    }
+    if (r.netdev == "lo") continue;  // loopback is never part of the fabric
+    for (const topology::RailAddress& a : r.addresses) {
+      if (a.family != AF_INET || a.linkLocal || a.address.rfind("127.", 0) == 0) continue;
+      FabricRail f;
+      f.ifname = r.netdev;
+      f.addr = reinterpret_cast<const sockaddr_in*>(&a.sockaddr)->sin_addr;
+      f.speedMbps = r.speedMbps.value_or(defaultSpeedMbps);
+      f.mac = r.mac;
+      RY_INFO(log::kInit | log::kNet, "fabric: rail %s %s speed %d Mbps", f.ifname.c_str(),
+              a.address.c_str(), f.speedMbps);
+      out->push_back(f);
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Fabric::Start(std::vector<FabricRail> rails, const FabricOptions& options,
+                     std::unique_ptr<Fabric>* out) {
+  std::unique_ptr<Fabric> f(new Fabric());
+  f->rails_ = std::move(rails);
+  f->options_ = options;
+  std::vector<topology::AgentRail> agentRails;
+  for (const FabricRail& r : f->rails_) agentRails.push_back({r.ifname, r.addr, r.speedMbps, r.mac});
+  RY_RETURN_IF_ERROR(topology::CablingAgent::Start(options.hostName, agentRails, options.agent, &f->agent_));
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+int Fabric::SpeedMbps() const {
+  int s = 0;
+  for (const FabricRail& r : rails_) s += r.speedMbps;
+  return s;
+}
+
+Status Fabric::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, int hops,
+                          const std::string& originName, uint64_t originHost, SocketTarget* out,
+                          bool* ready) const {
+  *ready = false;
+  const uint64_t self = agent_->HostId();
+  if (destHost == self) {
+    // Same host: loopback, no rail involved.
+    out->remote = Ipv4("127.0.0.1", destPort);
+    out->remoteLen = sizeof(sockaddr_in);
+    out->local = sockaddr_storage{};
+    out->localLen = 0;
+    out->rail = "lo";
+    *ready = true;
+    return Status::Ok();
+  }
+  const topology::ClusterGraph g = agent_->Graph();
+  const topology::Route route = g.RouteTo(self, destHost);
+  // Each hop consumes low bits of the socket index for its own choice, so the
+  // sockets a relay receives (all of one parity when the origin split them over two
+  // paths) still spread over the relay's rails.
+  const int k = sockIndex >> std::min(hops, 8);
+  if (route.hops == 0) return Status::Ok();  // not (yet) reachable
+  if (route.hops == 1) {
+    const topology::RailLink& l = Weighted(route.direct, k);
+    out->remote = Ipv4(l.Other(self).address, destPort);
+    out->remoteLen = sizeof(sockaddr_in);
+    out->local = Ipv4(l.End(self).address, 0);
+    out->localLen = sizeof(sockaddr_in);
+    out->rail = l.End(self).ifname;
+    *ready = true;
+    return Status::Ok();
+  }
+  if (hops >= kMaxRelayHops) {
+    return InvalidUsage("route to host " + g.HostName(destHost) + " needs more than " +
+                        std::to_string(kMaxRelayHops) + " relays");
+  }
+  // Spread sockets over every tied next hop (both ring directions), then over the
+  // rails of the cable to that hop.
+  const size_t nh = route.nextHops.size();
+  const uint64_t next = route.nextHops[static_cast<size_t>(k) % nh];
+  const auto links = g.LinksBetween(self, next);
+  if (links.empty()) return Status::Ok();
+  const topology::RailLink& l = Weighted(links, k / static_cast<int>(nh));
+  out->remote = Ipv4(l.Other(self).address, options_.relayPort);
+  out->remoteLen = sizeof(sockaddr_in);
+  out->local = Ipv4(l.End(self).address, 0);
+  out->localLen = sizeof(sockaddr_in);
+  out->rail = l.End(self).ifname + " via " + g.HostName(next);
+  RelayRecord rec{};
+  rec.header = MakeHeader(RecordKind::kRelay);
+  rec.destHost = destHost;
+  rec.originHost = originHost;
+  rec.destPort = destPort;
+  rec.sockIndex = static_cast<uint16_t>(sockIndex);
+  rec.hops = static_cast<uint8_t>(hops);
+  std::snprintf(rec.originName, sizeof rec.originName, "%s", originName.c_str());
+  const char* p = reinterpret_cast<const char*>(&rec);
+  out->prefix.assign(p, p + sizeof rec);
+  *ready = true;
+  return Status::Ok();
+}
+
+Status Fabric::PlanConnection(uint64_t destHost, uint16_t destPort, int nsocks, uint32_t salt,
+                              std::vector<SocketTarget>* out, bool* ready) const {
+  out->assign(static_cast<size_t>(nsocks) + 1, SocketTarget{});
+  *ready = true;
+  for (int i = 0; i <= nsocks; ++i) {
+    // The control socket rides with data socket 0's choice shifted by the salt so
+    // connections do not all put their control traffic on the same rail.
+    const int index = static_cast<int>((static_cast<uint32_t>(i) + salt) % 65536u);
+    bool ok = false;
+    RY_RETURN_IF_ERROR(PlanSocket(destHost, destPort, index, 0, options_.hostName, HostId(),
+                                  &(*out)[static_cast<size_t>(i)], &ok));
+    if (!ok) {
+      *ready = false;
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace railyard::proxy

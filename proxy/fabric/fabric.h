@@ -1,0 +1,80 @@
+// Fabric mode: the host's rails as one device that reaches every host of the
+// cluster. Owns the cabling agent (who is cabled to whom) and plans each socket of
+// a connection: straight over a rail of the cable when the peer is a neighbour,
+// else to the relay on the next hop of a shortest path.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/tcp/tcp_connector.h"
+#include "topology/cabling_agent.h"
+
+namespace railyard::proxy {
+
+/// One local rail of the fabric (IPv4).
+struct FabricRail {
+  std::string ifname;  ///< netdev name
+  in_addr addr{};      ///< the rail's IPv4 address
+  int speedMbps = 0;   ///< link speed, Mbps
+  std::string mac;     ///< link-layer address (feeds the host id)
+};
+
+/// Fabric settings.
+struct FabricOptions {
+  std::string hostName;               ///< name reported to peers
+  topology::AgentOptions agent;       ///< cabling protocol port and timing
+  uint16_t relayPort = 29518;         ///< TCP port of relays on every host
+};
+
+/// The fabric of this host. Thread-safe after Start.
+class Fabric {
+ public:
+  /// Starts the cabling agent on `rails`. SystemError if a rail socket cannot be bound.
+  static Status Start(std::vector<FabricRail> rails, const FabricOptions& options,
+                      std::unique_ptr<Fabric>* out);
+
+  uint64_t HostId() const { return agent_->HostId(); }
+  const std::string& HostName() const { return options_.hostName; }
+  const std::vector<FabricRail>& Rails() const { return rails_; }
+  uint16_t RelayPort() const { return options_.relayPort; }
+  const topology::CablingAgent& Agent() const { return *agent_; }
+  /// Sum of the rail speeds (Mbps): what the fabric device reports.
+  int SpeedMbps() const;
+
+  /// Plans socket `sockIndex` of a connection to the listener on host `destHost`,
+  /// TCP port `destPort`, having crossed `hops` relays already. *ready = false (Ok)
+  /// while the cabling graph does not yet know a route to destHost. Sockets of one
+  /// connection spread over the rails of the cable, weighted by speed, and over the
+  /// next hops of every tied shortest path (both ring directions).
+  /// InvalidUsage when hops would exceed kMaxRelayHops.
+  Status PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, int hops,
+                    const std::string& originName, uint64_t originHost, SocketTarget* out,
+                    bool* ready) const;
+
+  /// Plans every socket (1 + nsocks) of a new connection to a listener. *ready as above.
+  /// `salt` varies the rail and path choice between connections.
+  Status PlanConnection(uint64_t destHost, uint16_t destPort, int nsocks, uint32_t salt,
+                        std::vector<SocketTarget>* out, bool* ready) const;
+
+ private:
+  Fabric() = default;
+  std::vector<FabricRail> rails_;
+  FabricOptions options_;
+  std::unique_ptr<topology::CablingAgent> agent_;
+};
+
+/// Rails for fabric mode from the host's interfaces: IPv4, not loopback, not
+/// link-local, not carrying a default route (that is the management or uplink port),
+/// matched by `ifnameFilter` (NCCL_SOCKET_IFNAME grammar; "" = automatic).
+/// Down rails are kept: a cable may come up later. Empty = fabric mode has nothing
+/// to run on. Each choice is logged at INFO.
+Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
+                         std::vector<FabricRail>* out);
+
+}  // namespace railyard::proxy
