@@ -11,12 +11,17 @@ std::string PeerInfo::ToString() const {
   return s;
 }
 
-bool Poison::Set(const Status& s) {
+bool Poison::Set(const Status& s, bool warn) {
   std::lock_guard lock(mu_);
   if (set_.load(std::memory_order_relaxed)) return false;
   status_ = s;
   set_.store(true, std::memory_order_release);
-  RY_WARN("%s", s.message().c_str());  // once per comm: the first fault is the cause
+  // Once per comm: the first fault is the cause.
+  if (warn) {
+    RY_WARN("%s", s.message().c_str());
+  } else {
+    RY_INFO(log::kNet, "%s", s.message().c_str());
+  }
   return true;
 }
 

@@ -39,7 +39,10 @@ class Poison {
  public:
   /// Records `s` unless an error is already recorded, and logs it at WARN the first
   /// time (so every fault reaches NCCL's log once). Returns true if it was the first.
-  bool Set(const Status& s);
+  bool Set(const Status& s) { return Set(s, true); }
+  /// As Set(s), logging at WARN only when `warn` (else INFO): a peer that closes a
+  /// comm with nothing in flight is the normal end of a job, not a fault.
+  bool Set(const Status& s, bool warn);
   bool IsSet() const { return set_.load(std::memory_order_acquire); }
   /// The recorded error (Ok when none).
   Status Get() const;

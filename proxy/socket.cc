@@ -1,6 +1,7 @@
 #include "proxy/socket.h"
 
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
@@ -12,6 +13,29 @@ namespace railyard::proxy {
 
 std::string ErrnoText(int err) {
   return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+std::string LocalInterfaceOf(int fd) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return "";
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != local.ss_family) continue;
+    if (local.ss_family == AF_INET &&
+        reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+            reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr) {
+      name = i->ifa_name;
+    } else if (local.ss_family == AF_INET6 &&
+               std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                           &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, 16) == 0) {
+      name = i->ifa_name;
+    }
+  }
+  ::freeifaddrs(list);
+  return name;
 }
 
 void Fd::Reset() {

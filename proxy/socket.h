@@ -59,6 +59,10 @@ Status TryRecv(int fd, void* buf, size_t bytes, size_t* got, bool* closed);
 /// Non-blocking write of up to `bytes`; adds to *sent. SystemError on a broken connection.
 Status TrySend(int fd, const void* buf, size_t bytes, size_t* sent);
 
+/// Name of the local interface whose address the connected socket `fd` uses
+/// (getsockname + getifaddrs), e.g. "p0r1"; "" when unknown.
+std::string LocalInterfaceOf(int fd);
+
 /// "strerror(errno) (errno N)".
 std::string ErrnoText(int err);
 

@@ -124,6 +124,7 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
                          r.ifname + ": " + strerror(errno));
     }
   }
+  a->startedMs_ = NowMs();
   a->wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (a->wakeFd_ < 0) return SystemError("cabling agent: eventfd(): " + std::string(strerror(errno)));
   {
@@ -354,6 +355,7 @@ void CablingAgent::Rebuild() {
   if (!same) {
     graph_ = std::move(g);
     ++version_;
+    changedMs_.store(NowMs(), std::memory_order_relaxed);
     changed_.notify_all();
   }
 }
@@ -373,6 +375,12 @@ bool CablingAgent::WaitFor(const std::function<bool(const ClusterGraph&, uint64_
   std::unique_lock lock(mu_);
   return changed_.wait_for(lock, std::chrono::milliseconds(timeoutMs),
                            [&] { return pred(graph_, version_); });
+}
+
+bool CablingAgent::Settled() const {
+  const int64_t now = NowMs();
+  return now - startedMs_ >= 3 * options_.intervalMs &&
+         now - changedMs_.load(std::memory_order_relaxed) >= 2 * options_.intervalMs;
 }
 
 std::vector<std::string> CablingAgent::SharedSegments() const {

@@ -69,6 +69,10 @@ class CablingAgent {
   /// runs under the agent's lock: it must not call back into the agent.
   bool WaitFor(const std::function<bool(const ClusterGraph&, uint64_t version)>& pred,
                int timeoutMs) const;
+  /// True once the agent has run for three hello periods (every live neighbour has
+  /// been heard, so a shared segment is no longer mistaken for a cable) and the
+  /// graph has not changed for two (records from the far side have arrived).
+  bool Settled() const;
   /// Names of local rails left out because they hear several hosts (shared segments).
   std::vector<std::string> SharedSegments() const;
 
@@ -114,6 +118,8 @@ class CablingAgent {
   std::vector<RailState> rails_;
   std::thread thread_;
   int wakeFd_ = -1;  ///< eventfd that stops the thread
+  int64_t startedMs_ = 0;
+  std::atomic<int64_t> changedMs_{0};
   std::atomic<bool> stop_{false};
 
   mutable std::mutex mu_;

@@ -177,7 +177,8 @@ Status Fabric::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, i
 Status Fabric::PlanConnection(uint64_t destHost, uint16_t destPort, int nsocks, uint32_t salt,
                               std::vector<SocketTarget>* out, bool* ready) const {
   out->assign(static_cast<size_t>(nsocks) + 1, SocketTarget{});
-  *ready = true;
+  *ready = agent_->Settled();
+  if (!*ready) return Status::Ok();
   for (int i = 0; i <= nsocks; ++i) {
     // The control socket rides with data socket 0's choice shifted by the salt so
     // connections do not all put their control traffic on the same rail.

@@ -113,6 +113,22 @@ Status RecvTable::Land(const ChunkHeader& h) {
   return Status::Ok();
 }
 
+std::string RecvTable::DescribeOldest() const {
+  const Entry* oldest = nullptr;
+  uint64_t best = kFree;
+  for (const Entry& e : entries_) {
+    const uint64_t s = e.seq.load(std::memory_order_acquire);
+    if (s != kFree && s < best) {
+      best = s;
+      oldest = &e;
+    }
+  }
+  if (oldest == nullptr) return "no receive posted";
+  std::string tags;
+  for (int i = 0; i < oldest->n; ++i) tags += (i ? "," : "") + std::to_string(oldest->tag[i]);
+  return "seq " + std::to_string(best) + " (from rank " + tags + ")";
+}
+
 int RecvTable::InFlight() const {
   int k = 0;
   for (const Entry& e : entries_) k += e.seq.load(std::memory_order_acquire) != kFree;

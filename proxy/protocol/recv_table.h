@@ -64,6 +64,9 @@ class RecvTable {
   }
   /// Returns `e` to the free pool (after test reported done, or on close).
   static void Release(Entry& e) { e.seq.store(kFree, std::memory_order_release); }
+  /// "seq S (from rank T[,T...])" for the oldest posted receive, or "no receive
+  /// posted" (for error messages).
+  std::string DescribeOldest() const;
   /// Entries currently posted (for diagnostics and tests).
   int InFlight() const;
   /// Next sequence number Post will use.

@@ -139,6 +139,7 @@ Status TcpListenComm::Accept(RecvComm** recvComm) {
     for (size_t i = 1; i < g.socks.size(); ++i) {
       RY_RETURN_IF_ERROR(SetNonBlocking(g.socks[i].get(), false));
       RY_RETURN_IF_ERROR(TuneTcpSocket(g.socks[i].get(), 0));
+      conn.rails.push_back(LocalInterfaceOf(g.socks[i].get()));
       conn.data.push_back(std::move(g.socks[i]));
     }
     RY_RETURN_IF_ERROR(TuneTcpSocket(conn.control.get(), 0));

@@ -36,7 +36,9 @@ void TcpRecvComm::Close() {
 
 Status TcpRecvComm::ReadChunk(int i, bool* eof) {
   const int fd = conn_.data[static_cast<size_t>(i)].get();
-  const std::string what = "data socket " + std::to_string(i + 1) + " from " + conn_.peer.ToString();
+  const auto k = static_cast<size_t>(i);
+  const std::string rail = k < conn_.rails.size() && !conn_.rails[k].empty() ? " on rail " + conn_.rails[k] : "";
+  const std::string what = "data socket " + std::to_string(i + 1) + rail + " from " + conn_.peer.ToString();
   ChunkHeader h;
   RY_RETURN_IF_ERROR(RecvAll(fd, &h, sizeof h, what, eof));
   if (*eof) return Status::Ok();
@@ -74,7 +76,7 @@ void TcpRecvComm::ReaderLoop(std::vector<int> sockets) {
       Status s = ReadChunk(sockets[k], &eof);
       if (stop_.load(std::memory_order_acquire)) return;
       if (!s.ok()) {
-        poison_.Set(s);
+        poison_.Set(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest()));
         return;
       }
       if (eof) {
@@ -84,7 +86,8 @@ void TcpRecvComm::ReaderLoop(std::vector<int> sockets) {
         // All data precedes a clean EOF on each socket, so only once every data
         // socket is closed is the peer gone with nothing left in flight.
         if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
-          poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection"));
+          poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection"),
+                      /*warn=*/table_.InFlight() > 0);
         }
       }
     }

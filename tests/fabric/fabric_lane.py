@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Fabric mode end to end on a netns testbed lane (run inside `testbed.sh run`).
+
+Each case starts railyard-perf ranks (and railyardd where a case needs a relay on
+a host that runs no rank) inside the host namespaces, with the management port
+excluded from the rails (RAILYARD_SOCKET_IFNAME=^mgmt0, as an operator would),
+and checks real outcomes: data verified on every iteration (#wrong 0, exit 0),
+bytes counted on the rail interfaces, and for faults the error each rank prints.
+
+Usage: fabric_lane.py CASE RAILYARD_PERF RAILYARDD LIBDIR
+Cases: adjacent-two-rails, opposite-via-railyardd, alltoall-ranks-relay,
+       chain-end-to-end, cut-cable, kill-relay
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+TB = json.load(open(os.environ["TESTBED_JSON"]))
+CASE, PERF, RAILYARDD, LIBDIR = sys.argv[1:5]
+NS = [h["namespace"] for h in TB["hosts"]]
+MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
+
+
+def env_for(host, extra=None):
+    env = dict(os.environ)
+    env.update({
+        "RAILYARD_HOST_NAME": f"h{host}",
+        "RAILYARD_SOCKET_IFNAME": "^mgmt0",
+        "RAILYARD_FABRIC": "on",
+        "NCCL_NET_PLUGIN": "railyard",
+        "LD_LIBRARY_PATH": LIBDIR,
+        "RAILYARD_DEBUG": "WARN",
+    })
+    env.update(extra or {})
+    return env
+
+
+def railyardd(hosts):
+    return [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for h in hosts]
+
+
+def perf(hosts, pattern, args, extra=None):
+    """One rank per listed host (rank i on hosts[i]); bootstrap over the management network."""
+    port = random.randint(30000, 39000)
+    root = f"{MGMT[hosts[0]]}:{port}"
+    return [subprocess.Popen(
+        ["ip", "netns", "exec", NS[h], PERF, "--rank", str(r), "--nranks", str(len(hosts)),
+         "--root", root, "-p", pattern, "-T", "60"] + args,
+        env=env_for(h, extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r, h in enumerate(hosts)]
+
+
+def wait_all(procs, timeout=90):
+    out = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        o, e = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        out.append((p.returncode, o, e))
+    return out
+
+
+def stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def rails_between(a, b):
+    """Rail interfaces on host a whose cable goes to host b."""
+    out = [r["ifname"] for r in TB["rails"] if r["host"] == a and r["peer_host"] == b]
+    out += [r["peer_ifname"] for r in TB["rails"] if r["peer_host"] == a and r["host"] == b]
+    return sorted(out)
+
+
+def tx_bytes(host, ifname):
+    out = subprocess.run(["ip", "netns", "exec", NS[host], "cat",
+                          f"/sys/class/net/{ifname}/statistics/tx_bytes"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out)
+
+
+def expect_ok(results, what):
+    for rank, (rc, out, err) in enumerate(results):
+        if rc != 0:
+            fail(f"{what}: rank {rank} exited {rc}\n--- stdout\n{out[-2000:]}\n--- stderr\n{err[-3000:]}")
+        if rank == 0 and "Out of bounds values : 0 OK" not in out:  # rank 0 prints the table
+            fail(f"{what}: rank {rank} did not report 0 wrong values\n{out[-2000:]}")
+
+
+def fail(msg):
+    print(f"FAIL [{CASE}]: {msg}")
+    sys.exit(1)
+
+
+def case_adjacent_two_rails():
+    rails = rails_between(0, 1)
+    assert len(rails) == 2, rails
+    before = {r: tx_bytes(0, r) for r in rails}
+    expect_ok(wait_all(perf([0, 1], "sendrecv", ["-b", "16M", "-e", "16M", "-n", "8", "-w", "2", "-c", "1"])),
+              "sendrecv h0<->h1")
+    delta = {r: tx_bytes(0, r) - before[r] for r in rails}
+    total = sum(delta.values())
+    sent = 16 * 2**20 * 10
+    if total < sent:
+        fail(f"only {total} bytes left h0 on the rails to h1, expected at least {sent}: {delta}")
+    for r, d in delta.items():
+        if d < 0.3 * total:
+            fail(f"rail {r} carried {d} of {total} bytes: the message was not striped over both rails")
+    print(f"ok: h0->h1 striped over {rails}: {delta}")
+
+
+def case_opposite_via_railyardd():
+    relays = railyardd([1, 3])
+    try:
+        r1 = {r: tx_bytes(1, r) for r in rails_between(1, 2)}
+        r3 = {r: tx_bytes(3, r) for r in rails_between(3, 2)}
+        expect_ok(wait_all(perf([0, 2], "sendrecv", ["-b", "1", "-e", "8M", "-f", "8", "-n", "5", "-c", "1"])),
+                  "sendrecv h0<->h2 (no cable)")
+        d1 = sum(tx_bytes(1, r) - v for r, v in r1.items())
+        d3 = sum(tx_bytes(3, r) - v for r, v in r3.items())
+        if d1 < 8 * 2**20 or d3 < 8 * 2**20:
+            fail(f"relays forwarded h1: {d1}, h3: {d3} bytes toward h2; expected both ring directions in use")
+        print(f"ok: h0<->h2 through railyardd on h1 ({d1} B) and h3 ({d3} B)")
+    finally:
+        stop(relays)
+
+
+def case_alltoall_ranks_relay():
+    expect_ok(wait_all(perf([0, 1, 2, 3], "alltoall", ["-b", "4K", "-e", "16M", "-f", "16", "-n", "5", "-c", "1"])),
+              "alltoall over the ring, relayed by the ranks themselves")
+    print("ok: alltoall on 4 hosts, no railyardd")
+
+
+def case_chain_end_to_end():
+    relays = railyardd([1, 2])
+    try:
+        expect_ok(wait_all(perf([0, 3], "sendrecv", ["-b", "1K", "-e", "4M", "-f", "64", "-n", "5", "-c", "1"])),
+                  "sendrecv between the chain's ends (2 relays)")
+        print("ok: h0<->h3 across two relays")
+    finally:
+        stop(relays)
+
+
+def wait_for_traffic(host, ifnames, at_least):
+    base = sum(tx_bytes(host, r) for r in ifnames)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if sum(tx_bytes(host, r) for r in ifnames) - base >= at_least:
+            return
+        time.sleep(0.05)  # polling a counter, not a barrier
+    fail(f"no traffic on h{host} {ifnames}")
+
+
+def expect_fault(results, names, peers):
+    """Every rank failed, and its error names the sequence, the rail and its peer's host."""
+    for rank, (rc, out, err) in enumerate(results):
+        if rc == 0:
+            fail(f"rank {rank} exited 0 after the fault")
+        for word in names + [f"peer {peers[rank]}"]:
+            if word not in err:
+                fail(f"rank {rank}'s error does not mention '{word}':\n{err[-3000:]}")
+
+
+def case_cut_cable():
+    relays = railyardd([2, 3])  # the long way round for the comm that follows
+    try:
+        timeout_ms = 3000
+        procs = perf([0, 1], "sendrecv", ["-b", "64M", "-e", "64M", "-n", "400", "-w", "0", "-c", "0"],
+                     {"RAILYARD_TIMEOUT_MS": str(timeout_ms)})
+        wait_for_traffic(0, rails_between(0, 1), 32 * 2**20)
+        cable = next(r["cable"] for r in TB["rails"] if {r["host"], r["peer_host"]} == {0, 1})
+        t0 = time.monotonic()
+        subprocess.run([os.environ["TESTBED_SH"], "cut", "--prefix", os.environ["TESTBED_PREFIX"], str(cable)],
+                       check=True, capture_output=True)
+        results = wait_all(procs, timeout=60)
+        took = time.monotonic() - t0
+        expect_fault(results, ["seq", "rail", "no progress"], ["h1", "h0"])
+        if took > timeout_ms / 1000 + 10:
+            fail(f"ranks took {took:.1f} s to fail after the cut (RAILYARD_TIMEOUT_MS={timeout_ms})")
+        print(f"ok: cut cable {cable}: both ranks failed in {took:.1f} s naming seq and rail")
+        # A new comm between the same hosts takes the route that survives (3 hops).
+        expect_ok(wait_all(perf([0, 1], "sendrecv", ["-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-c", "1"])),
+                  "sendrecv h0<->h1 after the cut (the long way round)")
+        print("ok: a new comm h0<->h1 ran around the ring after the cut")
+    finally:
+        stop(relays)
+
+
+def case_kill_relay():
+    relays = railyardd([1, 3])
+    try:
+        procs = perf([0, 2], "sendrecv", ["-b", "32M", "-e", "32M", "-n", "400", "-w", "0", "-c", "0"],
+                     {"RAILYARD_TIMEOUT_MS": "3000"})
+        wait_for_traffic(1, rails_between(1, 2), 16 * 2**20)
+        t0 = time.monotonic()
+        relays[0].kill()
+        results = wait_all(procs, timeout=60)
+        took = time.monotonic() - t0
+        expect_fault(results, ["seq", "rail"], ["h2", "h0"])
+        print(f"ok: killing the relay on h1 failed both ranks in {took:.1f} s")
+    finally:
+        stop(relays)
+
+
+CASES = {
+    "adjacent-two-rails": case_adjacent_two_rails,
+    "opposite-via-railyardd": case_opposite_via_railyardd,
+    "alltoall-ranks-relay": case_alltoall_ranks_relay,
+    "chain-end-to-end": case_chain_end_to_end,
+    "cut-cable": case_cut_cable,
+    "kill-relay": case_kill_relay,
+}
+
+if __name__ == "__main__":
+    CASES[CASE]()
