@@ -7,6 +7,9 @@
 //   railyard-info --sysfs tests/fixtures/sysfs-spark --hwloc-xml tests/fixtures/hwloc/spark.xml
 //                 --include-no-address   (one command line)
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <cstdio>
 #include <filesystem>
@@ -22,8 +25,10 @@
 
 #include "env/config.h"
 #include "env/log.h"
+#include "proxy/fabric/fabric.h"
 #include "tools/railyard-info/section.h"
 #include "topology/discovery.h"
+#include "topology/graph_json.h"
 
 namespace railyard::info {
 namespace {
@@ -200,14 +205,28 @@ class SkippedSection : public SectionPrinter {
 };
 
 /// The report, in order.
+/// Neighbours, shape and routes: the cabling graph from this host's point of view.
+class CablingSection : public SectionPrinter {
+ public:
+  std::string name() const override { return "cabling"; }
+  void PrintText(const InfoContext& ctx, std::ostream& out) const override {
+    if (ctx.graph == nullptr) {
+      out << "Cabling: not listened (a fixture, no rails, or --listen-ms 0)\n\n";
+      return;
+    }
+    out << topology::GraphToText(*ctx.graph, ctx.self) << "\n";
+  }
+  nlohmann::json ToJson(const InfoContext& ctx) const override {
+    if (ctx.graph == nullptr) return nullptr;
+    return topology::GraphToJson(*ctx.graph, ctx.self);
+  }
+};
+
 std::vector<std::unique_ptr<SectionPrinter>> MakeSections() {
   std::vector<std::unique_ptr<SectionPrinter>> sections;
   sections.push_back(std::make_unique<RailsSection>());
   sections.push_back(std::make_unique<SkippedSection>());
-  // EXTENSION POINT (cabling discovery, owned by another engineer): register the
-  // "neighbours" (which peer rail each rail is cabled to), "shape" (ring/mesh of the
-  // cluster) and "routes" sections here, each a SectionPrinter with that name().
-  // They see the same InfoContext; add their inputs to InfoContext if they need more.
+  sections.push_back(std::make_unique<CablingSection>());  // neighbours, shape, routes
   return sections;
 }
 
@@ -233,6 +252,11 @@ int Run(int argc, char** argv) {
   app.add_flag("--include-down", options.includeDown, "Keep interfaces that are down");
   app.add_flag("--include-no-address", options.includeNoAddress, "Keep interfaces without an IP address");
   app.add_flag("--include-link-local", options.includeLinkLocal, "Keep interfaces with only link-local addresses");
+  int listenMs = 1500;
+  app.add_option("--listen-ms", listenMs,
+                 "Listen this long for the cabling protocol on the rails and print neighbours, shape "
+                 "and routes (0 = off; needs railyardd or the plugin running on the other hosts)")
+      ->capture_default_str();
   app.add_option("--debug", debug, "stderr log level: NONE, VERSION, WARN, INFO, TRACE (default RAILYARD_DEBUG)");
   CLI11_PARSE(app, argc, argv);
 
@@ -267,7 +291,40 @@ int Run(int argc, char** argv) {
     std::cerr << "railyard-info: " << s.message() << "\n";
     return 1;
   }
-  const InfoContext ctx{options, rails, skipped, verbose};
+  InfoContext ctx{options, rails, skipped, verbose};
+  std::unique_ptr<proxy::Fabric> fabric;
+  topology::ClusterGraph graph;
+  if (listenMs > 0 && !options.interfaces) {  // live machine only
+    const env::Config* config = nullptr;
+    std::vector<proxy::FabricRail> fabricRails;
+    if (env::Load(&config).ok() &&
+        proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails).ok() &&
+        !fabricRails.empty()) {
+      proxy::FabricOptions fo;
+      fo.hostName = config->hostName;
+      if (fo.hostName.empty()) {
+        char buf[256] = {};
+        gethostname(buf, sizeof buf - 1);
+        fo.hostName = buf;
+      }
+      fo.agent.port = static_cast<uint16_t>(config->discoveryPort);
+      fo.agent.intervalMs = config->discoveryIntervalMs;
+      fo.agent.deadIntervalMs = config->discoveryDeadMs;
+      if (proxy::Fabric::Start(fabricRails, fo, &fabric).ok()) {
+        // Wake on every graph change; return once listenMs has passed.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(listenMs);
+        while (std::chrono::steady_clock::now() < until) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+              until - std::chrono::steady_clock::now());
+          fabric->Agent().WaitFor([](const topology::ClusterGraph&, uint64_t) { return false; },
+                                  static_cast<int>(std::max<int64_t>(1, left.count())));
+        }
+        graph = fabric->Agent().Graph();
+        ctx.graph = &graph;
+        ctx.self = fabric->HostId();
+      }
+    }
+  }
   const auto sections = MakeSections();
   if (asJson) {
     json doc = {{"sysfs", options.sysfsRoot}, {"hwloc_xml", options.hwlocXml}, {"filter", options.ifnameFilter}};

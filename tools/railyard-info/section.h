@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "topology/cluster_graph.h"
 #include "topology/discovery.h"
 #include "topology/rail.h"
 
@@ -20,6 +21,10 @@ struct InfoContext {
   const std::vector<topology::Rail>& rails;    ///< DiscoverRails output, in its order
   const std::vector<std::string>& skipped;     ///< "<name>: <reason>" per skipped candidate
   bool verbose = false;                        ///< -v: include GID tables and details
+  /// The cabling graph heard during --listen-ms (NULL when not listened: a fixture,
+  /// no rails, or --listen-ms 0), and this host's id in it.
+  const topology::ClusterGraph* graph = nullptr;
+  uint64_t self = 0;
 };
 
 /// One section of the report. Sections are printed in registration order (see
