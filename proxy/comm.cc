@@ -4,6 +4,13 @@
 
 namespace railyard::proxy {
 
+namespace {
+std::atomic<int> g_localRank{-1};
+}  // namespace
+
+int LocalRank() { return g_localRank.load(std::memory_order_relaxed); }
+void NoteLocalRank(int tag) { g_localRank.store(tag, std::memory_order_relaxed); }
+
 std::string PeerInfo::ToString() const {
   std::string s = "peer " + (host.empty() ? std::string("?") : host);
   s += " (pid " + std::to_string(pid) + ", " + (address.empty() ? "?" : address) + ")";

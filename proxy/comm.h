@@ -28,6 +28,13 @@ struct PeerInfo {
 
 class Comm;
 
+/// This process's rank as NCCL numbers it, learned from the tags of its sends
+/// (NCCL tags every isend with the sender's rank, nccl-net-abi.md §2.5 "isend");
+/// -1 until the first send. Receive-side errors use it to name "this rank".
+int LocalRank();
+/// Records the tag of a send (called by every transport's isend).
+void NoteLocalRank(int tag);
+
 /// The opaque request handed to NCCL. Owned by the comm that made it.
 struct Request {
   Comm* owner = nullptr;

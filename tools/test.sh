@@ -19,7 +19,8 @@ if [ "${RAILYARD_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake --build "$san" -j"$jobs"
   # The plugin is dlopen()ed by test processes that are not instrumented in the
   # same way; ASan must come first in the link map for those.
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0} \
+  LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizer/lsan.supp:print_suppressions=0} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir "$san" --output-on-failure -j1 -L 'unit|conformance'
 fi

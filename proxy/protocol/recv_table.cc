@@ -126,7 +126,9 @@ std::string RecvTable::DescribeOldest() const {
   if (oldest == nullptr) return "no receive posted";
   std::string tags;
   for (int i = 0; i < oldest->n; ++i) tags += (i ? "," : "") + std::to_string(oldest->tag[i]);
-  return "seq " + std::to_string(best) + " (from rank " + tags + ")";
+  const int me = LocalRank();
+  return "seq " + std::to_string(best) + " (rank " + (me >= 0 ? std::to_string(me) : std::string("?")) +
+         " from rank " + tags + ")";
 }
 
 int RecvTable::InFlight() const {

@@ -148,7 +148,9 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
   if (idle.count() > options_.timeoutMs) {
     std::string tags;
     for (int i = 0; i < e->n; ++i) tags += (i ? "," : "") + std::to_string(e->tag[i]);
-    Status t = RemoteError("receive (from rank " + tags + ", " + conn_.peer.ToString() + ", seq " +
+    const int me = LocalRank();
+    Status t = RemoteError("receive (rank " + (me >= 0 ? std::to_string(me) : std::string("?")) +
+                           " from rank " + tags + ", " + conn_.peer.ToString() + ", seq " +
                            std::to_string(e->seq.load()) + ") made no progress for " +
                            std::to_string(idle.count()) + " ms (RAILYARD_TIMEOUT_MS=" +
                            std::to_string(options_.timeoutMs) + ")");

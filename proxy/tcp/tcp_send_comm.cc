@@ -165,6 +165,7 @@ Status TcpSendComm::TimedOut(const char* what, uint64_t seq, int tag, Clock::tim
 Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* /*mr*/,
                           Request** request) {
   *request = nullptr;
+  NoteLocalRank(tag);
   if (poison_.IsSet()) return poison_.Get();
   if (Status s = PollControl(); !s.ok()) {
     poison_.Set(s);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,6 +64,29 @@ void ExpectWorkingPlugin(const ExecResult& r) {
 // holds the library's directory, NCCL's lookup (dlopen("railyard") fails, then
 // dlopen("libnccl-net-railyard.so")) finds the built library, and its v11 table
 // says "Railyard", initialises and reports devices.
+// Under AddressSanitizer the ASan runtime must come first in a process's link
+// map; a preloaded instrumented library needs it preloaded ahead of itself.
+// Returns "<path of the libasan this test runs with>:" then, else "".
+std::string SanitizerRuntime() {
+#if defined(__SANITIZE_ADDRESS__)
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return "";
+  char line[4096];
+  std::string found;
+  while (found.empty() && std::fgets(line, sizeof line, maps) != nullptr) {
+    const char* slash = std::strchr(line, '/');
+    if (slash != nullptr && std::strstr(slash, "/libasan.so") != nullptr) {
+      found = slash;
+      found.erase(found.find_last_not_of("\n") + 1);
+    }
+  }
+  std::fclose(maps);
+  return found.empty() ? "" : found + ":";
+#else
+  return "";
+#endif
+}
+
 TEST(ConformanceLoading, ByNameThroughLdLibraryPath) {
   ExecResult r = Load({"name", "railyard"}, {{"LD_LIBRARY_PATH", PluginDir()}}, {"LD_PRELOAD"});
   ExpectWorkingPlugin(r);
@@ -94,7 +118,7 @@ TEST(ConformanceLoading, ByPath) {
 // dlsym(RTLD_DEFAULT) in a process that never dlopens it (NCCL_NET_PLUGIN
 // STATIC_PLUGIN style lookup in the global scope).
 TEST(ConformanceLoading, ThroughLdPreload) {
-  ExpectWorkingPlugin(Load({"preload"}, {{"LD_PRELOAD", PluginPath()}}, {"LD_LIBRARY_PATH"}));
+  ExpectWorkingPlugin(Load({"preload"}, {{"LD_PRELOAD", SanitizerRuntime() + PluginPath()}}, {"LD_LIBRARY_PATH"}));
 }
 
 // Proves each exported table has the shape NCCL 2.28.9 relies on: name

@@ -332,8 +332,15 @@ def report(work, out):
     doc.append("Raw data (railyard-perf JSON, pump JSON lines, iperf3 JSON, callgrind files, logs) stay in the "
                "build tree, `build/bench/loopback-<date>/`; rerun the script to regenerate this page.\n")
 
+    # Keep the section tools/bench/fabric.sh maintains (between its markers).
+    kept = ""
+    if os.path.exists(out):
+        old = open(out).read()
+        b, e = old.find("<!-- fabric:begin -->"), old.find("<!-- fabric:end -->")
+        if b >= 0 and e > b:
+            kept = "\n" + old[b:e + len("<!-- fabric:end -->")] + "\n"
     with open(out, "w") as f:
-        f.write("\n".join(doc))
+        f.write("\n".join(doc) + kept)
 
 
 def main():
