@@ -5,11 +5,13 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <tuple>
@@ -93,14 +95,32 @@ uint64_t HostIdFromMacs(std::vector<std::string> macs) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t LocalHostId() {
+  std::string seed;
+  if (FILE* f = std::fopen("/etc/machine-id", "r")) {
+    char buf[128] = {};
+    if (std::fgets(buf, sizeof buf, f) != nullptr) seed = buf;
+    std::fclose(f);
+  }
+  struct stat st{};
+  if (::stat("/proc/self/ns/net", &st) == 0) seed += ";netns=" + std::to_string(st.st_ino);
+  if (seed.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    seed = host;
+  }
+  return HostIdFromMacs({seed});
+}
+
 Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> rails,
-                           const AgentOptions& options, std::unique_ptr<CablingAgent>* out) {
+                           const AgentOptions& options, std::unique_ptr<CablingAgent>* out,
+                           uint64_t hostId) {
   std::unique_ptr<CablingAgent> a(new CablingAgent());
   a->hostName_ = hostName;
   a->options_ = options;
   std::vector<std::string> macs;
   for (const AgentRail& r : rails) macs.push_back(r.mac.empty() ? r.ifname : r.mac);
-  a->hostId_ = HostIdFromMacs(macs);
+  a->hostId_ = hostId != 0 ? hostId : HostIdFromMacs(macs);
   for (AgentRail& r : rails) {
     RailState st;
     st.rail = r;

@@ -47,13 +47,23 @@ struct AgentOptions {
 /// network namespaces on one machine derive different ones. Never 0.
 uint64_t HostIdFromMacs(std::vector<std::string> macs);
 
+/// This host's id for the cabling graph: FNV-1a of /etc/machine-id and the inode of
+/// this process's network namespace, so every process on one host (railyardd and
+/// each rank, whatever rails each one was told to use) agrees, while network
+/// namespaces on one machine (the testbed's hosts, containers with their own
+/// network) count as different hosts. Falls back to the host name. Never 0.
+uint64_t LocalHostId();
+
 /// The discovery agent: one thread, one UDP socket per rail.
 class CablingAgent {
  public:
-  /// Opens the rail sockets and starts the thread. SystemError naming the rail when
-  /// a socket cannot be bound (e.g. SO_BINDTODEVICE without privilege).
+  /// Opens the rail sockets and starts the thread. `hostId` 0 derives the id from
+  /// the rails' MACs (HostIdFromMacs); processes of one host should all pass
+  /// LocalHostId(). SystemError naming the rail when a socket cannot be bound
+  /// (e.g. SO_BINDTODEVICE without privilege).
   static Status Start(const std::string& hostName, std::vector<AgentRail> rails,
-                      const AgentOptions& options, std::unique_ptr<CablingAgent>* out);
+                      const AgentOptions& options, std::unique_ptr<CablingAgent>* out,
+                      uint64_t hostId = 0);
   ~CablingAgent();
   CablingAgent(const CablingAgent&) = delete;
   CablingAgent& operator=(const CablingAgent&) = delete;

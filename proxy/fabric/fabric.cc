@@ -101,7 +101,8 @@ Status Fabric::Start(std::vector<FabricRail> rails, const FabricOptions& options
   f->options_ = options;
   std::vector<topology::AgentRail> agentRails;
   for (const FabricRail& r : f->rails_) agentRails.push_back({r.ifname, r.addr, r.speedMbps, r.mac});
-  RY_RETURN_IF_ERROR(topology::CablingAgent::Start(options.hostName, agentRails, options.agent, &f->agent_));
+  RY_RETURN_IF_ERROR(topology::CablingAgent::Start(options.hostName, agentRails, options.agent,
+                                                   &f->agent_, topology::LocalHostId()));
   *out = std::move(f);
   return Status::Ok();
 }
