@@ -16,6 +16,18 @@ struct TcpConnection {
   std::vector<Fd> data;
   std::vector<std::string> rails;  ///< rail of each data socket ("" when unknown)
   PeerInfo peer;
+
+  /// The distinct rails of the data sockets joined with '+', e.g. "p1r0+p1r1", or
+  /// `fallback` when none is known. What peer.device shows in error messages.
+  std::string RailsText(const std::string& fallback) const {
+    std::string out;
+    for (const std::string& r : rails) {
+      if (!r.empty() && ("+" + out + "+").find("+" + r + "+") == std::string::npos) {
+        out += (out.empty() ? "" : "+") + r;
+      }
+    }
+    return out.empty() ? fallback : out;
+  }
 };
 
 }  // namespace railyard::proxy

@@ -115,13 +115,7 @@ Status TcpConnector::Progress(SendComm** sendComm) {
   conn.peer.host = to_.host;
   conn.peer.pid = to_.pid;
   conn.peer.address = SockaddrToString(to_.addr);
-  conn.peer.device.clear();
-  for (const std::string& r : conn.rails) {
-    if (!r.empty() && conn.peer.device.find(r) == std::string::npos) {
-      conn.peer.device += (conn.peer.device.empty() ? "" : "+") + r;
-    }
-  }
-  if (conn.peer.device.empty()) conn.peer.device = options_.device;
+  conn.peer.device = conn.RailsText(options_.device);
   RY_INFO(log::kNet, "connected to %s with %zu data sockets", conn.peer.ToString().c_str(),
           conn.data.size());
   *sendComm = new TcpSendComm(std::move(conn), options_);

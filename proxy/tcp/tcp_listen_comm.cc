@@ -146,13 +146,7 @@ Status TcpListenComm::Accept(RecvComm** recvComm) {
     conn.peer.host.assign(g.first.host, strnlen(g.first.host, sizeof g.first.host));
     conn.peer.pid = g.first.pid;
     conn.peer.address = g.address;
-    conn.peer.device.clear();
-    for (const std::string& r : conn.rails) {
-      if (!r.empty() && conn.peer.device.find(r) == std::string::npos) {
-        conn.peer.device += (conn.peer.device.empty() ? "" : "+") + r;
-      }
-    }
-    if (conn.peer.device.empty()) conn.peer.device = options_.device;
+    conn.peer.device = conn.RailsText(options_.device);
     RY_INFO(log::kNet, "accepted a connection from %s with %zu data sockets",
             conn.peer.ToString().c_str(), conn.data.size());
     groups_.erase(it);
