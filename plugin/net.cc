@@ -19,7 +19,7 @@
 #include "proxy/comm.h"
 #include "proxy/handle.h"
 #include "proxy/mr_cache.h"
-#include "proxy/fabric/fabric.h"
+#include "proxy/routing/router.h"
 #include "proxy/relay/relay_service.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/tcp/tcp_listen_comm.h"
@@ -64,12 +64,12 @@ struct Global {
   std::unordered_set<Comm*> comms;                 ///< open send/recv comms
   std::unordered_set<ListenComm*> listens;         ///< open listen comms
   std::unordered_set<PendingConnect*> connects;   ///< connects in progress
-  // Fabric mode (RAILYARD_FABRIC): the rails as one device, routes, relays. Started
+  // Router mode (RAILYARD_FABRIC): the rails as one device, routes, relays. Started
   // by the first init and stopped by the last finalize (their threads with them).
   bool fabricMode = false;
   std::vector<proxy::FabricRail> fabricRails;
   std::string fabricName;  ///< device name, e.g. "railyard[p0r0+p0r1+p1r0+p1r1]"
-  std::unique_ptr<proxy::Fabric> fabric;
+  std::unique_ptr<proxy::Router> router;
   std::unique_ptr<proxy::RelayService> relay;
   uint32_t connectSalt = 0;
 };
@@ -113,17 +113,17 @@ Status CheckDevice(int dev) {
 
 /// Starts the cabling agent and the relay (fabric mode). Requires g.mu.
 Status StartFabric(Global& g) {
-  proxy::FabricOptions fo;
+  proxy::RouterOptions fo;
   fo.hostName = g.config->hostName.empty() ? g.host : g.config->hostName;
   fo.agent.port = static_cast<uint16_t>(g.config->discoveryPort);
   fo.agent.intervalMs = g.config->discoveryIntervalMs;
   fo.agent.deadIntervalMs = g.config->discoveryDeadMs;
   fo.relayPort = static_cast<uint16_t>(g.config->relayPort);
-  RY_RETURN_IF_ERROR(proxy::Fabric::Start(g.fabricRails, fo, &g.fabric));
+  RY_RETURN_IF_ERROR(proxy::Router::Start(g.fabricRails, fo, &g.router));
   proxy::RelayOptions ro;
   ro.port = fo.relayPort;
   ro.bufferBytes = g.config->relayBufferBytes;
-  if (Status s = proxy::RelayService::Start(g.fabric.get(), ro, &g.relay); !s.ok()) {
+  if (Status s = proxy::RelayService::Start(g.router.get(), ro, &g.relay); !s.ok()) {
     // railyardd (or another user) holds the port: it relays for this host.
     RY_INFO(log::kInit | log::kNet, "fabric: not relaying in this process: %s", s.message().c_str());
   }
@@ -253,9 +253,9 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
     a->sin_family = AF_INET;
     a->sin_addr.s_addr = htonl(INADDR_ANY);
     Status s = proxy::TcpListenComm::Create(any, sizeof(sockaddr_in), OptionsFor(dev),
-                                            g.fabric->HostName(), &proxy::GlobalMrCache(), &l, &addr);
+                                            g.router->HostName(), &proxy::GlobalMrCache(), &l, &addr);
     if (!s.ok()) return Fail(s, "listen");
-    addr.hostId = g.fabric->HostId();
+    addr.hostId = g.router->HostId();
     for (const auto& r : g.fabricRails) addr.rails.push_back(r.addr);
     if (!g.fabricRails.empty()) {
       reinterpret_cast<sockaddr_in*>(&addr.addr)->sin_addr = g.fabricRails[0].addr;
@@ -311,11 +311,11 @@ ncclResult_t Connect(void* /*ctx*/, int dev, void* handle, void** sendComm) {
   Status s;
   if (pc->connector == nullptr) {
     if (to.hostId != 0 && g.fabricMode) {
-      // Fabric: plan each socket over the cabling (direct rails or relays).
+      // Router: plan each socket over the cabling (direct rails or relays).
       std::vector<proxy::SocketTarget> targets;
       bool ready = false;
       const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&to.addr)->sin_port);
-      s = g.fabric->PlanConnection(to.hostId, port, options.nsocks, pc->salt, &targets, &ready);
+      s = g.router->PlanConnection(to.hostId, port, options.nsocks, pc->salt, &targets, &ready);
       if (s.ok() && !ready) {
         const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(proxy::Clock::now() - pc->since);
         if (waited.count() <= options.timeoutMs) return ncclSuccess;  // the cabling graph may still be converging
@@ -324,7 +324,7 @@ ncclResult_t Connect(void* /*ctx*/, int dev, void* handle, void** sendComm) {
                         " ms: it is not cabled to this host or any host that can relay");
       }
       if (s.ok()) {
-        s = proxy::TcpConnector::Start(to, std::move(targets), options, g.fabric->HostName(),
+        s = proxy::TcpConnector::Start(to, std::move(targets), options, g.router->HostName(),
                                        &pc->connector);
       }
     } else {
@@ -473,7 +473,7 @@ ncclResult_t Finalize(void* ctx) {
   std::vector<ListenComm*> listens;
   std::vector<PendingConnect*> connects;
   std::unique_ptr<proxy::RelayService> relay;
-  std::unique_ptr<proxy::Fabric> fabric;
+  std::unique_ptr<proxy::Router> router;
   {
     std::lock_guard lock(g.mu);
     auto* c = static_cast<Context*>(ctx);
@@ -490,7 +490,7 @@ ncclResult_t Finalize(void* ctx) {
     g.listens.clear();
     g.connects.clear();
     relay = std::move(g.relay);
-    fabric = std::move(g.fabric);
+    router = std::move(g.router);
   }
   if (!comms.empty()) {
     RY_INFO(log::kNet, "finalize closes %zu comms still open", comms.size());
@@ -502,7 +502,7 @@ ncclResult_t Finalize(void* ctx) {
   for (ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
   relay.reset();   // stops the relay thread (relayed sockets break)
-  fabric.reset();  // stops the cabling agent thread
+  router.reset();  // stops the cabling agent thread
   return ncclSuccess;
 }
 

@@ -74,10 +74,10 @@ struct RelayService::Leg {
   std::string desc;
 };
 
-Status RelayService::Start(const Fabric* fabric, const RelayOptions& options,
+Status RelayService::Start(const Router* router, const RelayOptions& options,
                            std::unique_ptr<RelayService>* out) {
   std::unique_ptr<RelayService> r(new RelayService());
-  r->fabric_ = fabric;
+  r->router_ = router;
   r->options_ = options;
   r->listen_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!r->listen_.valid()) return SystemError("relay: socket(): " + ErrnoText(errno));
@@ -149,7 +149,7 @@ void RelayService::Run() {
   auto refuse = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
     RejectRecord r{};
     r.header = MakeHeader(RecordKind::kReject);
-    std::snprintf(r.reason, sizeof r.reason, "relay on %s: %s", fabric_->HostName().c_str(), why.c_str());
+    std::snprintf(r.reason, sizeof r.reason, "relay on %s: %s", router_->HostName().c_str(), why.c_str());
     size_t sent = 0;
     (void)TrySend(l->in.get(), &r, sizeof r, &sent);
     drop(l, why, false);
@@ -214,14 +214,14 @@ void RelayService::Run() {
         l->req.originName[sizeof l->req.originName - 1] = '\0';
         SocketTarget t;
         bool ready = false;
-        Status p = fabric_->PlanSocket(l->req.destHost, l->req.destPort, l->req.sockIndex, l->req.hops + 1,
+        Status p = router_->PlanSocket(l->req.destHost, l->req.destPort, l->req.sockIndex, l->req.hops + 1,
                                        l->req.originName, l->req.originHost, &t, &ready);
         if (!p.ok() || !ready) {
           refuse(l, p.ok() ? "no route to host " + topology::HostIdText(l->req.destHost) : p.message());
           continue;
         }
         l->desc = "socket " + std::to_string(l->req.sockIndex) + " from " + l->req.originName +
-                  " to host " + fabric_->Agent().Graph().HostName(l->req.destHost) + " over " + t.rail;
+                  " to host " + router_->Agent().Graph().HostName(l->req.destHost) + " over " + t.rail;
         l->forward = std::move(t.prefix);
         l->out = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
         (void)TuneTcpSocket(l->out.get(), 0);

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "env/status.h"
-#include "proxy/fabric/fabric.h"
+#include "proxy/routing/router.h"
 #include "proxy/socket.h"
 
 namespace railyard::proxy {
@@ -32,9 +32,9 @@ struct RelayOptions {
 /// One relay thread serving every relayed socket of this process.
 class RelayService {
  public:
-  /// Binds *:port (SO_REUSEADDR|SO_REUSEPORT) and starts the thread. `fabric` plans
+  /// Binds *:port (SO_REUSEADDR|SO_REUSEPORT) and starts the thread. `router` plans
   /// onward legs and must outlive the service. SystemError when the port cannot be bound.
-  static Status Start(const Fabric* fabric, const RelayOptions& options,
+  static Status Start(const Router* router, const RelayOptions& options,
                       std::unique_ptr<RelayService>* out);
   /// Stops the thread and closes every relayed socket (their ends see the break).
   ~RelayService();
@@ -51,7 +51,7 @@ class RelayService {
   RelayService() = default;
   void Run();
 
-  const Fabric* fabric_ = nullptr;
+  const Router* router_ = nullptr;
   RelayOptions options_;
   Fd listen_;
   int epoll_ = -1;

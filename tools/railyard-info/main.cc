@@ -25,7 +25,7 @@
 
 #include "env/config.h"
 #include "env/log.h"
-#include "proxy/fabric/fabric.h"
+#include "proxy/routing/router.h"
 #include "tools/railyard-info/section.h"
 #include "topology/discovery.h"
 #include "topology/graph_json.h"
@@ -292,7 +292,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   InfoContext ctx{options, rails, skipped, verbose};
-  std::unique_ptr<proxy::Fabric> fabric;
+  std::unique_ptr<proxy::Router> router;
   topology::ClusterGraph graph;
   if (listenMs > 0 && !options.interfaces) {  // live machine only
     const env::Config* config = nullptr;
@@ -300,7 +300,7 @@ int Run(int argc, char** argv) {
     if (env::Load(&config).ok() &&
         proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails).ok() &&
         !fabricRails.empty()) {
-      proxy::FabricOptions fo;
+      proxy::RouterOptions fo;
       fo.hostName = config->hostName;
       if (fo.hostName.empty()) {
         char buf[256] = {};
@@ -310,18 +310,18 @@ int Run(int argc, char** argv) {
       fo.agent.port = static_cast<uint16_t>(config->discoveryPort);
       fo.agent.intervalMs = config->discoveryIntervalMs;
       fo.agent.deadIntervalMs = config->discoveryDeadMs;
-      if (proxy::Fabric::Start(fabricRails, fo, &fabric).ok()) {
+      if (proxy::Router::Start(fabricRails, fo, &router).ok()) {
         // Wake on every graph change; return once listenMs has passed.
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(listenMs);
         while (std::chrono::steady_clock::now() < until) {
           const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
               until - std::chrono::steady_clock::now());
-          fabric->Agent().WaitFor([](const topology::ClusterGraph&, uint64_t) { return false; },
+          router->Agent().WaitFor([](const topology::ClusterGraph&, uint64_t) { return false; },
                                   static_cast<int>(std::max<int64_t>(1, left.count())));
         }
-        graph = fabric->Agent().Graph();
+        graph = router->Agent().Graph();
         ctx.graph = &graph;
-        ctx.self = fabric->HostId();
+        ctx.self = router->HostId();
       }
     }
   }

@@ -19,7 +19,7 @@
 
 #include "env/config.h"
 #include "env/log.h"
-#include "proxy/fabric/fabric.h"
+#include "proxy/routing/router.h"
 #include "proxy/relay/relay_service.h"
 #include "topology/cabling_agent.h"
 #include "topology/graph_json.h"
@@ -81,12 +81,12 @@ int main(int argc, char** argv) {
                          "RAILYARD_SOCKET_IFNAME or --ifname choose)\n");
     return 2;
   }
-  proxy::FabricOptions fo;
+  proxy::RouterOptions fo;
   fo.hostName = hostName;
   fo.agent = agent;
   fo.relayPort = relayPort != 0 ? relayPort : static_cast<uint16_t>(cfg->relayPort);
-  std::unique_ptr<proxy::Fabric> fabric;
-  if (Status s = proxy::Fabric::Start(rails, fo, &fabric); !s.ok()) {
+  std::unique_ptr<proxy::Router> router;
+  if (Status s = proxy::Router::Start(rails, fo, &router); !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
     return 2;
   }
@@ -95,12 +95,12 @@ int main(int argc, char** argv) {
     proxy::RelayOptions ro;
     ro.port = fo.relayPort;
     ro.bufferBytes = cfg->relayBufferBytes;
-    if (Status s = proxy::RelayService::Start(fabric.get(), ro, &relay); !s.ok()) {
+    if (Status s = proxy::RelayService::Start(router.get(), ro, &relay); !s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;
     }
   }
-  const topology::CablingAgent* cabling = &fabric->Agent();
+  const topology::CablingAgent* cabling = &router->Agent();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
 

@@ -1,4 +1,4 @@
-#include "proxy/fabric/fabric.h"
+#include "proxy/routing/router.h"
 
 #include <arpa/inet.h>
 
@@ -94,9 +94,9 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
   return Status::Ok();
 }
 
-Status Fabric::Start(std::vector<FabricRail> rails, const FabricOptions& options,
-                     std::unique_ptr<Fabric>* out) {
-  std::unique_ptr<Fabric> f(new Fabric());
+Status Router::Start(std::vector<FabricRail> rails, const RouterOptions& options,
+                     std::unique_ptr<Router>* out) {
+  std::unique_ptr<Router> f(new Router());
   f->rails_ = std::move(rails);
   f->options_ = options;
   std::vector<topology::AgentRail> agentRails;
@@ -107,13 +107,13 @@ Status Fabric::Start(std::vector<FabricRail> rails, const FabricOptions& options
   return Status::Ok();
 }
 
-int Fabric::SpeedMbps() const {
+int Router::SpeedMbps() const {
   int s = 0;
   for (const FabricRail& r : rails_) s += r.speedMbps;
   return s;
 }
 
-Status Fabric::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, int hops,
+Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, int hops,
                           const std::string& originName, uint64_t originHost, SocketTarget* out,
                           bool* ready) const {
   *ready = false;
@@ -175,7 +175,7 @@ Status Fabric::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, i
   return Status::Ok();
 }
 
-Status Fabric::PlanConnection(uint64_t destHost, uint16_t destPort, int nsocks, uint32_t salt,
+Status Router::PlanConnection(uint64_t destHost, uint16_t destPort, int nsocks, uint32_t salt,
                               std::vector<SocketTarget>* out, bool* ready) const {
   out->assign(static_cast<size_t>(nsocks) + 1, SocketTarget{});
   *ready = agent_->Settled();

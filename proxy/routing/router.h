@@ -1,4 +1,4 @@
-// Fabric mode: the host's rails as one device that reaches every host of the
+// The router of fabric mode, where the host's rails are one device that reaches every host of the
 // cluster. Owns the cabling agent (who is cabled to whom) and plans each socket of
 // a connection: straight over a rail of the cable when the peer is a neighbour,
 // else to the relay on the next hop of a shortest path.
@@ -25,19 +25,19 @@ struct FabricRail {
   std::string mac;     ///< link-layer address (feeds the host id)
 };
 
-/// Fabric settings.
-struct FabricOptions {
+/// Router settings.
+struct RouterOptions {
   std::string hostName;               ///< name reported to peers
   topology::AgentOptions agent;       ///< cabling protocol port and timing
   uint16_t relayPort = 29518;         ///< TCP port of relays on every host
 };
 
-/// The fabric of this host. Thread-safe after Start.
-class Fabric {
+/// The router of this host: cabling graph and socket planning. Thread-safe after Start.
+class Router {
  public:
   /// Starts the cabling agent on `rails`. SystemError if a rail socket cannot be bound.
-  static Status Start(std::vector<FabricRail> rails, const FabricOptions& options,
-                      std::unique_ptr<Fabric>* out);
+  static Status Start(std::vector<FabricRail> rails, const RouterOptions& options,
+                      std::unique_ptr<Router>* out);
 
   uint64_t HostId() const { return agent_->HostId(); }
   const std::string& HostName() const { return options_.hostName; }
@@ -63,9 +63,9 @@ class Fabric {
                         std::vector<SocketTarget>* out, bool* ready) const;
 
  private:
-  Fabric() = default;
+  Router() = default;
   std::vector<FabricRail> rails_;
-  FabricOptions options_;
+  RouterOptions options_;
   std::unique_ptr<topology::CablingAgent> agent_;
 };
 
