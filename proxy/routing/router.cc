@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -38,27 +40,35 @@ sockaddr_storage Ipv4(const std::string& text, uint16_t port) {
   return ss;
 }
 
-/// Picks the `k`-th item of a list weighted by speed: rails of 200G and 100G get
-/// sockets in the ratio 2:1.
 const topology::RailLink& Weighted(const std::vector<topology::RailLink>& links, int k) {
-  std::vector<int> w;
-  int g = 0;
-  for (const auto& l : links) {
-    const int s = std::max(1, std::min(l.a.speedMbps, l.b.speedMbps));
-    w.push_back(s);
-    g = std::gcd(g, s);
-  }
-  int total = 0;
-  for (int& x : w) total += (x /= g);
-  int slot = k % total;
-  for (size_t i = 0; i < links.size(); ++i) {
-    if (slot < w[i]) return links[i];
-    slot -= w[i];
-  }
-  return links.back();
+  std::vector<int> speeds;
+  for (const auto& l : links) speeds.push_back(std::min(l.a.speedMbps, l.b.speedMbps));
+  return links[WeightedPick(speeds, k)];
 }
 
 }  // namespace
+
+size_t WeightedPick(const std::vector<int>& speedsMbps, int k) {
+  const size_t n = speedsMbps.size();
+  if (n <= 1) return 0;
+  // Weights 1..8 relative to the fastest rail (so 10000 vs 10001 Mbps is 1:1),
+  // then smooth weighted round robin: every prefix of the sequence is as close to
+  // the weights as it can be, and equal rails alternate.
+  const int top = std::max(1, *std::max_element(speedsMbps.begin(), speedsMbps.end()));
+  std::vector<int> w(n), current(n, 0);
+  int total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = std::clamp(static_cast<int>(std::lround(8.0 * std::max(1, speedsMbps[i]) / top)), 1, 8);
+    total += w[i];
+  }
+  size_t pick = 0;
+  for (int step = 0; step <= k % total; ++step) {
+    for (size_t i = 0; i < n; ++i) current[i] += w[i];
+    pick = static_cast<size_t>(std::max_element(current.begin(), current.end()) - current.begin());
+    current[pick] -= total;
+  }
+  return pick;
+}
 
 Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
                          std::vector<FabricRail>* out) {

@@ -69,6 +69,12 @@ class Router {
   std::unique_ptr<topology::CablingAgent> agent_;
 };
 
+/// Index of the rail that socket `k` of a connection uses among rails of the given
+/// speeds (Mbps): sockets spread in proportion to speed (200G and 100G rails get
+/// them 2:1; speeds within 1/16 of each other count as equal), interleaved, so
+/// any number of sockets splits as evenly as the weights allow.
+size_t WeightedPick(const std::vector<int>& speedsMbps, int k);
+
 /// Rails for fabric mode from the host's interfaces: IPv4, not loopback, not
 /// link-local, not carrying a default route (that is the management or uplink port),
 /// matched by `ifnameFilter` (NCCL_SOCKET_IFNAME grammar; "" = automatic).
