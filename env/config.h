@@ -47,6 +47,29 @@ struct Config {
   int relayPort = 0;
   /// RAILYARD_RELAY_BUFFER_BYTES: per direction per relayed socket.
   std::size_t relayBufferBytes = 0;
+  // --- verbs (RoCE) transport, in progress: proxy/verbs/ ---------------------------
+  /// RAILYARD_HCA (falls back to NCCL_IB_HCA): RDMA devices/ports, NCCL_IB_HCA grammar;
+  /// a prefix never matches a longer number ("mlx5_1" does not select "mlx5_11").
+  /// Empty = every device. See proxy/verbs/hca_filter.h.
+  std::string hca;
+  /// RAILYARD_GID_INDEX (NCCL_IB_GID_INDEX): GID index to use; -1 = automatic choice.
+  int gidIndex = 0;
+  /// RAILYARD_ROCE_VERSION (NCCL_IB_ROCE_VERSION_NUM): preferred RoCE version (1 or 2).
+  int roceVersion = 0;
+  /// RAILYARD_ADDR_FAMILY (NCCL_IB_ADDR_FAMILY): AF_INET or AF_INET6 (the <sys/socket.h> value).
+  int addrFamily = 0;
+  /// RAILYARD_ADDR_RANGE (NCCL_IB_ADDR_RANGE): CIDR the chosen GID must fall in; empty = any.
+  std::string addrRange;
+  /// RAILYARD_TC (NCCL_IB_TC): GRH traffic class 0..255; -1 = the init trafficClass, else 0.
+  int trafficClass = 0;
+  /// RAILYARD_SL (NCCL_IB_SL): service level 0..15; -1 = the init trafficClass, else 0.
+  int serviceLevel = 0;
+  /// RAILYARD_IB_TIMEOUT (NCCL_IB_TIMEOUT): QP ACK timeout exponent (4.096 us x 2^n).
+  int ibTimeout = 0;
+  /// RAILYARD_IB_RETRY_CNT (NCCL_IB_RETRY_CNT): QP retry count.
+  int ibRetryCnt = 0;
+  /// RAILYARD_QPS_PER_CONN (NCCL_IB_QPS_PER_CONNECTION): data QPs per connection and device.
+  int qpsPerConn = 0;
 };
 
 /// One row of the variable table.

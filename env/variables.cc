@@ -1,9 +1,15 @@
 // The variable table: the single source of names, types, defaults, ranges,
 // aliases and docs for every RAILYARD_* variable. Parsing (config.cc), defaults
 // and docs/configuration.md all come from here.
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
 #include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <system_error>
 
 #include "env/config.h"
 
@@ -58,6 +64,63 @@ Status ApplyRelayBuffer(const Variable& var, const char* source, std::string_vie
   std::int64_t v = 0;
   RY_RETURN_IF_ERROR(ParseBytesValue(var, source, value, &v));
   out->relayBufferBytes = static_cast<std::size_t>(v);
+  return Status::Ok();
+}
+
+Status ApplyHca(const Variable&, const char*, std::string_view value, Config* out) {
+  // Kept verbatim, like RAILYARD_SOCKET_IFNAME: the grammar has no syntax errors
+  // (proxy/verbs/hca_filter.h parses it).
+  out->hca = std::string(value);
+  return Status::Ok();
+}
+
+Status ApplyAddrFamily(const Variable& var, const char* source, std::string_view value,
+                       Config* out) {
+  // NCCL 2.28.9 (net_ib.cc envIbAddrFamily) compares exactly and silently takes
+  // AF_INET for anything else; Railyard rejects anything else.
+  if (value == "AF_INET") {
+    out->addrFamily = AF_INET;
+  } else if (value == "AF_INET6") {
+    out->addrFamily = AF_INET6;
+  } else {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) +
+                        "' is not one of AF_INET, AF_INET6 (" + var.name + ")");
+  }
+  return Status::Ok();
+}
+
+Status ApplyAddrRange(const Variable& var, const char* source, std::string_view value,
+                      Config* out) {
+  // "<numeric address>/<bits>", bits within the family's width. NCCL 2.28.9
+  // (envIbAddrRange) ignores a malformed range with an INFO line; Railyard rejects it.
+  if (value.empty()) {  // the default: any address
+    out->addrRange.clear();
+    return Status::Ok();
+  }
+  auto bad = [&] {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) +
+                        "' is not a CIDR such as 10.0.0.0/16 or fd00::/8 (" + var.name + ")");
+  };
+  const std::size_t slash = value.find('/');
+  if (slash == std::string_view::npos) return bad();
+  const std::string addr(value.substr(0, slash));
+  const std::string_view bitsText = value.substr(slash + 1);
+  int bits = 0;
+  auto [ptr, ec] = std::from_chars(bitsText.data(), bitsText.data() + bitsText.size(), bits);
+  if (bitsText.empty() || bitsText.size() > 3 || !std::isdigit(static_cast<unsigned char>(bitsText[0])) ||
+      ec != std::errc() ||
+      ptr != bitsText.data() + bitsText.size()) {
+    return bad();
+  }
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, addr.c_str(), buf) == 1) {
+    if (bits > 32) return bad();
+  } else if (inet_pton(AF_INET6, addr.c_str(), buf) == 1) {
+    if (bits > 128) return bad();
+  } else {
+    return bad();
+  }
+  out->addrRange = std::string(value);
   return Status::Ok();
 }
 
@@ -118,6 +181,47 @@ const Variable kVariables[] = {
      "Buffering per direction per relayed socket: the most a relay holds for a slow "
      "receiver before it stops reading from the sender.",
      65536, kGiB, &ApplyRelayBuffer},
+    {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
+     "Verbs transport (in progress): RDMA devices and ports to use, in NCCL_IB_HCA syntax "
+     "(comma list of name[:port]; leading ^ excludes, = matches exact names). Unlike NCCL, a "
+     "prefix never matches a longer number: mlx5_1 selects mlx5_1 but not mlx5_11, while mlx5 "
+     "selects every mlx5_N. Empty = every device with an active port and a usable GID.",
+     0, 0, &ApplyHca},
+    {"RAILYARD_GID_INDEX", "int", "-1", "", "NCCL_IB_GID_INDEX",
+     "Verbs transport (in progress): GID table index used as the QP source GID on every "
+     "device; -1 = automatic per device (RoCE v2 with an IPv4-mapped address first). "
+     "Indexes differ between hosts, so prefer automatic.",
+     -1, 255, &ApplyInt<&Config::gidIndex>},
+    {"RAILYARD_ROCE_VERSION", "int", "2", "", "NCCL_IB_ROCE_VERSION_NUM",
+     "Verbs transport (in progress): RoCE version the automatic GID choice prefers.", 1, 2,
+     &ApplyInt<&Config::roceVersion>},
+    {"RAILYARD_ADDR_FAMILY", "enum", "AF_INET", "", "NCCL_IB_ADDR_FAMILY",
+     "Verbs transport (in progress): address family the automatic GID choice prefers: "
+     "AF_INET (IPv4-mapped GIDs) or AF_INET6 (native IPv6 GIDs).",
+     0, 0, &ApplyAddrFamily},
+    {"RAILYARD_ADDR_RANGE", "string", "", "", "NCCL_IB_ADDR_RANGE",
+     "Verbs transport (in progress): CIDR (e.g. 10.0.0.0/16 or fd00::/8, same family as "
+     "RAILYARD_ADDR_FAMILY) the automatically chosen GID must fall in; empty = any address.",
+     0, 0, &ApplyAddrRange},
+    {"RAILYARD_TC", "int", "-1", "", "NCCL_IB_TC",
+     "Verbs transport (in progress): GRH traffic class of the QPs (RoCE: DSCP << 2); -1 = "
+     "NCCL's per-communicator trafficClass when defined, else 0.",
+     -1, 255, &ApplyInt<&Config::trafficClass>},
+    {"RAILYARD_SL", "int", "-1", "", "NCCL_IB_SL",
+     "Verbs transport (in progress): service level of the QPs; -1 = NCCL's "
+     "per-communicator trafficClass when defined (and at most 15), else 0.",
+     -1, 15, &ApplyInt<&Config::serviceLevel>},
+    {"RAILYARD_IB_TIMEOUT", "int", "20", "exponent", "NCCL_IB_TIMEOUT",
+     "Verbs transport (in progress): QP ACK timeout exponent: a retry after 4.096 us x "
+     "2^value (20 = about 4.3 s); 0 = wait forever.",
+     0, 31, &ApplyInt<&Config::ibTimeout>},
+    {"RAILYARD_IB_RETRY_CNT", "int", "7", "", "NCCL_IB_RETRY_CNT",
+     "Verbs transport (in progress): QP transport retry count before a send fails.", 0, 7,
+     &ApplyInt<&Config::ibRetryCnt>},
+    {"RAILYARD_QPS_PER_CONN", "int", "1", "", "NCCL_IB_QPS_PER_CONNECTION",
+     "Verbs transport (in progress): data QPs per connection and device (the larger side's "
+     "count is used, at most 128 in all).",
+     1, 128, &ApplyInt<&Config::qpsPerConn>},
 };
 
 }  // namespace

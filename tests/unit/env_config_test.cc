@@ -1,6 +1,8 @@
 // env/config: defaults, parsing, aliases, errors and the unknown-name warning.
 #include "env/config.h"
 
+#include <sys/socket.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -85,7 +87,11 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
                                             "RAILYARD_DISCOVERY_DEAD_MS", "RAILYARD_FABRIC",
                                             "RAILYARD_RELAY_PORT",
-                                            "RAILYARD_RELAY_BUFFER_BYTES"));
+                                            "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_HCA",
+                                            "RAILYARD_GID_INDEX", "RAILYARD_ROCE_VERSION",
+                                            "RAILYARD_ADDR_FAMILY", "RAILYARD_ADDR_RANGE",
+                                            "RAILYARD_TC", "RAILYARD_SL", "RAILYARD_IB_TIMEOUT",
+                                            "RAILYARD_IB_RETRY_CNT", "RAILYARD_QPS_PER_CONN"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
@@ -108,6 +114,16 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.fabric, "auto");
   EXPECT_EQ(c.relayPort, 29518);
   EXPECT_EQ(c.relayBufferBytes, 1u << 20);
+  EXPECT_EQ(c.hca, "");
+  EXPECT_EQ(c.gidIndex, -1);
+  EXPECT_EQ(c.roceVersion, 2);
+  EXPECT_EQ(c.addrFamily, AF_INET);
+  EXPECT_EQ(c.addrRange, "");
+  EXPECT_EQ(c.trafficClass, -1);
+  EXPECT_EQ(c.serviceLevel, -1);
+  EXPECT_EQ(c.ibTimeout, 20);
+  EXPECT_EQ(c.ibRetryCnt, 7);
+  EXPECT_EQ(c.qpsPerConn, 1);
 }
 
 TEST(EnvConfig, FabricModeIsCheckedAndCaseInsensitive) {
