@@ -273,7 +273,9 @@ std::string RenderMarkdown() {
     std::string def = *var.defaultValue != '\0' ? "`" + std::string(var.defaultValue) + "`"
                                                  : "(empty: automatic)";
     std::string accepted;
-    if (type == "int") {
+    if (var.accepted != nullptr) {
+      accepted = var.accepted;
+    } else if (type == "int") {
       accepted = IntRange(var);
     } else if (type == "bytes") {
       accepted = std::to_string(var.minValue) + ".." + std::to_string(var.maxValue) + " (" +
@@ -285,7 +287,7 @@ std::string RenderMarkdown() {
     } else if (type == "level") {
       accepted = "NONE, VERSION, WARN, INFO, TRACE";
     } else {
-      accepted = "NCCL_SOCKET_IFNAME syntax";
+      accepted = "any text";
     }
     std::string alias = var.ncclAlias != nullptr ? "`" + std::string(var.ncclAlias) + "`" : "";
     md += "| `" + std::string(var.name) + "` | " + type + " | " + def + " | " + var.unit + " | " +

@@ -133,7 +133,7 @@ const Variable kVariables[] = {
      "Interfaces for the TCP transport, in NCCL_SOCKET_IFNAME syntax (comma list of "
      "prefixes; leading ^ excludes, = matches exact names); empty = automatic (up, "
      "non-loopback interfaces with a routable address, except docker*/virbr*; else lo).",
-     0, 0, &ApplySocketIfname},
+     0, 0, &ApplySocketIfname, "NCCL_SOCKET_IFNAME syntax"},
     {"RAILYARD_NSOCKS", "int", "4", "", nullptr,
      "Data sockets per connection.", 1, 64, &ApplyInt<&Config::nsocks>},
     {"RAILYARD_NTHREADS", "int", "2", "", nullptr,
@@ -156,7 +156,7 @@ const Variable kVariables[] = {
     {"RAILYARD_HOST_NAME", "string", "", "", nullptr,
      "Name this host reports to its peers in the cabling graph, railyard-info and error "
      "messages; empty = the system host name.",
-     0, 0, &ApplyHostName},
+     0, 0, &ApplyHostName, "any name"},
     {"RAILYARD_DISCOVERY_PORT", "int", "29517", "", nullptr,
      "UDP port of the cabling protocol (hellos and link-state records on every rail); "
      "the same on every host.",
@@ -173,7 +173,7 @@ const Variable kVariables[] = {
      "the cable when there is one and through relays otherwise. auto = on when the "
      "selected interfaces include rails (IPv4, not loopback, no default route), "
      "off = one device per interface with direct connections only, on = required.",
-     0, 0, &ApplyFabric},
+     0, 0, &ApplyFabric, "auto, on, off"},
     {"RAILYARD_RELAY_PORT", "int", "29518", "", nullptr,
      "TCP port of the relay (railyardd, or a process using the plugin) on every host.",
      1, 65535, &ApplyInt<&Config::relayPort>},
@@ -186,7 +186,7 @@ const Variable kVariables[] = {
      "(comma list of name[:port]; leading ^ excludes, = matches exact names). Unlike NCCL, a "
      "prefix never matches a longer number: mlx5_1 selects mlx5_1 but not mlx5_11, while mlx5 "
      "selects every mlx5_N. Empty = every device with an active port and a usable GID.",
-     0, 0, &ApplyHca},
+     0, 0, &ApplyHca, "NCCL_IB_HCA syntax (prefixes never match a longer number)"},
     {"RAILYARD_GID_INDEX", "int", "-1", "", "NCCL_IB_GID_INDEX",
      "Verbs transport (in progress): GID table index used as the QP source GID on every "
      "device; -1 = automatic per device (RoCE v2 with an IPv4-mapped address first). "
@@ -198,11 +198,11 @@ const Variable kVariables[] = {
     {"RAILYARD_ADDR_FAMILY", "enum", "AF_INET", "", "NCCL_IB_ADDR_FAMILY",
      "Verbs transport (in progress): address family the automatic GID choice prefers: "
      "AF_INET (IPv4-mapped GIDs) or AF_INET6 (native IPv6 GIDs).",
-     0, 0, &ApplyAddrFamily},
+     0, 0, &ApplyAddrFamily, "AF_INET, AF_INET6"},
     {"RAILYARD_ADDR_RANGE", "string", "", "", "NCCL_IB_ADDR_RANGE",
      "Verbs transport (in progress): CIDR (e.g. 10.0.0.0/16 or fd00::/8, same family as "
      "RAILYARD_ADDR_FAMILY) the automatically chosen GID must fall in; empty = any address.",
-     0, 0, &ApplyAddrRange},
+     0, 0, &ApplyAddrRange, "a CIDR, e.g. 10.0.0.0/16"},
     {"RAILYARD_TC", "int", "-1", "", "NCCL_IB_TC",
      "Verbs transport (in progress): GRH traffic class of the QPs (RoCE: DSCP << 2); -1 = "
      "NCCL's per-communicator trafficClass when defined, else 0.",
