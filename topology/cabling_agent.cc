@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 #include <set>
 #include <tuple>
 
@@ -151,7 +152,11 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
     std::lock_guard lock(a->mu_);
     a->Rebuild();
   }
-  a->thread_ = std::thread([p = a.get()] { p->Run(); });
+  try {
+    a->thread_ = std::thread([p = a.get()] { p->Run(); });
+  } catch (const std::system_error& e) {
+    return SystemError(std::string("cabling agent: cannot start its thread: ") + e.what());
+  }
   RY_INFO(log::kInit | log::kNet, "cabling agent for host %s (id %016llx) on %zu rails, port %u",
           hostName.c_str(), static_cast<unsigned long long>(a->hostId_), a->rails_.size(),
           unsigned{options.port});

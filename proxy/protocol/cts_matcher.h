@@ -37,6 +37,9 @@ class CtsMatcher {
   /// been sent). InvalidUsage when the matched buffer is smaller than `size`.
   Status Match(int tag, uint64_t size, SendMatch* out, bool* found);
 
+  /// The receive sequence the next send will match: the oldest pending receive, or
+  /// the next one the peer has yet to post (for error messages).
+  uint64_t NextSeq() const { return queue_.empty() ? nextSeq_ : queue_.front().rec.seq; }
   /// Receives announced and not fully matched.
   size_t Pending() const { return queue_.size(); }
   /// Tags still unmatched in the oldest pending receive, e.g. "1,3" (for errors).

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <vector>
 
 #include "env/log.h"
@@ -101,7 +102,11 @@ Status RelayService::Start(const Router* router, const RelayOptions& options,
   epoll_ctl(r->epoll_, EPOLL_CTL_ADD, r->listen_.get(), &ev);
   ev.data.fd = r->wake_;
   epoll_ctl(r->epoll_, EPOLL_CTL_ADD, r->wake_, &ev);
-  r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  try {
+    r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  } catch (const std::system_error& e) {
+    return SystemError(std::string("relay: cannot start its thread: ") + e.what());
+  }
   RY_INFO(log::kInit | log::kNet, "relay listening on port %u", unsigned{options.port});
   *out = std::move(r);
   return Status::Ok();

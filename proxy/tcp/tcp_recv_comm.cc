@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 #include "env/log.h"
 
@@ -16,7 +17,13 @@ TcpRecvComm::TcpRecvComm(TcpConnection conn, const TcpOptions& options, const Mr
   std::vector<std::vector<int>> assign(static_cast<size_t>(nthreads));
   for (int i = 0; i < nsocks; ++i) assign[static_cast<size_t>(i % nthreads)].push_back(i);
   Touch();
-  for (auto& socks : assign) readers_.emplace_back([this, socks] { ReaderLoop(socks); });
+  try {
+    for (auto& socks : assign) readers_.emplace_back([this, socks] { ReaderLoop(socks); });
+  } catch (const std::system_error& e) {
+    // Out of threads: the comm exists but is failed, so the first irecv/test says why.
+    poison_.Set(SystemError("cannot start receive helper threads for " + conn_.peer.ToString() + ": " +
+                            e.what()));
+  }
 }
 
 TcpRecvComm::~TcpRecvComm() { Close(); }
@@ -86,7 +93,8 @@ void TcpRecvComm::ReaderLoop(std::vector<int> sockets) {
         // All data precedes a clean EOF on each socket, so only once every data
         // socket is closed is the peer gone with nothing left in flight.
         if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
-          poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection"),
+          poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
+                                  table_.DescribeOldest()),
                       /*warn=*/table_.InFlight() > 0);
         }
       }

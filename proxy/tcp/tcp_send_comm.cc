@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 #include "env/log.h"
 
@@ -18,7 +19,13 @@ TcpSendComm::TcpSendComm(TcpConnection conn, const TcpOptions& options)
   for (size_t i = 0; i < conn_.data.size(); ++i) busySinceNs_[i].store(0);
   const int nworkers = std::max(1, std::min<int>(options_.nthreads, static_cast<int>(conn_.data.size())));
   for (int i = 0; i < nworkers; ++i) workers_.push_back(std::make_unique<Worker>());
-  for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { WorkerLoop(p); });
+  try {
+    for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { WorkerLoop(p); });
+  } catch (const std::system_error& e) {
+    // Out of threads: the comm exists but is failed, so the first isend/test says why.
+    poison_.Set(SystemError("cannot start send helper threads for " + conn_.peer.ToString() + ": " +
+                            e.what()));
+  }
   Touch();
 }
 
@@ -168,6 +175,8 @@ Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* 
   NoteLocalRank(tag);
   if (poison_.IsSet()) return poison_.Get();
   if (Status s = PollControl(); !s.ok()) {
+    s = Status(s.code(), s.message() + " (rank " + std::to_string(tag) + " sending seq " +
+                             std::to_string(matcher_.NextSeq()) + ")");
     poison_.Set(s);
     return s;
   }
@@ -248,6 +257,8 @@ Status TcpSendComm::Test(Request* request, int* done, int* sizes) {
   }
   if (poison_.IsSet()) return poison_.Get();
   if (Status s = PollControl(); !s.ok()) {
+    s = Status(s.code(), s.message() + " (rank " + std::to_string(r->tag) + " sending seq " +
+                             std::to_string(r->seq) + ")");
     poison_.Set(s);
     return s;
   }

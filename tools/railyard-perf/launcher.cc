@@ -1,6 +1,8 @@
 #include "tools/railyard-perf/launcher.h"
 
 #include <cerrno>
+#include <sys/prctl.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -15,9 +17,15 @@ namespace railyard::perf {
 namespace {
 
 /// Runs in the child: connect the bootstrap, run the rank, never return.
+pid_t g_launcher = 0;  ///< the launcher's pid, recorded before the ranks fork
+
 [[noreturn]] void ChildMain(int rank, int nranks, const Listener& l, int timeoutSec,
                             const sigset_t& oldMask, const RankMain& rankMain) {
   (void)sigprocmask(SIG_SETMASK, &oldMask, nullptr);
+  // A rank never outlives the launcher: if it is killed (SIGKILL, or anything that
+  // bypasses its own clean-up), the kernel kills the ranks too.
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != g_launcher) _exit(1);  // the launcher died before prctl took effect
   int rc = 1;
   {
     const Deadline deadline = DeadlineIn(timeoutSec);
@@ -58,13 +66,18 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
     result.message = s.message();
     return result;
   }
-  // SIGCHLD stays blocked in the parent so sigtimedwait can wait for it with a timeout.
+  // SIGCHLD stays blocked in the parent so sigtimedwait can wait for it with a
+  // timeout; SIGINT and SIGTERM too, so an interrupted launcher stops its ranks
+  // (SIGTERM, then SIGKILL) and reports, instead of leaving them running.
   sigset_t chld, oldMask;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
+  sigaddset(&chld, SIGINT);
+  sigaddset(&chld, SIGTERM);
   (void)sigprocmask(SIG_BLOCK, &chld, &oldMask);
 
   std::fflush(nullptr);
+  g_launcher = getpid();
   std::vector<pid_t> pids(std::size_t(nranks), -1);
   for (int r = 0; r < nranks; ++r) {
     const pid_t pid = fork();
@@ -145,7 +158,15 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
     timespec ts{};
     ts.tv_sec = secs.count();
     ts.tv_nsec = long(std::chrono::duration_cast<std::chrono::nanoseconds>(left - secs).count());
-    (void)sigtimedwait(&chld, nullptr, &ts);  // SIGCHLD, timeout or EINTR: loop and reap
+    const int sig = sigtimedwait(&chld, nullptr, &ts);  // SIGCHLD, timeout or EINTR: loop and reap
+    if ((sig == SIGINT || sig == SIGTERM) && !sentTerm) {
+      result.exitCode = 128 + sig;
+      result.failedRank = -1;
+      result.message = std::string("interrupted by ") + strsignal(sig) + "; stopping every rank";
+      failing = sentTerm = true;
+      killAt = DeadlineIn(5);
+      signalAll(SIGTERM);
+    }
   }
   (void)sigprocmask(SIG_SETMASK, &oldMask, nullptr);
   return result;
