@@ -47,17 +47,29 @@ int main(int argc, char** argv) {
   uint16_t relayPort = 0;
   app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar (default RAILYARD_SOCKET_IFNAME)");
   app.add_option("--host-name", hostName, "name this host reports (default RAILYARD_HOST_NAME, else the host name)");
-  app.add_option("--port", agent.port, "UDP port of the cabling protocol");
-  app.add_option("--interval-ms", agent.intervalMs, "hello period (ms)")->check(CLI::Range(10, 10000));
+  app.add_option("--port", agent.port, "UDP port of the cabling protocol")->check(CLI::Range(1, 65535));
+  app.add_option("--interval-ms", agent.intervalMs, "hello period (ms)")->check(CLI::Range(10, 60000));
   app.add_option("--dead-ms", agent.deadIntervalMs, "neighbour timeout (ms)")->check(CLI::Range(30, 600000));
-  app.add_option("--wait-hosts", waitHosts, "print the graph once this many hosts are known, then exit");
-  app.add_option("--settle-ms", settleMs, "with --wait-hosts: graph unchanged this long (ms)");
-  app.add_option("--linger-ms", lingerMs, "with --wait-hosts: keep serving this long after printing (ms)");
-  app.add_option("--timeout-ms", timeoutMs, "with --wait-hosts: give up after (ms)");
+  app.add_option("--wait-hosts", waitHosts,
+                 "print the graph once this many hosts are known, then exit (0 = serve, printing every change)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--settle-ms", settleMs, "with --wait-hosts: graph unchanged this long (ms)")
+      ->check(CLI::Range(0, 600000));
+  app.add_option("--linger-ms", lingerMs, "with --wait-hosts: keep serving this long after printing (ms)")
+      ->check(CLI::Range(0, 600000));
+  app.add_option("--timeout-ms", timeoutMs, "with --wait-hosts: give up after (ms)")->check(CLI::Range(1, 3600000));
   app.add_flag("--text", text, "print the graph as text instead of JSON");
-  app.add_option("--relay-port", relayPort, "TCP port of the relay (default RAILYARD_RELAY_PORT)");
+  app.add_option("--relay-port", relayPort, "TCP port of the relay (default RAILYARD_RELAY_PORT)")
+      ->check(CLI::Range(1, 65535));
   app.add_flag("--no-relay", noRelay, "discover only; do not relay");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "railyardd: %s\nRun with --help for more information.\n", e.what());
+    return 2;
+  }
 
   const env::Config* cfg = nullptr;
   if (Status s = env::Load(&cfg); !s.ok()) {
