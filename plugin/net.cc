@@ -6,8 +6,10 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,6 +71,8 @@ struct Global {
   bool fabricMode = false;
   std::vector<proxy::FabricRail> fabricRails;
   std::string fabricName;  ///< device name, e.g. "railyard[p0r0+p0r1+p1r0+p1r1]"
+  int fabricSpeedMbps = 0; ///< sum of the speeds of the rails in fabricName
+  std::deque<std::string> retiredNames;  ///< names handed out before (NCCL may keep the pointers)
   std::unique_ptr<proxy::Router> router;
   std::unique_ptr<proxy::RelayService> relay;
   uint32_t connectSalt = 0;
@@ -127,6 +131,25 @@ Status StartFabric(Global& g) {
     // railyardd (or another user) holds the port: it relays for this host.
     RY_INFO(log::kInit | log::kNet, "fabric: not relaying in this process: %s", s.message().c_str());
   }
+  // Let the agent hear its neighbours first (a few hello periods, woken by every
+  // change), so the device NCCL sees leaves out shared segments such as a
+  // management bridge, and the first connections find their routes at once.
+  const topology::CablingAgent& agent = g.router->Agent();
+  for (int i = 0; i < 10 && !agent.Settled(); ++i) {
+    agent.WaitFor([](const topology::ClusterGraph&, uint64_t) { return false; }, fo.agent.intervalMs);
+  }
+  const auto shared = agent.SharedSegments();
+  std::string name = "railyard[";
+  int speed = 0, n = 0;
+  for (const auto& r : g.fabricRails) {
+    if (std::find(shared.begin(), shared.end(), r.ifname) != shared.end()) continue;
+    name += (n++ ? "+" : "") + r.ifname;
+    speed += r.speedMbps;
+  }
+  name += "]";
+  if (!g.fabricName.empty()) g.retiredNames.push_back(std::move(g.fabricName));
+  g.fabricName = name;
+  g.fabricSpeedMbps = speed;
   return Status::Ok();
 }
 
@@ -169,9 +192,6 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     g.host = HostName();
     g.fabricMode = !rails.empty();
     g.fabricRails = std::move(rails);
-    g.fabricName = "railyard[";
-    for (size_t i = 0; i < g.fabricRails.size(); ++i) g.fabricName += (i ? "+" : "") + g.fabricRails[i].ifname;
-    g.fabricName += "]";
     g.discovered = true;
     for (size_t i = 0; i < g.devices.size(); ++i) {
       const auto& d = g.devices[i];
@@ -210,11 +230,10 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   std::memset(props, 0, sizeof *props);
   if (g.fabricMode) {
     // One virtual device over every rail: NCCL sees a fabric that reaches all hosts.
-    int speed = 0;
-    for (const auto& r : g.fabricRails) speed += r.speedMbps;
+    std::lock_guard lock(g.mu);
     props->name = const_cast<char*>(g.fabricName.c_str());
     props->pciPath = nullptr;
-    props->speed = speed;
+    props->speed = g.fabricSpeedMbps;
   } else {
     const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
     props->name = const_cast<char*>(d.name.c_str());
