@@ -90,6 +90,8 @@ void TcpRecvComm::ReaderLoop(std::vector<int> sockets) {
         open[k] = false;
         pfds[k].fd = -1;  // poll ignores negative descriptors
         --nopen;
+        int64_t none = 0;
+        firstEofNs_.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
         // All data precedes a clean EOF on each socket, so only once every data
         // socket is closed is the peer gone with nothing left in flight.
         if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
@@ -147,6 +149,17 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
     return Status::Ok();
   }
   if (poison_.IsSet()) return poison_.Get();
+  if (const int64_t eof = firstEofNs_.load(std::memory_order_relaxed); eof != 0) {
+    // Data already in the kernel still lands after a clean close; give the other
+    // sockets a moment, then call the receive lost.
+    const auto since = Clock::now() - Clock::time_point(Clock::duration(eof));
+    if (since > std::chrono::milliseconds(kEofGraceMs)) {
+      Status lost = SystemError(conn_.peer.ToString() + " closed data socket(s) while " +
+                                table_.DescribeOldest() + " was pending");
+      poison_.Set(lost);
+      return lost;
+    }
+  }
   if (Status s = FlushControl(); !s.ok()) {
     poison_.Set(s);
     return s;

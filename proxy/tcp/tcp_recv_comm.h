@@ -20,6 +20,10 @@ namespace railyard::proxy {
 /// threads read the data sockets.
 class TcpRecvComm final : public RecvComm {
  public:
+  /// How long a pending receive may wait for data still in flight after the peer
+  /// closed a data socket (ms).
+  static constexpr int kEofGraceMs = 200;
+
   TcpRecvComm(TcpConnection conn, const TcpOptions& options, const MrCache* cache);
   ~TcpRecvComm() override;
 
@@ -43,6 +47,10 @@ class TcpRecvComm final : public RecvComm {
   std::vector<std::thread> readers_;
   std::atomic<bool> stop_{false};
   std::atomic<int> cleanEofs_{0};
+  /// When the first data socket closed cleanly (steady clock ns), 0 if none: a
+  /// peer closing its comm closes every socket at once, so a receive still
+  /// pending a moment later will never complete (a relay died, or the peer quit).
+  std::atomic<int64_t> firstEofNs_{0};
   bool closed_ = false;
   Poison poison_;
   std::atomic<int64_t> lastProgressNs_{0};
