@@ -107,6 +107,20 @@ ncclResult_t WaitForError(Net& net, const std::vector<void*>& reqs, Clock::time_
   return ncclSuccess;
 }
 
+/// Waits for `reqs` (bounded by RAILYARD_TIMEOUT_MS + 1 s) and checks that one
+/// fails, promptly, with a fault class (system or remote error). `completedAnyway`
+/// words the failure when every request completed although the peer was gone.
+void ExpectPromptFault(Net& net, const std::vector<void*>& reqs, const std::string& completedAnyway) {
+  const auto t0 = Clock::now();
+  int completed = 0;
+  const ncclResult_t rc = WaitForError(net, reqs, t0 + Ms(kFaultTimeoutMs + 1000), &completed);
+  const auto took = std::chrono::duration_cast<Ms>(Clock::now() - t0).count();
+  EXPECT_NE(rc, ncclSuccess) << completedAnyway;
+  EXPECT_NE(rc, kTimedOut) << "test() gave no error within RAILYARD_TIMEOUT_MS + 1 s";
+  EXPECT_TRUE(rc == ncclSystemError || rc == ncclRemoteError) << "rc " << rc;
+  EXPECT_LE(took, kFaultTimeoutMs) << "error came after " << took << " ms";
+}
+
 // Proves that closing a recvComm with receives in flight, while the sender is
 // mid-stream, makes the sender's test() fail with a system/remote error (not
 // hang) within RAILYARD_TIMEOUT_MS, and that closeRecv and closeSend both return.
@@ -136,16 +150,8 @@ TEST(ConformanceFault, ReceiverClosesWithReceivesInFlight) {
       ASSERT_TRUE(r.SendU64(1, kStarted));
       ASSERT_TRUE(r.Expect(1, kClosed));
       r.Note("testing sends after the receiver closed");
-      const auto t0 = Clock::now();
-      int completed = 0;
-      const ncclResult_t rc =
-          WaitForError(net, tx.reqs, t0 + Ms(kFaultTimeoutMs + 1000), &completed);
-      const auto took = std::chrono::duration_cast<Ms>(Clock::now() - t0).count();
-      EXPECT_NE(rc, ncclSuccess) << "all " << kMsgs << " sends of " << kMsg
-                                 << " B completed although the receiver closed mid-stream";
-      EXPECT_NE(rc, kTimedOut) << "test() gave no error within RAILYARD_TIMEOUT_MS + 1 s";
-      EXPECT_TRUE(rc == ncclSystemError || rc == ncclRemoteError) << "rc " << rc;
-      EXPECT_LE(took, kFaultTimeoutMs) << "error came after " << took << " ms";
+      ExpectPromptFault(net, tx.reqs, "all " + std::to_string(kMsgs) + " sends of " + std::to_string(kMsg) +
+                                          " B completed although the receiver closed mid-stream");
       r.Note("closeSend after the error");
       EXPECT_EQ(net.CloseSend(send), ncclSuccess);
       ASSERT_TRUE(r.Barrier());
@@ -249,15 +255,7 @@ TEST(ConformanceFault, ReceiverKilledMidStream) {
       ASSERT_TRUE(r.Expect(1, kStarted));
       ASSERT_TRUE(r.Kill(1));
       r.Note("testing sends after the receiver died");
-      const auto t0 = Clock::now();
-      int completed = 0;
-      const ncclResult_t rc =
-          WaitForError(net, tx.reqs, t0 + Ms(kFaultTimeoutMs + 1000), &completed);
-      const auto took = std::chrono::duration_cast<Ms>(Clock::now() - t0).count();
-      EXPECT_NE(rc, ncclSuccess) << "all sends completed although the receiver was killed";
-      EXPECT_NE(rc, kTimedOut) << "test() gave no error within RAILYARD_TIMEOUT_MS + 1 s";
-      EXPECT_TRUE(rc == ncclSystemError || rc == ncclRemoteError) << "rc " << rc;
-      EXPECT_LE(took, kFaultTimeoutMs) << "error came after " << took << " ms";
+      ExpectPromptFault(net, tx.reqs, "all sends completed although the receiver was killed");
       ExpectWarningNamesPeer(r.pid(1), "receiver");
       EXPECT_EQ(net.CloseSend(send), ncclSuccess);
     }
@@ -292,15 +290,8 @@ TEST(ConformanceFault, SenderKilledMidStream) {
       WaitFirst(r, net, rx.reqs[0]);
       ASSERT_TRUE(r.Kill(0));
       r.Note("testing receives after the sender died");
-      const auto t0 = Clock::now();
-      int completed = 0;
       const std::vector<void*> rest(rx.reqs.begin() + 1, rx.reqs.end());
-      const ncclResult_t rc = WaitForError(net, rest, t0 + Ms(kFaultTimeoutMs + 1000), &completed);
-      const auto took = std::chrono::duration_cast<Ms>(Clock::now() - t0).count();
-      EXPECT_NE(rc, ncclSuccess) << "all receives completed although the sender was killed";
-      EXPECT_NE(rc, kTimedOut) << "test() gave no error within RAILYARD_TIMEOUT_MS + 1 s";
-      EXPECT_TRUE(rc == ncclSystemError || rc == ncclRemoteError) << "rc " << rc;
-      EXPECT_LE(took, kFaultTimeoutMs) << "error came after " << took << " ms";
+      ExpectPromptFault(net, rest, "all receives completed although the sender was killed");
       ExpectWarningNamesPeer(r.pid(0), "sender");
       EXPECT_EQ(net.CloseRecv(recv), ncclSuccess);
     }
@@ -338,13 +329,7 @@ TEST(ConformanceFault, SenderKilledBeforeSending) {
       ASSERT_TRUE(r.Expect(0, kStarted));
       ASSERT_TRUE(r.Kill(0));
       r.Note("testing a posted receive after the sender died");
-      const auto t0 = Clock::now();
-      const ncclResult_t rc = net.Wait(req, nullptr, t0 + Ms(kFaultTimeoutMs + 1000));
-      const auto took = std::chrono::duration_cast<Ms>(Clock::now() - t0).count();
-      EXPECT_NE(rc, ncclSuccess) << "a receive completed from a dead sender";
-      EXPECT_NE(rc, kTimedOut) << "test() gave no error within RAILYARD_TIMEOUT_MS + 1 s";
-      EXPECT_TRUE(rc == ncclSystemError || rc == ncclRemoteError) << "rc " << rc;
-      EXPECT_LE(took, kFaultTimeoutMs) << "error came after " << took << " ms";
+      ExpectPromptFault(net, {req}, "a receive completed from a dead sender");
       ExpectWarningNamesPeer(r.pid(0), "sender");
       EXPECT_EQ(net.DeregMr(recv, mh), ncclSuccess);
       EXPECT_EQ(net.CloseRecv(recv), ncclSuccess);
