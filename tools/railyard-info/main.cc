@@ -242,6 +242,7 @@ int Run(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "Also print GID tables, addresses and details");
   app.add_option("--sysfs", options.sysfsRoot, "sysfs root to read (a fixture directory); addresses are then "
                                                "not taken from the live machine")
+      ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   app.add_option("--hwloc-xml", options.hwlocXml, "hwloc XML topology to use instead of the live one");
   app.add_flag("--no-hwloc", options.disableHwloc, "Do not use hwloc (no nearest GPU; NUMA from sysfs)");
@@ -256,6 +257,7 @@ int Run(int argc, char** argv) {
   app.add_option("--listen-ms", listenMs,
                  "Listen this long for the cabling protocol on the rails and print neighbours, shape "
                  "and routes (0 = off; needs railyardd or the plugin running on the other hosts)")
+      ->check(CLI::Range(0, 600000))
       ->capture_default_str();
   app.add_option("--debug", debug, "stderr log level: NONE, VERSION, WARN, INFO, TRACE (default RAILYARD_DEBUG)");
   CLI11_PARSE(app, argc, argv);
