@@ -10,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/unit/spark_fixture.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -411,34 +413,7 @@ TEST(VerbsGidSelect, GidChangeTriggersReResolution) {
 
 // --- the Spark fixture, through DiscoverRails -------------------------------------
 
-std::vector<topology::Rail> SparkRails() {
-  auto addr = [](const char* name, const char* a, int prefix) {
-    topology::NetDevice d;
-    d.name = name;
-    d.addrString = a;
-    d.prefixLen = prefix;
-    d.up = d.running = true;
-    if (std::string(a).find(':') != std::string::npos) {
-      auto* sa = reinterpret_cast<sockaddr_in6*>(&d.addr);
-      sa->sin6_family = AF_INET6;
-      EXPECT_EQ(inet_pton(AF_INET6, a, &sa->sin6_addr), 1);
-    } else {
-      auto* sa = reinterpret_cast<sockaddr_in*>(&d.addr);
-      sa->sin_family = AF_INET;
-      EXPECT_EQ(inet_pton(AF_INET, a, &sa->sin_addr), 1);
-    }
-    return d;
-  };
-  topology::DiscoveryOptions o;
-  o.sysfsRoot = RAILYARD_FIXTURE_DIR "/sysfs-spark";
-  o.disableHwloc = true;
-  o.interfaces = std::vector<topology::NetDevice>{
-      addr("enp1s0f0np0", "10.0.0.1", 24), addr("enp1s0f1np1", "10.0.1.1", 24),
-      addr("enP2p1s0f0np0", "fd00:2::1", 64), addr("enP2p1s0f1np1", "10.0.3.1", 24)};
-  std::vector<topology::Rail> rails;
-  EXPECT_TRUE(topology::DiscoverRails(o, &rails, nullptr).ok());
-  return rails;
-}
+std::vector<topology::Rail> SparkRails() { return railyard::testing::SparkRails(false); }
 
 const topology::Rail& Find(const std::vector<topology::Rail>& rails, const char* dev) {
   auto it = std::find_if(rails.begin(), rails.end(),
