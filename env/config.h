@@ -47,7 +47,9 @@ struct Config {
   int relayPort = 0;
   /// RAILYARD_RELAY_BUFFER_BYTES: per direction per relayed socket.
   std::size_t relayBufferBytes = 0;
-  // --- verbs (RoCE) transport, in progress: proxy/verbs/ ---------------------------
+  /// RAILYARD_TRANSPORT: "auto", "verbs" or "tcp" (see docs/configuration.md).
+  std::string transport;
+  // --- verbs (RoCE) transport: proxy/verbs/ -----------------------------------------
   /// RAILYARD_HCA (falls back to NCCL_IB_HCA): RDMA devices/ports, NCCL_IB_HCA grammar;
   /// a prefix never matches a longer number ("mlx5_1" does not select "mlx5_11").
   /// Empty = every device. See proxy/verbs/hca_filter.h.
@@ -70,6 +72,8 @@ struct Config {
   int ibRetryCnt = 0;
   /// RAILYARD_QPS_PER_CONN (NCCL_IB_QPS_PER_CONNECTION): data QPs per connection and device.
   int qpsPerConn = 0;
+  /// RAILYARD_IB_USE_INLINE (NCCL_IB_USE_INLINE): 1 = protocol records go inline.
+  int ibUseInline = 0;
 };
 
 /// One row of the variable table.

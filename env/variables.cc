@@ -59,6 +59,18 @@ Status ApplyFabric(const Variable& var, const char* source, std::string_view val
   return Status::Ok();
 }
 
+Status ApplyTransport(const Variable& var, const char* source, std::string_view value,
+                      Config* out) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v != "auto" && v != "verbs" && v != "tcp") {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) +
+                        "' is not one of auto, verbs, tcp (" + var.name + ")");
+  }
+  out->transport = v;
+  return Status::Ok();
+}
+
 Status ApplyRelayBuffer(const Variable& var, const char* source, std::string_view value,
                         Config* out) {
   std::int64_t v = 0;
@@ -181,47 +193,57 @@ const Variable kVariables[] = {
      "Buffering per direction per relayed socket: the most a relay holds for a slow "
      "receiver before it stops reading from the sender.",
      65536, kGiB, &ApplyRelayBuffer},
+    {"RAILYARD_TRANSPORT", "enum", "auto", "", nullptr,
+     "Data path: verbs = RDMA (RoCE v2 RC QPs over the devices RAILYARD_HCA selects), tcp = "
+     "sockets. auto = verbs when an RDMA port is usable and fabric mode is off (switchless "
+     "relaying runs over TCP), else tcp. Connection setup always uses TCP sockets chosen by "
+     "RAILYARD_SOCKET_IFNAME.",
+     0, 0, &ApplyTransport, "auto, verbs, tcp"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
-     "Verbs transport (in progress): RDMA devices and ports to use, in NCCL_IB_HCA syntax "
+     "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
      "(comma list of name[:port]; leading ^ excludes, = matches exact names). Unlike NCCL, a "
      "prefix never matches a longer number: mlx5_1 selects mlx5_1 but not mlx5_11, while mlx5 "
      "selects every mlx5_N. Empty = every device with an active port and a usable GID.",
      0, 0, &ApplyHca, "NCCL_IB_HCA syntax (prefixes never match a longer number)"},
     {"RAILYARD_GID_INDEX", "int", "-1", "", "NCCL_IB_GID_INDEX",
-     "Verbs transport (in progress): GID table index used as the QP source GID on every "
+     "Verbs transport: GID table index used as the QP source GID on every "
      "device; -1 = automatic per device (RoCE v2 with an IPv4-mapped address first). "
      "Indexes differ between hosts, so prefer automatic.",
      -1, 255, &ApplyInt<&Config::gidIndex>},
     {"RAILYARD_ROCE_VERSION", "int", "2", "", "NCCL_IB_ROCE_VERSION_NUM",
-     "Verbs transport (in progress): RoCE version the automatic GID choice prefers.", 1, 2,
+     "Verbs transport: RoCE version the automatic GID choice prefers.", 1, 2,
      &ApplyInt<&Config::roceVersion>},
     {"RAILYARD_ADDR_FAMILY", "enum", "AF_INET", "", "NCCL_IB_ADDR_FAMILY",
-     "Verbs transport (in progress): address family the automatic GID choice prefers: "
+     "Verbs transport: address family the automatic GID choice prefers: "
      "AF_INET (IPv4-mapped GIDs) or AF_INET6 (native IPv6 GIDs).",
      0, 0, &ApplyAddrFamily, "AF_INET, AF_INET6"},
     {"RAILYARD_ADDR_RANGE", "string", "", "", "NCCL_IB_ADDR_RANGE",
-     "Verbs transport (in progress): CIDR (e.g. 10.0.0.0/16 or fd00::/8, same family as "
+     "Verbs transport: CIDR (e.g. 10.0.0.0/16 or fd00::/8, same family as "
      "RAILYARD_ADDR_FAMILY) the automatically chosen GID must fall in; empty = any address.",
      0, 0, &ApplyAddrRange, "a CIDR, e.g. 10.0.0.0/16"},
     {"RAILYARD_TC", "int", "-1", "", "NCCL_IB_TC",
-     "Verbs transport (in progress): GRH traffic class of the QPs (RoCE: DSCP << 2); -1 = "
+     "Verbs transport: GRH traffic class of the QPs (RoCE: DSCP << 2); -1 = "
      "NCCL's per-communicator trafficClass when defined, else 0.",
      -1, 255, &ApplyInt<&Config::trafficClass>},
     {"RAILYARD_SL", "int", "-1", "", "NCCL_IB_SL",
-     "Verbs transport (in progress): service level of the QPs; -1 = NCCL's "
+     "Verbs transport: service level of the QPs; -1 = NCCL's "
      "per-communicator trafficClass when defined (and at most 15), else 0.",
      -1, 15, &ApplyInt<&Config::serviceLevel>},
     {"RAILYARD_IB_TIMEOUT", "int", "20", "exponent", "NCCL_IB_TIMEOUT",
-     "Verbs transport (in progress): QP ACK timeout exponent: a retry after 4.096 us x "
+     "Verbs transport: QP ACK timeout exponent: a retry after 4.096 us x "
      "2^value (20 = about 4.3 s); 0 = wait forever.",
      0, 31, &ApplyInt<&Config::ibTimeout>},
     {"RAILYARD_IB_RETRY_CNT", "int", "7", "", "NCCL_IB_RETRY_CNT",
-     "Verbs transport (in progress): QP transport retry count before a send fails.", 0, 7,
+     "Verbs transport: QP transport retry count before a send fails.", 0, 7,
      &ApplyInt<&Config::ibRetryCnt>},
     {"RAILYARD_QPS_PER_CONN", "int", "1", "", "NCCL_IB_QPS_PER_CONNECTION",
-     "Verbs transport (in progress): data QPs per connection and device (the larger side's "
+     "Verbs transport: data QPs per connection and device (the larger side's "
      "count is used, at most 128 in all).",
      1, 128, &ApplyInt<&Config::qpsPerConn>},
+    {"RAILYARD_IB_USE_INLINE", "int", "1", "", "NCCL_IB_USE_INLINE",
+     "Verbs transport: 1 = send protocol records (clear-to-send, completion) as inline "
+     "data when the device allows it, 0 = always from a registered buffer.",
+     0, 1, &ApplyInt<&Config::ibUseInline>},
 };
 
 }  // namespace

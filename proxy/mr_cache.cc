@@ -20,11 +20,35 @@ Status MrCache::Register(const void* addr, size_t bytes, int ptrType, MemoryRegi
   const uint64_t page = PageSize();
   const uint64_t lo = a & ~(page - 1);
   const uint64_t hi = (a + (bytes == 0 ? 1 : bytes) + page - 1) & ~(page - 1);
+  return Insert(lo, hi, ptrType, -1, 0, true, out);
+}
 
+Status MrCache::RegisterDmaBuf(const void* addr, size_t bytes, int ptrType, int fd,
+                               uint64_t offset, MemoryRegion** out) {
+  const uint64_t a = reinterpret_cast<uint64_t>(addr);
+  if (addr == nullptr || bytes == 0) return InvalidArgument("regMrDmaBuf of an empty range");
+  if (a + bytes < a) return InvalidArgument("regMrDmaBuf range wraps the address space");
+  if (fd < 0) return InvalidArgument("regMrDmaBuf with fd " + std::to_string(fd));
+  {
+    std::shared_lock lock(mu_);
+    if (backend_ == nullptr) {
+      return InvalidUsage("regMrDmaBuf needs the verbs transport (no RDMA device in use)");
+    }
+  }
+  return Insert(a, a + bytes, ptrType, fd, offset, false, out);
+}
+
+void MrCache::SetBackend(MrBackend* backend) {
+  std::unique_lock lock(mu_);
+  backend_ = backend;
+}
+
+Status MrCache::Insert(uint64_t lo, uint64_t hi, int ptrType, int fd, uint64_t offset, bool reuse,
+                       MemoryRegion** out) {
   std::unique_lock lock(mu_);
   // Reuse an entry that already covers the range. Entries are few (one per NCCL
   // buffer), so a walk over the bases at or below `lo` is cheap.
-  for (auto it = byBase_.upper_bound(lo); it != byBase_.begin();) {
+  for (auto it = byBase_.upper_bound(lo); reuse && it != byBase_.begin();) {
     --it;
     MemoryRegion* r = it->second.get();
     if (r->ptrType == ptrType && r->Contains(lo, hi - lo)) {
@@ -38,6 +62,7 @@ Status MrCache::Register(const void* addr, size_t bytes, int ptrType, MemoryRegi
   region->len = hi - lo;
   region->ptrType = ptrType;
   region->refs = 1;
+  if (backend_ != nullptr) RY_RETURN_IF_ERROR(backend_->Register(region.get(), fd, offset));
   do {
     region->rkey = nextKey_++;
   } while (region->rkey == 0 || byKey_.count(region->rkey) != 0);
@@ -55,6 +80,7 @@ Status MrCache::Deregister(MemoryRegion* region) {
     return InvalidArgument("deregMr of a handle that is not registered (double deregister?)");
   }
   if (--region->refs > 0) return Status::Ok();
+  if (!region->hcaMr.empty() && backend_ != nullptr) backend_->Deregister(region);
   byKey_.erase(region->rkey);
   live_.erase(region);
   auto [first, last] = byBase_.equal_range(region->base);

@@ -9,6 +9,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "env/status.h"
 
@@ -21,11 +22,32 @@ struct MemoryRegion {
   uint32_t rkey = 0;  ///< key peers quote in CTS entries and chunk headers; never 0
   int ptrType = 0;    ///< NCCL_PTR_HOST / NCCL_PTR_CUDA of the registration
   int refs = 0;       ///< registrations sharing this entry (guarded by the cache lock)
+  /// Hardware registrations made by the cache's MrBackend, one per RDMA device of the
+  /// verbs transport (index = the backend's device index); empty without a backend.
+  /// hcaMr holds the backend's handle (an ibv_mr*), hcaLkey/hcaRkey its keys.
+  std::vector<void*> hcaMr;
+  std::vector<uint32_t> hcaLkey;
+  std::vector<uint32_t> hcaRkey;
 
   /// True when [addr, addr+bytes) lies inside this region (no overflow).
   bool Contains(uint64_t addr, uint64_t bytes) const {
     return addr >= base && bytes <= len && addr - base <= len - bytes;
   }
+};
+
+/// Registers regions with hardware (the verbs transport: ibv_reg_mr on every
+/// device's protection domain). Called by MrCache under its lock, once per new
+/// region (a sub-range of a cached region reuses it).
+class MrBackend {
+ public:
+  virtual ~MrBackend() = default;
+  /// Registers [region->base, region->base + region->len) and fills region->hca*.
+  /// `dmabufFd` >= 0 registers a DMA-BUF (GPU memory; `dmabufOffset` is the offset
+  /// of base inside it, nccl-net-abi.md §2.5 "regMrDmaBuf"). Errors: SystemError
+  /// naming the device and errno; nothing stays registered after an error.
+  virtual Status Register(MemoryRegion* region, int dmabufFd, uint64_t dmabufOffset) = 0;
+  /// Undoes Register (the region is going away).
+  virtual void Deregister(MemoryRegion* region) = 0;
 };
 
 /// Thread-safe registration cache. A registration inside an existing region reuses
@@ -37,6 +59,14 @@ class MrCache {
   /// Registers [addr, addr+bytes). bytes may be 0 (a 1-byte region is recorded).
   /// InvalidArgument for a NULL address with bytes > 0 or a range that wraps.
   Status Register(const void* addr, size_t bytes, int ptrType, MemoryRegion** out);
+  /// As Register, for a DMA-BUF: the region is exactly [addr, addr+bytes) (no page
+  /// rounding: the buffer is device memory) and the backend registers `fd` at
+  /// `offset`. InvalidUsage when no backend is installed.
+  Status RegisterDmaBuf(const void* addr, size_t bytes, int ptrType, int fd, uint64_t offset,
+                        MemoryRegion** out);
+  /// Installs the hardware backend used for every new region (nullptr = none).
+  /// Regions registered before keep their state; call before the first Register.
+  void SetBackend(MrBackend* backend);
   /// Drops one reference; the entry goes away with the last one. InvalidArgument
   /// when `region` is not registered here (double deregister, foreign pointer).
   Status Deregister(MemoryRegion* region);
@@ -54,6 +84,10 @@ class MrCache {
   std::unordered_map<uint32_t, MemoryRegion*> byKey_;
   std::unordered_set<const MemoryRegion*> live_;  ///< pointers handed out, for safe checks
   uint32_t nextKey_ = 1;
+  MrBackend* backend_ = nullptr;
+
+  Status Insert(uint64_t lo, uint64_t hi, int ptrType, int fd, uint64_t offset, bool reuse,
+                MemoryRegion** out);
 };
 
 /// The process-wide cache used by every comm of the plugin.

@@ -72,6 +72,18 @@ Status TcpConnector::Start(const ListenAddress& to, std::vector<SocketTarget> ta
 
 Status TcpConnector::Progress(SendComm** sendComm) {
   *sendComm = nullptr;
+  TcpConnection conn;
+  bool done = false;
+  RY_RETURN_IF_ERROR(ProgressConnection(&conn, &done));
+  if (!done) return Status::Ok();
+  RY_INFO(log::kNet, "connected to %s with %zu data sockets", conn.peer.ToString().c_str(),
+          conn.data.size());
+  *sendComm = new TcpSendComm(std::move(conn), options_);
+  return Status::Ok();
+}
+
+Status TcpConnector::ProgressConnection(TcpConnection* out, bool* done) {
+  *done = false;
   bool all = true;
   for (Sock& s : socks_) {
     if (!s.connected) {
@@ -116,9 +128,8 @@ Status TcpConnector::Progress(SendComm** sendComm) {
   conn.peer.pid = to_.pid;
   conn.peer.address = SockaddrToString(to_.addr);
   conn.peer.device = conn.RailsText(options_.device);
-  RY_INFO(log::kNet, "connected to %s with %zu data sockets", conn.peer.ToString().c_str(),
-          conn.data.size());
-  *sendComm = new TcpSendComm(std::move(conn), options_);
+  *out = std::move(conn);
+  *done = true;
   return Status::Ok();
 }
 

@@ -13,6 +13,8 @@
 
 namespace railyard::proxy {
 
+struct TcpConnection;
+
 /// Where one socket of a connection goes: the listener itself, or a relay.
 struct SocketTarget {
   sockaddr_storage remote{};  ///< address to connect(2) to
@@ -42,6 +44,10 @@ class TcpConnector {
   /// connected and has sent its hello. SystemError when the listener refuses or is
   /// unreachable; RemoteError after RAILYARD_TIMEOUT_MS without completing.
   Status Progress(SendComm** sendComm);
+  /// As Progress, but hands over the connected sockets instead of making a TCP
+  /// comm (the verbs transport runs its QP handshake on the control socket; it
+  /// starts with options.nsocks = 0). *done stays false until then.
+  Status ProgressConnection(TcpConnection* conn, bool* done);
 
  private:
   struct Sock {

@@ -62,6 +62,18 @@ Status TcpListenComm::Refuse(Fd& fd, const Status& why) {
 
 Status TcpListenComm::Accept(RecvComm** recvComm) {
   *recvComm = nullptr;
+  TcpConnection conn;
+  bool got = false;
+  RY_RETURN_IF_ERROR(AcceptConnection(&conn, &got));
+  if (!got) return Status::Ok();
+  RY_INFO(log::kNet, "accepted a connection from %s with %zu data sockets",
+          conn.peer.ToString().c_str(), conn.data.size());
+  *recvComm = new TcpRecvComm(std::move(conn), options_, cache_);
+  return Status::Ok();
+}
+
+Status TcpListenComm::AcceptConnection(TcpConnection* out, bool* ready) {
+  *ready = false;
   for (;;) {
     sockaddr_storage peer{};
     socklen_t len = sizeof peer;
@@ -107,7 +119,13 @@ Status TcpListenComm::Accept(RecvComm** recvComm) {
     if (bad.ok() && h.listenId != listenId_) {
       bad = InvalidUsage("connection record is for another listener (stale handle?)");
     }
-    if (bad.ok() && (h.nsocks < 1 || h.nsocks > kMaxDataSockets || h.sockIndex > h.nsocks)) {
+    if (bad.ok() && (h.nsocks == 0) != (options_.nsocks == 0)) {
+      bad = InvalidUsage(std::string("transport mismatch: the connector uses ") +
+                         (h.nsocks == 0 ? "verbs" : "TCP") + " and this listener " +
+                         (options_.nsocks == 0 ? "verbs" : "TCP") +
+                         " (set RAILYARD_TRANSPORT the same on every host)");
+    }
+    if (bad.ok() && (h.nsocks > kMaxDataSockets || h.sockIndex > h.nsocks)) {
       bad = InvalidUsage("connection record announces socket " + std::to_string(h.sockIndex) +
                          " of " + std::to_string(h.nsocks) + " data sockets");
     }
@@ -147,10 +165,9 @@ Status TcpListenComm::Accept(RecvComm** recvComm) {
     conn.peer.pid = g.first.pid;
     conn.peer.address = g.address;
     conn.peer.device = conn.RailsText(options_.device);
-    RY_INFO(log::kNet, "accepted a connection from %s with %zu data sockets",
-            conn.peer.ToString().c_str(), conn.data.size());
     groups_.erase(it);
-    *recvComm = new TcpRecvComm(std::move(conn), options_, cache_);
+    *out = std::move(conn);
+    *ready = true;
     return Status::Ok();
   }
   return Status::Ok();

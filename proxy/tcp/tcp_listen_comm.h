@@ -14,6 +14,8 @@
 
 namespace railyard::proxy {
 
+struct TcpConnection;
+
 /// ListenComm over TCP. Accept never blocks and may be called repeatedly; one
 /// listen comm accepts any number of connections.
 class TcpListenComm final : public ListenComm {
@@ -30,6 +32,11 @@ class TcpListenComm final : public ListenComm {
   /// Railyard record, is of another protocol version, or names another listener; the
   /// connector is sent a reject record saying why before its sockets are closed.
   Status Accept(RecvComm** recvComm) override;
+  /// As Accept, but hands over the sockets of the next complete connection instead
+  /// of making a TCP comm (*got = true then). With options.nsocks = 0 (the verbs
+  /// transport) connections are the control socket alone, and a hello announcing
+  /// data sockets is refused as a transport mismatch (and the other way round).
+  Status AcceptConnection(TcpConnection* conn, bool* got);
 
  private:
   struct Incoming {

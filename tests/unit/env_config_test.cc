@@ -87,11 +87,13 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
                                             "RAILYARD_DISCOVERY_DEAD_MS", "RAILYARD_FABRIC",
                                             "RAILYARD_RELAY_PORT",
-                                            "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_HCA",
+                                            "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_TRANSPORT",
+                                            "RAILYARD_HCA",
                                             "RAILYARD_GID_INDEX", "RAILYARD_ROCE_VERSION",
                                             "RAILYARD_ADDR_FAMILY", "RAILYARD_ADDR_RANGE",
                                             "RAILYARD_TC", "RAILYARD_SL", "RAILYARD_IB_TIMEOUT",
-                                            "RAILYARD_IB_RETRY_CNT", "RAILYARD_QPS_PER_CONN"));
+                                            "RAILYARD_IB_RETRY_CNT", "RAILYARD_QPS_PER_CONN",
+                                            "RAILYARD_IB_USE_INLINE"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
@@ -124,6 +126,18 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.ibTimeout, 20);
   EXPECT_EQ(c.ibRetryCnt, 7);
   EXPECT_EQ(c.qpsPerConn, 1);
+  EXPECT_EQ(c.transport, "auto");
+  EXPECT_EQ(c.ibUseInline, 1);
+}
+
+TEST(EnvConfig, TransportIsCheckedAndCaseInsensitive) {
+  Config c = ParseOk(FakeEnv{{{"RAILYARD_TRANSPORT", "Verbs"}}});
+  EXPECT_EQ(c.transport, "verbs");
+  Config out;
+  FakeEnv bad{{{"RAILYARD_TRANSPORT", "ib"}}};
+  Status s = bad.Parse(&out);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("auto, verbs, tcp"), std::string::npos) << s.message();
 }
 
 TEST(EnvConfig, FabricModeIsCheckedAndCaseInsensitive) {
