@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's second command: build and run every test. Then, unless
+# The README's second command: build and run every test; unless RAILYARD_SKIP_LANE=1,
+# run the verbs tests inside the soft-RoCE lanes. Then, unless
 # RAILYARD_SKIP_SANITIZE=1, rebuild with -fsanitize=address,undefined and run the
 # unit and conformance tests under it.
 set -euo pipefail
@@ -11,6 +12,12 @@ jobs=$(nproc)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRAILYARD_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j1
+
+# The verbs tests skip on the bare host; this runs them for real inside the
+# soft-RoCE lanes (QEMU guests with rdma_rxe). A lane that cannot start fails.
+if [ "${RAILYARD_SKIP_LANE:-0}" != 1 ]; then
+  "$root/tests/lanes/run-verbs.sh" "$build"
+fi
 
 if [ "${RAILYARD_SKIP_SANITIZE:-0}" != 1 ]; then
   san="$build-asan"
