@@ -6,6 +6,8 @@
 #   stage 2  a ring of 4 guests (rxe-ring/README.md): `ctest -L verbs-ring` in
 #            every guest at once (SPMD). Runs only when BUILD_DIR has at least one
 #            test with that label; otherwise says so and passes.
+#            Labels are matched exactly (^verbs$, ^verbs-ring$): ctest -L takes a regex,
+#            and plain `-L verbs` would also pick up the ring tests.
 #
 # Both stages prepare the shared cache first (/tmp/rxe-lab, or RXE_LAB_DIR): the
 # Debian kernel package comes through `apt-get download`. Nothing is skipped
@@ -82,13 +84,13 @@ if ! prepare "$lane"; then
 fi
 st=0
 "$lane" -q -T 2x2 -t "$timeout_s" -C "$build" \
-  ctest -L verbs --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
+  ctest -L '^verbs$' --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
 say "stage 1 took $((SECONDS - t0))s"
 judge "stage 1 (ctest -L verbs, single guest)" "$st" || rc=$st
 
 # ---------------------------------------------------------------- stage 2
 t0=$SECONDS
-n=$(count_label verbs-ring)
+n=$(count_label '^verbs-ring$')
 if [[ -z $n ]]; then
   banner 125 "LANE BROKEN: ctest -N -L verbs-ring failed in $build"
   exit 125
@@ -106,7 +108,7 @@ st=0
 # ctest writes Testing/ in the build directory: inside each guest that lands in
 # its own tmpfs overlay, so the guests do not collide.
 "$ring" -n "$ring_guests" -t "$timeout_s" -C "$build" \
-  ctest -L verbs-ring --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
+  ctest -L '^verbs-ring$' --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
 say "stage 2 took $((SECONDS - t0))s"
 judge "stage 2 (ctest -L verbs-ring, ring of $ring_guests)" "$st" || { ((rc)) || rc=$st; }
 exit "$rc"
