@@ -237,9 +237,10 @@ def report(work, out):
                f"use {nsocks} streams.")
     doc.append(f"- {meta.get('rounds')} interleaved rounds; iterations per size: " + "; ".join(sweeps) +
                " (same flags for railyard-perf and the pump).")
-    doc.append("- railyard-perf `-c 0` reports the mean time per iteration (max over ranks); the pump "
-               "reports the median iteration (max over ranks) and hands its receiver's clear-to-send "
-               "byte to the sender before each timed message, as the plugin's CTS does. "
+    doc.append("- Both report the same statistic: the timed iterations run back to back and each rank "
+               "divides their total time by their number (railyard-perf `-c 0`); the slowest rank counts. "
+               "Each pump iteration starts with its receiver's clear-to-send byte to the sender, as each "
+               "railyard iteration starts with the plugin's CTS. "
                "n = number of rounds that produced the figure.")
     doc.append(f"- Correctness (railyard-perf `-c 1`, 64 KiB–{meta.get('check_max', '')}, separate untimed run): "
                f"sendrecv {check_result(work, 'check-sendrecv')}, ring {check_result(work, 'check-ring')}.\n")
