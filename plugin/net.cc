@@ -25,6 +25,8 @@
 #include "proxy/relay/relay_service.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/tcp/tcp_listen_comm.h"
+#include "proxy/verbs/ib_ports.h"
+#include "proxy/verbs/verbs_setup.h"
 #include "topology/graph_json.h"
 #include "topology/netdev.h"
 
@@ -49,6 +51,7 @@ struct Context {
 struct PendingConnect {
   proxy::Clock::time_point since = proxy::Clock::now();
   std::unique_ptr<proxy::TcpConnector> connector;  ///< NULL while waiting for a route
+  std::unique_ptr<proxy::verbs::VerbsConnector> verbs;  ///< the verbs transport's connect
   uint32_t salt = 0;
 };
 
@@ -76,6 +79,15 @@ struct Global {
   std::unique_ptr<proxy::Router> router;
   std::unique_ptr<proxy::RelayService> relay;
   uint32_t connectSalt = 0;
+  // Verbs transport (RAILYARD_TRANSPORT): NCCL devices are RDMA ports, or devices
+  // fused from several by makeVDevice. Ports stay open for the process's life.
+  bool verbsMode = false;
+  std::unique_ptr<proxy::verbs::IbPorts> ib;
+  struct VerbsDev {
+    std::vector<int> ports;  ///< indices into ib
+    std::string name;        ///< e.g. "mlx5_0" or "mlx5_0+mlx5_1" (fused)
+  };
+  std::deque<VerbsDev> verbsDevs;  ///< deque: names handed to NCCL stay put
 };
 
 Global& G() {
@@ -100,7 +112,47 @@ proxy::TcpOptions OptionsFor(int dev) {
 }
 
 int DeviceCount(const Global& g) {
+  if (g.verbsMode) return static_cast<int>(g.verbsDevs.size());
   return g.fabricMode ? 1 : static_cast<int>(g.devices.size());
+}
+
+/// Settings of a connection on verbs device `dev`. Requires init.
+proxy::verbs::VerbsDeviceSetup VerbsSetupFor(int dev, int trafficClass) {
+  Global& g = G();
+  proxy::verbs::VerbsDeviceSetup v;
+  v.ib = g.ib.get();
+  v.ports = g.verbsDevs[static_cast<size_t>(dev)].ports;
+  v.link = proxy::verbs::LinkConfigFrom(*g.config);
+  v.initTrafficClass = trafficClass;
+  v.options.timeoutMs = g.config->timeoutMs;
+  v.options.useInline = g.config->ibUseInline != 0;
+  v.options.device = g.verbsDevs[static_cast<size_t>(dev)].name;
+  return v;
+}
+
+/// Opens the RDMA ports when RAILYARD_TRANSPORT asks for verbs (or auto finds some
+/// and fabric mode is off). Requires g.mu; sets g.verbsMode.
+Status ChooseTransport(Global& g, const env::Config& cfg, bool fabric) {
+  if (cfg.transport == "tcp" || (cfg.transport == "auto" && fabric)) return Status::Ok();
+  std::vector<std::string> skipped;
+  Status s = proxy::verbs::IbPorts::Open(cfg, &g.ib, &skipped);
+  if (s.ok() && g.ib->size() == 0) {
+    std::string why;
+    for (const auto& k : skipped) why += "; " + k;
+    s = SystemError("no usable RDMA port" + (why.empty() ? std::string(" (no RDMA device)") : why));
+  }
+  if (!s.ok()) {
+    g.ib.reset();
+    if (cfg.transport == "verbs") return Status(s.code(), "RAILYARD_TRANSPORT=verbs: " + s.message());
+    RY_INFO(log::kInit | log::kNet, "Railyard uses TCP: %s", s.message().c_str());
+    return Status::Ok();
+  }
+  g.verbsMode = true;
+  proxy::GlobalMrCache().SetBackend(g.ib.get());
+  for (size_t i = 0; i < g.ib->size(); ++i) {
+    g.verbsDevs.push_back({{static_cast<int>(i)}, g.ib->at(i).device});
+  }
+  return Status::Ok();
 }
 
 /// Checks that init happened and `dev` names a device. InvalidUsage otherwise.
@@ -187,10 +239,12 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
                     "init");
       }
     }
+    if (cfg->transport == "verbs") rails.clear();  // switchless relaying runs over TCP
+    if (Status t = ChooseTransport(g, *cfg, !rails.empty()); !t.ok()) return Fail(t, "init");
     g.config = cfg;
     g.devices = std::move(devs);
     g.host = HostName();
-    g.fabricMode = !rails.empty();
+    g.fabricMode = !rails.empty() && !g.verbsMode;
     g.fabricRails = std::move(rails);
     g.discovered = true;
     for (size_t i = 0; i < g.devices.size(); ++i) {
@@ -199,6 +253,10 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
               d.name.c_str(), d.addrString.c_str(), d.SpeedOr(cfg->defaultSpeedMbps),
               d.pciPath.empty() ? "" : " pci ", d.pciPath.c_str());
     }
+  }
+  if (g.verbsMode && g.refs == 0) {
+    if (Status s = g.ib->StartEvents(); !s.ok()) return Fail(s, "init");
+    RY_INFO(log::kInit | log::kNet, "Railyard verbs transport: %zu RDMA ports", g.ib->size());
   }
   if (g.fabricMode && g.refs == 0) {
     if (Status s = StartFabric(g); !s.ok()) return Fail(s, "init");
@@ -228,7 +286,22 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "getProperties");
   Global& g = G();
   std::memset(props, 0, sizeof *props);
-  if (g.fabricMode) {
+  props->vProps.ndevs = 1;
+  props->vProps.devs[0] = dev;
+  if (g.verbsMode) {
+    std::lock_guard lock(g.mu);
+    const Global::VerbsDev& vd = g.verbsDevs[static_cast<size_t>(dev)];
+    const proxy::verbs::IbPort& p = g.ib->at(static_cast<size_t>(vd.ports[0]));
+    props->name = const_cast<char*>(vd.name.c_str());
+    props->pciPath = p.pciPath.empty() ? nullptr : const_cast<char*>(p.pciPath.c_str());
+    props->speed = 0;
+    for (int port : vd.ports) props->speed += g.ib->at(static_cast<size_t>(port)).speedMbps;
+    props->port = p.port;
+    if (vd.ports.size() > 1) {
+      props->vProps.ndevs = static_cast<int>(vd.ports.size());
+      for (size_t i = 0; i < vd.ports.size(); ++i) props->vProps.devs[i] = vd.ports[i];
+    }
+  } else if (g.fabricMode) {
     // One virtual device over every rail: NCCL sees a fabric that reaches all hosts.
     std::lock_guard lock(g.mu);
     props->name = const_cast<char*>(g.fabricName.c_str());
@@ -244,14 +317,11 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   props->ptrSupport = NCCL_PTR_HOST;
   props->regIsGlobal = 1;  // registrations live in the process-wide MR cache
   props->forceFlush = 0;
-  props->port = 0;
   props->latency = 0;
   props->maxComms = 65536;
   props->maxRecvs = proxy::kMaxRecvs;
   props->netDeviceType = NCCL_NET_DEVICE_HOST;
   props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
   props->maxP2pBytes = MAX_NET_SIZE;  // test() reports int sizes; NCCL sends ≤ 1 GiB anyway
   props->maxCollBytes = MAX_COLLNET_SIZE;
   props->maxMultiRequestSize = 1;
@@ -265,6 +335,20 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
   Global& g = G();
   std::unique_ptr<proxy::TcpListenComm> l;
   proxy::ListenAddress addr;
+  if (g.verbsMode) {
+    // Control sockets on the first RAILYARD_SOCKET_IFNAME interface; data over RDMA.
+    const topology::NetDevice& d = g.devices[0];
+    const socklen_t len = d.family() == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    std::unique_ptr<proxy::verbs::VerbsListenComm> vl;
+    Status s = proxy::verbs::VerbsListenComm::Create(d.addr, len, VerbsSetupFor(dev, -1), OptionsFor(0),
+                                                     g.host, &vl, &addr);
+    if (!s.ok()) return Fail(s, "listen");
+    proxy::EncodeHandle(addr, handle);
+    std::lock_guard lock(g.mu);
+    g.listens.insert(vl.get());
+    *listenComm = vl.release();
+    return ncclSuccess;
+  }
   if (g.fabricMode) {
     // Any rail (or a relay on loopback, or a local rank) may arrive: listen on all.
     sockaddr_storage any{};
@@ -293,7 +377,7 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
   return ncclSuccess;
 }
 
-ncclResult_t Connect(void* /*ctx*/, int dev, void* handle, void** sendComm) {
+ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
   if (handle == nullptr || sendComm == nullptr) return ncclInvalidArgument;
   *sendComm = nullptr;
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "connect");
@@ -326,8 +410,26 @@ ncclResult_t Connect(void* /*ctx*/, int dev, void* handle, void** sendComm) {
     wire->stageState = 0;
     if (comm != nullptr) g.comms.insert(comm);
   };
-  proxy::TcpOptions options = OptionsFor(dev);
+  proxy::TcpOptions options = OptionsFor(g.verbsMode ? 0 : dev);
   Status s;
+  if (g.verbsMode) {
+    if (pc->verbs == nullptr) {
+      const int tc = ctx != nullptr ? static_cast<Context*>(ctx)->trafficClass : -1;
+      s = proxy::verbs::VerbsConnector::Start(to, VerbsSetupFor(dev, tc), options, g.host, &pc->verbs);
+    }
+    SendComm* comm = nullptr;
+    if (s.ok()) s = pc->verbs->Progress(&comm);
+    if (!s.ok() || comm != nullptr) finish(comm);
+    if (!s.ok()) return Fail(s, "connect");
+    *sendComm = comm;
+    return ncclSuccess;
+  }
+  if (to.verbsRails != 0) {
+    finish(nullptr);
+    return Fail(InvalidUsage("transport mismatch: " + to.ToString() + " listens with the verbs transport and "
+                             "this process uses TCP (set RAILYARD_TRANSPORT the same on every host)"),
+                "connect");
+  }
   if (pc->connector == nullptr) {
     if (to.hostId != 0 && g.fabricMode) {
       // Router: plan each socket over the cabling (direct rails or relays).
@@ -378,7 +480,8 @@ ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle
   *mhandle = nullptr;
   if (type != NCCL_PTR_HOST) {
     return Fail(InvalidUsage("regMr of pointer type " + std::to_string(type) +
-                             ": the TCP transport supports host memory only (ptrSupport HOST)"),
+                             ": Railyard supports host memory here (ptrSupport HOST); GPU memory "
+                             "needs regMrDmaBuf on the verbs transport"),
                 "regMr");
   }
   MemoryRegion* r = nullptr;
@@ -388,12 +491,21 @@ ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle
   return ncclSuccess;
 }
 
-ncclResult_t RegMrDmaBuf(void* /*comm*/, void* /*data*/, size_t /*size*/, int type,
-                         uint64_t /*offset*/, int /*fd*/, void** mhandle) {
-  if (mhandle != nullptr) *mhandle = nullptr;
-  return Fail(InvalidUsage("regMrDmaBuf of pointer type " + std::to_string(type) +
-                           ": the TCP transport does not report NCCL_PTR_DMABUF"),
-              "regMrDmaBuf");
+ncclResult_t RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                         void** mhandle) {
+  if (comm == nullptr || mhandle == nullptr) return ncclInvalidArgument;
+  *mhandle = nullptr;
+  if (!G().verbsMode) {
+    return Fail(InvalidUsage("regMrDmaBuf of pointer type " + std::to_string(type) +
+                             ": the TCP transport does not report NCCL_PTR_DMABUF"),
+                "regMrDmaBuf");
+  }
+  if (fd < 0) return RegMr(comm, data, size, type, mhandle);  // NCCL passes -1 for plain memory
+  MemoryRegion* r = nullptr;
+  Status s = proxy::GlobalMrCache().RegisterDmaBuf(data, size, type, fd, offset, &r);
+  if (!s.ok()) return Fail(s, "regMrDmaBuf");
+  *mhandle = r;
+  return ncclSuccess;
 }
 
 ncclResult_t DeregMr(void* /*comm*/, void* mhandle) {
@@ -478,7 +590,30 @@ ncclResult_t CloseListen(void* listenComm) {
   return ncclSuccess;
 }
 
-ncclResult_t MakeVDevice(int* /*d*/, ncclNetVDeviceProps_v11_t* props) {
+ncclResult_t MakeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) {
+  Global& g = G();
+  if (g.verbsMode && d != nullptr && props != nullptr) {
+    // NIC fusion: one NCCL device whose connections stripe over the ports given.
+    std::lock_guard lock(g.mu);
+    if (props->ndevs < 1 || props->ndevs > proxy::verbs::kMaxConnRails) {
+      return Fail(InvalidArgument("makeVDevice of " + std::to_string(props->ndevs) + " devices (1.." +
+                                  std::to_string(proxy::verbs::kMaxConnRails) + ")"), "makeVDevice");
+    }
+    Global::VerbsDev vd;
+    for (int i = 0; i < props->ndevs; ++i) {
+      const int p = props->devs[i];
+      if (p < 0 || static_cast<size_t>(p) >= g.ib->size()) {
+        return Fail(InvalidArgument("makeVDevice: device " + std::to_string(p) + " is not a physical device (0.." +
+                                    std::to_string(g.ib->size() - 1) + ")"), "makeVDevice");
+      }
+      vd.ports.push_back(p);
+      vd.name += (i ? "+" : "") + g.ib->at(static_cast<size_t>(p)).device;
+    }
+    g.verbsDevs.push_back(std::move(vd));
+    *d = static_cast<int>(g.verbsDevs.size()) - 1;
+    RY_INFO(log::kNet, "makeVDevice: device %d = %s", *d, g.verbsDevs.back().name.c_str());
+    return ncclSuccess;
+  }
   // NIC fusion over TCP is not implemented; NCCL logs this and keeps the physical
   // devices (§2.5 "makeVDevice").
   return Fail(InvalidUsage("makeVDevice of " + std::to_string(props ? props->ndevs : 0) +
@@ -520,6 +655,7 @@ ncclResult_t Finalize(void* ctx) {
   }
   for (ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
+  if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
   relay.reset();   // stops the relay thread (relayed sockets break)
   router.reset();  // stops the cabling agent thread
   return ncclSuccess;

@@ -46,6 +46,7 @@ void EncodeHandle(const ListenAddress& la, void* out) {
   w.hostId = la.hostId;
   w.nrails = static_cast<uint8_t>(std::min<size_t>(la.rails.size(), kHandleMaxRails));
   for (int i = 0; i < w.nrails; ++i) w.railAddrs[i] = la.rails[static_cast<size_t>(i)].s_addr;
+  w.verbsRails = static_cast<uint8_t>(la.verbsRails);
   std::memcpy(out, &w, sizeof w);
 }
 
@@ -67,6 +68,7 @@ Status DecodeHandle(const void* in, ListenAddress* out) {
                         std::to_string(kHandleMaxRails));
   }
   for (int i = 0; i < w.nrails; ++i) out->rails.push_back(in_addr{w.railAddrs[i]});
+  out->verbsRails = w.verbsRails;
   if (w.family == AF_INET) {
     auto* a = reinterpret_cast<sockaddr_in*>(&out->addr);
     a->sin_family = AF_INET;

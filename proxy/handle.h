@@ -35,7 +35,8 @@ struct HandleWire {
   uint8_t nrails;       ///< valid entries of railAddrs
   uint8_t pad[3];
   uint32_t railAddrs[kHandleMaxRails];  ///< listener's rail IPv4 addresses (network order)
-  uint8_t reserved[4];
+  uint8_t verbsRails;   ///< rails of the listener's verbs device; 0 = a TCP listener
+  uint8_t reserved[3];
   uint64_t stageMagic;  ///< kStageMagic once connect() has stored its state
   uint64_t stageState;  ///< connect()'s in-progress state (a pointer), valid with stageMagic
 };
@@ -52,6 +53,7 @@ struct ListenAddress {
   uint32_t pid = 0;         ///< listener's process id
   uint64_t hostId = 0;      ///< listener's cabling host id; 0 = plain mode (connect to addr)
   std::vector<in_addr> rails;  ///< listener's rail addresses (fabric mode, informative)
+  int verbsRails = 0;       ///< rails of the listener's verbs device (0 = TCP transport)
   std::string host;         ///< listener host name
   /// "host/ip:port", for error messages.
   std::string ToString() const;

@@ -1,0 +1,191 @@
+// Receiving end of a verbs connection: CTS records written into the sender's
+// FIFO, receive WRs for the immediates, and the check of every completion-ring
+// header against the posted buffer (see verbs_layout.h).
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "env/log.h"
+#include "proxy/verbs/verbs_comm.h"
+#include "proxy/verbs/verbs_faults.h"
+
+namespace railyard::proxy::verbs {
+
+namespace {
+/// wr_id of the receiver's CTS writes (receive WRs carry their QP index, < kMaxConnQps).
+constexpr uint64_t kCtsWrId = ~0ull;
+/// How long data may still land after the control socket closed before a pending
+/// receive counts as lost (as the TCP transport's EOF grace).
+constexpr int kEofGraceMs = 200;
+}  // namespace
+
+VerbsRecvComm::VerbsRecvComm(VerbsLink link, std::unique_ptr<RegisteredBuffer> rings,
+                             std::unique_ptr<RegisteredBuffer> staging)
+    : link_(std::move(link)), rings_(std::move(rings)), staging_(std::move(staging)),
+      table_(this, &GlobalMrCache()) {
+  subscription_ = SubscribeFaults(link_, &poison_, &seqHint_);
+}
+
+VerbsRecvComm::~VerbsRecvComm() { Close(); }
+
+void VerbsRecvComm::Close() {
+  if (closed_) return;
+  closed_ = true;
+  link_.qps->ib().Unsubscribe(subscription_);
+  link_.qps.reset();
+  link_.control.Reset();
+  rings_.reset();
+  staging_.reset();
+}
+
+Status VerbsRecvComm::PostRecv(size_t qi) {
+  ibv_recv_wr wr{};
+  wr.wr_id = qi;
+  wr.num_sge = 0;  // WRITE WITH IMM places no data through the receive WR
+  ibv_recv_wr* bad = nullptr;
+  ibv_qp* qp = link_.qps->qps()[qi].qp;
+  if (int rc = ibv_post_recv(qp, &wr, &bad); rc != 0) {
+    return SystemError("ibv_post_recv: " + ErrnoText(rc) + " " + FaultContext(link_, qp->qp_num, table_.NextSeq()));
+  }
+  return Status::Ok();
+}
+
+Status VerbsRecvComm::OnImmediate(size_t qi, uint32_t index) {
+  const auto* rings = static_cast<const ChunkHeader*>(rings_->data());
+  ChunkHeader h;
+  std::memcpy(&h, &rings[qi * kRingEntries + index % kRingEntries], sizeof h);
+  const uint32_t qpn = link_.qps->qps()[qi].qp->qp_num;
+  if (Status s = CheckHeader(h.header, "completion record"); !s.ok() ||
+      h.header.kind != static_cast<uint16_t>(RecordKind::kChunk)) {
+    return RemoteError("bad completion record in ring entry " + std::to_string(index) + ": " +
+                       (s.ok() ? "kind " + std::to_string(h.header.kind) : s.message()) + " " +
+                       FaultContext(link_, qpn, table_.NextSeq()));
+  }
+  char* dest = nullptr;
+  if (Status s = table_.Validate(h, &dest); !s.ok()) {
+    return Status(s.code(), s.message() + " " + FaultContext(link_, qpn, h.seq));
+  }
+  if (Status s = table_.Land(h); !s.ok()) return Status(s.code(), s.message() + " " + FaultContext(link_, qpn, h.seq));
+  return PostRecv(qi);
+}
+
+Status VerbsRecvComm::Progress() {
+  if (poison_.IsSet()) return poison_.Get();
+  Status s;
+  ibv_wc wcs[32];
+  for (size_t r = 0; r < link_.qps->ncqs() && s.ok(); ++r) {
+    for (;;) {
+      const int n = ibv_poll_cq(link_.qps->cq(static_cast<int>(r)), 32, wcs);
+      if (n < 0) {
+        s = SystemError("ibv_poll_cq failed " + FaultContext(link_, 0, table_.NextSeq()));
+        break;
+      }
+      for (int i = 0; i < n && s.ok(); ++i) {
+        const ibv_wc& wc = wcs[i];
+        if (wc.status != IBV_WC_SUCCESS) {
+          s = CompletionError(link_, wc, wc.wr_id == kCtsWrId ? "clear-to-send write" : "receive", seqHint_.load());
+        } else if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+          s = OnImmediate(wc.wr_id, ntohl(wc.imm_data));
+          lastProgress_ = Clock::now();
+        }
+      }
+      if (n < 32 || !s.ok()) break;
+    }
+  }
+  if (s.ok()) {
+    bool eof = false;
+    s = CheckControl(link_, &eof);
+    if (s.ok() && eof && eofAt_ == Clock::time_point{}) eofAt_ = Clock::now();
+  }
+  if (!s.ok()) {
+    poison_.Set(s);
+    return poison_.Get();
+  }
+  return Status::Ok();
+}
+
+Status VerbsRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags, MemoryRegion** mrs,
+                            Request** request) {
+  *request = nullptr;
+  RY_RETURN_IF_ERROR(Progress());
+  for (int i = 0; i < n && mrs != nullptr; ++i) {
+    if (mrs[i] != nullptr && mrs[i]->hcaRkey.empty()) {
+      return InvalidArgument("irecv buffer " + std::to_string(i) +
+                             " was registered before the verbs transport started (no RDMA keys)");
+    }
+  }
+  RecvTable::Entry* e = nullptr;
+  CtsRecord cts;
+  RY_RETURN_IF_ERROR(table_.Post(n, data, sizes, tags, mrs, &e, &cts));
+  seqHint_.store(cts.seq, std::memory_order_relaxed);
+  const uint64_t slotIndex = cts.seq % RecvTable::kMaxRequests;
+  auto* slot = static_cast<FifoSlot*>(staging_->data()) + slotIndex;
+  std::memset(static_cast<void*>(slot), 0, sizeof *slot);
+  slot->stamp = cts.seq + 1;
+  slot->rec = cts;
+  const std::vector<int>& ports = link_.qps->ports();
+  for (int i = 0; i < n; ++i) {
+    for (size_t r = 0; r < ports.size(); ++r) slot->hcaRkey[i][r] = mrs[i]->hcaRkey[static_cast<size_t>(ports[r])];
+  }
+  slot->stampEnd = slot->stamp;
+  Qp& q = link_.qps->qps()[0];
+  ibv_sge sge{reinterpret_cast<uint64_t>(slot), sizeof *slot, staging_->mr()->hcaLkey[static_cast<size_t>(q.port)]};
+  ibv_send_wr wr{};
+  wr.wr_id = kCtsWrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED |
+                  (link_.options.useInline && q.maxInline >= sizeof *slot ? IBV_SEND_INLINE : 0);
+  wr.wr.rdma.remote_addr = link_.remote.fifoAddr + slotIndex * sizeof(FifoSlot);
+  wr.wr.rdma.rkey = link_.remote.rails[static_cast<size_t>(q.remoteRail)].fifoRkey;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(q.qp, &wr, &bad); rc != 0) {
+    Status s = SystemError("ibv_post_send of a clear-to-send record: " + ErrnoText(rc) + " " +
+                           FaultContext(link_, q.qp->qp_num, cts.seq));
+    RecvTable::Release(*e);
+    poison_.Set(s);
+    return s;
+  }
+  *request = e;
+  return Status::Ok();
+}
+
+Status VerbsRecvComm::Test(Request* request, int* done, int* sizes) {
+  *done = 0;
+  auto* e = static_cast<RecvTable::Entry*>(request);
+  if (e->seq.load(std::memory_order_acquire) == RecvTable::kFree) {
+    return InternalError("test of a receive request that is not in flight");
+  }
+  Status s = Progress();
+  if (RecvTable::Done(*e)) {
+    *done = 1;
+    if (sizes != nullptr) {
+      for (int i = 0; i < e->n; ++i) sizes[i] = static_cast<int>(e->total[i].load(std::memory_order_acquire));
+    }
+    RecvTable::Release(*e);
+    return Status::Ok();
+  }
+  if (!s.ok()) return s;
+  if (eofAt_ != Clock::time_point{} &&
+      Clock::now() - eofAt_ > std::chrono::milliseconds(kEofGraceMs)) {
+    Status lost = SystemError("the sender closed the connection while " + table_.DescribeOldest() +
+                              " was pending " + FaultContext(link_, 0, e->seq.load()));
+    poison_.Set(lost);
+    return lost;
+  }
+  const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::now() - std::max(e->posted, lastProgress_));
+  if (idle.count() > link_.options.timeoutMs) {
+    std::string tags;
+    for (int i = 0; i < e->n; ++i) tags += (i ? "," : "") + std::to_string(e->tag[i]);
+    Status t = RemoteError("receive (from rank " + tags + ") made no progress for " + std::to_string(idle.count()) +
+                           " ms (RAILYARD_TIMEOUT_MS=" + std::to_string(link_.options.timeoutMs) + ") " +
+                           FaultContext(link_, 0, e->seq.load()));
+    poison_.Set(t);
+    return t;
+  }
+  return Status::Ok();
+}
+
+}  // namespace railyard::proxy::verbs
