@@ -1,6 +1,7 @@
 #include "proxy/tcp/tcp_recv_comm.h"
 
 #include <poll.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,16 +10,29 @@
 #include "env/log.h"
 
 namespace railyard::proxy {
+namespace {
+
+/// Most bytes one progress pass reads from one socket before it serves the next.
+constexpr size_t kSocketBudget = 2u << 20;
+
+}  // namespace
 
 TcpRecvComm::TcpRecvComm(TcpConnection conn, const TcpOptions& options, const MrCache* cache)
     : conn_(std::move(conn)), options_(options), table_(this, cache) {
-  const int nsocks = static_cast<int>(conn_.data.size());
-  const int nthreads = std::max(1, std::min(options_.nthreads, nsocks));
-  std::vector<std::vector<int>> assign(static_cast<size_t>(nthreads));
-  for (int i = 0; i < nsocks; ++i) assign[static_cast<size_t>(i % nthreads)].push_back(i);
+  const size_t nsocks = conn_.data.size();
+  readers_.reserve(nsocks);
+  for (size_t i = 0; i < nsocks; ++i) {
+    const std::string rail = i < conn_.rails.size() && !conn_.rails[i].empty() ? " on rail " + conn_.rails[i] : "";
+    readers_.emplace_back(conn_.data[i].get(),
+                          "data socket " + std::to_string(i + 1) + rail + " from " + conn_.peer.ToString(),
+                          conn_.peer.ToString());
+  }
+  const int ngroups = std::max(1, std::min(options_.nthreads, static_cast<int>(nsocks)));
+  for (int i = 0; i < ngroups; ++i) groups_.push_back(std::make_unique<Group>());
+  for (size_t i = 0; i < nsocks; ++i) groups_[i % groups_.size()]->sockets.push_back(static_cast<int>(i));
   Touch();
   try {
-    for (auto& socks : assign) readers_.emplace_back([this, socks] { ReaderLoop(socks); });
+    for (auto& g : groups_) g->thread = std::thread([this, p = g.get()] { HelperLoop(p); });
   } catch (const std::system_error& e) {
     // Out of threads: the comm exists but is failed, so the first irecv/test says why.
     poison_.Set(SystemError("cannot start receive helper threads for " + conn_.peer.ToString() + ": " +
@@ -33,74 +47,89 @@ void TcpRecvComm::Close() {
   closed_ = true;
   stop_.store(true, std::memory_order_release);
   conn_.control.Shutdown();
-  for (const Fd& fd : conn_.data) fd.Shutdown();  // wakes readers blocked in recv/poll
-  for (auto& t : readers_) {
-    if (t.joinable()) t.join();
+  for (const Fd& fd : conn_.data) fd.Shutdown();  // wakes helpers waiting in poll
+  for (auto& g : groups_) {
+    {
+      std::lock_guard lock(g->mu);
+    }
+    g->cv.notify_all();
+  }
+  for (auto& g : groups_) {
+    if (g->thread.joinable()) g->thread.join();
   }
   conn_.control.Reset();
   for (Fd& fd : conn_.data) fd.Reset();
 }
 
-Status TcpRecvComm::ReadChunk(int i, bool* eof) {
-  const int fd = conn_.data[static_cast<size_t>(i)].get();
-  const auto k = static_cast<size_t>(i);
-  const std::string rail = k < conn_.rails.size() && !conn_.rails[k].empty() ? " on rail " + conn_.rails[k] : "";
-  const std::string what = "data socket " + std::to_string(i + 1) + rail + " from " + conn_.peer.ToString();
-  ChunkHeader h;
-  RY_RETURN_IF_ERROR(RecvAll(fd, &h, sizeof h, what, eof));
-  if (*eof) return Status::Ok();
-  RY_RETURN_IF_ERROR(CheckHeader(h.header, ("chunk header on " + what).c_str()));
-  if (h.header.kind != static_cast<uint16_t>(RecordKind::kChunk)) {
-    return RemoteError("unexpected record kind " + std::to_string(h.header.kind) + " on " + what);
-  }
-  char* dest = nullptr;
-  Status v = table_.Validate(h, &dest);
-  if (!v.ok()) return RemoteError(v.message() + " (from " + conn_.peer.ToString() + ")");
-  if (h.len > 0) RY_RETURN_IF_ERROR(RecvAll(fd, dest, h.len, what));
-  Touch();
-  return table_.Land(h);
+size_t TcpRecvComm::OpenSockets(const Group& g) const {
+  size_t n = 0;
+  for (int i : g.sockets) n += readers_[static_cast<size_t>(i)].open() ? 1 : 0;
+  return n;
 }
 
-void TcpRecvComm::ReaderLoop(std::vector<int> sockets) {
+void TcpRecvComm::ProgressLocked(Group& g) {
+  if (g.dead || stop_.load(std::memory_order_acquire)) return;
+  bool moved = false;
+  for (int i : g.sockets) {
+    ChunkReader& r = readers_[static_cast<size_t>(i)];
+    if (!r.open()) continue;
+    size_t bytes = 0;
+    bool eof = false;
+    Status s = r.ReadSome(table_, kSocketBudget, &bytes, &eof);
+    moved = moved || bytes > 0;
+    if (stop_.load(std::memory_order_acquire)) return;
+    if (!s.ok()) {
+      g.dead = true;
+      poison_.Set(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest()));
+      break;
+    }
+    if (eof) {
+      int64_t none = 0;
+      firstEofNs_.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
+      // All data precedes a clean EOF on each socket, so only once every data
+      // socket is closed is the peer gone with nothing left in flight.
+      if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
+        poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
+                                table_.DescribeOldest()),
+                    /*warn=*/table_.InFlight() > 0);
+      }
+    }
+  }
+  if (moved) Touch();
+}
+
+void TcpRecvComm::ProgressFromCaller() {
+  for (auto& g : groups_) {
+    std::unique_lock lock(g->mu, std::try_to_lock);
+    if (lock.owns_lock()) ProgressLocked(*g);
+  }
+}
+
+void TcpRecvComm::HelperLoop(Group* g) {
+  pthread_setname_np(pthread_self(), "ry-tcp-recv");
   std::vector<pollfd> pfds;
-  for (int i : sockets) pfds.push_back(pollfd{conn_.data[static_cast<size_t>(i)].get(), POLLIN, 0});
-  std::vector<bool> open(sockets.size(), true);
-  size_t nopen = sockets.size();
-  while (nopen > 0 && !stop_.load(std::memory_order_acquire)) {
-    if (sockets.size() > 1) {
-      int rc = ::poll(pfds.data(), pfds.size(), -1);
-      if (rc < 0) {
-        if (errno == EINTR) continue;
-        poison_.Set(SystemError("poll on data sockets failed: " + ErrnoText(errno)));
-        return;
-      }
-    } else {
-      pfds[0].revents = POLLIN;  // one socket: block in recv directly
+  std::unique_lock lock(g->mu);
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (g->dead || OpenSockets(*g) == 0) {
+      g->cv.wait(lock, [&] { return stop_.load(std::memory_order_acquire); });
+      continue;
     }
-    for (size_t k = 0; k < sockets.size(); ++k) {
-      if (!open[k] || pfds[k].revents == 0) continue;
-      bool eof = false;
-      Status s = ReadChunk(sockets[k], &eof);
-      if (stop_.load(std::memory_order_acquire)) return;
-      if (!s.ok()) {
-        poison_.Set(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest()));
-        return;
-      }
-      if (eof) {
-        open[k] = false;
-        pfds[k].fd = -1;  // poll ignores negative descriptors
-        --nopen;
-        int64_t none = 0;
-        firstEofNs_.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
-        // All data precedes a clean EOF on each socket, so only once every data
-        // socket is closed is the peer gone with nothing left in flight.
-        if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
-          poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
-                                  table_.DescribeOldest()),
-                      /*warn=*/table_.InFlight() > 0);
-        }
-      }
+    if (const auto wait = gate_.StandBy(); wait > Clock::duration::zero()) {
+      g->cv.wait_for(lock, wait);  // the caller is reading these sockets itself
+      continue;
     }
+    ProgressLocked(*g);
+    pfds.clear();
+    for (int i : g->sockets) {
+      const ChunkReader& r = readers_[static_cast<size_t>(i)];
+      if (r.open()) pfds.push_back({r.fd(), POLLIN, 0});
+    }
+    if (g->dead || pfds.empty()) continue;
+    lock.unlock();
+    if (::poll(pfds.data(), pfds.size(), -1) < 0 && errno != EINTR) {
+      poison_.Set(SystemError("poll on data sockets from " + conn_.peer.ToString() + " failed: " + ErrnoText(errno)));
+    }
+    lock.lock();
   }
 }
 
@@ -120,6 +149,7 @@ Status TcpRecvComm::FlushControl() {
 Status TcpRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
                           MemoryRegion** mrs, Request** request) {
   *request = nullptr;
+  gate_.NoteCall();
   if (poison_.IsSet()) return poison_.Get();
   RecvTable::Entry* e = nullptr;
   CtsRecord cts;
@@ -140,14 +170,19 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
   if (e->seq.load(std::memory_order_acquire) == RecvTable::kFree) {
     return InternalError("test of a receive request that is not in flight");
   }
-  if (RecvTable::Done(*e)) {
+  gate_.NoteCall();
+  auto finished = [&] {
+    if (!RecvTable::Done(*e)) return false;
     *done = 1;
     if (sizes != nullptr) {
       for (int i = 0; i < e->n; ++i) sizes[i] = static_cast<int>(e->total[i].load(std::memory_order_acquire));
     }
     RecvTable::Release(*e);
-    return Status::Ok();
-  }
+    return true;
+  };
+  if (finished()) return Status::Ok();
+  if (!poison_.IsSet()) ProgressFromCaller();
+  if (finished()) return Status::Ok();
   if (poison_.IsSet()) return poison_.Get();
   if (const int64_t eof = firstEofNs_.load(std::memory_order_relaxed); eof != 0) {
     // Data already in the kernel still lands after a clean close; give the other

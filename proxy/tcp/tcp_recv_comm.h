@@ -1,23 +1,30 @@
 // TCP receiving side: announces posted buffers to the sender (clear-to-send on the
-// control socket) and lets helper threads place arriving chunks straight into
-// them after checking each one against the posted buffer and its registration.
+// control socket) and places arriving chunks straight into them after checking
+// each one against the posted buffer and its registration. The sockets are read
+// without blocking by the calling thread while it keeps calling irecv/test, and
+// by helper threads when it does not (tcp_progress_gate.h).
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "proxy/comm.h"
 #include "proxy/protocol/recv_table.h"
+#include "proxy/tcp/tcp_chunk_reader.h"
 #include "proxy/tcp/tcp_connection.h"
 #include "proxy/tcp/tcp_options.h"
+#include "proxy/tcp/tcp_progress_gate.h"
 
 namespace railyard::proxy {
 
-/// RecvComm over TCP. Irecv/Test/Close come from one thread at a time; helper
-/// threads read the data sockets.
+/// RecvComm over TCP. Irecv/Test/Close come from one thread at a time. The data
+/// sockets are split into groups, one per helper thread; a group's readers are
+/// only touched under its mutex, by its helper or by the caller (try_lock in test).
 class TcpRecvComm final : public RecvComm {
  public:
   /// How long a pending receive may wait for data still in flight after the peer
@@ -33,10 +40,22 @@ class TcpRecvComm final : public RecvComm {
   void Close() override;
 
  private:
-  /// Reads chunks from `sockets` (indices into conn_.data) until stopped or broken.
-  void ReaderLoop(std::vector<int> sockets);
-  /// Reads and places one chunk from data socket `i`. *eof on a clean close.
-  Status ReadChunk(int i, bool* eof);
+  /// The data sockets one helper thread serves.
+  struct Group {
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int> sockets;  ///< indices into conn_.data / readers_
+    bool dead = false;         ///< a socket failed: the group reads no more
+  };
+  void HelperLoop(Group* g);
+  /// Reads what group `g`'s sockets hold now (non-blocking); g->mu held. A
+  /// failure poisons the comm; a clean close is counted towards the EOF rules.
+  void ProgressLocked(Group& g);
+  /// The caller's share: progresses every group whose lock is free.
+  void ProgressFromCaller();
+  /// Open sockets of `g`; g->mu held.
+  size_t OpenSockets(const Group& g) const;
   /// Sends queued clear-to-send bytes without blocking.
   Status FlushControl();
   void Touch() { lastProgressNs_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
@@ -44,7 +63,9 @@ class TcpRecvComm final : public RecvComm {
   TcpConnection conn_;
   TcpOptions options_;
   RecvTable table_;
-  std::vector<std::thread> readers_;
+  std::vector<ChunkReader> readers_;  ///< one per data socket
+  std::vector<std::unique_ptr<Group>> groups_;
+  ProgressGate gate_;
   std::atomic<bool> stop_{false};
   std::atomic<int> cleanEofs_{0};
   /// When the first data socket closed cleanly (steady clock ns), 0 if none: a

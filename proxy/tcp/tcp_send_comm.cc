@@ -1,5 +1,8 @@
 #include "proxy/tcp/tcp_send_comm.h"
 
+#include <poll.h>
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 #include <system_error>
@@ -7,6 +10,12 @@
 #include "env/log.h"
 
 namespace railyard::proxy {
+namespace {
+
+/// Most bytes one progress pass writes to one socket before it serves the next.
+constexpr size_t kSocketBudget = 2u << 20;
+
+}  // namespace
 
 TcpSendComm::TcpSendComm(TcpConnection conn, const TcpOptions& options)
     : conn_(std::move(conn)), options_(options) {
@@ -15,12 +24,18 @@ TcpSendComm::TcpSendComm(TcpConnection conn, const TcpOptions& options)
     requests_[i].owner = this;
     free_.push_back(i);
   }
-  busySinceNs_ = std::make_unique<std::atomic<int64_t>[]>(conn_.data.size());
-  for (size_t i = 0; i < conn_.data.size(); ++i) busySinceNs_[i].store(0);
-  const int nworkers = std::max(1, std::min<int>(options_.nthreads, static_cast<int>(conn_.data.size())));
-  for (int i = 0; i < nworkers; ++i) workers_.push_back(std::make_unique<Worker>());
+  const size_t nsocks = conn_.data.size();
+  busySinceNs_ = std::make_unique<std::atomic<int64_t>[]>(nsocks);
+  writers_.reserve(nsocks);
+  for (size_t i = 0; i < nsocks; ++i) {
+    busySinceNs_[i].store(0);
+    writers_.emplace_back(conn_.data[i].get(), "data socket " + std::to_string(i + 1) + RailOf(static_cast<int>(i)));
+  }
+  const int ngroups = std::max(1, std::min<int>(options_.nthreads, static_cast<int>(nsocks)));
+  for (int i = 0; i < ngroups; ++i) groups_.push_back(std::make_unique<Group>());
+  for (size_t i = 0; i < nsocks; ++i) groups_[i % groups_.size()]->sockets.push_back(static_cast<int>(i));
   try {
-    for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { WorkerLoop(p); });
+    for (auto& g : groups_) g->thread = std::thread([this, p = g.get()] { HelperLoop(p); });
   } catch (const std::system_error& e) {
     // Out of threads: the comm exists but is failed, so the first isend/test says why.
     poison_.Set(SystemError("cannot start send helper threads for " + conn_.peer.ToString() + ": " +
@@ -36,59 +51,83 @@ void TcpSendComm::Close() {
   closed_ = true;
   stop_.store(true, std::memory_order_release);
   conn_.control.Shutdown();
-  for (const Fd& fd : conn_.data) fd.Shutdown();  // wakes workers blocked in send
-  for (auto& w : workers_) {
+  for (const Fd& fd : conn_.data) fd.Shutdown();  // wakes helpers waiting in poll
+  for (auto& g : groups_) {
     {
-      std::lock_guard lock(w->mu);
+      std::lock_guard lock(g->mu);
     }
-    w->cv.notify_all();
+    g->cv.notify_all();
   }
-  for (auto& w : workers_) {
-    if (w->thread.joinable()) w->thread.join();
+  for (auto& g : groups_) {
+    if (g->thread.joinable()) g->thread.join();
   }
   conn_.control.Reset();
   for (Fd& fd : conn_.data) fd.Reset();
 }
 
-void TcpSendComm::Enqueue(const Task& t) {
-  Worker& w = *workers_[static_cast<size_t>(t.socket) % workers_.size()];
-  {
-    std::lock_guard lock(w.mu);
-    w.tasks.push_back(t);
-  }
-  w.cv.notify_one();
-}
-
-void TcpSendComm::WorkerLoop(Worker* w) {
-  for (;;) {
-    Task t;
-    {
-      std::unique_lock lock(w->mu);
-      w->cv.wait(lock, [&] { return stop_.load(std::memory_order_acquire) || !w->tasks.empty(); });
-      if (stop_.load(std::memory_order_acquire)) return;
-      t = w->tasks.front();
-      w->tasks.pop_front();
-    }
-    if (poison_.IsSet()) {
-      continue;  // the comm is dead; drop queued chunks
-    }
-    iovec iov[2] = {{&t.header, sizeof t.header},
-                    {const_cast<char*>(t.payload), t.header.len}};
-    busySinceNs_[static_cast<size_t>(t.socket)].store(Clock::now().time_since_epoch().count(),
-                                                      std::memory_order_relaxed);
-    Status s = SendAll(conn_.data[static_cast<size_t>(t.socket)].get(), iov, t.header.len ? 2 : 1,
-                       "data socket " + std::to_string(t.socket + 1) + RailOf(t.socket));
-    busySinceNs_[static_cast<size_t>(t.socket)].store(0, std::memory_order_relaxed);
-    if (!s.ok()) {
-      if (!stop_.load(std::memory_order_acquire)) {
-        poison_.Set(SystemError("send of seq " + std::to_string(t.header.seq) + " (rank " +
-                                std::to_string(t.req->tag) + " → " + conn_.peer.ToString() +
+void TcpSendComm::ProgressLocked(Group& g) {
+  if (g.queued == 0) return;
+  const bool dead = poison_.IsSet();
+  bool moved = false;
+  for (int i : g.sockets) {
+    ChunkWriter& w = writers_[static_cast<size_t>(i)];
+    if (w.Idle()) continue;
+    const size_t before = w.Queued();
+    size_t bytes = 0;
+    Status s = dead ? Status::Ok() : w.WriteSome(kSocketBudget, &bytes);
+    if (dead || !s.ok()) {
+      if (!s.ok() && !stop_.load(std::memory_order_acquire)) {
+        poison_.Set(SystemError("send of seq " + std::to_string(w.Front().header.seq) + " (rank " +
+                                std::to_string(w.Front().tag) + " → " + conn_.peer.ToString() +
                                 ") failed: " + s.message()));
       }
+      w.Drop();
+    }
+    g.queued -= before - w.Queued();
+    auto& busy = busySinceNs_[static_cast<size_t>(i)];
+    if (w.Idle()) {
+      busy.store(0, std::memory_order_relaxed);
+    } else if (bytes > 0 || busy.load(std::memory_order_relaxed) == 0) {
+      busy.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    }
+    moved = moved || bytes > 0;
+  }
+  if (moved) Touch();
+}
+
+void TcpSendComm::ProgressFromCaller() {
+  for (auto& g : groups_) {
+    std::unique_lock lock(g->mu, std::try_to_lock);
+    if (lock.owns_lock()) ProgressLocked(*g);
+  }
+}
+
+void TcpSendComm::HelperLoop(Group* g) {
+  pthread_setname_np(pthread_self(), "ry-tcp-send");
+  std::vector<pollfd> pfds;
+  std::unique_lock lock(g->mu);
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (g->queued == 0) {
+      g->sleeping = true;
+      g->cv.wait(lock, [&] { return stop_.load(std::memory_order_acquire) || g->queued > 0; });
+      g->sleeping = false;
       continue;
     }
-    Touch();
-    t.req->chunksDone.fetch_add(1, std::memory_order_release);
+    if (const auto wait = gate_.StandBy(); wait > Clock::duration::zero()) {
+      g->cv.wait_for(lock, wait);  // the caller is writing these sockets itself
+      continue;
+    }
+    ProgressLocked(*g);
+    if (g->queued == 0) continue;
+    pfds.clear();
+    for (int i : g->sockets) {
+      if (!writers_[static_cast<size_t>(i)].Idle()) pfds.push_back({conn_.data[static_cast<size_t>(i)].get(), POLLOUT, 0});
+    }
+    lock.unlock();
+    if (::poll(pfds.data(), pfds.size(), -1) < 0 && errno != EINTR) {
+      poison_.Set(SystemError("poll on data sockets to " + conn_.peer.ToString() + " failed: " + ErrnoText(errno)));
+    }
+    lock.lock();
   }
 }
 
@@ -172,6 +211,7 @@ Status TcpSendComm::TimedOut(const char* what, uint64_t seq, int tag, Clock::tim
 Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* /*mr*/,
                           Request** request) {
   *request = nullptr;
+  gate_.NoteCall();
   NoteLocalRank(tag);
   if (poison_.IsSet()) return poison_.Get();
   if (Status s = PollControl(); !s.ok()) {
@@ -225,8 +265,7 @@ Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* 
   for (int c = 0; c < nchunks; ++c) {
     const size_t off = static_cast<size_t>(c) * chunk;
     const size_t len = size == 0 ? 0 : std::min(chunk, size - off);
-    Task t{};
-    t.req = &r;
+    OutChunk t{};
     t.header.header = MakeHeader(RecordKind::kChunk);
     t.header.seq = m.seq;
     t.header.slot = m.slot;
@@ -235,9 +274,16 @@ Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* 
     t.header.total = size;
     t.header.rkey = m.entry.rkey;
     t.payload = src + off;
-    t.socket = static_cast<int>(nextSocket_++ % nsocks);
-    Enqueue(t);
+    t.written = &r.chunksDone;
+    t.tag = tag;
+    const size_t i = nextSocket_++ % nsocks;
+    Group& g = *groups_[i % groups_.size()];
+    std::lock_guard lock(g.mu);
+    if (writers_[i].Idle()) busySinceNs_[i].store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    writers_[i].Push(t);
+    if (g.queued++ == 0 && g.sleeping) g.cv.notify_one();
   }
+  ProgressFromCaller();
   *request = &r;
   return Status::Ok();
 }
@@ -248,13 +294,19 @@ Status TcpSendComm::Test(Request* request, int* done, int* sizes) {
   if (r < requests_.data() || r >= requests_.data() + kMaxRequests || !r->inUse) {
     return InternalError("test of a send request that is not in flight");
   }
-  if (r->chunksDone.load(std::memory_order_acquire) == r->nchunks) {
+  gate_.NoteCall();
+  auto finished = [&] {
+    if (r->chunksDone.load(std::memory_order_acquire) != r->nchunks) return false;
     *done = 1;
     if (sizes != nullptr) sizes[0] = static_cast<int>(r->size);
     r->inUse = false;
     free_.push_back(static_cast<int>(r - requests_.data()));
-    return Status::Ok();
-  }
+    return true;
+  };
+  if (finished()) return Status::Ok();
+  if (poison_.IsSet()) return poison_.Get();
+  ProgressFromCaller();
+  if (finished()) return Status::Ok();
   if (poison_.IsSet()) return poison_.Get();
   if (Status s = PollControl(); !s.ok()) {
     s = Status(s.code(), s.message() + " (rank " + std::to_string(r->tag) + " sending seq " +

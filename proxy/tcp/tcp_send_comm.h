@@ -1,12 +1,12 @@
 // TCP sending side: receives clear-to-send records on the control socket and
 // writes each message as chunks into the receiver's posted buffer, striped over
-// the data sockets by helper threads.
+// the data sockets with non-blocking writes, by the calling thread while it keeps
+// calling isend/test and by helper threads when it does not (tcp_progress_gate.h).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -14,14 +14,17 @@
 
 #include "proxy/comm.h"
 #include "proxy/protocol/cts_matcher.h"
+#include "proxy/tcp/tcp_chunk_writer.h"
 #include "proxy/tcp/tcp_connection.h"
 #include "proxy/tcp/tcp_options.h"
+#include "proxy/tcp/tcp_progress_gate.h"
 
 namespace railyard::proxy {
 
 /// SendComm over TCP. Isend/Test/Close are called by one thread at a time (NCCL's
-/// progress thread; Close from the service thread after it stops); helper threads
-/// only touch task queues, completion counters, the poison and the progress clock.
+/// progress thread; Close from the service thread after it stops). The data
+/// sockets are split into groups, one per helper thread; a group's writers are
+/// only touched under its mutex, by its helper or by the caller (try_lock in test).
 class TcpSendComm final : public SendComm {
  public:
   /// Sends allowed in flight: NCCL_NET_MAX_REQUESTS × maxRecvs (nccl-net-abi.md §2.5
@@ -47,23 +50,24 @@ class TcpSendComm final : public SendComm {
     std::atomic<int> chunksDone{0};
     Clock::time_point started{};
   };
-  struct Task {
-    SendRequest* req;
-    ChunkHeader header;
-    const char* payload;
-    int socket;  ///< index into conn_.data
-  };
-  struct Worker {
+  /// The data sockets one helper thread serves, and their queued chunks.
+  struct Group {
     std::thread thread;
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<Task> tasks;
+    std::vector<int> sockets;  ///< indices into conn_.data / writers_
+    size_t queued = 0;         ///< chunks queued on this group's sockets
+    bool sleeping = false;     ///< the helper waits for chunks (Enqueue must wake it)
   };
 
   /// Reads whatever the control socket holds (CTS, reject, EOF) without blocking.
   Status PollControl();
-  void WorkerLoop(Worker* w);
-  void Enqueue(const Task& t);
+  void HelperLoop(Group* g);
+  /// Writes what group `g`'s sockets accept now (non-blocking); g->mu held.
+  /// A broken socket poisons the comm and drops every queued chunk.
+  void ProgressLocked(Group& g);
+  /// The caller's share: progresses every group whose lock is free.
+  void ProgressFromCaller();
   Status TimedOut(const char* what, uint64_t seq, int tag, Clock::time_point since) const;
   void Touch() { lastProgressNs_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
   Clock::time_point LastProgress() const {
@@ -75,12 +79,15 @@ class TcpSendComm final : public SendComm {
   CtsMatcher matcher_;
   std::array<SendRequest, kMaxRequests> requests_;
   std::vector<int> free_;  ///< indices of free requests
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<ChunkWriter> writers_;  ///< one per data socket
+  std::vector<std::unique_ptr<Group>> groups_;
+  ProgressGate gate_;
   std::atomic<bool> stop_{false};
   bool closed_ = false;
   Poison poison_;
   std::atomic<int64_t> lastProgressNs_{0};
-  /// Per data socket: when its current send began (steady clock ns), 0 when idle.
+  /// Per data socket: since when it has had bytes to write without writing any
+  /// (steady clock ns), 0 when it has nothing queued.
   std::unique_ptr<std::atomic<int64_t>[]> busySinceNs_;
   /// "rail X" for the data socket stalled the longest, or "" (for timeout errors).
   std::string StalledRail() const;
