@@ -83,7 +83,7 @@ if ! prepare "$lane"; then
   exit 125
 fi
 st=0
-"$lane" -q -T 2x2 -t "$timeout_s" -C "$build" \
+"$lane" -T 2x2 -t "$timeout_s" -C "$build" \
   ctest -L '^verbs$' --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
 say "stage 1 took $((SECONDS - t0))s"
 judge "stage 1 (ctest -L verbs, single guest)" "$st" || rc=$st
