@@ -49,10 +49,7 @@ Status OpenPort(const VerbsDevice& d, ibv_device** list, int n, int defaultSpeed
   p->activeMtu = IbMtuFromEnum(pa.active_mtu).value_or(IbMtu::k1024);
   p->linkLayer = pa.link_layer;
   p->lid = pa.lid;
-  ibv_device_attr da{};
-  if (ibv_query_device(p->ctx, &da) == 0 && da.max_mr_size > 0) {
-    p->maxMsgBytes = std::min<uint64_t>(da.max_mr_size, uint64_t{1} << 30);
-  }
+  if (pa.max_msg_sz > 0) p->maxMsgBytes = std::min<uint64_t>(pa.max_msg_sz, p->maxMsgBytes);
   // DMA-BUF probe, as NCCL 2.28.9 does (net_ib.cc ncclIbDmaBufSupport): a registration
   // of fd -1 fails with EOPNOTSUPP/EPROTONOSUPPORT when the kernel or provider lacks it.
   errno = 0;

@@ -37,7 +37,7 @@ struct IbPort {
   IbMtu activeMtu = IbMtu::k1024;  ///< ibv_port_attr::active_mtu at open time
   uint8_t linkLayer = IBV_LINK_LAYER_ETHERNET;
   uint16_t lid = 0;
-  uint64_t maxMsgBytes = 1u << 30;  ///< ibv_device_attr::max_mr_size capped at 1 GiB per WR
+  uint64_t maxMsgBytes = 4u << 20;  ///< bytes per payload WR: 4 MiB, or ibv_port_attr::max_msg_sz if smaller
   bool dmabuf = false;     ///< ibv_reg_dmabuf_mr is available (probed at open)
   std::atomic<bool> down{false};  ///< set by a port-error / device-fatal async event
 

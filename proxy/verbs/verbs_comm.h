@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -57,7 +58,8 @@ struct VerbsLink {
 class VerbsSendComm final : public SendComm {
  public:
   /// `fifo` is the CTS FIFO the receiver writes (kMaxRequests FifoSlots) and
-  /// `staging` kRingEntries ChunkHeaders per QP for records sent without inline.
+  /// `staging` kRingEntries ChunkHeaders per QP for records sent without inline,
+  /// then kHeartbeatSlots words per QP (heartbeat sources).
   VerbsSendComm(VerbsLink link, std::unique_ptr<RegisteredBuffer> fifo,
                 std::unique_ptr<RegisteredBuffer> staging);
   ~VerbsSendComm() override;
@@ -76,11 +78,25 @@ class VerbsSendComm final : public SendComm {
     int partsDone = 0;
     Clock::time_point since{};
   };
+  /// One part of a message on one QP, waiting for room in its send queue.
+  struct Part {
+    SendReq* req = nullptr;
+    uint32_t ringIndex = 0;   ///< completion-ring entry (its header is in staging)
+    uint64_t local = 0;       ///< first payload byte here
+    uint64_t remote = 0;      ///< where it lands on the receiver
+    uint64_t len = 0;
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+  };
   Status Progress();
   Status PollFifo();
   Status PollCompletions();
   Status Post(SendReq& req, const SendMatch& m, const void* data, MemoryRegion* mr);
-  Status Fault(const std::string& what, uint32_t qpn, uint64_t seq) const;
+  /// Posts the parts queued on QP `qi` while its send queue has room.
+  Status Drain(size_t qi);
+  /// Posts one part's header and payload WRs (room checked by the caller).
+  Status PostPart(size_t qi, const Part& part);
+  size_t QpIndex(uint32_t qpn) const;
 
   VerbsLink link_;
   std::unique_ptr<RegisteredBuffer> fifo_;
@@ -88,11 +104,15 @@ class VerbsSendComm final : public SendComm {
   std::array<FifoSlot, RecvTable::kMaxRequests> cts_{};  ///< copies of consumed FIFO slots
   CtsMatcher matcher_;
   uint64_t nextFifoSeq_ = 0;
-  std::vector<uint32_t> ringNext_;  ///< next completion-ring index per QP
-  size_t nextQp_ = 0;               ///< first QP of the next message (spreads small ones)
-  std::array<SendReq, RecvTable::kMaxRequests> reqs_{};
-  Clock::time_point waitingSince_{};  ///< first isend that found no CTS (epoch = none)
+  std::vector<uint32_t> ringNext_;      ///< next completion-ring index per QP
+  std::vector<uint32_t> inflight_;      ///< WRs posted and not completed, per QP
+  std::vector<std::deque<Part>> queued_;  ///< parts waiting for send-queue room, per QP
+  size_t nextQp_ = 0;                   ///< first QP of the next message (spreads small ones)
+  /// Sends in flight: one per posted receive buffer at most (32 receives x 8 buffers).
+  std::array<SendReq, kRingEntries> reqs_{};
+  Clock::time_point waitingSince_{};    ///< first isend that found no CTS (epoch = none)
   Clock::time_point lastProgress_ = Clock::now();
+  std::vector<uint64_t> beats_;         ///< payload WRs posted per QP (the heartbeat values)
   std::atomic<uint64_t> seqHint_{0};  ///< receive seq the sender works on (for event-thread errors)
   int subscription_ = 0;
   bool closed_ = false;
@@ -102,7 +122,8 @@ class VerbsSendComm final : public SendComm {
 /// Receiving end (the listener).
 class VerbsRecvComm final : public RecvComm {
  public:
-  /// `rings` holds kRingEntries ChunkHeaders per QP (the sender writes them);
+  /// `rings` holds kRingEntries ChunkHeaders per QP (the sender writes them), then
+  /// kHeartbeatBytes of heartbeat words (one per QP);
   /// `staging` kMaxRequests FifoSlots for CTS records sent without inline. The
   /// caller has posted kRingEntries receive WRs (wr_id = QP index) on every QP.
   VerbsRecvComm(VerbsLink link, std::unique_ptr<RegisteredBuffer> rings,
@@ -124,6 +145,7 @@ class VerbsRecvComm final : public RecvComm {
   RecvTable table_;
   Clock::time_point lastProgress_ = Clock::now();
   Clock::time_point eofAt_{};  ///< when the control socket closed (epoch = open)
+  uint64_t heartbeatSeen_ = 0;  ///< sum of the heartbeat words at the last look
   std::atomic<uint64_t> seqHint_{0};
   int subscription_ = 0;
   bool closed_ = false;

@@ -37,9 +37,20 @@ static_assert(sizeof(FifoSlot) % 64 == 0);
 /// Entries of each QP's completion ring: one per buffer that can be posted at once.
 inline constexpr uint32_t kRingEntries = RecvTable::kMaxRequests * kMaxRecvs;
 
-/// Send WRs a QP may have queued: each part is a header WRITE plus at most two payload
-/// WRs (payloads are split at the device's 1 GiB message limit; NCCL sends at most 1 GiB),
-/// for every buffer that can be posted at once, plus the receiver's CTS writes.
-inline constexpr uint32_t kMaxSendWr = 4 * kRingEntries;
+/// Send WRs a QP may have queued. The sender keeps at most this many WRs posted per QP
+/// (payloads are split into WRs of IbPort::maxMsgBytes, so a 1 GiB message is 256 WRs)
+/// and queues the rest until completions free room.
+inline constexpr uint32_t kMaxSendWr = 1024;
+
+/// Heartbeats: behind the completion rings sits one 8-byte word per QP. After every
+/// payload WR the sender RDMA-WRITEs (8 bytes, inline when allowed) the count of
+/// payload WRs it has posted on that QP into the QP's word. RC keeps a QP's writes in
+/// order, so the word moves as the data lands, with no CPU on the sender: the
+/// receiver's no-progress timeout sees a long message advancing before its
+/// immediate arrives, and fires only when data stops.
+inline constexpr uint32_t kHeartbeatBytes = 8 * kMaxConnQps;
+/// Sources of the heartbeat writes sent without inline, per QP: a ring as deep as
+/// the send queue, so a slot is rewritten only after its WR has executed.
+inline constexpr uint32_t kHeartbeatSlots = kMaxSendWr;
 
 }  // namespace railyard::proxy::verbs

@@ -3,6 +3,7 @@
 // header against the posted buffer (see verbs_layout.h).
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "env/log.h"
@@ -93,6 +94,14 @@ Status VerbsRecvComm::Progress() {
     }
   }
   if (s.ok()) {
+    const size_t nq = link_.qps->qps().size();
+    auto* words = reinterpret_cast<uint64_t*>(static_cast<char*>(rings_->data()) + nq * kRingEntries * sizeof(ChunkHeader));
+    uint64_t beat = 0;
+    for (size_t q = 0; q < nq; ++q) beat += std::atomic_ref<uint64_t>(words[q]).load(std::memory_order_acquire);
+    if (beat != heartbeatSeen_) {
+      heartbeatSeen_ = beat;
+      lastProgress_ = Clock::now();
+    }
     bool eof = false;
     s = CheckControl(link_, &eof);
     if (s.ok() && eof && eofAt_ == Clock::time_point{}) eofAt_ = Clock::now();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 
 #include "env/log.h"
 #include "proxy/verbs/verbs_comm.h"
@@ -17,12 +18,19 @@ namespace {
 constexpr uint64_t kMinPartBytes = 64 * 1024;
 /// Parts are aligned to this (cache lines of the destination).
 constexpr uint64_t kPartAlign = 128;
+/// wr_id low bits (SendReq is pointer-aligned): what a completion finishes.
+constexpr uint64_t kWrLastOfPart = 0;  ///< the WRITE WITH IMM: a part of req is done
+constexpr uint64_t kWrOther = 1;       ///< a header, payload piece or heartbeat
+constexpr uint64_t kWrKindMask = 7;
 }  // namespace
 
 VerbsSendComm::VerbsSendComm(VerbsLink link, std::unique_ptr<RegisteredBuffer> fifo,
                              std::unique_ptr<RegisteredBuffer> staging)
     : link_(std::move(link)), fifo_(std::move(fifo)), staging_(std::move(staging)) {
   ringNext_.assign(link_.qps->qps().size(), 0);
+  inflight_.assign(link_.qps->qps().size(), 0);
+  beats_.assign(link_.qps->qps().size(), 0);
+  queued_.resize(link_.qps->qps().size());
   for (SendReq& r : reqs_) r.owner = this;
   subscription_ = SubscribeFaults(link_, &poison_, &seqHint_);
 }
@@ -63,6 +71,14 @@ Status VerbsSendComm::PollFifo() {
   }
 }
 
+size_t VerbsSendComm::QpIndex(uint32_t qpn) const {
+  const std::vector<Qp>& qps = link_.qps->qps();
+  for (size_t i = 0; i < qps.size(); ++i) {
+    if (qps[i].qp->qp_num == qpn) return i;
+  }
+  return qps.size();
+}
+
 Status VerbsSendComm::PollCompletions() {
   ibv_wc wcs[32];
   for (size_t r = 0; r < link_.qps->ncqs(); ++r) {
@@ -70,15 +86,19 @@ Status VerbsSendComm::PollCompletions() {
       const int n = ibv_poll_cq(link_.qps->cq(static_cast<int>(r)), 32, wcs);
       if (n < 0) return SystemError("ibv_poll_cq failed " + FaultContext(link_, 0, matcher_.NextSeq()));
       for (int i = 0; i < n; ++i) {
-        auto* req = reinterpret_cast<SendReq*>(wcs[i].wr_id);
+        const uint64_t kind = wcs[i].wr_id & kWrKindMask;
+        auto* req = reinterpret_cast<SendReq*>(wcs[i].wr_id & ~kWrKindMask);
         const uint64_t seq = req != nullptr ? req->seq : matcher_.NextSeq();
         if (wcs[i].status != IBV_WC_SUCCESS) return CompletionError(link_, wcs[i], "RDMA write", seq);
-        if (req != nullptr) ++req->partsDone;
+        const size_t qi = QpIndex(wcs[i].qp_num);
+        if (qi < inflight_.size() && inflight_[qi] > 0) --inflight_[qi];
+        if (req != nullptr && kind == kWrLastOfPart) ++req->partsDone;
         lastProgress_ = Clock::now();
       }
       if (n < 32) break;
     }
   }
+  for (size_t qi = 0; qi < queued_.size(); ++qi) RY_RETURN_IF_ERROR(Drain(qi));
   return Status::Ok();
 }
 
@@ -118,68 +138,112 @@ Status VerbsSendComm::Post(SendReq& req, const SendMatch& m, const void* data, M
   req.partsDone = 0;
   for (uint64_t k = 0; k < nparts; ++k) {
     const size_t qi = (nextQp_ + k) % nq;
-    Qp& q = qps[qi];
-    const IbPort& port = link_.qps->ib().at(static_cast<size_t>(q.port));
+    const Qp& q = qps[qi];
     const uint64_t off = k * partLen;
-    const uint64_t len = std::min(partLen, size - off);
-    const uint32_t idx = ringNext_[qi]++ % kRingEntries;
-    ChunkHeader& h = staging[qi * kRingEntries + idx];
+    Part part;
+    part.req = &req;
+    part.ringIndex = ringNext_[qi]++ % kRingEntries;
+    part.local = reinterpret_cast<uint64_t>(data) + off;
+    part.remote = m.entry.addr + off;
+    part.len = std::min(partLen, size - off);
+    part.lkey = size > 0 ? mr->hcaLkey[static_cast<size_t>(q.port)] : 0;
+    part.rkey = cts.hcaRkey[m.slot][q.remoteRail];
+    ChunkHeader& h = staging[qi * kRingEntries + part.ringIndex];
     h = ChunkHeader{};
     h.header = MakeHeader(RecordKind::kChunk);
     h.seq = m.seq;
     h.slot = m.slot;
-    h.len = static_cast<uint32_t>(len);
-    h.addr = m.entry.addr + off;
+    h.len = static_cast<uint32_t>(part.len);
+    h.addr = part.remote;
     h.total = size;
     h.rkey = m.entry.rkey;
-
-    std::vector<ibv_send_wr> wrs;
-    std::vector<ibv_sge> sges;
-    const uint64_t pieces = len == 0 ? 1 : (len + port.maxMsgBytes - 1) / port.maxMsgBytes;
-    wrs.resize(1 + pieces);
-    sges.resize(1 + pieces);
-    // 1. the header, into ring[qi][idx] on the receiver
-    ibv_send_wr& hw = wrs[0];
-    hw = ibv_send_wr{};
-    sges[0] = ibv_sge{reinterpret_cast<uint64_t>(&h), sizeof h, staging_->mr()->hcaLkey[static_cast<size_t>(q.port)]};
-    hw.sg_list = &sges[0];
-    hw.num_sge = 1;
-    hw.opcode = IBV_WR_RDMA_WRITE;
-    hw.send_flags = link_.options.useInline && q.maxInline >= sizeof h ? IBV_SEND_INLINE : 0;
-    hw.wr.rdma.remote_addr = link_.remote.ringAddr + (qi * kRingEntries + idx) * sizeof(ChunkHeader);
-    hw.wr.rdma.rkey = link_.remote.rails[static_cast<size_t>(q.remoteRail)].ringRkey;
-    // 2. the payload, the last WR carrying the ring index as its immediate
-    for (uint64_t p = 0; p < pieces; ++p) {
-      ibv_send_wr& w = wrs[1 + p];
-      w = ibv_send_wr{};
-      const uint64_t pOff = off + p * port.maxMsgBytes;
-      const uint64_t pLen = len == 0 ? 0 : std::min<uint64_t>(port.maxMsgBytes, off + len - pOff);
-      if (pLen > 0) {
-        sges[1 + p] = ibv_sge{reinterpret_cast<uint64_t>(data) + pOff, static_cast<uint32_t>(pLen),
-                              mr->hcaLkey[static_cast<size_t>(q.port)]};
-        w.sg_list = &sges[1 + p];
-        w.num_sge = 1;
-      }
-      w.wr.rdma.remote_addr = m.entry.addr + pOff;
-      w.wr.rdma.rkey = cts.hcaRkey[m.slot][q.remoteRail];
-      if (p + 1 == pieces) {
-        w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        w.imm_data = htonl(idx);
-        w.send_flags = IBV_SEND_SIGNALED;
-        // Tiny payloads go inline too (copied at post time, no lkey needed).
-        if (link_.options.useInline && pLen > 0 && pLen <= q.maxInline) w.send_flags |= IBV_SEND_INLINE;
-        w.wr_id = reinterpret_cast<uint64_t>(&req);
-      } else {
-        w.opcode = IBV_WR_RDMA_WRITE;
-      }
-    }
-    for (size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(q.qp, wrs.data(), &bad); rc != 0) {
-      return SystemError("ibv_post_send: " + ErrnoText(rc) + " " + FaultContext(link_, q.qp->qp_num, m.seq));
-    }
+    queued_[qi].push_back(part);
+    RY_RETURN_IF_ERROR(Drain(qi));
   }
   nextQp_ = (nextQp_ + nparts) % nq;
+  return Status::Ok();
+}
+
+Status VerbsSendComm::Drain(size_t qi) {
+  const Qp& q = link_.qps->qps()[qi];
+  const uint64_t wrBytes = link_.qps->ib().at(static_cast<size_t>(q.port)).maxMsgBytes;
+  while (!queued_[qi].empty()) {
+    const Part& part = queued_[qi].front();
+    const uint64_t need = 1 + 2 * (part.len == 0 ? 1 : (part.len + wrBytes - 1) / wrBytes);
+    // A part bigger than the whole queue goes alone into an empty one.
+    if (inflight_[qi] > 0 && inflight_[qi] + need > kMaxSendWr) return Status::Ok();
+    RY_RETURN_IF_ERROR(PostPart(qi, part));
+    inflight_[qi] += static_cast<uint32_t>(need);
+    queued_[qi].pop_front();
+  }
+  return Status::Ok();
+}
+
+Status VerbsSendComm::PostPart(size_t qi, const Part& part) {
+  const Qp& q = link_.qps->qps()[qi];
+  const uint64_t wrBytes = link_.qps->ib().at(static_cast<size_t>(q.port)).maxMsgBytes;
+  const ChunkHeader& h = static_cast<const ChunkHeader*>(staging_->data())[qi * kRingEntries + part.ringIndex];
+  const uint64_t pieces = part.len == 0 ? 1 : (part.len + wrBytes - 1) / wrBytes;
+  const uint64_t id = reinterpret_cast<uint64_t>(part.req);
+  std::vector<ibv_send_wr> wrs(1 + 2 * pieces);
+  std::vector<ibv_sge> sges(1 + 2 * pieces);
+  const size_t nq = link_.qps->qps().size();
+  auto* beatSrc = reinterpret_cast<uint64_t*>(static_cast<char*>(staging_->data()) +
+                                              nq * kRingEntries * sizeof(ChunkHeader)) + qi * kHeartbeatSlots;
+  const uint32_t stagingLkey = staging_->mr()->hcaLkey[static_cast<size_t>(q.port)];
+  const uint32_t ringRkey = link_.remote.rails[static_cast<size_t>(q.remoteRail)].ringRkey;
+  const bool inlineOn = link_.options.useInline;
+  // 1. the header, into ring[qi][index] on the receiver
+  sges[0] = ibv_sge{reinterpret_cast<uint64_t>(&h), sizeof h, stagingLkey};
+  ibv_send_wr& hw = wrs[0];
+  hw.wr_id = id | kWrOther;
+  hw.sg_list = &sges[0];
+  hw.num_sge = 1;
+  hw.opcode = IBV_WR_RDMA_WRITE;
+  hw.send_flags = IBV_SEND_SIGNALED | (inlineOn && q.maxInline >= sizeof h ? IBV_SEND_INLINE : 0);
+  hw.wr.rdma.remote_addr = link_.remote.ringAddr + (qi * kRingEntries + part.ringIndex) * sizeof(ChunkHeader);
+  hw.wr.rdma.rkey = ringRkey;
+  // 2. the payload in WRs of at most wrBytes, each followed by this QP's heartbeat
+  //    write; the last payload WR carries the ring index as its immediate
+  for (uint64_t p = 0; p < pieces; ++p) {
+    ibv_send_wr& w = wrs[1 + 2 * p];
+    const uint64_t pOff = p * wrBytes;
+    const uint64_t pLen = part.len == 0 ? 0 : std::min<uint64_t>(wrBytes, part.len - pOff);
+    if (pLen > 0) {
+      sges[1 + 2 * p] = ibv_sge{part.local + pOff, static_cast<uint32_t>(pLen), part.lkey};
+      w.sg_list = &sges[1 + 2 * p];
+      w.num_sge = 1;
+    }
+    w.wr.rdma.remote_addr = part.remote + pOff;
+    w.wr.rdma.rkey = part.rkey;
+    w.send_flags = IBV_SEND_SIGNALED;
+    if (p + 1 == pieces) {
+      w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      w.imm_data = htonl(part.ringIndex);
+      w.wr_id = id | kWrLastOfPart;
+      // Tiny payloads go inline too (copied at post time, no lkey needed).
+      if (inlineOn && pLen > 0 && pLen <= q.maxInline) w.send_flags |= IBV_SEND_INLINE;
+    } else {
+      w.opcode = IBV_WR_RDMA_WRITE;
+      w.wr_id = id | kWrOther;
+    }
+    uint64_t& beat = beatSrc[beats_[qi] % kHeartbeatSlots];
+    beat = ++beats_[qi];
+    ibv_send_wr& b = wrs[2 + 2 * p];
+    sges[2 + 2 * p] = ibv_sge{reinterpret_cast<uint64_t>(&beat), sizeof beat, stagingLkey};
+    b.wr_id = id | kWrOther;
+    b.sg_list = &sges[2 + 2 * p];
+    b.num_sge = 1;
+    b.opcode = IBV_WR_RDMA_WRITE;
+    b.send_flags = IBV_SEND_SIGNALED | (inlineOn && q.maxInline >= sizeof beat ? IBV_SEND_INLINE : 0);
+    b.wr.rdma.remote_addr = link_.remote.ringAddr + nq * kRingEntries * sizeof(ChunkHeader) + qi * sizeof beat;
+    b.wr.rdma.rkey = ringRkey;
+  }
+  for (size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(q.qp, wrs.data(), &bad); rc != 0) {
+    return SystemError("ibv_post_send: " + ErrnoText(rc) + " " + FaultContext(link_, q.qp->qp_num, part.req->seq));
+  }
   return Status::Ok();
 }
 
@@ -216,8 +280,9 @@ Status VerbsSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion
     }
   }
   if (req == nullptr) {
-    return InternalError("more than " + std::to_string(RecvTable::kMaxRequests) +
-                         " sends in flight on one comm (NCCL_NET_MAX_REQUESTS)");
+    return InternalError("more than " + std::to_string(kRingEntries) +
+                         " sends in flight on one comm (NCCL_NET_MAX_REQUESTS receives of up to " +
+                         std::to_string(kMaxRecvs) + " buffers)");
   }
   req->used = true;
   req->seq = m.seq;

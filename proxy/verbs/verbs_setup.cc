@@ -106,7 +106,7 @@ Status VerbsConnector::Progress(SendComm** comm) {
     const int nqps = DataQpCount(setup_.link.qpsPerConn, static_cast<int>(setup_.ports.size()), to_.verbsRails);
     RY_RETURN_IF_ERROR(QpBundle::Create(setup_.ib, setup_.ports, nqps, 0, sizeof(ChunkHeader), &qps_));
     RY_RETURN_IF_ERROR(RegisteredBuffer::Create(sizeof(FifoSlot) * RecvTable::kMaxRequests, &fifo_));
-    RY_RETURN_IF_ERROR(RegisteredBuffer::Create(sizeof(ChunkHeader) * kRingEntries * qps_->qps().size(), &staging_));
+    RY_RETURN_IF_ERROR(RegisteredBuffer::Create((sizeof(ChunkHeader) * kRingEntries + sizeof(uint64_t) * kHeartbeatSlots) * qps_->qps().size(), &staging_));
     QpSet mine = qps_->Describe();
     const QpLinkAttrs attrs = ResolveQpLinkAttrs(setup_.link, setup_.initTrafficClass);
     mine.trafficClass = attrs.trafficClass;
@@ -124,7 +124,9 @@ Status VerbsConnector::Progress(SendComm** comm) {
   }
   if (state_ == 2) {
     bool done = false;
-    RY_RETURN_IF_ERROR(reader_.Read(conn_.control.get(), peer, &done));
+    if (Status r = reader_.Read(conn_.control.get(), peer, &done); !r.ok()) {
+      return Status(r.code(), r.message() + " (from " + peer + "); no QP was modified");
+    }
     if (!done) return TimedOut(started_, setup_.options.timeoutMs, "verbs connect to " + peer);
     Status s = DecodeQpSet(reader_.bytes().data(), reader_.bytes().size(),
                            static_cast<int>(qps_->qps().size()), &remote_);
@@ -173,14 +175,16 @@ Status VerbsListenComm::Step(Pending& p, RecvComm** comm) {
   const std::string peer = p.conn.peer.ToString();
   if (p.state == 0) {
     bool done = false;
-    RY_RETURN_IF_ERROR(p.reader.Read(p.conn.control.get(), peer, &done));
+    if (Status r = p.reader.Read(p.conn.control.get(), peer, &done); !r.ok()) {
+      return Status(r.code(), r.message() + " (from " + peer + "); no QP was created");
+    }
     if (!done) return TimedOut(p.since, setup_.options.timeoutMs, "verbs accept from " + peer);
     Status s = DecodeQpSet(p.reader.bytes().data(), p.reader.bytes().size(), 0, &p.remote);
     if (!s.ok()) return Status(s.code(), s.message() + " (from " + peer + "); no QP was created");
     if (p.remote.fifoAddr == 0) return InvalidUsage("QP record from " + peer + " has no CTS FIFO address");
     const int nqps = static_cast<int>(p.remote.qps.size());
     RY_RETURN_IF_ERROR(QpBundle::Create(setup_.ib, setup_.ports, nqps, kRingEntries, sizeof(FifoSlot), &p.qps));
-    RY_RETURN_IF_ERROR(RegisteredBuffer::Create(sizeof(ChunkHeader) * kRingEntries * nqps, &p.rings));
+    RY_RETURN_IF_ERROR(RegisteredBuffer::Create(sizeof(ChunkHeader) * kRingEntries * nqps + kHeartbeatBytes, &p.rings));
     RY_RETURN_IF_ERROR(RegisteredBuffer::Create(sizeof(FifoSlot) * RecvTable::kMaxRequests, &p.staging));
     // The connector chose TC and SL (it sends them); timeout/retry are ours.
     const QpLinkAttrs attrs = ResolveQpLinkAttrs(setup_.link, setup_.initTrafficClass);

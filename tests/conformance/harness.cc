@@ -45,16 +45,50 @@ struct TransportSettings {
   EnvList env;  ///< set in every process that loads the plugin
 };
 
-/// Every transport the suite knows. Add the verbs transport here (its device
-/// filter and whatever selects it); nothing else in the suite is transport-specific.
+/// Every transport the suite knows; nothing else in the suite is transport-specific.
 const std::vector<TransportSettings>& Transports() {
   static const std::vector<TransportSettings> kTransports = {
       // Loopback only: "=lo" is an exact-name match, so no other interface (and
       // never eth0) carries test traffic.
-      {"tcp", {{"RAILYARD_SOCKET_IFNAME", "=lo"}}},
+      {"tcp", {{"RAILYARD_SOCKET_IFNAME", "=lo"}, {"RAILYARD_TRANSPORT", "tcp"}}},
+      // RDMA in the soft-RoCE lane (tests/lanes/rxe): control sockets on loopback,
+      // data over the rxe devices. RAILYARD_HCA is per rank (RankEnv below).
+      {"verbs", {{"RAILYARD_SOCKET_IFNAME", "=lo"}, {"RAILYARD_TRANSPORT", "verbs"}}},
   };
   return kTransports;
 }
+
+/// Per-rank settings: over verbs, rank r is lane host r % hosts and uses that host's
+/// rxe devices (RXE_LANE_DEVS_H<h>, e.g. "rxe_h0r0 rxe_h0r1"), so consecutive ranks
+/// talk across the lane's rails. RAILYARD_CONFORMANCE_HCA (a RAILYARD_HCA value) pins
+/// every rank instead.
+EnvList RankEnv(int rank) {
+  if (TransportName() != "verbs") return {};
+  if (const char* pin = std::getenv("RAILYARD_CONFORMANCE_HCA"); pin != nullptr && *pin) {
+    return {{"RAILYARD_HCA", pin}};
+  }
+  int hosts = 0;
+  while (std::getenv(("RXE_LANE_DEVS_H" + std::to_string(hosts)).c_str()) != nullptr) ++hosts;
+  if (hosts == 0) return {};
+  const std::string var = "RXE_LANE_DEVS_H" + std::to_string(rank % hosts);
+  const char* devs = std::getenv(var.c_str());
+  if (devs == nullptr) return {};
+  std::string list = "=";
+  for (const char* c = devs; *c != '\0'; ++c) list += *c == ' ' ? ',' : *c;
+  return {{"RAILYARD_HCA", list}};
+}
+
+/// Over verbs off the lane (no RDMA device), the whole test binary is skipped:
+/// exit 77 before any test runs (ctest SKIP_RETURN_CODE 77).
+[[maybe_unused]] const bool kSkipWithoutRdma = [] {
+  const char* t = std::getenv("RAILYARD_CONFORMANCE_TRANSPORT");
+  if (t == nullptr || std::string(t) != "verbs") return false;
+  if (std::getenv("RXE_LANE_DEVS_H0") != nullptr || std::getenv("RAILYARD_CONFORMANCE_HCA") != nullptr) {
+    return false;
+  }
+  std::fprintf(stderr, "conformance over verbs: no soft-RoCE lane here (RXE_LANE_DEVS_H0 unset); skipped\n");
+  std::exit(77);
+}();
 
 const TransportSettings* FindTransport() {
   const std::string want = TransportName();
@@ -370,6 +404,7 @@ struct Child {
     RankAccess::SetPids(self, std::move(pids));
 
     for (const auto& [k, v] : PluginEnv(opts.pluginTimeoutMs)) ::setenv(k.c_str(), v.c_str(), 1);
+    for (const auto& [k, v] : RankEnv(rank)) ::setenv(k.c_str(), v.c_str(), 1);
     ScrubHarnessEnv();
     try {
       body(self);
