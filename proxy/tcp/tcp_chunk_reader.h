@@ -5,8 +5,11 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cstddef>
 #include <string>
 
@@ -40,10 +43,22 @@ class ChunkReader {
     *bytes = 0;
     *eof = false;
     while (open_ && *bytes < budget) {
-      const bool inHeader = got_ < sizeof header_;
-      char* dst = inHeader ? reinterpret_cast<char*>(&header_) + got_ : dest_ + (got_ - sizeof header_);
-      const size_t want = inHeader ? sizeof header_ - got_ : sizeof header_ + header_.len - got_;
-      const ssize_t n = ::recv(fd_, dst, want, MSG_DONTWAIT);
+      const bool inHeader = !accepted_;
+      // In a payload, also read the next chunk's header (if it is there) in the
+      // same call: one receive per chunk boundary instead of two.
+      iovec iov[2];
+      int niov = 1;
+      if (inHeader) {
+        iov[0] = {reinterpret_cast<char*>(&header_) + got_, sizeof header_ - got_};
+      } else {
+        iov[0] = {dest_ + (got_ - sizeof header_), sizeof header_ + header_.len - got_};
+        iov[1] = {&next_, sizeof next_};
+        niov = 2;
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(niov);
+      const ssize_t n = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
@@ -60,18 +75,33 @@ class ChunkReader {
         return SystemError(what_ + ": connection closed by peer after " + std::to_string(part) + " of " +
                            std::to_string(whole) + " bytes");
       }
-      got_ += static_cast<size_t>(n);
+      const size_t first = std::min(static_cast<size_t>(n), iov[0].iov_len);
+      got_ += first;
       *bytes += static_cast<size_t>(n);
-      if (inHeader && got_ == sizeof header_) RY_RETURN_IF_ERROR(Accept(table));
-      if (got_ == sizeof header_ + header_.len && got_ >= sizeof header_) {
-        got_ = 0;
-        RY_RETURN_IF_ERROR(table.Land(header_));
-      }
+      RY_RETURN_IF_ERROR(Settle(table, static_cast<size_t>(n) - first));
     }
     return Status::Ok();
   }
 
  private:
+  /// Accepts a completed header, lands a completed chunk, and starts the next
+  /// chunk with the `ahead` bytes of its header already read into next_.
+  Status Settle(RecvTable& table, size_t ahead) {
+    for (;;) {
+      if (!accepted_ && got_ == sizeof header_) {
+        RY_RETURN_IF_ERROR(Accept(table));
+        accepted_ = true;
+      }
+      if (!accepted_ || got_ != sizeof header_ + header_.len) return Status::Ok();
+      RY_RETURN_IF_ERROR(table.Land(header_));
+      accepted_ = false;
+      got_ = ahead;
+      if (ahead == 0) return Status::Ok();
+      std::memcpy(&header_, &next_, ahead);
+      ahead = 0;
+    }
+  }
+
   /// Checks a complete header and finds where its payload goes.
   Status Accept(RecvTable& table) {
     RY_RETURN_IF_ERROR(CheckHeader(header_.header, ("chunk header on " + what_).c_str()));
@@ -89,6 +119,8 @@ class ChunkReader {
   std::string peer_;
   bool open_ = true;
   ChunkHeader header_{};
+  ChunkHeader next_{};     ///< start of the next chunk's header, read with a payload's end
+  bool accepted_ = false;  ///< header_ is complete and passed Accept
   char* dest_ = nullptr;
   size_t got_ = 0;  ///< bytes of the current chunk read so far (header + payload)
 };

@@ -119,7 +119,8 @@ Status TcpListenComm::AcceptConnection(TcpConnection* out, bool* ready) {
     if (bad.ok() && h.listenId != listenId_) {
       bad = InvalidUsage("connection record is for another listener (stale handle?)");
     }
-    if (bad.ok() && (h.nsocks == 0) != (options_.nsocks == 0)) {
+    if (bad.ok() && (h.nsocks == 0) != (options_.nsocks == 0) &&
+        !(h.nsocks == 0 && options_.acceptControlOnly)) {
       bad = InvalidUsage(std::string("transport mismatch: the connector uses ") +
                          (h.nsocks == 0 ? "verbs" : "TCP") + " and this listener " +
                          (options_.nsocks == 0 ? "verbs" : "TCP") +

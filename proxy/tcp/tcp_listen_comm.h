@@ -35,7 +35,8 @@ class TcpListenComm final : public ListenComm {
   /// As Accept, but hands over the sockets of the next complete connection instead
   /// of making a TCP comm (*got = true then). With options.nsocks = 0 (the verbs
   /// transport) connections are the control socket alone, and a hello announcing
-  /// data sockets is refused as a transport mismatch (and the other way round).
+  /// data sockets is refused as a transport mismatch (and the other way round,
+  /// unless options.acceptControlOnly: then both kinds arrive here).
   Status AcceptConnection(TcpConnection* conn, bool* got);
 
  private:

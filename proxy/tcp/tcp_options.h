@@ -14,6 +14,9 @@ struct TcpOptions {
   size_t minChunkBytes = 64 * 1024; ///< smallest chunk once a message is striped
   int timeoutMs = 30000;            ///< no-progress limit of a request (RAILYARD_TIMEOUT_MS)
   std::string device;               ///< rail (interface) name, for error messages
+  /// Listener only: also accept control-only connections (the verbs handshake) while
+  /// nsocks > 0; fabric mode with the verbs transport takes both kinds on one port.
+  bool acceptControlOnly = false;
 };
 
 }  // namespace railyard::proxy

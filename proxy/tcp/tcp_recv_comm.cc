@@ -38,6 +38,7 @@ TcpRecvComm::TcpRecvComm(TcpConnection conn, const TcpOptions& options, const Mr
     poison_.Set(SystemError("cannot start receive helper threads for " + conn_.peer.ToString() + ": " +
                             e.what()));
   }
+  ProgressRegistry::Get().Add(this);
 }
 
 TcpRecvComm::~TcpRecvComm() { Close(); }
@@ -45,6 +46,7 @@ TcpRecvComm::~TcpRecvComm() { Close(); }
 void TcpRecvComm::Close() {
   if (closed_) return;
   closed_ = true;
+  ProgressRegistry::Get().Remove(this);  // no other thread's test() touches this comm after this
   stop_.store(true, std::memory_order_release);
   conn_.control.Shutdown();
   for (const Fd& fd : conn_.data) fd.Shutdown();  // wakes helpers waiting in poll
@@ -67,8 +69,8 @@ size_t TcpRecvComm::OpenSockets(const Group& g) const {
   return n;
 }
 
-void TcpRecvComm::ProgressLocked(Group& g) {
-  if (g.dead || stop_.load(std::memory_order_acquire)) return;
+bool TcpRecvComm::ProgressLocked(Group& g) {
+  if (g.dead || stop_.load(std::memory_order_acquire)) return false;
   bool moved = false;
   for (int i : g.sockets) {
     ChunkReader& r = readers_[static_cast<size_t>(i)];
@@ -77,7 +79,7 @@ void TcpRecvComm::ProgressLocked(Group& g) {
     bool eof = false;
     Status s = r.ReadSome(table_, kSocketBudget, &bytes, &eof);
     moved = moved || bytes > 0;
-    if (stop_.load(std::memory_order_acquire)) return;
+    if (stop_.load(std::memory_order_acquire)) return moved;
     if (!s.ok()) {
       g.dead = true;
       poison_.Set(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest()));
@@ -96,13 +98,19 @@ void TcpRecvComm::ProgressLocked(Group& g) {
     }
   }
   if (moved) Touch();
+  return moved;
 }
 
-void TcpRecvComm::ProgressFromCaller() {
+bool TcpRecvComm::CallerPass() {
+  // Nothing posted: nothing can arrive but a close, which the helpers watch for.
+  if (poison_.IsSet() || table_.InFlight() == 0) return false;
+  gate_.NoteCall();
+  bool moved = false;
   for (auto& g : groups_) {
     std::unique_lock lock(g->mu, std::try_to_lock);
-    if (lock.owns_lock()) ProgressLocked(*g);
+    if (lock.owns_lock()) moved = ProgressLocked(*g) || moved;
   }
+  return moved;
 }
 
 void TcpRecvComm::HelperLoop(Group* g) {
@@ -181,7 +189,7 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
     return true;
   };
   if (finished()) return Status::Ok();
-  if (!poison_.IsSet()) ProgressFromCaller();
+  if (!poison_.IsSet()) ProgressRegistry::Get().Drive(this, [&] { return RecvTable::Done(*e); });
   if (finished()) return Status::Ok();
   if (poison_.IsSet()) return poison_.Get();
   if (const int64_t eof = firstEofNs_.load(std::memory_order_relaxed); eof != 0) {

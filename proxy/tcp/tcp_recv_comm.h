@@ -19,13 +19,14 @@
 #include "proxy/tcp/tcp_connection.h"
 #include "proxy/tcp/tcp_options.h"
 #include "proxy/tcp/tcp_progress_gate.h"
+#include "proxy/tcp/tcp_progress_registry.h"
 
 namespace railyard::proxy {
 
 /// RecvComm over TCP. Irecv/Test/Close come from one thread at a time. The data
 /// sockets are split into groups, one per helper thread; a group's readers are
 /// only touched under its mutex, by its helper or by the caller (try_lock in test).
-class TcpRecvComm final : public RecvComm {
+class TcpRecvComm final : public RecvComm, public CallerDriven {
  public:
   /// How long a pending receive may wait for data still in flight after the peer
   /// closed a data socket (ms).
@@ -51,9 +52,10 @@ class TcpRecvComm final : public RecvComm {
   void HelperLoop(Group* g);
   /// Reads what group `g`'s sockets hold now (non-blocking); g->mu held. A
   /// failure poisons the comm; a clean close is counted towards the EOF rules.
-  void ProgressLocked(Group& g);
-  /// The caller's share: progresses every group whose lock is free.
-  void ProgressFromCaller();
+  bool ProgressLocked(Group& g);
+  /// CallerDriven: one pass over every group whose lock is free (marks the caller
+  /// active). True when bytes moved.
+  bool CallerPass() override;
   /// Open sockets of `g`; g->mu held.
   size_t OpenSockets(const Group& g) const;
   /// Sends queued clear-to-send bytes without blocking.

@@ -42,6 +42,7 @@ TcpSendComm::TcpSendComm(TcpConnection conn, const TcpOptions& options)
                             e.what()));
   }
   Touch();
+  ProgressRegistry::Get().Add(this);
 }
 
 TcpSendComm::~TcpSendComm() { Close(); }
@@ -49,6 +50,7 @@ TcpSendComm::~TcpSendComm() { Close(); }
 void TcpSendComm::Close() {
   if (closed_) return;
   closed_ = true;
+  ProgressRegistry::Get().Remove(this);  // no other thread's test() touches this comm after this
   stop_.store(true, std::memory_order_release);
   conn_.control.Shutdown();
   for (const Fd& fd : conn_.data) fd.Shutdown();  // wakes helpers waiting in poll
@@ -65,8 +67,8 @@ void TcpSendComm::Close() {
   for (Fd& fd : conn_.data) fd.Reset();
 }
 
-void TcpSendComm::ProgressLocked(Group& g) {
-  if (g.queued == 0) return;
+bool TcpSendComm::ProgressLocked(Group& g) {
+  if (g.queued == 0) return false;
   const bool dead = poison_.IsSet();
   bool moved = false;
   for (int i : g.sockets) {
@@ -93,13 +95,17 @@ void TcpSendComm::ProgressLocked(Group& g) {
     moved = moved || bytes > 0;
   }
   if (moved) Touch();
+  return moved;
 }
 
-void TcpSendComm::ProgressFromCaller() {
+bool TcpSendComm::CallerPass() {
+  gate_.NoteCall();
+  bool moved = false;
   for (auto& g : groups_) {
     std::unique_lock lock(g->mu, std::try_to_lock);
-    if (lock.owns_lock()) ProgressLocked(*g);
+    if (lock.owns_lock()) moved = ProgressLocked(*g) || moved;
   }
+  return moved;
 }
 
 void TcpSendComm::HelperLoop(Group* g) {
@@ -283,7 +289,7 @@ Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* 
     writers_[i].Push(t);
     if (g.queued++ == 0 && g.sleeping) g.cv.notify_one();
   }
-  ProgressFromCaller();
+  ProgressRegistry::Get().Drive(this, [&] { return r.chunksDone.load(std::memory_order_acquire) == r.nchunks; });
   *request = &r;
   return Status::Ok();
 }
@@ -305,7 +311,7 @@ Status TcpSendComm::Test(Request* request, int* done, int* sizes) {
   };
   if (finished()) return Status::Ok();
   if (poison_.IsSet()) return poison_.Get();
-  ProgressFromCaller();
+  ProgressRegistry::Get().Drive(this, [&] { return r->chunksDone.load(std::memory_order_acquire) == r->nchunks; });
   if (finished()) return Status::Ok();
   if (poison_.IsSet()) return poison_.Get();
   if (Status s = PollControl(); !s.ok()) {

@@ -18,6 +18,7 @@
 #include "proxy/tcp/tcp_connection.h"
 #include "proxy/tcp/tcp_options.h"
 #include "proxy/tcp/tcp_progress_gate.h"
+#include "proxy/tcp/tcp_progress_registry.h"
 
 namespace railyard::proxy {
 
@@ -25,7 +26,7 @@ namespace railyard::proxy {
 /// progress thread; Close from the service thread after it stops). The data
 /// sockets are split into groups, one per helper thread; a group's writers are
 /// only touched under its mutex, by its helper or by the caller (try_lock in test).
-class TcpSendComm final : public SendComm {
+class TcpSendComm final : public SendComm, public CallerDriven {
  public:
   /// Sends allowed in flight: NCCL_NET_MAX_REQUESTS × maxRecvs (nccl-net-abi.md §2.5
   /// "Request budget").
@@ -65,9 +66,10 @@ class TcpSendComm final : public SendComm {
   void HelperLoop(Group* g);
   /// Writes what group `g`'s sockets accept now (non-blocking); g->mu held.
   /// A broken socket poisons the comm and drops every queued chunk.
-  void ProgressLocked(Group& g);
-  /// The caller's share: progresses every group whose lock is free.
-  void ProgressFromCaller();
+  bool ProgressLocked(Group& g);
+  /// CallerDriven: one pass over every group whose lock is free (marks the caller
+  /// active). True when bytes moved.
+  bool CallerPass() override;
   Status TimedOut(const char* what, uint64_t seq, int tag, Clock::time_point since) const;
   void Touch() { lastProgressNs_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
   Clock::time_point LastProgress() const {

@@ -104,6 +104,26 @@ TEST_F(ChunkStreamTest, PartialWritesAndReadsLandEveryChunkIntact) {
   EXPECT_EQ(entry_->total[0].load(), static_cast<int64_t>(kTotal));
 }
 
+TEST_F(ChunkStreamTest, ChunksAlreadyQueuedBackToBackAreReadAcrossTheirBoundaries) {
+  constexpr size_t kTotal = 3000;  // three chunks that sit in the socket together
+  std::vector<char> src(kTotal);
+  std::iota(src.begin(), src.end(), 7);
+  const CtsRecord cts = Post(kTotal);
+  ChunkWriter w(fds_[0], "data socket 1");
+  for (size_t off = 0; off < kTotal; off += 1000) w.Push(Chunk(cts, src.data(), off, 1000, kTotal));
+  size_t wrote = 0;
+  ASSERT_TRUE(w.WriteSome(1 << 20, &wrote).ok());
+  ASSERT_TRUE(w.Idle());
+  ChunkReader r(fds_[1], "data socket 1 from test", "test");
+  size_t read = 0;
+  bool eof = false;
+  const Status s = r.ReadSome(table_, 1 << 20, &read, &eof);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(read, kTotal + 3 * sizeof(ChunkHeader));
+  EXPECT_TRUE(RecvTable::Done(*entry_));
+  EXPECT_EQ(std::memcmp(dst_.data(), src.data(), kTotal), 0);
+}
+
 TEST_F(ChunkStreamTest, ChunkOutsideThePostedBufferIsRefusedBeforeItsPayloadLands) {
   std::vector<char> src(8192, 'x');
   const CtsRecord cts = Post(4096);
