@@ -82,6 +82,7 @@ struct Global {
   // Verbs transport (RAILYARD_TRANSPORT): NCCL devices are RDMA ports, or devices
   // fused from several by makeVDevice. Ports stay open for the process's life.
   bool verbsMode = false;
+  bool fabricVerbs = false;  ///< fabric mode with RDMA ports: cabled peers over verbs
   std::unique_ptr<proxy::verbs::IbPorts> ib;
   struct VerbsDev {
     std::vector<int> ports;  ///< indices into ib
@@ -130,10 +131,50 @@ proxy::verbs::VerbsDeviceSetup VerbsSetupFor(int dev, int trafficClass) {
   return v;
 }
 
+/// Every open RDMA port (fabric mode with verbs). Requires init.
+std::vector<int> AllPorts() {
+  std::vector<int> ports;
+  for (size_t i = 0; i < G().ib->size(); ++i) ports.push_back(static_cast<int>(i));
+  return ports;
+}
+
+/// Verbs settings for fabric mode over `ports`.
+proxy::verbs::VerbsDeviceSetup FabricVerbsSetup(std::vector<int> ports, int trafficClass) {
+  Global& g = G();
+  proxy::verbs::VerbsDeviceSetup v;
+  v.ib = g.ib.get();
+  v.ports = std::move(ports);
+  v.link = proxy::verbs::LinkConfigFrom(*g.config);
+  v.initTrafficClass = trafficClass;
+  v.options.timeoutMs = g.config->timeoutMs;
+  v.options.useInline = g.config->ibUseInline != 0;
+  v.options.device = g.fabricName;
+  v.fabric = true;
+  return v;
+}
+
+/// The RDMA ports of the rails a planned connection uses when every socket goes
+/// straight over a cable (no relay); empty when any goes through a relay or a rail
+/// has no RDMA port (the connection then runs over TCP).
+std::vector<int> CablePorts(const std::vector<proxy::SocketTarget>& targets) {
+  Global& g = G();
+  std::vector<int> ports;
+  for (const proxy::SocketTarget& t : targets) {
+    if (!t.prefix.empty()) return {};
+    int found = -1;
+    for (size_t i = 0; i < g.ib->size(); ++i) {
+      if (g.ib->at(i).netdev == t.rail && !g.ib->at(i).down.load()) found = static_cast<int>(i);
+    }
+    if (found < 0) return {};
+    if (std::find(ports.begin(), ports.end(), found) == ports.end()) ports.push_back(found);
+  }
+  return ports;
+}
+
 /// Opens the RDMA ports when RAILYARD_TRANSPORT asks for verbs (or auto finds some
 /// and fabric mode is off). Requires g.mu; sets g.verbsMode.
 Status ChooseTransport(Global& g, const env::Config& cfg, bool fabric) {
-  if (cfg.transport == "tcp" || (cfg.transport == "auto" && fabric)) return Status::Ok();
+  if (cfg.transport == "tcp") return Status::Ok();
   std::vector<std::string> skipped;
   Status s = proxy::verbs::IbPorts::Open(cfg, &g.ib, &skipped);
   if (s.ok() && g.ib->size() == 0) {
@@ -147,8 +188,14 @@ Status ChooseTransport(Global& g, const env::Config& cfg, bool fabric) {
     RY_INFO(log::kInit | log::kNet, "Railyard uses TCP: %s", s.message().c_str());
     return Status::Ok();
   }
-  g.verbsMode = true;
   proxy::GlobalMrCache().SetBackend(g.ib.get());
+  if (fabric) {
+    // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
+    // further away go through relays over TCP. NCCL still sees one device.
+    g.fabricVerbs = true;
+    return Status::Ok();
+  }
+  g.verbsMode = true;
   for (size_t i = 0; i < g.ib->size(); ++i) {
     g.verbsDevs.push_back({{static_cast<int>(i)}, g.ib->at(i).device});
   }
@@ -239,12 +286,11 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
                     "init");
       }
     }
-    if (cfg->transport == "verbs") rails.clear();  // switchless relaying runs over TCP
     if (Status t = ChooseTransport(g, *cfg, !rails.empty()); !t.ok()) return Fail(t, "init");
     g.config = cfg;
     g.devices = std::move(devs);
     g.host = HostName();
-    g.fabricMode = !rails.empty() && !g.verbsMode;
+    g.fabricMode = !rails.empty();
     g.fabricRails = std::move(rails);
     g.discovered = true;
     for (size_t i = 0; i < g.devices.size(); ++i) {
@@ -254,7 +300,7 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
               d.pciPath.empty() ? "" : " pci ", d.pciPath.c_str());
     }
   }
-  if (g.verbsMode && g.refs == 0) {
+  if (g.ib != nullptr && g.refs == 0) {
     if (Status s = g.ib->StartEvents(); !s.ok()) return Fail(s, "init");
     RY_INFO(log::kInit | log::kNet, "Railyard verbs transport: %zu RDMA ports", g.ib->size());
   }
@@ -334,6 +380,7 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "listen");
   Global& g = G();
   std::unique_ptr<proxy::TcpListenComm> l;
+  std::unique_ptr<ListenComm> verbsListen;
   proxy::ListenAddress addr;
   if (g.verbsMode) {
     // Control sockets on the first RAILYARD_SOCKET_IFNAME interface; data over RDMA.
@@ -355,8 +402,17 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
     auto* a = reinterpret_cast<sockaddr_in*>(&any);
     a->sin_family = AF_INET;
     a->sin_addr.s_addr = htonl(INADDR_ANY);
-    Status s = proxy::TcpListenComm::Create(any, sizeof(sockaddr_in), OptionsFor(dev),
-                                            g.router->HostName(), &proxy::GlobalMrCache(), &l, &addr);
+    Status s;
+    if (g.fabricVerbs) {
+      // Cabled peers arrive for a verbs handshake, relayed ones with TCP sockets.
+      std::unique_ptr<proxy::verbs::VerbsListenComm> vl;
+      s = proxy::verbs::VerbsListenComm::Create(any, sizeof(sockaddr_in), FabricVerbsSetup(AllPorts(), -1),
+                                                OptionsFor(dev), g.router->HostName(), &vl, &addr);
+      verbsListen = std::move(vl);
+    } else {
+      s = proxy::TcpListenComm::Create(any, sizeof(sockaddr_in), OptionsFor(dev),
+                                       g.router->HostName(), &proxy::GlobalMrCache(), &l, &addr);
+    }
     if (!s.ok()) return Fail(s, "listen");
     addr.hostId = g.router->HostId();
     for (const auto& r : g.fabricRails) addr.rails.push_back(r.addr);
@@ -371,9 +427,10 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
     if (!s.ok()) return Fail(s, "listen");
   }
   proxy::EncodeHandle(addr, handle);
+  std::unique_ptr<ListenComm> listen = verbsListen != nullptr ? std::move(verbsListen) : std::move(l);
   std::lock_guard lock(g.mu);
-  g.listens.insert(l.get());
-  *listenComm = l.release();
+  g.listens.insert(listen.get());
+  *listenComm = listen.release();
   return ncclSuccess;
 }
 
@@ -424,13 +481,13 @@ ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
     *sendComm = comm;
     return ncclSuccess;
   }
-  if (to.verbsRails != 0) {
+  if (to.verbsRails != 0 && to.hostId == 0) {
     finish(nullptr);
     return Fail(InvalidUsage("transport mismatch: " + to.ToString() + " listens with the verbs transport and "
                              "this process uses TCP (set RAILYARD_TRANSPORT the same on every host)"),
                 "connect");
   }
-  if (pc->connector == nullptr) {
+  if (pc->connector == nullptr && pc->verbs == nullptr) {
     if (to.hostId != 0 && g.fabricMode) {
       // Router: plan each socket over the cabling (direct rails or relays).
       std::vector<proxy::SocketTarget> targets;
@@ -444,7 +501,14 @@ ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
                         ") after " + std::to_string(waited.count()) +
                         " ms: it is not cabled to this host or any host that can relay");
       }
-      if (s.ok()) {
+      std::vector<int> ports;
+      if (s.ok() && g.fabricVerbs && to.verbsRails > 0) ports = CablePorts(targets);
+      if (s.ok() && !ports.empty()) {
+        // A neighbour: verbs QPs on the cable's ports; the control socket on the cable.
+        const int tc = ctx != nullptr ? static_cast<Context*>(ctx)->trafficClass : -1;
+        s = proxy::verbs::VerbsConnector::Start(to, FabricVerbsSetup(ports, tc), options, g.router->HostName(),
+                                                targets[0], &pc->verbs);
+      } else if (s.ok()) {
         s = proxy::TcpConnector::Start(to, std::move(targets), options, g.router->HostName(),
                                        &pc->connector);
       }
@@ -453,7 +517,7 @@ ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
     }
   }
   SendComm* comm = nullptr;
-  if (s.ok()) s = pc->connector->Progress(&comm);
+  if (s.ok()) s = pc->verbs != nullptr ? pc->verbs->Progress(&comm) : pc->connector->Progress(&comm);
   if (!s.ok() || comm != nullptr) finish(comm);
   if (!s.ok()) return Fail(s, "connect");
   *sendComm = comm;

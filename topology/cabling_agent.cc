@@ -103,6 +103,13 @@ uint64_t LocalHostId() {
     if (std::fgets(buf, sizeof buf, f) != nullptr) seed = buf;
     std::fclose(f);
   }
+  // Cloned images (and VMs sharing a root filesystem) carry the same machine-id; the
+  // boot id tells their kernels apart. Both are the same for every process of a boot.
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char buf[128] = {};
+    if (std::fgets(buf, sizeof buf, f) != nullptr) seed += std::string(";boot=") + buf;
+    std::fclose(f);
+  }
   struct stat st{};
   if (::stat("/proc/self/ns/net", &st) == 0) seed += ";netns=" + std::to_string(st.st_ino);
   if (seed.empty()) {

@@ -47,8 +47,10 @@ struct AgentOptions {
 /// network namespaces on one machine derive different ones. Never 0.
 uint64_t HostIdFromMacs(std::vector<std::string> macs);
 
-/// This host's id for the cabling graph: FNV-1a of /etc/machine-id and the inode of
-/// this process's network namespace, so every process on one host (railyardd and
+/// This host's id for the cabling graph: FNV-1a of /etc/machine-id, the kernel's
+/// boot id (/proc/sys/kernel/random/boot_id: cloned images and VMs sharing a root
+/// share the machine-id) and the inode of this process's network namespace, so
+/// every process on one host (railyardd and
 /// each rank, whatever rails each one was told to use) agrees, while network
 /// namespaces on one machine (the testbed's hosts, containers with their own
 /// network) count as different hosts. Falls back to the host name. Never 0.

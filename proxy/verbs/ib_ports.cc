@@ -1,5 +1,6 @@
 #include "proxy/verbs/ib_ports.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -38,6 +39,12 @@ Status OpenPort(const VerbsDevice& d, ibv_device** list, int n, int defaultSpeed
   p->pciPath = d.rail != nullptr ? d.rail->pciPath : "";
   p->speedMbps = d.rail != nullptr && d.rail->speedMbps.value_or(0) > 0 ? *d.rail->speedMbps : defaultSpeed;
   p->SetGid(d.gid);
+  if (d.rail != nullptr) {
+    for (const topology::RailAddress& ra : d.rail->addresses) {
+      if (ra.family != AF_INET) continue;
+      p->ipv4.emplace_back(reinterpret_cast<const sockaddr_in*>(&ra.sockaddr)->sin_addr, ra.prefixLen);
+    }
+  }
   p->ctx = ibv_open_device(dev);
   if (p->ctx == nullptr) return SystemError("ibv_open_device(" + d.device + "): " + ErrnoText(errno));
   p->pd = ibv_alloc_pd(p->ctx);
@@ -62,6 +69,14 @@ Status OpenPort(const VerbsDevice& d, ibv_device** list, int n, int defaultSpeed
 }
 
 }  // namespace
+
+bool IbPort::OnSubnet(in_addr a) const {
+  for (const auto& [mine, prefix] : ipv4) {
+    const uint32_t mask = prefix <= 0 ? 0 : prefix >= 32 ? ~0u : ~0u << (32 - prefix);
+    if ((ntohl(mine.s_addr) & mask) == (ntohl(a.s_addr) & mask)) return true;
+  }
+  return false;
+}
 
 GidChoice IbPort::Gid() const {
   std::lock_guard lock(mu_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
 
 #include <atomic>
 #include <cstdint>
@@ -40,6 +41,12 @@ struct IbPort {
   uint64_t maxMsgBytes = 4u << 20;  ///< bytes per payload WR: 4 MiB, or ibv_port_attr::max_msg_sz if smaller
   bool dmabuf = false;     ///< ibv_reg_dmabuf_mr is available (probed at open)
   std::atomic<bool> down{false};  ///< set by a port-error / device-fatal async event
+  /// The rail's IPv4 addresses with their prefix lengths (fabric mode matches a peer's
+  /// rail to the local port on the same point-to-point subnet).
+  std::vector<std::pair<in_addr, int>> ipv4;
+
+  /// True when IPv4 address `a` (network order) is inside one of this rail's subnets.
+  bool OnSubnet(in_addr a) const;
 
   /// "device:port" for messages.
   std::string Name() const { return device + ":" + std::to_string(port); }

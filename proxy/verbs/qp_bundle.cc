@@ -9,7 +9,8 @@
 namespace railyard::proxy::verbs {
 
 Status QpBundle::Create(IbPorts* ib, const std::vector<int>& ports, int nqps, uint32_t recvWrs,
-                        uint32_t inlineBytes, std::unique_ptr<QpBundle>* out) {
+                        uint32_t inlineBytes, std::unique_ptr<QpBundle>* out,
+                        const std::vector<int>* qpRails) {
   if (ports.empty() || ports.size() > static_cast<size_t>(kMaxConnRails)) {
     return InternalError("a verbs connection needs 1.." + std::to_string(kMaxConnRails) + " rails, got " +
                          std::to_string(ports.size()));
@@ -28,7 +29,7 @@ Status QpBundle::Create(IbPorts* ib, const std::vector<int>& ports, int nqps, ui
   std::mt19937 rng(std::random_device{}());
   for (int i = 0; i < nqps; ++i) {
     Qp q;
-    q.localRail = i % static_cast<int>(ports.size());
+    q.localRail = qpRails != nullptr ? (*qpRails)[static_cast<size_t>(i)] : i % static_cast<int>(ports.size());
     q.port = ports[static_cast<size_t>(q.localRail)];
     IbPort& p = ib->at(static_cast<size_t>(q.port));
     ibv_qp_init_attr ia{};

@@ -33,8 +33,10 @@ class QpBundle {
   /// into `ib`), with one CQ per rail. `recvWrs` receive WRs per QP are allowed (the
   /// receiver side posts them). `inlineBytes` > 0 asks for that much inline data
   /// (the device may grant less; Qp::maxInline says). SystemError naming the device.
+  /// `qpRails` (optional, nqps entries) puts QP i on rail ports[qpRails[i]] instead.
   static Status Create(IbPorts* ib, const std::vector<int>& ports, int nqps, uint32_t recvWrs,
-                       uint32_t inlineBytes, std::unique_ptr<QpBundle>* out);
+                       uint32_t inlineBytes, std::unique_ptr<QpBundle>* out,
+                       const std::vector<int>* qpRails = nullptr);
   ~QpBundle();
 
   /// This end's QP record set (rails with GIDs, MTUs; QPs with numbers and PSNs).

@@ -1,8 +1,12 @@
 #include "proxy/verbs/verbs_setup.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "env/log.h"
+#include "proxy/tcp/tcp_recv_comm.h"
 
 namespace railyard::proxy::verbs {
 
@@ -82,6 +86,16 @@ Status RecordWriter::Write(int fd, const std::string& peer, bool* done) {
 
 Status VerbsConnector::Start(const ListenAddress& to, const VerbsDeviceSetup& setup, const TcpOptions& tcp,
                              const std::string& host, std::unique_ptr<VerbsConnector>* out) {
+  SocketTarget control;
+  control.remote = to.addr;
+  control.remoteLen = to.len;
+  control.rail = setup.options.device;
+  return Start(to, setup, tcp, host, std::move(control), out);
+}
+
+Status VerbsConnector::Start(const ListenAddress& to, const VerbsDeviceSetup& setup, const TcpOptions& tcp,
+                             const std::string& host, SocketTarget control,
+                             std::unique_ptr<VerbsConnector>* out) {
   if (to.verbsRails == 0) {
     return InvalidUsage("transport mismatch: " + to.ToString() + " listens with the TCP transport and this "
                         "process uses verbs (set RAILYARD_TRANSPORT the same on every host)");
@@ -91,7 +105,9 @@ Status VerbsConnector::Start(const ListenAddress& to, const VerbsDeviceSetup& se
   c->setup_ = setup;
   TcpOptions o = tcp;
   o.nsocks = 0;  // the control socket only
-  RY_RETURN_IF_ERROR(TcpConnector::Start(to, o, host, &c->tcp_));
+  std::vector<SocketTarget> targets;
+  targets.push_back(std::move(control));
+  RY_RETURN_IF_ERROR(TcpConnector::Start(to, std::move(targets), o, host, &c->tcp_));
   *out = std::move(c);
   return Status::Ok();
 }
@@ -163,8 +179,13 @@ Status VerbsListenComm::Create(const sockaddr_storage& bindAddr, socklen_t bindL
                                std::unique_ptr<VerbsListenComm>* out, ListenAddress* handle) {
   std::unique_ptr<VerbsListenComm> l(new VerbsListenComm());
   l->setup_ = setup;
+  l->tcpOptions_ = tcp;
   TcpOptions o = tcp;
-  o.nsocks = 0;
+  if (setup.fabric) {
+    o.acceptControlOnly = true;  // verbs peers (control socket only) and relayed TCP peers
+  } else {
+    o.nsocks = 0;
+  }
   RY_RETURN_IF_ERROR(TcpListenComm::Create(bindAddr, bindLen, o, host, &GlobalMrCache(), &l->tcp_, handle));
   handle->verbsRails = static_cast<int>(setup.ports.size());
   *out = std::move(l);
@@ -183,7 +204,15 @@ Status VerbsListenComm::Step(Pending& p, RecvComm** comm) {
     if (!s.ok()) return Status(s.code(), s.message() + " (from " + peer + "); no QP was created");
     if (p.remote.fifoAddr == 0) return InvalidUsage("QP record from " + peer + " has no CTS FIFO address");
     const int nqps = static_cast<int>(p.remote.qps.size());
-    RY_RETURN_IF_ERROR(QpBundle::Create(setup_.ib, setup_.ports, nqps, kRingEntries, sizeof(FifoSlot), &p.qps));
+    if (setup_.fabric) {
+      std::vector<int> ports, qpRails;
+      if (Status m = MatchRails(p.remote, &ports, &qpRails); !m.ok()) {
+        return Status(m.code(), m.message() + " (from " + peer + "); no QP was created");
+      }
+      RY_RETURN_IF_ERROR(QpBundle::Create(setup_.ib, ports, nqps, kRingEntries, sizeof(FifoSlot), &p.qps, &qpRails));
+    } else {
+      RY_RETURN_IF_ERROR(QpBundle::Create(setup_.ib, setup_.ports, nqps, kRingEntries, sizeof(FifoSlot), &p.qps));
+    }
     RY_RETURN_IF_ERROR(RegisteredBuffer::Create(sizeof(ChunkHeader) * kRingEntries * nqps + kHeartbeatBytes, &p.rings));
     RY_RETURN_IF_ERROR(RegisteredBuffer::Create(sizeof(FifoSlot) * RecvTable::kMaxRequests, &p.staging));
     // The connector chose TC and SL (it sends them); timeout/retry are ours.
@@ -235,6 +264,36 @@ Status VerbsListenComm::Step(Pending& p, RecvComm** comm) {
   return Status::Ok();
 }
 
+Status VerbsListenComm::MatchRails(const QpSet& remote, std::vector<int>* ports,
+                                   std::vector<int>* qpRails) const {
+  std::vector<int> railMap(remote.rails.size(), -1);
+  for (size_t r = 0; r < remote.rails.size(); ++r) {
+    const uint8_t* g = remote.rails[r].gid;
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(g, kMapped, sizeof kMapped) != 0) {
+      return InvalidUsage("peer rail " + RailName(remote.rails[r]) +
+                          " has no IPv4-mapped GID: fabric mode matches rails by IPv4 subnet");
+    }
+    in_addr a{};
+    std::memcpy(&a.s_addr, g + 12, 4);
+    for (int port : setup_.ports) {
+      if (!setup_.ib->at(static_cast<size_t>(port)).OnSubnet(a)) continue;
+      auto it = std::find(ports->begin(), ports->end(), port);
+      if (it == ports->end()) it = ports->insert(ports->end(), port);
+      railMap[r] = static_cast<int>(it - ports->begin());
+      break;
+    }
+    if (railMap[r] < 0) {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &a, text, sizeof text);
+      return InvalidUsage(std::string("no local RDMA port is on the subnet of peer rail ") +
+                          RailName(remote.rails[r]) + " (" + text + ")");
+    }
+  }
+  for (const QpWire& q : remote.qps) qpRails->push_back(railMap[q.rail]);
+  return Status::Ok();
+}
+
 Status VerbsListenComm::Accept(RecvComm** recvComm) {
   *recvComm = nullptr;
   for (;;) {
@@ -242,6 +301,13 @@ Status VerbsListenComm::Accept(RecvComm** recvComm) {
     bool got = false;
     RY_RETURN_IF_ERROR(tcp_->AcceptConnection(&p->conn, &got));
     if (!got) break;
+    if (!p->conn.data.empty()) {
+      // Fabric mode: a TCP connection (a relayed peer, or a host without RDMA).
+      RY_INFO(log::kNet, "accepted a TCP connection from %s with %zu data sockets",
+              p->conn.peer.ToString().c_str(), p->conn.data.size());
+      *recvComm = new TcpRecvComm(std::move(p->conn), tcpOptions_, &GlobalMrCache());
+      return Status::Ok();
+    }
     pending_.push_back(std::move(p));
   }
   for (size_t i = 0; i < pending_.size(); ++i) {

@@ -29,6 +29,10 @@ struct VerbsDeviceSetup {
   LinkConfig link;         ///< QPs per connection, TC/SL, timeout, retry
   int initTrafficClass = -1;  ///< v11 init's trafficClass (-1 = undefined)
   VerbsOptions options;
+  /// Fabric mode (switchless): the listener takes, for each connection, the ports
+  /// on the same point-to-point subnets as the connector's rails (IbPort::OnSubnet),
+  /// and also accepts TCP connections (relayed peers) with `tcp` settings.
+  bool fabric = false;
 };
 
 /// Reads one whole handshake record from a non-blocking socket across calls.
@@ -64,6 +68,10 @@ class VerbsConnector {
   /// verbs listener): InvalidUsage otherwise ("the listener uses TCP").
   static Status Start(const ListenAddress& to, const VerbsDeviceSetup& setup, const TcpOptions& tcp,
                       const std::string& host, std::unique_ptr<VerbsConnector>* out);
+  /// Same, with the control socket going to `control` (fabric mode: bound to a rail
+  /// of the cable to the listener's host).
+  static Status Start(const ListenAddress& to, const VerbsDeviceSetup& setup, const TcpOptions& tcp,
+                      const std::string& host, SocketTarget control, std::unique_ptr<VerbsConnector>* out);
   /// Advances without blocking; *comm stays NULL until the QPs are RTS and the
   /// ready record is sent. Errors name the listener and the failing step.
   Status Progress(SendComm** comm);
@@ -87,7 +95,8 @@ class VerbsConnector {
 class VerbsListenComm final : public ListenComm {
  public:
   /// Listens on `bindAddr` (TCP, for the control sockets) and fills `handle`
-  /// (verbsRails = number of the device's rails).
+  /// (verbsRails = number of the device's rails). With setup.fabric, TCP connections
+  /// (with data sockets, e.g. through relays) are accepted too and get TCP comms.
   static Status Create(const sockaddr_storage& bindAddr, socklen_t bindLen, const VerbsDeviceSetup& setup,
                        const TcpOptions& tcp, const std::string& host, std::unique_ptr<VerbsListenComm>* out,
                        ListenAddress* handle);
@@ -108,7 +117,10 @@ class VerbsListenComm final : public ListenComm {
     Clock::time_point since = Clock::now();
   };
   Status Step(Pending& p, RecvComm** comm);
+  /// Fabric mode: the local ports facing the connector's rails, and each QP's rail.
+  Status MatchRails(const QpSet& remote, std::vector<int>* ports, std::vector<int>* qpRails) const;
   VerbsListenComm() = default;
+  TcpOptions tcpOptions_;
   std::unique_ptr<TcpListenComm> tcp_;
   VerbsDeviceSetup setup_;
   std::vector<std::unique_ptr<Pending>> pending_;

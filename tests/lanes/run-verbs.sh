@@ -107,7 +107,7 @@ fi
 st=0
 # ctest writes Testing/ in the build directory: inside each guest that lands in
 # its own tmpfs overlay, so the guests do not collide.
-"$ring" -n "$ring_guests" -t "$timeout_s" -C "$build" \
+"$ring" -n "$ring_guests" -G -t "$timeout_s" -C "$build" \
   ctest -L '^verbs-ring$' --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
 say "stage 2 took $((SECONDS - t0))s"
 judge "stage 2 (ctest -L verbs-ring, ring of $ring_guests)" "$st" || { ((rc)) || rc=$st; }
