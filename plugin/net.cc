@@ -25,6 +25,7 @@
 #include "proxy/relay/relay_service.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/tcp/tcp_listen_comm.h"
+#include "proxy/verbs/gpu_support.h"
 #include "proxy/verbs/ib_ports.h"
 #include "proxy/verbs/verbs_setup.h"
 #include "topology/graph_json.h"
@@ -129,6 +130,20 @@ proxy::verbs::VerbsDeviceSetup VerbsSetupFor(int dev, int trafficClass) {
   v.options.useInline = g.config->ibUseInline != 0;
   v.options.device = g.verbsDevs[static_cast<size_t>(dev)].name;
   return v;
+}
+
+/// What getProperties reports as ptrSupport: host memory always; with RDMA ports,
+/// CUDA memory when a GPUDirect peer-memory module is loaded, and DMA-BUF (with CUDA)
+/// when the ports and the CUDA driver both support it. Nothing is claimed that this
+/// host cannot do (proxy/verbs/gpu_support.h).
+int PtrSupport(const Global& g) {
+  if (g.ib == nullptr || g.ib->size() == 0) return NCCL_PTR_HOST;
+  int ptr = NCCL_PTR_HOST;
+  if (proxy::verbs::GdrPeerMemory()) ptr |= NCCL_PTR_CUDA;
+  bool dmabuf = true;
+  for (size_t i = 0; i < g.ib->size(); ++i) dmabuf &= g.ib->at(i).dmabuf;
+  if (dmabuf && proxy::verbs::CudaDmaBuf()) ptr |= NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
+  return ptr;
 }
 
 /// Every open RDMA port (fabric mode with verbs). Requires init.
@@ -360,7 +375,7 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
     props->speed = d.SpeedOr(g.config->defaultSpeedMbps);
   }
   props->guid = static_cast<uint64_t>(dev);
-  props->ptrSupport = NCCL_PTR_HOST;
+  props->ptrSupport = PtrSupport(g);
   props->regIsGlobal = 1;  // registrations live in the process-wide MR cache
   props->forceFlush = 0;
   props->latency = 0;
@@ -542,7 +557,7 @@ ncclResult_t Accept(void* listenComm, void** recvComm) {
 ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (comm == nullptr || mhandle == nullptr) return ncclInvalidArgument;
   *mhandle = nullptr;
-  if (type != NCCL_PTR_HOST) {
+  if (type != NCCL_PTR_HOST && !(type == NCCL_PTR_CUDA && (PtrSupport(G()) & NCCL_PTR_CUDA) != 0)) {
     return Fail(InvalidUsage("regMr of pointer type " + std::to_string(type) +
                              ": Railyard supports host memory here (ptrSupport HOST); GPU memory "
                              "needs regMrDmaBuf on the verbs transport"),
@@ -605,11 +620,17 @@ ncclResult_t Irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
   return ncclSuccess;
 }
 
-ncclResult_t Iflush(void* /*recvComm*/, int /*n*/, void** /*data*/, int* /*sizes*/,
-                    void** /*mhandles*/, void** request) {
-  // Host memory only: the data is visible once test() reports done. A NULL request
-  // tells NCCL no flush was needed (§2.5 "iflush").
-  if (request != nullptr) *request = nullptr;
+ncclResult_t Iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  // A NULL request tells NCCL no flush was needed (§2.5 "iflush"): host memory, and
+  // the TCP transport (the CPU wrote the data). The verbs transport flushes GPU memory.
+  if (request == nullptr) return ncclInvalidArgument;
+  *request = nullptr;
+  if (recvComm == nullptr || n <= 0 || data == nullptr || sizes == nullptr) return ncclSuccess;
+  Request* r = nullptr;
+  Status s = static_cast<RecvComm*>(static_cast<Comm*>(recvComm))
+                 ->Iflush(n, data, sizes, reinterpret_cast<MemoryRegion**>(mhandles), &r);
+  if (!s.ok()) return Fail(s, "iflush");
+  *request = r;
   return ncclSuccess;
 }
 

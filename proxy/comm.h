@@ -93,6 +93,14 @@ class RecvComm : public Comm {
   /// InternalError when NCCL_NET_MAX_REQUESTS receives are already in flight.
   virtual Status Irecv(int n, void** data, const size_t* sizes, const int* tags,
                        MemoryRegion** mrs, Request** request) = 0;
+  /// Makes the data of a completed receive visible to the GPU (nccl-net-abi.md §2.5
+  /// "iflush": GDR receives only). *request = NULL when nothing needs flushing (host
+  /// memory, or a transport that writes with the CPU); otherwise test() it until done.
+  virtual Status Iflush(int /*n*/, void** /*data*/, const int* /*sizes*/, MemoryRegion** /*mrs*/,
+                        Request** request) {
+    *request = nullptr;
+    return Status::Ok();
+  }
 };
 
 /// Accepting side of a listen.

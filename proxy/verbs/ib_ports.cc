@@ -94,6 +94,7 @@ Status IbPorts::Open(const env::Config& config, std::unique_ptr<IbPorts>* out,
   ports->config_ = config;
   topology::DiscoveryOptions o;
   o.includeDown = true;  // SelectVerbsDevices says why a down port is skipped
+  o.disableHwloc = true;  // every rank runs this at init: sysfs has what the QPs need
   std::vector<topology::Rail> rails;
   RY_RETURN_IF_ERROR(topology::DiscoverRails(o, &rails, nullptr));
   const std::vector<VerbsDevice> devs =
@@ -206,6 +207,7 @@ void IbPorts::Notify(int port, uint32_t qpn, const std::string& why) {
 void IbPorts::ReresolveGid(IbPort& p) {
   topology::DiscoveryOptions o;
   o.includeDown = true;
+  o.disableHwloc = true;
   std::vector<topology::Rail> rails;
   if (!topology::DiscoverRails(o, &rails, nullptr).ok()) return;
   GidPolicy policy = PolicyFrom(config_);

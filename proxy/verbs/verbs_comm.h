@@ -131,11 +131,22 @@ class VerbsRecvComm final : public RecvComm {
   ~VerbsRecvComm() override;
   Status Irecv(int n, void** data, const size_t* sizes, const int* tags, MemoryRegion** mrs,
                Request** request) override;
+  /// GPU memory (a region registered as NCCL_PTR_CUDA or through DMA-BUF): posts a
+  /// 1-byte RDMA READ from the last non-empty buffer into a host word, on a QP
+  /// connected to itself on every rail of the comm (as NCCL's IB plugin does: the
+  /// read completes only after the earlier PCIe writes to the GPU are visible).
+  /// Host memory: *request = NULL. SystemError when the flush QPs cannot be set up.
+  Status Iflush(int n, void** data, const int* sizes, MemoryRegion** mrs, Request** request) override;
   Status Test(Request* request, int* done, int* sizes) override;
   void Close() override;
 
  private:
+  struct FlushReq : Request {
+    bool used = false;
+    int pending = 0;  ///< READs not completed yet
+  };
   Status Progress();
+  Status PollFlushes();
   Status PostRecv(size_t qp);
   Status OnImmediate(size_t qp, uint32_t index);
 
@@ -146,6 +157,9 @@ class VerbsRecvComm final : public RecvComm {
   Clock::time_point lastProgress_ = Clock::now();
   Clock::time_point eofAt_{};  ///< when the control socket closed (epoch = open)
   uint64_t heartbeatSeen_ = 0;  ///< sum of the heartbeat words at the last look
+  std::unique_ptr<QpBundle> flushQps_;         ///< one loop-back QP per rail (made on first use)
+  std::unique_ptr<RegisteredBuffer> flushWord_;  ///< where the flush READs land
+  std::array<FlushReq, RecvTable::kMaxRequests> flushes_{};
   std::atomic<uint64_t> seqHint_{0};
   int subscription_ = 0;
   bool closed_ = false;

@@ -33,6 +33,8 @@ void VerbsRecvComm::Close() {
   if (closed_) return;
   closed_ = true;
   link_.qps->ib().Unsubscribe(subscription_);
+  flushQps_.reset();
+  flushWord_.reset();
   link_.qps.reset();
   link_.control.Reset();
   rings_.reset();
@@ -160,8 +162,87 @@ Status VerbsRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* 
   return Status::Ok();
 }
 
+Status VerbsRecvComm::Iflush(int n, void** data, const int* sizes, MemoryRegion** mrs, Request** request) {
+  *request = nullptr;
+  if (poison_.IsSet()) return poison_.Get();
+  int last = -1;
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > 0 && mrs != nullptr && mrs[i] != nullptr) last = i;
+  }
+  // ptrType NCCL_PTR_HOST = 1 (nccl-net-abi.md); host memory needs no flush.
+  if (last < 0 || mrs[last]->ptrType == 1 || mrs[last]->hcaLkey.empty()) return Status::Ok();
+  if (flushQps_ == nullptr) {
+    const std::vector<int>& ports = link_.qps->ports();
+    RY_RETURN_IF_ERROR(QpBundle::Create(&link_.qps->ib(), ports, static_cast<int>(ports.size()), 0, 0, &flushQps_));
+    RY_RETURN_IF_ERROR(flushQps_->Connect(flushQps_->Describe(), ResolveQpLinkAttrs(LinkConfig{}, -1), 0, 0));
+    RY_RETURN_IF_ERROR(RegisteredBuffer::Create(64, &flushWord_));
+  }
+  FlushReq* req = nullptr;
+  for (FlushReq& f : flushes_) {
+    if (!f.used) {
+      req = &f;
+      break;
+    }
+  }
+  if (req == nullptr) return InternalError("more than " + std::to_string(flushes_.size()) + " flushes in flight");
+  req->owner = this;
+  req->pending = 0;
+  for (Qp& q : flushQps_->qps()) {
+    const size_t port = static_cast<size_t>(q.port);
+    ibv_sge sge{reinterpret_cast<uint64_t>(flushWord_->data()), 1, flushWord_->mr()->hcaLkey[port]};
+    ibv_send_wr wr{};
+    wr.wr_id = reinterpret_cast<uint64_t>(req);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(data[last]);
+    wr.wr.rdma.rkey = mrs[last]->hcaRkey[port];
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(q.qp, &wr, &bad); rc != 0) {
+      Status s = SystemError("ibv_post_send of a flush READ: " + ErrnoText(rc) + " " +
+                             FaultContext(link_, q.qp->qp_num, table_.NextSeq()));
+      poison_.Set(s);
+      return s;
+    }
+    ++req->pending;
+  }
+  req->used = true;
+  *request = req;
+  return Status::Ok();
+}
+
+Status VerbsRecvComm::PollFlushes() {
+  if (flushQps_ == nullptr) return Status::Ok();
+  ibv_wc wcs[16];
+  for (size_t r = 0; r < flushQps_->ncqs(); ++r) {
+    const int n = ibv_poll_cq(flushQps_->cq(static_cast<int>(r)), 16, wcs);
+    if (n < 0) return SystemError("ibv_poll_cq of the flush QPs failed " + FaultContext(link_, 0, table_.NextSeq()));
+    for (int i = 0; i < n; ++i) {
+      if (wcs[i].status != IBV_WC_SUCCESS) return CompletionError(link_, wcs[i], "flush READ", table_.NextSeq());
+      --reinterpret_cast<FlushReq*>(wcs[i].wr_id)->pending;
+    }
+  }
+  return Status::Ok();
+}
+
 Status VerbsRecvComm::Test(Request* request, int* done, int* sizes) {
   *done = 0;
+  const auto at = reinterpret_cast<uintptr_t>(request);
+  if (at >= reinterpret_cast<uintptr_t>(flushes_.data()) &&
+      at < reinterpret_cast<uintptr_t>(flushes_.data() + flushes_.size())) {
+    auto* f = static_cast<FlushReq*>(request);
+    if (!f->used) return InternalError("test of a flush request that is not in flight");
+    if (Status s = PollFlushes(); !s.ok()) {
+      poison_.Set(s);
+      return poison_.Get();
+    }
+    if (f->pending == 0) {
+      f->used = false;
+      *done = 1;
+    }
+    return Status::Ok();
+  }
   auto* e = static_cast<RecvTable::Entry*>(request);
   if (e->seq.load(std::memory_order_acquire) == RecvTable::kFree) {
     return InternalError("test of a receive request that is not in flight");

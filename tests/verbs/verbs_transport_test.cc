@@ -362,6 +362,57 @@ TEST_F(VerbsTransport, RailDownMidTransferFailsNamingTheRail) {
   EXPECT_LT(took, 60000) << s.message();
 }
 
+TEST_F(VerbsTransport, IflushReadsBackGpuRegionsAndSkipsHostOnes) {
+  Pair p;
+  ASSERT_TRUE(Connect(DeviceSetup({"rxe_h0r0"}, 1, true), DeviceSetup({"rxe_h1r0"}, 1, true), &p).ok());
+  std::vector<uint8_t> buf(8192, 7);
+  void* data = buf.data();
+  int size = 4096;
+  // Host memory (NCCL_PTR_HOST = 1): nothing to flush.
+  MemoryRegion* host = nullptr;
+  ASSERT_TRUE(GlobalMrCache().Register(buf.data(), buf.size(), 1, &host).ok());
+  Request* req = reinterpret_cast<Request*>(0x1);
+  ASSERT_TRUE(p.recv->Iflush(1, &data, &size, &host, &req).ok());
+  EXPECT_EQ(req, nullptr);
+  // A region registered as GPU memory (NCCL_PTR_CUDA = 2; host pages stand in for it
+  // here): a READ per rail on the loop-back QP, completed through test().
+  MemoryRegion* gpu = nullptr;
+  ASSERT_TRUE(GlobalMrCache().Register(buf.data(), buf.size(), 2, &gpu).ok());
+  ASSERT_TRUE(p.recv->Iflush(1, &data, &size, &gpu, &req).ok());
+  ASSERT_NE(req, nullptr);
+  int done = 0;
+  const auto deadline = Clock::now() + Ms(20000);
+  Status s;
+  while (s.ok() && !done && Clock::now() < deadline) s = p.recv->Test(req, &done, nullptr);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(done, 1);
+  // A receive of 0 bytes needs no flush either.
+  int zero = 0;
+  ASSERT_TRUE(p.recv->Iflush(1, &data, &zero, &gpu, &req).ok());
+  EXPECT_EQ(req, nullptr);
+  (void)GlobalMrCache().Deregister(host);
+  (void)GlobalMrCache().Deregister(gpu);
+}
+
+TEST_F(VerbsTransport, GidChangeReresolvesTheGid) {
+  IbPort& port = Ports().at(static_cast<size_t>(PortIndex("rxe_h0r1")));
+  const GidChoice before = port.Gid();
+  ASSERT_TRUE(before.ok());
+  // Move h0r1 to another address: its IPv4 GID goes away and a new one appears;
+  // the event thread sees IBV_EVENT_GID_CHANGE and chooses again.
+  ASSERT_TRUE(Sh("ip addr add 10.77.1.101/24 dev h0r1 && ip addr del 10.77.1.1/24 dev h0r1"));
+  const auto deadline = Clock::now() + Ms(20000);
+  GidChoice after = port.Gid();
+  while (Clock::now() < deadline && after.gid.raw == before.gid.raw) {
+    std::this_thread::sleep_for(Ms(50));  // polling the event thread's result, not a barrier
+    after = port.Gid();
+  }
+  (void)Sh("ip addr add 10.77.1.1/24 dev h0r1; ip addr del 10.77.1.101/24 dev h0r1");
+  ASSERT_TRUE(after.ok()) << after.error;
+  EXPECT_NE(after.gid.raw, before.gid.raw) << "the GID was not re-resolved after the address change";
+  EXPECT_NE(after.reason.find("10.77.1.101"), std::string::npos) << after.reason;
+}
+
 }  // namespace
 }  // namespace railyard::proxy::verbs
 
