@@ -398,19 +398,20 @@ TEST_F(VerbsTransport, GidChangeReresolvesTheGid) {
   IbPort& port = Ports().at(static_cast<size_t>(PortIndex("rxe_h0r1")));
   const GidChoice before = port.Gid();
   ASSERT_TRUE(before.ok());
-  // Move h0r1 to another address: its IPv4 GID goes away and a new one appears;
-  // the event thread sees IBV_EVENT_GID_CHANGE and chooses again.
-  ASSERT_TRUE(Sh("ip addr add 10.77.1.101/24 dev h0r1 && ip addr del 10.77.1.1/24 dev h0r1"));
+  // Move h0r1 to an address on another subnet (a secondary address on the same
+  // subnet would vanish with the primary): its IPv4 GID goes away and a new one
+  // appears; the event thread sees IBV_EVENT_GID_CHANGE and chooses again.
+  ASSERT_TRUE(Sh("ip addr add 10.77.51.1/24 dev h0r1 && ip addr del 10.77.1.1/24 dev h0r1"));
   const auto deadline = Clock::now() + Ms(20000);
   GidChoice after = port.Gid();
   while (Clock::now() < deadline && after.gid.raw == before.gid.raw) {
     std::this_thread::sleep_for(Ms(50));  // polling the event thread's result, not a barrier
     after = port.Gid();
   }
-  (void)Sh("ip addr add 10.77.1.1/24 dev h0r1; ip addr del 10.77.1.101/24 dev h0r1");
+  (void)Sh("ip addr add 10.77.1.1/24 dev h0r1; ip addr del 10.77.51.1/24 dev h0r1");
   ASSERT_TRUE(after.ok()) << after.error;
   EXPECT_NE(after.gid.raw, before.gid.raw) << "the GID was not re-resolved after the address change";
-  EXPECT_NE(after.reason.find("10.77.1.101"), std::string::npos) << after.reason;
+  EXPECT_NE(after.reason.find("10.77.51.1"), std::string::npos) << after.reason;
 }
 
 }  // namespace
