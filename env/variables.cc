@@ -194,10 +194,10 @@ const Variable kVariables[] = {
      "receiver before it stops reading from the sender.",
      65536, kGiB, &ApplyRelayBuffer},
     {"RAILYARD_TRANSPORT", "enum", "auto", "", nullptr,
-     "Data path: verbs = RDMA (RoCE v2 RC QPs over the devices RAILYARD_HCA selects), tcp = "
-     "sockets. auto = verbs when an RDMA port is usable and fabric mode is off (switchless "
-     "relaying runs over TCP), else tcp. Connection setup always uses TCP sockets chosen by "
-     "RAILYARD_SOCKET_IFNAME.",
+     "Data path: verbs = RDMA (RoCE v2 RC QPs over the ports RAILYARD_HCA selects; required), "
+     "tcp = sockets only, auto = verbs when an RDMA port is usable, else tcp. In fabric mode "
+     "verbs carries the peers on a cable and relayed peers go over TCP. Connection setup "
+     "always uses TCP sockets (RAILYARD_SOCKET_IFNAME).",
      0, 0, &ApplyTransport, "auto, verbs, tcp"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
