@@ -138,7 +138,11 @@ Status QpBundle::Connect(const QpSet& remote, const QpLinkAttrs& attrs, uint8_t 
     s.qp_state = IBV_QPS_RTS;
     s.timeout = attrs.timeout;
     s.retry_cnt = attrs.retryCnt;
-    s.rnr_retry = attrs.rnrRetry;
+    // The protocol never needs RNR retries (verbs_layout.h: a receive WR is posted
+    // for every immediate that can arrive). 0 makes a violation fail at once with
+    // IBV_WC_RNR_RETRY_EXC_ERR instead of hiding as a stall, so the tests prove it.
+    s.rnr_retry = 0;
+    (void)attrs.rnrRetry;
     s.sq_psn = q.psn;
     s.max_rd_atomic = 1;
     rc = ibv_modify_qp(q.qp, &s,
