@@ -318,11 +318,11 @@ def report(work, out):
              for s, r in v["small"] + v["pass"] if r > 1.1]
     if above:
         doc.append("- Ratios above 1.1 (" + ", ".join(above) + "): the pump is one busy-polling thread per "
-                   "process doing all sends and receives, and on 2 CPUs its spinning processes (4 of them in "
-                   "`ring`) fight each other and any other load for the cores, while Railyard's helper "
-                   "threads block in the kernel and overlap send and receive. There the pump is a floor "
-                   "rather than a ceiling; the comparison is meaningful where the two are close (large "
-                   "sizes).")
+                   "process that never yields the CPU, and on 2 CPUs its spinning processes (4 of them in "
+                   "`ring`) fight each other and any other load for the cores: a rank with work to do waits "
+                   "for a spinner's time slice to end. railyard-perf's loop, like NCCL's proxy thread, yields "
+                   "when a pass over its requests made no progress. There the pump is a floor rather than a "
+                   "ceiling; the comparison is meaningful where the two are close (large sizes).")
     fails = []
     for line in open(os.path.join(work, "failures.txt")):
         if line.strip():
@@ -330,16 +330,21 @@ def report(work, out):
     if fails:
         doc.append("- Runs that failed (their figures are missing above): " + "; ".join(f"`{f}`" for f in fails))
     doc.append("")
+    # A hand-written note about the current state (what changed, what is known), kept
+    # beside this script so that a rerun carries it; edit it when the numbers move.
+    note = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loopback_note.md")
+    if os.path.exists(note):
+        doc.append(open(note).read().rstrip() + "\n")
     doc.append("Raw data (railyard-perf JSON, pump JSON lines, iperf3 JSON, callgrind files, logs) stay in the "
                "build tree, `build/bench/loopback-<date>/`; rerun the script to regenerate this page.\n")
 
-    # Keep the section tools/bench/fabric.sh maintains (between its markers).
+    # Keep the sections other scripts maintain, each between its own markers
+    # (<!-- NAME:begin --> ... <!-- NAME:end -->: fabric.sh, verbs_lane.sh), in order.
     kept = ""
     if os.path.exists(out):
         old = open(out).read()
-        b, e = old.find("<!-- fabric:begin -->"), old.find("<!-- fabric:end -->")
-        if b >= 0 and e > b:
-            kept = "\n" + old[b:e + len("<!-- fabric:end -->")] + "\n"
+        for m in re.finditer(r"<!-- ([a-z0-9_-]+):begin -->.*?<!-- \1:end -->", old, re.S):
+            kept += "\n" + m.group(0) + "\n"
     with open(out, "w") as f:
         f.write("\n".join(doc) + kept)
 
