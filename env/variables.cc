@@ -149,10 +149,12 @@ const Variable kVariables[] = {
     {"RAILYARD_NSOCKS", "int", "4", "", nullptr,
      "Data sockets per connection.", 1, 64, &ApplyInt<&Config::nsocks>},
     {"RAILYARD_NTHREADS", "int", "2", "", nullptr,
-     "Helper threads per connection that drive the data sockets.", 1, 16,
+     "Helper threads per connection that move the data when the calling thread stops calling "
+     "isend/irecv/test for 1 ms (the calling thread moves it otherwise).", 1, 16,
      &ApplyInt<&Config::nthreads>},
-    {"RAILYARD_CHUNK_BYTES", "bytes", "524288", "bytes", nullptr,
-     "Bytes per striped chunk of a large message; accepts K, M, G suffixes (powers of 1024).",
+    {"RAILYARD_CHUNK_BYTES", "bytes", "8388608", "bytes", nullptr,
+     "TCP transport: bytes per striped chunk of a large message (a message is spread over the "
+     "sockets chunk by chunk); accepts K, M, G suffixes (powers of 1024).",
      4096, kGiB, &ApplyChunkBytes},
     {"RAILYARD_TIMEOUT_MS", "int", "30000", "ms", nullptr,
      "A request that makes no progress for this long fails.", 1, kIntMax,

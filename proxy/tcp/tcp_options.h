@@ -10,7 +10,7 @@ namespace railyard::proxy {
 struct TcpOptions {
   int nsocks = 4;                   ///< data sockets per connection (RAILYARD_NSOCKS)
   int nthreads = 2;                 ///< helper threads per comm (RAILYARD_NTHREADS)
-  size_t chunkBytes = 512 * 1024;   ///< largest chunk of a striped message (RAILYARD_CHUNK_BYTES)
+  size_t chunkBytes = 8u << 20;     ///< largest chunk of a striped message (RAILYARD_CHUNK_BYTES)
   size_t minChunkBytes = 64 * 1024; ///< smallest chunk once a message is striped
   int timeoutMs = 30000;            ///< no-progress limit of a request (RAILYARD_TIMEOUT_MS)
   std::string device;               ///< rail (interface) name, for error messages

@@ -37,7 +37,7 @@ TEST(ConfigDoc, EveryVariableIsDocumented) {
   for (const auto& var : railyard::env::Variables()) {
     EXPECT_NE(rendered.find(std::string("`") + var.name + "`"), std::string::npos) << var.name;
   }
-  EXPECT_NE(rendered.find("| `RAILYARD_CHUNK_BYTES` | bytes | `524288` (512K) | bytes | "
+  EXPECT_NE(rendered.find("| `RAILYARD_CHUNK_BYTES` | bytes | `8388608` (8M) | bytes | "
                           "4096..1073741824 (4K..1G) |"),
             std::string::npos)
       << rendered;

@@ -105,7 +105,7 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.socketIfname, "");
   EXPECT_EQ(c.nsocks, 4);
   EXPECT_EQ(c.nthreads, 2);
-  EXPECT_EQ(c.chunkBytes, 524288u);
+  EXPECT_EQ(c.chunkBytes, 8388608u);
   EXPECT_EQ(c.timeoutMs, 30000);
   EXPECT_EQ(c.defaultSpeedMbps, 10000);
   EXPECT_EQ(c.debug, log::Level::kWarn);
@@ -193,7 +193,7 @@ TEST(EnvConfig, EmptyValueMeansUnset) {
   FakeEnv env{{{"RAILYARD_NSOCKS", ""}, {"RAILYARD_CHUNK_BYTES", ""}, {"RAILYARD_DEBUG", ""}}};
   Config c = ParseOk(env);
   EXPECT_EQ(c.nsocks, 4);
-  EXPECT_EQ(c.chunkBytes, 524288u);
+  EXPECT_EQ(c.chunkBytes, 8388608u);
   EXPECT_EQ(c.debug, log::Level::kWarn);
 }
 

@@ -75,7 +75,7 @@ export NCCL_NET_PLUGIN="$PLUGIN"
 export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 NSOCKS=${RAILYARD_NSOCKS:-4}
 NTHREADS=${RAILYARD_NTHREADS:-2}
-CHUNK=${RAILYARD_CHUNK_BYTES:-512K}
+CHUNK=${RAILYARD_CHUNK_BYTES:-8M}
 
 # ---- plan -------------------------------------------------------------------------
 # Sizes are split into a small and a large sweep so that small sizes get many
