@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# ring_cut_cable_test.sh PERF PLUGIN RAILYARDD - a cable cut under verbs traffic, in
+# a ring of 4 guests (tests/lanes/rxe-ring, `ctest -L verbs-ring`, SPMD).
+#
+# Guests 0 and 1 share a cable (g0.p1 - g1.p0) and stream 16 MiB messages over verbs
+# QPs on it; guests 2 and 3 run railyardd. Mid-stream guest 0 takes p1 down.
+#  1. Both ranks must fail (railyard-perf exits non-zero) within RAILYARD_TIMEOUT_MS
+#     plus slack, and the error must name the rail and the message sequence.
+#  2. A new job between the same two guests then succeeds (#wrong 0) the long way
+#     round, through the relays on g3 and g2 (TCP), with no verbs connection.
+# Guests meet through /ring barriers, never through the rails. p1 comes back up at
+# the end. Exit: 0 pass, 1 fail, 77 not in a ring of 4.
+set -uo pipefail
+perf=$1
+plugin=$2
+railyardd=$3
+if [[ -z ${RING_ID:-} || ${RING_N:-0} -ne 4 ]]; then
+  echo "ring_cut_cable_test: needs a ring of 4 guests (RING_ID/RING_N); skipped" >&2
+  exit 77
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"; [[ -n ${dpid:-} ]] && kill "$dpid" 2>/dev/null; ((RING_ID == 0)) && ip link set p1 up' EXIT
+export RAILYARD_SOCKET_IFNAME='=p0,p1' RAILYARD_FABRIC=on RAILYARD_DISCOVERY_DEAD_MS=1000
+tag=cut
+fail() { echo "ring_cut_cable_test: FAIL: guest $RING_ID: $*" >&2; exit 1; }
+
+if ((RING_ID >= 2)); then
+  NCCL_DEBUG=INFO RAILYARD_DEBUG=INFO "$railyardd" >"$out/log" 2>&1 &
+  dpid=$!
+  ring-barrier "$tag-up" 300 || exit 1
+  ring-barrier "$tag-done" 600 || fail "the ranks did not finish"
+  exit 0
+fi
+
+rank=$RING_ID  # g0 = rank 0, g1 = rank 1
+ring-barrier "$tag-up" 300 || exit 1
+# Phase 1: stream over the g0-g1 cable (verbs), then cut it.
+RAILYARD_TIMEOUT_MS=5000 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+  timeout 300 "$perf" --plugin "$plugin" --rank "$rank" --nranks 2 --root 10.79.0.1:29670 \
+  -p sendrecv -b 16M -e 16M -n 400 -w 1 -c 0 >"$out/table1" 2>"$out/log1" &
+ppid=$!
+if ((RING_ID == 0)); then
+  # Cut once the stream is under way: the first verbs connection is logged.
+  for _ in $(seq 1 600); do
+    grep -q 'verbs: connected to' "$out/log1" && break
+    sleep 0.1  # polling a log file for an event, not a barrier
+  done
+  grep -q 'verbs: connected to' "$out/log1" || fail "no verbs connection before the cut"
+  # 400 messages of 16 MiB take minutes under emulation: the cut lands mid-stream.
+  ip link set p1 down
+  cut_at=$(date +%s)
+fi
+wait "$ppid"
+rc=$?
+((rc != 0)) || fail "railyard-perf survived the cable cut (exit 0)"
+((rc != 124)) || fail "railyard-perf hung after the cable cut (killed by timeout)"
+if ((RING_ID == 0)); then
+  took=$(($(date +%s) - cut_at))
+  ((took <= 30)) || fail "the error came $took s after the cut (RAILYARD_TIMEOUT_MS=5000)"
+fi
+# Guest 0 saw the cut (port down): its error must name the rail and the sequence.
+# Guest 1 may stop first on its own timeout or on rank 0's failure (railyard-perf
+# ends every rank when one fails), so only its non-zero exit is required.
+if ((RING_ID == 0)); then
+  grep -Eq 'rail [^ ]*(rxe|p[01])' "$out/log1" || fail "no error names the rail: $(grep WARN "$out/log1" | head -3)"
+  grep -q 'seq [0-9]' "$out/log1" || fail "no error names the message sequence: $(grep WARN "$out/log1" | head -3)"
+fi
+echo "ring_cut_cable_test: guest $RING_ID: phase 1 failed as it should (exit $rc): $(grep -m1 WARN "$out/log1")"
+ring-barrier "$tag-phase1" 120 2 || fail "peer did not finish phase 1"
+
+# Phase 2: the same pair again, now around the ring through the relays. The new
+# processes' cabling agents never hear each other over the cut cable, and a link
+# counts only when both ends report it, so the route goes round.
+RAILYARD_TIMEOUT_MS=60000 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+  timeout 600 "$perf" --plugin "$plugin" --rank "$rank" --nranks 2 --root 10.79.0.1:29671 \
+  -p sendrecv -b 4K -e 1M -f 16 -n 2 -w 1 -c 1 >"$out/table2" 2>"$out/log2"
+rc=$?
+ring-barrier "$tag-done" 600 || true
+((rc == 0)) || { tail -30 "$out/log2" >&2; fail "the job after the cut failed (exit $rc)"; }
+if grep -q 'verbs: connected to' "$out/log2"; then fail "phase 2 used verbs over a cut cable"; fi
+if ((RING_ID == 0)); then
+  bad=$(awk '/^ +[0-9]+ / && $NF != "0"' "$out/table2" | wc -l)
+  rows=$(grep -Ec '^ +[0-9]+ ' "$out/table2")
+  ((rows > 0 && bad == 0)) || fail "phase 2: $rows rows, $bad with #wrong != 0"
+fi
+echo "ring_cut_cable_test: guest $RING_ID: after the cut the pair ran around the ring through the relays, #wrong 0"
+exit 0
