@@ -164,6 +164,9 @@ std::size_t EditDistance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+/// The known variable nearest to `name`, or nullptr when none is close: more than a
+/// half of the part after RAILYARD_ would have to change (RAILYARD_FOO is not "almost"
+/// anything; RAILYARD_TIMEOUT is almost RAILYARD_TIMEOUT_MS).
 const Variable* NearestVariable(std::string_view name) {
   const Variable* best = nullptr;
   std::size_t bestDistance = 0;
@@ -174,7 +177,22 @@ const Variable* NearestVariable(std::string_view name) {
       bestDistance = d;
     }
   }
-  return best;
+  const std::size_t suffix = name.size() > kPrefix.size() ? name.size() - kPrefix.size() : 0;
+  return best != nullptr && bestDistance * 2 <= suffix ? best : nullptr;
+}
+
+/// RAILYARD_* variables of the project's scripts and test harnesses, not of the
+/// plugin: tools/test.sh (RAILYARD_SKIP_LANE, RAILYARD_SKIP_SANITIZE,
+/// RAILYARD_BUILD_DIR), tests/lanes/run-verbs.sh (RAILYARD_LANE_TIMEOUT), the
+/// config-doc test (RAILYARD_UPDATE_DOCS) and the conformance harness
+/// (RAILYARD_CONFORMANCE_*). A process that loads the plugin while they are set is
+/// not misconfigured, so they draw no warning.
+bool IsToolingVariable(std::string_view name) {
+  static constexpr std::string_view kTooling[] = {"RAILYARD_SKIP_LANE", "RAILYARD_SKIP_SANITIZE",
+                                                  "RAILYARD_BUILD_DIR", "RAILYARD_LANE_TIMEOUT",
+                                                  "RAILYARD_UPDATE_DOCS"};
+  if (name.starts_with("RAILYARD_CONFORMANCE_")) return true;
+  return std::find(std::begin(kTooling), std::end(kTooling), name) != std::end(kTooling);
 }
 
 std::vector<std::string> RailyardNamesInEnvironment() {
@@ -193,10 +211,13 @@ Status Parse(const Lookup& lookup, std::span<const std::string> names, Config* o
     if (!std::string_view(name).starts_with(kPrefix)) continue;
     bool known = std::any_of(Variables().begin(), Variables().end(),
                              [&](const Variable& var) { return name == var.name; });
-    if (known) continue;
+    if (known || IsToolingVariable(name)) continue;
     const Variable* nearest = NearestVariable(name);
-    RY_WARN("unknown variable %s is ignored; did you mean %s?", name.c_str(),
-            nearest != nullptr ? nearest->name : "(no variables known)");
+    if (nearest != nullptr) {
+      RY_WARN("unknown variable %s is ignored; did you mean %s?", name.c_str(), nearest->name);
+    } else {
+      RY_WARN("unknown variable %s is ignored (docs/configuration.md lists the variables)", name.c_str());
+    }
   }
 
   Config config;
@@ -302,7 +323,10 @@ std::string RenderMarkdown() {
   md += "- When a variable with an NCCL alias is unset (or empty), the alias is used; when both "
         "are set, the `RAILYARD_` variable wins.\n";
   md += "- An unknown `RAILYARD_*` variable is ignored with a warning that names the nearest "
-        "known variable.\n";
+        "known variable when one is close. The variables of the project's scripts and tests "
+        "(`RAILYARD_SKIP_LANE`, `RAILYARD_SKIP_SANITIZE`, `RAILYARD_BUILD_DIR`, "
+        "`RAILYARD_LANE_TIMEOUT`, `RAILYARD_UPDATE_DOCS`, `RAILYARD_CONFORMANCE_*`) are not "
+        "the plugin's and draw no warning.\n";
   md += "\nRegenerate this file with `railyard-config-doc docs/configuration.md` "
         "(target `railyard-config-doc`), or run the `config_doc_test` unit test with "
         "`RAILYARD_UPDATE_DOCS=1`.\n";

@@ -199,7 +199,11 @@ Status ChooseTransport(Global& g, const env::Config& cfg, bool fabric) {
   }
   if (!s.ok()) {
     g.ib.reset();
-    if (cfg.transport == "verbs") return Status(s.code(), "RAILYARD_TRANSPORT=verbs: " + s.message());
+    if (cfg.transport == "verbs") {
+      return Status(s.code(), "RAILYARD_TRANSPORT=verbs: " + s.message() +
+                                  " (use RAILYARD_TRANSPORT=auto or tcp on hosts without RDMA, or run "
+                                  "the soft-RoCE lane: tests/lanes/rxe/README.md)");
+    }
     RY_INFO(log::kInit | log::kNet, "Railyard uses TCP: %s", s.message().c_str());
     return Status::Ok();
   }

@@ -86,7 +86,8 @@ EnvList RankEnv(int rank) {
   if (std::getenv("RXE_LANE_DEVS_H0") != nullptr || std::getenv("RAILYARD_CONFORMANCE_HCA") != nullptr) {
     return false;
   }
-  std::fprintf(stderr, "conformance over verbs: no soft-RoCE lane here (RXE_LANE_DEVS_H0 unset); skipped\n");
+  std::fprintf(stderr, "conformance over verbs: no soft-RoCE lane here (RXE_LANE_DEVS_H0 unset); skipped "
+                       "(run it in the lane: tests/lanes/run-verbs.sh BUILD_DIR)\n");
   std::exit(77);
 }();
 

@@ -17,6 +17,7 @@ namespace railyard::env {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A fake environment: a map, plus the list of names Parse() sees.
 struct FakeEnv {
@@ -286,6 +287,16 @@ TEST(EnvConfig, UnknownNameWarnsWithNearest) {
   EXPECT_THAT(warns[0], HasSubstr("did you mean RAILYARD_CHUNK_BYTES"));
   EXPECT_THAT(warns[1], HasSubstr("RAILYARD_NSOCK "));
   EXPECT_THAT(warns[1], HasSubstr("did you mean RAILYARD_NSOCKS"));
+}
+
+TEST(EnvConfig, FarNamesGetNoSuggestionAndToolingNamesNoWarning) {
+  LogCapture capture;
+  ParseOk(FakeEnv{{{"RAILYARD_FOO", "1"}, {"RAILYARD_SKIP_LANE", "1"}, {"RAILYARD_LANE_TIMEOUT", "5"},
+                   {"RAILYARD_CONFORMANCE_TRANSPORT", "verbs"}, {"RAILYARD_UPDATE_DOCS", "1"}}});
+  auto warns = capture.At(log::Level::kWarn);
+  ASSERT_EQ(warns.size(), 1u);
+  EXPECT_THAT(warns[0], HasSubstr("RAILYARD_FOO is ignored"));
+  EXPECT_THAT(warns[0], Not(HasSubstr("did you mean")));
 }
 
 TEST(EnvConfig, UnknownNameWarnedEvenWhenParseFails) {

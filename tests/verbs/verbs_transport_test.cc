@@ -420,7 +420,8 @@ TEST_F(VerbsTransport, GidChangeReresolvesTheGid) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (std::getenv("RXE_LANE_DEVS_H0") == nullptr) {
-    std::fprintf(stderr, "verbs_transport_test: no soft-RoCE lane here (RXE_LANE_DEVS_H0 unset); skipped\n");
+    std::fprintf(stderr, "verbs_transport_test: no soft-RoCE lane here (RXE_LANE_DEVS_H0 unset); skipped "
+                         "(run it in the lane: tests/lanes/run-verbs.sh BUILD_DIR)\n");
     return 77;
   }
   return RUN_ALL_TESTS();
