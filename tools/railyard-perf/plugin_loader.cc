@@ -4,6 +4,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -299,7 +300,13 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
   }
   std::string msg = "no usable net plugin (NCCL_NET_PLUGIN=" + (req.value ? "'" + *req.value + "'" : std::string("<unset>")) + "):";
   for (const auto& r : reasons) msg += "\n  - " + r;
-  msg += "\n  hint: NCCL_NET_PLUGIN=railyard LD_LIBRARY_PATH=<build>/lib railyard-perf ...";
+  const bool loadedButFailed = std::any_of(reasons.begin(), reasons.end(), [](const std::string& r) {
+    return r.find(": init failed: ") != std::string::npos;
+  });
+  msg += loadedButFailed
+             ? "\n  hint: the library loaded but its init() failed; the plugin's own WARN lines above "
+               "say why (often a malformed RAILYARD_* variable)"
+             : "\n  hint: NCCL_NET_PLUGIN=railyard LD_LIBRARY_PATH=<build>/lib railyard-perf ...";
   return InvalidUsage(msg);
 }
 
