@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "env/log.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::env {
 namespace {
@@ -41,26 +42,7 @@ struct FakeEnv {
   }
 };
 
-// Captures log messages for the lifetime of the object.
-class LogCapture {
- public:
-  LogCapture() {
-    log::SetSinkForTesting([this](log::Level level, const std::string& msg) {
-      messages_.emplace_back(level, msg);
-    });
-  }
-  ~LogCapture() { log::SetSinkForTesting(nullptr); }
-  std::vector<std::string> At(log::Level level) const {
-    std::vector<std::string> out;
-    for (const auto& [l, m] : messages_) {
-      if (l == level) out.push_back(m);
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::pair<log::Level, std::string>> messages_;
-};
+using railyard::test_support::LogCapture;
 
 Config ParseOk(const FakeEnv& env) {
   Config c;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "env/log.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::topology {
 namespace {
@@ -65,25 +66,7 @@ DiscoveryOptions SparkOptions() {
   return o;
 }
 
-// Captures every log message while alive.
-class LogCapture {
- public:
-  LogCapture() {
-    log::SetSinkForTesting([this](log::Level level, const std::string& msg) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.push_back(std::string(log::LevelName(level)) + " " + msg);
-    });
-  }
-  ~LogCapture() { log::SetSinkForTesting({}); }
-  std::vector<std::string> lines() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
+using railyard::test_support::LogCapture;
 
 const Rail* Find(const std::vector<Rail>& rails, const std::string& name) {
   for (const Rail& r : rails) {

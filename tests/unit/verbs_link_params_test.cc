@@ -14,6 +14,7 @@
 
 #include "env/config.h"
 #include "env/log.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::proxy::verbs {
 namespace {
@@ -23,24 +24,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-class LogCapture {
- public:
-  LogCapture() {
-    log::SetSinkForTesting([this](log::Level level, const std::string& msg) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.push_back(std::string(log::LevelName(level)) + " " + msg);
-    });
-  }
-  ~LogCapture() { log::SetSinkForTesting({}); }
-  std::vector<std::string> lines() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
+using railyard::test_support::LogCapture;
 
 env::Config ParseEnv(std::vector<std::pair<std::string, std::string>> vars, Status* st) {
   env::Lookup lookup = [vars](const char* name) -> std::optional<std::string> {
