@@ -18,6 +18,7 @@
 
 #include "env/config.h"
 #include "topology/discovery.h"
+#include "tests/unit/parse_env.h"
 
 namespace railyard::proxy::verbs {
 namespace {
@@ -476,17 +477,7 @@ TEST(VerbsGidSelectSpark, EachDevice) {
 
 // --- configuration --------------------------------------------------------------------
 
-env::Config ParseEnv(std::vector<std::pair<std::string, std::string>> vars, Status* st) {
-  env::Lookup lookup = [vars](const char* name) -> std::optional<std::string> {
-    for (const auto& [k, v] : vars) {
-      if (k == name) return v;
-    }
-    return std::nullopt;
-  };
-  env::Config c;
-  *st = env::Parse(lookup, {}, &c);
-  return c;
-}
+using railyard::test_support::ParseEnv;
 
 TEST(VerbsGidConfig, VariablesAndAliases) {
   Status st;

@@ -15,6 +15,7 @@
 #include "env/config.h"
 #include "env/log.h"
 #include "tests/unit/log_capture.h"
+#include "tests/unit/parse_env.h"
 
 namespace railyard::proxy::verbs {
 namespace {
@@ -26,17 +27,7 @@ using ::testing::IsEmpty;
 
 using railyard::test_support::LogCapture;
 
-env::Config ParseEnv(std::vector<std::pair<std::string, std::string>> vars, Status* st) {
-  env::Lookup lookup = [vars](const char* name) -> std::optional<std::string> {
-    for (const auto& [k, v] : vars) {
-      if (k == name) return v;
-    }
-    return std::nullopt;
-  };
-  env::Config c;
-  *st = env::Parse(lookup, {}, &c);
-  return c;
-}
+using railyard::test_support::ParseEnv;
 
 // --- MTU ------------------------------------------------------------------------------
 
