@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "plugin/net.h"
+#include "env/log.h"
 #include "proxy/mr_cache.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::plugin {
 namespace {
@@ -196,6 +198,37 @@ TEST_F(TcpTransportTest, SendLargerThanThePostedBufferIsAnError) {
   EXPECT_EQ(rc, ncclInvalidUsage);
   EXPECT_EQ(sreq, nullptr);
   EXPECT_EQ(DeregMr(send_, smh), ncclSuccess);
+  EXPECT_EQ(DeregMr(recv_, rmh), ncclSuccess);
+}
+
+// Issue 8.6: the sender closing while a receive is still posted is how a job ends; it is
+// logged at INFO (was WARN), and waiting for that receive still fails with the reason.
+TEST_F(TcpTransportTest, SenderClosingWithAReceivePostedIsInfoNotWarn) {
+  test_support::LogCapture capture;
+  std::vector<char> dst(1024, 0);
+  void* rmh = nullptr;
+  ASSERT_EQ(RegMr(recv_, dst.data(), dst.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  void* rreq = nullptr;
+  void* data = dst.data();
+  size_t cap = dst.size();
+  int tag = 1;
+  ASSERT_EQ(Irecv(recv_, 1, &data, &cap, &tag, &rmh, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(CloseSend(send_), ncclSuccess);
+  send_ = nullptr;
+  ncclResult_t rc = ncclSuccess;
+  int done = 0;
+  for (long i = 0; i < 50'000'000 && rc == ncclSuccess && !done; ++i) {
+    rc = ::railyard::plugin::Test(rreq, &done, nullptr);
+  }
+  EXPECT_NE(rc, ncclSuccess) << "the posted receive should fail once the sender has gone";
+  bool info = false;
+  for (const std::string& l : capture.At(log::Level::kInfo)) {
+    info = info || l.find("closed the connection; waiting for seq 0") != std::string::npos;
+  }
+  EXPECT_TRUE(info);
+  for (const std::string& l : capture.At(log::Level::kWarn)) {
+    EXPECT_EQ(l.find("closed the connection"), std::string::npos) << l;
+  }
   EXPECT_EQ(DeregMr(recv_, rmh), ncclSuccess);
 }
 
