@@ -92,10 +92,15 @@ bool TcpRecvComm::ProgressLocked(Group& g) {
       // socket is closed is the peer gone with nothing left in flight.
       if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
         // A clean close of every data socket is how a job ends, even with receives still
-        // posted (they fail if anyone waits for them, and that error is what counts): INFO.
-        poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
-                                table_.DescribeOldest()),
-                    /*warn=*/false);
+        // posted: INFO. Only when someone then waits for one of them (test()) is it a fault
+        // (a sender that exited or died first), logged at WARN there.
+        // The flag goes first, so a test() that sees the poison also sees it.
+        closeWarnPending_.store(table_.InFlight() > 0, std::memory_order_release);
+        if (!poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
+                                     table_.DescribeOldest()),
+                         /*warn=*/false)) {
+          closeWarnPending_.store(false, std::memory_order_release);  // an earlier fault was logged
+        }
       }
     }
   }
@@ -193,7 +198,11 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
   if (finished()) return Status::Ok();
   if (!poison_.IsSet()) ProgressRegistry::Get().Drive(this, [&] { return RecvTable::Done(*e); });
   if (finished()) return Status::Ok();
-  if (poison_.IsSet()) return poison_.Get();
+  if (poison_.IsSet()) {
+    Status s = poison_.Get();
+    if (closeWarnPending_.exchange(false, std::memory_order_acq_rel)) RY_WARN("%s", s.message().c_str());
+    return s;
+  }
   if (const int64_t eof = firstEofNs_.load(std::memory_order_relaxed); eof != 0) {
     // Data already in the kernel still lands after a clean close; give the other
     // sockets a moment, then call the receive lost.

@@ -70,6 +70,9 @@ class TcpRecvComm final : public RecvComm, public CallerDriven {
   ProgressGate gate_;
   std::atomic<bool> stop_{false};
   std::atomic<int> cleanEofs_{0};
+  /// The peer closed cleanly with receives posted, logged at INFO (a job's normal end); the
+  /// first test() that then waits for one of them logs it at WARN (a sender that died).
+  std::atomic<bool> closeWarnPending_{false};
   /// When the first data socket closed cleanly (steady clock ns), 0 if none: a
   /// peer closing its comm closes every socket at once, so a receive still
   /// pending a moment later will never complete (a relay died, or the peer quit).
