@@ -391,6 +391,11 @@ std::string RenderMarkdown() {
         "(either case), meaning 2^10, 2^20, 2^30.\n";
   md += "- When a variable with an NCCL alias is unset (or empty), the alias is used; when both "
         "are set, the `RAILYARD_` variable wins.\n";
+  md += "- One exception: fabric-mode rails come from `RAILYARD_SOCKET_IFNAME` alone. "
+        "`NCCL_SOCKET_IFNAME` is NCCL's bootstrap network (e.g. the management port) and chooses "
+        "Railyard's devices only outside fabric mode. A port that carries the default route is a "
+        "rail only when `RAILYARD_SOCKET_IFNAME` names it exactly (`=eth0`).\n";
+  md += "- `RAILYARD_DISCOVERY_DEAD_MS` must be larger than `RAILYARD_DISCOVERY_INTERVAL_MS`.\n";
   md += "- An unknown `RAILYARD_*` variable is ignored with a warning that names the nearest "
         "known variable when one is close. The variables of the project's scripts and tests "
         "(`RAILYARD_SKIP_LANE`, `RAILYARD_SKIP_SANITIZE`, `RAILYARD_BUILD_DIR`, "

@@ -24,6 +24,7 @@ class TcpTransportTest : public ::testing::Test {
   void SetUp() override {
     setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
     setenv("RAILYARD_TIMEOUT_MS", "5000", 1);
+    setenv("RAILYARD_HOST_NAME", "ry-named-host", 1);  // not fabric mode: must still name the host
     ASSERT_EQ(Init(&ctx_, 1, nullptr, nullptr, nullptr), ncclSuccess);
     int n = 0;
     ASSERT_EQ(Devices(&n), ncclSuccess);
@@ -229,6 +230,12 @@ TEST_F(TcpTransportTest, SenderClosingWithAReceivePostedIsInfoUntilSomeoneWaits)
   }
   EXPECT_EQ(closeLines(log::Level::kInfo), 1);
   EXPECT_EQ(closeLines(log::Level::kWarn), 0);
+  // Issue 8.6: outside fabric mode errors name the host by RAILYARD_HOST_NAME too.
+  bool named = false;
+  for (const std::string& l : capture.At(log::Level::kInfo)) {
+    named = named || l.find("peer ry-named-host (pid ") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "the close is not reported with RAILYARD_HOST_NAME";
   // Now wait for the receive: it fails, and that is worth a WARN, once.
   ncclResult_t rc = ncclSuccess;
   int done = 0;
