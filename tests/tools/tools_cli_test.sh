@@ -3,9 +3,11 @@
 # are not used), `railyard-config-doc --help` prints help instead of writing a file named
 # ./--help, and `railyard-info --sysfs <fixture>` shows the fixture's rails without
 # --include-no-address (a fixture has no addresses: unknown, not absent).
-# Usage: tools_cli_test.sh RAILYARD_INFO RAILYARD_TCP_PUMP RAILYARD_CONFIG_DOC FIXTURE_DIR
+# A dead interval not above the hello interval is refused naming both (railyardd's flags and
+# the variables).
+# Usage: tools_cli_test.sh RAILYARD_INFO RAILYARD_TCP_PUMP RAILYARD_CONFIG_DOC FIXTURE_DIR RAILYARDD
 set -u
-INFO=$1 PUMP=$2 DOC=$3 FIXTURES=$4
+INFO=$1 PUMP=$2 DOC=$3 FIXTURES=$4 DAEMON=$5
 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,5 +48,13 @@ cd - >/dev/null || exit 1
 expect_status 0 "railyard-info --sysfs sysfs-spark" "$INFO" --sysfs "$FIXTURES/sysfs-spark" --no-hwloc --json --listen-ms 0
 rails=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rails"]))' "$tmp/out")
 if [ "$rails" != 4 ]; then echo "FAIL: railyard-info --sysfs sysfs-spark shows $rails rails, expected 4"; failed=1; else echo "ok: 4 rails in the Spark fixture"; fi
+
+expect_status 2 "railyardd --interval-ms 100 --dead-ms 50" "$DAEMON" --interval-ms 100 --dead-ms 50
+grep -q -- "--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = 50) must be larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = 100)" "$tmp/err" ||
+  { echo "FAIL: railyardd does not name both: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "RAILYARD_DISCOVERY_DEAD_MS=50 railyardd" env RAILYARD_DISCOVERY_DEAD_MS=50 "$DAEMON"
+grep -q "RAILYARD_DISCOVERY_DEAD_MS=50 must be larger than RAILYARD_DISCOVERY_INTERVAL_MS=100" "$tmp/err" ||
+  { echo "FAIL: railyardd does not name both variables: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyardd --bogus" "$DAEMON" --bogus
 
 exit $failed

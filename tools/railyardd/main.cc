@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
   if (app.count("--port") == 0) agent.port = static_cast<uint16_t>(cfg->discoveryPort);
   if (app.count("--interval-ms") == 0) agent.intervalMs = cfg->discoveryIntervalMs;
   if (app.count("--dead-ms") == 0) agent.deadIntervalMs = cfg->discoveryDeadMs;
+  if (agent.deadIntervalMs <= agent.intervalMs) {  // as env::CheckCombinations, for the flags
+    std::fprintf(stderr, "railyardd: the neighbour timeout (--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = %d) must be "
+                         "larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = %d)\n",
+                 agent.deadIntervalMs, agent.intervalMs);
+    return 2;
+  }
   std::vector<proxy::FabricRail> rails;
   std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
   if (Status s = proxy::SelectFabricRails(ifname.empty() ? cfg->railIfname : ifname, cfg->defaultSpeedMbps,
