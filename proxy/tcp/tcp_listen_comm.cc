@@ -86,6 +86,11 @@ Fd TcpListenComm::TakeIncoming(int fd) {
 
 void TcpListenComm::Sweep(Clock::time_point now) {
   const auto limit = std::chrono::milliseconds(options_.acceptTimeoutMs);
+  // While the listener itself could not take more sockets (at the cap, or out of
+  // descriptors) and holds sockets without a hello, a connection's missing sockets
+  // may be waiting in the backlog behind them: its clock does not run. Those
+  // sockets expire on their own deadline (below), so room always comes.
+  const bool paused = acceptBlocked_ && !incoming_.empty();
   for (auto it = incoming_.begin(); it != incoming_.end();) {
     if (now - it->second.since <= limit) {
       ++it;
@@ -101,6 +106,7 @@ void TcpListenComm::Sweep(Clock::time_point now) {
   }
   for (auto it = groups_.begin(); it != groups_.end();) {
     Group& g = it->second;
+    if (paused) g.last = now;
     if (now - g.last <= limit) {
       ++it;
       continue;
@@ -191,7 +197,12 @@ Status TcpListenComm::AcceptConnection(TcpConnection* out, bool* ready) {
   const Clock::time_point now = Clock::now();
   Sweep(now);
   // New sockets while there is room; the rest wait in the kernel's backlog.
-  while (PendingSockets() < static_cast<size_t>(options_.maxPendingSockets)) {
+  acceptBlocked_ = false;
+  for (;;) {
+    if (PendingSockets() >= static_cast<size_t>(options_.maxPendingSockets)) {
+      acceptBlocked_ = true;
+      break;
+    }
     sockaddr_storage peer{};
     socklen_t len = sizeof peer;
     int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -207,6 +218,7 @@ Status TcpListenComm::AcceptConnection(TcpConnection* out, bool* ready) {
                   options_.device.c_str(), ErrnoText(err).c_str(), PendingSockets());
         }
         fdsExhausted_ = true;
+        acceptBlocked_ = true;
         break;
       }
       return SystemError("accept() on rail " + options_.device + ": " + ErrnoText(err));

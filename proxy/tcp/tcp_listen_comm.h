@@ -89,6 +89,7 @@ class TcpListenComm final : public ListenComm {
   size_t groupSockets_ = 0;                     ///< sockets held in groups_
   uint64_t strays_ = 0;                         ///< sockets refused so far
   bool fdsExhausted_ = false;                   ///< last accept4 failed with EMFILE/ENFILE
+  bool acceptBlocked_ = false;                  ///< the last call stopped accepting: cap or no descriptors
 };
 
 }  // namespace railyard::proxy
