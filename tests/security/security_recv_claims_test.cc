@@ -295,7 +295,7 @@ TEST(SecurityRecvClaims, DeregMrWithAChunkStillArrivingLetsNoByteLand) {
       ncclResult_t rc = rx.session.net().Test(p.req, &done, &size);
       EXPECT_EQ(rc, ncclSuccess) << CapturedWarnings();
       EXPECT_FALSE(done) << "[100, 4096) has not arrived";
-      // NCCL's teardown order after an abort: deregMr, then closeRecv.
+      // NCCL's teardown order (src/transport/net.cc recvProxyFree): deregMr, free, then closeRecv.
       ASSERT_EQ(rx.session.net().DeregMr(rx.recv, p.mh), ncclSuccess);
       const std::vector<char> seen(p.buf->data(), p.buf->data() + 8192);
       ASSERT_TRUE(r.SendU64(1, kDeregistered));
