@@ -32,6 +32,12 @@ struct Config {
   std::size_t chunkBytes = 0;
   /// RAILYARD_TIMEOUT_MS: a request that makes no progress for this long fails (ms).
   int timeoutMs = 0;
+  /// RAILYARD_ACCEPT_TIMEOUT_MS: an accepted socket must send its hello, and a
+  /// connection gain its next socket, within this time (ms).
+  int acceptTimeoutMs = 0;
+  /// RAILYARD_ACCEPT_MAX_PENDING: most sockets a listen comm holds before their
+  /// connection is complete.
+  int acceptMaxPending = 0;
   /// RAILYARD_DEFAULT_SPEED_MBPS: speed reported when sysfs does not know it (Mbps).
   int defaultSpeedMbps = 0;
   /// RAILYARD_DEBUG: stderr log threshold for standalone tools.

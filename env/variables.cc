@@ -168,6 +168,15 @@ const Variable kVariables[] = {
     {"RAILYARD_TIMEOUT_MS", "int", "30000", "ms", nullptr,
      "A request that makes no progress for this long fails.", 1, kIntMax,
      &ApplyInt<&Config::timeoutMs>},
+    {"RAILYARD_ACCEPT_TIMEOUT_MS", "int", "10000", "ms", nullptr,
+     "Listener: a socket must deliver its connection record (hello) within this time of "
+     "being accepted, and a connection must gain its next socket within it, else its "
+     "sockets are closed (strays, idle floods and half-open connections hold nothing for long).",
+     10, kIntMax, &ApplyInt<&Config::acceptTimeoutMs>},
+    {"RAILYARD_ACCEPT_MAX_PENDING", "int", "256", "", nullptr,
+     "Listener: most sockets one listen comm holds before their connection is complete; "
+     "further ones wait in the kernel's listen backlog until the timeout frees room.",
+     66, 1048576, &ApplyInt<&Config::acceptMaxPending>},
     {"RAILYARD_DEFAULT_SPEED_MBPS", "int", "10000", "Mbps", nullptr,
      "Speed reported for an interface whose sysfs speed is unknown (NCCL's socket "
      "transport uses 10000 too).",

@@ -18,7 +18,7 @@ constexpr size_t kSocketBudget = 2u << 20;
 }  // namespace
 
 TcpRecvComm::TcpRecvComm(TcpConnection conn, const TcpOptions& options, const MrCache* cache)
-    : conn_(std::move(conn)), options_(options), table_(this, cache) {
+    : conn_(std::move(conn)), options_(options), table_(this, cache, &poison_) {
   const size_t nsocks = conn_.data.size();
   readers_.reserve(nsocks);
   for (size_t i = 0; i < nsocks; ++i) {

@@ -64,7 +64,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
   for (const Variable& v : Variables()) names.emplace_back(v.name);
   EXPECT_THAT(names, ::testing::ElementsAre("RAILYARD_SOCKET_IFNAME", "RAILYARD_NSOCKS",
                                             "RAILYARD_NTHREADS", "RAILYARD_CHUNK_BYTES",
-                                            "RAILYARD_TIMEOUT_MS", "RAILYARD_DEFAULT_SPEED_MBPS",
+                                            "RAILYARD_TIMEOUT_MS", "RAILYARD_ACCEPT_TIMEOUT_MS",
+                                            "RAILYARD_ACCEPT_MAX_PENDING", "RAILYARD_DEFAULT_SPEED_MBPS",
                                             "RAILYARD_DEBUG", "RAILYARD_HOST_NAME",
                                             "RAILYARD_DISCOVERY_PORT",
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
@@ -90,6 +91,8 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.nthreads, 2);
   EXPECT_EQ(c.chunkBytes, 8388608u);
   EXPECT_EQ(c.timeoutMs, 30000);
+  EXPECT_EQ(c.acceptTimeoutMs, 10000);
+  EXPECT_EQ(c.acceptMaxPending, 256);
   EXPECT_EQ(c.defaultSpeedMbps, 10000);
   EXPECT_EQ(c.debug, log::Level::kWarn);
   EXPECT_EQ(c.hostName, "");
@@ -220,6 +223,7 @@ TEST(EnvConfig, OutOfRangeValuesFail) {
       {"RAILYARD_CHUNK_BYTES", "9999999999999G"},
       {"RAILYARD_TIMEOUT_MS", "0"},      {"RAILYARD_TIMEOUT_MS", "2147483648"},
       {"RAILYARD_DEFAULT_SPEED_MBPS", "0"},
+      {"RAILYARD_ACCEPT_TIMEOUT_MS", "9"}, {"RAILYARD_ACCEPT_MAX_PENDING", "65"},
   };
   for (const Case& c : cases) {
     Status st = ParseErr(FakeEnv{{{c.name, c.value}}});
