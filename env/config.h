@@ -50,6 +50,12 @@ struct Config {
   int relayPort = 0;
   /// RAILYARD_RELAY_BUFFER_BYTES: per direction per relayed socket.
   std::size_t relayBufferBytes = 0;
+  /// RAILYARD_RELAY_DRAIN_MS: how long railyardd's relay carries sockets in flight after SIGTERM (ms).
+  int relayDrainMs = 0;
+  /// RAILYARD_RELAY_IDLE_MS: a relayed socket must deliver its relay record and hello within this (ms).
+  int relayIdleMs = 0;
+  /// RAILYARD_RELAY_MAX_PER_PEER: most sockets one relay carries from one source address.
+  int relayMaxPerPeer = 0;
   /// RAILYARD_TRANSPORT: "auto", "verbs" or "tcp" (see docs/configuration.md).
   std::string transport;
   // --- verbs (RoCE) transport: proxy/verbs/ -----------------------------------------

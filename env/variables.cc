@@ -205,6 +205,19 @@ const Variable kVariables[] = {
      "Buffering per direction per relayed socket: the most a relay holds for a slow "
      "receiver before it stops reading from the sender.",
      65536, kGiB, &ApplyRelayBuffer},
+    {"RAILYARD_RELAY_DRAIN_MS", "int", "10000", "ms", nullptr,
+     "On SIGTERM railyardd's relay accepts no new socket and carries the ones in flight "
+     "this long before it closes them (with RST) and exits; it exits as soon as they end. "
+     "A rank process that relays closes its relayed sockets at finalize without waiting.",
+     0, 3600000, &ApplyInt<&Config::relayDrainMs>},
+    {"RAILYARD_RELAY_IDLE_MS", "int", "10000", "ms", nullptr,
+     "A socket accepted by a relay that has not sent its relay record and hello within "
+     "this time is closed (it holds no buffer meanwhile).",
+     100, 3600000, &ApplyInt<&Config::relayIdleMs>},
+    {"RAILYARD_RELAY_MAX_PER_PEER", "int", "1024", "", nullptr,
+     "Most sockets a relay carries (or is setting up) from one source address; more are "
+     "closed at once with a WARN.",
+     1, 1000000, &ApplyInt<&Config::relayMaxPerPeer>},
     {"RAILYARD_TRANSPORT", "enum", "auto", "", nullptr,
      "Data path: verbs = RDMA (RoCE v2 RC QPs over the ports RAILYARD_HCA selects; required), "
      "tcp = sockets only, auto = verbs when an RDMA port is usable, else tcp. In fabric mode "

@@ -245,8 +245,12 @@ Status StartFabric(Global& g) {
   proxy::RelayOptions ro;
   ro.port = fo.relayPort;
   ro.bufferBytes = g.config->relayBufferBytes;
+  ro.role = proxy::RelaySeat::Role::kRank;  // relays only while no railyardd (or other rank) does
+  ro.drainMs = 0;                           // finalize does not wait for other jobs' sockets
+  ro.idleMs = g.config->relayIdleMs;
+  ro.maxPerPeer = g.config->relayMaxPerPeer;
   if (Status s = proxy::RelayService::Start(g.router.get(), ro, &g.relay); !s.ok()) {
-    // railyardd (or another user) holds the port: it relays for this host.
+    // Another user's process holds the port, or the seat could not be reached.
     RY_INFO(log::kInit | log::kNet, "fabric: not relaying in this process: %s", s.message().c_str());
   }
   // Let the agent hear its neighbours first (a few hello periods, woken by every
@@ -757,7 +761,7 @@ ncclResult_t Finalize(void* ctx) {
   for (ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
   if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
-  relay.reset();   // stops the relay thread (relayed sockets break)
+  relay.reset();   // hands the relay seat to a process standing by; sockets it relays break
   router.reset();  // stops the cabling agent thread
   return ncclSuccess;
 }

@@ -38,9 +38,9 @@ def env_for(host, extra=None):
     return env
 
 
-def railyardd(hosts):
-    return [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def railyardd(hosts, extra=None, args=(), stdout=subprocess.DEVNULL):
+    return [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD] + list(args), env=env_for(h, extra),
+                             stdout=stdout, stderr=subprocess.PIPE, text=True)
             for h in hosts]
 
 
