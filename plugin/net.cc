@@ -23,6 +23,7 @@
 #include "proxy/mr_cache.h"
 #include "proxy/routing/router.h"
 #include "proxy/relay/relay_service.h"
+#include "proxy/routing/relay_hop_names.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/tcp/tcp_listen_comm.h"
 #include "proxy/verbs/gpu_support.h"
@@ -242,6 +243,8 @@ Status StartFabric(Global& g) {
   fo.agent.deadIntervalMs = g.config->discoveryDeadMs;
   fo.relayPort = static_cast<uint16_t>(g.config->relayPort);
   RY_RETURN_IF_ERROR(proxy::Router::Start(g.fabricRails, fo, &g.router));
+  // Errors on relayed sockets name the relay that carried them.
+  proxy::SetAddressNamer([r = g.router.get()](const in_addr& a) { return r->HostNameOfAddress(a); });
   proxy::RelayOptions ro;
   ro.port = fo.relayPort;
   ro.bufferBytes = g.config->relayBufferBytes;
@@ -761,6 +764,7 @@ ncclResult_t Finalize(void* ctx) {
   for (ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
   if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
+  if (router) proxy::SetAddressNamer(nullptr);
   relay.reset();   // hands the relay seat to a process standing by; sockets it relays break
   router.reset();  // stops the cabling agent thread
   return ncclSuccess;

@@ -49,6 +49,9 @@ class Router {
   const topology::CablingAgent& Agent() const { return *agent_; }
   /// Sum of the rail speeds (Mbps): what the fabric device reports.
   int SpeedMbps() const;
+  /// Name of the host that owns rail address `a` in the cabling graph ("" = none):
+  /// names the relay behind a relayed socket in errors (relay_hop_names.h).
+  std::string HostNameOfAddress(const in_addr& a) const;
 
   /// Plans socket `sockIndex` of a connection to the listener on host `destHost`,
   /// TCP port `destPort`, having crossed `hops` relays already. *ready = false (Ok)

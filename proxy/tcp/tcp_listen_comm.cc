@@ -7,6 +7,7 @@
 #include <random>
 
 #include "env/log.h"
+#include "proxy/routing/relay_hop_names.h"
 #include "proxy/tcp/tcp_connection.h"
 #include "proxy/tcp/tcp_recv_comm.h"
 
@@ -143,7 +144,9 @@ Status TcpListenComm::AcceptConnection(TcpConnection* out, bool* ready) {
       sockaddr_storage peer{};
       socklen_t len = sizeof peer;
       if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) == 0) {
-        g.address = SockaddrToString(peer);
+        // A relayed control socket comes from the relay: say so, not just its address.
+        const std::string via = ViaRelay(fd.get(), std::string(h.host, strnlen(h.host, sizeof h.host)));
+        g.address = via.empty() ? SockaddrToString(peer) : "control socket" + via;
       }
     }
     g.socks[h.sockIndex] = std::move(fd);
@@ -158,7 +161,8 @@ Status TcpListenComm::AcceptConnection(TcpConnection* out, bool* ready) {
     for (size_t i = 1; i < g.socks.size(); ++i) {
       RY_RETURN_IF_ERROR(SetNonBlocking(g.socks[i].get(), false));
       RY_RETURN_IF_ERROR(TuneTcpSocket(g.socks[i].get(), 0));
-      conn.rails.push_back(LocalInterfaceOf(g.socks[i].get()));
+      conn.rails.push_back(LocalInterfaceOf(g.socks[i].get()) +
+                           ViaRelay(g.socks[i].get(), std::string(g.first.host, strnlen(g.first.host, sizeof g.first.host))));
       conn.data.push_back(std::move(g.socks[i]));
     }
     RY_RETURN_IF_ERROR(TuneTcpSocket(conn.control.get(), 0));
