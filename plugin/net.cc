@@ -24,6 +24,7 @@
 #include "proxy/routing/router.h"
 #include "proxy/relay/relay_service.h"
 #include "proxy/routing/relay_hop_names.h"
+#include "topology/cluster_key.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/tcp/tcp_listen_comm.h"
 #include "proxy/verbs/gpu_support.h"
@@ -242,6 +243,7 @@ Status StartFabric(Global& g) {
   fo.agent.intervalMs = g.config->discoveryIntervalMs;
   fo.agent.deadIntervalMs = g.config->discoveryDeadMs;
   fo.relayPort = static_cast<uint16_t>(g.config->relayPort);
+  RY_RETURN_IF_ERROR(topology::LoadClusterKey(g.config->clusterKeyFile, &fo.clusterKey));  // relay records' MAC
   RY_RETURN_IF_ERROR(proxy::Router::Start(g.fabricRails, fo, &g.router));
   // Errors on relayed sockets name the relay that carried them.
   proxy::SetAddressNamer([r = g.router.get()](const in_addr& a) { return r->HostNameOfAddress(a); });

@@ -37,6 +37,25 @@ Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope) {
   return Status::Ok();
 }
 
+Status CheckRelayMac(const RelayRecord& rec, const unsigned char* mac, const topology::ClusterKey* key) {
+  const bool carries = (rec.flags & kRelayFlagMac) != 0;
+  if (key == nullptr) {
+    if (carries) {
+      return InvalidUsage("the record carries a MAC but this relay has no cluster key "
+                          "(set RAILYARD_CLUSTER_KEY_FILE the same on every host)");
+    }
+    return Status::Ok();
+  }
+  if (!carries || mac == nullptr) {
+    return InvalidUsage("the record carries no MAC and this relay requires one (RAILYARD_CLUSTER_KEY_FILE)");
+  }
+  if (!key->Verify(kRelayMacPurpose, &rec, sizeof rec, mac)) {
+    return InvalidUsage("the record's MAC does not verify with this relay's cluster key " + key->Fingerprint() +
+                        " (forged, or another key)");
+  }
+  return Status::Ok();
+}
+
 Status CheckFollowingHello(const RecordHeader& h) {
   RY_RETURN_IF_ERROR(CheckHeader(h, "the record after the relay record"));
   if (h.kind != static_cast<uint16_t>(RecordKind::kHello)) {

@@ -13,6 +13,7 @@
 #include "env/status.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/wire.h"
+#include "topology/cluster_key.h"
 
 namespace railyard::proxy {
 
@@ -29,6 +30,12 @@ struct RelayScope {
 /// of the graph, the port a plausible listener port (not 0, not the relay port), the
 /// hop count in range. InvalidUsage saying why otherwise.
 Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope);
+
+/// Checks a relay record's authentication (issue 9 item 2). With `key` (the cluster
+/// key is configured) the record must carry kRelayFlagMac and `mac` (kRelayMacBytes)
+/// must be the MAC of its 56 bytes; without, it must carry no MAC (the two ends are
+/// configured differently otherwise). InvalidUsage saying which.
+Status CheckRelayMac(const RelayRecord& rec, const unsigned char* mac, const topology::ClusterKey* key);
 
 /// Checks the first record header that follows a relay record on the socket: it
 /// must open a Railyard hello. InvalidUsage otherwise (the bytes came from something

@@ -93,9 +93,9 @@ std::string AddressText(uint32_t a) {
   return b;
 }
 
-/// What the relay reads before it plans anything: the relay record and the
-/// header of the hello that must follow it.
-constexpr size_t kHeadBytes = sizeof(RelayRecord) + sizeof(RecordHeader);
+/// What the relay reads before it plans anything: the relay record, its MAC when
+/// the record says one follows, and the header of the hello that must follow.
+constexpr size_t kHeadBytes = sizeof(RelayRecord) + kRelayMacBytes + sizeof(RecordHeader);
 
 }  // namespace
 
@@ -104,8 +104,9 @@ struct RelayService::Leg {
   enum class State { kRequest, kConnecting, kSplicing };
   State state = State::kRequest;
   Fd in, out;
-  char head[kHeadBytes] = {};  ///< relay record + hello header, as received
+  char head[kHeadBytes] = {};  ///< relay record [+ MAC] + hello header, as received
   size_t headGot = 0;
+  size_t headWant = sizeof(RelayRecord);  ///< grows once the record's flags are known
   std::vector<char> forward;   ///< sent onward before any data: next relay record + hello header
   size_t forwarded = 0;
   Ring up, down;               ///< in → out, out → in
@@ -282,10 +283,13 @@ void RelayService::Run() {
     RelayRecord req;
     RecordHeader hello;
     std::memcpy(&req, l->head, sizeof req);
-    std::memcpy(&hello, l->head + sizeof req, sizeof hello);
-    if (Status h = CheckHeader(req.header, "relay record"); !h.ok()) return refuse(l, h.message());
-    if (req.header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
-      return refuse(l, "expected a relay record, got kind " + std::to_string(req.header.kind));
+    const size_t macBytes = (req.flags & kRelayFlagMac) != 0 ? kRelayMacBytes : 0;
+    const auto* mac = macBytes != 0 ? reinterpret_cast<const unsigned char*>(l->head + sizeof req) : nullptr;
+    const size_t helloAt = sizeof req + macBytes;
+    std::memcpy(&hello, l->head + helloAt, sizeof hello);
+    // Authenticate the bytes as received, before anything in them is believed.
+    if (Status m = CheckRelayMac(req, mac, router_->ClusterKey()); !m.ok()) {
+      return refuse(l, "refused: " + m.message());
     }
     req.originName[sizeof req.originName - 1] = '\0';
     l->desc = "socket " + std::to_string(req.sockIndex) + " from " + req.originName + " (" +
@@ -305,7 +309,7 @@ void RelayService::Run() {
     l->desc = "socket " + std::to_string(req.sockIndex) + " from " + req.originName + " to host " +
               router_->Agent().Graph().HostName(req.destHost) + " over " + t.rail;
     l->forward = std::move(t.prefix);
-    l->forward.insert(l->forward.end(), l->head + sizeof req, l->head + kHeadBytes);  // the hello's header
+    l->forward.insert(l->forward.end(), l->head + helloAt, l->head + helloAt + sizeof hello);  // the hello's header
     l->out = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!l->out.valid()) return refuse(l, "socket(): " + ErrnoText(errno));
     (void)TuneTcpSocket(l->out.get(), 0);
@@ -412,13 +416,30 @@ void RelayService::Run() {
       if (l->state == Leg::State::kRequest) {
         size_t nread = 0;
         bool closed = false;
-        Status s = TryRecv(fd, l->head + l->headGot, kHeadBytes - l->headGot, &nread, &closed);
+        Status s = TryRecv(fd, l->head + l->headGot, l->headWant - l->headGot, &nread, &closed);
         l->headGot += nread;
         if (!s.ok() || closed) {
           drop(l, "", false);
           continue;
         }
-        if (l->headGot == kHeadBytes) plan(l);
+        if (l->headGot < l->headWant) continue;
+        if (l->headWant == sizeof(RelayRecord)) {
+          // The record is in: check what it is, then read its MAC (if it says one
+          // follows) and the hello's header.
+          RelayRecord req;
+          std::memcpy(&req, l->head, sizeof req);
+          if (Status h = CheckHeader(req.header, "relay record"); !h.ok()) {
+            refuse(l, h.message());
+            continue;
+          }
+          if (req.header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
+            refuse(l, "expected a relay record, got kind " + std::to_string(req.header.kind));
+            continue;
+          }
+          l->headWant = sizeof req + ((req.flags & kRelayFlagMac) != 0 ? kRelayMacBytes : 0) + sizeof(RecordHeader);
+          continue;  // level-triggered: the rest is read on the next wake-up if it is there
+        }
+        plan(l);
         continue;
       }
 

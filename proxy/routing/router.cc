@@ -190,8 +190,16 @@ Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, i
   rec.sockIndex = static_cast<uint16_t>(sockIndex);
   rec.hops = static_cast<uint8_t>(hops);
   std::snprintf(rec.originName, sizeof rec.originName, "%s", originName.c_str());
+  topology::ClusterMac mac{};
+  if (options_.clusterKey) {
+    rec.flags = kRelayFlagMac;
+    if (!options_.clusterKey->Mac(kRelayMacPurpose, &rec, sizeof rec, &mac)) {
+      return InternalError("relay record: computing its MAC failed (OpenSSL)");
+    }
+  }
   const char* p = reinterpret_cast<const char*>(&rec);
   out->prefix.assign(p, p + sizeof rec);
+  if (options_.clusterKey) out->prefix.insert(out->prefix.end(), mac.begin(), mac.end());
   *ready = true;
   return Status::Ok();
 }

@@ -13,6 +13,8 @@ Cases:
                            (#wrong 0), the daemon exits as soon as it has (8.5)
   relay-hostile-records    records for loopback, a non-Railyard port or a host outside
                            the graph are refused and nothing connects (9.4)
+  relay-authenticated      with RAILYARD_CLUSTER_KEY_FILE, records without a valid MAC
+                           are refused and nothing connects; jobs still run (9.2)
   relay-bounded            idle sockets hold no buffers, a cap per source address, an
                            idle timeout, no spinning on a reset during a pending connect (9.5)
 """
@@ -357,6 +359,61 @@ def case_relay_hostile_records():
         stop(daemons)
 
 
+def keyed_record(record, secret):
+    """Sets kRelayFlagMac in a record and appends its HMAC-SHA256 (topology/cluster_key.h)."""
+    import hashlib
+    import hmac
+    rec = bytearray(record)
+    rec[29] |= 1  # RelayRecord::flags
+    return bytes(rec) + hmac.new(secret, b"railyard.relay.record\0" + bytes(rec), hashlib.sha256).digest()
+
+
+def case_relay_authenticated():
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="rykey")
+    path = os.path.join(tmp, "cluster.key")
+    secret = os.urandom(32).hex().encode()
+    with open(path, "wb") as f:
+        f.write(secret + b"\n")  # trailing whitespace is not part of the key
+    os.chmod(path, 0o600)
+    keyed = {"RAILYARD_CLUSTER_KEY_FILE": path}
+    daemons = railyardd([1], keyed, stdout=subprocess.PIPE) + railyardd([0, 2, 3], keyed)
+    listeners = []
+    try:
+        ids = graph_ids(daemons[0], 4)
+        expect_ok(wait_all(perf([0, 2], "sendrecv", ["-b", "4K", "-e", "4M", "-f", "32", "-n", "3", "-c", "1"],
+                                keyed)), "sendrecv h0<->h2 through relays with a cluster key")
+        print("ok: with RAILYARD_CLUSTER_KEY_FILE on every host, a job went through the relays (records MAC'd)")
+        port = 18081
+        other = listener(2, "0.0.0.0", port)
+        listeners = [other]
+        plain = relay_record(ids["h2"], port) + HELLO_HEADER
+        forged = keyed_record(relay_record(ids["h2"], port), b"not the cluster key, but 32+ bytes long") + HELLO_HEADER
+        for what, payload, reason in [("a record without a MAC", plain, "carries no MAC"),
+                                      ("a record with a MAC from another key", forged, "does not verify")]:
+            got = send_via_relay(0, 1, payload)
+            if reason not in got:
+                fail(f"{what}: expected a reject saying '{reason}', got '{got}'")
+            print(f"ok: refused {what}: {got}")
+        n = listener_count(other)
+        if n:
+            fail(f"the relay connected for an unauthenticated record: h2's listener saw {n} connections")
+        other = listener(2, "0.0.0.0", port)
+        listeners = [other]
+        got = send_via_relay(0, 1, keyed_record(relay_record(ids["h2"], port), secret) + HELLO_HEADER + b"\0" * 56)
+        n = listener_count(other)
+        if n != 1:
+            fail(f"a record with a valid MAC did not reach h2's listener ({n} connections, relay said '{got}')")
+        print("ok: control: a record with a valid MAC reached h2's listener (1 connection)")
+    finally:
+        for p in listeners:
+            if p.poll() is None:
+                p.kill()
+        stop(daemons)
+        os.unlink(path)
+        os.rmdir(tmp)
+
+
 # --- 9.5 -------------------------------------------------------------------------------------
 
 
@@ -487,6 +544,7 @@ CASES = {
     "second-railyardd": case_second_railyardd,
     "relay-sigterm-drains": case_relay_sigterm_drains,
     "relay-hostile-records": case_relay_hostile_records,
+    "relay-authenticated": case_relay_authenticated,
     "relay-bounded": case_relay_bounded,
 }
 

@@ -105,5 +105,60 @@ TEST(RelayPolicy, AnOnwardLegToAnotherPortOrNotFromARailIsRefused) {
   EXPECT_FALSE(CheckOnwardLeg(Leg("10.201.1.1", 40000, "10.200.0.2"), 40000, false, Scope()).ok());
 }
 
+std::shared_ptr<const topology::ClusterKey> Key(char fill) {
+  std::shared_ptr<const topology::ClusterKey> k;
+  EXPECT_TRUE(topology::ClusterKey::FromSecret(std::string(40, fill), &k).ok());
+  return k;
+}
+
+topology::ClusterMac MacOf(const RelayRecord& r, const topology::ClusterKey& k) {
+  topology::ClusterMac m{};
+  EXPECT_TRUE(k.Mac(kRelayMacPurpose, &r, sizeof r, &m));
+  return m;
+}
+
+TEST(RelayPolicy, WithoutAKeyARecordWithoutAMacPasses) {
+  EXPECT_TRUE(CheckRelayMac(Record(kOther, 40000), nullptr, nullptr).ok());
+}
+
+TEST(RelayPolicy, WithAKeyARecordWithItsMacPasses) {
+  auto k = Key('a');
+  RelayRecord r = Record(kOther, 40000);
+  r.flags = kRelayFlagMac;
+  const auto m = MacOf(r, *k);
+  EXPECT_TRUE(CheckRelayMac(r, m.data(), k.get()).ok());
+}
+
+TEST(RelayPolicy, WithAKeyARecordWithoutAMacIsRefused) {
+  auto k = Key('a');
+  Status s = CheckRelayMac(Record(kOther, 40000), nullptr, k.get());
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("carries no MAC"), std::string::npos) << s.message();
+}
+
+TEST(RelayPolicy, AMacFromAnotherKeyOrForAnotherRecordIsRefused) {
+  auto k = Key('a'), other = Key('b');
+  RelayRecord r = Record(kOther, 40000);
+  r.flags = kRelayFlagMac;
+  const auto wrongKey = MacOf(r, *other);
+  Status s = CheckRelayMac(r, wrongKey.data(), k.get());
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("does not verify"), std::string::npos) << s.message();
+  // The MAC of a record for port 40000 does not cover the same record sent for port 22.
+  const auto good = MacOf(r, *k);
+  RelayRecord steered = r;
+  steered.destPort = 22;
+  EXPECT_FALSE(CheckRelayMac(steered, good.data(), k.get()).ok());
+}
+
+TEST(RelayPolicy, AMacToARelayWithoutAKeyIsAConfigurationError) {
+  RelayRecord r = Record(kOther, 40000);
+  r.flags = kRelayFlagMac;
+  topology::ClusterMac m{};
+  Status s = CheckRelayMac(r, m.data(), nullptr);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("RAILYARD_CLUSTER_KEY_FILE"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace railyard::proxy

@@ -25,6 +25,7 @@
 #include "proxy/relay/relay_seat.h"
 #include "proxy/relay/relay_service.h"
 #include "topology/cabling_agent.h"
+#include "topology/cluster_key.h"
 #include "topology/graph_json.h"
 
 namespace {
@@ -117,6 +118,10 @@ int main(int argc, char** argv) {
   fo.hostName = hostName;
   fo.agent = agent;
   fo.relayPort = relayPort != 0 ? relayPort : static_cast<uint16_t>(cfg->relayPort);
+  if (Status s = topology::LoadClusterKey(cfg->clusterKeyFile, &fo.clusterKey); !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    return 2;
+  }
   std::unique_ptr<proxy::Router> router;
   if (Status s = proxy::Router::Start(rails, fo, &router); !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
