@@ -108,6 +108,7 @@ const char* RoleText(RelaySeat::Role r) { return r == RelaySeat::Role::kDaemon ?
 struct RelaySeat::Peer {
   Fd fd;
   pid_t pid = 0;
+  bool trusted = false;  ///< same user as this process, or root: may be handed the seat
 };
 
 std::string SeatName(const std::string& key) { return "railyard-seat:" + key; }
@@ -269,6 +270,7 @@ Status RelaySeat::OnReadable(int fd, Change* change) {
       auto p = std::make_unique<Peer>();
       p->fd = std::move(c);
       p->pid = cred.pid;
+      p->trusted = trusted;
       standbys_.push_back(std::move(p));
     }
     return Status::Ok();
@@ -306,7 +308,7 @@ bool RelaySeat::HandOff() {
     std::vector<int> fds{seat_.get()};
     for (const Fd& r : resources_) fds.push_back(r.get());
     for (const auto& p : standbys_) {
-      if (Send(p->fd.get(), Make(Kind::kHandover, role_, static_cast<uint32_t>(fds.size())), fds)) {
+      if (p->trusted && Send(p->fd.get(), Make(Kind::kHandover, role_, static_cast<uint32_t>(fds.size())), fds)) {
         RY_INFO(log::kNet, "%s: handed to the process %d standing by", SeatName(key_).c_str(),
                 static_cast<int>(p->pid));
         handed = true;

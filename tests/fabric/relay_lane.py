@@ -157,7 +157,7 @@ def case_relay_churn():
 def case_relay_daemon_takes_over():
     # h0 and h2 relay for job A (h1<->h3); on h1 and h3 job A's own ranks are the relays.
     far = railyardd([0, 2])
-    jobs = []
+    jobs, a_results = [], []
     try:
         a = perf([1, 3], "sendrecv", ["-b", "1M", "-e", "1M", "-n", "1000000", "-w", "0", "-c", "0"])
         jobs.append(a)
@@ -165,6 +165,9 @@ def case_relay_daemon_takes_over():
         expect_ok(wait_all(perf([0, 2], "sendrecv", ["-b", "4K", "-e", "1M", "-f", "16", "-n", "3", "-c", "1"])),
                   "job B h0<->h2 relayed by job A's ranks on h1/h3")
         print("ok: with no railyardd on h1/h3, job A's ranks relayed job B")
+        dead = [p for p in a if p.poll() is not None]
+        if dead:
+            fail("job A ended before railyardd started on h1/h3:\n" + "\n".join(p.stderr.read()[-2000:] for p in dead))
         # railyardd starts after the ranks: it takes the relay port over from them.
         near = railyardd([1, 3], {"RAILYARD_DEBUG": "INFO"})
         far += near
@@ -174,7 +177,7 @@ def case_relay_daemon_takes_over():
         wait_for_traffic(1, rails_between(1, 2), 8 * 2**20)
         for p in a:
             p.kill()
-        wait_all(a, timeout=30)
+        a_results = wait_all(a, timeout=30)
         res = wait_all(c, timeout=120)
         if not job_ok(res):
             fail(f"job C failed when the ranks that relayed before railyardd started were killed: {job_error(res)}")
@@ -186,7 +189,8 @@ def case_relay_daemon_takes_over():
     for h, p in zip((1, 3), far[2:]):
         err = p.stderr.read()
         if "taken over from a rank process" not in err:
-            fail(f"railyardd on h{h} never said it took the relay over from a rank:\n{err[-3000:]}")
+            fail(f"railyardd on h{h} never said it took the relay over from a rank:\n{err[-3000:]}\n"
+                 f"--- job A's ranks: " + "\n".join(f"rc {rc}: {e[-1500:]}" for rc, _, e in a_results))
     print("ok: both daemons logged taking the relay seat over from a rank process")
 
 
@@ -252,6 +256,20 @@ def case_relay_sigterm_drains():
         took = time.monotonic() - job_end
         print(f"ok: the job finished {job_end - t0:.1f} s after SIGTERM with 0 wrong values; "
               f"both daemons exited {took:.1f} s after it, refusing new sockets meanwhile")
+        # With nothing in flight, SIGTERM ends railyardd at once (it used to take over
+        # a second); bounded generously, this is no speed test.
+        idle = railyardd([1], {"RAILYARD_RELAY_DRAIN_MS": "60000"})[0]
+        daemons.append(idle)
+        poll_until(lambda: idle.poll() is not None or subprocess.run(
+            ["ip", "netns", "exec", NS[1], "ss", "-Hltn", f"sport = :{RELAY_PORT}"],
+            capture_output=True, text=True).stdout.strip() != "", "the idle railyardd's relay port")
+        t1 = time.monotonic()
+        idle.terminate()
+        try:
+            rc = idle.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fail("an idle railyardd still runs 10 s after SIGTERM")
+        print(f"ok: an idle railyardd exited {rc} {time.monotonic() - t1:.2f} s after SIGTERM")
     finally:
         stop(daemons)
 
