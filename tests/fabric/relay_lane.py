@@ -168,6 +168,11 @@ def case_relay_daemon_takes_over():
         dead = [p for p in a if p.poll() is not None]
         if dead:
             fail("job A ended before railyardd started on h1/h3:\n" + "\n".join(p.stderr.read()[-2000:] for p in dead))
+        for h, p in zip((1, 3), a):
+            seat = subprocess.run(["ip", "netns", "exec", NS[h], "ss", "-Hxlp"], capture_output=True, text=True).stdout
+            mine = [l for l in seat.splitlines() if "railyard-seat:relay:" in l]
+            if not any(f"pid={p.pid}," in l for l in mine):
+                fail(f"job A's rank on h{h} (pid {p.pid}) does not hold the relay seat before railyardd starts: {mine}")
         # railyardd starts after the ranks: it takes the relay port over from them.
         near = railyardd([1, 3], {"RAILYARD_DEBUG": "INFO"})
         far += near
