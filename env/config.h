@@ -50,12 +50,21 @@ struct Config {
   int discoveryIntervalMs = 0;
   /// RAILYARD_DISCOVERY_DEAD_MS: a neighbour unheard this long is gone (ms).
   int discoveryDeadMs = 0;
+  /// RAILYARD_CLUSTER_KEY_FILE: path of the cluster's shared secret; empty = no
+  /// authentication (topology/cluster_key.h).
+  std::string clusterKeyFile;
   /// RAILYARD_FABRIC: "auto", "on" or "off" (see docs/configuration.md).
   std::string fabric;
   /// RAILYARD_RELAY_PORT: TCP port of relays (1..65535).
   int relayPort = 0;
   /// RAILYARD_RELAY_BUFFER_BYTES: per direction per relayed socket.
   std::size_t relayBufferBytes = 0;
+  /// RAILYARD_RELAY_DRAIN_MS: how long railyardd's relay carries sockets in flight after SIGTERM (ms).
+  int relayDrainMs = 0;
+  /// RAILYARD_RELAY_IDLE_MS: a relayed socket must deliver its relay record and hello within this (ms).
+  int relayIdleMs = 0;
+  /// RAILYARD_RELAY_MAX_PER_PEER: most sockets one relay carries from one source address.
+  int relayMaxPerPeer = 0;
   /// RAILYARD_TRANSPORT: "auto", "verbs" or "tcp" (see docs/configuration.md).
   std::string transport;
   // --- verbs (RoCE) transport: proxy/verbs/ -----------------------------------------

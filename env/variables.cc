@@ -51,6 +51,12 @@ Status ApplyHostName(const Variable&, const char*, std::string_view value, Confi
   return Status::Ok();
 }
 
+Status ApplyClusterKeyFile(const Variable&, const char*, std::string_view value, Config* out) {
+  // The file itself is checked where it is loaded (topology/cluster_key.h).
+  out->clusterKeyFile = std::string(value);
+  return Status::Ok();
+}
+
 Status ApplyFabric(const Variable& var, const char* source, std::string_view value, Config* out) {
   std::string v(value);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -200,6 +206,13 @@ const Variable kVariables[] = {
      "A neighbour, or a host's link-state record, unheard this long is taken as gone "
      "(a cut cable, a dead host).",
      30, 600000, &ApplyInt<&Config::discoveryDeadMs>},
+    {"RAILYARD_CLUSTER_KEY_FILE", "string", "", "", nullptr,
+     "File holding the cluster's shared secret (the same file on every host; at least 32 "
+     "bytes, e.g. from `openssl rand -hex 32`; not readable by others: chmod 600). With it, "
+     "every cabling hello and link-state record and every relay record carries an "
+     "HMAC-SHA256 and one without a valid MAC is refused; empty = nothing is "
+     "authenticated and every host on a rail is trusted.",
+     0, 0, &ApplyClusterKeyFile, "a file path"},
     {"RAILYARD_FABRIC", "enum", "auto", "", nullptr,
      "Fabric mode: the host's rails become one device that reaches every host, over "
      "the cable when there is one and through relays otherwise. auto = on when the "
@@ -214,6 +227,19 @@ const Variable kVariables[] = {
      "Buffering per direction per relayed socket: the most a relay holds for a slow "
      "receiver before it stops reading from the sender.",
      65536, kGiB, &ApplyRelayBuffer},
+    {"RAILYARD_RELAY_DRAIN_MS", "int", "10000", "ms", nullptr,
+     "On SIGTERM railyardd's relay accepts no new socket and carries the ones in flight "
+     "this long before it closes them (with RST) and exits; it exits as soon as they end. "
+     "A rank process that relays closes its relayed sockets at finalize without waiting.",
+     0, 3600000, &ApplyInt<&Config::relayDrainMs>},
+    {"RAILYARD_RELAY_IDLE_MS", "int", "10000", "ms", nullptr,
+     "A socket accepted by a relay that has not sent its relay record and hello within "
+     "this time is closed (it holds no buffer meanwhile).",
+     100, 3600000, &ApplyInt<&Config::relayIdleMs>},
+    {"RAILYARD_RELAY_MAX_PER_PEER", "int", "1024", "", nullptr,
+     "Most sockets a relay carries (or is setting up) from one source address; more are "
+     "closed at once with a WARN.",
+     1, 1000000, &ApplyInt<&Config::relayMaxPerPeer>},
     {"RAILYARD_TRANSPORT", "enum", "auto", "", nullptr,
      "Data path: verbs = RDMA (RoCE v2 RC QPs over the ports RAILYARD_HCA selects; required), "
      "tcp = sockets only, auto = verbs when an RDMA port is usable, else tcp. In fabric mode "

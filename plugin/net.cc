@@ -24,6 +24,8 @@
 #include "proxy/mr_cache.h"
 #include "proxy/routing/router.h"
 #include "proxy/relay/relay_service.h"
+#include "proxy/routing/relay_hop_names.h"
+#include "topology/cluster_key.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "proxy/tcp/tcp_listen_comm.h"
 #include "proxy/verbs/gpu_support.h"
@@ -247,12 +249,19 @@ Status StartFabric(Global& g) {
   fo.agent.intervalMs = g.config->discoveryIntervalMs;
   fo.agent.deadIntervalMs = g.config->discoveryDeadMs;
   fo.relayPort = static_cast<uint16_t>(g.config->relayPort);
+  RY_RETURN_IF_ERROR(topology::LoadClusterKey(g.config->clusterKeyFile, &fo.clusterKey));  // relay records' MAC
   RY_RETURN_IF_ERROR(proxy::Router::Start(g.fabricRails, fo, &g.router));
+  // Errors on relayed sockets name the relay that carried them.
+  proxy::SetAddressNamer([r = g.router.get()](const in_addr& a) { return r->HostNameOfAddress(a); });
   proxy::RelayOptions ro;
   ro.port = fo.relayPort;
   ro.bufferBytes = g.config->relayBufferBytes;
+  ro.role = proxy::RelaySeat::Role::kRank;  // relays only while no railyardd (or other rank) does
+  ro.drainMs = 0;                           // finalize does not wait for other jobs' sockets
+  ro.idleMs = g.config->relayIdleMs;
+  ro.maxPerPeer = g.config->relayMaxPerPeer;
   if (Status s = proxy::RelayService::Start(g.router.get(), ro, &g.relay); !s.ok()) {
-    // railyardd (or another user) holds the port: it relays for this host.
+    // Another user's process holds the port, or the seat could not be reached.
     RY_INFO(log::kInit | log::kNet, "fabric: not relaying in this process: %s", s.message().c_str());
   }
   // Let the agent hear its neighbours first (a few hello periods, woken by every
@@ -771,7 +780,8 @@ ncclResult_t Finalize(void* ctx) {
   for (ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
   if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
-  relay.reset();   // stops the relay thread (relayed sockets break)
+  if (router) proxy::SetAddressNamer(nullptr);
+  relay.reset();   // hands the relay seat to a process standing by; sockets it relays break
   router.reset();  // stops the cabling agent thread
   return ncclSuccess;
 }

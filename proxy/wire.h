@@ -111,10 +111,20 @@ struct RelayRecord {
   uint16_t destPort;    ///< listener TCP port on destHost
   uint16_t sockIndex;   ///< socket index in its connection: spreads sockets over rails and paths
   uint8_t hops;         ///< relays passed before this one
-  uint8_t pad[3];
+  uint8_t flags;        ///< kRelayFlagMac: a kRelayMacBytes MAC follows the record
+  uint8_t pad[2];
   char originName[24];  ///< connector's host name (for logs)
 };
 static_assert(sizeof(RelayRecord) == 56);
+
+/// RelayRecord::flags: the record is followed by an HMAC-SHA256 of its 56 bytes
+/// (purpose "railyard.relay.record", topology/cluster_key.h), made with the cluster
+/// key. Set exactly when RAILYARD_CLUSTER_KEY_FILE is configured.
+inline constexpr uint8_t kRelayFlagMac = 1;
+/// Bytes of that MAC.
+inline constexpr size_t kRelayMacBytes = 32;
+/// Purpose label of relay-record MACs (topology/cluster_key.h).
+inline constexpr const char* kRelayMacPurpose = "railyard.relay.record";
 
 /// Most relays one connection may cross (a ring of 16 needs at most 7).
 inline constexpr int kMaxRelayHops = 15;

@@ -6,12 +6,16 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <system_error>
 #include <vector>
 
 #include "env/log.h"
+#include "proxy/handle.h"
+#include "proxy/relay/relay_policy.h"
 #include "proxy/wire.h"
 #include "topology/graph_json.h"
 
@@ -19,19 +23,34 @@ namespace railyard::proxy {
 
 namespace {
 
-/// A bounded ring buffer of bytes flowing one way.
+using SteadyClock = std::chrono::steady_clock;
+
+/// What an epoll event's data.u64 carries in its high 32 bits (the fd is the low 32).
+enum Tag : uint32_t { kWake = 1, kListen = 2, kSeat = 3, kLeg = 4 };
+
+uint64_t Key(int fd, uint32_t tag) { return (uint64_t{tag} << 32) | static_cast<uint32_t>(fd); }
+
+/// A bounded ring buffer of bytes flowing one way; memory only from the first byte.
 struct Ring {
   std::vector<char> buf;
-  size_t head = 0;  ///< first byte
-  size_t len = 0;   ///< bytes held
-  bool eof = false; ///< the source closed its sending side
-  bool shut = false;///< we passed the close on (shutdown(SHUT_WR) of the sink)
+  size_t cap = 0;    ///< capacity once allocated (RelayOptions::bufferBytes)
+  size_t head = 0;   ///< first byte
+  size_t len = 0;    ///< bytes held
+  bool eof = false;  ///< the source closed its sending side
+  bool shut = false; ///< we passed the close on (shutdown(SHUT_WR) of the sink)
 
-  size_t Space() const { return buf.size() - len; }
+  size_t Space() const { return cap - len; }
+  /// Allocates the buffer (first data); returns the bytes newly allocated.
+  size_t Ensure() {
+    if (!buf.empty()) return 0;
+    buf.resize(cap);
+    return cap;
+  }
   /// Up to two iovecs describing the free space (for readv).
   int FreeIov(iovec* iov) {
-    const size_t cap = buf.size(), tail = (head + len) % cap, free = Space();
-    if (free == 0) return 0;
+    const size_t free = Space();
+    if (free == 0 || buf.empty()) return 0;
+    const size_t tail = (head + len) % cap;
     const size_t first = std::min(free, cap - tail);
     iov[0] = {buf.data() + tail, first};
     if (first == free) return 1;
@@ -40,7 +59,6 @@ struct Ring {
   }
   /// Up to two iovecs describing the held bytes (for writev).
   int DataIov(iovec* iov) {
-    const size_t cap = buf.size();
     if (len == 0) return 0;
     const size_t first = std::min(len, cap - head);
     iov[0] = {buf.data() + head, first};
@@ -49,7 +67,7 @@ struct Ring {
     return 2;
   }
   void Consumed(size_t n) {
-    head = (head + n) % buf.size();
+    head = (head + n) % cap;
     len -= n;
   }
 };
@@ -60,6 +78,25 @@ void Abort(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
 }
 
+/// The source IPv4 address of an accepted socket (0 when not IPv4).
+uint32_t SourceOf(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || ss.ss_family != AF_INET) return 0;
+  return reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr;
+}
+
+std::string AddressText(uint32_t a) {
+  in_addr x{a};
+  char b[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &x, b, sizeof b);
+  return b;
+}
+
+/// What the relay reads before it plans anything: the relay record, its MAC when
+/// the record says one follows, and the header of the hello that must follow.
+constexpr size_t kHeadBytes = sizeof(RelayRecord) + kRelayMacBytes + sizeof(RecordHeader);
+
 }  // namespace
 
 /// One relayed socket: the incoming side, the onward side and the two directions.
@@ -67,11 +104,14 @@ struct RelayService::Leg {
   enum class State { kRequest, kConnecting, kSplicing };
   State state = State::kRequest;
   Fd in, out;
-  RelayRecord req{};
-  size_t reqGot = 0;
-  std::vector<char> forward;  ///< record for the next relay, sent before any data
+  char head[kHeadBytes] = {};  ///< relay record [+ MAC] + hello header, as received
+  size_t headGot = 0;
+  size_t headWant = sizeof(RelayRecord);  ///< grows once the record's flags are known
+  std::vector<char> forward;   ///< sent onward before any data: next relay record + hello header
   size_t forwarded = 0;
-  Ring up, down;              ///< in → out, out → in
+  Ring up, down;               ///< in → out, out → in
+  uint32_t source = 0;         ///< incoming socket's source IPv4 (network order)
+  SteadyClock::time_point deadline{};  ///< setup must finish by then
   std::string desc;
 };
 
@@ -80,68 +120,130 @@ Status RelayService::Start(const Router* router, const RelayOptions& options,
   std::unique_ptr<RelayService> r(new RelayService());
   r->router_ = router;
   r->options_ = options;
-  r->listen_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!r->listen_.valid()) return SystemError("relay: socket(): " + ErrnoText(errno));
-  int one = 1;
-  setsockopt(r->listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  setsockopt(r->listen_.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(options.port);
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (::bind(r->listen_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    return SystemError("relay: bind(*:" + std::to_string(options.port) + "): " + ErrnoText(errno));
-  }
-  if (::listen(r->listen_.get(), 4096) != 0) return SystemError("relay: listen(): " + ErrnoText(errno));
+  const uint16_t port = options.port;
+  auto open = [port](std::vector<Fd>* res) -> Status {
+    // One listener per host, moved between processes by the seat; SO_REUSEADDR only
+    // (TIME_WAIT leftovers), never SO_REUSEPORT.
+    Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!l.valid()) return SystemError("relay: socket(): " + ErrnoText(errno));
+    int one = 1;
+    setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      return SystemError("relay: bind(*:" + std::to_string(port) + "): " + ErrnoText(errno) +
+                         (errno == EADDRINUSE ? " (a process that is not a Railyard relay of this version holds the port)"
+                                              : ""));
+    }
+    if (::listen(l.get(), 4096) != 0) return SystemError("relay: listen(): " + ErrnoText(errno));
+    res->push_back(std::move(l));
+    return Status::Ok();
+  };
+  RY_RETURN_IF_ERROR(RelaySeat::Claim("relay:" + std::to_string(port), options.role, open, &r->seat_));
   r->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   r->wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (r->epoll_ < 0 || r->wake_ < 0) return SystemError("relay: epoll/eventfd: " + ErrnoText(errno));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = r->listen_.get();
-  epoll_ctl(r->epoll_, EPOLL_CTL_ADD, r->listen_.get(), &ev);
-  ev.data.fd = r->wake_;
-  epoll_ctl(r->epoll_, EPOLL_CTL_ADD, r->wake_, &ev);
+  r->Watch(r->wake_, kWake, EPOLLIN);
+  r->WatchSeat(true);
+  r->NoteSeat();
+  if (r->Relaying()) {
+    RY_INFO(log::kInit | log::kNet, "relay listening on port %u", unsigned{port});
+  } else {
+    RY_INFO(log::kInit | log::kNet, "relay: %s relays on this host (port %u); this process stands by",
+            r->SeatHolder().c_str(), unsigned{port});
+  }
   try {
     r->thread_ = std::thread([p = r.get()] { p->Run(); });
   } catch (const std::system_error& e) {
     return SystemError(std::string("relay: cannot start its thread: ") + e.what());
   }
-  RY_INFO(log::kInit | log::kNet, "relay listening on port %u", unsigned{options.port});
   *out = std::move(r);
   return Status::Ok();
 }
 
 RelayService::~RelayService() {
-  if (wake_ >= 0) {
-    uint64_t one = 1;
-    (void)!::write(wake_, &one, sizeof one);
-  }
-  if (thread_.joinable()) thread_.join();
+  Stop(options_.drainMs);
   if (epoll_ >= 0) ::close(epoll_);
   if (wake_ >= 0) ::close(wake_);
 }
 
+int RelayService::Stop(int drainMs) {
+  std::lock_guard lock(stopMu_);
+  if (stopped_) return 0;
+  stopped_ = true;
+  if (!thread_.joinable()) return 0;
+  stopDrainMs_.store(std::max(0, drainMs));
+  uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof one);
+  thread_.join();
+  return leftAtStop_.load();
+}
+
+std::string RelayService::SeatHolder() const {
+  std::lock_guard lock(holderMu_);
+  return holder_;
+}
+
+void RelayService::Watch(int fd, uint32_t tag, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = Key(fd, tag);
+  if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) {
+    epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);
+  }
+}
+
+void RelayService::WatchSeat(bool on) {
+  // Seat descriptors may leave this process (a handover): take them out of the
+  // epoll set while they are still open, or the set would keep reporting them.
+  if (!seat_) return;
+  for (int fd : seat_->WatchFds()) {
+    if (on) {
+      Watch(fd, kSeat, EPOLLIN);
+    } else {
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    }
+  }
+  for (const Fd& l : seat_->Resources()) {
+    if (on) {
+      Watch(l.get(), kListen, EPOLLIN);
+    } else {
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, l.get(), nullptr);
+    }
+  }
+}
+
+void RelayService::NoteSeat() {
+  relaying_.store(seat_ && seat_->state() == RelaySeat::State::kHolding);
+  std::lock_guard lock(holderMu_);
+  holder_ = seat_ ? seat_->HolderText() : "nobody";
+}
+
 void RelayService::Run() {
   std::map<int, std::shared_ptr<Leg>> legs;  // by both of a leg's fds
+  std::map<uint32_t, int> perSource;         // sockets per source address
+  bool draining = false;
+  SteadyClock::time_point drainUntil{};
 
   auto interest = [&](Leg& l) {
     epoll_event ev{};
-    ev.data.fd = l.in.get();
+    ev.data.u64 = Key(l.in.get(), kLeg);
     ev.events = 0;
     if (l.state == Leg::State::kRequest) ev.events |= EPOLLIN;
     if (l.state == Leg::State::kSplicing && !l.up.eof && l.up.Space() > 0) ev.events |= EPOLLIN;
     if (l.down.len > 0) ev.events |= EPOLLOUT;
     epoll_ctl(epoll_, EPOLL_CTL_MOD, l.in.get(), &ev);
     if (!l.out.valid()) return;
-    ev.data.fd = l.out.get();
+    ev.data.u64 = Key(l.out.get(), kLeg);
     ev.events = 0;
     if (l.state == Leg::State::kConnecting || l.up.len > 0 || l.forwarded < l.forward.size()) ev.events |= EPOLLOUT;
     if (l.state == Leg::State::kSplicing && !l.down.eof && l.down.Space() > 0) ev.events |= EPOLLIN;
     epoll_ctl(epoll_, EPOLL_CTL_MOD, l.out.get(), &ev);
   };
   auto drop = [&](const std::shared_ptr<Leg>& l, const std::string& why, bool abort) {
-    if (!why.empty()) RY_WARN("relay: %s: %s", l->desc.c_str(), why.c_str());
+    if (!why.empty()) RY_WARN("relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
     for (Fd* fd : {&l->in, &l->out}) {
       if (!fd->valid()) continue;
       epoll_ctl(epoll_, EPOLL_CTL_DEL, fd->get(), nullptr);
@@ -149,7 +251,15 @@ void RelayService::Run() {
       legs.erase(fd->get());
       fd->Reset();
     }
-    if (l->state == Leg::State::kSplicing) active_.fetch_sub(1);
+    if (l->state == Leg::State::kSplicing) {
+      active_.fetch_sub(1);
+    } else {
+      pending_.fetch_sub(1);
+    }
+    buffered_.fetch_sub(l->up.buf.size() + l->down.buf.size());
+    l->up.buf = {};
+    l->down.buf = {};
+    if (auto it = perSource.find(l->source); it != perSource.end() && --it->second == 0) perSource.erase(it);
   };
   auto refuse = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
     RejectRecord r{};
@@ -159,36 +269,141 @@ void RelayService::Run() {
     (void)TrySend(l->in.get(), &r, sizeof r, &sent);
     drop(l, why, false);
   };
+  auto scope = [&] {
+    RelayScope s;
+    s.selfHost = router_->HostId();
+    s.graphHosts = router_->Agent().Graph().Hosts();
+    for (const FabricRail& r : router_->Rails()) s.railAddresses.push_back(r.addr);
+    s.localAddresses = LocalIpv4Addresses();
+    s.relayPort = router_->RelayPort();
+    return s;
+  };
+  // A socket's head is complete: check it, plan the next leg, connect.
+  auto plan = [&](const std::shared_ptr<Leg>& l) {
+    RelayRecord req;
+    RecordHeader hello;
+    std::memcpy(&req, l->head, sizeof req);
+    const size_t macBytes = (req.flags & kRelayFlagMac) != 0 ? kRelayMacBytes : 0;
+    const auto* mac = macBytes != 0 ? reinterpret_cast<const unsigned char*>(l->head + sizeof req) : nullptr;
+    const size_t helloAt = sizeof req + macBytes;
+    std::memcpy(&hello, l->head + helloAt, sizeof hello);
+    // Authenticate the bytes as received, before anything in them is believed.
+    if (Status m = CheckRelayMac(req, mac, router_->ClusterKey()); !m.ok()) {
+      return refuse(l, "refused: " + m.message());
+    }
+    req.originName[sizeof req.originName - 1] = '\0';
+    l->desc = "socket " + std::to_string(req.sockIndex) + " from " + req.originName + " (" +
+              AddressText(l->source) + ")";
+    const RelayScope s = scope();
+    if (Status c = CheckRelayRecord(req, s); !c.ok()) return refuse(l, "refused: " + c.message());
+    if (Status c = CheckFollowingHello(hello); !c.ok()) return refuse(l, "refused: " + c.message());
+    SocketTarget t;
+    bool ready = false;
+    Status p = router_->PlanSocket(req.destHost, req.destPort, req.sockIndex, req.hops + 1, req.originName,
+                                   req.originHost, &t, &ready);
+    if (!p.ok() || !ready) {
+      return refuse(l, p.ok() ? "no route to host " + topology::HostIdText(req.destHost) : p.message());
+    }
+    const bool relayed = !t.prefix.empty();
+    if (Status c = CheckOnwardLeg(t, req.destPort, relayed, s); !c.ok()) return refuse(l, "refused: " + c.message());
+    l->desc = "socket " + std::to_string(req.sockIndex) + " from " + req.originName + " to host " +
+              router_->Agent().Graph().HostName(req.destHost) + " over " + t.rail;
+    l->forward = std::move(t.prefix);
+    l->forward.insert(l->forward.end(), l->head + helloAt, l->head + helloAt + sizeof hello);  // the hello's header
+    l->out = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!l->out.valid()) return refuse(l, "socket(): " + ErrnoText(errno));
+    (void)TuneTcpSocket(l->out.get(), 0);
+    (void)::bind(l->out.get(), reinterpret_cast<const sockaddr*>(&t.local), t.localLen);
+    if (::connect(l->out.get(), reinterpret_cast<const sockaddr*>(&t.remote), t.remoteLen) != 0 &&
+        errno != EINPROGRESS) {
+      return refuse(l, "connect onward over " + t.rail + ": " + ErrnoText(errno));
+    }
+    l->state = Leg::State::kConnecting;
+    Watch(l->out.get(), kLeg, EPOLLOUT);
+    legs[l->out.get()] = l;
+    interest(*l);
+  };
 
   std::vector<epoll_event> events(64);
+  auto nextSweep = SteadyClock::now() + std::chrono::seconds(1);
   for (;;) {
-    const int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), -1);
+    int waitMs = 1000;
+    if (draining) {
+      if (legs.empty()) break;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(drainUntil - SteadyClock::now()).count();
+      if (left <= 0) break;
+      waitMs = static_cast<int>(std::min<long long>(left, waitMs));
+    }
+    const int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), waitMs);
     if (n < 0) {
       if (errno == EINTR) continue;
       RY_WARN("relay: epoll_wait: %s", ErrnoText(errno).c_str());
       break;
     }
-    bool stop = false;
     for (int e = 0; e < n; ++e) {
-      const int fd = events[e].data.fd;
-      if (fd == wake_) {
-        stop = true;
-        break;
+      const int fd = static_cast<int>(events[e].data.u64 & 0xffffffffu);
+      const uint32_t tag = static_cast<uint32_t>(events[e].data.u64 >> 32);
+      const uint32_t got = events[e].events;
+      if (tag == kWake) {
+        uint64_t v;
+        (void)!::read(wake_, &v, sizeof v);
+        if (draining) continue;
+        // Stop: no new sockets (the seat goes to a process standing by, or the port
+        // closes); refuse the ones being set up; carry the rest for a while.
+        draining = true;
+        const int ms = stopDrainMs_.load();
+        drainUntil = SteadyClock::now() + std::chrono::milliseconds(ms);
+        WatchSeat(false);
+        seat_->HandOff();
+        NoteSeat();
+        std::vector<std::shared_ptr<Leg>> setup;
+        for (auto& [k, l] : legs) {
+          if (l->state != Leg::State::kSplicing && std::find(setup.begin(), setup.end(), l) == setup.end()) setup.push_back(l);
+        }
+        for (auto& l : setup) refuse(l, "the relay is stopping");
+        if (ms > 0 && active_.load() > 0) {
+          RY_INFO(log::kNet, "relay on %s: stopping; carrying %d relayed sockets for up to %d ms",
+                  router_->HostName().c_str(), active_.load(), ms);
+        }
+        continue;
       }
-      if (fd == listen_.get()) {
+      if (tag == kSeat) {
+        if (draining) continue;
+        RelaySeat::Change change = RelaySeat::Change::kNone;
+        WatchSeat(false);
+        Status s = seat_->OnReadable(fd, &change);
+        WatchSeat(true);
+        NoteSeat();
+        if (!s.ok()) RY_WARN("relay: %s", s.message().c_str());
+        if (change == RelaySeat::Change::kTaken) {
+          RY_INFO(log::kNet, "relay: this process now relays on port %u", unsigned{options_.port});
+        } else if (change == RelaySeat::Change::kGivenAway) {
+          RY_INFO(log::kNet, "relay: %s relays from now on; this process carries its %d relayed sockets until they end",
+                  SeatHolder().c_str(), active_.load());
+        }
+        continue;
+      }
+      if (tag == kListen) {
+        if (draining || !Relaying()) continue;
         for (;;) {
-          const int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          const int c = ::accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (c < 0) break;
           auto l = std::make_shared<Leg>();
           l->in = Fd(c);
+          l->source = SourceOf(c);
+          l->desc = "socket from " + AddressText(l->source);
+          if (perSource[l->source] >= options_.maxPerPeer) {
+            RY_WARN("relay on %s: %s closed: already %d sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)",
+                    router_->HostName().c_str(), l->desc.c_str(), options_.maxPerPeer);
+            Abort(c);
+            continue;
+          }
+          ++perSource[l->source];
           (void)TuneTcpSocket(c, 0);
-          l->desc = "incoming socket";
-          l->up.buf.resize(options_.bufferBytes);
-          l->down.buf.resize(options_.bufferBytes);
-          epoll_event ev{};
-          ev.events = EPOLLIN;
-          ev.data.fd = c;
-          epoll_ctl(epoll_, EPOLL_CTL_ADD, c, &ev);
+          l->up.cap = l->down.cap = options_.bufferBytes;
+          l->deadline = SteadyClock::now() + std::chrono::milliseconds(options_.idleMs);
+          pending_.fetch_add(1);
+          Watch(c, kLeg, EPOLLIN);
           legs[c] = l;
         }
         continue;
@@ -199,57 +414,43 @@ void RelayService::Run() {
       const bool isIn = fd == l->in.get();
 
       if (l->state == Leg::State::kRequest) {
-        size_t got = 0;
+        size_t nread = 0;
         bool closed = false;
-        Status s = TryRecv(fd, reinterpret_cast<char*>(&l->req) + l->reqGot, sizeof l->req - l->reqGot, &got, &closed);
-        l->reqGot += got;
+        Status s = TryRecv(fd, l->head + l->headGot, l->headWant - l->headGot, &nread, &closed);
+        l->headGot += nread;
         if (!s.ok() || closed) {
           drop(l, "", false);
           continue;
         }
-        if (l->reqGot < sizeof l->req) continue;
-        if (Status h = CheckHeader(l->req.header, "relay record"); !h.ok()) {
-          refuse(l, h.message());
-          continue;
+        if (l->headGot < l->headWant) continue;
+        if (l->headWant == sizeof(RelayRecord)) {
+          // The record is in: check what it is, then read its MAC (if it says one
+          // follows) and the hello's header.
+          RelayRecord req;
+          std::memcpy(&req, l->head, sizeof req);
+          if (Status h = CheckHeader(req.header, "relay record"); !h.ok()) {
+            refuse(l, h.message());
+            continue;
+          }
+          if (req.header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
+            refuse(l, "expected a relay record, got kind " + std::to_string(req.header.kind));
+            continue;
+          }
+          l->headWant = sizeof req + ((req.flags & kRelayFlagMac) != 0 ? kRelayMacBytes : 0) + sizeof(RecordHeader);
+          continue;  // level-triggered: the rest is read on the next wake-up if it is there
         }
-        if (l->req.header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
-          refuse(l, "expected a relay record, got kind " + std::to_string(l->req.header.kind));
-          continue;
-        }
-        l->req.originName[sizeof l->req.originName - 1] = '\0';
-        SocketTarget t;
-        bool ready = false;
-        Status p = router_->PlanSocket(l->req.destHost, l->req.destPort, l->req.sockIndex, l->req.hops + 1,
-                                       l->req.originName, l->req.originHost, &t, &ready);
-        if (!p.ok() || !ready) {
-          refuse(l, p.ok() ? "no route to host " + topology::HostIdText(l->req.destHost) : p.message());
-          continue;
-        }
-        l->desc = "socket " + std::to_string(l->req.sockIndex) + " from " + l->req.originName +
-                  " to host " + router_->Agent().Graph().HostName(l->req.destHost) + " over " + t.rail;
-        l->forward = std::move(t.prefix);
-        l->out = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        (void)TuneTcpSocket(l->out.get(), 0);
-        if (t.local.ss_family != AF_UNSPEC) {
-          (void)::bind(l->out.get(), reinterpret_cast<const sockaddr*>(&t.local), t.localLen);
-        }
-        if (::connect(l->out.get(), reinterpret_cast<const sockaddr*>(&t.remote), t.remoteLen) != 0 &&
-            errno != EINPROGRESS) {
-          refuse(l, "connect onward over " + t.rail + ": " + ErrnoText(errno));
-          continue;
-        }
-        l->state = Leg::State::kConnecting;
-        epoll_event ev{};
-        ev.events = EPOLLOUT;
-        ev.data.fd = l->out.get();
-        epoll_ctl(epoll_, EPOLL_CTL_ADD, l->out.get(), &ev);
-        legs[l->out.get()] = l;
-        interest(*l);
+        plan(l);
         continue;
       }
 
       if (l->state == Leg::State::kConnecting) {
-        if (isIn) continue;  // nothing to read from the connector until we splice
+        if (isIn) {
+          // Only a hang-up or error can wake the incoming side now (its interest is
+          // empty, but EPOLLHUP/EPOLLERR are always reported, level-triggered): the
+          // origin is gone, so the pending connect is pointless.
+          if (got & (EPOLLHUP | EPOLLERR)) drop(l, "", true);
+          continue;
+        }
         int err = 0;
         socklen_t len = sizeof err;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -258,6 +459,7 @@ void RelayService::Run() {
           continue;
         }
         l->state = Leg::State::kSplicing;
+        pending_.fetch_sub(1);
         active_.fetch_add(1);
         RY_INFO(log::kNet, "relay: carrying %s", l->desc.c_str());
         interest(*l);
@@ -267,10 +469,11 @@ void RelayService::Run() {
       // Splicing: move what can move, both ways, without blocking.
       bool broken = false;
       std::string why;
-      auto pump = [&](int from, Ring& ring) {
+      auto pump = [&](int from, Ring& ring, const char* side) {
+        if (ring.eof || ring.Space() == 0) return;
+        buffered_.fetch_add(ring.Ensure());
         iovec iov[2];
         const int k = ring.FreeIov(iov);
-        if (k == 0 || ring.eof) return;
         const ssize_t r = ::readv(from, iov, k);
         if (r > 0) {
           ring.len += static_cast<size_t>(r);
@@ -278,10 +481,10 @@ void RelayService::Run() {
           ring.eof = true;
         } else if (errno != EAGAIN && errno != EINTR) {
           broken = true;
-          why = "read: " + ErrnoText(errno);
+          why = std::string("read from the ") + side + ": " + ErrnoText(errno);
         }
       };
-      auto drain = [&](int to, Ring& ring) {
+      auto drain = [&](int to, Ring& ring, const char* side) {
         iovec iov[2];
         const int k = ring.DataIov(iov);
         if (k > 0) {
@@ -294,7 +497,7 @@ void RelayService::Run() {
             bytes_.fetch_add(static_cast<uint64_t>(w), std::memory_order_relaxed);
           } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
             broken = true;
-            why = "write: " + ErrnoText(errno);
+            why = std::string("write to the ") + side + ": " + ErrnoText(errno);
           }
         }
         if (ring.eof && ring.len == 0 && !ring.shut) {
@@ -312,13 +515,13 @@ void RelayService::Run() {
       }
       const bool forwardDone = l->forwarded == l->forward.size();
       if (isIn) {
-        if (events[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) pump(fd, l->up);
-        if (forwardDone) drain(l->out.get(), l->up);
-        drain(fd, l->down);
+        if (got & (EPOLLIN | EPOLLHUP | EPOLLERR)) pump(fd, l->up, "origin side");
+        if (forwardDone) drain(l->out.get(), l->up, "onward side");
+        drain(fd, l->down, "origin side");
       } else {
-        if (events[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) pump(fd, l->down);
-        drain(l->in.get(), l->down);
-        if (forwardDone) drain(fd, l->up);
+        if (got & (EPOLLIN | EPOLLHUP | EPOLLERR)) pump(fd, l->down, "onward side");
+        drain(l->in.get(), l->down, "origin side");
+        if (forwardDone) drain(fd, l->up, "onward side");
       }
       if (broken) {
         drop(l, why, true);
@@ -330,14 +533,40 @@ void RelayService::Run() {
       }
       interest(*l);
     }
-    if (stop) break;
+    // Setup deadlines: a socket that never sends its record (or whose onward
+    // connect hangs) holds an fd, not a buffer, and not for long.
+    if (const auto now = SteadyClock::now(); now >= nextSweep) {
+      nextSweep = now + std::chrono::seconds(1);
+      std::vector<std::shared_ptr<Leg>> late;
+      for (auto& [k, l] : legs) {
+        if (l->state != Leg::State::kSplicing && now >= l->deadline && std::find(late.begin(), late.end(), l) == late.end()) {
+          late.push_back(l);
+        }
+      }
+      for (auto& l : late) {
+        RY_WARN("relay on %s: %s closed: no %s within %d ms (RAILYARD_RELAY_IDLE_MS)", router_->HostName().c_str(),
+                l->desc.c_str(), l->state == Leg::State::kRequest ? "relay record and hello" : "onward connection",
+                options_.idleMs);
+        drop(l, "", true);
+      }
+    }
   }
-  // Stopping: every relayed socket breaks, so its ends learn at once.
+  // Stopped: every relayed socket still open breaks, so its ends learn at once.
   std::vector<std::shared_ptr<Leg>> all;
-  for (auto& [fd, l] : legs) all.push_back(l);
-  for (auto& l : all) {
-    if (l->in.valid() || l->out.valid()) drop(l, "", true);
+  for (auto& [fd, l] : legs) {
+    if (std::find(all.begin(), all.end(), l) == all.end()) all.push_back(l);
   }
+  leftAtStop_.store(static_cast<int>(all.size()));
+  if (!all.empty() && stopDrainMs_.load() > 0) {
+    RY_WARN("relay on %s: %zu relayed sockets still open after %d ms of draining: closing them",
+            router_->HostName().c_str(), all.size(), stopDrainMs_.load());
+  }
+  for (auto& l : all) drop(l, "", true);
+  if (!draining && seat_) {
+    WatchSeat(false);
+    seat_->HandOff();
+  }
+  NoteSeat();
 }
 
 }  // namespace railyard::proxy

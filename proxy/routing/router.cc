@@ -121,6 +121,18 @@ int Router::SpeedMbps() const {
   return s;
 }
 
+std::string Router::HostNameOfAddress(const in_addr& a) const {
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  const topology::ClusterGraph g = agent_->Graph();
+  for (const topology::RailLink& l : g.Links()) {
+    for (const topology::RailEnd* e : {&l.a, &l.b}) {
+      if (e->address == text) return g.HostName(e->host);
+    }
+  }
+  return "";
+}
+
 Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, int hops,
                           const std::string& originName, uint64_t originHost, SocketTarget* out,
                           bool* ready) const {
@@ -168,7 +180,8 @@ Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, i
   out->remoteLen = sizeof(sockaddr_in);
   out->local = Ipv4(l.End(self).address, 0);
   out->localLen = sizeof(sockaddr_in);
-  out->rail = l.End(self).ifname + " via " + g.HostName(next);
+  out->rail = l.End(self).ifname + " via " + g.HostName(next) + " (" + l.Other(self).address + ":" +
+              std::to_string(options_.relayPort) + ")";
   RelayRecord rec{};
   rec.header = MakeHeader(RecordKind::kRelay);
   rec.destHost = destHost;
@@ -177,8 +190,16 @@ Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, i
   rec.sockIndex = static_cast<uint16_t>(sockIndex);
   rec.hops = static_cast<uint8_t>(hops);
   std::snprintf(rec.originName, sizeof rec.originName, "%s", originName.c_str());
+  topology::ClusterMac mac{};
+  if (options_.clusterKey) {
+    rec.flags = kRelayFlagMac;
+    if (!options_.clusterKey->Mac(kRelayMacPurpose, &rec, sizeof rec, &mac)) {
+      return InternalError("relay record: computing its MAC failed (OpenSSL)");
+    }
+  }
   const char* p = reinterpret_cast<const char*>(&rec);
   out->prefix.assign(p, p + sizeof rec);
+  if (options_.clusterKey) out->prefix.insert(out->prefix.end(), mac.begin(), mac.end());
   *ready = true;
   return Status::Ok();
 }

@@ -14,6 +14,7 @@
 #include "env/status.h"
 #include "proxy/tcp/tcp_connector.h"
 #include "topology/cabling_agent.h"
+#include "topology/cluster_key.h"
 
 namespace railyard::proxy {
 
@@ -33,6 +34,9 @@ struct RouterOptions {
   std::string hostName;               ///< name reported to peers
   topology::AgentOptions agent;       ///< cabling protocol port and timing
   uint16_t relayPort = 29518;         ///< TCP port of relays on every host
+  /// The cluster key (RAILYARD_CLUSTER_KEY_FILE): relay records carry its MAC and
+  /// relays accept only records with a valid one. nullptr = none (not authenticated).
+  std::shared_ptr<const topology::ClusterKey> clusterKey;
 };
 
 /// The router of this host: cabling graph and socket planning. Thread-safe after Start.
@@ -46,9 +50,14 @@ class Router {
   const std::string& HostName() const { return options_.hostName; }
   const std::vector<FabricRail>& Rails() const { return rails_; }
   uint16_t RelayPort() const { return options_.relayPort; }
+  /// The cluster key relay records are authenticated with (nullptr = none).
+  const topology::ClusterKey* ClusterKey() const { return options_.clusterKey.get(); }
   const topology::CablingAgent& Agent() const { return *agent_; }
   /// Sum of the rail speeds (Mbps): what the fabric device reports.
   int SpeedMbps() const;
+  /// Name of the host that owns rail address `a` in the cabling graph ("" = none):
+  /// names the relay behind a relayed socket in errors (relay_hop_names.h).
+  std::string HostNameOfAddress(const in_addr& a) const;
 
   /// Plans socket `sockIndex` of a connection to the listener on host `destHost`,
   /// TCP port `destPort`, having crossed `hops` relays already. *ready = false (Ok)

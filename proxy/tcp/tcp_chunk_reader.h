@@ -28,6 +28,8 @@ class ChunkReader {
       : fd_(fd), what_(std::move(what)), peer_(std::move(peer)) {}
 
   int fd() const { return fd_; }
+  /// The socket's name in errors ("data socket N[ on rail R] from PEER").
+  const std::string& what() const { return what_; }
   /// False once the peer closed the socket cleanly (between chunks).
   bool open() const { return open_; }
 

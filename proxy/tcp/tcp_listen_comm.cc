@@ -9,6 +9,7 @@
 #include <random>
 
 #include "env/log.h"
+#include "proxy/routing/relay_hop_names.h"
 #include "proxy/tcp/tcp_connection.h"
 #include "proxy/tcp/tcp_recv_comm.h"
 
@@ -173,7 +174,11 @@ void TcpListenComm::ReadHello(int fd, Clock::time_point now) {
     g.first = h;
     g.socks.resize(static_cast<size_t>(h.nsocks) + 1);
   }
-  if (h.sockIndex == 0) g.address = from;
+  if (h.sockIndex == 0) {
+    // A relayed control socket comes from the relay: say so, not just its address.
+    const std::string via = ViaRelay(sock.get(), std::string(h.host, strnlen(h.host, sizeof h.host)));
+    g.address = via.empty() ? from : "control socket" + via;
+  }
   g.socks[h.sockIndex] = std::move(sock);
   ++g.have;
   ++groupSockets_;
@@ -261,7 +266,8 @@ Status TcpListenComm::AcceptConnection(TcpConnection* out, bool* ready) {
     }
     conn.control = std::move(g.socks[0]);
     for (size_t i = 1; i < g.socks.size() && s.ok(); ++i) {
-      conn.rails.push_back(LocalInterfaceOf(g.socks[i].get()));
+      conn.rails.push_back(LocalInterfaceOf(g.socks[i].get()) +
+                           ViaRelay(g.socks[i].get(), std::string(g.first.host, strnlen(g.first.host, sizeof g.first.host))));
       conn.data.push_back(std::move(g.socks[i]));
     }
     conn.peer.host.assign(g.first.host, strnlen(g.first.host, sizeof g.first.host));

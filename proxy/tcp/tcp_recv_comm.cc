@@ -2,12 +2,14 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
 #include <system_error>
 
 #include "env/log.h"
+#include "proxy/handle.h"
 
 namespace railyard::proxy {
 namespace {
@@ -23,8 +25,20 @@ TcpRecvComm::TcpRecvComm(TcpConnection conn, const TcpOptions& options, const Mr
   readers_.reserve(nsocks);
   for (size_t i = 0; i < nsocks; ++i) {
     const std::string rail = i < conn_.rails.size() && !conn_.rails[i].empty() ? " on rail " + conn_.rails[i] : "";
+    // Name the peer with the address this socket really uses: its own peer address,
+    // or none when a relay carried it (the rail then says "via RELAY (ADDR)").
+    std::string address;
+    if (rail.find(" via ") == std::string::npos) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      if (::getpeername(conn_.data[i].get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+        address = ", " + SockaddrToString(ss);
+      }
+    }
     readers_.emplace_back(conn_.data[i].get(),
-                          "data socket " + std::to_string(i + 1) + rail + " from " + conn_.peer.ToString(),
+                          "data socket " + std::to_string(i + 1) + rail + " from peer " +
+                              (conn_.peer.host.empty() ? std::string("?") : conn_.peer.host) + " (pid " +
+                              std::to_string(conn_.peer.pid) + address + ")",
                           conn_.peer.ToString());
   }
   const int ngroups = std::max(1, std::min(options_.nthreads, static_cast<int>(nsocks)));
@@ -91,6 +105,8 @@ bool TcpRecvComm::ProgressLocked(Group& g) {
     if (eof) {
       int64_t none = 0;
       firstEofNs_.compare_exchange_strong(none, Clock::now().time_since_epoch().count());
+      int nobody = -1;
+      firstEofSocket_.compare_exchange_strong(nobody, i);
       // All data precedes a clean EOF on each socket, so only once every data
       // socket is closed is the peer gone with nothing left in flight.
       if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
@@ -220,8 +236,12 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
     // sockets a moment, then call the receive lost.
     const auto since = Clock::now() - Clock::time_point(Clock::duration(eof));
     if (since > std::chrono::milliseconds(kEofGraceMs)) {
-      Status lost = SystemError(conn_.peer.ToString() + " closed data socket(s) while " +
-                                table_.DescribeOldest() + " was pending");
+      const int k = firstEofSocket_.load(std::memory_order_relaxed);
+      const int closed = cleanEofs_.load(std::memory_order_relaxed);
+      const std::string which = k >= 0 ? readers_[static_cast<size_t>(k)].what() : conn_.peer.ToString();
+      Status lost = SystemError(which + " closed" +
+                                (closed > 1 ? " (with " + std::to_string(closed - 1) + " more data socket(s))" : "") +
+                                " while " + table_.DescribeOldest() + " was pending");
       poison_.Set(lost);
       return lost;
     }

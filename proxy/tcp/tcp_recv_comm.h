@@ -83,6 +83,9 @@ class TcpRecvComm final : public RecvComm, public CallerDriven {
   /// peer closing its comm closes every socket at once, so a receive still
   /// pending a moment later will never complete (a relay died, or the peer quit).
   std::atomic<int64_t> firstEofNs_{0};
+  /// Index of that data socket (-1 if none): the error names it and its rail
+  /// (" via RELAY" when a relay carried it).
+  std::atomic<int> firstEofSocket_{-1};
   bool closed_ = false;
   Poison poison_;
   std::atomic<int64_t> lastProgressNs_{0};

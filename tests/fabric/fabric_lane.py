@@ -14,6 +14,7 @@ Cases: adjacent-two-rails, opposite-via-railyardd, alltoall-ranks-relay,
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -38,9 +39,9 @@ def env_for(host, extra=None):
     return env
 
 
-def railyardd(hosts):
-    return [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def railyardd(hosts, extra=None, args=(), stdout=subprocess.DEVNULL):
+    return [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD] + list(args), env=env_for(h, extra),
+                             stdout=stdout, stderr=subprocess.PIPE, text=True)
             for h in hosts]
 
 
@@ -215,7 +216,23 @@ def case_kill_relay():
             if results[r][0] == 0:
                 fail(f"rank {r} exited 0 after the relay was killed")
         expect_fault([results[r] for r in named], ["seq", "rail"], [["h2", "h0"][r] for r in named])
-        print(f"ok: killing the relay on h1 failed both ranks in {took:.1f} s")
+        # The error names the relay that broke (h1), the hop (rail and h1's address on
+        # that socket), and never prints another host's address as the peer's.
+        def addrs(h):
+            return ({r["ip"] for r in TB["rails"] if r["host"] == h} |
+                    {r["peer_ip"] for r in TB["rails"] if r["peer_host"] == h})
+        hop = [r for r in named if any(f"via h1 ({a}:" in results[r][2] for a in addrs(1))]
+        if not hop:
+            fail("no rank's error names the relay h1 with its address ('via h1 (ADDR:'):\n" +
+                 "\n".join(e[-1500:] for _, _, e in results))
+        for r in named:
+            for m in re.finditer(r"peer h(\d) \(pid \d+, ([0-9.]+):\d+\)", results[r][2]):
+                if m.group(2) not in addrs(int(m.group(1))):
+                    fail(f"rank {r} prints {m.group(2)} as the address of peer h{m.group(1)}, "
+                         f"which is not that host's:\n{m.group(0)}")
+        line = next(l for l in results[hop[0]][2].splitlines() if "via h1 (" in l)
+        print(f"rank {hop[0]}: {line.split('NCCL WARN ')[-1]}")
+        print(f"ok: killing the relay on h1 failed both ranks in {took:.1f} s, naming the relay h1")
     finally:
         stop(relays)
 

@@ -5,9 +5,11 @@
 // Test and inspection mode: --wait-hosts N prints the graph as JSON once N hosts
 // are known and the graph has been stable for --settle-ms, lingers --linger-ms so
 // slower peers converge too, and exits 0 (1 on --timeout-ms).
+#include <poll.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -20,8 +22,10 @@
 #include "env/config.h"
 #include "env/log.h"
 #include "proxy/routing/router.h"
+#include "proxy/relay/relay_seat.h"
 #include "proxy/relay/relay_service.h"
 #include "topology/cabling_agent.h"
+#include "topology/cluster_key.h"
 #include "topology/graph_json.h"
 
 namespace {
@@ -87,6 +91,15 @@ int main(int argc, char** argv) {
                  agent.deadIntervalMs, agent.intervalMs);
     return 2;
   }
+  // One railyardd per host (per network namespace), relaying or not: a second one is
+  // refused here, naming the first, before it binds anything.
+  std::unique_ptr<proxy::RelaySeat> daemonSeat;
+  if (Status s = proxy::RelaySeat::Claim("railyardd:" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
+                                         [](std::vector<proxy::Fd>*) { return Status::Ok(); }, &daemonSeat);
+      !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    return 2;
+  }
   std::vector<proxy::FabricRail> rails;
   std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
   if (Status s = proxy::SelectFabricRails(ifname.empty() ? cfg->railIfname : ifname, cfg->defaultSpeedMbps,
@@ -105,6 +118,10 @@ int main(int argc, char** argv) {
   fo.hostName = hostName;
   fo.agent = agent;
   fo.relayPort = relayPort != 0 ? relayPort : static_cast<uint16_t>(cfg->relayPort);
+  if (Status s = topology::LoadClusterKey(cfg->clusterKeyFile, &fo.clusterKey); !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    return 2;
+  }
   std::unique_ptr<proxy::Router> router;
   if (Status s = proxy::Router::Start(rails, fo, &router); !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
@@ -115,6 +132,10 @@ int main(int argc, char** argv) {
     proxy::RelayOptions ro;
     ro.port = fo.relayPort;
     ro.bufferBytes = cfg->relayBufferBytes;
+    ro.role = proxy::RelaySeat::Role::kDaemon;  // takes the relay over from a rank process
+    ro.drainMs = cfg->relayDrainMs;
+    ro.idleMs = cfg->relayIdleMs;
+    ro.maxPerPeer = cfg->relayMaxPerPeer;
     if (Status s = proxy::RelayService::Start(router.get(), ro, &relay); !s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;
@@ -123,6 +144,27 @@ int main(int argc, char** argv) {
   const topology::CablingAgent* cabling = &router->Agent();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  // Answers a second railyardd (it is refused, told this one's pid).
+  std::atomic<bool> seatStop{false};
+  std::thread seatThread([&] {
+    while (!seatStop.load() && !g_stop) {
+      std::vector<pollfd> fds;
+      for (int fd : daemonSeat->WatchFds()) fds.push_back({fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+      for (const pollfd& p : fds) {
+        proxy::RelaySeat::Change c;
+        if (p.revents != 0) (void)daemonSeat->OnReadable(p.fd, &c);
+      }
+    }
+  });
+  struct Joiner {
+    std::thread& t;
+    std::atomic<bool>& stop;
+    ~Joiner() {
+      stop.store(true);
+      t.join();
+    }
+  } joiner{seatThread, seatStop};
 
   auto print = [&](const topology::ClusterGraph& g) {
     const std::string out = text ? topology::GraphToText(g, cabling->HostId())
@@ -163,10 +205,21 @@ int main(int argc, char** argv) {
 
   uint64_t shown = 0;
   while (!g_stop) {
-    cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != shown || g_stop; }, 500);
+    // The signal handler cannot wake WaitFor: poll g_stop every 100 ms so SIGTERM
+    // takes effect at once.
+    cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != shown || g_stop; }, 100);
     if (cabling->Version() != shown) {
       shown = cabling->Version();
       print(cabling->Graph());
+    }
+  }
+  if (relay) {
+    // SIGTERM/SIGINT: accept no new relayed socket, carry the ones in flight for up
+    // to RAILYARD_RELAY_DRAIN_MS, then exit.
+    const int left = relay->Stop(cfg->relayDrainMs);
+    if (left > 0) {
+      std::fprintf(stderr, "railyardd: closed %d relayed sockets still open after %d ms (RAILYARD_RELAY_DRAIN_MS)\n",
+                   left, cfg->relayDrainMs);
     }
   }
   return 0;

@@ -1,0 +1,104 @@
+#include "proxy/relay/relay_policy.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+
+#include <algorithm>
+#include <string>
+
+#include "proxy/handle.h"
+#include "topology/graph_json.h"
+
+namespace railyard::proxy {
+
+namespace {
+
+bool Contains(const std::vector<in_addr>& v, in_addr a) {
+  return std::any_of(v.begin(), v.end(), [&](const in_addr& x) { return x.s_addr == a.s_addr; });
+}
+
+}  // namespace
+
+Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope) {
+  if (rec.destHost == scope.selfHost) {
+    return InvalidUsage("the record names this relay's own host as destination (port " +
+                        std::to_string(rec.destPort) + "): a relay never connects to its own host");
+  }
+  if (std::find(scope.graphHosts.begin(), scope.graphHosts.end(), rec.destHost) == scope.graphHosts.end()) {
+    return InvalidUsage("destination host " + topology::HostIdText(rec.destHost) + " is not in the cabling graph");
+  }
+  if (rec.destPort == 0 || rec.destPort == scope.relayPort) {
+    return InvalidUsage("destination port " + std::to_string(rec.destPort) + " is not a listener port");
+  }
+  if (rec.hops >= kMaxRelayHops) {
+    return InvalidUsage("the socket already crossed " + std::to_string(rec.hops) + " relays (at most " +
+                        std::to_string(kMaxRelayHops) + ")");
+  }
+  return Status::Ok();
+}
+
+Status CheckRelayMac(const RelayRecord& rec, const unsigned char* mac, const topology::ClusterKey* key) {
+  const bool carries = (rec.flags & kRelayFlagMac) != 0;
+  if (key == nullptr) {
+    if (carries) {
+      return InvalidUsage("the record carries a MAC but this relay has no cluster key "
+                          "(set RAILYARD_CLUSTER_KEY_FILE the same on every host)");
+    }
+    return Status::Ok();
+  }
+  if (!carries || mac == nullptr) {
+    return InvalidUsage("the record carries no MAC and this relay requires one (RAILYARD_CLUSTER_KEY_FILE)");
+  }
+  if (!key->Verify(kRelayMacPurpose, &rec, sizeof rec, mac)) {
+    return InvalidUsage("the record's MAC does not verify with this relay's cluster key " + key->Fingerprint() +
+                        " (forged, or another key)");
+  }
+  return Status::Ok();
+}
+
+Status CheckFollowingHello(const RecordHeader& h) {
+  RY_RETURN_IF_ERROR(CheckHeader(h, "the record after the relay record"));
+  if (h.kind != static_cast<uint16_t>(RecordKind::kHello)) {
+    return InvalidUsage("the relay record is followed by record kind " + std::to_string(h.kind) +
+                        ", not a hello");
+  }
+  return Status::Ok();
+}
+
+Status CheckOnwardLeg(const SocketTarget& t, uint16_t destPort, bool relayed, const RelayScope& scope) {
+  if (t.remote.ss_family != AF_INET) return InvalidUsage("onward leg is not IPv4");
+  const auto* r = reinterpret_cast<const sockaddr_in*>(&t.remote);
+  const uint32_t host = ntohl(r->sin_addr.s_addr);
+  const std::string where = SockaddrToString(t.remote);
+  if ((host >> 24) == 127 || host == 0 || (host >> 28) == 0xe || host == 0xffffffffu ||
+      (host >> 16) == 0xa9fe) {
+    return InvalidUsage("onward address " + where + " is loopback, unspecified, multicast, broadcast or link-local");
+  }
+  if (Contains(scope.localAddresses, r->sin_addr) || Contains(scope.railAddresses, r->sin_addr)) {
+    return InvalidUsage("onward address " + where + " belongs to this host");
+  }
+  const uint16_t want = relayed ? scope.relayPort : destPort;
+  if (ntohs(r->sin_port) != want) {
+    return InvalidUsage("onward port " + std::to_string(ntohs(r->sin_port)) + " is not the " +
+                        (relayed ? "relay" : "listener") + " port " + std::to_string(want));
+  }
+  if (t.local.ss_family != AF_INET ||
+      !Contains(scope.railAddresses, reinterpret_cast<const sockaddr_in*>(&t.local)->sin_addr)) {
+    return InvalidUsage("onward leg to " + where + " does not leave from a rail of this host");
+  }
+  return Status::Ok();
+}
+
+std::vector<in_addr> LocalIpv4Addresses() {
+  std::vector<in_addr> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    out.push_back(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+}  // namespace railyard::proxy

@@ -1,0 +1,55 @@
+// What a relay agrees to connect to. Every byte of a relay record is hostile: a
+// relay only opens legs to Railyard listeners and relays of other hosts in the
+// cabling graph, over its rails, and only for a socket that goes on with a Railyard
+// hello (so the relay is no general-purpose TCP forwarder: no HTTP request, no
+// loopback service, no host outside the graph).
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/tcp/tcp_connector.h"
+#include "proxy/wire.h"
+#include "topology/cluster_key.h"
+
+namespace railyard::proxy {
+
+/// What the relay knows about itself and the graph when it judges a record.
+struct RelayScope {
+  uint64_t selfHost = 0;                ///< this host's cabling id
+  std::vector<uint64_t> graphHosts;     ///< hosts in the cabling graph now
+  std::vector<in_addr> railAddresses;   ///< this host's rail addresses (IPv4)
+  std::vector<in_addr> localAddresses;  ///< every address of this host (any interface)
+  uint16_t relayPort = 0;               ///< TCP port of relays (the same on every host)
+};
+
+/// Checks a relay record before any leg is planned: the destination is another host
+/// of the graph, the port a plausible listener port (not 0, not the relay port), the
+/// hop count in range. InvalidUsage saying why otherwise.
+Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope);
+
+/// Checks a relay record's authentication (issue 9 item 2). With `key` (the cluster
+/// key is configured) the record must carry kRelayFlagMac and `mac` (kRelayMacBytes)
+/// must be the MAC of its 56 bytes; without, it must carry no MAC (the two ends are
+/// configured differently otherwise). InvalidUsage saying which.
+Status CheckRelayMac(const RelayRecord& rec, const unsigned char* mac, const topology::ClusterKey* key);
+
+/// Checks the first record header that follows a relay record on the socket: it
+/// must open a Railyard hello. InvalidUsage otherwise (the bytes came from something
+/// that is not a Railyard connector).
+Status CheckFollowingHello(const RecordHeader& h);
+
+/// Checks the planned onward leg before connect(2): IPv4, to a unicast address that
+/// is not loopback, unspecified, multicast, broadcast or an address of this host;
+/// from one of this host's rail addresses; to `destPort` when it goes straight to
+/// the listener, to the relay port when another relay follows (`relayed`).
+/// InvalidUsage naming the address otherwise.
+Status CheckOnwardLeg(const SocketTarget& t, uint16_t destPort, bool relayed, const RelayScope& scope);
+
+/// This host's IPv4 addresses on every interface (getifaddrs), loopback included.
+std::vector<in_addr> LocalIpv4Addresses();
+
+}  // namespace railyard::proxy

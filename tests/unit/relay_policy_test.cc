@@ -1,0 +1,164 @@
+// relay_policy: what a relay agrees to connect to (issue 9 item 4). Each hostile
+// record or leg is refused with a reason; the legitimate ones pass.
+#include "proxy/relay/relay_policy.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+namespace railyard::proxy {
+namespace {
+
+constexpr uint64_t kSelf = 0x1111, kOther = 0x2222, kStranger = 0x9999;
+
+RelayScope Scope() {
+  RelayScope s;
+  s.selfHost = kSelf;
+  s.graphHosts = {kSelf, kOther};
+  in_addr rail{}, mgmt{}, lo{};
+  inet_pton(AF_INET, "10.201.1.2", &rail);
+  inet_pton(AF_INET, "10.200.0.2", &mgmt);
+  inet_pton(AF_INET, "127.0.0.1", &lo);
+  s.railAddresses = {rail};
+  s.localAddresses = {rail, mgmt, lo};
+  s.relayPort = 29518;
+  return s;
+}
+
+RelayRecord Record(uint64_t dest, uint16_t port, uint8_t hops = 0) {
+  RelayRecord r{};
+  r.header = MakeHeader(RecordKind::kRelay);
+  r.destHost = dest;
+  r.destPort = port;
+  r.hops = hops;
+  return r;
+}
+
+SocketTarget Leg(const char* remote, uint16_t port, const char* local = "10.201.1.2") {
+  SocketTarget t;
+  auto* r = reinterpret_cast<sockaddr_in*>(&t.remote);
+  r->sin_family = AF_INET;
+  r->sin_port = htons(port);
+  inet_pton(AF_INET, remote, &r->sin_addr);
+  t.remoteLen = sizeof(sockaddr_in);
+  auto* l = reinterpret_cast<sockaddr_in*>(&t.local);
+  l->sin_family = AF_INET;
+  inet_pton(AF_INET, local, &l->sin_addr);
+  t.localLen = sizeof(sockaddr_in);
+  return t;
+}
+
+TEST(RelayPolicy, ARecordForAnotherHostOfTheGraphPasses) {
+  EXPECT_TRUE(CheckRelayRecord(Record(kOther, 40000), Scope()).ok());
+}
+
+TEST(RelayPolicy, ARecordNamingTheRelaysOwnHostIsRefused) {
+  Status s = CheckRelayRecord(Record(kSelf, 8080), Scope());
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("own host"), std::string::npos) << s.message();
+}
+
+TEST(RelayPolicy, ARecordForAHostOutsideTheGraphIsRefused) {
+  Status s = CheckRelayRecord(Record(kStranger, 40000), Scope());
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("not in the cabling graph"), std::string::npos) << s.message();
+}
+
+TEST(RelayPolicy, PortZeroOrTheRelayPortIsNoListener) {
+  EXPECT_FALSE(CheckRelayRecord(Record(kOther, 0), Scope()).ok());
+  EXPECT_FALSE(CheckRelayRecord(Record(kOther, 29518), Scope()).ok());
+}
+
+TEST(RelayPolicy, TooManyHopsAreRefused) {
+  EXPECT_TRUE(CheckRelayRecord(Record(kOther, 40000, kMaxRelayHops - 1), Scope()).ok());
+  EXPECT_FALSE(CheckRelayRecord(Record(kOther, 40000, kMaxRelayHops), Scope()).ok());
+}
+
+TEST(RelayPolicy, OnlyAHelloMayFollowTheRecord) {
+  EXPECT_TRUE(CheckFollowingHello(MakeHeader(RecordKind::kHello)).ok());
+  EXPECT_FALSE(CheckFollowingHello(MakeHeader(RecordKind::kChunk)).ok());
+  RecordHeader http;
+  std::memcpy(&http, "GET / HT", sizeof http);  // what curl sends
+  Status s = CheckFollowingHello(http);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("not a Railyard record"), std::string::npos) << s.message();
+}
+
+TEST(RelayPolicy, AnOnwardLegToTheListenerOrNextRelayOverARailPasses) {
+  EXPECT_TRUE(CheckOnwardLeg(Leg("10.201.1.1", 40000), 40000, false, Scope()).ok());
+  EXPECT_TRUE(CheckOnwardLeg(Leg("10.201.1.1", 29518), 40000, true, Scope()).ok());
+}
+
+TEST(RelayPolicy, OnwardLegsToLoopbackOrThisHostOrOddAddressesAreRefused) {
+  for (const char* bad : {"127.0.0.1", "127.1.2.3", "0.0.0.0", "224.0.0.1", "255.255.255.255", "169.254.1.1",
+                          "10.201.1.2", "10.200.0.2"}) {
+    Status s = CheckOnwardLeg(Leg(bad, 40000), 40000, false, Scope());
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << bad;
+  }
+}
+
+TEST(RelayPolicy, AnOnwardLegToAnotherPortOrNotFromARailIsRefused) {
+  EXPECT_FALSE(CheckOnwardLeg(Leg("10.201.1.1", 22), 40000, false, Scope()).ok());
+  EXPECT_FALSE(CheckOnwardLeg(Leg("10.201.1.1", 40000), 40000, true, Scope()).ok());  // a relay follows
+  EXPECT_FALSE(CheckOnwardLeg(Leg("10.201.1.1", 40000, "10.200.0.2"), 40000, false, Scope()).ok());
+}
+
+std::shared_ptr<const topology::ClusterKey> Key(char fill) {
+  std::shared_ptr<const topology::ClusterKey> k;
+  EXPECT_TRUE(topology::ClusterKey::FromSecret(std::string(40, fill), &k).ok());
+  return k;
+}
+
+topology::ClusterMac MacOf(const RelayRecord& r, const topology::ClusterKey& k) {
+  topology::ClusterMac m{};
+  EXPECT_TRUE(k.Mac(kRelayMacPurpose, &r, sizeof r, &m));
+  return m;
+}
+
+TEST(RelayPolicy, WithoutAKeyARecordWithoutAMacPasses) {
+  EXPECT_TRUE(CheckRelayMac(Record(kOther, 40000), nullptr, nullptr).ok());
+}
+
+TEST(RelayPolicy, WithAKeyARecordWithItsMacPasses) {
+  auto k = Key('a');
+  RelayRecord r = Record(kOther, 40000);
+  r.flags = kRelayFlagMac;
+  const auto m = MacOf(r, *k);
+  EXPECT_TRUE(CheckRelayMac(r, m.data(), k.get()).ok());
+}
+
+TEST(RelayPolicy, WithAKeyARecordWithoutAMacIsRefused) {
+  auto k = Key('a');
+  Status s = CheckRelayMac(Record(kOther, 40000), nullptr, k.get());
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("carries no MAC"), std::string::npos) << s.message();
+}
+
+TEST(RelayPolicy, AMacFromAnotherKeyOrForAnotherRecordIsRefused) {
+  auto k = Key('a'), other = Key('b');
+  RelayRecord r = Record(kOther, 40000);
+  r.flags = kRelayFlagMac;
+  const auto wrongKey = MacOf(r, *other);
+  Status s = CheckRelayMac(r, wrongKey.data(), k.get());
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("does not verify"), std::string::npos) << s.message();
+  // The MAC of a record for port 40000 does not cover the same record sent for port 22.
+  const auto good = MacOf(r, *k);
+  RelayRecord steered = r;
+  steered.destPort = 22;
+  EXPECT_FALSE(CheckRelayMac(steered, good.data(), k.get()).ok());
+}
+
+TEST(RelayPolicy, AMacToARelayWithoutAKeyIsAConfigurationError) {
+  RelayRecord r = Record(kOther, 40000);
+  r.flags = kRelayFlagMac;
+  topology::ClusterMac m{};
+  Status s = CheckRelayMac(r, m.data(), nullptr);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("RAILYARD_CLUSTER_KEY_FILE"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace railyard::proxy
