@@ -41,6 +41,9 @@ struct Config {
   int discoveryIntervalMs = 0;
   /// RAILYARD_DISCOVERY_DEAD_MS: a neighbour unheard this long is gone (ms).
   int discoveryDeadMs = 0;
+  /// RAILYARD_CLUSTER_KEY_FILE: path of the cluster's shared secret; empty = no
+  /// authentication (topology/cluster_key.h).
+  std::string clusterKeyFile;
   /// RAILYARD_FABRIC: "auto", "on" or "off" (see docs/configuration.md).
   std::string fabric;
   /// RAILYARD_RELAY_PORT: TCP port of relays (1..65535).

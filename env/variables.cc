@@ -48,6 +48,12 @@ Status ApplyHostName(const Variable&, const char*, std::string_view value, Confi
   return Status::Ok();
 }
 
+Status ApplyClusterKeyFile(const Variable&, const char*, std::string_view value, Config* out) {
+  // The file itself is checked where it is loaded (topology/cluster_key.h).
+  out->clusterKeyFile = std::string(value);
+  return Status::Ok();
+}
+
 Status ApplyFabric(const Variable& var, const char* source, std::string_view value, Config* out) {
   std::string v(value);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -182,6 +188,13 @@ const Variable kVariables[] = {
      "A neighbour, or a host's link-state record, unheard this long is taken as gone "
      "(a cut cable, a dead host).",
      30, 600000, &ApplyInt<&Config::discoveryDeadMs>},
+    {"RAILYARD_CLUSTER_KEY_FILE", "string", "", "", nullptr,
+     "File holding the cluster's shared secret (the same file on every host; at least 32 "
+     "bytes, e.g. from `openssl rand -hex 32`; not readable by others: chmod 600). With it, "
+     "every cabling hello and link-state record and every relay record carries an "
+     "HMAC-SHA256 and one without a valid MAC is refused; empty = nothing is "
+     "authenticated and every host on a rail is trusted.",
+     0, 0, &ApplyClusterKeyFile, "a file path"},
     {"RAILYARD_FABRIC", "enum", "auto", "", nullptr,
      "Fabric mode: the host's rails become one device that reaches every host, over "
      "the cable when there is one and through relays otherwise. auto = on when the "

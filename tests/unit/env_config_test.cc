@@ -68,7 +68,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_DEBUG", "RAILYARD_HOST_NAME",
                                             "RAILYARD_DISCOVERY_PORT",
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
-                                            "RAILYARD_DISCOVERY_DEAD_MS", "RAILYARD_FABRIC",
+                                            "RAILYARD_DISCOVERY_DEAD_MS",
+                                            "RAILYARD_CLUSTER_KEY_FILE", "RAILYARD_FABRIC",
                                             "RAILYARD_RELAY_PORT",
                                             "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_TRANSPORT",
                                             "RAILYARD_HCA",
@@ -96,6 +97,7 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.discoveryPort, 29517);
   EXPECT_EQ(c.discoveryIntervalMs, 100);
   EXPECT_EQ(c.discoveryDeadMs, 1000);
+  EXPECT_EQ(c.clusterKeyFile, "");
   EXPECT_EQ(c.fabric, "auto");
   EXPECT_EQ(c.relayPort, 29518);
   EXPECT_EQ(c.relayBufferBytes, 1u << 20);

@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libhwloc-dev libibverbs-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev iproute2 procps nftables iputils-ping python3
+      libgtest-dev libgmock-dev libssl-dev iproute2 procps nftables iputils-ping python3
       # the soft-RoCE lanes (tests/lanes): a QEMU guest with rdma_rxe, its tools
       qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils
       kmod xz-utils perftest rdmacm-utils hwloc-nox)
