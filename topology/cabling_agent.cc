@@ -1,9 +1,11 @@
 #include "topology/cabling_agent.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,31 +15,42 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <system_error>
+#include <random>
 #include <set>
+#include <system_error>
 #include <tuple>
 
 #include "env/log.h"
+#include "topology/graph_json.h"
+#include "topology/utf8_name.h"
 
 namespace railyard::topology {
 
 namespace {
 
 constexpr uint32_t kCablingMagic = 0x42435952u;  // "RYCB"
-constexpr uint16_t kCablingVersion = 1;
 constexpr uint16_t kKindHello = 1;
 constexpr uint16_t kKindRecord = 2;
+constexpr uint32_t kFlagMac = 1;
 constexpr uint32_t kMaxLinks = 64;
+constexpr int kReceiveBatch = 256;      ///< datagrams per rail per poll round (Tick stays on time)
+constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
+constexpr const char* kMacPurpose = "railyard.cabling.v2";
 
+/// The header of every version-2 datagram. The first 8 bytes (magic, version)
+/// are where version 1 had them, so either side can name the other's version.
 struct WireHeader {
   uint32_t magic;
   uint16_t version;
   uint16_t kind;
-  uint64_t origin;
-  uint64_t seq;
+  uint64_t origin;   ///< host id
+  uint64_t speaker;  ///< the process speaking for origin (random, never 0)
+  uint64_t seq;      ///< the speaker's counter
+  uint32_t flags;    ///< kFlagMac: a 32-byte MAC follows the body
+  uint32_t bodyBytes;
   char hostName[32];
 };
-static_assert(sizeof(WireHeader) == 56);
+static_assert(sizeof(WireHeader) == 72);
 
 struct WireHello {
   char ifname[16];
@@ -57,14 +70,18 @@ struct WireLink {
 };
 static_assert(sizeof(WireLink) == 56);
 
+constexpr size_t kMaxDatagram = sizeof(WireHeader) + 8 + kMaxLinks * sizeof(WireLink) + sizeof(ClusterMac);
+
 template <size_t N>
 void PutString(char (&dst)[N], const std::string& s) {
   std::memset(dst, 0, N);
-  std::memcpy(dst, s.data(), std::min(s.size(), N - 1));
+  const std::string cut = CutUtf8(s, N - 1);
+  std::memcpy(dst, cut.data(), cut.size());
 }
+/// A name field from a peer, made valid UTF-8 and printable (topology/utf8_name.h).
 template <size_t N>
 std::string GetString(const char (&src)[N]) {
-  return std::string(src, strnlen(src, N));
+  return SanitizeName(std::string_view(src, strnlen(src, N)), N - 1);
 }
 
 int64_t NowMs() {
@@ -78,6 +95,38 @@ std::string Ip(uint32_t networkOrder) {
   in_addr a{networkOrder};
   inet_ntop(AF_INET, &a, buf, sizeof buf);
   return buf;
+}
+
+/// A random 64-bit id, never 0 (getrandom; a seeded PRNG if it fails).
+uint64_t RandomId() {
+  uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+    std::random_device rd;
+    v = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(NowMs());
+  }
+  return v == 0 ? 1 : v;
+}
+
+/// The IPv4 netmask (network order) of `addr` on interface `ifname`; 0 if unknown.
+uint32_t NetmaskOf(const std::string& ifname, uint32_t addr) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 0;
+  uint32_t mask = 0;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_netmask == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (ifname != i->ifa_name) continue;
+    if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != addr) continue;
+    mask = reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+    break;
+  }
+  freeifaddrs(list);
+  return mask;
+}
+
+/// A unicast address a host may hold on a rail: not 0/8, loopback, multicast or broadcast.
+bool UsableUnicast(uint32_t networkOrder) {
+  const uint32_t h = ntohl(networkOrder);
+  return (h >> 24) != 0 && (h >> 24) != 127 && (h >> 28) != 0xE && h != 0xFFFFFFFFu && (h >> 28) != 0xF;
 }
 
 }  // namespace
@@ -124,14 +173,18 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
                            const AgentOptions& options, std::unique_ptr<CablingAgent>* out,
                            uint64_t hostId) {
   std::unique_ptr<CablingAgent> a(new CablingAgent());
-  a->hostName_ = hostName;
+  // Callers check names the operator gave (CheckLocalName); this keeps the wire and
+  // every peer's JSON safe whatever a caller passed.
+  a->hostName_ = SanitizeName(hostName, kMaxHostNameBytes);
   a->options_ = options;
+  a->speaker_ = RandomId();
   std::vector<std::string> macs;
   for (const AgentRail& r : rails) macs.push_back(r.mac.empty() ? r.ifname : r.mac);
   a->hostId_ = hostId != 0 ? hostId : HostIdFromMacs(macs);
   for (AgentRail& r : rails) {
     RailState st;
     st.rail = r;
+    st.netmask = NetmaskOf(r.ifname, r.addr.s_addr);
     st.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (st.fd < 0) return SystemError("cabling agent: socket(): " + std::string(strerror(errno)));
     a->rails_.push_back(std::move(st));  // owned from here on, closed by the destructor
@@ -139,6 +192,12 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof one);
+    // Room for a burst (a flood must not crowd out the real neighbour's hellos);
+    // FORCE needs CAP_NET_ADMIN, the plain one is capped by net.core.rmem_max.
+    int rcvbuf = 4 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0) {
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    }
     if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, r.ifname.c_str(),
                    static_cast<socklen_t>(r.ifname.size())) != 0) {
       return SystemError("cabling agent: SO_BINDTODEVICE(" + r.ifname + "): " + strerror(errno));
@@ -164,9 +223,12 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
   } catch (const std::system_error& e) {
     return SystemError(std::string("cabling agent: cannot start its thread: ") + e.what());
   }
-  RY_INFO(log::kInit | log::kNet, "cabling agent for host %s (id %016llx) on %zu rails, port %u",
-          hostName.c_str(), static_cast<unsigned long long>(a->hostId_), a->rails_.size(),
-          unsigned{options.port});
+  RY_INFO(log::kInit | log::kNet,
+          "cabling agent for host %s (id %016llx, speaker %016llx) on %zu rails, port %u, %s",
+          a->hostName_.c_str(), static_cast<unsigned long long>(a->hostId_),
+          static_cast<unsigned long long>(a->speaker_), a->rails_.size(), unsigned{options.port},
+          options.key ? ("cluster key " + options.key->Fingerprint()).c_str()
+                      : "no cluster key (every host on a rail is trusted)");
   *out = std::move(a);
   return Status::Ok();
 }
@@ -189,6 +251,7 @@ void CablingAgent::Run() {
   pfds.push_back({wakeFd_, POLLIN, 0});
   for (const RailState& r : rails_) pfds.push_back({r.fd, POLLIN, 0});
   int64_t next = NowMs();
+  std::vector<std::pair<std::vector<char>, const RailState*>> forward;
   while (!stop_.load()) {
     const int64_t now = NowMs();
     if (now >= next) {
@@ -198,15 +261,37 @@ void CablingAgent::Run() {
     const int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, next - NowMs())));
     if (rc <= 0) continue;
     if (pfds[0].revents != 0) break;
+    // One batch per rail, then one rebuild for the whole batch (a flood of records
+    // costs one graph rebuild per round, not one per record), then the flood onwards.
+    bool dirty = false;
+    forward.clear();
     for (size_t i = 1; i < pfds.size(); ++i) {
-      if (pfds[i].revents != 0) Receive(rails_[i - 1], NowMs());
+      if (pfds[i].revents != 0) Receive(rails_[i - 1], NowMs(), &forward, &dirty);
     }
+    if (dirty) {
+      std::lock_guard lock(mu_);
+      Rebuild();
+    }
+    for (const auto& [datagram, from] : forward) SendAll(datagram, from);
   }
 }
 
-std::vector<char> CablingAgent::EncodeHello(const RailState& r) const {
+std::vector<char> CablingAgent::Seal(std::vector<char> datagram) const {
+  if (!options_.key) return datagram;
+  WireHeader h;
+  std::memcpy(&h, datagram.data(), sizeof h);
+  h.flags |= kFlagMac;
+  std::memcpy(datagram.data(), &h, sizeof h);
+  ClusterMac mac;
+  (void)options_.key->Mac(kMacPurpose, datagram.data(), datagram.size(), &mac);  // zero on failure: refused
+  datagram.insert(datagram.end(), mac.begin(), mac.end());
+  return datagram;
+}
+
+std::vector<char> CablingAgent::EncodeHello(const RailState& r, uint64_t seq) const {
   std::vector<char> buf(sizeof(WireHeader) + sizeof(WireHello));
-  WireHeader h{kCablingMagic, kCablingVersion, kKindHello, hostId_, 0, {}};
+  WireHeader h{kCablingMagic, kWireVersion, kKindHello, hostId_, speaker_, seq, 0,
+               static_cast<uint32_t>(sizeof(WireHello)), {}};
   PutString(h.hostName, hostName_);
   WireHello w{};
   PutString(w.ifname, r.rail.ifname);
@@ -214,13 +299,14 @@ std::vector<char> CablingAgent::EncodeHello(const RailState& r) const {
   w.speedMbps = static_cast<uint32_t>(r.rail.speedMbps);
   std::memcpy(buf.data(), &h, sizeof h);
   std::memcpy(buf.data() + sizeof h, &w, sizeof w);
-  return buf;
+  return Seal(std::move(buf));
 }
 
-std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, const HostRecord& rec) const {
+std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec) const {
   const uint32_t n = std::min<uint32_t>(static_cast<uint32_t>(rec.links.size()), kMaxLinks);
-  std::vector<char> buf(sizeof(WireHeader) + 8 + n * sizeof(WireLink));
-  WireHeader h{kCablingMagic, kCablingVersion, kKindRecord, origin, rec.seq, {}};
+  const uint32_t body = 8 + n * static_cast<uint32_t>(sizeof(WireLink));
+  std::vector<char> buf(sizeof(WireHeader) + body);
+  WireHeader h{kCablingMagic, kWireVersion, kKindRecord, origin, speaker, rec.seq, 0, body, {}};
   PutString(h.hostName, rec.name);
   std::memcpy(buf.data(), &h, sizeof h);
   std::memcpy(buf.data() + sizeof h, &n, sizeof n);
@@ -235,7 +321,7 @@ std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, const HostRecord& 
     w.speedMbps = static_cast<uint32_t>(l.speedMbps);
     std::memcpy(buf.data() + sizeof h + 8 + i * sizeof w, &w, sizeof w);
   }
-  return buf;
+  return Seal(std::move(buf));
 }
 
 void CablingAgent::SendAll(const std::vector<char>& datagram, const RailState* except) {
@@ -265,6 +351,7 @@ std::vector<CablingAgent::LinkRecord> CablingAgent::OwnLinks() const {
 
 void CablingAgent::Tick(int64_t nowMs) {
   std::vector<std::vector<char>> out;
+  uint64_t seq = 0;
   {
     std::lock_guard lock(mu_);
     for (RailState& r : rails_) {
@@ -272,87 +359,247 @@ void CablingAgent::Tick(int64_t nowMs) {
         return nowMs - kv.second.lastSeenMs > options_.deadIntervalMs;
       });
     }
-    std::erase_if(records_, [&](const auto& kv) {
-      return nowMs - kv.second.receivedMs > options_.deadIntervalMs;
-    });
+    // A speaker unheard for the dead interval becomes a tombstone: its links go,
+    // its sequence stays, so a copy of its last record still circulating on another
+    // host is old news here rather than a resurrection. Tombstones go after a while.
+    const int64_t tombstoneMs = std::max<int64_t>(kTombstoneMs, int64_t{60} * options_.deadIntervalMs);
+    for (auto it = records_.begin(); it != records_.end();) {
+      SpeakerRecord& rec = it->second;
+      if (!rec.expired && nowMs - rec.receivedMs > options_.deadIntervalMs) {
+        rec.expired = true;
+        rec.links.clear();
+      }
+      if (rec.expired && nowMs - rec.receivedMs > tombstoneMs) {
+        it = records_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::erase_if(budgets_, [&](const auto& kv) { return nowMs - kv.second.periodStartMs > options_.deadIntervalMs; });
     Rebuild();
-    HostRecord own;
+    SpeakerRecord own;
     own.name = hostName_;
-    own.seq = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
+    own.seq = ++ownSeq_;
+    seq = own.seq;
     own.links = OwnLinks();
-    out.push_back(EncodeRecord(hostId_, own));
-    for (const auto& [origin, rec] : records_) out.push_back(EncodeRecord(origin, rec));
+    out.push_back(EncodeRecord(hostId_, speaker_, own));
+    for (const auto& [key, rec] : records_) {
+      if (!rec.expired) out.push_back(EncodeRecord(key.first, key.second, rec));
+    }
   }
   for (const RailState& r : rails_) {
     sockaddr_in to{};
     to.sin_family = AF_INET;
     to.sin_port = htons(options_.port);
     to.sin_addr.s_addr = htonl(INADDR_BROADCAST);
-    const std::vector<char> hello = EncodeHello(r);
+    const std::vector<char> hello = EncodeHello(r, seq);
     (void)::sendto(r.fd, hello.data(), hello.size(), MSG_DONTWAIT,
                    reinterpret_cast<const sockaddr*>(&to), sizeof to);
   }
   for (const auto& d : out) SendAll(d, nullptr);
 }
 
-void CablingAgent::Receive(RailState& r, int64_t nowMs) {
-  char buf[sizeof(WireHeader) + 8 + kMaxLinks * sizeof(WireLink)];
-  for (;;) {
-    const ssize_t n = ::recv(r.fd, buf, sizeof buf, MSG_DONTWAIT);
+void CablingAgent::Refuse(uint64_t AgentCounters::*counter, const char* kind, const std::string& detail,
+                          int64_t nowMs) {
+  ++(counters_.*counter);
+  Throttle& t = throttles_[kind];
+  ++t.since;
+  if (t.lastMs >= 0 && nowMs - t.lastMs < kLogEveryMs) return;
+  RY_WARN("cabling: refused %llu %s datagram(s)%s; last: %s", static_cast<unsigned long long>(t.since), kind,
+          t.lastMs >= 0 ? " in the last 10 s" : "", detail.c_str());
+  t.lastMs = nowMs;
+  t.since = 0;
+}
+
+void CablingAgent::Receive(RailState& r, int64_t nowMs,
+                           std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty) {
+  alignas(8) char buf[kMaxDatagram + 1];
+  for (int i = 0; i < kReceiveBatch; ++i) {
+    sockaddr_in from{};
+    socklen_t fromLen = sizeof from;
+    const ssize_t n = ::recvfrom(r.fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC,
+                                 reinterpret_cast<sockaddr*>(&from), &fromLen);
     if (n < 0) return;
-    if (static_cast<size_t>(n) < sizeof(WireHeader)) continue;
-    WireHeader h;
-    std::memcpy(&h, buf, sizeof h);
-    if (h.magic != kCablingMagic || h.version != kCablingVersion || h.origin == hostId_) continue;
-    if (h.kind == kKindHello && static_cast<size_t>(n) == sizeof h + sizeof(WireHello)) {
-      WireHello w;
-      std::memcpy(&w, buf + sizeof h, sizeof w);
-      std::lock_guard lock(mu_);
-      const bool isNew = r.heard.count(h.origin) == 0;
-      Neighbour& nb = r.heard[h.origin];
-      nb = {h.origin, GetString(h.hostName), GetString(w.ifname), w.addr,
-            static_cast<int>(w.speedMbps), nowMs};
-      if (isNew) {
-        RY_INFO(log::kNet, "cabling: rail %s hears host %s (%s on %s)", r.rail.ifname.c_str(),
-                nb.hostName.c_str(), Ip(nb.addr).c_str(), nb.ifname.c_str());
-        if (r.heard.size() == 2) {
-          RY_INFO(log::kNet, "cabling: rail %s hears several hosts: a shared segment, not a cable; left out of the graph",
-                  r.rail.ifname.c_str());
-        }
-      }
+    std::lock_guard lock(mu_);
+    if (static_cast<size_t>(n) > kMaxDatagram || from.sin_family != AF_INET) {
+      Refuse(&AgentCounters::malformed, "malformed",
+             std::to_string(n) + " bytes from " + Ip(from.sin_addr.s_addr) + " on rail " + r.rail.ifname, nowMs);
       continue;
     }
-    if (h.kind != kKindRecord || static_cast<size_t>(n) < sizeof h + 8) continue;
-    uint32_t count = 0;
-    std::memcpy(&count, buf + sizeof h, sizeof count);
-    if (count > kMaxLinks || static_cast<size_t>(n) != sizeof h + 8 + count * sizeof(WireLink)) continue;
-    std::vector<char> forward;
-    {
-      std::lock_guard lock(mu_);
-      HostRecord& rec = records_[h.origin];
-      if (h.seq <= rec.seq) continue;  // old news
-      rec.name = GetString(h.hostName);
-      rec.seq = h.seq;
-      rec.receivedMs = nowMs;
-      rec.links.clear();
-      for (uint32_t i = 0; i < count; ++i) {
-        WireLink w;
-        std::memcpy(&w, buf + sizeof h + 8 + i * sizeof w, sizeof w);
-        rec.links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr,
-                             w.peerHost, static_cast<int>(w.speedMbps)});
-      }
-      Rebuild();
-      forward.assign(buf, buf + n);
-    }
-    SendAll(forward, &r);  // flood onwards at once; the periodic re-flood repairs losses
+    Handle(r, buf, static_cast<size_t>(n), from.sin_addr.s_addr, nowMs, forward, dirty);
   }
 }
 
+void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src, int64_t nowMs,
+                          std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty) {
+  const std::string where = "from " + Ip(src) + " on rail " + r.rail.ifname;
+  // The budget comes first: it is the cheapest check, and a flood costs no MACs.
+  SourceBudget& b = budgets_[{&r, src}];
+  if (nowMs - b.periodStartMs >= options_.intervalMs) {
+    b.periodStartMs = nowMs;
+    b.used = 0;
+  }
+  if (++b.used > kSourceBudget) {
+    Refuse(&AgentCounters::rateLimited, "rate-limited",
+           where + " (over " + std::to_string(kSourceBudget) + " datagrams in one hello period)", nowMs);
+    return;
+  }
+  if (n < 8) {
+    Refuse(&AgentCounters::malformed, "malformed", std::to_string(n) + " bytes " + where, nowMs);
+    return;
+  }
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  std::memcpy(&magic, buf, sizeof magic);
+  std::memcpy(&version, buf + 4, sizeof version);
+  if (magic != kCablingMagic) {
+    Refuse(&AgentCounters::malformed, "malformed", "no RYCB magic " + where, nowMs);
+    return;
+  }
+  if (version != kWireVersion) {
+    Refuse(&AgentCounters::badVersion, "other-version",
+           "cabling protocol version " + std::to_string(version) + " " + where + "; this host speaks version " +
+               std::to_string(kWireVersion) + " (run one Railyard release on every host)",
+           nowMs);
+    return;
+  }
+  if (n < sizeof(WireHeader)) {
+    Refuse(&AgentCounters::malformed, "malformed", std::to_string(n) + "-byte datagram " + where, nowMs);
+    return;
+  }
+  WireHeader h;
+  std::memcpy(&h, buf, sizeof h);
+  const size_t macBytes = (h.flags & kFlagMac) != 0 ? sizeof(ClusterMac) : 0;
+  if (h.bodyBytes > kMaxDatagram || sizeof h + h.bodyBytes + macBytes != n || h.origin == 0 || h.speaker == 0) {
+    Refuse(&AgentCounters::malformed, "malformed", "sizes or ids that do not add up " + where, nowMs);
+    return;
+  }
+  if (options_.key) {
+    if (macBytes == 0 || !options_.key->Verify(kMacPurpose, buf, n - macBytes,
+                                               reinterpret_cast<const unsigned char*>(buf + n - macBytes))) {
+      Refuse(&AgentCounters::badMac, "unauthenticated",
+             std::string(macBytes == 0 ? "no MAC" : "a wrong MAC") + " " + where +
+                 " (every host needs the same RAILYARD_CLUSTER_KEY_FILE)",
+             nowMs);
+      return;
+    }
+  } else if (macBytes != 0) {
+    Refuse(&AgentCounters::badMac, "unauthenticated",
+           "a MAC " + where + ", but this host has no cluster key (set RAILYARD_CLUSTER_KEY_FILE as on the others)",
+           nowMs);
+    return;
+  }
+  const char* payload = buf + sizeof h;
+  if (h.kind == kKindHello) {
+    if (h.origin == hostId_) return;  // our own broadcast, or another process of this host
+    if (h.bodyBytes != sizeof(WireHello)) {
+      Refuse(&AgentCounters::malformed, "malformed", "a hello of " + std::to_string(h.bodyBytes) + " bytes " + where,
+             nowMs);
+      return;
+    }
+    WireHello w;
+    std::memcpy(&w, payload, sizeof w);
+    // A hello speaks for the host at the far end of this cable: its address must be
+    // the one the datagram came from, a unicast address on this rail's subnet.
+    const bool onSubnet = r.netmask == 0 || (w.addr & r.netmask) == (r.rail.addr.s_addr & r.netmask);
+    if (w.addr != src || !UsableUnicast(w.addr) || w.addr == r.rail.addr.s_addr || !onSubnet) {
+      Refuse(&AgentCounters::badHelloAddress, "misaddressed-hello",
+             "a hello claiming address " + Ip(w.addr) + " " + where +
+                 (onSubnet ? "" : " (not on the rail's subnet)"),
+             nowMs);
+      return;
+    }
+    const bool isNew = r.heard.count(h.origin) == 0;
+    Neighbour& nb = r.heard[h.origin];
+    const Neighbour old = nb;
+    nb = {h.origin, GetString(h.hostName), GetString(w.ifname), w.addr, static_cast<int>(w.speedMbps), nowMs};
+    if (isNew || old.ifname != nb.ifname || old.addr != nb.addr || old.speedMbps != nb.speedMbps ||
+        old.hostName != nb.hostName) {
+      *dirty = true;
+    }
+    if (isNew) {
+      RY_INFO(log::kNet, "cabling: rail %s hears host %s (%s on %s)", r.rail.ifname.c_str(),
+              nb.hostName.c_str(), Ip(nb.addr).c_str(), nb.ifname.c_str());
+      if (r.heard.size() == 2) {
+        RY_INFO(log::kNet, "cabling: rail %s hears several hosts: a shared segment, not a cable; left out of the graph",
+                r.rail.ifname.c_str());
+      }
+    }
+    return;
+  }
+  if (h.kind != kKindRecord || h.bodyBytes < 8) {
+    Refuse(&AgentCounters::malformed, "malformed", "kind " + std::to_string(h.kind) + " " + where, nowMs);
+    return;
+  }
+  if (h.origin == hostId_ && h.speaker == speaker_) return;  // our own record, flooded back
+  uint32_t count = 0;
+  std::memcpy(&count, payload, sizeof count);
+  if (count > kMaxLinks || h.bodyBytes != 8 + count * sizeof(WireLink)) {
+    Refuse(&AgentCounters::malformed, "malformed", "a record whose link count disagrees with its size " + where,
+           nowMs);
+    return;
+  }
+  const SpeakerKey key{h.origin, h.speaker};
+  auto it = records_.find(key);
+  if (it != records_.end()) {
+    if (h.seq <= it->second.seq) return;  // old news (also a copy of an expired record)
+    const uint64_t window = kSeqSlack + static_cast<uint64_t>(std::max<int64_t>(0, nowMs - it->second.receivedMs)) /
+                                            static_cast<uint64_t>(kMinIntervalMs);
+    if (h.seq - it->second.seq > window) {
+      Refuse(&AgentCounters::futureSeq, "future-sequence",
+             "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + ", " +
+                 std::to_string(h.seq - it->second.seq) + " past the last accepted (window " + std::to_string(window) +
+                 ") " + where,
+             nowMs);
+      return;
+    }
+  } else if (h.seq == 0 || h.seq > kMaxSeq) {
+    Refuse(&AgentCounters::futureSeq, "future-sequence",
+           "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + " out of range (1.." +
+               std::to_string(kMaxSeq) + ") " + where,
+           nowMs);
+    return;
+  }
+  std::vector<LinkRecord> links;
+  for (uint32_t i = 0; i < count; ++i) {
+    WireLink w;
+    std::memcpy(&w, payload + 8 + i * sizeof w, sizeof w);
+    if (w.peerHost == 0 || w.peerHost == h.origin) continue;  // nonsense, never a cable
+    links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr, w.peerHost,
+                     static_cast<int>(w.speedMbps)});
+  }
+  if (it == records_.end()) {
+    if (records_.size() >= kMaxSpeakers) {
+      // Full: the stalest speaker goes (tombstones first), so a flood of made-up
+      // speakers cannot lock out a real one that keeps talking.
+      auto stalest = [](const auto& x, const auto& y) {  // true when x should go before y
+        if (x.second.expired != y.second.expired) return x.second.expired;
+        return x.second.receivedMs < y.second.receivedMs;
+      };
+      auto victim = records_.begin();
+      for (auto j = records_.begin(); j != records_.end(); ++j) {
+        if (stalest(*j, *victim)) victim = j;
+      }
+      ++counters_.evicted;
+      records_.erase(victim);
+    }
+    it = records_.emplace(key, SpeakerRecord{}).first;
+  }
+  SpeakerRecord& rec = it->second;
+  rec.name = GetString(h.hostName);
+  rec.seq = h.seq;
+  rec.receivedMs = nowMs;
+  rec.expired = false;
+  rec.links = std::move(links);
+  *dirty = true;
+  // Flood onwards at once (after the batch); the periodic re-flood repairs losses.
+  forward->emplace_back(std::vector<char>(buf, buf + n), &r);
+}
+
 void CablingAgent::Rebuild() {
-  // Every host's claimed links, as (host, if) → (peer host, peer if) plus details.
+  // Every host's claimed links, as (host, if) → (peer host, peer if). A host's
+  // claims are the union over its live speakers; this host's own come first from
+  // this process's hellos, then from the other processes of this host.
   struct Claim {
     uint64_t host;
     std::string ifname;
@@ -366,16 +613,42 @@ void CablingAgent::Rebuild() {
   ClusterGraph g;
   g.AddHost(hostId_, hostName_);
   for (const LinkRecord& l : OwnLinks()) claims[{hostId_, l.ifname, l.peerHost, l.peerIfname}] = l;
-  for (const auto& [origin, rec] : records_) {
-    g.AddHost(origin, rec.name);
-    for (const LinkRecord& l : rec.links) claims[{origin, l.ifname, l.peerHost, l.peerIfname}] = l;
+  // A host's name: its speaker with the most links (then the lowest speaker id).
+  std::map<uint64_t, std::pair<size_t, std::string>> names;
+  std::set<uint64_t> live;
+  for (const auto& [key, rec] : records_) {
+    if (rec.expired) continue;
+    const uint64_t origin = key.first;
+    live.insert(origin);
+    if (origin != hostId_) {
+      auto [n, fresh] = names.try_emplace(origin, rec.links.size(), rec.name);
+      if (!fresh && rec.links.size() > n->second.first) n->second = {rec.links.size(), rec.name};
+    }
+    for (const LinkRecord& l : rec.links) claims.try_emplace({origin, l.ifname, l.peerHost, l.peerIfname}, l);
   }
-  // A rail-link counts only when both of its ends report it.
+  for (const auto& [origin, n] : names) g.AddHost(origin, n.second);
+  // A rail-link counts only when both of its ends report it. The addresses of a
+  // link with an end on this host are what this host saw (its own rail, and the
+  // neighbour's address as its hellos came from), never what another host claims.
   for (const auto& [c, l] : claims) {
     if (c.host > c.peer) continue;
-    if (claims.count({c.peer, c.peerIf, c.host, c.ifname}) == 0) continue;
-    if (c.peer != hostId_ && records_.count(c.peer) == 0) continue;
-    g.AddLink({c.host, c.ifname, Ip(l.addr), l.speedMbps}, {c.peer, c.peerIf, Ip(l.peerAddr), l.speedMbps});
+    auto back = claims.find({c.peer, c.peerIf, c.host, c.ifname});
+    if (back == claims.end()) continue;
+    if (c.peer != hostId_ && live.count(c.peer) == 0) continue;
+    if (c.host != hostId_ && live.count(c.host) == 0) continue;
+    const LinkRecord& mine = c.peer == hostId_ ? back->second : l;   // valid when an end is this host
+    const bool selfLink = c.host == hostId_ || c.peer == hostId_;
+    uint32_t hostAddr = l.addr, peerAddr = back->second.addr;
+    if (selfLink) {
+      if (c.host == hostId_) {
+        hostAddr = mine.addr;
+        peerAddr = mine.peerAddr;
+      } else {
+        hostAddr = mine.peerAddr;
+        peerAddr = mine.addr;
+      }
+    }
+    g.AddLink({c.host, c.ifname, Ip(hostAddr), l.speedMbps}, {c.peer, c.peerIf, Ip(peerAddr), l.speedMbps});
   }
   std::vector<std::string> shared;
   for (const RailState& r : rails_) {
@@ -400,6 +673,11 @@ ClusterGraph CablingAgent::Graph() const {
 uint64_t CablingAgent::Version() const {
   std::lock_guard lock(mu_);
   return version_;
+}
+
+AgentCounters CablingAgent::Counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
 }
 
 bool CablingAgent::WaitFor(const std::function<bool(const ClusterGraph&, uint64_t)>& pred,
