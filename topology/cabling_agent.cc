@@ -34,6 +34,7 @@ constexpr uint16_t kKindRecord = 2;
 constexpr uint32_t kFlagMac = 1;
 constexpr uint32_t kMaxLinks = 64;
 constexpr int kReceiveBatch = 256;      ///< datagrams per rail per poll round (Tick stays on time)
+constexpr int64_t kRebuildGapMs = 10;   ///< least time between two graph rebuilds (ms)
 constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
 constexpr const char* kMacPurpose = "railyard.cabling.v2";
 
@@ -48,9 +49,11 @@ struct WireHeader {
   uint64_t seq;      ///< the speaker's counter
   uint32_t flags;    ///< kFlagMac: a 32-byte MAC follows the body
   uint32_t bodyBytes;
+  uint32_t ageMs;    ///< records: ms since the speaker made it (each holder adds its holding time)
+  uint32_t reserved; ///< 0
   char hostName[32];
 };
-static_assert(sizeof(WireHeader) == 72);
+static_assert(sizeof(WireHeader) == 80);
 
 struct WireHello {
   char ifname[16];
@@ -194,9 +197,14 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
     setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof one);
     // Room for a burst (a flood must not crowd out the real neighbour's hellos);
     // FORCE needs CAP_NET_ADMIN, the plain one is capped by net.core.rmem_max.
-    int rcvbuf = 4 << 20;
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0) {
-      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    // Likewise for sending: a re-flood of many records must not leave no room for
+    // the next hello (sendto would fail with EAGAIN and the cable age out).
+    int bufBytes = 4 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bufBytes, sizeof bufBytes) != 0) {
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufBytes, sizeof bufBytes);
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufBytes, sizeof bufBytes) != 0) {
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufBytes, sizeof bufBytes);
     }
     if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, r.ifname.c_str(),
                    static_cast<socklen_t>(r.ifname.size())) != 0) {
@@ -252,27 +260,32 @@ void CablingAgent::Run() {
   for (const RailState& r : rails_) pfds.push_back({r.fd, POLLIN, 0});
   int64_t next = NowMs();
   std::vector<std::pair<std::vector<char>, const RailState*>> forward;
+  bool dirty = false;  // records or neighbours changed since the last rebuild
   while (!stop_.load()) {
-    const int64_t now = NowMs();
+    int64_t now = NowMs();
     if (now >= next) {
-      Tick(now);
+      Tick(now);  // rebuilds too
+      dirty = false;
       next = now + options_.intervalMs;
     }
-    const int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, next - NowMs())));
+    // Graph rebuilds at most every kRebuildGapMs: a flood of records costs one
+    // rebuild per gap, not one per record.
+    const int64_t rebuildAt = dirty ? lastRebuildMs_ + kRebuildGapMs : next;
+    if (dirty && NowMs() >= rebuildAt) {
+      std::lock_guard lock(mu_);
+      Rebuild();
+      dirty = false;
+    }
+    now = NowMs();
+    const int64_t wake = dirty ? std::min(next, rebuildAt) : next;
+    const int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, wake - now)));
     if (rc <= 0) continue;
     if (pfds[0].revents != 0) break;
-    // One batch per rail, then one rebuild for the whole batch (a flood of records
-    // costs one graph rebuild per round, not one per record), then the flood onwards.
-    bool dirty = false;
     forward.clear();
     for (size_t i = 1; i < pfds.size(); ++i) {
       if (pfds[i].revents != 0) Receive(rails_[i - 1], NowMs(), &forward, &dirty);
     }
-    if (dirty) {
-      std::lock_guard lock(mu_);
-      Rebuild();
-    }
-    for (const auto& [datagram, from] : forward) SendAll(datagram, from);
+    for (const auto& [datagram, from] : forward) SendAll(datagram, from);  // the flood onwards
   }
 }
 
@@ -291,7 +304,7 @@ std::vector<char> CablingAgent::Seal(std::vector<char> datagram) const {
 std::vector<char> CablingAgent::EncodeHello(const RailState& r, uint64_t seq) const {
   std::vector<char> buf(sizeof(WireHeader) + sizeof(WireHello));
   WireHeader h{kCablingMagic, kWireVersion, kKindHello, hostId_, speaker_, seq, 0,
-               static_cast<uint32_t>(sizeof(WireHello)), {}};
+               static_cast<uint32_t>(sizeof(WireHello)), 0, 0, {}};
   PutString(h.hostName, hostName_);
   WireHello w{};
   PutString(w.ifname, r.rail.ifname);
@@ -302,11 +315,13 @@ std::vector<char> CablingAgent::EncodeHello(const RailState& r, uint64_t seq) co
   return Seal(std::move(buf));
 }
 
-std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec) const {
+std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec,
+                                             int64_t nowMs) const {
   const uint32_t n = std::min<uint32_t>(static_cast<uint32_t>(rec.links.size()), kMaxLinks);
   const uint32_t body = 8 + n * static_cast<uint32_t>(sizeof(WireLink));
   std::vector<char> buf(sizeof(WireHeader) + body);
-  WireHeader h{kCablingMagic, kWireVersion, kKindRecord, origin, speaker, rec.seq, 0, body, {}};
+  const auto age = static_cast<uint32_t>(std::clamp<int64_t>(nowMs - rec.receivedMs, 0, UINT32_MAX));
+  WireHeader h{kCablingMagic, kWireVersion, kKindRecord, origin, speaker, rec.seq, 0, body, age, 0, {}};
   PutString(h.hostName, rec.name);
   std::memcpy(buf.data(), &h, sizeof h);
   std::memcpy(buf.data() + sizeof h, &n, sizeof n);
@@ -382,9 +397,13 @@ void CablingAgent::Tick(int64_t nowMs) {
     own.seq = ++ownSeq_;
     seq = own.seq;
     own.links = OwnLinks();
-    out.push_back(EncodeRecord(hostId_, speaker_, own));
+    own.receivedMs = nowMs;
+    out.push_back(EncodeRecord(hostId_, speaker_, own, nowMs));
+    // The periodic re-flood repairs losses of records of linked hosts; a host no
+    // cable of the graph reaches yet is forwarded once, on arrival, and repeats its
+    // own record itself (so a flood of made-up hosts costs one forward each).
     for (const auto& [key, rec] : records_) {
-      if (!rec.expired) out.push_back(EncodeRecord(key.first, key.second, rec));
+      if (!rec.expired && linked_.count(key.first) != 0) out.push_back(EncodeRecord(key.first, key.second, rec, nowMs));
     }
   }
   for (const RailState& r : rails_) {
@@ -539,6 +558,10 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
            nowMs);
     return;
   }
+  // A copy as old as the dead interval is a record its speaker no longer stands
+  // behind: dropped (the age travels with every copy, so a record lives a dead
+  // interval after it was made, however often it is flooded back and forth).
+  if (h.ageMs >= static_cast<uint32_t>(options_.deadIntervalMs)) return;
   const SpeakerKey key{h.origin, h.speaker};
   auto it = records_.find(key);
   if (it != records_.end()) {
@@ -569,16 +592,45 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
                      static_cast<int>(w.speedMbps)});
   }
   if (it == records_.end()) {
+    // Room. A host the graph does not link yet (a host starting up, or one made up
+    // by a flood) gets at most kMaxUnlinkedSpeakers speakers in all; when the table
+    // is full, a tombstone goes first (the oldest), else, for a speaker of a linked
+    // host (or this host: another process starting), the stalest speaker of an
+    // unlinked host. Else the newcomer is refused: a flood of made-up speakers can
+    // neither push out a real one nor, evicted and heard again, live forever.
+    const bool linked = linked_.count(h.origin) != 0;
+    if (!linked) {
+      size_t unlinked = 0;
+      for (const auto& [k, v] : records_) unlinked += (!v.expired && linked_.count(k.first) == 0) ? 1 : 0;
+      if (unlinked >= kMaxUnlinkedSpeakers) {
+        Refuse(&AgentCounters::tableFull, "table-full",
+               "a new speaker for unlinked host " + HostIdText(h.origin) + " " + where + " (" +
+                   std::to_string(kMaxUnlinkedSpeakers) + " speakers of unlinked hosts held)",
+               nowMs);
+        return;
+      }
+    }
     if (records_.size() >= kMaxSpeakers) {
-      // Full: the stalest speaker goes (tombstones first), so a flood of made-up
-      // speakers cannot lock out a real one that keeps talking.
-      auto stalest = [](const auto& x, const auto& y) {  // true when x should go before y
-        if (x.second.expired != y.second.expired) return x.second.expired;
-        return x.second.receivedMs < y.second.receivedMs;
-      };
-      auto victim = records_.begin();
+      auto victim = records_.end();
       for (auto j = records_.begin(); j != records_.end(); ++j) {
-        if (stalest(*j, *victim)) victim = j;
+        if (j->second.expired && (victim == records_.end() || j->second.receivedMs < victim->second.receivedMs)) {
+          victim = j;
+        }
+      }
+      if (victim == records_.end() && linked) {
+        for (auto j = records_.begin(); j != records_.end(); ++j) {
+          if (linked_.count(j->first.first) == 0 &&
+              (victim == records_.end() || j->second.receivedMs < victim->second.receivedMs)) {
+            victim = j;
+          }
+        }
+      }
+      if (victim == records_.end()) {
+        Refuse(&AgentCounters::tableFull, "table-full",
+               "a new speaker for host " + HostIdText(h.origin) + " " + where + " (" +
+                   std::to_string(kMaxSpeakers) + " speakers held)",
+               nowMs);
+        return;
       }
       ++counters_.evicted;
       records_.erase(victim);
@@ -588,7 +640,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
   SpeakerRecord& rec = it->second;
   rec.name = GetString(h.hostName);
   rec.seq = h.seq;
-  rec.receivedMs = nowMs;
+  rec.receivedMs = nowMs - h.ageMs;  // when its speaker made it, as this host's clock reads
   rec.expired = false;
   rec.links = std::move(links);
   *dirty = true;
@@ -650,11 +702,17 @@ void CablingAgent::Rebuild() {
     }
     g.AddLink({c.host, c.ifname, Ip(hostAddr), l.speedMbps}, {c.peer, c.peerIf, Ip(peerAddr), l.speedMbps});
   }
+  linked_ = {hostId_};
+  for (const RailLink& l : g.Links()) {
+    linked_.insert(l.a.host);
+    linked_.insert(l.b.host);
+  }
   std::vector<std::string> shared;
   for (const RailState& r : rails_) {
     if (r.heard.size() > 1) shared.push_back(r.rail.ifname);
   }
   shared_ = shared;
+  lastRebuildMs_ = NowMs();
   bool same = g.Links() == graph_.Links() && g.Hosts() == graph_.Hosts();
   for (uint64_t h : g.Hosts()) same = same && g.HostName(h) == graph_.HostName(h);
   if (!same) {

@@ -10,8 +10,8 @@
 // 255.255.255.255 on port RAILYARD_DISCOVERY_PORT, sent out of each rail
 // (SO_BINDTODEVICE). A rail is point to point: one that hears more than one other
 // host is a shared segment (a management bridge or a switch), not a cable, and is
-// left out of the graph. Each datagram is a 72-byte header (magic "RYCB", version,
-// kind, origin host, speaker, sequence, flags, body length, host name), a body (a
+// left out of the graph. Each datagram is an 80-byte header (magic "RYCB", version,
+// kind, origin host, speaker, sequence, flags, body length, age, host name), a body (a
 // hello: the rail; a link-state record: the speaker's links) and, with a cluster
 // key (RAILYARD_CLUSTER_KEY_FILE, topology/cluster_key.h), a 32-byte HMAC-SHA256 of
 // header and body. With a key, a datagram without a valid MAC is refused; without
@@ -21,10 +21,16 @@
 // and lie in the subnet of the rail it arrived on; a record's sequence (the
 // speaker's counter, +1 per record) must be above the last one accepted from that
 // speaker and at most kSeqSlack + (ms since then) / kMinIntervalMs above it; a
-// speaker's record that expired is remembered (a tombstone, kTombstoneMs) so a
-// copy still circulating is old news, not new; names are made valid UTF-8 on
+// record carries its age (ms since its speaker made it; every holder adds its
+// holding time) and is dropped once as old as the dead interval, and a speaker's
+// record that expired is remembered (a tombstone, kTombstoneMs), so a copy still
+// circulating is old news, not new; names are made valid UTF-8 on
 // decode (topology/utf8_name.h); each source address gets kSourceBudget datagrams
-// per hello period; at most kMaxSpeakers speakers are held (the stalest goes).
+// per hello period; at most kMaxSpeakers speakers are held, kMaxUnlinkedSpeakers
+// of them for hosts no rail-link reaches (when full, a tombstone goes, or for a
+// host already linked an unlinked host's speaker; else the newcomer is refused);
+// only linked hosts' records are re-flooded every period; the graph is rebuilt
+// at most every 10 ms, however many records arrive.
 // Every refusal is counted (Counters) and logged at WARN at most once per 10 s per kind.
 #pragma once
 
@@ -37,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,7 +79,8 @@ struct AgentCounters {
   uint64_t badHelloAddress = 0; ///< a hello whose address is not its source or not on the rail's subnet
   uint64_t futureSeq = 0;       ///< a record's sequence beyond the window
   uint64_t rateLimited = 0;     ///< over its source's budget for the period
-  uint64_t evicted = 0;         ///< speakers dropped because kMaxSpeakers were held
+  uint64_t evicted = 0;         ///< speakers dropped to make room (tombstones, then unlinked hosts)
+  uint64_t tableFull = 0;       ///< records of new speakers refused: kMaxSpeakers held, none could go
 };
 
 /// A stable 64-bit host id: FNV-1a of the sorted MAC addresses of the host's rails,
@@ -104,6 +112,9 @@ class CablingAgent {
   static constexpr int64_t kTombstoneMs = 60000;
   /// Speakers (processes of all hosts) held at once; live records plus tombstones.
   static constexpr size_t kMaxSpeakers = 1024;
+  /// Live speakers of hosts no rail-link of the graph reaches yet (starting hosts,
+  /// or hosts a flood made up) held at once.
+  static constexpr size_t kMaxUnlinkedSpeakers = 128;
   /// Datagrams one source address may send per hello period before the rest are
   /// dropped: above the most a real neighbour sends (its own record, a re-flood of
   /// up to kMaxSpeakers records, as many forwarded, its host's hellos).
@@ -168,7 +179,7 @@ class CablingAgent {
   struct SpeakerRecord {
     std::string name;
     uint64_t seq = 0;
-    int64_t receivedMs = 0;  ///< when seq was accepted
+    int64_t receivedMs = 0;  ///< when its speaker made it (arrival less the age it carried)
     bool expired = false;    ///< a tombstone: links cleared, seq kept
     std::vector<LinkRecord> links;
   };
@@ -195,7 +206,8 @@ class CablingAgent {
               std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty);
   void SendAll(const std::vector<char>& datagram, const RailState* except);
   std::vector<char> EncodeHello(const RailState& r, uint64_t seq) const;
-  std::vector<char> EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec) const;
+  /// A record as held at `nowMs` (its age is nowMs - rec.receivedMs).
+  std::vector<char> EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec, int64_t nowMs) const;
   /// Appends the MAC (when keyed) and returns the datagram.
   std::vector<char> Seal(std::vector<char> datagram) const;
   std::vector<LinkRecord> OwnLinks() const;  ///< requires mu_
@@ -222,6 +234,8 @@ class CablingAgent {
   std::map<std::string, Throttle> throttles_;  ///< by refusal kind
   AgentCounters counters_;
   ClusterGraph graph_;
+  std::set<uint64_t> linked_;  ///< this host and every host with a rail-link in graph_
+  int64_t lastRebuildMs_ = 0;  ///< written by Rebuild, read by the agent thread (which alone rebuilds after Start)
   uint64_t version_ = 0;
   std::vector<std::string> shared_;
 };
