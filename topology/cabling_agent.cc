@@ -636,6 +636,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
       records_.erase(victim);
     }
     it = records_.emplace(key, SpeakerRecord{}).first;
+    it->second.firstSeenMs = nowMs;
   }
   SpeakerRecord& rec = it->second;
   rec.name = GetString(h.hostName);
@@ -665,20 +666,26 @@ void CablingAgent::Rebuild() {
   ClusterGraph g;
   g.AddHost(hostId_, hostName_);
   for (const LinkRecord& l : OwnLinks()) claims[{hostId_, l.ifname, l.peerHost, l.peerIfname}] = l;
-  // A host's name: its speaker with the most links (then the lowest speaker id).
-  std::map<uint64_t, std::pair<size_t, std::string>> names;
-  std::set<uint64_t> live;
-  for (const auto& [key, rec] : records_) {
-    if (rec.expired) continue;
-    const uint64_t origin = key.first;
-    live.insert(origin);
-    if (origin != hostId_) {
-      auto [n, fresh] = names.try_emplace(origin, rec.links.size(), rec.name);
-      if (!fresh && rec.links.size() > n->second.first) n->second = {rec.links.size(), rec.name};
-    }
-    for (const LinkRecord& l : rec.links) claims.try_emplace({origin, l.ifname, l.peerHost, l.peerIfname}, l);
+  // Speakers oldest first (first heard, then id): a host's name, and the addresses
+  // of a link several of its speakers claim, come from its longest-standing speaker,
+  // so a newcomer (a process starting, or a forger speaking for the host) changes
+  // neither while the old one lives.
+  std::vector<const std::pair<const SpeakerKey, SpeakerRecord>*> order;
+  for (const auto& kv : records_) {
+    if (!kv.second.expired) order.push_back(&kv);
   }
-  for (const auto& [origin, n] : names) g.AddHost(origin, n.second);
+  std::sort(order.begin(), order.end(), [](const auto* x, const auto* y) {
+    return std::tie(x->second.firstSeenMs, x->first) < std::tie(y->second.firstSeenMs, y->first);
+  });
+  std::map<uint64_t, std::string> names;
+  std::set<uint64_t> live;
+  for (const auto* kv : order) {
+    const uint64_t origin = kv->first.first;
+    live.insert(origin);
+    if (origin != hostId_) names.try_emplace(origin, kv->second.name);
+    for (const LinkRecord& l : kv->second.links) claims.try_emplace({origin, l.ifname, l.peerHost, l.peerIfname}, l);
+  }
+  for (const auto& [origin, name] : names) g.AddHost(origin, name);
   // A rail-link counts only when both of its ends report it. The addresses of a
   // link with an end on this host are what this host saw (its own rail, and the
   // neighbour's address as its hellos came from), never what another host claims.

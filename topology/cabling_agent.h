@@ -180,6 +180,7 @@ class CablingAgent {
     std::string name;
     uint64_t seq = 0;
     int64_t receivedMs = 0;  ///< when its speaker made it (arrival less the age it carried)
+    int64_t firstSeenMs = 0; ///< when this host first accepted a record of this speaker
     bool expired = false;    ///< a tombstone: links cleared, seq kept
     std::vector<LinkRecord> links;
   };
