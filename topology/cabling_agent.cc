@@ -592,13 +592,16 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
                      static_cast<int>(w.speedMbps)});
   }
   if (it == records_.end()) {
-    // Room. A host the graph does not link yet (a host starting up, or one made up
-    // by a flood) gets at most kMaxUnlinkedSpeakers speakers in all; when the table
+    // Room. A host the graph does not link yet (a host starting up far away, or one
+    // made up by a flood) gets at most kMaxUnlinkedSpeakers speakers in all; when the table
     // is full, a tombstone goes first (the oldest), else, for a speaker of a linked
     // host (or this host: another process starting), the stalest speaker of an
     // unlinked host. Else the newcomer is refused: a flood of made-up speakers can
     // neither push out a real one nor, evicted and heard again, live forever.
-    const bool linked = linked_.count(h.origin) != 0;
+    // A neighbour this host hears hellos from (checked against their source) counts
+    // as linked: a real host starting next to this one joins even during a flood.
+    bool linked = linked_.count(h.origin) != 0;
+    for (const RailState& rs : rails_) linked = linked || rs.heard.count(h.origin) != 0;
     if (!linked) {
       size_t unlinked = 0;
       for (const auto& [k, v] : records_) unlinked += (!v.expired && linked_.count(k.first) == 0) ? 1 : 0;
@@ -728,6 +731,14 @@ void CablingAgent::Rebuild() {
     changedMs_.store(NowMs(), std::memory_order_relaxed);
     changed_.notify_all();
   }
+}
+
+void CablingAgent::InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source) {
+  std::vector<std::pair<std::vector<char>, const RailState*>> forward;
+  bool dirty = false;
+  std::lock_guard lock(mu_);
+  Handle(rails_.at(railIndex), datagram.data(), datagram.size(), source.s_addr, NowMs(), &forward, &dirty);
+  Rebuild();
 }
 
 ClusterGraph CablingAgent::Graph() const {

@@ -154,6 +154,10 @@ class CablingAgent {
   const std::shared_ptr<const ClusterKey>& Key() const { return options_.key; }
   /// This process's speaker id (random, never 0).
   uint64_t SpeakerId() const { return speaker_; }
+  /// Test hook: handles `datagram` as if it had arrived on rail `railIndex` (an index
+  /// into the rails given to Start) from IPv4 `source`, then rebuilds the graph.
+  /// Nothing is forwarded. Thread-safe.
+  void InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source);
 
  private:
   struct Neighbour {
