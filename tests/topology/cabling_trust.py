@@ -18,11 +18,13 @@ h0 (and the others) print, for every graph they print:
                railyardd stays up, JSON parses, the names arrive as "bad??" and 15 x "é".
   flood        7500 records from 7500 made-up hosts in 5 s: no print of h0's graph
                loses a real rail-link, and the made-up hosts expire afterwards.
-  churn        (issue 8.4) short-lived processes of the plugin's cabling agent on h1
-               start and stop: the other daemons never print a graph after the ring
-               formed (no host unreachable, no flap), and log the shape once.
+  churn        (issue 8.4) short-lived processes with a cabling agent start and stop:
+               8 railyardd --wait-hosts on h1, then 3 two-rank railyard-perf jobs
+               (the plugin in fabric mode) between h1 and h2: the other daemons
+               never print a graph after the ring formed (no host unreachable, no
+               flap), and log the shape once.
 
-Usage: cabling_trust.py CASE RAILYARDD
+Usage: cabling_trust.py CASE RAILYARDD [RAILYARD_PERF LIBDIR]
        cabling_trust.py forger ACTION JSON   (internal: runs in h1's namespace)
 """
 import hashlib
@@ -245,6 +247,10 @@ def main():
     h0_ip = side(cable01[0], 0)[1]
 
     env, keydir = {}, None
+    if case == "churn":
+        # The newcomer's record must lose by logic, not by timing: with a long dead
+        # interval a loaded test machine's scheduling stalls cannot age a cable out.
+        env["RAILYARD_DISCOVERY_DEAD_MS"] = "4000"
     if case == "forge-keyed":
         keydir = f"/tmp/{os.environ.get('TESTBED_PREFIX', 'ry')}-key"
         os.makedirs(keydir, exist_ok=True)
@@ -279,14 +285,31 @@ def main():
                 # starts one): knows no neighbour at first, exits after a moment.
                 p = subprocess.run(["ip", "netns", "exec", ns[1], railyardd, "--no-relay", "--wait-hosts", "4",
                                     "--settle-ms", "0", "--linger-ms", str(100 + 50 * k), "--timeout-ms", "10000"],
-                                   env=dict(os.environ, RAILYARD_HOST_NAME="h1", RAILYARD_SOCKET_IFNAME="^mgmt0"),
+                                   env=dict(os.environ, RAILYARD_HOST_NAME="h1", RAILYARD_SOCKET_IFNAME="^mgmt0",
+                                            **env),
                                    capture_output=True, timeout=30)
                 starts += 1
                 if p.returncode != 0:
                     failures.append(f"churn process {k} on h1 exited {p.returncode}: {p.stderr.decode()[-300:]}")
-            # Watch past the last one's record expiring at the others (dead interval 1 s):
+            if len(sys.argv) > 4:
+                perf, libdir = sys.argv[3], sys.argv[4]
+                mgmt = [h["mgmt_ip"] for h in tb["hosts"]]
+                for k in range(3):
+                    root = f"{mgmt[1]}:{random.randint(30000, 39000)}"
+                    ranks = [subprocess.Popen(
+                        ["ip", "netns", "exec", ns[h], perf, "--rank", str(r), "--nranks", "2", "--root", root,
+                         "-p", "sendrecv", "-T", "30", "-b", "1K", "-e", "64K", "-n", "2", "-c", "1"],
+                        env=dict(os.environ, RAILYARD_HOST_NAME=f"h{h}", RAILYARD_SOCKET_IFNAME="^mgmt0",
+                                 RAILYARD_FABRIC="on", NCCL_NET_PLUGIN="railyard", LD_LIBRARY_PATH=libdir, **env),
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r, h in enumerate([1, 2])]
+                    for r, p in enumerate(ranks):
+                        out, err = p.communicate(timeout=60)
+                        starts += 1
+                        if p.returncode != 0:
+                            failures.append(f"perf job {k} rank {r} exited {p.returncode}: {err.decode()[-300:]}")
+            # Watch past the last one's record expiring at the others (dead interval 4 s):
             # an observation window (nothing may be printed in it), not a barrier.
-            wait_until(lambda: False, 2.5)
+            wait_until(lambda: False, 5)
         else:
             f = subprocess.run(["ip", "netns", "exec", ns[1], sys.executable, os.path.abspath(__file__),
                                 "forger", case, json.dumps(fargs)], capture_output=True, timeout=60)
