@@ -303,18 +303,30 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     if (devs.empty()) return Fail(SystemError("no network device is usable"), "init");
     std::vector<proxy::FabricRail> rails;
     if (cfg->fabric != "off") {
-      s = proxy::SelectFabricRails(cfg->socketIfname, cfg->defaultSpeedMbps, &rails);
+      // Rails follow RAILYARD_SOCKET_IFNAME only; NCCL_SOCKET_IFNAME is NCCL's bootstrap choice.
+      std::string whyNone;
+      s = proxy::SelectFabricRails(cfg->railIfname, cfg->defaultSpeedMbps, &rails, &whyNone);
       if (!s.ok()) return Fail(s, "init");
       if (rails.empty() && cfg->fabric == "on") {
         return Fail(InvalidUsage("RAILYARD_FABRIC=on but no interface qualifies as a rail (IPv4, not "
-                                 "loopback, no default route; RAILYARD_SOCKET_IFNAME chooses)"),
+                                 "loopback, no default route; RAILYARD_SOCKET_IFNAME chooses): " +
+                                 whyNone),
                     "init");
+      }
+      if (rails.empty()) {
+        RY_INFO(log::kInit | log::kNet, "fabric mode off: no rail (%s)", whyNone.c_str());
+      } else if (cfg->railIfname != cfg->socketIfname) {
+        RY_INFO(log::kInit | log::kNet,
+                "fabric: NCCL_SOCKET_IFNAME='%s' chooses NCCL's bootstrap network, not the rails "
+                "(RAILYARD_SOCKET_IFNAME does)",
+                cfg->socketIfname.c_str());
       }
     }
     if (Status t = ChooseTransport(g, *cfg, !rails.empty()); !t.ok()) return Fail(t, "init");
     g.config = cfg;
     g.devices = std::move(devs);
-    g.host = HostName();
+    // RAILYARD_HOST_NAME names this host in every mode (errors, handles), not only in fabric mode.
+    g.host = cfg->hostName.empty() ? HostName() : cfg->hostName;
     g.fabricMode = !rails.empty();
     g.fabricRails = std::move(rails);
     g.discovered = true;

@@ -22,6 +22,7 @@
 
 #include "env/log.h"
 #include "topology/graph_json.h"
+#include "topology/netdev.h"
 #include "topology/utf8_name.h"
 
 namespace railyard::topology {
@@ -185,6 +186,9 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
   for (const AgentRail& r : rails) macs.push_back(r.mac.empty() ? r.ifname : r.mac);
   a->hostId_ = hostId != 0 ? hostId : HostIdFromMacs(macs);
   for (AgentRail& r : rails) {
+    if (!r.namedUplink && DefaultRouteInterfaces().count(r.ifname) != 0) {  // never hello an uplink
+      return InvalidUsage("cabling agent: " + r.ifname + " carries a default route (an uplink): not a rail");
+    }
     RailState st;
     st.rail = r;
     st.netmask = NetmaskOf(r.ifname, r.addr.s_addr);
