@@ -31,8 +31,10 @@
 #include "proxy/verbs/gpu_support.h"
 #include "proxy/verbs/ib_ports.h"
 #include "proxy/verbs/verbs_setup.h"
+#include "topology/cluster_key.h"
 #include "topology/graph_json.h"
 #include "topology/netdev.h"
+#include "topology/utf8_name.h"
 
 namespace railyard::plugin {
 
@@ -244,7 +246,11 @@ Status CheckDevice(int dev) {
 /// Starts the cabling agent and the relay (fabric mode). Requires g.mu.
 Status StartFabric(Global& g) {
   proxy::RouterOptions fo;
-  fo.hostName = g.config->hostName.empty() ? g.host : g.config->hostName;
+  bool truncated = false;
+  RY_RETURN_IF_ERROR(topology::CheckLocalName(g.config->hostName.empty() ? g.host : g.config->hostName,
+                                              g.config->hostName.empty() ? "the system host name" : "RAILYARD_HOST_NAME",
+                                              &fo.hostName, &truncated));
+  RY_RETURN_IF_ERROR(topology::LoadClusterKey(g.config->clusterKeyFile, &fo.agent.key));
   fo.agent.port = static_cast<uint16_t>(g.config->discoveryPort);
   fo.agent.intervalMs = g.config->discoveryIntervalMs;
   fo.agent.deadIntervalMs = g.config->discoveryDeadMs;

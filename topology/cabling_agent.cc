@@ -1,9 +1,11 @@
 #include "topology/cabling_agent.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,32 +15,46 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <system_error>
+#include <random>
 #include <set>
+#include <system_error>
 #include <tuple>
 
 #include "env/log.h"
+#include "topology/graph_json.h"
 #include "topology/netdev.h"
+#include "topology/utf8_name.h"
 
 namespace railyard::topology {
 
 namespace {
 
 constexpr uint32_t kCablingMagic = 0x42435952u;  // "RYCB"
-constexpr uint16_t kCablingVersion = 1;
 constexpr uint16_t kKindHello = 1;
 constexpr uint16_t kKindRecord = 2;
+constexpr uint32_t kFlagMac = 1;
 constexpr uint32_t kMaxLinks = 64;
+constexpr int kReceiveBatch = 256;      ///< datagrams per rail per poll round (Tick stays on time)
+constexpr int64_t kRebuildGapMs = 10;   ///< least time between two graph rebuilds (ms)
+constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
+constexpr const char* kMacPurpose = "railyard.cabling.v2";
 
+/// The header of every version-2 datagram. The first 8 bytes (magic, version)
+/// are where version 1 had them, so either side can name the other's version.
 struct WireHeader {
   uint32_t magic;
   uint16_t version;
   uint16_t kind;
-  uint64_t origin;
-  uint64_t seq;
+  uint64_t origin;   ///< host id
+  uint64_t speaker;  ///< the process speaking for origin (random, never 0)
+  uint64_t seq;      ///< the speaker's counter
+  uint32_t flags;    ///< kFlagMac: a 32-byte MAC follows the body
+  uint32_t bodyBytes;
+  uint32_t ageMs;    ///< records: ms since the speaker made it (each holder adds its holding time)
+  uint32_t reserved; ///< 0
   char hostName[32];
 };
-static_assert(sizeof(WireHeader) == 56);
+static_assert(sizeof(WireHeader) == 80);
 
 struct WireHello {
   char ifname[16];
@@ -58,14 +74,18 @@ struct WireLink {
 };
 static_assert(sizeof(WireLink) == 56);
 
+constexpr size_t kMaxDatagram = sizeof(WireHeader) + 8 + kMaxLinks * sizeof(WireLink) + sizeof(ClusterMac);
+
 template <size_t N>
 void PutString(char (&dst)[N], const std::string& s) {
   std::memset(dst, 0, N);
-  std::memcpy(dst, s.data(), std::min(s.size(), N - 1));
+  const std::string cut = CutUtf8(s, N - 1);
+  std::memcpy(dst, cut.data(), cut.size());
 }
+/// A name field from a peer, made valid UTF-8 and printable (topology/utf8_name.h).
 template <size_t N>
 std::string GetString(const char (&src)[N]) {
-  return std::string(src, strnlen(src, N));
+  return SanitizeName(std::string_view(src, strnlen(src, N)), N - 1);
 }
 
 int64_t NowMs() {
@@ -79,6 +99,38 @@ std::string Ip(uint32_t networkOrder) {
   in_addr a{networkOrder};
   inet_ntop(AF_INET, &a, buf, sizeof buf);
   return buf;
+}
+
+/// A random 64-bit id, never 0 (getrandom; a seeded PRNG if it fails).
+uint64_t RandomId() {
+  uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+    std::random_device rd;
+    v = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(NowMs());
+  }
+  return v == 0 ? 1 : v;
+}
+
+/// The IPv4 netmask (network order) of `addr` on interface `ifname`; 0 if unknown.
+uint32_t NetmaskOf(const std::string& ifname, uint32_t addr) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 0;
+  uint32_t mask = 0;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_netmask == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (ifname != i->ifa_name) continue;
+    if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != addr) continue;
+    mask = reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+    break;
+  }
+  freeifaddrs(list);
+  return mask;
+}
+
+/// A unicast address a host may hold on a rail: not 0/8, loopback, multicast or broadcast.
+bool UsableUnicast(uint32_t networkOrder) {
+  const uint32_t h = ntohl(networkOrder);
+  return (h >> 24) != 0 && (h >> 24) != 127 && (h >> 28) != 0xE && h != 0xFFFFFFFFu && (h >> 28) != 0xF;
 }
 
 }  // namespace
@@ -125,8 +177,11 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
                            const AgentOptions& options, std::unique_ptr<CablingAgent>* out,
                            uint64_t hostId) {
   std::unique_ptr<CablingAgent> a(new CablingAgent());
-  a->hostName_ = hostName;
+  // Callers check names the operator gave (CheckLocalName); this keeps the wire and
+  // every peer's JSON safe whatever a caller passed.
+  a->hostName_ = SanitizeName(hostName, kMaxHostNameBytes);
   a->options_ = options;
+  a->speaker_ = RandomId();
   std::vector<std::string> macs;
   for (const AgentRail& r : rails) macs.push_back(r.mac.empty() ? r.ifname : r.mac);
   a->hostId_ = hostId != 0 ? hostId : HostIdFromMacs(macs);
@@ -136,6 +191,7 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
     }
     RailState st;
     st.rail = r;
+    st.netmask = NetmaskOf(r.ifname, r.addr.s_addr);
     st.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (st.fd < 0) return SystemError("cabling agent: socket(): " + std::string(strerror(errno)));
     a->rails_.push_back(std::move(st));  // owned from here on, closed by the destructor
@@ -143,6 +199,17 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof one);
+    // Room for a burst (a flood must not crowd out the real neighbour's hellos);
+    // FORCE needs CAP_NET_ADMIN, the plain one is capped by net.core.rmem_max.
+    // Likewise for sending: a re-flood of many records must not leave no room for
+    // the next hello (sendto would fail with EAGAIN and the cable age out).
+    int bufBytes = 4 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bufBytes, sizeof bufBytes) != 0) {
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufBytes, sizeof bufBytes);
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufBytes, sizeof bufBytes) != 0) {
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufBytes, sizeof bufBytes);
+    }
     if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, r.ifname.c_str(),
                    static_cast<socklen_t>(r.ifname.size())) != 0) {
       return SystemError("cabling agent: SO_BINDTODEVICE(" + r.ifname + "): " + strerror(errno));
@@ -168,9 +235,12 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
   } catch (const std::system_error& e) {
     return SystemError(std::string("cabling agent: cannot start its thread: ") + e.what());
   }
-  RY_INFO(log::kInit | log::kNet, "cabling agent for host %s (id %016llx) on %zu rails, port %u",
-          hostName.c_str(), static_cast<unsigned long long>(a->hostId_), a->rails_.size(),
-          unsigned{options.port});
+  RY_INFO(log::kInit | log::kNet,
+          "cabling agent for host %s (id %016llx, speaker %016llx) on %zu rails, port %u, %s",
+          a->hostName_.c_str(), static_cast<unsigned long long>(a->hostId_),
+          static_cast<unsigned long long>(a->speaker_), a->rails_.size(), unsigned{options.port},
+          options.key ? ("cluster key " + options.key->Fingerprint()).c_str()
+                      : "no cluster key (every host on a rail is trusted)");
   *out = std::move(a);
   return Status::Ok();
 }
@@ -193,24 +263,52 @@ void CablingAgent::Run() {
   pfds.push_back({wakeFd_, POLLIN, 0});
   for (const RailState& r : rails_) pfds.push_back({r.fd, POLLIN, 0});
   int64_t next = NowMs();
+  std::vector<std::pair<std::vector<char>, const RailState*>> forward;
+  bool dirty = false;  // records or neighbours changed since the last rebuild
   while (!stop_.load()) {
-    const int64_t now = NowMs();
+    int64_t now = NowMs();
     if (now >= next) {
-      Tick(now);
+      Tick(now);  // rebuilds too
+      dirty = false;
       next = now + options_.intervalMs;
     }
-    const int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, next - NowMs())));
+    // Graph rebuilds at most every kRebuildGapMs: a flood of records costs one
+    // rebuild per gap, not one per record.
+    const int64_t rebuildAt = dirty ? lastRebuildMs_ + kRebuildGapMs : next;
+    if (dirty && NowMs() >= rebuildAt) {
+      std::lock_guard lock(mu_);
+      Rebuild();
+      dirty = false;
+    }
+    now = NowMs();
+    const int64_t wake = dirty ? std::min(next, rebuildAt) : next;
+    const int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(0, wake - now)));
     if (rc <= 0) continue;
     if (pfds[0].revents != 0) break;
+    forward.clear();
     for (size_t i = 1; i < pfds.size(); ++i) {
-      if (pfds[i].revents != 0) Receive(rails_[i - 1], NowMs());
+      if (pfds[i].revents != 0) Receive(rails_[i - 1], NowMs(), &forward, &dirty);
     }
+    for (const auto& [datagram, from] : forward) SendAll(datagram, from);  // the flood onwards
   }
 }
 
-std::vector<char> CablingAgent::EncodeHello(const RailState& r) const {
+std::vector<char> CablingAgent::Seal(std::vector<char> datagram) const {
+  if (!options_.key) return datagram;
+  WireHeader h;
+  std::memcpy(&h, datagram.data(), sizeof h);
+  h.flags |= kFlagMac;
+  std::memcpy(datagram.data(), &h, sizeof h);
+  ClusterMac mac;
+  (void)options_.key->Mac(kMacPurpose, datagram.data(), datagram.size(), &mac);  // zero on failure: refused
+  datagram.insert(datagram.end(), mac.begin(), mac.end());
+  return datagram;
+}
+
+std::vector<char> CablingAgent::EncodeHello(const RailState& r, uint64_t seq) const {
   std::vector<char> buf(sizeof(WireHeader) + sizeof(WireHello));
-  WireHeader h{kCablingMagic, kCablingVersion, kKindHello, hostId_, 0, {}};
+  WireHeader h{kCablingMagic, kWireVersion, kKindHello, hostId_, speaker_, seq, 0,
+               static_cast<uint32_t>(sizeof(WireHello)), 0, 0, {}};
   PutString(h.hostName, hostName_);
   WireHello w{};
   PutString(w.ifname, r.rail.ifname);
@@ -218,13 +316,16 @@ std::vector<char> CablingAgent::EncodeHello(const RailState& r) const {
   w.speedMbps = static_cast<uint32_t>(r.rail.speedMbps);
   std::memcpy(buf.data(), &h, sizeof h);
   std::memcpy(buf.data() + sizeof h, &w, sizeof w);
-  return buf;
+  return Seal(std::move(buf));
 }
 
-std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, const HostRecord& rec) const {
+std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec,
+                                             int64_t nowMs) const {
   const uint32_t n = std::min<uint32_t>(static_cast<uint32_t>(rec.links.size()), kMaxLinks);
-  std::vector<char> buf(sizeof(WireHeader) + 8 + n * sizeof(WireLink));
-  WireHeader h{kCablingMagic, kCablingVersion, kKindRecord, origin, rec.seq, {}};
+  const uint32_t body = 8 + n * static_cast<uint32_t>(sizeof(WireLink));
+  std::vector<char> buf(sizeof(WireHeader) + body);
+  const auto age = static_cast<uint32_t>(std::clamp<int64_t>(nowMs - rec.receivedMs, 0, UINT32_MAX));
+  WireHeader h{kCablingMagic, kWireVersion, kKindRecord, origin, speaker, rec.seq, 0, body, age, 0, {}};
   PutString(h.hostName, rec.name);
   std::memcpy(buf.data(), &h, sizeof h);
   std::memcpy(buf.data() + sizeof h, &n, sizeof n);
@@ -239,7 +340,7 @@ std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, const HostRecord& 
     w.speedMbps = static_cast<uint32_t>(l.speedMbps);
     std::memcpy(buf.data() + sizeof h + 8 + i * sizeof w, &w, sizeof w);
   }
-  return buf;
+  return Seal(std::move(buf));
 }
 
 void CablingAgent::SendAll(const std::vector<char>& datagram, const RailState* except) {
@@ -269,6 +370,7 @@ std::vector<CablingAgent::LinkRecord> CablingAgent::OwnLinks() const {
 
 void CablingAgent::Tick(int64_t nowMs) {
   std::vector<std::vector<char>> out;
+  uint64_t seq = 0;
   {
     std::lock_guard lock(mu_);
     for (RailState& r : rails_) {
@@ -276,87 +378,288 @@ void CablingAgent::Tick(int64_t nowMs) {
         return nowMs - kv.second.lastSeenMs > options_.deadIntervalMs;
       });
     }
-    std::erase_if(records_, [&](const auto& kv) {
-      return nowMs - kv.second.receivedMs > options_.deadIntervalMs;
-    });
+    // A speaker unheard for the dead interval becomes a tombstone: its links go,
+    // its sequence stays, so a copy of its last record still circulating on another
+    // host is old news here rather than a resurrection. Tombstones go after a while.
+    const int64_t tombstoneMs = std::max<int64_t>(kTombstoneMs, int64_t{60} * options_.deadIntervalMs);
+    for (auto it = records_.begin(); it != records_.end();) {
+      SpeakerRecord& rec = it->second;
+      if (!rec.expired && nowMs - rec.receivedMs > options_.deadIntervalMs) {
+        rec.expired = true;
+        rec.links.clear();
+      }
+      if (rec.expired && nowMs - rec.receivedMs > tombstoneMs) {
+        it = records_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::erase_if(budgets_, [&](const auto& kv) { return nowMs - kv.second.periodStartMs > options_.deadIntervalMs; });
     Rebuild();
-    HostRecord own;
+    SpeakerRecord own;
     own.name = hostName_;
-    own.seq = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
+    own.seq = ++ownSeq_;
+    seq = own.seq;
     own.links = OwnLinks();
-    out.push_back(EncodeRecord(hostId_, own));
-    for (const auto& [origin, rec] : records_) out.push_back(EncodeRecord(origin, rec));
+    own.receivedMs = nowMs;
+    out.push_back(EncodeRecord(hostId_, speaker_, own, nowMs));
+    // The periodic re-flood repairs losses of records of linked hosts; a host no
+    // cable of the graph reaches yet is forwarded once, on arrival, and repeats its
+    // own record itself (so a flood of made-up hosts costs one forward each).
+    for (const auto& [key, rec] : records_) {
+      if (!rec.expired && linked_.count(key.first) != 0) out.push_back(EncodeRecord(key.first, key.second, rec, nowMs));
+    }
   }
   for (const RailState& r : rails_) {
     sockaddr_in to{};
     to.sin_family = AF_INET;
     to.sin_port = htons(options_.port);
     to.sin_addr.s_addr = htonl(INADDR_BROADCAST);
-    const std::vector<char> hello = EncodeHello(r);
+    const std::vector<char> hello = EncodeHello(r, seq);
     (void)::sendto(r.fd, hello.data(), hello.size(), MSG_DONTWAIT,
                    reinterpret_cast<const sockaddr*>(&to), sizeof to);
   }
   for (const auto& d : out) SendAll(d, nullptr);
 }
 
-void CablingAgent::Receive(RailState& r, int64_t nowMs) {
-  char buf[sizeof(WireHeader) + 8 + kMaxLinks * sizeof(WireLink)];
-  for (;;) {
-    const ssize_t n = ::recv(r.fd, buf, sizeof buf, MSG_DONTWAIT);
+void CablingAgent::Refuse(uint64_t AgentCounters::*counter, const char* kind, const std::string& detail,
+                          int64_t nowMs) {
+  ++(counters_.*counter);
+  Throttle& t = throttles_[kind];
+  ++t.since;
+  if (t.lastMs >= 0 && nowMs - t.lastMs < kLogEveryMs) return;
+  RY_WARN("cabling: refused %llu %s datagram(s)%s; last: %s", static_cast<unsigned long long>(t.since), kind,
+          t.lastMs >= 0 ? " in the last 10 s" : "", detail.c_str());
+  t.lastMs = nowMs;
+  t.since = 0;
+}
+
+void CablingAgent::Receive(RailState& r, int64_t nowMs,
+                           std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty) {
+  alignas(8) char buf[kMaxDatagram + 1];
+  for (int i = 0; i < kReceiveBatch; ++i) {
+    sockaddr_in from{};
+    socklen_t fromLen = sizeof from;
+    const ssize_t n = ::recvfrom(r.fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC,
+                                 reinterpret_cast<sockaddr*>(&from), &fromLen);
     if (n < 0) return;
-    if (static_cast<size_t>(n) < sizeof(WireHeader)) continue;
-    WireHeader h;
-    std::memcpy(&h, buf, sizeof h);
-    if (h.magic != kCablingMagic || h.version != kCablingVersion || h.origin == hostId_) continue;
-    if (h.kind == kKindHello && static_cast<size_t>(n) == sizeof h + sizeof(WireHello)) {
-      WireHello w;
-      std::memcpy(&w, buf + sizeof h, sizeof w);
-      std::lock_guard lock(mu_);
-      const bool isNew = r.heard.count(h.origin) == 0;
-      Neighbour& nb = r.heard[h.origin];
-      nb = {h.origin, GetString(h.hostName), GetString(w.ifname), w.addr,
-            static_cast<int>(w.speedMbps), nowMs};
-      if (isNew) {
-        RY_INFO(log::kNet, "cabling: rail %s hears host %s (%s on %s)", r.rail.ifname.c_str(),
-                nb.hostName.c_str(), Ip(nb.addr).c_str(), nb.ifname.c_str());
-        if (r.heard.size() == 2) {
-          RY_INFO(log::kNet, "cabling: rail %s hears several hosts: a shared segment, not a cable; left out of the graph",
-                  r.rail.ifname.c_str());
-        }
-      }
+    std::lock_guard lock(mu_);
+    if (static_cast<size_t>(n) > kMaxDatagram || from.sin_family != AF_INET) {
+      Refuse(&AgentCounters::malformed, "malformed",
+             std::to_string(n) + " bytes from " + Ip(from.sin_addr.s_addr) + " on rail " + r.rail.ifname, nowMs);
       continue;
     }
-    if (h.kind != kKindRecord || static_cast<size_t>(n) < sizeof h + 8) continue;
-    uint32_t count = 0;
-    std::memcpy(&count, buf + sizeof h, sizeof count);
-    if (count > kMaxLinks || static_cast<size_t>(n) != sizeof h + 8 + count * sizeof(WireLink)) continue;
-    std::vector<char> forward;
-    {
-      std::lock_guard lock(mu_);
-      HostRecord& rec = records_[h.origin];
-      if (h.seq <= rec.seq) continue;  // old news
-      rec.name = GetString(h.hostName);
-      rec.seq = h.seq;
-      rec.receivedMs = nowMs;
-      rec.links.clear();
-      for (uint32_t i = 0; i < count; ++i) {
-        WireLink w;
-        std::memcpy(&w, buf + sizeof h + 8 + i * sizeof w, sizeof w);
-        rec.links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr,
-                             w.peerHost, static_cast<int>(w.speedMbps)});
-      }
-      Rebuild();
-      forward.assign(buf, buf + n);
-    }
-    SendAll(forward, &r);  // flood onwards at once; the periodic re-flood repairs losses
+    Handle(r, buf, static_cast<size_t>(n), from.sin_addr.s_addr, nowMs, forward, dirty);
   }
 }
 
+void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src, int64_t nowMs,
+                          std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty) {
+  const std::string where = "from " + Ip(src) + " on rail " + r.rail.ifname;
+  // The budget comes first: it is the cheapest check, and a flood costs no MACs.
+  SourceBudget& b = budgets_[{&r, src}];
+  if (nowMs - b.periodStartMs >= options_.intervalMs) {
+    b.periodStartMs = nowMs;
+    b.used = 0;
+  }
+  if (++b.used > kSourceBudget) {
+    Refuse(&AgentCounters::rateLimited, "rate-limited",
+           where + " (over " + std::to_string(kSourceBudget) + " datagrams in one hello period)", nowMs);
+    return;
+  }
+  if (n < 8) {
+    Refuse(&AgentCounters::malformed, "malformed", std::to_string(n) + " bytes " + where, nowMs);
+    return;
+  }
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  std::memcpy(&magic, buf, sizeof magic);
+  std::memcpy(&version, buf + 4, sizeof version);
+  if (magic != kCablingMagic) {
+    Refuse(&AgentCounters::malformed, "malformed", "no RYCB magic " + where, nowMs);
+    return;
+  }
+  if (version != kWireVersion) {
+    Refuse(&AgentCounters::badVersion, "other-version",
+           "cabling protocol version " + std::to_string(version) + " " + where + "; this host speaks version " +
+               std::to_string(kWireVersion) + " (run one Railyard release on every host)",
+           nowMs);
+    return;
+  }
+  if (n < sizeof(WireHeader)) {
+    Refuse(&AgentCounters::malformed, "malformed", std::to_string(n) + "-byte datagram " + where, nowMs);
+    return;
+  }
+  WireHeader h;
+  std::memcpy(&h, buf, sizeof h);
+  const size_t macBytes = (h.flags & kFlagMac) != 0 ? sizeof(ClusterMac) : 0;
+  if (h.bodyBytes > kMaxDatagram || sizeof h + h.bodyBytes + macBytes != n || h.origin == 0 || h.speaker == 0) {
+    Refuse(&AgentCounters::malformed, "malformed", "sizes or ids that do not add up " + where, nowMs);
+    return;
+  }
+  if (options_.key) {
+    if (macBytes == 0 || !options_.key->Verify(kMacPurpose, buf, n - macBytes,
+                                               reinterpret_cast<const unsigned char*>(buf + n - macBytes))) {
+      Refuse(&AgentCounters::badMac, "unauthenticated",
+             std::string(macBytes == 0 ? "no MAC" : "a wrong MAC") + " " + where +
+                 " (every host needs the same RAILYARD_CLUSTER_KEY_FILE)",
+             nowMs);
+      return;
+    }
+  } else if (macBytes != 0) {
+    Refuse(&AgentCounters::badMac, "unauthenticated",
+           "a MAC " + where + ", but this host has no cluster key (set RAILYARD_CLUSTER_KEY_FILE as on the others)",
+           nowMs);
+    return;
+  }
+  const char* payload = buf + sizeof h;
+  if (h.kind == kKindHello) {
+    if (h.origin == hostId_) return;  // our own broadcast, or another process of this host
+    if (h.bodyBytes != sizeof(WireHello)) {
+      Refuse(&AgentCounters::malformed, "malformed", "a hello of " + std::to_string(h.bodyBytes) + " bytes " + where,
+             nowMs);
+      return;
+    }
+    WireHello w;
+    std::memcpy(&w, payload, sizeof w);
+    // A hello speaks for the host at the far end of this cable: its address must be
+    // the one the datagram came from, a unicast address on this rail's subnet.
+    const bool onSubnet = r.netmask == 0 || (w.addr & r.netmask) == (r.rail.addr.s_addr & r.netmask);
+    if (w.addr != src || !UsableUnicast(w.addr) || w.addr == r.rail.addr.s_addr || !onSubnet) {
+      Refuse(&AgentCounters::badHelloAddress, "misaddressed-hello",
+             "a hello claiming address " + Ip(w.addr) + " " + where +
+                 (onSubnet ? "" : " (not on the rail's subnet)"),
+             nowMs);
+      return;
+    }
+    const bool isNew = r.heard.count(h.origin) == 0;
+    Neighbour& nb = r.heard[h.origin];
+    const Neighbour old = nb;
+    nb = {h.origin, GetString(h.hostName), GetString(w.ifname), w.addr, static_cast<int>(w.speedMbps), nowMs};
+    if (isNew || old.ifname != nb.ifname || old.addr != nb.addr || old.speedMbps != nb.speedMbps ||
+        old.hostName != nb.hostName) {
+      *dirty = true;
+    }
+    if (isNew) {
+      RY_INFO(log::kNet, "cabling: rail %s hears host %s (%s on %s)", r.rail.ifname.c_str(),
+              nb.hostName.c_str(), Ip(nb.addr).c_str(), nb.ifname.c_str());
+      if (r.heard.size() == 2) {
+        RY_INFO(log::kNet, "cabling: rail %s hears several hosts: a shared segment, not a cable; left out of the graph",
+                r.rail.ifname.c_str());
+      }
+    }
+    return;
+  }
+  if (h.kind != kKindRecord || h.bodyBytes < 8) {
+    Refuse(&AgentCounters::malformed, "malformed", "kind " + std::to_string(h.kind) + " " + where, nowMs);
+    return;
+  }
+  if (h.origin == hostId_ && h.speaker == speaker_) return;  // our own record, flooded back
+  uint32_t count = 0;
+  std::memcpy(&count, payload, sizeof count);
+  if (count > kMaxLinks || h.bodyBytes != 8 + count * sizeof(WireLink)) {
+    Refuse(&AgentCounters::malformed, "malformed", "a record whose link count disagrees with its size " + where,
+           nowMs);
+    return;
+  }
+  // A copy as old as the dead interval is a record its speaker no longer stands
+  // behind: dropped (the age travels with every copy, so a record lives a dead
+  // interval after it was made, however often it is flooded back and forth).
+  if (h.ageMs >= static_cast<uint32_t>(options_.deadIntervalMs)) return;
+  const SpeakerKey key{h.origin, h.speaker};
+  auto it = records_.find(key);
+  if (it != records_.end()) {
+    if (h.seq <= it->second.seq) return;  // old news (also a copy of an expired record)
+    const uint64_t window = kSeqSlack + static_cast<uint64_t>(std::max<int64_t>(0, nowMs - it->second.receivedMs)) /
+                                            static_cast<uint64_t>(kMinIntervalMs);
+    if (h.seq - it->second.seq > window) {
+      Refuse(&AgentCounters::futureSeq, "future-sequence",
+             "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + ", " +
+                 std::to_string(h.seq - it->second.seq) + " past the last accepted (window " + std::to_string(window) +
+                 ") " + where,
+             nowMs);
+      return;
+    }
+  } else if (h.seq == 0 || h.seq > kMaxSeq) {
+    Refuse(&AgentCounters::futureSeq, "future-sequence",
+           "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + " out of range (1.." +
+               std::to_string(kMaxSeq) + ") " + where,
+           nowMs);
+    return;
+  }
+  std::vector<LinkRecord> links;
+  for (uint32_t i = 0; i < count; ++i) {
+    WireLink w;
+    std::memcpy(&w, payload + 8 + i * sizeof w, sizeof w);
+    if (w.peerHost == 0 || w.peerHost == h.origin) continue;  // nonsense, never a cable
+    links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr, w.peerHost,
+                     static_cast<int>(w.speedMbps)});
+  }
+  if (it == records_.end()) {
+    // Room. A host the graph does not link yet (a host starting up far away, or one
+    // made up by a flood) gets at most kMaxUnlinkedSpeakers speakers in all; when the table
+    // is full, a tombstone goes first (the oldest), else, for a speaker of a linked
+    // host (or this host: another process starting), the stalest speaker of an
+    // unlinked host. Else the newcomer is refused: a flood of made-up speakers can
+    // neither push out a real one nor, evicted and heard again, live forever.
+    // A neighbour this host hears hellos from (checked against their source) counts
+    // as linked: a real host starting next to this one joins even during a flood.
+    bool linked = linked_.count(h.origin) != 0;
+    for (const RailState& rs : rails_) linked = linked || rs.heard.count(h.origin) != 0;
+    if (!linked) {
+      size_t unlinked = 0;
+      for (const auto& [k, v] : records_) unlinked += (!v.expired && linked_.count(k.first) == 0) ? 1 : 0;
+      if (unlinked >= kMaxUnlinkedSpeakers) {
+        Refuse(&AgentCounters::tableFull, "table-full",
+               "a new speaker for unlinked host " + HostIdText(h.origin) + " " + where + " (" +
+                   std::to_string(kMaxUnlinkedSpeakers) + " speakers of unlinked hosts held)",
+               nowMs);
+        return;
+      }
+    }
+    if (records_.size() >= kMaxSpeakers) {
+      auto victim = records_.end();
+      for (auto j = records_.begin(); j != records_.end(); ++j) {
+        if (j->second.expired && (victim == records_.end() || j->second.receivedMs < victim->second.receivedMs)) {
+          victim = j;
+        }
+      }
+      if (victim == records_.end() && linked) {
+        for (auto j = records_.begin(); j != records_.end(); ++j) {
+          if (linked_.count(j->first.first) == 0 &&
+              (victim == records_.end() || j->second.receivedMs < victim->second.receivedMs)) {
+            victim = j;
+          }
+        }
+      }
+      if (victim == records_.end()) {
+        Refuse(&AgentCounters::tableFull, "table-full",
+               "a new speaker for host " + HostIdText(h.origin) + " " + where + " (" +
+                   std::to_string(kMaxSpeakers) + " speakers held)",
+               nowMs);
+        return;
+      }
+      ++counters_.evicted;
+      records_.erase(victim);
+    }
+    it = records_.emplace(key, SpeakerRecord{}).first;
+    it->second.firstSeenMs = nowMs;
+  }
+  SpeakerRecord& rec = it->second;
+  rec.name = GetString(h.hostName);
+  rec.seq = h.seq;
+  rec.receivedMs = nowMs - h.ageMs;  // when its speaker made it, as this host's clock reads
+  rec.expired = false;
+  rec.links = std::move(links);
+  *dirty = true;
+  // Flood onwards at once (after the batch); the periodic re-flood repairs losses.
+  forward->emplace_back(std::vector<char>(buf, buf + n), &r);
+}
+
 void CablingAgent::Rebuild() {
-  // Every host's claimed links, as (host, if) → (peer host, peer if) plus details.
+  // Every host's claimed links, as (host, if) → (peer host, peer if). A host's
+  // claims are the union over its live speakers; this host's own come first from
+  // this process's hellos, then from the other processes of this host.
   struct Claim {
     uint64_t host;
     std::string ifname;
@@ -370,22 +673,60 @@ void CablingAgent::Rebuild() {
   ClusterGraph g;
   g.AddHost(hostId_, hostName_);
   for (const LinkRecord& l : OwnLinks()) claims[{hostId_, l.ifname, l.peerHost, l.peerIfname}] = l;
-  for (const auto& [origin, rec] : records_) {
-    g.AddHost(origin, rec.name);
-    for (const LinkRecord& l : rec.links) claims[{origin, l.ifname, l.peerHost, l.peerIfname}] = l;
+  // Speakers oldest first (first heard, then id): a host's name, and the addresses
+  // of a link several of its speakers claim, come from its longest-standing speaker,
+  // so a newcomer (a process starting, or a forger speaking for the host) changes
+  // neither while the old one lives.
+  std::vector<const std::pair<const SpeakerKey, SpeakerRecord>*> order;
+  for (const auto& kv : records_) {
+    if (!kv.second.expired) order.push_back(&kv);
   }
-  // A rail-link counts only when both of its ends report it.
+  std::sort(order.begin(), order.end(), [](const auto* x, const auto* y) {
+    return std::tie(x->second.firstSeenMs, x->first) < std::tie(y->second.firstSeenMs, y->first);
+  });
+  std::map<uint64_t, std::string> names;
+  std::set<uint64_t> live;
+  for (const auto* kv : order) {
+    const uint64_t origin = kv->first.first;
+    live.insert(origin);
+    if (origin != hostId_) names.try_emplace(origin, kv->second.name);
+    for (const LinkRecord& l : kv->second.links) claims.try_emplace({origin, l.ifname, l.peerHost, l.peerIfname}, l);
+  }
+  for (const auto& [origin, name] : names) g.AddHost(origin, name);
+  // A rail-link counts only when both of its ends report it. The addresses of a
+  // link with an end on this host are what this host saw (its own rail, and the
+  // neighbour's address as its hellos came from), never what another host claims.
   for (const auto& [c, l] : claims) {
     if (c.host > c.peer) continue;
-    if (claims.count({c.peer, c.peerIf, c.host, c.ifname}) == 0) continue;
-    if (c.peer != hostId_ && records_.count(c.peer) == 0) continue;
-    g.AddLink({c.host, c.ifname, Ip(l.addr), l.speedMbps}, {c.peer, c.peerIf, Ip(l.peerAddr), l.speedMbps});
+    auto back = claims.find({c.peer, c.peerIf, c.host, c.ifname});
+    if (back == claims.end()) continue;
+    if (c.peer != hostId_ && live.count(c.peer) == 0) continue;
+    if (c.host != hostId_ && live.count(c.host) == 0) continue;
+    const LinkRecord& mine = c.peer == hostId_ ? back->second : l;   // valid when an end is this host
+    const bool selfLink = c.host == hostId_ || c.peer == hostId_;
+    uint32_t hostAddr = l.addr, peerAddr = back->second.addr;
+    if (selfLink) {
+      if (c.host == hostId_) {
+        hostAddr = mine.addr;
+        peerAddr = mine.peerAddr;
+      } else {
+        hostAddr = mine.peerAddr;
+        peerAddr = mine.addr;
+      }
+    }
+    g.AddLink({c.host, c.ifname, Ip(hostAddr), l.speedMbps}, {c.peer, c.peerIf, Ip(peerAddr), l.speedMbps});
+  }
+  linked_ = {hostId_};
+  for (const RailLink& l : g.Links()) {
+    linked_.insert(l.a.host);
+    linked_.insert(l.b.host);
   }
   std::vector<std::string> shared;
   for (const RailState& r : rails_) {
     if (r.heard.size() > 1) shared.push_back(r.rail.ifname);
   }
   shared_ = shared;
+  lastRebuildMs_ = NowMs();
   bool same = g.Links() == graph_.Links() && g.Hosts() == graph_.Hosts();
   for (uint64_t h : g.Hosts()) same = same && g.HostName(h) == graph_.HostName(h);
   if (!same) {
@@ -396,6 +737,14 @@ void CablingAgent::Rebuild() {
   }
 }
 
+void CablingAgent::InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source) {
+  std::vector<std::pair<std::vector<char>, const RailState*>> forward;
+  bool dirty = false;
+  std::lock_guard lock(mu_);
+  Handle(rails_.at(railIndex), datagram.data(), datagram.size(), source.s_addr, NowMs(), &forward, &dirty);
+  Rebuild();
+}
+
 ClusterGraph CablingAgent::Graph() const {
   std::lock_guard lock(mu_);
   return graph_;
@@ -404,6 +753,11 @@ ClusterGraph CablingAgent::Graph() const {
 uint64_t CablingAgent::Version() const {
   std::lock_guard lock(mu_);
   return version_;
+}
+
+AgentCounters CablingAgent::Counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
 }
 
 bool CablingAgent::WaitFor(const std::function<bool(const ClusterGraph&, uint64_t)>& pred,

@@ -1,12 +1,37 @@
 // Cabling discovery: every host says hello on each of its rails, learns which host
 // answers on which rail, and floods what it knows, so every host holds the whole
 // graph of rail-links. Runs in railyardd or in any process using the plugin; every
-// such process on one host speaks for the same host id.
+// such process on one host speaks for the same host id, each as its own speaker
+// (a random 64-bit id drawn at start), and a host's links are the union of what
+// its live speakers report: a process that has just started, and knows no
+// neighbour yet, adds nothing and takes nothing away (issue 8.4).
 //
-// Wire: UDP datagrams to the limited broadcast address 255.255.255.255 on port
-// RAILYARD_DISCOVERY_PORT, sent out of each rail (SO_BINDTODEVICE). A rail is
-// point to point: one that hears more than one other host is a shared segment
-// (a management bridge or a switch), not a cable, and is left out of the graph.
+// Wire (version 2): UDP datagrams to the limited broadcast address
+// 255.255.255.255 on port RAILYARD_DISCOVERY_PORT, sent out of each rail
+// (SO_BINDTODEVICE). A rail is point to point: one that hears more than one other
+// host is a shared segment (a management bridge or a switch), not a cable, and is
+// left out of the graph. Each datagram is an 80-byte header (magic "RYCB", version,
+// kind, origin host, speaker, sequence, flags, body length, age, host name), a body (a
+// hello: the rail; a link-state record: the speaker's links) and, with a cluster
+// key (RAILYARD_CLUSTER_KEY_FILE, topology/cluster_key.h), a 32-byte HMAC-SHA256 of
+// header and body. With a key, a datagram without a valid MAC is refused; without
+// one, every host on a rail is trusted to tell the truth about itself.
+//
+// Checks in both modes: a hello's address must be the source address it came from
+// and lie in the subnet of the rail it arrived on; a record's sequence (the
+// speaker's counter, +1 per record) must be above the last one accepted from that
+// speaker and at most kSeqSlack + (ms since then) / kMinIntervalMs above it; a
+// record carries its age (ms since its speaker made it; every holder adds its
+// holding time) and is dropped once as old as the dead interval, and a speaker's
+// record that expired is remembered (a tombstone, kTombstoneMs), so a copy still
+// circulating is old news, not new; names are made valid UTF-8 on
+// decode (topology/utf8_name.h); each source address gets kSourceBudget datagrams
+// per hello period; at most kMaxSpeakers speakers are held, kMaxUnlinkedSpeakers
+// of them for hosts no rail-link reaches (when full, a tombstone goes, or for a
+// host already linked an unlinked host's speaker; else the newcomer is refused);
+// only linked hosts' records are re-flooded every period; the graph is rebuilt
+// at most every 10 ms, however many records arrive.
+// Every refusal is counted (Counters) and logged at WARN at most once per 10 s per kind.
 #pragma once
 
 #include <netinet/in.h>
@@ -18,12 +43,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "env/status.h"
 #include "topology/cluster_graph.h"
+#include "topology/cluster_key.h"
 
 namespace railyard::topology {
 
@@ -41,6 +68,20 @@ struct AgentOptions {
   uint16_t port = 29517;     ///< UDP port of hellos and link-state records
   int intervalMs = 100;      ///< period of hellos and of re-flooding (ms)
   int deadIntervalMs = 1000; ///< a neighbour or a host's record unheard this long is gone (ms)
+  /// The cluster key (nullptr = no authentication; see the file comment).
+  std::shared_ptr<const ClusterKey> key;
+};
+
+/// What an agent refused or dropped since it started (each a count of datagrams).
+struct AgentCounters {
+  uint64_t badMac = 0;          ///< keyed: no MAC or a wrong one; unkeyed: a MAC it cannot check
+  uint64_t badVersion = 0;      ///< another protocol version (the log names both)
+  uint64_t malformed = 0;       ///< too short, sizes that disagree, zero ids
+  uint64_t badHelloAddress = 0; ///< a hello whose address is not its source or not on the rail's subnet
+  uint64_t futureSeq = 0;       ///< a record's sequence beyond the window
+  uint64_t rateLimited = 0;     ///< over its source's budget for the period
+  uint64_t evicted = 0;         ///< speakers dropped to make room (tombstones, then unlinked hosts)
+  uint64_t tableFull = 0;       ///< records of new speakers refused: kMaxSpeakers held, none could go
 };
 
 /// A stable 64-bit host id: FNV-1a of the sorted MAC addresses of the host's rails,
@@ -60,6 +101,26 @@ uint64_t LocalHostId();
 /// The discovery agent: one thread, one UDP socket per rail.
 class CablingAgent {
  public:
+  /// Cabling protocol version on the wire (1: no speaker, no MAC; 2: this layout).
+  static constexpr uint16_t kWireVersion = 2;
+  /// Sequence slack: a speaker's record may run this far ahead of the last accepted.
+  static constexpr uint64_t kSeqSlack = 64;
+  /// Shortest hello period the window allows for (RAILYARD_DISCOVERY_INTERVAL_MS's minimum), ms.
+  static constexpr int64_t kMinIntervalMs = 10;
+  /// Highest sequence accepted from a speaker first heard (2^40: 348 years of 10 ms periods).
+  static constexpr uint64_t kMaxSeq = uint64_t{1} << 40;
+  /// How long an expired speaker's last sequence is remembered, ms (at least; also 60 dead intervals).
+  static constexpr int64_t kTombstoneMs = 60000;
+  /// Speakers (processes of all hosts) held at once; live records plus tombstones.
+  static constexpr size_t kMaxSpeakers = 1024;
+  /// Live speakers of hosts no rail-link of the graph reaches yet (starting hosts,
+  /// or hosts a flood made up) held at once.
+  static constexpr size_t kMaxUnlinkedSpeakers = 128;
+  /// Datagrams one source address may send per hello period before the rest are
+  /// dropped: above the most a real neighbour sends (its own record, a re-flood of
+  /// up to kMaxSpeakers records, as many forwarded, its host's hellos).
+  static constexpr int kSourceBudget = 4096;
+
   /// Opens the rail sockets and starts the thread. `hostId` 0 derives the id from
   /// the rails' MACs (HostIdFromMacs); processes of one host should all pass
   /// LocalHostId(). SystemError naming the rail when a socket cannot be bound
@@ -88,6 +149,16 @@ class CablingAgent {
   bool Settled() const;
   /// Names of local rails left out because they hear several hosts (shared segments).
   std::vector<std::string> SharedSegments() const;
+  /// What was refused so far (see AgentCounters).
+  AgentCounters Counters() const;
+  /// The cluster key in use (nullptr = none), for other authenticated records (relay).
+  const std::shared_ptr<const ClusterKey>& Key() const { return options_.key; }
+  /// This process's speaker id (random, never 0).
+  uint64_t SpeakerId() const { return speaker_; }
+  /// Test hook: handles `datagram` as if it had arrived on rail `railIndex` (an index
+  /// into the rails given to Start) from IPv4 `source`, then rebuilds the graph.
+  /// Nothing is forwarded. Thread-safe.
+  void InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source);
 
  private:
   struct Neighbour {
@@ -99,6 +170,7 @@ class CablingAgent {
   };
   struct RailState {
     AgentRail rail;
+    uint32_t netmask = 0;  ///< network byte order; 0 = unknown (rail down at start)
     int fd = -1;
     std::map<uint64_t, Neighbour> heard;  ///< by host id
   };
@@ -108,24 +180,50 @@ class CablingAgent {
     uint64_t peerHost = 0;
     int speedMbps = 0;
   };
-  struct HostRecord {
+  /// One speaker's (origin host, speaker id) latest record, or its tombstone.
+  struct SpeakerRecord {
     std::string name;
     uint64_t seq = 0;
-    int64_t receivedMs = 0;
+    int64_t receivedMs = 0;  ///< when its speaker made it (arrival less the age it carried)
+    int64_t firstSeenMs = 0; ///< when this host first accepted a record of this speaker
+    bool expired = false;    ///< a tombstone: links cleared, seq kept
     std::vector<LinkRecord> links;
+  };
+  using SpeakerKey = std::pair<uint64_t, uint64_t>;  ///< (origin host, speaker)
+  struct SourceBudget {
+    int64_t periodStartMs = 0;
+    int used = 0;
+  };
+  /// One refusal kind's log throttle.
+  struct Throttle {
+    int64_t lastMs = -1;
+    uint64_t since = 0;
   };
 
   CablingAgent() = default;
   void Run();
   void Tick(int64_t nowMs);
-  void Receive(RailState& r, int64_t nowMs);
+  /// Reads up to a batch of datagrams from rail `r`; records accepted are appended
+  /// to *forward (with the rail they came from). Requires mu_ not held. Sets *dirty.
+  void Receive(RailState& r, int64_t nowMs, std::vector<std::pair<std::vector<char>, const RailState*>>* forward,
+               bool* dirty);
+  /// Handles one datagram of `n` bytes from `src` (network order) on `r`. Requires mu_.
+  void Handle(RailState& r, const char* buf, size_t n, uint32_t src, int64_t nowMs,
+              std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty);
   void SendAll(const std::vector<char>& datagram, const RailState* except);
-  std::vector<char> EncodeHello(const RailState& r) const;
-  std::vector<char> EncodeRecord(uint64_t origin, const HostRecord& rec) const;
+  std::vector<char> EncodeHello(const RailState& r, uint64_t seq) const;
+  /// A record as held at `nowMs` (its age is nowMs - rec.receivedMs).
+  std::vector<char> EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec, int64_t nowMs) const;
+  /// Appends the MAC (when keyed) and returns the datagram.
+  std::vector<char> Seal(std::vector<char> datagram) const;
   std::vector<LinkRecord> OwnLinks() const;  ///< requires mu_
   void Rebuild();                            ///< requires mu_
+  /// Counts a refusal and logs it (rate-limited). Requires mu_.
+  void Refuse(uint64_t AgentCounters::*counter, const char* kind, const std::string& detail, int64_t nowMs);
 
   uint64_t hostId_ = 0;
+  uint64_t speaker_ = 0;
+  uint64_t ownSeq_ = 0;  ///< last sequence this speaker sent
   std::string hostName_;
   AgentOptions options_;
   std::vector<RailState> rails_;
@@ -137,8 +235,13 @@ class CablingAgent {
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
-  std::map<uint64_t, HostRecord> records_;  ///< other hosts' link-state records
+  std::map<SpeakerKey, SpeakerRecord> records_;  ///< other speakers' link-state records and tombstones
+  std::map<std::pair<const RailState*, uint32_t>, SourceBudget> budgets_;  ///< by (rail, source address)
+  std::map<std::string, Throttle> throttles_;  ///< by refusal kind
+  AgentCounters counters_;
   ClusterGraph graph_;
+  std::set<uint64_t> linked_;  ///< this host and every host with a rail-link in graph_
+  int64_t lastRebuildMs_ = 0;  ///< written by Rebuild, read by the agent thread (which alone rebuilds after Start)
   uint64_t version_ = 0;
   std::vector<std::string> shared_;
 };

@@ -44,6 +44,10 @@ nlohmann::json GraphToJson(const ClusterGraph& g, uint64_t self) {
   return j;
 }
 
+std::string DumpJson(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string GraphToText(const ClusterGraph& g, uint64_t self) {
   std::ostringstream o;
   o << "Host " << g.HostName(self) << " (" << HostIdText(self) << "), cluster shape "

@@ -14,7 +14,13 @@ namespace railyard::topology {
 /// {"self": {...}, "shape": "ring", "hosts": [{"id","name"}], "links": [{"a": end, "b": end}],
 ///  "routes": [{"peer","name","hops","direct":[{"local_if","local_address","peer_if",
 ///  "peer_address","speed_mbps"}],"next_hops":[names]}]}. Host ids are hex strings.
+/// Dump it with DumpJson (a plain dump() throws on a name that is not UTF-8).
 nlohmann::json GraphToJson(const ClusterGraph& g, uint64_t self);
+
+/// `j` as text that never throws: a string that is not valid UTF-8 (it should
+/// never get here: names are sanitized where they enter, topology/utf8_name.h)
+/// is written with U+FFFD in place of each bad byte. `indent` as json::dump.
+std::string DumpJson(const nlohmann::json& j, int indent = -1);
 
 /// Human-readable neighbours, shape and route table (several lines).
 std::string GraphToText(const ClusterGraph& g, uint64_t self);

@@ -32,6 +32,7 @@
 #include "tools/common/cli_parse.h"
 #include "tools/railyard-info/section.h"
 #include "topology/discovery.h"
+#include "topology/cluster_key.h"
 #include "topology/graph_json.h"
 
 namespace railyard::info {
@@ -322,6 +323,10 @@ int Run(int argc, char** argv) {
       fo.agent.port = static_cast<uint16_t>(config->discoveryPort);
       fo.agent.intervalMs = config->discoveryIntervalMs;
       fo.agent.deadIntervalMs = config->discoveryDeadMs;
+      if (Status ks = topology::LoadClusterKey(config->clusterKeyFile, &fo.agent.key); !ks.ok()) {
+        std::cerr << "railyard-info: " << ks.message() << "\n";
+        return 1;
+      }
       if (proxy::Router::Start(fabricRails, fo, &router).ok()) {
         // Wake on every graph change; return once listenMs has passed.
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(listenMs);
@@ -341,7 +346,7 @@ int Run(int argc, char** argv) {
   if (asJson) {
     json doc = {{"sysfs", options.sysfsRoot}, {"hwloc_xml", options.hwlocXml}, {"filter", options.ifnameFilter}};
     for (const auto& section : sections) doc[section->name()] = section->ToJson(ctx);
-    std::cout << doc.dump(2) << "\n";
+    std::cout << topology::DumpJson(doc, 2) << "\n";
   } else {
     for (const auto& section : sections) section->PrintText(ctx, std::cout);
   }

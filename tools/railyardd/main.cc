@@ -2,6 +2,10 @@
 // flooding on every rail, see topology/cabling_agent.h) and, when it runs, is the
 // host's relay for connections between hosts with no cable (proxy/relay).
 //
+// Serve mode prints the graph (JSON, or --text) each time what it says changes
+// (hosts, names, rail-links; not a mere refresh), and one stderr line each time
+// the cluster's shape changes.
+//
 // Test and inspection mode: --wait-hosts N prints the graph as JSON once N hosts
 // are known and the graph has been stable for --settle-ms, lingers --linger-ms so
 // slower peers converge too, and exits 0 (1 on --timeout-ms).
@@ -27,6 +31,7 @@
 #include "topology/cabling_agent.h"
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
+#include "topology/utf8_name.h"
 
 namespace {
 
@@ -37,6 +42,15 @@ std::string SystemHostName() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
   return buf;
+}
+
+/// True when two graphs say the same: hosts, their names and the rail-links.
+bool SameGraph(const railyard::topology::ClusterGraph& x, const railyard::topology::ClusterGraph& y) {
+  if (x.Hosts() != y.Hosts() || x.Links() != y.Links()) return false;
+  for (uint64_t h : x.Hosts()) {
+    if (x.HostName(h) != y.HostName(h)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -81,7 +95,24 @@ int main(int argc, char** argv) {
     return 2;
   }
   log::SetStderrLevel(cfg->debug);
-  if (hostName.empty()) hostName = cfg->hostName.empty() ? SystemHostName() : cfg->hostName;
+  {
+    const bool given = !hostName.empty();
+    const std::string raw = given ? hostName : cfg->hostName.empty() ? SystemHostName() : cfg->hostName;
+    const std::string what = given ? "--host-name" : cfg->hostName.empty() ? "the system host name" : "RAILYARD_HOST_NAME";
+    bool truncated = false;
+    if (Status s = topology::CheckLocalName(raw, what, &hostName, &truncated); !s.ok()) {
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+      return 2;
+    }
+    if (truncated) {
+      std::fprintf(stderr, "railyardd: %s is longer than %zu bytes; peers see it as '%s'\n", what.c_str(),
+                   topology::kMaxHostNameBytes, hostName.c_str());
+    }
+  }
+  if (Status s = topology::LoadClusterKey(cfg->clusterKeyFile, &agent.key); !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    return 2;
+  }
   if (app.count("--port") == 0) agent.port = static_cast<uint16_t>(cfg->discoveryPort);
   if (app.count("--interval-ms") == 0) agent.intervalMs = cfg->discoveryIntervalMs;
   if (app.count("--dead-ms") == 0) agent.deadIntervalMs = cfg->discoveryDeadMs;
@@ -168,7 +199,7 @@ int main(int argc, char** argv) {
 
   auto print = [&](const topology::ClusterGraph& g) {
     const std::string out = text ? topology::GraphToText(g, cabling->HostId())
-                                 : topology::GraphToJson(g, cabling->HostId()).dump(2) + "\n";
+                                 : topology::DumpJson(topology::GraphToJson(g, cabling->HostId()), 2) + "\n";
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
   };
@@ -203,15 +234,27 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  uint64_t shown = 0;
+  uint64_t seen = 0;
+  bool printed = false;
+  topology::ClusterGraph last;
+  std::string lastShape;
   while (!g_stop) {
     // The signal handler cannot wake WaitFor: poll g_stop every 100 ms so SIGTERM
     // takes effect at once.
-    cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != shown || g_stop; }, 100);
-    if (cabling->Version() != shown) {
-      shown = cabling->Version();
-      print(cabling->Graph());
+    cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != seen || g_stop; }, 100);
+    if (cabling->Version() == seen) continue;
+    seen = cabling->Version();
+    const topology::ClusterGraph g = cabling->Graph();
+    if (printed && SameGraph(g, last)) continue;
+    print(g);
+    const std::string shape = topology::ShapeName(g.DeriveShape());
+    if (shape != lastShape) {
+      std::fprintf(stderr, "railyardd: %s: cluster shape %s, %zu hosts%s%s\n", hostName.c_str(), shape.c_str(),
+                   g.Hosts().size(), lastShape.empty() ? "" : " (was ", lastShape.empty() ? "" : (lastShape + ")").c_str());
+      lastShape = shape;
     }
+    last = g;
+    printed = true;
   }
   if (relay) {
     // SIGTERM/SIGINT: accept no new relayed socket, carry the ones in flight for up

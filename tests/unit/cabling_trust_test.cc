@@ -1,0 +1,238 @@
+// The cabling agent against hostile datagrams (issue 9.2, 9.3, 9.5): each test
+// starts an agent on "lo" (root, for SO_BINDTODEVICE; skipped otherwise) and hands
+// it datagrams built here from the documented wire layout (topology/cabling_agent.h)
+// through InjectForTesting, then checks the graph and the counters.
+#include "topology/cabling_agent.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "topology/graph_json.h"
+
+namespace railyard::topology {
+namespace {
+
+constexpr uint64_t kSelf = 0x1000;
+constexpr uint64_t kA = 0x2000;  // the neighbour on rail 0
+
+struct Header {  // version 2: 80 bytes
+  uint32_t magic = 0x42435952u;
+  uint16_t version = 2;
+  uint16_t kind = 0;
+  uint64_t origin = 0, speaker = 0, seq = 0;
+  uint32_t flags = 0, bodyBytes = 0, ageMs = 0, reserved = 0;
+  char hostName[32] = {};
+};
+static_assert(sizeof(Header) == 80);
+struct Link {
+  char ifname[16] = {}, peerIfname[16] = {};
+  uint64_t peerHost = 0;
+  uint32_t addr = 0, peerAddr = 0, speedMbps = 10000, pad = 0;
+};
+static_assert(sizeof(Link) == 56);
+
+uint32_t Ip(const char* text) { return inet_addr(text); }
+in_addr Addr(const char* text) { return in_addr{Ip(text)}; }
+
+std::vector<char> Build(Header h, const std::vector<char>& body, const ClusterKey* key = nullptr) {
+  h.bodyBytes = static_cast<uint32_t>(body.size());
+  if (key != nullptr) h.flags |= 1;
+  const size_t macBytes = key != nullptr ? sizeof(ClusterMac) : 0;
+  std::vector<char> d(sizeof h + body.size() + macBytes);
+  std::memcpy(d.data(), &h, sizeof h);
+  if (!body.empty()) std::memcpy(d.data() + sizeof h, body.data(), body.size());
+  if (key != nullptr) {
+    ClusterMac m;
+    EXPECT_TRUE(key->Mac("railyard.cabling.v2", d.data(), sizeof h + body.size(), &m));
+    std::memcpy(d.data() + sizeof h + body.size(), m.data(), m.size());
+  }
+  return d;
+}
+
+std::vector<char> Hello(uint64_t origin, const char* name, const char* ifname, const char* addr,
+                        const ClusterKey* key = nullptr) {
+  Header h;
+  h.kind = 1;
+  h.origin = origin;
+  h.speaker = origin + 1;
+  h.seq = 1;
+  std::strncpy(h.hostName, name, 31);
+  std::vector<char> body(24, 0);
+  std::strncpy(body.data(), ifname, 15);
+  const uint32_t a = Ip(addr), speed = 10000;
+  std::memcpy(body.data() + 16, &a, 4);
+  std::memcpy(body.data() + 20, &speed, 4);
+  return Build(h, body, key);
+}
+
+/// A record of `origin`'s speaker `speaker` claiming a cable from its p0 to this host's lo.
+std::vector<char> Record(uint64_t origin, uint64_t speaker, uint64_t seq, const char* name, const char* addr,
+                         bool linkToSelf = true, uint32_t ageMs = 0, const ClusterKey* key = nullptr) {
+  Header h;
+  h.kind = 2;
+  h.origin = origin;
+  h.speaker = speaker;
+  h.seq = seq;
+  h.ageMs = ageMs;
+  std::strncpy(h.hostName, name, 31);
+  std::vector<char> body(linkToSelf ? 8 + sizeof(Link) : 8, 0);
+  if (linkToSelf) {
+    const uint32_t one = 1;
+    std::memcpy(body.data(), &one, 4);
+    Link l;
+    std::strcpy(l.ifname, "p0");
+    std::strcpy(l.peerIfname, "lo");
+    l.peerHost = kSelf;
+    l.addr = Ip(addr);
+    l.peerAddr = Ip("10.9.0.1");
+    std::memcpy(body.data() + 8, &l, sizeof l);
+  }
+  return Build(h, body, key);
+}
+
+class CablingTrust : public ::testing::Test {
+ protected:
+  void Start(AgentOptions o = {}) {
+    o.port = static_cast<uint16_t>(40000 + std::random_device{}() % 20000);
+    AgentRail rail{"lo", Addr("10.9.0.1"), 10000, "00:00:00:00:00:01"};
+    const Status s = CablingAgent::Start("self", {rail}, o, &agent_, kSelf);
+    if (!s.ok()) GTEST_SKIP() << "cannot start an agent on lo (needs root): " << s.message();
+  }
+  /// The address the graph gives host A's end of the cable to this host ("" = no cable).
+  std::string AddressOfA() const {
+    for (const RailLink& l : agent_->Graph().LinksBetween(kSelf, kA)) return l.Other(kSelf).address;
+    return "";
+  }
+  std::unique_ptr<CablingAgent> agent_;
+};
+
+TEST_F(CablingTrust, ACableNeedsAHelloFromItsSourceAndBothEnds) {
+  Start();
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");
+  EXPECT_EQ(agent_->Graph().HostName(kA), "a");
+}
+
+TEST_F(CablingTrust, HelloClaimingAnotherAddressIsRefused) {
+  Start();
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.3"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "127.0.0.1"), Addr("127.0.0.1"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.3"), Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Counters().badHelloAddress, 2u);
+  EXPECT_EQ(AddressOfA(), "");  // this host never heard A: no cable
+}
+
+TEST_F(CablingTrust, ForgedSpeakerCannotMoveTheRouteToANeighbourNorRenameIt) {
+  Start();
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
+  ASSERT_EQ(AddressOfA(), "10.9.0.2");
+  // A made-up speaker for A: its claims join A's, its addresses and name do not win.
+  agent_->InjectForTesting(0, Record(kA, 666, 1, "evil", "10.9.0.66"), Addr("10.9.0.2"));
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");
+  EXPECT_EQ(agent_->Graph().HostName(kA), "a");
+  // A's real speaker with an empty record from a new process does not cut the cable.
+  agent_->InjectForTesting(0, Record(kA, 8, 1, "a", "", false), Addr("10.9.0.2"));
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");
+}
+
+TEST_F(CablingTrust, FarFutureSequenceIsRefusedAndTheRealOnesStillCount) {
+  Start();
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, uint64_t{1} << 62, "a", "10.9.0.2", false), Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Counters().futureSeq, 1u);
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");  // the 2^62 record (no links) was not taken
+  agent_->InjectForTesting(0, Record(kA, 7, 2, "a", "10.9.0.2", false), Addr("10.9.0.2"));
+  EXPECT_EQ(AddressOfA(), "");  // sequence 2 is news: A's only speaker dropped the cable
+  // A first-heard speaker with a sequence beyond 2^40 is refused too.
+  agent_->InjectForTesting(0, Record(kA, 9, (uint64_t{1} << 40) + 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Counters().futureSeq, 2u);
+}
+
+TEST_F(CablingTrust, ExpiredRecordDoesNotComeBackAndOldCopiesAreDropped) {
+  AgentOptions o;
+  o.intervalMs = 10;
+  o.deadIntervalMs = 60;
+  Start(o);
+  const uint64_t kB = 0x3000;
+  const std::vector<char> rec = Record(kB, 5, 9, "b", "10.9.9.9", false);
+  agent_->InjectForTesting(0, rec, Addr("10.9.0.2"));
+  ASSERT_EQ(agent_->Graph().HostName(kB), "b");
+  ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.HostName(kB).empty(); }, 5000));
+  agent_->InjectForTesting(0, rec, Addr("10.9.0.2"));  // the same copy, flooded back by a peer
+  EXPECT_EQ(agent_->Graph().HostName(kB), "");
+  // A copy older than the dead interval is not news either, whatever its sequence.
+  agent_->InjectForTesting(0, Record(kB, 6, 1, "b", "10.9.9.9", false, 60), Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Graph().HostName(kB), "");
+}
+
+TEST_F(CablingTrust, KeyedAgentRefusesUnsignedAndWronglySignedDatagrams) {
+  std::shared_ptr<const ClusterKey> key, other;
+  ASSERT_TRUE(ClusterKey::FromSecret("0123456789abcdef0123456789abcdef", &key).ok());
+  ASSERT_TRUE(ClusterKey::FromSecret("fedcba9876543210fedcba9876543210", &other).ok());
+  AgentOptions o;
+  o.key = key;
+  Start(o);
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2", other.get()), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2", true, 0, other.get()), Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Counters().badMac, 3u);
+  EXPECT_EQ(agent_->Graph().Hosts().size(), 1u);
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2", key.get()), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2", true, 0, key.get()), Addr("10.9.0.2"));
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");
+  EXPECT_EQ(agent_->Counters().badMac, 3u);
+}
+
+TEST_F(CablingTrust, OtherVersionAndBadSizesAreCountedNotTaken) {
+  Start();
+  std::vector<char> v1 = Hello(kA, "a", "p0", "10.9.0.2");
+  v1[4] = 1;  // version 1
+  agent_->InjectForTesting(0, v1, Addr("10.9.0.2"));
+  std::vector<char> cut = Record(kA, 7, 1, "a", "10.9.0.2");
+  cut.resize(cut.size() - 3);
+  agent_->InjectForTesting(0, cut, Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, std::vector<char>(64, '\xff'), Addr("10.9.0.2"));
+  const AgentCounters c = agent_->Counters();
+  EXPECT_EQ(c.badVersion, 1u);
+  EXPECT_EQ(c.malformed, 2u);
+  EXPECT_EQ(agent_->Graph().Hosts().size(), 1u);
+}
+
+TEST_F(CablingTrust, NameThatIsNotUtf8IsMadeSafeAndJsonDumps) {
+  Start();
+  agent_->InjectForTesting(0, Record(0x4000, 1, 1, "bad\xff\xfe", "10.9.9.9", false), Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Graph().HostName(0x4000), "bad??");
+  EXPECT_NO_THROW((void)GraphToJson(agent_->Graph(), kSelf).dump());
+}
+
+TEST_F(CablingTrust, MadeUpHostsAreCappedAndASourceHasABudget) {
+  AgentOptions o;
+  o.intervalMs = 60000;  // one budget period for the whole test
+  o.deadIntervalMs = 600000;
+  Start(o);
+  for (uint64_t i = 0; i < 200; ++i) {
+    agent_->InjectForTesting(0, Record(0x10000 + i, 1, 1, "fake", "10.9.9.9", false), Addr("10.9.0.7"));
+  }
+  EXPECT_EQ(agent_->Graph().Hosts().size(), 1 + CablingAgent::kMaxUnlinkedSpeakers);
+  EXPECT_EQ(agent_->Counters().tableFull, 200 - CablingAgent::kMaxUnlinkedSpeakers);
+  // A real neighbour is still heard and linked while the fakes fill their share.
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");
+  const std::vector<char> junk = Record(0x5000, 1, 1, "x", "10.9.9.9", false);
+  for (int i = 0; i < CablingAgent::kSourceBudget; ++i) agent_->InjectForTesting(0, junk, Addr("10.9.0.8"));
+  EXPECT_EQ(agent_->Counters().rateLimited, 0u);
+  agent_->InjectForTesting(0, junk, Addr("10.9.0.8"));
+  EXPECT_EQ(agent_->Counters().rateLimited, 1u);
+}
+
+}  // namespace
+}  // namespace railyard::topology
