@@ -220,7 +220,8 @@ def main(argv):
         print(f"bench_plots: {e}", file=sys.stderr)
         return 2
     for w in written:
-        print(f"bench_plots: wrote {os.path.relpath(w)}")
+        rel = os.path.relpath(w)
+        print(f"bench_plots: wrote {w if rel.startswith('..') else rel}")
     if not written:
         print(f"bench_plots: {page} has none of the benchmark tables; nothing drawn")
     return 0

@@ -207,22 +207,22 @@ def build_series(runs, baselines, metric):
     """runs/baselines: lists of '[LABEL=]PATH'. Returns the series for plot_sweep:
     configurations in first-seen label order, then baselines, the i-th baseline
     in the group (colour) of the i-th configuration."""
-    configs = {}
-    for arg in runs:
-        label, path = _split_label(arg)
-        default, pts = load_run(path, metric)
-        merged = configs.setdefault(label or default, {})
-        for size, v in pts.items():
-            merged.setdefault(size, []).append(v)
-    series = [make_series(lbl, pts, "main", group=i) for i, (lbl, pts) in enumerate(configs.items())]
-    base = {}
-    for arg in baselines:
-        label, path = _split_label(arg)
-        default, pts = load_run(path, metric)
-        merged = base.setdefault(label or default, {})
-        for size, v in pts.items():
-            merged.setdefault(size, []).append(v)
-    for i, (lbl, pts) in enumerate(base.items()):
+    def merge(args):
+        out, files = {}, {}
+        for arg in args:
+            label, path = _split_label(arg)
+            default, pts = load_run(path, metric)
+            key = label or default
+            files[key] = files.get(key, 0) + 1
+            merged = out.setdefault(key, {})
+            for size, v in pts.items():
+                merged.setdefault(size, []).append(v)
+        # "label (median of 3 runs)" when files were merged.
+        return [(k if files[k] == 1 else f"{k} (median of {files[k]} runs)", v) for k, v in out.items()]
+
+    configs = merge(runs)
+    series = [make_series(lbl, pts, "main", group=i) for i, (lbl, pts) in enumerate(configs)]
+    for i, (lbl, pts) in enumerate(merge(baselines)):
         series.append(make_series(lbl, pts, "baseline", group=i if i < len(configs) else None))
     return series
 
