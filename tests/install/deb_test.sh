@@ -67,6 +67,9 @@ if cat "$scratch"/ctl-tools/* | grep -v '^[[:space:]]*#' | grep -qE 'systemctl +
   fail "railyard-tools' maintainer scripts enable or start railyardd"
 fi
 ok "railyardd.service (ExecStart=/usr/bin/railyardd) is shipped and not enabled; railyard.pc prefix=/usr"
+dpkg-deb -e "${deb[libnccl-net-railyard]}" "$scratch/ctl-plugin"
+grep -qx 'activate-noawait ldconfig' "$scratch/ctl-plugin/triggers" || fail "the plugin package has no ldconfig trigger"
+ok "the plugin package triggers ldconfig"
 
 # ---- Depends against what the binaries need ---------------------------------------------------
 depends() { dpkg-deb -f "$1" Depends; }

@@ -47,6 +47,10 @@ receivers and the kernel.
   sides alike. Each cell is the median over rounds, with [min–max].
 - Target: railyard ≥ 0.9× the baseline at every size ≥ 1 MiB, and no dip in
   the middle of the sweep.
+- Figures: under each table, drawn from that table by `tools/bench/bench_plots.py`
+  (median line, [min–max] band, baseline dashed, sizes on a log2 axis). Plot your own
+  cluster's runs the same way: `railyard-plot run.json [more.json ...] --baseline
+  FILE -o busbw.png` on `railyard-perf --json` files (README, Tools).
 """
 
 
