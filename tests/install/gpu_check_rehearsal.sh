@@ -9,6 +9,9 @@
 #    (NCCL_HOSTID per rank, SHM/P2P off, NCCL_NET_PLUGIN=railyard) that each
 #    dlopen libnccl-net-railyard.so by name from the folder; CollNet/RMA skipped;
 #  - results land in $OUT/nccl-check (summary.json);
+#  - the GPU branch runs against tests/install/fake_torch (a numpy stand-in for
+#    PyTorch, no NCCL): right results pass, a missing NCCL log or a corrupted
+#    all_reduce fails;
 #  - with libhwloc.so.15 taken out of libs/, the bundle check fails (the machine's
 #    copy is not from the folder) and the script exits 1.
 #
@@ -57,6 +60,32 @@ for r in (r0, r1):
 print("summary ok")
 PY
 ok "--no-gpu after the move, env -i: $(grep -c '^nccl-check: .*: ok' "$scratch/run.log") steps ok, GPU/CollNet/RMA skipped; ranks loaded $T/prefix/lib/libnccl-net-railyard.so with distinct NCCL_HOSTIDs"
+
+# The GPU branch itself, with tests/install/fake_torch standing in for PyTorch
+# (numpy tensors swapped between the two ranks over loopback; no NCCL): the rank
+# program's run() executes and checks every result; the script collects both
+# ranks and reads their NCCL logs. Three cases: the stand-in writes the log lines
+# NCCL would (pass), writes none (fail: no 'Using network Railyard'), or corrupts
+# all_reduce (fail: wrong results).
+fake=(env -i PATH=/usr/bin:/bin PYTHON=/usr/bin/python3 PYTHONPATH="$here/fake_torch" PYTHONDONTWRITEBYTECODE=1)
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  "${fake[@]}" OUT="$scratch/fake-ok" FAKE_TORCH_NCCL_LOG=1 "$T/nccl-check.sh" --sizes 4096,1048576 \
+    >"$scratch/fake-ok.log" 2>&1 || { cat "$scratch/fake-ok.log"; fail "GPU branch with the stand-in torch"; }
+  grep -q '^gpu: ok: ' "$scratch/fake-ok/nccl-check/summary.txt" || fail "$(grep '^gpu' "$scratch/fake-ok/nccl-check/summary.txt")"
+  n=$(grep -c ': ok$' "$scratch/fake-ok/nccl-check/rank0.out")
+  [[ $n -eq 7 ]] || fail "rank 0 reported $n right cases, expected 7 (3 ops × 2 sizes + int32): $(cat "$scratch/fake-ok/nccl-check/rank0.out")"
+  rc=0; "${fake[@]}" OUT="$scratch/fake-nolog" "$T/nccl-check.sh" --sizes 4096 >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] && grep -q "^gpu: FAIL: .*rank 0 wrote no NCCL log" "$scratch/fake-nolog/nccl-check/summary.txt" ||
+    fail "no NCCL log: exit $rc, $(grep '^gpu' "$scratch/fake-nolog/nccl-check/summary.txt")"
+  rc=0; "${fake[@]}" OUT="$scratch/fake-bad" FAKE_TORCH_NCCL_LOG=1 FAKE_TORCH_CORRUPT=1 "$T/nccl-check.sh" --sizes 4096 \
+    >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] && grep -q "^gpu: FAIL: .*wrong or missing results" "$scratch/fake-bad/nccl-check/summary.txt" &&
+    grep -q 'all_reduce sum float32 4096 B: WRONG (1)' "$scratch/fake-bad/nccl-check/rank0.out" ||
+    fail "corrupted all_reduce: exit $rc, $(grep '^gpu' "$scratch/fake-bad/nccl-check/summary.txt")"
+  ok "GPU branch with the stand-in torch: 7 right cases per rank pass; no NCCL log → FAIL; a corrupted all_reduce → FAIL (WRONG (1))"
+else
+  echo "skip: the GPU-branch rehearsal needs numpy for /usr/bin/python3 (python3-numpy)"
+fi
 
 rm "$T/libs/libhwloc.so.15"
 rc=0

@@ -223,11 +223,15 @@ EOF
       if ((all_ok && logs_ok)); then
         step[gpu]="ok: ${nccl_version:-NCCL ?}: all_reduce, all_gather, send/recv on CUDA tensors ($sizes B) right on both ranks; NCCL used network Railyard"
       else
-        step[gpu]="FAIL: rank exit ${rcs[*]}$( ((all_ok)) || echo ', wrong or missing results (result-rank*.json, rank*.out)')${why:+; ${why[*]}}"
+        step[gpu]="FAIL: rank exit ${rcs[*]}$( ((all_ok)) || echo ', wrong or missing results (result-rank*.json, rank*.out)')${why:+; $(IFS=';'; echo "${why[*]}")}"
       fi
     fi
   fi
-  [[ -n "${step[gpu]:-}" ]] && echo "nccl-check: gpu: ${step[gpu]}"
+  if [[ -z "${step[gpu]:-}" ]]; then
+    step[gpu]="skipped: the bundle check failed"
+    [[ $no_gpu == 1 ]] && step[gpu]="skipped: --no-gpu"
+  fi
+  echo "nccl-check: gpu: ${step[gpu]}"
 
   # ---- 4. tables that do not exist yet ----------------------------------------------------
   if nm -D --defined-only "$plugin" 2>/dev/null | grep -q ncclCollNetPlugin_v; then

@@ -9,7 +9,8 @@
 #   test   what the tests add (tools/test.sh installs it): the netns testbed
 #          (iproute2, nftables, ping, python3), the soft-RoCE QEMU lanes (qemu,
 #          busybox, rdma-core, perftest, rdmacm-utils, ...), the packaging tests
-#          (dpkg-dev for dpkg-shlibdeps, file) and the plots (python3-matplotlib).
+#          (dpkg-dev for dpkg-shlibdeps, file) and the plots (python3-matplotlib;
+#          python3-numpy for the GPU-check rehearsal's stand-in torch).
 #   bench  what tools/bench/*.sh add: iperf3, valgrind, python3-matplotlib.
 #   --list print the packages of the given groups and exit (installs nothing).
 set -euo pipefail
@@ -18,7 +19,7 @@ declare -A group=(
            nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev"
   [test]="iproute2 procps nftables iputils-ping python3
           qemu-system-x86 busybox-static rdma-core ibverbs-utils kmod xz-utils perftest rdmacm-utils hwloc-nox
-          dpkg-dev file python3-matplotlib"
+          dpkg-dev file python3-matplotlib python3-numpy"
   [bench]="iperf3 valgrind python3 python3-matplotlib"
 )
 list=0 groups=()
