@@ -272,7 +272,7 @@ while [[ $# -gt 0 ]]; do
     --no-gpu) no_gpu=1; shift ;;
     --sizes) sizes=${2:?--sizes B,B,...}; shift 2 ;;
     --timeout) tmo=${2:?--timeout S}; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done

@@ -27,7 +27,7 @@ for a in "$@"; do
   case "$a" in
     --list) list=1 ;;
     build|test|bench) groups+=("$a") ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown group '$a' (build, test, bench; --help)" >&2; exit 2 ;;
   esac
 done
