@@ -45,6 +45,8 @@ for t in "${tools[@]}"; do want+=("$P/$bindir/$t"); done
 for f in "${want[@]}"; do [[ -e "$f" ]] || fail "not installed: ${f#"$P"/}"; done
 for t in "${tools[@]}"; do [[ -x "$P/$bindir/$t" ]] || fail "not executable: $bindir/$t"; done
 ok "layout: ${#want[@]} files where expected"
+"$P/$bindir/railyard-plot" --help | grep -q '^usage: railyard-plot' || fail "the installed railyard-plot does not run"
+ok "the installed railyard-plot runs (--help)"
 if grep -rIl --exclude='*.md' -e "$build" -e "$src" "$P" >"$scratch/leaks.txt" 2>/dev/null; then
   fail "installed text files name the build or source tree: $(cat "$scratch/leaks.txt")"
 fi
