@@ -48,8 +48,9 @@ set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 
 set(CPACK_DEBIAN_PLUGIN_PACKAGE_NAME libnccl-net-railyard)
 set(CPACK_DEBIAN_PLUGIN_PACKAGE_SECTION libs)
-# The verbs transport needs a provider for the HCA (mlx5, rxe, ...) at run time.
-set(CPACK_DEBIAN_PLUGIN_PACKAGE_RECOMMENDS "ibverbs-providers")
+# The verbs transport needs a provider for the HCA (mlx5, rxe, ...) at run time;
+# hwloc finds PCI devices (NIC/GPU locality) only with its plugins.
+set(CPACK_DEBIAN_PLUGIN_PACKAGE_RECOMMENDS "ibverbs-providers, libhwloc-plugins")
 # triggers: ldconfig after install/removal (the loader cache NCCL's dlopen uses).
 set(CPACK_DEBIAN_PLUGIN_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/packaging/deb/libnccl-net-railyard/triggers")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libnccl-net-railyard-dev)
