@@ -51,7 +51,9 @@ set(CPACK_DEBIAN_PLUGIN_PACKAGE_SECTION libs)
 # The verbs transport needs a provider for the HCA (mlx5, rxe, ...) at run time;
 # hwloc finds PCI devices (NIC/GPU locality) only with its plugins.
 set(CPACK_DEBIAN_PLUGIN_PACKAGE_RECOMMENDS "ibverbs-providers, libhwloc-plugins")
-# triggers: ldconfig after install/removal (the loader cache NCCL's dlopen uses).
+# triggers: ldconfig after install/removal (the loader cache NCCL's dlopen uses);
+# CPack's own postinst/postrm for a package with a shared library run ldconfig
+# too, so it is refreshed either way.
 set(CPACK_DEBIAN_PLUGIN_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/packaging/deb/libnccl-net-railyard/triggers")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libnccl-net-railyard-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
