@@ -13,7 +13,7 @@
 #include "plugin/abi/net_v9.h"
 #include "plugin/adapters.h"
 #include "plugin/net.h"
-#include "plugin/railyard.h"
+#include "railyard/railyard.h"
 
 #ifndef RAILYARD_VERSION
 #error "RAILYARD_VERSION must be defined by the build (plugin/CMakeLists.txt)"

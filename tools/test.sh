@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# The README's second command: build and run every test; unless RAILYARD_SKIP_LANE=1,
-# run the verbs tests inside the soft-RoCE lanes. Then, unless
-# RAILYARD_SKIP_SANITIZE=1, rebuild with -fsanitize=address,undefined and run the
-# unit and conformance tests under it.
+# The README's second command (and CI's, through .ci/run): install the packages the
+# build and the tests need (tools/scripts/install-deps.sh build test: the netns
+# testbed, the soft-RoCE QEMU lanes, packaging and plot tests; it says what it
+# installs), build with warnings as errors and run every test; unless
+# RAILYARD_SKIP_LANE=1, run the verbs tests inside the soft-RoCE lanes. Then,
+# unless RAILYARD_SKIP_SANITIZE=1, build again with -fsanitize=address,undefined
+# and run the unit and conformance tests under it.
+#
+# It builds in its own directory, RAILYARD_TEST_BUILD_DIR (default build-test/;
+# the sanitizer build next to it, <dir>-asan), so a developer's build/ (the one
+# tools/setup.sh makes) is never reconfigured or rebuilt by it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${RAILYARD_BUILD_DIR:-$root/build}
+build=${RAILYARD_TEST_BUILD_DIR:-$root/build-test}
 jobs=$(nproc)
-"$root/tools/scripts/install-deps.sh"
+"$root/tools/scripts/install-deps.sh" build test
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRAILYARD_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs"

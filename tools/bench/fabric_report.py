@@ -3,7 +3,8 @@
 
 Usage: fabric_report.py RESULT.json BENCHMARKS.md COMMAND
 The section lives between <!-- fabric:begin --> and <!-- fabric:end -->; it is
-replaced when present and appended otherwise. Nothing else in the file changes.
+replaced when present and appended otherwise. Nothing else in the file changes,
+except the section's figure (img/fabric-cases.png beside the page, bench_plots.py).
 """
 import datetime
 import json
@@ -11,6 +12,9 @@ import os
 import platform
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_plots  # noqa: E402  (figures drawn from the page's tables)
 
 BEGIN, END = "<!-- fabric:begin -->", "<!-- fabric:end -->"
 
@@ -41,6 +45,7 @@ def main():
               "over both ring directions, so it can use more cables than the direct one.",
               "- sendrecv is bidirectional: each rank sends and receives at once, and each "
               "direction of a rail is shaped separately.",
+              "", bench_plots.image_markdown("fabric-cases"),
               END]
     section = "\n".join(lines) + "\n"
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
@@ -49,6 +54,7 @@ def main():
     else:
         text = text.rstrip("\n") + "\n\n" + section
     open(path, "w").write(text)
+    bench_plots.render_in_subprocess(path)
 
 
 if __name__ == "__main__":

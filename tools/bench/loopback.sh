@@ -13,7 +13,9 @@
 #
 # Needs (Debian package names): cmake ninja-build g++ (to build), python3 (stdlib
 # only), iperf3, valgrind, coreutils (timeout), procps. The script checks for them
-# and prints the apt-get line for what is missing.
+# and prints the apt-get line for what is missing (tools/scripts/install-deps.sh
+# bench installs them). The figures under the tables (docs/img/) need
+# python3-matplotlib; without it the page is written and the figures are not redrawn.
 #
 # Traffic stays on loopback: RAILYARD_SOCKET_IFNAME is forced to "=lo", the pump
 # and iperf3 use 127.0.0.1 only. RAILYARD_NSOCKS / RAILYARD_NTHREADS /

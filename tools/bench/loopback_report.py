@@ -2,7 +2,8 @@
 """Helpers for tools/bench/loopback.sh (python3 standard library only).
 
   loopback_report.py freeport                     print a free TCP port on 127.0.0.1
-  loopback_report.py report --work DIR --out MD   write docs/benchmarks.md from DIR
+  loopback_report.py report --work DIR --out MD   write docs/benchmarks.md from DIR,
+                                                  then its figures (bench_plots.py, matplotlib)
 """
 import argparse
 import glob
@@ -12,6 +13,9 @@ import re
 import socket
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_plots  # noqa: E402  (figures drawn from the page's tables)
 
 TARGET = 0.9          # railyard / baseline, at every size >= TARGET_FROM
 TARGET_FROM = 1 << 20
@@ -43,6 +47,10 @@ receivers and the kernel.
   sides alike. Each cell is the median over rounds, with [min–max].
 - Target: railyard ≥ 0.9× the baseline at every size ≥ 1 MiB, and no dip in
   the middle of the sweep.
+- Figures: under each table, drawn from that table by `tools/bench/bench_plots.py`
+  (median line, [min–max] band, baseline dashed, sizes on a log2 axis). Plot your own
+  cluster's runs the same way: `railyard-plot run.json [more.json ...] --baseline
+  FILE -o busbw.png` on `railyard-perf --json` files (README, Tools).
 """
 
 
@@ -249,8 +257,10 @@ def report(work, out):
     t2, v2 = compare_table(ring, pring, "pump ring")
     doc.append("## sendrecv, 2 ranks (bidirectional) vs pump `pair`\n")
     doc.append(t1 + "\n")
+    doc.append(bench_plots.image_markdown("loopback-sendrecv") + "\n")
     doc.append("## ring, 4 ranks vs pump `ring --np 4`\n")
     doc.append(t2 + "\n")
+    doc.append(bench_plots.image_markdown("loopback-ring") + "\n")
     doc.append("## Reference: pump `oneway` (one direction, 2 processes)\n")
     doc.append("| size | GB/s median [min–max] | n |\n|---:|---:|---:|")
     for size in sorted(oneway):
@@ -361,6 +371,7 @@ def main():
         freeport()
     else:
         report(a.work, a.out)
+        bench_plots.render_in_subprocess(a.out)
     return 0
 
 

@@ -158,7 +158,7 @@ done
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 
 for t in python3 qemu-system-x86_64 ib_write_bw ib_write_lat; do
-  command -v "$t" >/dev/null || { echo "verbs_lane.sh: $t missing (tools/scripts/install-deps.sh)" >&2; exit 2; }
+  command -v "$t" >/dev/null || { echo "verbs_lane.sh: $t missing (tools/scripts/install-deps.sh test)" >&2; exit 2; }
 done
 PERF="$BUILD/tools/railyard-perf/railyard-perf"
 PLUGIN="$BUILD/lib/libnccl-net-railyard.so"

@@ -12,6 +12,8 @@ raw/r<k>-ry-bw-<lo>.json and raw/r<k>-ry-lat.json (railyard-perf --json, rank 0)
 raw/r<k>-pt-bwbi-<size>.txt, raw/r1-pt-bwuni-<size>.txt (ib_write_bw client output),
 raw/r<k>-pt-lat-<size>.txt (ib_write_lat client output), logs/check.rank0.log,
 failures.txt, runs.txt, round-load.txt.
+The bandwidth table's figure (img/verbs-bandwidth.png beside the page) is drawn
+by bench_plots.py (matplotlib) once the page is written.
 """
 import argparse
 import glob
@@ -20,6 +22,9 @@ import os
 import re
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_plots  # noqa: E402  (figures drawn from the page's tables)
 
 BEGIN, END = "<!-- verbs:begin -->", "<!-- verbs:end -->"
 TARGET = 0.9
@@ -258,6 +263,8 @@ def render(work):
     d.append("")
     d.extend(bw_lines)
     d.append("")
+    d.append(bench_plots.image_markdown("verbs-bandwidth"))
+    d.append("")
     d.append("### Latency")
     d.append("")
     d.extend(lat_lines)
@@ -339,6 +346,7 @@ def main():
     r.add_argument("--out", required=True)
     a = p.parse_args()
     write_section(a.out, render(a.work))
+    bench_plots.render_in_subprocess(a.out)
     return 0
 
 
