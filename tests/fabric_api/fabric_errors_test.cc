@@ -193,6 +193,27 @@ TEST_P(FabricErrors, RegionDeregisteredMidReadSendsNoMoreBytes) {
   EXPECT_TRUE(local.GuardsIntact());
 }
 
+TEST_P(FabricErrors, ConnectToAWorkerThatIsGoneFailsNamed) {
+  Side gone;
+  ASSERT_TRUE(MakeSide(&gone, knobs_));
+  const std::vector<uint8_t> address = gone.worker->Address();
+  gone.worker.reset();  // its listening sockets close
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_TRUE(a_.worker->Connect(address, &ep).ok());
+  ASSERT_TRUE(ep->Send(std::vector<uint8_t>{1}, 1).ok());
+  Event e = Wait(1);
+  EXPECT_EQ(e.kind, EventKind::kError);
+  EXPECT_TRUE(e.error.errc == FabricErrc::kConnectFailed || e.error.errc == FabricErrc::kPeerClosed)
+      << e.error.ToString();
+  EXPECT_FALSE(ep->status().ok());
+  // A malformed address is refused at Connect.
+  std::vector<uint8_t> bad = address;
+  bad[0] ^= 1;
+  std::unique_ptr<Endpoint> none;
+  EXPECT_EQ(a_.worker->Connect(bad, &none).code(), Code::kInvalidArgument);
+  EXPECT_EQ(none, nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, FabricErrors, ::testing::ValuesIn(FabricTransports()),
                          CaseName);
 

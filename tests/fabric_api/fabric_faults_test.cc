@@ -216,6 +216,7 @@ TEST_P(FabricFrozen, TargetStoppedMidWriteTimesOut) {
   EXPECT_EQ(e.error.errc, FabricErrc::kTimeout) << e.error.ToString();
   EXPECT_GE(after.count(), knobs_.timeoutMs - 100);
   EXPECT_LT(after.count(), knobs_.timeoutMs + 10000) << e.error.ToString();
+  EXPECT_NE(e.error.ToString().find("rail"), std::string::npos) << e.error.ToString();
   std::printf("[ fabric ] %s: error %lld ms after SIGSTOP (timeout %d ms): %s\n", GetParam().name.c_str(),
               static_cast<long long>(after.count()), knobs_.timeoutMs, e.error.ToString().c_str());
 }

@@ -36,6 +36,8 @@ struct TransportCase {
 /// loopback rails (127.0.0.1, 127.0.0.2, speeds 2:1, two sockets each, small stripe
 /// threshold and chunks, so striping is exercised).
 std::vector<TransportCase> FabricTransports();
+/// gtest prints a case by its name.
+inline void PrintTo(const TransportCase& c, std::ostream* os) { *os << c.name; }
 /// The test-name suffix of a case (for INSTANTIATE_TEST_SUITE_P).
 inline std::string CaseName(const ::testing::TestParamInfo<TransportCase>& p) { return p.param.name; }
 

@@ -126,6 +126,31 @@ TEST_F(TcpWire, ChunkOverlappingAnEarlierClaimIsRefusedAndDoesNotLand) {
   EXPECT_TRUE(ClosedByWorker());
 }
 
+TEST_F(TcpWire, ChunkOverlappingALaterClaimIsRefusedToo) {
+  SendHello();
+  SendWrite(0, 8, 4, "AAAA");
+  SendWrite(0, 8, 2, "BBBB");  // overlaps [4, 6) from below
+  const std::string err = NextError();
+  EXPECT_NE(err.find("overlaps"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), std::string("\0\0\0\0AAAA", 8));
+  EXPECT_TRUE(OutsideUntouched());
+}
+
+TEST_F(TcpWire, HalfConnectedPeerIsDroppedAfterTheTimeout) {
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.addr = 123;
+  h.seq = 1;
+  h.offset = 0;
+  h.opBytes = 2;  // announces two sockets, opens one
+  SendBytes(&h, sizeof h);
+  ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
+  const std::string err = NextError();  // within the 5 s timeout of this Domain
+  EXPECT_NE(err.find("CONNECT_FAILED"), std::string::npos) << err;
+  EXPECT_NE(err.find("1 of 2 sockets"), std::string::npos) << err;
+  EXPECT_TRUE(ClosedByWorker());
+  EXPECT_EQ(worker_->stats().peerConnections, 0u);
+}
+
 TEST_F(TcpWire, ChunkForAnOpAlreadyCompleteIsRefused) {
   SendHello();
   SendWrite(0, 8, 0, "AAAAAAAA");

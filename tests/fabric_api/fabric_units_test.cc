@@ -11,7 +11,9 @@
 #include "proxy/fabric/region_table.h"
 #include "proxy/fabric/remote_key.h"
 #include "proxy/fabric/stripe_scheduler.h"
+#include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "tests/unit/parse_env.h"
 
 namespace railyard::fabric {
 namespace {
@@ -209,6 +211,47 @@ TEST(FabricStripe, OptionsValidate) {
   o = StripeOptions{};
   o.chunksInFlightPerRail = 0;
   EXPECT_FALSE(o.Validate().ok());
+}
+
+TEST(FabricStripe, OptionsComeFromTheVariableTable) {
+  Status st;
+  env::Config c = test_support::ParseEnv({}, &st);
+  ASSERT_TRUE(st.ok()) << st.message();
+  StripeOptions o = StripeOptions::FromConfig(c);
+  EXPECT_EQ(o.thresholdBytes, 64u * 1024);  // the documented defaults
+  EXPECT_EQ(o.chunkBytes, 1u << 20);
+  EXPECT_EQ(o.chunksInFlightPerRail, 4);
+  c = test_support::ParseEnv({{"RAILYARD_STRIPE_THRESHOLD_BYTES", "1M"},
+                              {"RAILYARD_STRIPE_CHUNK_BYTES", "256K"},
+                              {"RAILYARD_STRIPE_CHUNKS_PER_RAIL", "9"},
+                              {"RAILYARD_TIMEOUT_MS", "1234"}},
+                             &st);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const tcp::TcpOptions t = tcp::TcpOptions::FromConfig(c, {{"lo", "127.0.0.1", 1}});
+  EXPECT_EQ(t.stripe.thresholdBytes, 1u << 20);
+  EXPECT_EQ(t.stripe.chunkBytes, 256u * 1024);
+  EXPECT_EQ(t.stripe.chunksInFlightPerRail, 9);
+  EXPECT_EQ(t.timeoutMs, 1234);
+  EXPECT_TRUE(t.Validate().ok());
+  for (auto bad : std::vector<std::pair<std::string, std::string>>{{"RAILYARD_STRIPE_CHUNK_BYTES", "128M"},
+                                                                   {"RAILYARD_STRIPE_CHUNK_BYTES", "1K"},
+                                                                   {"RAILYARD_STRIPE_CHUNKS_PER_RAIL", "0"}}) {
+    test_support::ParseEnv({bad}, &st);
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << bad.first << "=" << bad.second;
+    EXPECT_NE(st.message().find(bad.first), std::string::npos) << st.message();
+  }
+}
+
+TEST(FabricTcpOptions, ValidateNamesTheBadField) {
+  tcp::TcpOptions o;
+  EXPECT_NE(o.Validate().message().find("0 rails"), std::string::npos);
+  o.rails = {{"eth0", "not-an-address", 1}};
+  EXPECT_NE(o.Validate().message().find("not-an-address"), std::string::npos);
+  o.rails = {{"lo", "127.0.0.1", 1}};
+  o.socketsPerRail = 17;
+  EXPECT_NE(o.Validate().message().find("sockets per rail"), std::string::npos);
+  o.socketsPerRail = 1;
+  EXPECT_TRUE(o.Validate().ok());
 }
 
 tcp::FrameHeader Frame(tcp::FrameType t) { return tcp::MakeHeader(t); }

@@ -432,7 +432,17 @@ void TcpEndpoint::Progress() {
     lastActivity_ = now;
   } else if (Outstanding() > 0 && now - lastActivity_ > std::chrono::milliseconds(worker_->options().timeoutMs)) {
     const int64_t oldest = ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first);
-    Fail(Error(FabricErrc::kTimeout, 0, oldest,
+    // Name the rail of the oldest op when it has one (an op that is not striped),
+    // else the first socket that still holds unsent frames (the stalled one).
+    const int rail = ops_.empty() ? -1 : ops_.begin()->second.rail;
+    int socket = rail >= 0 ? railSockets_[static_cast<size_t>(rail)].front() : 0;
+    for (size_t i = 0; rail < 0 && i < sockets_.size(); ++i) {
+      if (sockets_[i]->QueuedFrames() > 0) {
+        socket = static_cast<int>(i);
+        break;
+      }
+    }
+    Fail(Error(FabricErrc::kTimeout, socket, oldest,
                "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms with " +
                    std::to_string(Outstanding()) + " ops outstanding"));
   }

@@ -1,5 +1,6 @@
 #include "proxy/fabric/tcp/tcp_target.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 
@@ -36,7 +37,7 @@ TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection
       rails_(static_cast<size_t>(sockets), -1),
       slots_(static_cast<size_t>(kOpWindow)) {
   peerName_ = "w=" + HexId(peerWorker) + " connection " + std::to_string(connection);
-  lastActivity_ = Clock::now();
+  lastActivity_ = created_ = Clock::now();
 }
 
 FabricError TcpTarget::Error(FabricErrc errc, int socket, int64_t seq, std::string what) const {
@@ -303,9 +304,17 @@ void TcpTarget::Progress() {
     moved = moved || r.bytesIn > 0 || r.bytesOut > 0;
   }
   const auto now = Clock::now();
+  const auto timeout = std::chrono::milliseconds(worker_->options().timeoutMs);
+  const int arrived = static_cast<int>(std::count_if(sockets_.begin(), sockets_.end(), [](auto& s) { return s != nullptr; }));
+  if (arrived < count_ && now - created_ > timeout) {
+    Fail(Error(FabricErrc::kConnectFailed, -1, -1,
+               "only " + std::to_string(arrived) + " of " + std::to_string(count_) + " sockets arrived in " +
+                   std::to_string(worker_->options().timeoutMs) + " ms"));
+    return;
+  }
   if (moved) {
     lastActivity_ = now;
-  } else if (Busy() && now - lastActivity_ > std::chrono::milliseconds(worker_->options().timeoutMs)) {
+  } else if (Busy() && now - lastActivity_ > timeout) {
     Fail(Error(FabricErrc::kTimeout, -1, static_cast<int64_t>(frontier_),
                "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms with ops under way"));
   }

@@ -80,6 +80,7 @@ class TcpTarget : private FrameHandler {
   bool refusing_ = false;
   bool dead_ = false;
   Clock::time_point lastActivity_;
+  Clock::time_point created_;
 };
 
 }  // namespace railyard::fabric::tcp

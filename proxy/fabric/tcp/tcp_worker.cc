@@ -17,6 +17,8 @@ namespace {
 
 /// Accepted sockets waiting for a hello, at most (a flood of idle connections is refused).
 constexpr size_t kMaxPending = 256;
+/// Peers' connections one Worker serves at once, at most.
+constexpr size_t kMaxTargets = 1024;
 
 uint64_t RandomId() {
   std::random_device rd;
@@ -129,6 +131,12 @@ void TcpWorker::ReadHellos() {
       } else {
         auto key = std::make_pair(h.addr, h.seq);
         auto it = targets_.find(key);
+        if (it == targets_.end() && targets_.size() >= kMaxTargets) {
+          RY_WARN("fabric rail %d: %zu peer connections already; refused a new one", p.rail, targets_.size());
+          ++stats_.framesRefused;
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+          continue;
+        }
         if (it == targets_.end()) {
           it = targets_.emplace(key, std::make_unique<TcpTarget>(this, h.addr, h.seq, static_cast<int>(h.opBytes)))
                    .first;
