@@ -25,6 +25,8 @@ enum Capability : uint64_t {
   /// The target's CPU takes part in every remote access (TCP emulation): a Region
   /// deregistered mid-operation is refused with DEREGISTERED by the target.
   kCapTargetCpuChecks = 1ull << 10,
+  /// Endpoints reach Workers of other processes (the fake transport is in-process only).
+  kCapMultiProcess = 1ull << 11,
 };
 
 /// A transport's capabilities and limits.

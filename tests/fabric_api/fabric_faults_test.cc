@@ -27,7 +27,7 @@ T* SharedArray(size_t n) {
 class FabricFaults : public FabricTest {};
 
 TEST_P(FabricFaults, FetchAddFromFourProcessesCountsExactlyAndEveryOldValueOnce) {
-  if (!Has(kCapFetchAdd)) GTEST_SKIP() << "no FetchAdd";
+  if (!Has(kCapFetchAdd | kCapMultiProcess)) GTEST_SKIP() << "no FetchAdd across processes";
   constexpr int kProcs = 4, kEach = 10000, kDepth = 64;
   alignas(8) static uint64_t counter[8];
   std::fill(std::begin(counter), std::end(counter), 0);
@@ -194,6 +194,7 @@ void StreamThenSignal(FabricTest* t, Side& a, const Knobs& knobs, int sig, Event
 }
 
 TEST_P(FabricFaults, TargetKilledMidWriteEndsInAnErrorEvent) {
+  if (!Has(kCapMultiProcess)) GTEST_SKIP() << "in-process transport";
   Event e;
   Ms after{0};
   StreamThenSignal(this, a_, knobs_, SIGKILL, &e, &after);
@@ -210,6 +211,7 @@ class FabricFrozen : public FabricTest {
 };
 
 TEST_P(FabricFrozen, TargetStoppedMidWriteTimesOut) {
+  if (!Has(kCapMultiProcess)) GTEST_SKIP() << "in-process transport";
   Event e;
   Ms after{0};
   StreamThenSignal(this, a_, knobs_, SIGSTOP, &e, &after);

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include "proxy/fabric/fake/fake_transport.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 
 namespace railyard::fabric::testing {
@@ -23,6 +24,9 @@ std::vector<TransportCase> FabricTransports() {
                      o.stripe.chunksInFlightPerRail = 2;
                      o.timeoutMs = k.timeoutMs;
                      return tcp::CreateTcpDomain(o, out);
+                   }});
+  cases.push_back({"fake", [](const Knobs&, std::unique_ptr<Domain>* out) {
+                     return fake::CreateFakeDomain(fake::FakeOptions{}, out);
                    }});
   return cases;
 }

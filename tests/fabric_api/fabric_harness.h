@@ -32,9 +32,9 @@ struct TransportCase {
   std::function<Status(const Knobs&, std::unique_ptr<Domain>*)> make;
 };
 
-/// Every transport the suite runs over: TCP on one loopback rail, and TCP on two
+/// Every transport the suite runs over: TCP on one loopback rail; TCP on two
 /// loopback rails (127.0.0.1, 127.0.0.2, speeds 2:1, two sockets each, small stripe
-/// threshold and chunks, so striping is exercised).
+/// threshold and chunks, so striping is exercised); the fake in-process transport.
 std::vector<TransportCase> FabricTransports();
 /// gtest prints a case by its name.
 inline void PrintTo(const TransportCase& c, std::ostream* os) { *os << c.name; }

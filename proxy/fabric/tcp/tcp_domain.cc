@@ -44,7 +44,7 @@ Status CreateTcpDomain(const TcpOptions& options, std::unique_ptr<Domain>* out) 
 
 TcpDomain::TcpDomain(TcpOptions options) : options_(std::move(options)) {
   caps_.flags = kCapSend | kCapWrite | kCapWriteImm | kCapRead | kCapFetchAdd | kCapFence | kCapHostMemory |
-                kCapPreciseRemoteErrors | kCapTargetCpuChecks;
+                kCapPreciseRemoteErrors | kCapTargetCpuChecks | kCapMultiProcess;
   if (options_.rails.size() > 1) caps_.flags |= kCapStriping;
   caps_.maxRecordBytes = kMaxRecordBytes;
   caps_.maxOpBytes = kMaxOpBytes;
