@@ -22,6 +22,7 @@ std::vector<TransportCase> FabricTransports() {
                      o.stripe.thresholdBytes = 16 * 1024;
                      o.stripe.chunkBytes = 64 * 1024;
                      o.stripe.chunksInFlightPerRail = 2;
+                     o.pumpBytes = 16 * 1024;  // the target lands socket by socket, in small steps
                      o.timeoutMs = k.timeoutMs;
                      return tcp::CreateTcpDomain(o, out);
                    }});

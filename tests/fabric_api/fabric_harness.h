@@ -34,7 +34,8 @@ struct TransportCase {
 
 /// Every transport the suite runs over: TCP on one loopback rail; TCP on two
 /// loopback rails (127.0.0.1, 127.0.0.2, speeds 2:1, two sockets each, small stripe
-/// threshold and chunks, so striping is exercised); the fake in-process transport.
+/// threshold, chunks and 16 KiB per socket per Progress call, so striping and landings
+/// interleaved across sockets are exercised); the fake in-process transport.
 std::vector<TransportCase> FabricTransports();
 /// gtest prints a case by its name.
 inline void PrintTo(const TransportCase& c, std::ostream* os) { *os << c.name; }

@@ -32,6 +32,9 @@ Status TcpOptions::Validate() const {
   if (static_cast<uint64_t>(socketsPerRail) * rails.size() > kMaxSocketsPerConnection) {
     return InvalidArgument("TCP fabric: more than 64 sockets per connection");
   }
+  if (pumpBytes < 4096 || pumpBytes > (64ull << 20)) {
+    return InvalidArgument("TCP fabric pump bytes " + std::to_string(pumpBytes) + " (4 KiB..64 MiB)");
+  }
   if (timeoutMs < 1) return InvalidArgument("TCP fabric timeout " + std::to_string(timeoutMs) + " ms");
   return stripe.Validate();
 }

@@ -28,6 +28,10 @@ struct TcpOptions {
   int timeoutMs = 30000;
   /// This process's rank, named in errors (-1: unknown).
   int rank = -1;
+  /// Bytes one socket moves each way per Progress call, at most (4 KiB..64 MiB). Large
+  /// values move more per call; small ones bound the time one call takes (and let tests
+  /// observe landings socket by socket).
+  uint64_t pumpBytes = 4ull << 20;
 
   /// Striping and timeout from `config`; `rails` as given.
   static TcpOptions FromConfig(const env::Config& config, std::vector<RailInfo> rails);

@@ -13,9 +13,6 @@
 namespace railyard::fabric::tcp {
 namespace {
 
-/// Bytes one socket moves each way per Progress call, at most.
-constexpr uint64_t kPumpBudget = 4ull << 20;
-
 std::string HexId(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -414,7 +411,7 @@ void TcpEndpoint::Progress() {
   bool moved = false;
   for (auto& s : sockets_) {
     FrameSocket::PumpResult r;
-    FabricError e = s->Pump(*this, kPumpBudget, &r);
+    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r);
     if (e.ok() && r.closed) e = FabricError{FabricErrc::kPeerClosed, {}, "the peer closed the connection"};
     if (!e.ok()) {
       if (e.site.peer.empty()) {

@@ -9,8 +9,6 @@
 namespace railyard::fabric::tcp {
 namespace {
 
-constexpr uint64_t kPumpBudget = 4ull << 20;
-
 std::string HexId(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -289,7 +287,7 @@ void TcpTarget::Progress() {
   for (auto& s : sockets_) {
     if (!s) continue;
     FrameSocket::PumpResult r;
-    FabricError e = s->Pump(*this, kPumpBudget, &r);
+    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r);
     if (!e.ok()) {
       if (e.site.peer.empty()) e = Error(e.errc, s->index(), e.site.seq, e.what);
       Fail(std::move(e), !refusing_);
