@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -187,6 +188,42 @@ TEST_F(TcpWire, WriteChunkWithAnotherOpsFieldsIsRefused) {
   const std::string err = NextError();
   EXPECT_NE(err.find("disagrees"), std::string::npos) << err;
   EXPECT_EQ(Landed(), std::string("AAAA\0\0\0\0", 8));
+}
+
+TEST_F(TcpWire, MillionsOfTinyChunksAreCutOffAtTheClaimBudget) {
+  // One op of 100,000 bytes sent as 1-byte chunks: the connection may hold at most
+  // 65,536 claims, so the 65,537th chunk fails it instead of growing the target.
+  ASSERT_TRUE(domain_->Deregister(region_).ok());
+  static std::vector<uint8_t> big(100000);
+  ASSERT_TRUE(domain_->Register(big.data(), big.size(), kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  SendHello();
+  std::string stream;
+  for (uint64_t off = 0; off < 70000; ++off) {
+    FrameHeader h = MakeHeader(FrameType::kWrite);
+    h.seq = 0;
+    h.addr = region_->base;
+    h.opBytes = big.size();
+    h.offset = off;
+    h.key = region_->softwareKey;
+    h.payloadBytes = 1;
+    stream.append(reinterpret_cast<const char*>(&h), sizeof h);
+    stream.push_back('x');
+  }
+  size_t sent = 0;
+  std::string err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (err.empty() && std::chrono::steady_clock::now() < deadline) {
+    if (sent < stream.size()) {
+      const ssize_t n = send(fd_, stream.data() + sent, stream.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<size_t>(n);
+    }
+    worker_->Progress(&events_);
+    for (auto& e : events_) {
+      if (e.kind == EventKind::kError) err = e.error.ToString();
+    }
+  }
+  EXPECT_NE(err.find("65536 chunks"), std::string::npos) << err;
+  EXPECT_EQ(std::count(big.begin(), big.end(), 'x'), 65536) << "exactly the claimed chunks landed";
 }
 
 TEST_F(TcpWire, GarbageInsteadOfAHelloIsDroppedQuietly) {

@@ -157,7 +157,13 @@ FabricError TcpTarget::OnHeader(int socket, const FrameHeader& h, Sink* sink) {
   }
   s.lastSocket = socket;
   const uint64_t len = t == FrameType::kReadReq ? h.value : (t == FrameType::kFetchAdd ? 8 : h.payloadBytes);
+  if (len > 0 && claims_ >= kMaxClaimsPerConnection) {
+    return Error(FabricErrc::kMalformed, socket, seq,
+                 "more than " + std::to_string(kMaxClaimsPerConnection) + " chunks under way on one connection");
+  }
+  const size_t before = s.claims.claims();
   const auto r = s.claims.Claim(h.offset, len);
+  claims_ += s.claims.claims() - before;
   if (r != ByteClaims::Result::kOk) {
     return Error(FabricErrc::kMalformed, socket, seq,
                  std::string("chunk ") + ByteClaims::ResultName(r) + " (" + DescribeFrame(h) + ")");
@@ -275,6 +281,7 @@ FabricError TcpTarget::Advance() {
       default:
         return {};
     }
+    claims_ -= s.claims.claims();
     s = Slot{};
     ++frontier_;
   }

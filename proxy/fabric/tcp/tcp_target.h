@@ -17,6 +17,10 @@
 
 namespace railyard::fabric::tcp {
 
+/// Chunk claims one connection may hold at once (all its ops together): a peer cannot
+/// make a target keep millions of tiny claims (256 MiB in 4 KiB chunks fits).
+constexpr size_t kMaxClaimsPerConnection = 65536;
+
 /// See file comment. Owned by the TcpWorker.
 class TcpTarget : private FrameHandler {
  public:
@@ -77,6 +81,7 @@ class TcpTarget : private FrameHandler {
   std::vector<int> rails_;
   std::vector<Slot> slots_;
   uint64_t frontier_ = 0;  ///< lowest sequence not yet passed
+  size_t claims_ = 0;      ///< chunk claims held by all slots (bounded: kMaxClaimsPerConnection)
   bool refusing_ = false;
   bool dead_ = false;
   Clock::time_point lastActivity_;
