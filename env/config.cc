@@ -164,14 +164,67 @@ std::size_t EditDistance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-/// The known variable nearest to `name`, or nullptr when none is close: more than a
-/// half of the part after RAILYARD_ would have to change (RAILYARD_FOO is not "almost"
-/// anything; RAILYARD_TIMEOUT is almost RAILYARD_TIMEOUT_MS).
+namespace {
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// NCCL variables without a Railyard alias whose Railyard counterpart has another name,
+/// by the part after NCCL_ (NCCL 2.28.9 src/transport/net_socket.cc, src/debug.cc).
+/// "RAILYARD_SOCKET_NTHREADS" is what an NCCL user types for RAILYARD_NTHREADS.
+constexpr struct {
+  std::string_view ncclSuffix;
+  std::string_view railyard;
+} kNcclHints[] = {
+    {"SOCKET_NTHREADS", "RAILYARD_NTHREADS"},
+    {"NSOCKS_PERTHREAD", "RAILYARD_NSOCKS"},
+};
+
+const Variable* ByName(std::string_view name) {
+  for (const Variable& var : Variables()) {
+    if (name == var.name) return &var;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+/// The known variable nearest to `name`, or nullptr when none is close. In order:
+///  1. the same name in another case (RAILYARD_nsocks: names are case-sensitive);
+///  2. the NCCL name's tail after RAILYARD_ (RAILYARD_IB_HCA -> RAILYARD_HCA, whose alias is
+///     NCCL_IB_HCA; RAILYARD_SOCKET_NTHREADS -> RAILYARD_NTHREADS, see kNcclHints);
+///  3. a known name that `name` extends after a '_' (RAILYARD_DEBUG_LEVEL -> RAILYARD_DEBUG);
+///  4. the smallest edit distance (case-insensitive), when at most half of the part after
+///     RAILYARD_ would have to change (RAILYARD_FOO is not "almost" anything;
+///     RAILYARD_TIMEOUT is almost RAILYARD_TIMEOUT_MS).
 const Variable* NearestVariable(std::string_view name) {
+  const std::string upper = Upper(name);
+  if (const Variable* same = ByName(upper)) return same;
+  if (upper.starts_with(kPrefix)) {
+    const std::string_view tail = std::string_view(upper).substr(kPrefix.size());
+    for (const Variable& var : Variables()) {
+      if (var.ncclAlias != nullptr && std::string_view(var.ncclAlias).substr(5) == tail) return &var;
+    }
+    for (const auto& hint : kNcclHints) {
+      if (hint.ncclSuffix == tail) return ByName(hint.railyard);
+    }
+  }
+  const Variable* longest = nullptr;
+  for (const Variable& var : Variables()) {
+    const std::string_view known = var.name;
+    if (upper.size() > known.size() && upper.starts_with(known) && upper[known.size()] == '_' &&
+        (longest == nullptr || known.size() > std::string_view(longest->name).size())) {
+      longest = &var;
+    }
+  }
+  if (longest != nullptr) return longest;
   const Variable* best = nullptr;
   std::size_t bestDistance = 0;
   for (const Variable& var : Variables()) {
-    std::size_t d = EditDistance(name, var.name);
+    std::size_t d = EditDistance(upper, var.name);
     if (best == nullptr || d < bestDistance) {
       best = &var;
       bestDistance = d;
@@ -195,6 +248,18 @@ bool IsToolingVariable(std::string_view name) {
   return std::find(std::begin(kTooling), std::end(kTooling), name) != std::end(kTooling);
 }
 
+Status CheckCombinations(const Config& c) {
+  if (c.discoveryDeadMs <= c.discoveryIntervalMs) {
+    return InvalidUsage("RAILYARD_DISCOVERY_DEAD_MS=" + std::to_string(c.discoveryDeadMs) +
+                        " must be larger than RAILYARD_DISCOVERY_INTERVAL_MS=" +
+                        std::to_string(c.discoveryIntervalMs) +
+                        ": a neighbour would be declared gone between two of its hellos "
+                        "(make it a few intervals, e.g. " +
+                        std::to_string(std::min(600000, 10 * c.discoveryIntervalMs)) + ")");
+  }
+  return Status::Ok();
+}
+
 std::vector<std::string> RailyardNamesInEnvironment() {
   std::vector<std::string> names;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
@@ -213,7 +278,10 @@ Status Parse(const Lookup& lookup, std::span<const std::string> names, Config* o
                              [&](const Variable& var) { return name == var.name; });
     if (known || IsToolingVariable(name)) continue;
     const Variable* nearest = NearestVariable(name);
-    if (nearest != nullptr) {
+    if (nearest != nullptr && Upper(name) == nearest->name) {
+      RY_WARN("unknown variable %s is ignored; did you mean %s? (names are case-sensitive)", name.c_str(),
+              nearest->name);
+    } else if (nearest != nullptr) {
       RY_WARN("unknown variable %s is ignored; did you mean %s?", name.c_str(), nearest->name);
     } else {
       RY_WARN("unknown variable %s is ignored (docs/configuration.md lists the variables)", name.c_str());
@@ -254,6 +322,7 @@ Status Parse(const Lookup& lookup, std::span<const std::string> names, Config* o
     RY_INFO(log::kEnv, "%s set by environment to '%s'", Describe(var, source).c_str(),
             value->c_str());
   }
+  RY_RETURN_IF_ERROR(CheckCombinations(config));
   *out = std::move(config);
   return Status::Ok();
 }
@@ -322,6 +391,11 @@ std::string RenderMarkdown() {
         "(either case), meaning 2^10, 2^20, 2^30.\n";
   md += "- When a variable with an NCCL alias is unset (or empty), the alias is used; when both "
         "are set, the `RAILYARD_` variable wins.\n";
+  md += "- One exception: fabric-mode rails come from `RAILYARD_SOCKET_IFNAME` alone. "
+        "`NCCL_SOCKET_IFNAME` is NCCL's bootstrap network (e.g. the management port) and chooses "
+        "Railyard's devices only outside fabric mode. A port that carries the default route is a "
+        "rail only when `RAILYARD_SOCKET_IFNAME` names it exactly (`=eth0`).\n";
+  md += "- `RAILYARD_DISCOVERY_DEAD_MS` must be larger than `RAILYARD_DISCOVERY_INTERVAL_MS`.\n";
   md += "- An unknown `RAILYARD_*` variable is ignored with a warning that names the nearest "
         "known variable when one is close. The variables of the project's scripts and tests "
         "(`RAILYARD_SKIP_LANE`, `RAILYARD_SKIP_SANITIZE`, `RAILYARD_BUILD_DIR`, "

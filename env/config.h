@@ -21,6 +21,9 @@ struct Config {
   /// RAILYARD_SOCKET_IFNAME (falls back to NCCL_SOCKET_IFNAME): NCCL_SOCKET_IFNAME
   /// grammar; empty = automatic choice (non-loopback interfaces that are up, else lo).
   std::string socketIfname;
+  /// The fabric-mode rail filter: RAILYARD_SOCKET_IFNAME's own value, never the
+  /// NCCL_SOCKET_IFNAME alias (that one chooses NCCL's bootstrap network); "" = automatic.
+  std::string railIfname;
   /// RAILYARD_NSOCKS: data sockets per connection (1..64).
   int nsocks = 0;
   /// RAILYARD_NTHREADS: helper threads per connection that drive the data sockets (1..16).
@@ -29,6 +32,12 @@ struct Config {
   std::size_t chunkBytes = 0;
   /// RAILYARD_TIMEOUT_MS: a request that makes no progress for this long fails (ms).
   int timeoutMs = 0;
+  /// RAILYARD_ACCEPT_TIMEOUT_MS: an accepted socket must send its hello, and a
+  /// connection gain its next socket, within this time (ms).
+  int acceptTimeoutMs = 0;
+  /// RAILYARD_ACCEPT_MAX_PENDING: most sockets a listen comm holds before their
+  /// connection is complete.
+  int acceptMaxPending = 0;
   /// RAILYARD_DEFAULT_SPEED_MBPS: speed reported when sysfs does not know it (Mbps).
   int defaultSpeedMbps = 0;
   /// RAILYARD_DEBUG: stderr log threshold for standalone tools.
@@ -131,9 +140,18 @@ Status ParseLevelValue(const Variable& var, const char* source, std::string_view
 /// two strings; used to suggest the nearest known variable for a misspelt one.
 std::size_t EditDistance(std::string_view a, std::string_view b);
 
-/// The known variable nearest to `name` by EditDistance (first in table order on
-/// ties); nullptr only when the table is empty.
+/// The known variable a misspelt `name` most likely means: the same name in another case,
+/// the Railyard name of an NCCL variable written with RAILYARD_ (RAILYARD_IB_HCA ->
+/// RAILYARD_HCA), a known name `name` extends (RAILYARD_DEBUG_LEVEL -> RAILYARD_DEBUG),
+/// else the nearest by case-insensitive EditDistance (first in table order on ties) when
+/// at most half of the part after RAILYARD_ differs; nullptr when none is close.
 const Variable* NearestVariable(std::string_view name);
+
+/// Checks the values that depend on each other, after every variable was parsed:
+/// RAILYARD_DISCOVERY_DEAD_MS must be larger than RAILYARD_DISCOVERY_INTERVAL_MS (else a
+/// neighbour is declared gone between two hellos). Errors: InvalidUsage naming both
+/// variables and their values. Parse() calls it.
+Status CheckCombinations(const Config& config);
 
 /// The names of every RAILYARD_* variable present in the process environment
 /// (read from `environ`), in environment order; what Load() passes to Parse().

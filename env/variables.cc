@@ -20,10 +20,13 @@ constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 // One `apply` per Config field: parse with the typed parser, then store.
-Status ApplySocketIfname(const Variable&, const char*, std::string_view value, Config* out) {
+Status ApplySocketIfname(const Variable& var, const char* source, std::string_view value, Config* out) {
   // Kept verbatim: the NCCL_SOCKET_IFNAME grammar does not trim whitespace
   // (topology/interface_filter.h validates it).
   out->socketIfname = std::string(value);
+  // Fabric-mode rails follow RAILYARD_SOCKET_IFNAME only: NCCL_SOCKET_IFNAME is how NCCL
+  // users choose NCCL's own bootstrap network (often the management port), not the cables.
+  if (std::string_view(source) == var.name) out->railIfname = std::string(value);
   return Status::Ok();
 }
 
@@ -150,9 +153,15 @@ Status ApplyDebug(const Variable& var, const char* source, std::string_view valu
 
 const Variable kVariables[] = {
     {"RAILYARD_SOCKET_IFNAME", "string", "", "", "NCCL_SOCKET_IFNAME",
-     "Interfaces for the TCP transport, in NCCL_SOCKET_IFNAME syntax (comma list of "
-     "prefixes; leading ^ excludes, = matches exact names); empty = automatic (up, "
-     "non-loopback interfaces with a routable address, except docker*/virbr*; else lo).",
+     "Interfaces, in NCCL_SOCKET_IFNAME syntax (comma list of prefixes; leading ^ excludes, "
+     "= matches exact names; an empty or one-character value = automatic). In fabric mode it "
+     "chooses the rails among the IPv4 ports that are not loopback: a port that carries a "
+     "default route is a rail only when named exactly (=eth0, with a warning), and "
+     "NCCL_SOCKET_IFNAME is NOT used for rails (it chooses NCCL's bootstrap network, e.g. "
+     "mgmt0). Outside fabric mode (RAILYARD_FABRIC=off, or auto without rails) it chooses "
+     "the TCP transport's devices, and NCCL_SOCKET_IFNAME is honoured when it is unset; "
+     "automatic = up, non-loopback interfaces with a routable address, except "
+     "docker*/virbr*; else lo.",
      0, 0, &ApplySocketIfname, "NCCL_SOCKET_IFNAME syntax"},
     {"RAILYARD_NSOCKS", "int", "4", "", nullptr,
      "Data sockets per connection.", 1, 64, &ApplyInt<&Config::nsocks>},
@@ -167,6 +176,15 @@ const Variable kVariables[] = {
     {"RAILYARD_TIMEOUT_MS", "int", "30000", "ms", nullptr,
      "A request that makes no progress for this long fails.", 1, kIntMax,
      &ApplyInt<&Config::timeoutMs>},
+    {"RAILYARD_ACCEPT_TIMEOUT_MS", "int", "10000", "ms", nullptr,
+     "Listener: a socket must deliver its connection record (hello) within this time of "
+     "being accepted, and a connection must gain its next socket within it, else its "
+     "sockets are closed (strays, idle floods and half-open connections hold nothing for long).",
+     10, kIntMax, &ApplyInt<&Config::acceptTimeoutMs>},
+    {"RAILYARD_ACCEPT_MAX_PENDING", "int", "256", "", nullptr,
+     "Listener: most sockets one listen comm holds before their connection is complete; "
+     "further ones wait in the kernel's listen backlog until the timeout frees room.",
+     66, 1048576, &ApplyInt<&Config::acceptMaxPending>},
     {"RAILYARD_DEFAULT_SPEED_MBPS", "int", "10000", "Mbps", nullptr,
      "Speed reported for an interface whose sysfs speed is unknown (NCCL's socket "
      "transport uses 10000 too).",
@@ -193,7 +211,8 @@ const Variable kVariables[] = {
     {"RAILYARD_FABRIC", "enum", "auto", "", nullptr,
      "Fabric mode: the host's rails become one device that reaches every host, over "
      "the cable when there is one and through relays otherwise. auto = on when the "
-     "selected interfaces include rails (IPv4, not loopback, no default route), "
+     "host has rails (IPv4, not loopback, no default route, chosen by "
+     "RAILYARD_SOCKET_IFNAME, never by NCCL_SOCKET_IFNAME), "
      "off = one device per interface with direct connections only, on = required.",
      0, 0, &ApplyFabric, "auto, on, off"},
     {"RAILYARD_RELAY_PORT", "int", "29518", "", nullptr,

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -62,6 +63,9 @@ struct PendingConnect {
 struct Global {
   std::mutex mu;
   int refs = 0;  ///< live contexts
+  /// refs > 0, readable without mu: test() checks it on every call (after the last
+  /// finalize every comm, and with it every request, is freed).
+  std::atomic<bool> initialised{false};
   bool discovered = false;
   const env::Config* config = nullptr;
   std::vector<topology::NetDevice> devices;
@@ -109,6 +113,8 @@ proxy::TcpOptions OptionsFor(int dev) {
   o.nthreads = g.config->nthreads;
   o.chunkBytes = g.config->chunkBytes;
   o.timeoutMs = g.config->timeoutMs;
+  o.acceptTimeoutMs = g.config->acceptTimeoutMs;
+  o.maxPendingSockets = g.config->acceptMaxPending;
   o.device = g.fabricMode ? g.fabricName : g.devices[static_cast<size_t>(dev)].name;
   return o;
 }
@@ -297,18 +303,30 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     if (devs.empty()) return Fail(SystemError("no network device is usable"), "init");
     std::vector<proxy::FabricRail> rails;
     if (cfg->fabric != "off") {
-      s = proxy::SelectFabricRails(cfg->socketIfname, cfg->defaultSpeedMbps, &rails);
+      // Rails follow RAILYARD_SOCKET_IFNAME only; NCCL_SOCKET_IFNAME is NCCL's bootstrap choice.
+      std::string whyNone;
+      s = proxy::SelectFabricRails(cfg->railIfname, cfg->defaultSpeedMbps, &rails, &whyNone);
       if (!s.ok()) return Fail(s, "init");
       if (rails.empty() && cfg->fabric == "on") {
         return Fail(InvalidUsage("RAILYARD_FABRIC=on but no interface qualifies as a rail (IPv4, not "
-                                 "loopback, no default route; RAILYARD_SOCKET_IFNAME chooses)"),
+                                 "loopback, no default route; RAILYARD_SOCKET_IFNAME chooses): " +
+                                 whyNone),
                     "init");
+      }
+      if (rails.empty()) {
+        RY_INFO(log::kInit | log::kNet, "fabric mode off: no rail (%s)", whyNone.c_str());
+      } else if (cfg->railIfname != cfg->socketIfname) {
+        RY_INFO(log::kInit | log::kNet,
+                "fabric: NCCL_SOCKET_IFNAME='%s' chooses NCCL's bootstrap network, not the rails "
+                "(RAILYARD_SOCKET_IFNAME does)",
+                cfg->socketIfname.c_str());
       }
     }
     if (Status t = ChooseTransport(g, *cfg, !rails.empty()); !t.ok()) return Fail(t, "init");
     g.config = cfg;
     g.devices = std::move(devs);
-    g.host = HostName();
+    // RAILYARD_HOST_NAME names this host in every mode (errors, handles), not only in fabric mode.
+    g.host = cfg->hostName.empty() ? HostName() : cfg->hostName;
     g.fabricMode = !rails.empty();
     g.fabricRails = std::move(rails);
     g.discovered = true;
@@ -333,6 +351,7 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
   c->trafficClass = config != nullptr ? config->trafficClass : -1;
   g.contexts.insert(c);
   ++g.refs;
+  g.initialised.store(true, std::memory_order_release);
   if (ctx != nullptr) *ctx = c;
   return ncclSuccess;
 }
@@ -640,6 +659,12 @@ ncclResult_t Iflush(void* recvComm, int n, void** data, int* sizes, void** mhand
 
 ncclResult_t Test(void* request, int* done, int* sizes) {
   if (request == nullptr || done == nullptr) return ncclInvalidArgument;
+  *done = 0;
+  if (!G().initialised.load(std::memory_order_acquire)) {
+    // The last finalize closed every comm; the request went with its comm, so it
+    // must not be read (misuse, but it fails cleanly instead of reading freed memory).
+    return Fail(InvalidUsage("test() after finalize: the request's comm was closed by finalize"), "test");
+  }
   auto* r = static_cast<Request*>(request);
   Status s = r->owner->Test(r, done, sizes);
   return s.ok() ? ncclSuccess : static_cast<ncclResult_t>(s.ncclResult());
@@ -725,6 +750,7 @@ ncclResult_t Finalize(void* ctx) {
     }
     delete c;
     if (--g.refs > 0) return ncclSuccess;
+    g.initialised.store(false, std::memory_order_release);
     // Last context: stop every thread the plugin started before NCCL may dlclose us.
     comms.assign(g.comms.begin(), g.comms.end());
     listens.assign(g.listens.begin(), g.listens.end());

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <thread>
 
 namespace railyard::proxy {
 
@@ -80,6 +81,9 @@ Status MrCache::Deregister(MemoryRegion* region) {
     return InvalidArgument("deregMr of a handle that is not registered (double deregister?)");
   }
   if (--region->refs > 0) return Status::Ok();
+  // A write pinned before this lock was taken may still be copying into the region
+  // (one non-blocking recv); new pins need the lock, so none can start now.
+  while (region->writers.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   if (!region->hcaMr.empty() && backend_ != nullptr) backend_->Deregister(region);
   byKey_.erase(region->rkey);
   live_.erase(region);
@@ -97,6 +101,15 @@ bool MrCache::Contains(uint32_t rkey, uint64_t addr, uint64_t bytes) const {
   std::shared_lock lock(mu_);
   auto k = byKey_.find(rkey);
   return k != byKey_.end() && k->second->Contains(addr, bytes);
+}
+
+bool MrCache::PinForWrite(uint32_t rkey, uint64_t addr, uint64_t bytes, MemoryRegion** pinned) const {
+  std::shared_lock lock(mu_);
+  auto k = byKey_.find(rkey);
+  if (k == byKey_.end() || !k->second->Contains(addr, bytes)) return false;
+  k->second->writers.fetch_add(1, std::memory_order_acq_rel);
+  *pinned = k->second;
+  return true;
 }
 
 bool MrCache::IsRegistered(const MemoryRegion* region) const {

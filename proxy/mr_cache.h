@@ -2,6 +2,7 @@
 // address range, with the remote key (rkey) a peer names when it writes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -28,6 +29,9 @@ struct MemoryRegion {
   std::vector<void*> hcaMr;
   std::vector<uint32_t> hcaLkey;
   std::vector<uint32_t> hcaRkey;
+  /// CPU writes into the region in progress (MrCache::PinForWrite); Deregister of the
+  /// last reference waits until none is left.
+  std::atomic<int> writers{0};
 
   /// True when [addr, addr+bytes) lies inside this region (no overflow).
   bool Contains(uint64_t addr, uint64_t bytes) const {
@@ -67,12 +71,22 @@ class MrCache {
   /// Installs the hardware backend used for every new region (nullptr = none).
   /// Regions registered before keep their state; call before the first Register.
   void SetBackend(MrBackend* backend);
-  /// Drops one reference; the entry goes away with the last one. InvalidArgument
+  /// Drops one reference; the entry goes away with the last one (after any write
+  /// pinned by PinForWrite has finished: see there). InvalidArgument
   /// when `region` is not registered here (double deregister, foreign pointer).
   Status Deregister(MemoryRegion* region);
   /// True when region `rkey` exists and holds [addr, addr+bytes). Used on every
   /// remote write before a byte lands.
   bool Contains(uint32_t rkey, uint64_t addr, uint64_t bytes) const;
+  /// Pins region `rkey` for one CPU write into [addr, addr+bytes) (a TCP payload
+  /// received straight into a posted buffer). True, with *pinned set, when the
+  /// region is registered and holds the range; false otherwise (nothing pinned).
+  /// Until Unpin(*pinned), a Deregister that drops the region's last reference
+  /// waits, so no byte lands in memory after deregMr returned. Hold a pin only for
+  /// one non-blocking write (a recv call), never across a wait.
+  bool PinForWrite(uint32_t rkey, uint64_t addr, uint64_t bytes, MemoryRegion** pinned) const;
+  /// Ends a write pinned by PinForWrite.
+  static void Unpin(MemoryRegion* pinned) { pinned->writers.fetch_sub(1, std::memory_order_release); }
   /// True when `region` is a live entry of this cache.
   bool IsRegistered(const MemoryRegion* region) const;
   /// Number of distinct regions (for tests and diagnostics).

@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "env/log.h"
+#include "topology/netdev.h"
 
 namespace railyard::topology {
 
@@ -130,6 +131,9 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
   for (const AgentRail& r : rails) macs.push_back(r.mac.empty() ? r.ifname : r.mac);
   a->hostId_ = hostId != 0 ? hostId : HostIdFromMacs(macs);
   for (AgentRail& r : rails) {
+    if (!r.namedUplink && DefaultRouteInterfaces().count(r.ifname) != 0) {  // never hello an uplink
+      return InvalidUsage("cabling agent: " + r.ifname + " carries a default route (an uplink): not a rail");
+    }
     RailState st;
     st.rail = r;
     st.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -33,6 +33,7 @@ struct AgentRail {
   in_addr addr{};        ///< the rail's IPv4 address
   int speedMbps = 0;     ///< link speed, Mbps
   std::string mac;       ///< link-layer address text (identifies the host, see HostIdFromMacs)
+  bool namedUplink = false;  ///< carries a default route and the user named it exactly (else refused)
 };
 
 /// Agent timing and port.

@@ -429,6 +429,14 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
   }
 
   const InterfaceFilter filter = InterfaceFilter::Parse(options.ifnameFilter);
+  std::set<std::string> uplinks;
+  if (options.skipDefaultRoute) {
+    if (options.defaultRouteInterfaces) {
+      uplinks = *options.defaultRouteInterfaces;
+    } else if (live) {
+      uplinks = DefaultRouteInterfaces();
+    }
+  }
   std::vector<Rail> out;
   for (const std::string& name : names) {
     const std::string dir = sysfs + "/class/net/" + name;
@@ -552,8 +560,22 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
       continue;
     }
     if (!filter.Matches(name)) {
-      Skip(skipped, name, "filtered out by '" + filter.text() + "'");
+      Skip(skipped, name, "filtered out by " + options.ifnameFilterSource + "='" + filter.text() + "'");
       continue;
+    }
+    if (uplinks.count(name) != 0) {
+      if (!filter.NamesExactly(name)) {
+        Skip(skipped, name,
+             "carries a default route (an uplink, not a cable; a rail only when " +
+                 options.ifnameFilterSource + " names it exactly: '=" + name + "')");
+        continue;
+      }
+      r.carriesDefaultRoute = true;
+      std::string w = name + " carries a default route (an uplink), but " + options.ifnameFilterSource +
+                      "='" + filter.text() + "' names it exactly, so it is a rail: cabling hellos "
+                      "(UDP broadcasts) go out on it and its network sees them";
+      RY_WARN("%s", w.c_str());
+      r.warnings.push_back(std::move(w));
     }
     if (std::string down = DownReason(r); !down.empty() && !options.includeDown) {
       Skip(skipped, name, down);

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,19 @@ struct DiscoveryOptions {
   /// "" = every interface. Interfaces it rejects are skipped. Loopback interfaces are
   /// rails only when a non-exclusive list matches them explicitly.
   std::string ifnameFilter;
+  /// Where ifnameFilter came from, for the skip reasons ("RAILYARD_SOCKET_IFNAME",
+  /// "--ifname", ...): "filtered out by RAILYARD_SOCKET_IFNAME='mgmt0'".
+  std::string ifnameFilterSource = "RAILYARD_SOCKET_IFNAME";
+  /// Fabric mode's rule: an interface that carries an IPv4 default route is the uplink or
+  /// management port, not a cable, so it is skipped, whatever ifnameFilter says, unless
+  /// ifnameFilter names it explicitly and exactly (InterfaceFilter::NamesExactly, e.g.
+  /// "=eth0"); such a rail is kept with Rail::carriesDefaultRoute set and a WARN.
+  /// Off by default: the verbs transport outside fabric mode may use such a port.
+  bool skipDefaultRoute = false;
+  /// The interfaces that carry a default route, for skipDefaultRoute. nullopt: read
+  /// /proc/net/route (DefaultRouteInterfaces) when sysfsRoot is the live /sys; a fixture
+  /// has none. Tests inject a set.
+  std::optional<std::set<std::string>> defaultRouteInterfaces;
   bool includeDown = false;       ///< keep rails whose interface or RDMA port is down
   bool includeNoAddress = false;  ///< keep rails with no IP address at all
   bool includeLinkLocal = false;  ///< keep rails whose only addresses are link-local
@@ -60,9 +74,11 @@ struct DiscoveryOptions {
 ///    the PCI device (linkspeed GB/s), NUMA node and nearest GPU.
 /// Skip rules, in this order (each skip is appended to `skipped` as
 /// "<ifname>: <reason>" and logged at INFO; reasons start with "loopback",
-/// "filtered out", "down", "no address" or "only link-local addresses"):
+/// "filtered out", "carries a default route", "down", "no address" or
+/// "only link-local addresses"):
 ///  - loopback, unless options.ifnameFilter is a non-exclusive list matching it;
-///  - not matched by options.ifnameFilter;
+///  - not matched by options.ifnameFilter ("filtered out by <ifnameFilterSource>='<filter>'");
+///  - with options.skipDefaultRoute: carries a default route, unless the filter names it exactly;
 ///  - down (not IFF_UP, no carrier/IFF_RUNNING, operstate "down"/"lowerlayerdown"/"notpresent",
 ///    or the RDMA port not ACTIVE), unless includeDown;
 ///  - no IP address, unless includeNoAddress;

@@ -92,4 +92,12 @@ bool InterfaceFilter::Matches(std::string_view ifname) const {
   return MatchDeviceList(list_, ifname, -1);
 }
 
+bool InterfaceFilter::NamesExactly(std::string_view ifname) const {
+  if (automatic_ || !list_.exact || list_.exclude) return false;
+  for (const DeviceListEntry& entry : list_.entries) {
+    if (entry.name == ifname) return true;
+  }
+  return false;
+}
+
 }  // namespace railyard::topology

@@ -71,6 +71,12 @@ class InterfaceFilter {
   /// True when interface `ifname` passes the filter (see MatchDeviceList, port -1).
   bool Matches(std::string_view ifname) const;
 
+  /// True when the filter names `ifname` explicitly and exactly: an exact, non-exclusive
+  /// list ("=eth0", "=p0,eth0") with an entry equal to `ifname`. Prefixes ("eth"),
+  /// exclusions ("^docker") and automatic values never do. Fabric mode takes a port that
+  /// carries a default route as a rail only then (DiscoveryOptions::skipDefaultRoute).
+  bool NamesExactly(std::string_view ifname) const;
+
   /// The parsed list (empty and non-exclusive when automatic()).
   const DeviceList& list() const { return list_; }
 

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -102,6 +103,24 @@ std::string ReadPciPath(std::string_view ifname, const std::string& sysfsRoot) {
   std::string pciPrefix = (root == "/" ? std::string() : root) + "/devices/pci";
   if (!resolved.starts_with(pciPrefix)) return {};
   return resolved;
+}
+
+std::set<std::string> DefaultRouteInterfaces(const std::string& procNetRoute) {
+  std::set<std::string> out;
+  std::ifstream f(procNetRoute);
+  std::string line;
+  std::getline(f, line);  // header: Iface Destination Gateway Flags RefCnt Use Metric Mask ...
+  while (std::getline(f, line)) {
+    std::istringstream is(line);
+    std::string iface, dest, gateway, flags, refcnt, use, metric, mask;
+    if (!(is >> iface >> dest)) continue;
+    // A default route: destination 0 with mask 0 (the mask column is absent in old tables).
+    if (dest == "00000000" && (!(is >> gateway >> flags >> refcnt >> use >> metric >> mask) ||
+                               mask == "00000000")) {
+      out.insert(iface);
+    }
+  }
+  return out;
 }
 
 Status ListNetDevices(std::vector<NetDevice>* out, const std::string& sysfsRoot) {

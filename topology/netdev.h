@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +51,13 @@ std::optional<int> ReadSpeedMbps(std::string_view ifname, const std::string& sys
 /// realpath(<sysfsRoot>)/devices/pci*, else "" (missing or dangling link, virtual
 /// device, platform bus). Same `ifname` restrictions as ReadSpeedMbps.
 std::string ReadPciPath(std::string_view ifname, const std::string& sysfsRoot = "/sys");
+
+/// The interfaces that carry an IPv4 default route (destination 0.0.0.0/0), read from
+/// `procNetRoute` (the kernel's /proc/net/route table: a header line, then one route a line,
+/// "Iface Destination Gateway ..." with the destination in hex). A default-route port is the
+/// uplink or management port, never a cable of the fabric (see DiscoveryOptions::skipDefaultRoute).
+/// A missing or unreadable file gives an empty set (no routes known); malformed lines are skipped.
+std::set<std::string> DefaultRouteInterfaces(const std::string& procNetRoute = "/proc/net/route");
 
 /// Every IPv4/IPv6 address of every interface (getifaddrs), with sysfs attributes
 /// read under `sysfsRoot`. Sorted by name, then IPv4 before IPv6, then routable

@@ -112,6 +112,10 @@ struct Rail {
   /// sees the GPU only as a PCI device; "" when hwloc sees no GPU (or was not used).
   std::string nearestGpu;
 
+  /// The interface carries an IPv4 default route (an uplink). Set only when
+  /// DiscoveryOptions::skipDefaultRoute kept it because the filter named it exactly.
+  bool carriesDefaultRoute = false;
+
   /// Problems found while describing this rail (e.g. a PCIe link narrower than its slot).
   /// Each one was also logged at WARN.
   std::vector<std::string> warnings;

@@ -1,22 +1,28 @@
 #include "proxy/protocol/recv_table.h"
 
+#include <cstdio>
 #include <string>
 
 namespace railyard::proxy {
 
 namespace {
-std::string Describe(const ChunkHeader& h) {
-  return "seq " + std::to_string(h.seq) + " slot " + std::to_string(h.slot) + " addr 0x" +
-         [](uint64_t v) {
-           char b[24];
-           std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
-           return std::string(b);
-         }(h.addr) +
-         " len " + std::to_string(h.len) + " rkey " + std::to_string(h.rkey);
+std::string Hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+std::string Describe(uint64_t seq, uint32_t slot, uint64_t addr, uint64_t len, uint32_t rkey) {
+  return "seq " + std::to_string(seq) + " slot " + std::to_string(slot) + " addr " + Hex(addr) +
+         " len " + std::to_string(len) + " rkey " + std::to_string(rkey);
+}
+std::string Describe(const ChunkHeader& h) { return Describe(h.seq, h.slot, h.addr, h.len, h.rkey); }
+std::string Describe(const RecvTable::ChunkClaim& c) {
+  return Describe(c.seq, c.slot, c.addr, c.len, c.rkey);
 }
 }  // namespace
 
-RecvTable::RecvTable(Comm* owner, const MrCache* cache) : cache_(cache) {
+RecvTable::RecvTable(Comm* owner, const MrCache* cache, const Poison* poison)
+    : cache_(cache), poison_(poison) {
   for (Entry& e : entries_) e.owner = owner;
 }
 
@@ -47,27 +53,29 @@ Status RecvTable::Post(int n, void* const* data, const size_t* sizes, const int*
   cts->header = MakeHeader(RecordKind::kCts);
   cts->seq = nextSeq_;
   cts->n = static_cast<uint32_t>(n);
-  e.n = n;
-  for (int i = 0; i < n; ++i) {
-    e.addr[i] = reinterpret_cast<uint64_t>(data[i]);
-    e.size[i] = sizes[i];
-    e.rkey[i] = mrs[i]->rkey;
-    e.tag[i] = tags[i];
-    e.received[i].store(0, std::memory_order_relaxed);
-    e.total[i].store(-1, std::memory_order_relaxed);
-    e.complete[i].store(false, std::memory_order_relaxed);
-    cts->entries[i] = CtsEntry{e.addr[i], e.size[i], e.rkey[i], tags[i]};
+  {
+    std::lock_guard lock(e.mu);
+    e.n = n;
+    for (int i = 0; i < n; ++i) {
+      e.addr[i] = reinterpret_cast<uint64_t>(data[i]);
+      e.size[i] = sizes[i];
+      e.rkey[i] = mrs[i]->rkey;
+      e.tag[i] = tags[i];
+      e.total[i].store(-1, std::memory_order_relaxed);
+      e.ledger[i].Reset(sizes[i]);
+      e.slotDone[i] = false;
+      cts->entries[i] = CtsEntry{e.addr[i], e.size[i], e.rkey[i], tags[i]};
+    }
+    e.slotsDone.store(0, std::memory_order_relaxed);
+    e.posted = Clock::now();
+    e.seq.store(nextSeq_, std::memory_order_release);  // publish to data threads
   }
-  e.slotsDone.store(0, std::memory_order_relaxed);
-  e.posted = Clock::now();
-  e.seq.store(nextSeq_, std::memory_order_release);  // publish to data threads
   ++nextSeq_;
   *out = &e;
   return Status::Ok();
 }
 
-Status RecvTable::Validate(const ChunkHeader& h, char** dest) const {
-  const Entry& e = entries_[h.seq % kMaxRequests];
+Status RecvTable::ClaimLocked(Entry& e, const ChunkHeader& h, ChunkClaim* out) {
   if (e.seq.load(std::memory_order_acquire) != h.seq) {
     return RemoteError("rejected remote write for a receive that is not posted: " + Describe(h));
   }
@@ -82,34 +90,82 @@ Status RecvTable::Validate(const ChunkHeader& h, char** dest) const {
                        Describe(h));
   }
   const bool inBuffer = h.addr >= base && h.len <= size && h.addr - base <= size - h.len;
-  if (!inBuffer || h.rkey != e.rkey[h.slot] || (h.len == 0 && h.total != 0) ||
-      !cache_->Contains(h.rkey, h.addr, h.len)) {
+  if (!inBuffer || h.rkey != e.rkey[h.slot] || !cache_->Contains(h.rkey, h.addr, h.len)) {
     return RemoteError("rejected remote write outside the posted, registered buffer: " +
                        Describe(h));
   }
-  *dest = reinterpret_cast<char*>(h.addr);
+  if (Status s = e.ledger[h.slot].Claim(h.addr - base, h.len, h.total); !s.ok()) {
+    return RemoteError("rejected chunk: " + s.message() + ": " + Describe(h));
+  }
+  e.total[h.slot].store(static_cast<int64_t>(h.total), std::memory_order_release);
+  if (out != nullptr) {
+    *out = ChunkClaim{&e, h.seq, h.slot, h.rkey, h.addr, h.addr - base, h.len, 0};
+  }
+  SettleLocked(e, h.slot);  // an empty message is complete with its header
   return Status::Ok();
 }
 
-Status RecvTable::Land(const ChunkHeader& h) {
+void RecvTable::SettleLocked(Entry& e, uint32_t slot) {
+  if (e.slotDone[slot] || !e.ledger[slot].Complete()) return;
+  e.slotDone[slot] = true;
+  e.slotsDone.fetch_add(1, std::memory_order_acq_rel);
+}
+
+Status RecvTable::Claim(const ChunkHeader& h, ChunkClaim* out) {
+  if (poison_ != nullptr && poison_->IsSet()) {
+    return RemoteError("rejected remote write after the comm failed: " + Describe(h));
+  }
   Entry& e = entries_[h.seq % kMaxRequests];
-  int64_t expected = -1;
-  const auto total = static_cast<int64_t>(h.total);
-  if (!e.total[h.slot].compare_exchange_strong(expected, total, std::memory_order_acq_rel) &&
-      expected != total) {
-    return RemoteError("peer announced two different sizes (" + std::to_string(expected) +
-                       " and " + std::to_string(total) + ") for " + Describe(h));
+  std::lock_guard lock(e.mu);
+  return ClaimLocked(e, h, out);
+}
+
+Status RecvTable::ClaimLanded(const ChunkHeader& h) {
+  Entry& e = entries_[h.seq % kMaxRequests];
+  std::lock_guard lock(e.mu);
+  ChunkClaim c;
+  RY_RETURN_IF_ERROR(ClaimLocked(e, h, &c));
+  if (c.len == 0) return Status::Ok();
+  bool whole = false;
+  RY_RETURN_IF_ERROR(e.ledger[c.slot].Land(c.offset, c.len, &whole));
+  SettleLocked(e, c.slot);
+  return Status::Ok();
+}
+
+Status RecvTable::BeginWrite(const ChunkClaim& c, WritePin* pin) {
+  pin->Release();
+  if (c.entry == nullptr || c.landed >= c.len) {
+    return InternalError("write without an outstanding claim: " + Describe(c));
   }
-  const uint64_t now = e.received[h.slot].fetch_add(h.len, std::memory_order_acq_rel) + h.len;
-  if (now > h.total) {
-    return RemoteError("peer sent more bytes than it announced for " + Describe(h));
+  if (poison_ != nullptr && poison_->IsSet()) {
+    return RemoteError("refused the rest of a chunk after the comm failed (" +
+                       std::to_string(c.landed) + " of " + std::to_string(c.len) +
+                       " bytes had landed): " + Describe(c));
   }
-  if (now == h.total) {
-    if (e.complete[h.slot].exchange(true, std::memory_order_acq_rel)) {
-      return RemoteError("peer completed a buffer twice: " + Describe(h));
-    }
-    e.slotsDone.fetch_add(1, std::memory_order_acq_rel);
+  std::lock_guard lock(c.entry->mu);
+  if (c.entry->seq.load(std::memory_order_acquire) != c.seq) {
+    return RemoteError("refused the rest of a chunk whose receive is no longer posted: " + Describe(c));
   }
+  const uint64_t at = c.addr + c.landed;
+  if (!cache_->PinForWrite(c.rkey, at, c.len - c.landed, &pin->region_)) {
+    return RemoteError("refused the rest of a chunk: its buffer was deregistered (deregMr) while " +
+                       std::to_string(c.len - c.landed) + " bytes were still to land: " + Describe(c));
+  }
+  return Status::Ok();
+}
+
+Status RecvTable::EndWrite(ChunkClaim* c, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  std::lock_guard lock(c->entry->mu);
+  if (c->entry->seq.load(std::memory_order_acquire) != c->seq || c->slot >= static_cast<uint32_t>(c->entry->n)) {
+    return RemoteError("bytes landed for a receive that is no longer posted: " + Describe(*c));
+  }
+  bool whole = false;
+  if (Status s = c->entry->ledger[c->slot].Land(c->offset, bytes, &whole); !s.ok()) {
+    return RemoteError(s.message() + ": " + Describe(*c));
+  }
+  c->landed += bytes;
+  SettleLocked(*c->entry, c->slot);
   return Status::Ok();
 }
 

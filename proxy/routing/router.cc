@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <numeric>
 #include <set>
-#include <sstream>
 
 #include "env/log.h"
 #include "proxy/wire.h"
@@ -16,20 +14,6 @@
 namespace railyard::proxy {
 
 namespace {
-
-/// Interfaces holding a default route, from /proc/net/route (IPv4).
-std::set<std::string> DefaultRouteInterfaces() {
-  std::set<std::string> out;
-  std::ifstream f("/proc/net/route");
-  std::string line;
-  std::getline(f, line);  // header
-  while (std::getline(f, line)) {
-    std::istringstream is(line);
-    std::string iface, dest;
-    if (is >> iface >> dest && dest == "00000000") out.insert(iface);
-  }
-  return out;
-}
 
 sockaddr_storage Ipv4(const std::string& text, uint16_t port) {
   sockaddr_storage ss{};
@@ -71,23 +55,24 @@ size_t WeightedPick(const std::vector<int>& speedsMbps, int k) {
 }
 
 Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
-                         std::vector<FabricRail>* out) {
+                         std::vector<FabricRail>* out, std::string* whyNone,
+                         const std::string& filterSource) {
   out->clear();
   topology::DiscoveryOptions opt;
   opt.ifnameFilter = ifnameFilter;
+  opt.ifnameFilterSource = filterSource;
+  opt.skipDefaultRoute = true;  // an uplink is never a cable (unless named exactly)
   opt.includeDown = true;
   opt.crossCheckIbverbs = false;
   std::vector<topology::Rail> rails;
   std::vector<std::string> skipped;
   RY_RETURN_IF_ERROR(topology::DiscoverRails(opt, &rails, &skipped));
-  const std::set<std::string> uplinks = DefaultRouteInterfaces();
   for (const topology::Rail& r : rails) {
-    if (uplinks.count(r.netdev) != 0 && ifnameFilter.empty()) {
-      RY_INFO(log::kInit | log::kNet, "fabric: %s carries a default route (an uplink, not a cable): not a rail",
-              r.netdev.c_str());
+    if (r.netdev == "lo") {  // loopback is never part of the fabric
+      skipped.push_back("lo: loopback is never a fabric rail");
       continue;
     }
-    if (r.netdev == "lo") continue;  // loopback is never part of the fabric
+    bool found = false;
     for (const topology::RailAddress& a : r.addresses) {
       if (a.family != AF_INET || a.linkLocal || a.address.rfind("127.", 0) == 0) continue;
       FabricRail f;
@@ -95,11 +80,22 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
       f.addr = reinterpret_cast<const sockaddr_in*>(&a.sockaddr)->sin_addr;
       f.speedMbps = r.speedMbps.value_or(defaultSpeedMbps);
       f.mac = r.mac;
-      RY_INFO(log::kInit | log::kNet, "fabric: rail %s %s speed %d Mbps", f.ifname.c_str(),
-              a.address.c_str(), f.speedMbps);
+      f.namedUplink = r.carriesDefaultRoute;
+      RY_INFO(log::kInit | log::kNet, "fabric: rail %s %s speed %d Mbps%s", f.ifname.c_str(),
+              a.address.c_str(), f.speedMbps, f.namedUplink ? " (an uplink, named exactly)" : "");
       out->push_back(f);
+      found = true;
       break;
     }
+    if (!found) skipped.push_back(r.netdev + ": no routable IPv4 address");
+  }
+  if (out->empty() && whyNone != nullptr) {
+    whyNone->clear();
+    for (const std::string& s : skipped) {
+      if (s.rfind("lo:", 0) == 0) continue;  // loopback is never a rail: not news
+      *whyNone += (whyNone->empty() ? "" : "; ") + s;
+    }
+    if (whyNone->empty()) *whyNone = "no network interface but loopback";
   }
   return Status::Ok();
 }
@@ -110,7 +106,9 @@ Status Router::Start(std::vector<FabricRail> rails, const RouterOptions& options
   f->rails_ = std::move(rails);
   f->options_ = options;
   std::vector<topology::AgentRail> agentRails;
-  for (const FabricRail& r : f->rails_) agentRails.push_back({r.ifname, r.addr, r.speedMbps, r.mac});
+  for (const FabricRail& r : f->rails_) {
+    agentRails.push_back({r.ifname, r.addr, r.speedMbps, r.mac, r.namedUplink});
+  }
   RY_RETURN_IF_ERROR(topology::CablingAgent::Start(options.hostName, agentRails, options.agent,
                                                    &f->agent_, topology::LocalHostId()));
   *out = std::move(f);

@@ -23,6 +23,9 @@ struct FabricRail {
   in_addr addr{};      ///< the rail's IPv4 address
   int speedMbps = 0;   ///< link speed, Mbps
   std::string mac;     ///< link-layer address (feeds the host id)
+  /// The port carries a default route and the user named it exactly
+  /// (RAILYARD_SOCKET_IFNAME==eth0): the only way an uplink becomes a rail.
+  bool namedUplink = false;
 };
 
 /// Router settings.
@@ -76,11 +79,18 @@ class Router {
 size_t WeightedPick(const std::vector<int>& speedsMbps, int k);
 
 /// Rails for fabric mode from the host's interfaces: IPv4, not loopback, not
-/// link-local, not carrying a default route (that is the management or uplink port),
-/// matched by `ifnameFilter` (NCCL_SOCKET_IFNAME grammar; "" = automatic).
+/// link-local, matched by `ifnameFilter` (NCCL_SOCKET_IFNAME grammar; "" or one character =
+/// automatic), and not carrying a default route (that is the management or uplink port)
+/// unless `ifnameFilter` names it exactly ("=eth0": kept with a WARN, namedUplink set).
+/// `ifnameFilter` is env::Config::railIfname (RAILYARD_SOCKET_IFNAME only: NCCL_SOCKET_IFNAME
+/// chooses NCCL's bootstrap network, never the rails); `filterSource` names where it came
+/// from in the skip reasons ("RAILYARD_SOCKET_IFNAME", "--ifname").
 /// Down rails are kept: a cable may come up later. Empty = fabric mode has nothing
-/// to run on. Each choice is logged at INFO.
+/// to run on; then `*whyNone` (when given) says which rule or variable removed which
+/// port: "mgmt0: filtered out by RAILYARD_SOCKET_IFNAME='p'; eth0: carries a default
+/// route ...". Each choice is logged at INFO. Errors: those of topology::DiscoverRails.
 Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
-                         std::vector<FabricRail>* out);
+                         std::vector<FabricRail>* out, std::string* whyNone = nullptr,
+                         const std::string& filterSource = "RAILYARD_SOCKET_IFNAME");
 
 }  // namespace railyard::proxy

@@ -1,6 +1,6 @@
 // One data socket's incoming chunks, read with non-blocking recv calls that may
-// stop anywhere: the header first, checked against the posted receives, then the
-// payload straight into the posted buffer. Lets one thread serve every socket of
+// stop anywhere: the header first, which claims its bytes of a posted receive,
+// then the payload straight into the posted buffer, each read re-checked. Lets one thread serve every socket of
 // a comm without blocking on any of them.
 #pragma once
 
@@ -32,13 +32,15 @@ class ChunkReader {
   bool open() const { return open_; }
 
   /// Reads until the socket would block or closes, or `budget` bytes are read (so
-  /// one busy socket cannot hold its caller). Every header is checked
-  /// (record magic/version/kind, then RecvTable::Validate) before a payload byte
-  /// lands, and each finished chunk is accounted with RecvTable::Land.
+  /// one busy socket cannot hold its caller). Every header is checked (record
+  /// magic/version/kind) and claims its byte range (RecvTable::Claim) before a
+  /// payload byte lands; every payload read is let in by RecvTable::BeginWrite
+  /// (receive still posted, buffer still registered, comm not failed) and counted
+  /// by RecvTable::EndWrite, which completes the receive once all its claims landed.
   /// *bytes = bytes read. *eof = true on an orderly close between chunks (the
   /// reader is then closed). Errors: SystemError naming the socket when the
-  /// connection breaks or closes inside a chunk; RemoteError for a bad header or a
-  /// chunk the posted receives do not allow.
+  /// connection breaks or closes inside a chunk; RemoteError for a bad header, a
+  /// chunk the posted receives do not allow, or a payload that may no longer land.
   Status ReadSome(RecvTable& table, size_t budget, size_t* bytes, bool* eof) {
     *bytes = 0;
     *eof = false;
@@ -48,10 +50,13 @@ class ChunkReader {
       // same call: one receive per chunk boundary instead of two.
       iovec iov[2];
       int niov = 1;
+      RecvTable::WritePin pin;
       if (inHeader) {
         iov[0] = {reinterpret_cast<char*>(&header_) + got_, sizeof header_ - got_};
       } else {
-        iov[0] = {dest_ + (got_ - sizeof header_), sizeof header_ + header_.len - got_};
+        Status w = table.BeginWrite(claim_, &pin);
+        if (!w.ok()) return RemoteError(w.message() + " (on " + what_ + ")");
+        iov[0] = {claim_.Next(), claim_.len - claim_.landed};
         iov[1] = {&next_, sizeof next_};
         niov = 2;
       }
@@ -59,10 +64,12 @@ class ChunkReader {
       msg.msg_iov = iov;
       msg.msg_iovlen = static_cast<size_t>(niov);
       const ssize_t n = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
+      const int err = errno;
+      pin.Release();  // the bytes are in place (or none came): deregMr may go on
       if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
-        return SystemError(what_ + ": receive failed: " + ErrnoText(errno));
+        if (err == EINTR) continue;
+        if (err == EAGAIN || err == EWOULDBLOCK) return Status::Ok();
+        return SystemError(what_ + ": receive failed: " + ErrnoText(err));
       }
       if (n == 0) {
         if (got_ == 0) {
@@ -76,6 +83,10 @@ class ChunkReader {
                            std::to_string(whole) + " bytes");
       }
       const size_t first = std::min(static_cast<size_t>(n), iov[0].iov_len);
+      if (!inHeader) {
+        Status l = table.EndWrite(&claim_, first);
+        if (!l.ok()) return RemoteError(l.message() + " (on " + what_ + ")");
+      }
       got_ += first;
       *bytes += static_cast<size_t>(n);
       RY_RETURN_IF_ERROR(Settle(table, static_cast<size_t>(n) - first));
@@ -84,8 +95,9 @@ class ChunkReader {
   }
 
  private:
-  /// Accepts a completed header, lands a completed chunk, and starts the next
-  /// chunk with the `ahead` bytes of its header already read into next_.
+  /// Accepts a completed header (claiming its bytes), ends a chunk whose payload
+  /// has all landed, and starts the next chunk with the `ahead` bytes of its
+  /// header already read into next_.
   Status Settle(RecvTable& table, size_t ahead) {
     for (;;) {
       if (!accepted_ && got_ == sizeof header_) {
@@ -93,8 +105,7 @@ class ChunkReader {
         accepted_ = true;
       }
       if (!accepted_ || got_ != sizeof header_ + header_.len) return Status::Ok();
-      RY_RETURN_IF_ERROR(table.Land(header_));
-      accepted_ = false;
+      accepted_ = false;  // EndWrite counted the payload as it landed
       got_ = ahead;
       if (ahead == 0) return Status::Ok();
       std::memcpy(&header_, &next_, ahead);
@@ -102,14 +113,14 @@ class ChunkReader {
     }
   }
 
-  /// Checks a complete header and finds where its payload goes.
+  /// Checks a complete header and claims the bytes its payload will fill.
   Status Accept(RecvTable& table) {
     RY_RETURN_IF_ERROR(CheckHeader(header_.header, ("chunk header on " + what_).c_str()));
     if (header_.header.kind != static_cast<uint16_t>(RecordKind::kChunk)) {
       return RemoteError("unexpected record kind " + std::to_string(header_.header.kind) + " on " + what_);
     }
-    dest_ = nullptr;
-    Status v = table.Validate(header_, &dest_);
+    claim_ = RecvTable::ChunkClaim{};
+    Status v = table.Claim(header_, &claim_);
     if (!v.ok()) return RemoteError(v.message() + " (from " + peer_ + ")");
     return Status::Ok();
   }
@@ -121,7 +132,7 @@ class ChunkReader {
   ChunkHeader header_{};
   ChunkHeader next_{};     ///< start of the next chunk's header, read with a payload's end
   bool accepted_ = false;  ///< header_ is complete and passed Accept
-  char* dest_ = nullptr;
+  RecvTable::ChunkClaim claim_{};  ///< the current chunk's claim, once accepted_
   size_t got_ = 0;  ///< bytes of the current chunk read so far (header + payload)
 };
 

@@ -13,6 +13,14 @@ struct TcpOptions {
   size_t chunkBytes = 8u << 20;     ///< largest chunk of a striped message (RAILYARD_CHUNK_BYTES)
   size_t minChunkBytes = 64 * 1024; ///< smallest chunk once a message is striped
   int timeoutMs = 30000;            ///< no-progress limit of a request (RAILYARD_TIMEOUT_MS)
+  /// Listener only: an accepted socket must deliver its whole hello, and a
+  /// connection gain its next socket, within this time, else its sockets are
+  /// closed (RAILYARD_ACCEPT_TIMEOUT_MS).
+  int acceptTimeoutMs = 10000;
+  /// Listener only: most sockets one listen comm holds before their connection is
+  /// complete; beyond it new sockets wait in the kernel's backlog
+  /// (RAILYARD_ACCEPT_MAX_PENDING).
+  int maxPendingSockets = 256;
   std::string device;               ///< rail (interface) name, for error messages
   /// Listener only: also accept control-only connections (the verbs handshake) while
   /// nsocks > 0; fabric mode with the verbs transport takes both kinds on one port.

@@ -18,7 +18,7 @@ constexpr size_t kSocketBudget = 2u << 20;
 }  // namespace
 
 TcpRecvComm::TcpRecvComm(TcpConnection conn, const TcpOptions& options, const MrCache* cache)
-    : conn_(std::move(conn)), options_(options), table_(this, cache) {
+    : conn_(std::move(conn)), options_(options), table_(this, cache, &poison_) {
   const size_t nsocks = conn_.data.size();
   readers_.reserve(nsocks);
   for (size_t i = 0; i < nsocks; ++i) {
@@ -82,7 +82,10 @@ bool TcpRecvComm::ProgressLocked(Group& g) {
     if (stop_.load(std::memory_order_acquire)) return moved;
     if (!s.ok()) {
       g.dead = true;
-      poison_.Set(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest()));
+      // A break with nothing posted loses nothing yet (a relay that exited at a job's end
+      // resets its sockets): WARN only once a receive runs into it.
+      PoisonQuietly(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest()),
+                    /*matters=*/table_.InFlight() > 0);
       break;
     }
     if (eof) {
@@ -91,9 +94,12 @@ bool TcpRecvComm::ProgressLocked(Group& g) {
       // All data precedes a clean EOF on each socket, so only once every data
       // socket is closed is the peer gone with nothing left in flight.
       if (cleanEofs_.fetch_add(1) + 1 == static_cast<int>(conn_.data.size())) {
-        poison_.Set(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
-                                table_.DescribeOldest()),
-                    /*warn=*/table_.InFlight() > 0);
+        // A clean close of every data socket is how a job ends, even with receives still
+        // posted: INFO. Only when someone then waits for one of them (test()) is it a fault
+        // (a sender that exited or died first), logged at WARN there.
+        PoisonQuietly(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
+                                  table_.DescribeOldest()),
+                      /*matters=*/false);
       }
     }
   }
@@ -154,11 +160,28 @@ Status TcpRecvComm::FlushControl() {
   return Status::Ok();
 }
 
+void TcpRecvComm::PoisonQuietly(const Status& s, bool matters) {
+  if (matters) {
+    poison_.Set(s);
+    return;
+  }
+  // The flag goes first, so an irecv/test that sees the poison also sees it; when an earlier
+  // fault won, its own flag is put back.
+  const bool before = warnPending_.exchange(true, std::memory_order_acq_rel);
+  if (!poison_.Set(s, /*warn=*/false)) warnPending_.store(before, std::memory_order_release);
+}
+
+Status TcpRecvComm::PoisonedStatus() {
+  Status s = poison_.Get();
+  if (warnPending_.exchange(false, std::memory_order_acq_rel)) RY_WARN("%s", s.message().c_str());
+  return s;
+}
+
 Status TcpRecvComm::Irecv(int n, void** data, const size_t* sizes, const int* tags,
                           MemoryRegion** mrs, Request** request) {
   *request = nullptr;
   gate_.NoteCall();
-  if (poison_.IsSet()) return poison_.Get();
+  if (poison_.IsSet()) return PoisonedStatus();
   RecvTable::Entry* e = nullptr;
   CtsRecord cts;
   RY_RETURN_IF_ERROR(table_.Post(n, data, sizes, tags, mrs, &e, &cts));
@@ -191,7 +214,7 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
   if (finished()) return Status::Ok();
   if (!poison_.IsSet()) ProgressRegistry::Get().Drive(this, [&] { return RecvTable::Done(*e); });
   if (finished()) return Status::Ok();
-  if (poison_.IsSet()) return poison_.Get();
+  if (poison_.IsSet()) return PoisonedStatus();
   if (const int64_t eof = firstEofNs_.load(std::memory_order_relaxed); eof != 0) {
     // Data already in the kernel still lands after a clean close; give the other
     // sockets a moment, then call the receive lost.

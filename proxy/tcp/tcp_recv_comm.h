@@ -70,6 +70,15 @@ class TcpRecvComm final : public RecvComm, public CallerDriven {
   ProgressGate gate_;
   std::atomic<bool> stop_{false};
   std::atomic<int> cleanEofs_{0};
+  /// The poison was logged at INFO because nothing made it matter yet (the peer closed, or a
+  /// socket broke, at a job's normal end); the first irecv/test that runs into it logs it
+  /// at WARN (then it is a fault: a sender that died, a relay that went away).
+  std::atomic<bool> warnPending_{false};
+  /// Records `s` as the poison: at WARN when `matters`, else at INFO with the WARN deferred
+  /// to the first irecv/test that returns it (PoisonedStatus).
+  void PoisonQuietly(const Status& s, bool matters);
+  /// The poison, logging the deferred WARN once.
+  Status PoisonedStatus();
   /// When the first data socket closed cleanly (steady clock ns), 0 if none: a
   /// peer closing its comm closes every socket at once, so a receive still
   /// pending a moment later will never complete (a relay died, or the peer quit).

@@ -10,7 +10,7 @@
 //    ring[q][i], then the payload with RDMA WRITE, the last WR being WRITE WITH IMM
 //    carrying i. RC delivers a QP's writes in order, so when the receiver sees the
 //    immediate, the header and payload have landed; it checks the header against
-//    the posted buffer (RecvTable::Validate) and counts the bytes (RecvTable::Land).
+//    the posted buffer and counts the bytes (RecvTable::ClaimLanded).
 //  - Receive WRs: the receiver keeps ringEntries receive WRs posted on every QP and
 //    re-posts one per immediate consumed. A part is only sent against a posted
 //    receive buffer, and at most kMaxRequests x kMaxRecvs buffers are posted, so a

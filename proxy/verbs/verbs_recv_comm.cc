@@ -64,11 +64,11 @@ Status VerbsRecvComm::OnImmediate(size_t qi, uint32_t index) {
                        (s.ok() ? "kind " + std::to_string(h.header.kind) : s.message()) + " " +
                        FaultContext(link_, qpn, table_.NextSeq()));
   }
-  char* dest = nullptr;
-  if (Status s = table_.Validate(h, &dest); !s.ok()) {
+  // RC order: header and payload are in place when the immediate arrives, so the
+  // chunk is claimed and landed at once (the HCA kept the writes inside rkey).
+  if (Status s = table_.ClaimLanded(h); !s.ok()) {
     return Status(s.code(), s.message() + " " + FaultContext(link_, qpn, h.seq));
   }
-  if (Status s = table_.Land(h); !s.ok()) return Status(s.code(), s.message() + " " + FaultContext(link_, qpn, h.seq));
   return PostRecv(qi);
 }
 

@@ -110,5 +110,23 @@ TEST(PerfOptions, SizeListWalksLikeNcclTests) {
   EXPECT_EQ(SizeList(o), (std::vector<std::size_t>{1u << 20, 2u << 20, 3u << 20}));
 }
 
+// Issue 8.6: ranks started with different options are told so, flag by flag.
+TEST(PerfOptions, ShapeDifferenceNamesEveryFlagThatDiffers) {
+  Options a, b;
+  EXPECT_EQ(ShapeDifference(ShapeOf(a), 1, ShapeOf(b), 0), "");
+  b.minBytes = 1u << 20;
+  EXPECT_EQ(ShapeDifference(ShapeOf(b), 1, ShapeOf(a), 0), "-b 1M on rank 1 but 32M on rank 0");
+  b.iters = 5;
+  b.pattern = Pattern::kAllToAll;
+  b.check = 0;
+  EXPECT_EQ(ShapeDifference(ShapeOf(b), 3, ShapeOf(a), 0),
+            "-b 1M on rank 3 but 32M on rank 0, -n 5 on rank 3 but 20 on rank 0, -c 0 on rank 3 but 1 on rank 0, "
+            "-p alltoall on rank 3 but ring on rank 0");
+  Options c;
+  c.dev = 3;        // each rank picks its own device: not compared
+  c.timeoutSec = 5;  // nor its own deadline
+  EXPECT_EQ(ShapeDifference(ShapeOf(c), 1, ShapeOf(a), 0), "");
+}
+
 }  // namespace
 }  // namespace railyard::perf

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -137,6 +138,45 @@ TEST_F(PerfPluginLoad, V8IsWidenedToV11Properties) {
   EXPECT_EQ(Calls(), "init\ndevices\n");  // older versions get no finalize, as in NCCL's shims
 }
 
+// Issue 8.6: NCCL 2.28.9 loads v7 and v6 tables (fact sheet §1.3); railyard-perf refused them.
+TEST_F(PerfPluginLoad, V7AndV6LoadAndAreWidenedAsNcclShimsDo) {
+  for (const char* ver : {"7", "6"}) {
+    SCOPED_TRACE(ver);
+    OpenedNet n;
+    Status s = Open(Lib(ver), &n);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(n.symbol, std::string("ncclNetPlugin_v") + ver);
+    EXPECT_EQ(n.net->version(), std::atoi(ver));
+    EXPECT_STREQ(n.net->name(), (std::string("Fake") + ver).c_str());
+    EXPECT_EQ(n.ndev, 2);
+    ncclNetProperties_v11_t p;
+    ASSERT_EQ(n.net->getProperties(1, &p), ncclSuccess);
+    EXPECT_EQ(p.speed, 12345);  // v7/v6 put speed at offset 28: converted, not copied
+    EXPECT_EQ(p.port, 1);
+    EXPECT_EQ(p.maxComms, 1024);
+    EXPECT_EQ(p.maxRecvs, 1);
+    EXPECT_EQ(p.regIsGlobal, 0);
+    EXPECT_EQ(p.netDeviceType, NCCL_NET_DEVICE_HOST);
+    EXPECT_EQ(p.vProps.ndevs, 1);
+    EXPECT_EQ(p.vProps.devs[0], 1);
+    EXPECT_EQ(p.maxP2pBytes, std::size_t{1} << 30);
+    void* mh = nullptr;
+    EXPECT_EQ(n.net->regMr(nullptr, nullptr, std::size_t{1} << 31, NCCL_PTR_HOST, &mh), ncclInternalError);
+    n.Close();
+    EXPECT_EQ(Calls(), "init\ndevices\n");  // no finalize below v11, as in NCCL's shims
+    std::remove(log_.c_str());
+  }
+  // v7 reports its own device type; a GIN type is refused as for every version.
+  setenv("FAKE_NET_DEVTYPE", "2", 1);
+  OpenedNet n;
+  Status s = Open(Lib("7"), &n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("netDeviceType = 2"), std::string::npos) << s.message();
+  // v6 has no device type: HOST, as NCCL's shim says.
+  s = Open(Lib("6"), &n);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
 TEST_F(PerfPluginLoad, InitFailureStillCallsFinalize) {
   setenv("FAKE_NET_INIT_FAIL", "1", 1);
   OpenedNet n;
@@ -148,18 +188,19 @@ TEST_F(PerfPluginLoad, InitFailureStillCallsFinalize) {
 
 TEST_F(PerfPluginLoad, CommaListFirstLoadableWins) {
   OpenedNet n;
-  Status s = Open("/nonexistent/libnccl-net-x.so," + Lib("0") + "," + Lib("7") + "," + Lib("8"), &n);
+  Status s = Open("/nonexistent/libnccl-net-x.so," + Lib("0") + "," + Lib("5") + "," + Lib("8"), &n);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(n.symbol, "ncclNetPlugin_v8");
   EXPECT_NE(log_lines_.find("unsupported"), std::string::npos) << log_lines_;
-  EXPECT_NE(log_lines_.find("ncclNetPlugin_v7"), std::string::npos) << log_lines_;
+  EXPECT_NE(log_lines_.find("ncclNetPlugin_v5"), std::string::npos) << log_lines_;
 }
 
 TEST_F(PerfPluginLoad, UnsupportedAndMissing) {
   OpenedNet n;
-  Status s = Open(Lib("7"), &n);
+  Status s = Open(Lib("5"), &n);  // NCCL 2.28.9 loads v6 and newer only (fact sheet §1.3)
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("unsupported"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("NCCL 2.28.9 loads v6 or newer"), std::string::npos) << s.message();
   s = Open("none", &n);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("none"), std::string::npos);

@@ -64,7 +64,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
   for (const Variable& v : Variables()) names.emplace_back(v.name);
   EXPECT_THAT(names, ::testing::ElementsAre("RAILYARD_SOCKET_IFNAME", "RAILYARD_NSOCKS",
                                             "RAILYARD_NTHREADS", "RAILYARD_CHUNK_BYTES",
-                                            "RAILYARD_TIMEOUT_MS", "RAILYARD_DEFAULT_SPEED_MBPS",
+                                            "RAILYARD_TIMEOUT_MS", "RAILYARD_ACCEPT_TIMEOUT_MS",
+                                            "RAILYARD_ACCEPT_MAX_PENDING", "RAILYARD_DEFAULT_SPEED_MBPS",
                                             "RAILYARD_DEBUG", "RAILYARD_HOST_NAME",
                                             "RAILYARD_DISCOVERY_PORT",
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
@@ -91,6 +92,8 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.nthreads, 2);
   EXPECT_EQ(c.chunkBytes, 8388608u);
   EXPECT_EQ(c.timeoutMs, 30000);
+  EXPECT_EQ(c.acceptTimeoutMs, 10000);
+  EXPECT_EQ(c.acceptMaxPending, 256);
   EXPECT_EQ(c.defaultSpeedMbps, 10000);
   EXPECT_EQ(c.debug, log::Level::kWarn);
   EXPECT_EQ(c.hostName, "");
@@ -221,6 +224,7 @@ TEST(EnvConfig, OutOfRangeValuesFail) {
       {"RAILYARD_CHUNK_BYTES", "9999999999999G"},
       {"RAILYARD_TIMEOUT_MS", "0"},      {"RAILYARD_TIMEOUT_MS", "2147483648"},
       {"RAILYARD_DEFAULT_SPEED_MBPS", "0"},
+      {"RAILYARD_ACCEPT_TIMEOUT_MS", "9"}, {"RAILYARD_ACCEPT_MAX_PENDING", "65"},
   };
   for (const Case& c : cases) {
     Status st = ParseErr(FakeEnv{{{c.name, c.value}}});
@@ -270,6 +274,57 @@ TEST(EnvConfig, UnknownNameWarnsWithNearest) {
   EXPECT_THAT(warns[0], HasSubstr("did you mean RAILYARD_CHUNK_BYTES"));
   EXPECT_THAT(warns[1], HasSubstr("RAILYARD_NSOCK "));
   EXPECT_THAT(warns[1], HasSubstr("did you mean RAILYARD_NSOCKS"));
+}
+
+// Issue 8.6: a name in the wrong case, an NCCL name written with RAILYARD_, or a known
+// name with a tail all get the hint (they got none before).
+TEST(EnvConfig, CaseNcclNamesAndTailsGetSuggestions) {
+  EXPECT_STREQ(NearestVariable("RAILYARD_nsocks")->name, "RAILYARD_NSOCKS");
+  EXPECT_STREQ(NearestVariable("Railyard_Chunk_Bytes")->name, "RAILYARD_CHUNK_BYTES");
+  EXPECT_STREQ(NearestVariable("RAILYARD_DEBUG_LEVEL")->name, "RAILYARD_DEBUG");
+  EXPECT_STREQ(NearestVariable("RAILYARD_IB_HCA")->name, "RAILYARD_HCA");
+  EXPECT_STREQ(NearestVariable("RAILYARD_IB_QPS_PER_CONNECTION")->name, "RAILYARD_QPS_PER_CONN");
+  EXPECT_STREQ(NearestVariable("RAILYARD_IB_GID_INDEX")->name, "RAILYARD_GID_INDEX");
+  EXPECT_STREQ(NearestVariable("RAILYARD_SOCKET_NTHREADS")->name, "RAILYARD_NTHREADS");
+  EXPECT_STREQ(NearestVariable("RAILYARD_NSOCKS_PERTHREAD")->name, "RAILYARD_NSOCKS");
+  EXPECT_STREQ(NearestVariable("RAILYARD_TIMEOUT_MS_MAX")->name, "RAILYARD_TIMEOUT_MS");
+  EXPECT_EQ(NearestVariable("RAILYARD_FOO"), nullptr);
+  EXPECT_EQ(NearestVariable("RAILYARD_COMPLETELY_DIFFERENT"), nullptr);
+
+  LogCapture capture;
+  ParseOk(FakeEnv{{{"RAILYARD_nsocks", "8"}, {"RAILYARD_DEBUG_LEVEL", "INFO"}}});
+  auto warns = capture.At(log::Level::kWarn);
+  ASSERT_EQ(warns.size(), 2u);
+  EXPECT_THAT(warns, ::testing::UnorderedElementsAre(
+                         HasSubstr("RAILYARD_nsocks is ignored; did you mean RAILYARD_NSOCKS? (names are case-sensitive)"),
+                         HasSubstr("RAILYARD_DEBUG_LEVEL is ignored; did you mean RAILYARD_DEBUG?")));
+}
+
+// Issue 8.6: a dead interval at or below the hello interval is refused, naming both.
+TEST(EnvConfig, DiscoveryDeadBelowIntervalIsRefused) {
+  Status st = ParseErr(FakeEnv{{{"RAILYARD_DISCOVERY_DEAD_MS", "50"}}});  // interval 100
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_THAT(st.message(), HasSubstr("RAILYARD_DISCOVERY_DEAD_MS=50 must be larger than "
+                                      "RAILYARD_DISCOVERY_INTERVAL_MS=100"));
+  st = ParseErr(FakeEnv{{{"RAILYARD_DISCOVERY_INTERVAL_MS", "2000"}}});  // dead 1000 by default
+  EXPECT_THAT(st.message(), HasSubstr("RAILYARD_DISCOVERY_DEAD_MS=1000 must be larger than "
+                                      "RAILYARD_DISCOVERY_INTERVAL_MS=2000"));
+  st = ParseErr(FakeEnv{{{"RAILYARD_DISCOVERY_INTERVAL_MS", "200"}, {"RAILYARD_DISCOVERY_DEAD_MS", "200"}}});
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  Config c = ParseOk(FakeEnv{{{"RAILYARD_DISCOVERY_INTERVAL_MS", "200"}, {"RAILYARD_DISCOVERY_DEAD_MS", "201"}}});
+  EXPECT_EQ(c.discoveryDeadMs, 201);
+}
+
+// Issue 8.3: the rail filter is RAILYARD_SOCKET_IFNAME's own value, never NCCL's.
+TEST(EnvConfig, RailFilterIgnoresNcclSocketIfname) {
+  Config c = ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "mgmt0"}}});
+  EXPECT_EQ(c.socketIfname, "mgmt0");  // the TCP transport outside fabric mode still honours it
+  EXPECT_EQ(c.railIfname, "");
+  c = ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "mgmt0"}, {"RAILYARD_SOCKET_IFNAME", "=p0,p1"}}});
+  EXPECT_EQ(c.socketIfname, "=p0,p1");
+  EXPECT_EQ(c.railIfname, "=p0,p1");
+  c = ParseOk(FakeEnv{{{"RAILYARD_SOCKET_IFNAME", "^mgmt0"}}});
+  EXPECT_EQ(c.railIfname, "^mgmt0");
 }
 
 TEST(EnvConfig, FarNamesGetNoSuggestionAndToolingNamesNoWarning) {

@@ -126,6 +126,22 @@ TEST(InterfaceFilter, PortSuffixIsIgnoredForSockets) {
   EXPECT_TRUE(M("=eth0:1", "eth0"));
 }
 
+TEST(InterfaceFilter, NamesExactlyOnlyForAnExactInclusiveEntry) {
+  auto N = [](std::string_view filter, std::string_view ifname) {
+    return InterfaceFilter::Parse(filter).NamesExactly(ifname);
+  };
+  EXPECT_TRUE(N("=eth0", "eth0"));
+  EXPECT_TRUE(N("=p0,eth0", "eth0"));
+  EXPECT_TRUE(N("=eth0:1", "eth0"));  // the port part is cut off, as for matching
+  EXPECT_FALSE(N("=eth0", "eth01"));
+  EXPECT_FALSE(N("eth0", "eth0"));      // a prefix list
+  EXPECT_FALSE(N("eth", "eth0"));
+  EXPECT_FALSE(N("^=eth1", "eth0"));    // an exclusion matches eth0 but does not name it
+  EXPECT_FALSE(N("^docker", "eth0"));
+  EXPECT_FALSE(N("=", "eth0"));         // one character: automatic
+  EXPECT_FALSE(N("", "eth0"));
+}
+
 TEST(InterfaceFilter, SocketListIsLimitedLikeNccl) {
   std::string value;
   for (int i = 0; i < 17; ++i) value += (i ? ",if" : "if") + std::to_string(i) + "x";

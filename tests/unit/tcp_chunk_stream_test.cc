@@ -41,6 +41,7 @@ class ChunkStreamTest : public ::testing::Test {
     dst_.assign(bytes, 0);
     MemoryRegion* mr = nullptr;
     EXPECT_TRUE(cache_.Register(dst_.data(), dst_.size(), kPtrHost, &mr).ok());
+    mr_ = mr;
     void* data = dst_.data();
     size_t size = bytes;
     int tag = 7;
@@ -70,6 +71,7 @@ class ChunkStreamTest : public ::testing::Test {
   MrCache cache_;
   RecvTable table_{nullptr, &cache_};
   RecvTable::Entry* entry_ = nullptr;
+  MemoryRegion* mr_ = nullptr;  ///< registration of dst_
   std::vector<char> dst_;
   std::atomic<int> written_{0};
 };
@@ -165,6 +167,44 @@ TEST_F(ChunkStreamTest, CleanCloseBetweenChunksIsEofAndInsideAChunkIsAnError) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("connection closed by peer after 10 of 1000 bytes"), std::string::npos)
       << s.message();
+}
+
+TEST_F(ChunkStreamTest, LatePayloadOfAClaimedChunkCannotLandAfterDeregMr) {
+  // Two data sockets of one connection, one table: socket A sends a header and
+  // part of its payload, socket B a whole chunk over the same bytes, then the
+  // buffer is deregistered and A's payload resumes.
+  int other[2] = {-1, -1};
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, other), 0);
+  const CtsRecord cts = Post(4096);
+  std::vector<char> a(4096, 'a'), b(4096, 'b');
+  OutChunk ca = Chunk(cts, a.data(), 0, 4096, 4096);
+  ASSERT_EQ(::send(fds_[0], &ca.header, sizeof ca.header, 0), static_cast<ssize_t>(sizeof ca.header));
+  ASSERT_EQ(::send(fds_[0], a.data(), 100, 0), 100);
+  ChunkReader ra(fds_[1], "data socket 1 from test", "test");
+  size_t read = 0;
+  bool eof = false;
+  ASSERT_TRUE(ra.ReadSome(table_, 1 << 20, &read, &eof).ok());
+  ASSERT_EQ(read, sizeof ca.header + 100);
+
+  OutChunk cb = Chunk(cts, b.data(), 0, 4096, 4096);
+  ASSERT_EQ(::send(other[0], &cb.header, sizeof cb.header, 0), static_cast<ssize_t>(sizeof cb.header));
+  ASSERT_EQ(::send(other[0], b.data(), b.size(), 0), static_cast<ssize_t>(b.size()));
+  ChunkReader rb(other[1], "data socket 2 from test", "test");
+  Status s = rb.ReadSome(table_, 1 << 20, &read, &eof);
+  EXPECT_EQ(s.code(), Code::kRemoteError);
+  EXPECT_NE(s.message().find("overlap"), std::string::npos) << s.message();
+  EXPECT_EQ(std::count(dst_.begin(), dst_.end(), 'b'), 0) << "the overlapping chunk landed";
+  EXPECT_FALSE(RecvTable::Done(*entry_));
+
+  ASSERT_TRUE(cache_.Deregister(mr_).ok());
+  ASSERT_EQ(::send(fds_[0], a.data() + 100, 3996, 0), 3996);
+  s = ra.ReadSome(table_, 1 << 20, &read, &eof);
+  EXPECT_EQ(s.code(), Code::kRemoteError);
+  EXPECT_NE(s.message().find("deregistered"), std::string::npos) << s.message();
+  EXPECT_EQ(std::count(dst_.begin(), dst_.end(), 'a'), 100) << "bytes landed after deregMr";
+  EXPECT_FALSE(RecvTable::Done(*entry_));
+  ::close(other[0]);
+  ::close(other[1]);
 }
 
 }  // namespace

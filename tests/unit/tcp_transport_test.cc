@@ -6,11 +6,15 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "plugin/net.h"
+#include "env/log.h"
 #include "proxy/mr_cache.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::plugin {
 namespace {
@@ -20,6 +24,7 @@ class TcpTransportTest : public ::testing::Test {
   void SetUp() override {
     setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
     setenv("RAILYARD_TIMEOUT_MS", "5000", 1);
+    setenv("RAILYARD_HOST_NAME", "ry-named-host", 1);  // not fabric mode: must still name the host
     ASSERT_EQ(Init(&ctx_, 1, nullptr, nullptr, nullptr), ncclSuccess);
     int n = 0;
     ASSERT_EQ(Devices(&n), ncclSuccess);
@@ -196,6 +201,49 @@ TEST_F(TcpTransportTest, SendLargerThanThePostedBufferIsAnError) {
   EXPECT_EQ(rc, ncclInvalidUsage);
   EXPECT_EQ(sreq, nullptr);
   EXPECT_EQ(DeregMr(send_, smh), ncclSuccess);
+  EXPECT_EQ(DeregMr(recv_, rmh), ncclSuccess);
+}
+
+// Issue 8.6: the sender closing while a receive is still posted is how a job ends; it is
+// logged at INFO (was WARN). Only a test() that then waits for that receive makes it a
+// fault: the error, and one WARN (a sender that died looks the same on the sockets).
+TEST_F(TcpTransportTest, SenderClosingWithAReceivePostedIsInfoUntilSomeoneWaits) {
+  test_support::LogCapture capture;
+  std::vector<char> dst(1024, 0);
+  void* rmh = nullptr;
+  ASSERT_EQ(RegMr(recv_, dst.data(), dst.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  void* rreq = nullptr;
+  void* data = dst.data();
+  size_t cap = dst.size();
+  int tag = 1;
+  ASSERT_EQ(Irecv(recv_, 1, &data, &cap, &tag, &rmh, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(CloseSend(send_), ncclSuccess);
+  send_ = nullptr;
+  auto closeLines = [&](log::Level level) {
+    int n = 0;
+    for (const std::string& l : capture.At(level)) n += l.find("closed the connection; waiting for seq 0") != std::string::npos;
+    return n;
+  };
+  // The helper threads notice the close without any call from us.
+  for (int i = 0; i < 5000 && closeLines(log::Level::kInfo) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition, bounded
+  }
+  EXPECT_EQ(closeLines(log::Level::kInfo), 1);
+  EXPECT_EQ(closeLines(log::Level::kWarn), 0);
+  // Issue 8.6: outside fabric mode errors name the host by RAILYARD_HOST_NAME too.
+  bool named = false;
+  for (const std::string& l : capture.At(log::Level::kInfo)) {
+    named = named || l.find("peer ry-named-host (pid ") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "the close is not reported with RAILYARD_HOST_NAME";
+  // Now wait for the receive: it fails, and that is worth a WARN, once.
+  ncclResult_t rc = ncclSuccess;
+  int done = 0;
+  for (int i = 0; i < 3 && rc == ncclSuccess; ++i) rc = ::railyard::plugin::Test(rreq, &done, nullptr);
+  EXPECT_NE(rc, ncclSuccess);
+  EXPECT_EQ(done, 0);
+  EXPECT_NE(::railyard::plugin::Test(rreq, &done, nullptr), ncclSuccess);
+  EXPECT_EQ(closeLines(log::Level::kWarn), 1);
   EXPECT_EQ(DeregMr(recv_, rmh), ncclSuccess);
 }
 

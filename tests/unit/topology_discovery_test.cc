@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <set>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -249,7 +251,7 @@ TEST(TopologyDiscoverySpark, FilterSelectsRails) {
   std::vector<std::string> skipped;
   ASSERT_TRUE(DiscoverRails(o, &rails, &skipped).ok());
   EXPECT_THAT(Names(rails), ElementsAre("enP2p1s0f0np0", "enP2p1s0f1np1"));
-  EXPECT_THAT(skipped, ElementsAre("enp1s0f0np0: filtered out by 'enP2'", "enp1s0f1np1: filtered out by 'enP2'"));
+  EXPECT_THAT(skipped, ElementsAre("enp1s0f0np0: filtered out by RAILYARD_SOCKET_IFNAME='enP2'", "enp1s0f1np1: filtered out by RAILYARD_SOCKET_IFNAME='enP2'"));
 }
 
 TEST(TopologyDiscoverySpark, NoAddressesSkipsAllUnlessIncluded) {
@@ -373,12 +375,82 @@ TEST(TopologyDiscoveryVeth, LoopbackOnlyWhenFilterNamesIt) {
   std::vector<std::string> skipped;
   ASSERT_TRUE(DiscoverRails(o, &rails, &skipped).ok());
   EXPECT_THAT(Names(rails), ElementsAre("lo", "veth0"));
-  EXPECT_THAT(skipped, Contains("veth4: filtered out by 'lo,veth0'"));
+  EXPECT_THAT(skipped, Contains("veth4: filtered out by RAILYARD_SOCKET_IFNAME='lo,veth0'"));
 
   // An exclude list does not name lo explicitly.
   o.ifnameFilter = "^veth4";
   ASSERT_TRUE(DiscoverRails(o, &rails, &skipped).ok());
   EXPECT_THAT(Names(rails), ElementsAre("veth0"));
+}
+
+// Fabric mode's rule (issue 8.2): a port that carries a default route is never a rail
+// unless the filter names it exactly; every filter NCCL users write keeps it out.
+TEST(TopologyDiscoveryVeth, DefaultRoutePortIsNeverARailUnlessNamedExactly) {
+  for (const char* filter : {"", "0", "e", "^", "=", "^docker", "veth", "^docker,lo", "^lo", "^=veth4",
+                             "veth0", "^=veth0", "veth0,veth4"}) {
+    SCOPED_TRACE(filter);
+    DiscoveryOptions o = VethOptions();
+    o.ifnameFilter = filter;
+    o.skipDefaultRoute = true;
+    o.defaultRouteInterfaces = std::set<std::string>{"veth0"};
+    std::vector<Rail> rails;
+    std::vector<std::string> skipped;
+    ASSERT_TRUE(DiscoverRails(o, &rails, &skipped).ok());
+    EXPECT_EQ(Find(rails, "veth0"), nullptr);
+    if (InterfaceFilter::Parse(filter).Matches("veth0")) {
+      EXPECT_THAT(skipped, Contains(StartsWith("veth0: carries a default route (an uplink, not a cable; a rail "
+                                               "only when RAILYARD_SOCKET_IFNAME names it exactly: '=veth0')")));
+    }
+  }
+  // Without the rule (the verbs transport outside fabric mode) the port stays.
+  DiscoveryOptions o = VethOptions();
+  o.defaultRouteInterfaces = std::set<std::string>{"veth0"};
+  std::vector<Rail> rails;
+  ASSERT_TRUE(DiscoverRails(o, &rails, nullptr).ok());
+  EXPECT_NE(Find(rails, "veth0"), nullptr);
+}
+
+TEST(TopologyDiscoveryVeth, DefaultRoutePortNamedExactlyIsARailWithAWarning) {
+  LogCapture capture;
+  DiscoveryOptions o = VethOptions();
+  o.ifnameFilter = "=veth0,veth4";
+  o.skipDefaultRoute = true;
+  o.defaultRouteInterfaces = std::set<std::string>{"veth0"};
+  std::vector<Rail> rails;
+  ASSERT_TRUE(DiscoverRails(o, &rails, nullptr).ok());
+  EXPECT_THAT(Names(rails), ElementsAre("veth0", "veth4"));
+  EXPECT_TRUE(Find(rails, "veth0")->carriesDefaultRoute);
+  EXPECT_FALSE(Find(rails, "veth4")->carriesDefaultRoute);
+  ASSERT_EQ(Find(rails, "veth0")->warnings.size(), 1u);
+  EXPECT_THAT(Find(rails, "veth0")->warnings[0], HasSubstr("veth0 carries a default route"));
+  EXPECT_THAT(capture.lines(), Contains(AllOf(StartsWith("WARN "), HasSubstr("veth0 carries a default route"),
+                                              HasSubstr("UDP broadcasts"))));
+}
+
+TEST(TopologyDiscoveryVeth, FilterSkipNamesTheVariable) {
+  DiscoveryOptions o = VethOptions();
+  o.ifnameFilter = "veth4";
+  o.ifnameFilterSource = "--ifname";
+  std::vector<std::string> skipped;
+  std::vector<Rail> rails;
+  ASSERT_TRUE(DiscoverRails(o, &rails, &skipped).ok());
+  EXPECT_THAT(skipped, Contains("veth0: filtered out by --ifname='veth4'"));
+}
+
+TEST(TopologyNetdev, DefaultRouteInterfacesFromProcNetRoute) {
+  const std::string path = ::testing::TempDir() + "/route";
+  {
+    std::ofstream f(path);
+    f << "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+         "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
+         "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+         "p0\t0000C90A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+         "wg0\t00000000\t00000000\t0001\t0\t0\t0\t00000080\t0\t0\t0\n"  // 0.0.0.0/1: not default
+         "eth1\t00000000\t010300C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+         "garbage\n";
+  }
+  EXPECT_THAT(DefaultRouteInterfaces(path), ElementsAre("eth0", "eth1"));
+  EXPECT_THAT(DefaultRouteInterfaces(path + ".missing"), IsEmpty());
 }
 
 TEST(TopologyDiscoveryParse, GidText) {

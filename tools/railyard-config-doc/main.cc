@@ -3,28 +3,37 @@
 //
 // Usage: railyard-config-doc            markdown to stdout
 //        railyard-config-doc PATH       markdown written to PATH (replaced)
-// Exit status: 0 on success, 1 on a write error, 2 on bad usage.
+//        railyard-config-doc --help
+// Exit status: 0 on success, 1 on a write error, 2 on bad usage (an unknown option, more
+// than one path; a path starting with '-' must follow "--").
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "env/config.h"
+#include "tools/common/cli_parse.h"
 
 int main(int argc, char** argv) {
-  if (argc > 2) {
-    std::fprintf(stderr, "usage: %s [OUTPUT.md]\n", argv[0]);
-    return 2;
+  CLI::App app{"railyard-config-doc: writes docs/configuration.md, generated from env/variables.cc"};
+  std::string output;
+  app.add_option("OUTPUT", output, "file to write (replaced); default: standard output");
+  app.footer("Exit status: 0 written, 1 write error, 2 usage error.");
+  if (std::optional<int> exitNow = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-config-doc")) {
+    return *exitNow;
   }
   const std::string md = railyard::env::RenderMarkdown();
-  if (argc == 1) {
+  if (output.empty()) {
     std::fwrite(md.data(), 1, md.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : 1;
   }
-  std::ofstream out(argv[1], std::ios::binary | std::ios::trunc);
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
   out << md;
   out.close();
   if (!out) {
-    std::fprintf(stderr, "railyard-config-doc: cannot write %s\n", argv[1]);
+    std::fprintf(stderr, "railyard-config-doc: cannot write %s\n", output.c_str());
     return 1;
   }
   return 0;

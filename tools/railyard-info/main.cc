@@ -5,7 +5,10 @@
 //   railyard-info                 # live machine, table
 //   railyard-info -v --json       # with GID tables, as JSON
 //   railyard-info --sysfs tests/fixtures/sysfs-spark --hwloc-xml tests/fixtures/hwloc/spark.xml
-//                 --include-no-address   (one command line)
+//
+// Rails follow the plugin's fabric rule (proxy::SelectFabricRails): a port that carries a
+// default route is not a rail unless the filter names it exactly. A fixture has no addresses,
+// so --sysfs keeps interfaces without one. Exit status: 0 ok, 1 discovery failed, 2 usage.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +29,7 @@
 #include "env/config.h"
 #include "env/log.h"
 #include "proxy/routing/router.h"
+#include "tools/common/cli_parse.h"
 #include "tools/railyard-info/section.h"
 #include "topology/discovery.h"
 #include "topology/graph_json.h"
@@ -241,14 +245,15 @@ int Run(int argc, char** argv) {
   app.add_flag("--json", asJson, "Print JSON instead of tables");
   app.add_flag("-v,--verbose", verbose, "Also print GID tables, addresses and details");
   app.add_option("--sysfs", options.sysfsRoot, "sysfs root to read (a fixture directory); addresses are then "
-                                               "not taken from the live machine")
+                                               "not taken from the live machine, so interfaces without one are "
+                                               "kept (as with --include-no-address)")
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   app.add_option("--hwloc-xml", options.hwlocXml, "hwloc XML topology to use instead of the live one");
   app.add_flag("--no-hwloc", options.disableHwloc, "Do not use hwloc (no nearest GPU; NUMA from sysfs)");
   app.add_option("--ifname", ifname,
-                 "Interface filter, RAILYARD_SOCKET_IFNAME grammar (default: RAILYARD_SOCKET_IFNAME / "
-                 "NCCL_SOCKET_IFNAME from the environment)")
+                 "Rail filter, RAILYARD_SOCKET_IFNAME grammar (default: RAILYARD_SOCKET_IFNAME from the "
+                 "environment; NCCL_SOCKET_IFNAME chooses NCCL's bootstrap network, not the rails)")
       ->each([&](const std::string&) { ifnameGiven = true; });
   app.add_flag("--include-down", options.includeDown, "Keep interfaces that are down");
   app.add_flag("--include-no-address", options.includeNoAddress, "Keep interfaces without an IP address");
@@ -260,7 +265,7 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
   app.add_option("--debug", debug, "stderr log level: NONE, VERSION, WARN, INFO, TRACE (default RAILYARD_DEBUG)");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exitNow = tools::ParseCommandLine(app, argc, argv, "railyard-info")) return *exitNow;
 
   if (!debug.empty()) {
     auto level = log::ParseLevelName(debug);
@@ -270,8 +275,10 @@ int Run(int argc, char** argv) {
     }
     log::SetStderrLevel(*level);
   }
+  options.skipDefaultRoute = true;  // the plugin's rule: an uplink is not a rail
   if (ifnameGiven) {
     options.ifnameFilter = ifname;
+    options.ifnameFilterSource = "--ifname";
   } else {
     const env::Config* config = nullptr;
     Status s = env::Load(&config);
@@ -279,11 +286,12 @@ int Run(int argc, char** argv) {
       std::cerr << "railyard-info: " << s.message() << "\n";
       return 2;
     }
-    options.ifnameFilter = config->socketIfname;
+    options.ifnameFilter = config->railIfname;
   }
   std::error_code ec;
   if (std::filesystem::canonical(options.sysfsRoot, ec) != "/sys") {
     options.interfaces = std::vector<topology::NetDevice>{};  // a fixture: no live addresses
+    options.includeNoAddress = true;  // so "no address" means "unknown", not "not a rail"
   }
 
   std::vector<Rail> rails;
@@ -300,7 +308,9 @@ int Run(int argc, char** argv) {
     const env::Config* config = nullptr;
     std::vector<proxy::FabricRail> fabricRails;
     if (env::Load(&config).ok() &&
-        proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails).ok() &&
+        proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails, nullptr,
+                                 options.ifnameFilterSource)
+            .ok() &&
         !fabricRails.empty()) {
       proxy::RouterOptions fo;
       fo.hostName = config->hostName;

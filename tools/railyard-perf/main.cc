@@ -12,6 +12,7 @@
 #include "tools/railyard-perf/options.h"
 #include "tools/railyard-perf/patterns.h"
 #include "tools/railyard-perf/plugin_loader.h"
+#include "tools/railyard-perf/report.h"
 #include "tools/railyard-perf/runner.h"
 
 using namespace railyard::perf;
@@ -56,6 +57,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyard-perf: %s\n", why.c_str());
     return kExitUsage;
   }
+  // Only rank 0 writes --json; find out now, not after the whole run.
+  if (!opts.jsonPath.empty() && (opts.np > 0 || opts.rank == 0)) {
+    if (railyard::Status s = CheckJsonWritable(opts.jsonPath); !s.ok()) {
+      std::fprintf(stderr, "railyard-perf: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
+  }
   // NCCL_NET_PLUGIN=none leaves NCCL with its internal transports only; we have none.
   const char* env = std::getenv("NCCL_NET_PLUGIN");
   const std::optional<std::string> value = opts.plugin ? opts.plugin : env ? std::optional<std::string>(env) : std::nullopt;
@@ -69,13 +77,19 @@ int main(int argc, char** argv) {
   if (opts.np == 0) return RunMultiHost(opts);
 
   // -np ranks all run on this host: keep their traffic on loopback unless the user
-  // chose interfaces (our variable or NCCL's, which the plugin honours too).
+  // chose interfaces. RAILYARD_SOCKET_IFNAME chooses everything; NCCL_SOCKET_IFNAME chooses
+  // the devices outside fabric mode only (never the rails), so with just NCCL's variable
+  // the ranks run without fabric mode, as the plugin always did with it.
   auto unset = [](const char* name) {
     const char* v = std::getenv(name);
     return v == nullptr || *v == '\0';
   };
-  if (unset("RAILYARD_SOCKET_IFNAME") && unset("NCCL_SOCKET_IFNAME")) {
-    setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
+  if (unset("RAILYARD_SOCKET_IFNAME")) {
+    if (unset("NCCL_SOCKET_IFNAME")) {
+      setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
+    } else if (unset("RAILYARD_FABRIC")) {
+      setenv("RAILYARD_FABRIC", "off", 1);
+    }
   }
 
   const LaunchResult r = LaunchLocal(opts.np, opts.timeoutSec, [&](Bootstrap& boot) { return RunRank(opts, boot); });

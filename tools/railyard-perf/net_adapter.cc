@@ -90,22 +90,29 @@ class TableNet final : public Net {
       if (r == ncclSuccess) WidenV9Props(p, props);
       return r;
     } else {
-      ncclNetProperties_v8_t p{};
+      std::conditional_t<kVersion == 8, ncclNetProperties_v8_t,
+                         std::conditional_t<kVersion == 7, ncclNetProperties_v7_t, ncclNetProperties_v6_t>>
+          p{};
       const ncclResult_t r = t_->getProperties(dev, &p);
       if (r != ncclSuccess) return r;
       props->name = p.name;
       props->pciPath = p.pciPath;
       props->guid = p.guid;
       props->ptrSupport = p.ptrSupport;
-      props->regIsGlobal = p.regIsGlobal;
+      if constexpr (kVersion == 8) props->regIsGlobal = p.regIsGlobal;  // v7/v6 shims: 0
       props->forceFlush = 0;
       props->speed = p.speed;
       props->port = p.port;
       props->latency = p.latency;
       props->maxComms = p.maxComms;
       props->maxRecvs = p.maxRecvs;
-      props->netDeviceType = p.netDeviceType;
-      props->netDeviceVersion = p.netDeviceVersion;
+      if constexpr (kVersion >= 7) {
+        props->netDeviceType = p.netDeviceType;
+        props->netDeviceVersion = p.netDeviceVersion;
+      } else {  // v6 has no offload fields: NCCL's shim reports a host device
+        props->netDeviceType = NCCL_NET_DEVICE_HOST;
+        props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+      }
       props->vProps.ndevs = 1;
       props->vProps.devs[0] = dev;
       props->maxP2pBytes = MAX_NET_SIZE;
@@ -130,19 +137,32 @@ class TableNet final : public Net {
       return t_->connect(ctx, dev, handle, sendComm, &devComm);
     } else if constexpr (kVersion == 10) {
       return t_->connect(dev, &static_cast<LegacyCtx*>(ctx)->config, handle, sendComm, &devComm);
-    } else {
+    } else if constexpr (kVersion >= 7) {
       (void)ctx;
       return t_->connect(dev, handle, sendComm, &devComm);
+    } else {
+      (void)ctx;
+      (void)devComm;
+      return t_->connect(dev, handle, sendComm);
     }
   }
 
   ncclResult_t accept(void* listenComm, void** recvComm) override {
-    ncclNetDeviceHandle_v11_t* devComm = nullptr;
-    return t_->accept(listenComm, recvComm, &devComm);
+    if constexpr (kVersion >= 7) {
+      ncclNetDeviceHandle_v11_t* devComm = nullptr;
+      return t_->accept(listenComm, recvComm, &devComm);
+    } else {
+      return t_->accept(listenComm, recvComm);
+    }
   }
 
   ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
-    return t_->regMr(comm, data, size, type, mhandle);
+    if constexpr (kVersion >= 8) {
+      return t_->regMr(comm, data, size, type, mhandle);
+    } else {
+      if (size >= (std::size_t{1} << 31)) return ncclInternalError;  // as NCCL's v7/v6 shims
+      return t_->regMr(comm, data, int(size), type, mhandle);
+    }
   }
   ncclResult_t deregMr(void* comm, void* mhandle) override { return t_->deregMr(comm, mhandle); }
 
@@ -172,7 +192,7 @@ class TableNet final : public Net {
         if (sizes[i] > MAX_NET_SIZE) return ncclInternalError;
         intSizes[i] = int(sizes[i]);
       }
-      *request = nullptr;  // the v8 shim clears the optional-completion sentinel
+      *request = nullptr;  // the v8/v7/v6 shims clear the optional-completion sentinel
       return t_->irecv(recvComm, n, data, intSizes, tags, mhandles, request);
     }
   }
@@ -209,6 +229,8 @@ std::unique_ptr<Net> WrapNetV11(const ncclNet_v11_t* t) { return std::make_uniqu
 std::unique_ptr<Net> WrapNetV10(const ncclNet_v10_t* t) { return std::make_unique<TableNet<ncclNet_v10_t, 10>>(t); }
 std::unique_ptr<Net> WrapNetV9(const ncclNet_v9_t* t) { return std::make_unique<TableNet<ncclNet_v9_t, 9>>(t); }
 std::unique_ptr<Net> WrapNetV8(const ncclNet_v8_t* t) { return std::make_unique<TableNet<ncclNet_v8_t, 8>>(t); }
+std::unique_ptr<Net> WrapNetV7(const ncclNet_v7_t* t) { return std::make_unique<TableNet<ncclNet_v7_t, 7>>(t); }
+std::unique_ptr<Net> WrapNetV6(const ncclNet_v6_t* t) { return std::make_unique<TableNet<ncclNet_v6_t, 6>>(t); }
 
 const char* ResultName(ncclResult_t r) {
   switch (r) {

@@ -1,13 +1,17 @@
 // One version-agnostic view, with v11 semantics, of whichever ncclNet table a
-// plugin exports (v11, v10, v9 or v8), modelled on NCCL 2.28.9's shims
-// (fact sheet §2.8): older plugins are initialised once per process, v10 gets
-// the comm config on every connect, v8 gets int sizes and its properties are
-// widened to the v11 layout.
+// plugin exports (v11, v10, v9, v8, v7 or v6: every version NCCL 2.28.9 loads,
+// fact sheet §1.3), modelled on NCCL 2.28.9's shims (§2.8, src/plugin/net/net_v*.cc):
+// older plugins are initialised once per process, v10 gets the comm config on every
+// connect, v8 and older get int sizes and their properties are widened to the v11
+// layout; v7/v6 regMr takes an int size (>= 2 GiB fails), v6 reports HOST devices
+// and has no device-comm arguments.
 #pragma once
 
 #include <memory>
 
 #include "plugin/abi/net_v10.h"
+#include "plugin/abi/net_v6.h"
+#include "plugin/abi/net_v7.h"
 #include "plugin/abi/net_v11.h"
 #include "plugin/abi/net_v8.h"
 #include "plugin/abi/net_v9.h"
@@ -22,7 +26,7 @@ class Net {
   virtual ~Net() = default;
   /// The table's `name` field (NULL-safe: "" when the plugin left it NULL).
   virtual const char* name() const = 0;
-  /// The table version in use: 11, 10, 9 or 8.
+  /// The table version in use: 11, 10, 9, 8, 7 or 6.
   virtual int version() const = 0;
   /// v11: the plugin's init. Older: the plugin's init on the first call only
   /// (later calls count references), *ctx = an adapter context holding `config`.
@@ -69,6 +73,8 @@ std::unique_ptr<Net> WrapNetV11(const ncclNet_v11_t* table);
 std::unique_ptr<Net> WrapNetV10(const ncclNet_v10_t* table);
 std::unique_ptr<Net> WrapNetV9(const ncclNet_v9_t* table);
 std::unique_ptr<Net> WrapNetV8(const ncclNet_v8_t* table);
+std::unique_ptr<Net> WrapNetV7(const ncclNet_v7_t* table);
+std::unique_ptr<Net> WrapNetV6(const ncclNet_v6_t* table);
 
 /// "ncclSuccess", "ncclSystemError", ... ("ncclResult(<n>)" for unknown values).
 const char* ResultName(ncclResult_t r);

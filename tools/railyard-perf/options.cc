@@ -112,8 +112,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       "net plugin, same grammar as NCCL_NET_PLUGIN (name, file, path, comma list, none); overrides it");
   app.add_option("--json", o.jsonPath, "also write the result rows to this JSON file");
   app.add_option("--net-version", o.netVersion,
-                 "testing aid: use ncclNetPlugin_v<N> (8..11) instead of the newest table (NCCL takes the newest)")
-      ->check(CLI::Range(8, 11));
+                 "testing aid: use ncclNetPlugin_v<N> (6..11) instead of the newest table (NCCL takes the newest)")
+      ->check(CLI::Range(6, 11));
   auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(CLI::Range(1, 1024));
   auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::NonNegativeNumber);
   auto* nranksOpt = app.add_option("--nranks", o.nranks, "number of ranks (multi-host mode)")->check(CLI::Range(1, 1024));
@@ -122,6 +122,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   rankOpt->needs(nranksOpt)->needs(rootOpt);
   nranksOpt->needs(rankOpt)->needs(rootOpt);
   rootOpt->needs(rankOpt)->needs(nranksOpt);
+
+  app.footer(kExitStatusHelp);
 
   std::vector<std::string> args = NormaliseArgs(argc, argv);
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
@@ -156,6 +158,40 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   }
   *out = std::move(o);
   return Status::Ok();
+}
+
+RunShape ShapeOf(const Options& o) {
+  RunShape s;
+  s.minBytes = o.minBytes;
+  s.maxBytes = o.maxBytes;
+  s.stepBytes = o.stepBytes;
+  s.stepFactor = o.stepFactor;
+  s.iters = o.iters;
+  s.warmupIters = o.warmupIters;
+  s.check = o.check;
+  s.pattern = static_cast<std::int32_t>(o.pattern);
+  return s;
+}
+
+std::string ShapeDifference(const RunShape& mine, int myRank, const RunShape& other, int otherRank) {
+  std::string diff;
+  auto add = [&](const char* flag, const std::string& a, const std::string& b) {
+    if (a == b) return;
+    diff += std::string(diff.empty() ? "" : ", ") + flag + " " + a + " on rank " + std::to_string(myRank) +
+            " but " + b + " on rank " + std::to_string(otherRank);
+  };
+  add("-b", FormatSize(mine.minBytes), FormatSize(other.minBytes));
+  add("-e", FormatSize(mine.maxBytes), FormatSize(other.maxBytes));
+  add("-i", FormatSize(mine.stepBytes), FormatSize(other.stepBytes));
+  add("-f", std::to_string(mine.stepFactor), std::to_string(other.stepFactor));
+  add("-n", std::to_string(mine.iters), std::to_string(other.iters));
+  add("-w", std::to_string(mine.warmupIters), std::to_string(other.warmupIters));
+  add("-c", std::to_string(mine.check), std::to_string(other.check));
+  auto pattern = [](std::int32_t p) {
+    return p >= 0 && p <= 2 ? std::string(PatternName(static_cast<Pattern>(p))) : "pattern(" + std::to_string(p) + ")";
+  };
+  add("-p", pattern(mine.pattern), pattern(other.pattern));
+  return diff;
 }
 
 std::vector<std::size_t> SizeList(const Options& opts) {

@@ -31,7 +31,7 @@ struct Options {
   int timeoutSec = 600;               ///< -T/--timeout: whole-run limit in seconds
   std::optional<std::string> plugin;  ///< --plugin (same grammar as NCCL_NET_PLUGIN; overrides it)
   std::string jsonPath;               ///< --json PATH: also write the rows as JSON
-  int netVersion = 0;                 ///< --net-version 8..11: use that table only (testing aid; 0 = newest, as NCCL)
+  int netVersion = 0;                 ///< --net-version 6..11: use that table only (testing aid; 0 = newest, as NCCL)
   int np = 0;                         ///< -np N: fork N local ranks (0 = not in this mode)
   int rank = -1;                      ///< --rank R (multi-host mode)
   int nranks = 0;                     ///< --nranks N (multi-host mode)
@@ -54,6 +54,33 @@ Status ParseHostPort(const std::string& text, std::string* host, int* port);
 /// as nccl-tests/MPI users type it. Returns InvalidUsage with CLI11's message on
 /// a bad flag. `*exitNow` is set (with ok) when --help was printed.
 Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitNow);
+
+/// Exit statuses of railyard-perf (also printed by --help; tools/railyard-perf/README.md).
+inline constexpr const char* kExitStatusHelp =
+    "Exit status:\n"
+    "  0  every size ran and every check passed\n"
+    "  1  error: a plugin call, the bootstrap or the setup failed (the call, rank, peer and\n"
+    "     ncclResult_t are printed)\n"
+    "  2  bad flags or options (including --json PATH that cannot be written, and ranks\n"
+    "     started with different options)\n"
+    "  3  the run finished but #wrong > 0 (data check failed)\n"
+    "  4  this rank stopped because another rank failed first (that rank prints the cause)";
+
+/// The options every rank must agree on, as a fixed-size record for the bootstrap's
+/// AllGather (same build on every rank, so the layout matches). Ranks started with
+/// different -b/-e/-i/-f/-n/-w/-c/-p would post different sizes or counts and fail
+/// much later with a confusing plugin error ("send larger than posted receive buffer").
+struct RunShape {
+  std::uint64_t minBytes = 0, maxBytes = 0, stepBytes = 0, stepFactor = 0;
+  std::int32_t iters = 0, warmupIters = 0, check = 0, pattern = 0;
+};
+
+/// The RunShape of `opts`.
+RunShape ShapeOf(const Options& opts);
+
+/// "" when the two agree; else every flag that differs, e.g.
+/// "-b 1M on rank 1 but 4M on rank 0, -n 5 on rank 1 but 20 on rank 0".
+std::string ShapeDifference(const RunShape& mine, int myRank, const RunShape& other, int otherRank);
 
 /// The message sizes to run, as nccl-tests walks them: minBytes, then
 /// ×stepFactor (when > 1) or +stepBytes, while <= maxBytes.

@@ -59,13 +59,17 @@ Found FindNetSymbol(void* lib, int onlyVersion) {
     f = {WrapNetV9(t9), "ncclNetPlugin_v9", t9};
   } else if (auto* t8 = static_cast<const ncclNet_v8_t*>(want(8) ? dlsym(lib, "ncclNetPlugin_v8") : nullptr)) {
     f = {WrapNetV8(t8), "ncclNetPlugin_v8", t8};
+  } else if (auto* t7 = static_cast<const ncclNet_v7_t*>(want(7) ? dlsym(lib, "ncclNetPlugin_v7") : nullptr)) {
+    f = {WrapNetV7(t7), "ncclNetPlugin_v7", t7};
+  } else if (auto* t6 = static_cast<const ncclNet_v6_t*>(want(6) ? dlsym(lib, "ncclNetPlugin_v6") : nullptr)) {
+    f = {WrapNetV6(t6), "ncclNetPlugin_v6", t6};
   }
   return f;
 }
 
 std::string OldSymbols(void* lib) {
   std::string old;
-  for (const char* s : {"ncclNetPlugin_v7", "ncclNetPlugin_v6", "ncclNetPlugin_v5", "ncclNetPlugin_v4"}) {
+  for (const char* s : {"ncclNetPlugin_v5", "ncclNetPlugin_v4", "ncclNetPlugin_v3", "ncclNetPlugin_v2"}) {
     if (dlsym(lib, s) != nullptr) old += (old.empty() ? "" : ", ") + std::string(s);
   }
   return old;
@@ -147,9 +151,9 @@ bool TryOpen(const char* name, const std::string& entry, const OpenRequest& req,
   if (!f.net) {
     const std::string old = OldSymbols(lib);
     const std::string sym = req.onlyVersion ? "ncclNetPlugin_v" + std::to_string(req.onlyVersion)
-                                            : std::string("ncclNetPlugin_v11/_v10/_v9/_v8");
+                                            : std::string("ncclNetPlugin_v11/_v10/_v9/_v8/_v7/_v6");
     const std::string why = shown + ": external network plugin is unsupported: no " + sym + " symbol" +
-                            (old.empty() ? std::string() : " (found only " + old + "; railyard-perf, like NCCL 2.28.9's core, needs v8 or newer)");
+                            (old.empty() ? std::string() : " (found only " + old + "; NCCL 2.28.9 loads v6 or newer)");
     log->push_back("NET/Plugin: " + why);
     reasons->push_back(why);
     if (name != nullptr) dlclose(lib);

@@ -81,13 +81,13 @@ struct OpenRequest {
   uint64_t commId = 0;                ///< passed to v11 init (NCCL passes the comm hash)
   ncclDebugLogger_t logger = nullptr; ///< passed to init
   std::string exeDir;                 ///< for ConvenienceFallbacks; "" disables them
-  /// Testing aid (--net-version): 8..11 = look only for ncclNetPlugin_v<N>, to
+  /// Testing aid (--net-version): 6..11 = look only for ncclNetPlugin_v<N>, to
   /// exercise a plugin's older tables. 0 = NCCL's rule: the newest one found.
   int onlyVersion = 0;
 };
 
 /// Tries the candidates in order as NCCL's ncclNetInit does: open (§1.2), find
-/// the newest of ncclNetPlugin_v11.._v8 (§1.3; v7/v6 are reported
+/// the newest of ncclNetPlugin_v11.._v6 (§1.3; v5 and older are reported
 /// unsupported), skip a name that NCCL_NET rejects, call init; on init failure
 /// or devices() <= 0 call finalize anyway (v11, as NCCL does), close and move
 /// on; check getProperties(0).netDeviceType is HOST. The first candidate that

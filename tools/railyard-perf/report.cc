@@ -5,6 +5,13 @@
 #include <cstdio>
 #include <fstream>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 namespace railyard::perf {
@@ -78,6 +85,18 @@ std::string RunHeader(const RunInfo& i) {
   for (const auto& l : i.rankLines) s += l + "\n";
   s += "#\n";
   return s;
+}
+
+Status CheckJsonWritable(const std::string& path) {
+  struct stat st{};
+  const bool existed = ::stat(path.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) return InvalidUsage("--json " + path + ": is a directory");
+  // O_APPEND without O_TRUNC: an existing file keeps its contents until the run has its rows.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return InvalidUsage("--json " + path + ": cannot be written: " + std::strerror(errno));
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());  // leave no empty file behind should the run fail
+  return Status::Ok();
 }
 
 Status WriteJson(const std::string& path, const RunInfo& i, const std::vector<Row>& rows) {

@@ -55,6 +55,11 @@ struct RunInfo {
 /// The "# ..." block printed before the table.
 std::string RunHeader(const RunInfo& info);
 
+/// Checks before the run that `path` can be written (a file that exists stays as it is; one
+/// that did not is created and removed again), so a bad --json fails at once instead of after
+/// the whole run. InvalidUsage "--json PATH: cannot be written: <strerror>" (or "is a directory").
+Status CheckJsonWritable(const std::string& path);
+
 /// Writes info + rows + avg busbw as JSON to `path` (InvalidUsage naming the path on failure).
 Status WriteJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,8 @@ class Runner {
   bool secondary() const { return secondary_; }
   /// True when every rank failed the same step and this one (not rank 0) need not print it.
   bool quiet() const { return quiet_; }
+  /// True when the failure is a usage error (the ranks' options differ): exit status 2.
+  bool usageError() const { return usageError_; }
   /// Best-effort deregMr / close / finalize / dlclose.
   void Cleanup();
 
@@ -85,6 +88,8 @@ class Runner {
     if (!s.ok()) secondary_ = true;
     return s;
   }
+  /// Every rank's RunShape against rank 0's; InvalidUsage naming each flag that differs.
+  Status CheckSameOptions();
   Status OpenPlugin();
   Status Connect();
   Status RegisterBuffers(std::size_t bytes);
@@ -113,7 +118,27 @@ class Runner {
   RunInfo info_;
   bool secondary_ = false;
   bool quiet_ = false;
+  bool usageError_ = false;
+  bool warnedSizes_ = false;  ///< the "test() left sizes unwritten" WARN is printed once
 };
+
+/// What test() leaves in sizes[0] when it does not write it.
+constexpr int kSizeUnwritten = INT_MIN;
+
+Status Runner::CheckSameOptions() {
+  const RunShape mine = ShapeOf(opts_);
+  std::vector<RunShape> all(static_cast<std::size_t>(n_));
+  RY_RETURN_IF_ERROR(boot_.AllGather(&mine, sizeof(mine), all.data()));
+  for (int r = 1; r < n_; ++r) {
+    const std::string diff = ShapeDifference(all[std::size_t(r)], r, all[0], 0);
+    if (!diff.empty()) {
+      usageError_ = true;
+      return InvalidUsage("the ranks' options differ: " + diff +
+                          " (start every rank with the same -b -e -i -f -n -w -c -p)");
+    }
+  }
+  return Status::Ok();
+}
 
 Status Runner::Agree(const Status& local, const char* step) {
   std::vector<int> flags(std::size_t(n_), 0);
@@ -323,7 +348,7 @@ Status Runner::Exchange(std::vector<Op>& ops, const char* phase) {
         progress = true;
       }
       int done = 0;
-      int sizes[1] = {0};
+      int sizes[1] = {kSizeUnwritten};
       if (ncclResult_t r = net_.net->test(op.request, &done, sizes); r != ncclSuccess) {
         return Fail("test", c.peer, r, std::string(op.send ? "isend" : "irecv") + " of " + std::to_string(op.bytes) + " bytes");
       }
@@ -331,7 +356,18 @@ Status Runner::Exchange(std::vector<Op>& ops, const char* phase) {
       op.done = true;
       --remaining;
       progress = true;
-      if (!op.send && std::size_t(sizes[0]) != op.bytes) {
+      if (!op.send && sizes[0] == kSizeUnwritten) {
+        // NCCL reads sizes[0] of a completed receive; a plugin that does not write it is
+        // wrong, but the bytes may well be right (the data check still counts them).
+        if (!warnedSizes_) {
+          std::fprintf(stderr,
+                       "railyard-perf: rank %d: WARN the plugin's test() completed an irecv from peer %d "
+                       "without writing sizes[0] (NCCL reads it as the received size); continuing, "
+                       "the data check still verifies the bytes\n",
+                       me_, c.peer);
+          warnedSizes_ = true;
+        }
+      } else if (!op.send && std::size_t(sizes[0]) != op.bytes) {
         return RemoteError("rank " + std::to_string(me_) + ": irecv from peer " + std::to_string(c.peer) +
                            " completed with " + std::to_string(sizes[0]) + " bytes, expected " +
                            std::to_string(op.bytes));
@@ -398,6 +434,7 @@ Status Runner::RunSize(std::size_t sizeIndex, std::size_t requested, Row* row) {
 
 Status Runner::Run(long long* wrongTotal) {
   SetLoggerRank(me_);
+  RY_RETURN_IF_ERROR(Agree(CheckSameOptions(), "checking the ranks' options"));
   RY_RETURN_IF_ERROR(Agree(OpenPlugin(), "loading and initialising the net plugin"));
 
   peers_ = PeersOf(opts_.pattern, me_, n_);
@@ -501,6 +538,7 @@ int RunRank(const Options& opts, Bootstrap& boot) {
   if (!s.ok()) {
     if (!runner.quiet()) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", boot.rank(), s.message().c_str());
     // A quiet rank failed like rank 0, which reports it: let the launcher wait for rank 0.
+    if (runner.usageError()) return kExitUsage;
     return runner.secondary() || runner.quiet() ? kExitPeerFailed : kExitError;
   }
   if (wrong > 0) {

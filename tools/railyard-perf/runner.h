@@ -7,11 +7,12 @@
 
 namespace railyard::perf {
 
-/// Process exit codes of a rank (and of railyard-perf).
+/// Process exit codes of a rank (and of railyard-perf); 4 is kExitPeerFailed (launcher.h).
+/// kExitStatusHelp (options.h) documents them for --help and the README.
 enum ExitCode : int {
   kExitOk = 0,
   kExitError = 1,       ///< a plugin call, the bootstrap or the setup failed
-  kExitUsage = 2,       ///< bad flags
+  kExitUsage = 2,       ///< bad flags, an unwritable --json, ranks started with different options
   kExitWrongData = 3,   ///< the run finished but #wrong > 0
 };
 

@@ -16,6 +16,8 @@
 //   {"size": bytes, "streams": S, "pattern": "...", "ranks": N,
 //    "time_us": mean µs per iteration (max over ranks), "algbw_gbps": size/time_us/1e3,
 //    "median_us": median single iteration (max over ranks), for reference}
+//
+// Exit status: 0 done, 1 a socket or a rank process failed, 2 usage error.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -32,11 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/cli_parse.h"
+
 namespace {
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "railyard-tcp-pump: %s: %s\n", what.c_str(), std::strerror(errno));
-  _exit(2);
+  _exit(1);
 }
 
 int Listen(uint16_t* port) {
@@ -122,7 +127,10 @@ int main(int argc, char** argv) {
   app.add_option("-e,--maxbytes", maxBytes, "largest message (bytes; K/M/G suffixes are powers of 1024)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-f,--stepfactor", factor, "size multiplier")->check(CLI::Range(1.01, 1024.0));
-  CLI11_PARSE(app, argc, argv);
+  app.footer("Exit status: 0 done, 1 a socket or process failed, 2 usage error.");
+  if (std::optional<int> exitNow = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-tcp-pump")) {
+    return *exitNow;
+  }
   if (pattern != "ring") nranks = 2;
 
   // Rank r listens for its incoming connection before anyone forks.

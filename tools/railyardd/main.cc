@@ -81,16 +81,24 @@ int main(int argc, char** argv) {
   if (app.count("--port") == 0) agent.port = static_cast<uint16_t>(cfg->discoveryPort);
   if (app.count("--interval-ms") == 0) agent.intervalMs = cfg->discoveryIntervalMs;
   if (app.count("--dead-ms") == 0) agent.deadIntervalMs = cfg->discoveryDeadMs;
+  if (agent.deadIntervalMs <= agent.intervalMs) {  // as env::CheckCombinations, for the flags
+    std::fprintf(stderr, "railyardd: the neighbour timeout (--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = %d) must be "
+                         "larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = %d)\n",
+                 agent.deadIntervalMs, agent.intervalMs);
+    return 2;
+  }
   std::vector<proxy::FabricRail> rails;
-  if (Status s = proxy::SelectFabricRails(ifname.empty() ? cfg->socketIfname : ifname,
-                                          cfg->defaultSpeedMbps, &rails);
+  std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
+  if (Status s = proxy::SelectFabricRails(ifname.empty() ? cfg->railIfname : ifname, cfg->defaultSpeedMbps,
+                                          &rails, &whyNone,
+                                          ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname");
       !s.ok()) {
     std::fprintf(stderr, "railyardd: rail discovery failed: %s\n", s.message().c_str());
     return 2;
   }
   if (rails.empty()) {
     std::fprintf(stderr, "railyardd: no rail (an IPv4, non-loopback interface without a default route; "
-                         "RAILYARD_SOCKET_IFNAME or --ifname choose)\n");
+                         "RAILYARD_SOCKET_IFNAME or --ifname choose): %s\n", whyNone.c_str());
     return 2;
   }
   proxy::RouterOptions fo;

@@ -1,0 +1,130 @@
+// railyard-perf as a program (issue 8.6): every table version NCCL 2.28.9 loads runs end to
+// end through the fake plugin, a test() that leaves sizes unwritten is a WARN, an unwritable
+// --json fails before the run, ranks with different options say so, and --help documents
+// the exit statuses.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+const std::string kPerf = RAILYARD_PERF_BIN;
+const std::string kDir = RAILYARD_FAKE_PLUGIN_DIR;
+std::string Lib(const std::string& ver) { return kDir + "/libnccl-net-fake" + ver + ".so"; }
+
+struct Result {
+  int status = -1;  ///< exit status, or -1 when killed by a signal
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// Runs `cmd` with /bin/sh, stdout and stderr captured separately.
+Result RunShell(const std::string& cmd) {
+  const std::string base = ::testing::TempDir() + "perf_cli_" + std::to_string(getpid());
+  const int st = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
+  Result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = Slurp(base + ".out");
+  r.err = Slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+std::size_t Count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+const std::string kSmallRun = " -np 1 -p ring -b 1K -e 256K -f 4 -n 3 -w 1 -c 1 -T 60";
+
+TEST(PerfCli, EveryTableVersionNccl2289LoadsRunsEndToEnd) {
+  for (const char* ver : {"11", "8", "7", "6"}) {
+    SCOPED_TRACE(ver);
+    const Result r = RunShell(kPerf + " --plugin " + Lib(ver) + kSmallRun);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(std::string("ncclNetPlugin_v") + ver), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out << r.err;
+    EXPECT_EQ(Count(r.out, "    float   none "), 5u) << r.out;  // rows 1K, 4K, 16K, 64K, 256K
+  }
+}
+
+TEST(PerfCli, TestLeavingSizesUnwrittenIsOneWarnNotAnAbort) {
+  const Result r = RunShell("FAKE_NET_NO_SIZES=1 " + kPerf + " --plugin " + Lib("7") + kSmallRun);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(Count(r.err, "WARN the plugin's test() completed an irecv from peer 0 without writing sizes[0]"), 1u)
+      << r.err;
+}
+
+TEST(PerfCli, UnwritableJsonFailsBeforeTheRun) {
+  const Result r = RunShell(kPerf + " --plugin " + Lib("11") + kSmallRun + " --json /nonexistent-dir/rows.json");
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--json /nonexistent-dir/rows.json: cannot be written: No such file or directory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("Out of bounds"), std::string::npos) << "the run happened anyway:\n" << r.out;
+  // A writable path works and is written after the run.
+  const std::string json = ::testing::TempDir() + "perf_cli_rows_" + std::to_string(getpid()) + ".json";
+  const Result ok = RunShell(kPerf + " --plugin " + Lib("11") + kSmallRun + " --json " + json);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(Slurp(json).find("\"rows\""), std::string::npos);
+  std::remove(json.c_str());
+}
+
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return 0;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(PerfCli, RanksStartedWithDifferentOptionsSaySo) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const std::string base = ::testing::TempDir() + "perf_cli_ranks_" + std::to_string(getpid());
+  const std::string common = " --plugin " + Lib("11") + " --nranks 2 --root 127.0.0.1:" + std::to_string(port) +
+                             " -p sendrecv -e 1M -n 3 -T 30";
+  const Result r = RunShell("(" + kPerf + " --rank 0 -b 4K" + common + " >" + base + ".o0 2>" + base + ".e0 & p=$!; " +
+                       kPerf + " --rank 1 -b 1K" + common + " >" + base + ".o1 2>" + base + ".e1; r1=$?; wait $p; " +
+                       "echo $? $r1)");
+  EXPECT_EQ(r.out, "2 2\n") << Slurp(base + ".e0") << Slurp(base + ".e1");
+  const std::string e0 = Slurp(base + ".e0");
+  EXPECT_NE(e0.find("the ranks' options differ: -b 1K on rank 1 but 4K on rank 0"), std::string::npos) << e0;
+  EXPECT_EQ(Slurp(base + ".o0").find("Out of bounds"), std::string::npos);
+  for (const char* ext : {".o0", ".e0", ".o1", ".e1"}) std::remove((base + ext).c_str());
+}
+
+TEST(PerfCli, HelpDocumentsEveryExitStatus) {
+  const Result r = RunShell(kPerf + " --help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* line : {"Exit status:", "  0  every size ran", "  1  error:", "  2  bad flags",
+                           "  3  the run finished but #wrong > 0",
+                           "  4  this rank stopped because another rank failed first"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  EXPECT_EQ(RunShell(kPerf + " --no-such-flag").status, 2);
+}
+
+}  // namespace

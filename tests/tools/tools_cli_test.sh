@@ -1,0 +1,60 @@
+#!/bin/sh
+# The tools' command lines (issue 8.6): usage errors exit 2 everywhere (CLI11's own 105/106
+# are not used), `railyard-config-doc --help` prints help instead of writing a file named
+# ./--help, and `railyard-info --sysfs <fixture>` shows the fixture's rails without
+# --include-no-address (a fixture has no addresses: unknown, not absent).
+# A dead interval not above the hello interval is refused naming both (railyardd's flags and
+# the variables).
+# Usage: tools_cli_test.sh RAILYARD_INFO RAILYARD_TCP_PUMP RAILYARD_CONFIG_DOC FIXTURE_DIR RAILYARDD
+set -u
+INFO=$1 PUMP=$2 DOC=$3 FIXTURES=$4 DAEMON=$5
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+expect_status() {  # WANT DESCRIPTION CMD...
+  want=$1 what=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, expected $want"
+    sed 's/^/  | /' "$tmp/err" | head -5
+    failed=1
+  else
+    echo "ok: $what: exit $got"
+  fi
+}
+
+expect_status 2 "railyard-info --sysfs /nonexistent" "$INFO" --sysfs /nonexistent
+grep -q "railyard-info: --sysfs" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-info --no-such-flag" "$INFO" --no-such-flag
+expect_status 0 "railyard-info --help" "$INFO" --help
+expect_status 2 "railyard-tcp-pump --np 1" "$PUMP" --np 1
+expect_status 2 "railyard-tcp-pump -p bogus" "$PUMP" -p bogus
+expect_status 0 "railyard-tcp-pump --help" "$PUMP" --help
+
+cd "$tmp" || exit 1
+expect_status 0 "railyard-config-doc --help" "$DOC" --help
+if [ -e "$tmp/--help" ]; then echo "FAIL: railyard-config-doc --help wrote a file named ./--help"; failed=1; fi
+grep -q "OUTPUT" "$tmp/out" || { echo "FAIL: railyard-config-doc --help printed no usage"; failed=1; }
+expect_status 2 "railyard-config-doc --bogus" "$DOC" --bogus
+expect_status 2 "railyard-config-doc a b" "$DOC" a b
+expect_status 0 "railyard-config-doc out.md" "$DOC" out.md
+grep -q "RAILYARD_SOCKET_IFNAME" "$tmp/out.md" || { echo "FAIL: out.md lacks the table"; failed=1; }
+cd - >/dev/null || exit 1
+
+# The Spark fixture has four netdevs and no addresses: all four are rails without a flag.
+expect_status 0 "railyard-info --sysfs sysfs-spark" "$INFO" --sysfs "$FIXTURES/sysfs-spark" --no-hwloc --json --listen-ms 0
+rails=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rails"]))' "$tmp/out")
+if [ "$rails" != 4 ]; then echo "FAIL: railyard-info --sysfs sysfs-spark shows $rails rails, expected 4"; failed=1; else echo "ok: 4 rails in the Spark fixture"; fi
+
+expect_status 2 "railyardd --interval-ms 100 --dead-ms 50" "$DAEMON" --interval-ms 100 --dead-ms 50
+grep -q -- "--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = 50) must be larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = 100)" "$tmp/err" ||
+  { echo "FAIL: railyardd does not name both: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "RAILYARD_DISCOVERY_DEAD_MS=50 railyardd" env RAILYARD_DISCOVERY_DEAD_MS=50 "$DAEMON"
+grep -q "RAILYARD_DISCOVERY_DEAD_MS=50 must be larger than RAILYARD_DISCOVERY_INTERVAL_MS=100" "$tmp/err" ||
+  { echo "FAIL: railyardd does not name both variables: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyardd --bogus" "$DAEMON" --bogus
+
+exit $failed
