@@ -92,6 +92,13 @@ struct Config {
   int qpsPerConn = 0;
   /// RAILYARD_IB_USE_INLINE (NCCL_IB_USE_INLINE): 1 = protocol records go inline.
   int ibUseInline = 0;
+  // --- fabric layer striping: proxy/fabric/stripe_scheduler.h ----------------------
+  /// RAILYARD_STRIPE_THRESHOLD_BYTES: fabric ops above this are striped over the rails.
+  std::size_t stripeThresholdBytes = 0;
+  /// RAILYARD_STRIPE_CHUNK_BYTES: most bytes per fabric chunk.
+  std::size_t stripeChunkBytes = 0;
+  /// RAILYARD_STRIPE_CHUNKS_PER_RAIL: fabric chunks in flight per rail (1..1024).
+  int stripeChunksPerRail = 0;
 };
 
 /// One row of the variable table.

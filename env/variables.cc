@@ -46,6 +46,14 @@ Status ApplyChunkBytes(const Variable& var, const char* source, std::string_view
   return Status::Ok();
 }
 
+template <std::size_t Config::*Field>
+Status ApplyBytes(const Variable& var, const char* source, std::string_view value, Config* out) {
+  std::int64_t v = 0;
+  RY_RETURN_IF_ERROR(ParseBytesValue(var, source, value, &v));
+  out->*Field = static_cast<std::size_t>(v);
+  return Status::Ok();
+}
+
 Status ApplyHostName(const Variable&, const char*, std::string_view value, Config* out) {
   out->hostName = std::string(value);
   return Status::Ok();
@@ -291,6 +299,19 @@ const Variable kVariables[] = {
      "Verbs transport: 1 = send protocol records (clear-to-send, completion) as inline "
      "data when the device allows it, 0 = always from a registered buffer.",
      0, 1, &ApplyInt<&Config::ibUseInline>},
+    {"RAILYARD_STRIPE_THRESHOLD_BYTES", "bytes", "64K", "bytes", nullptr,
+     "Fabric layer (proxy/fabric): a one-sided Write or Read of more bytes than this is cut "
+     "into chunks striped over every rail of the endpoint, weighted by rail speed; smaller ones "
+     "go whole on one rail. Accepts K, M, G suffixes.",
+     0, kGiB, &ApplyBytes<&Config::stripeThresholdBytes>},
+    {"RAILYARD_STRIPE_CHUNK_BYTES", "bytes", "1M", "bytes", nullptr,
+     "Fabric layer: most bytes in one chunk of a Write or Read (any larger op is cut into "
+     "chunks of this size); accepts K, M, G suffixes.",
+     4096, 64 * 1024 * 1024, &ApplyBytes<&Config::stripeChunkBytes>},
+    {"RAILYARD_STRIPE_CHUNKS_PER_RAIL", "int", "4", "", nullptr,
+     "Fabric layer: chunks queued on one rail and not yet sent, at most; further chunks wait "
+     "for room (or take a faster rail).",
+     1, 1024, &ApplyInt<&Config::stripeChunksPerRail>},
 };
 
 }  // namespace

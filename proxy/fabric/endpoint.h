@@ -1,0 +1,79 @@
+// Endpoint: the initiator's connection to one peer Worker, over every rail of the
+// cable (or, later, through relays). Operations carry a caller cookie; their
+// completions come back as Events from the Worker that created the Endpoint.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "env/status.h"
+#include "proxy/fabric/fabric_error.h"
+#include "proxy/fabric/region.h"
+#include "proxy/fabric/remote_key.h"
+
+namespace railyard::fabric {
+
+/// Local memory of an operation: [region->base + offset, + bytes), inside a Region of
+/// the same Domain registered with kAccessLocal.
+struct LocalSlice {
+  const Region* region = nullptr;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+
+  char* data() const { return reinterpret_cast<char*>(region->base + offset); }
+};
+
+/// Initiator side of a connection. Not thread-safe: one thread posts ops and calls
+/// its Worker's Progress.
+///
+/// Posting never blocks; an op posted while the connection is still being set up or
+/// while the window is full is queued and goes out from Progress. Each op ends in
+/// exactly one kDone or kError event with its cookie (unless the Endpoint is destroyed
+/// first: then its outstanding ops end with no event).
+///
+/// Ordering (the rule every transport keeps): a Write's immediate, a FetchAdd and a
+/// Send record become visible at the target only after the data of every Write
+/// posted before them on this Endpoint, even when those Writes were striped over
+/// several rails. Reads observe every Write posted before them. Nothing else is
+/// ordered without a Fence.
+///
+/// Remote addresses are not checked here: the target is the authority (it refuses
+/// with a named remote-access error and the Endpoint fails, as an RC QP does).
+/// After any error the Endpoint stays failed: every outstanding op ends with an
+/// error event and every later post returns the error.
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+
+  /// Sends a small record (1..Capabilities::maxRecordBytes bytes; copied before this
+  /// returns). The peer's Worker returns it as a kRecord event. kDone when the peer
+  /// has delivered it.
+  virtual Status Send(std::span<const uint8_t> record, uint64_t cookie) = 0;
+  /// Writes `src` to [remoteAddr, + src.bytes) of the peer's region `key` (0 bytes
+  /// allowed). With `immediate`, the peer's Worker returns a kImmediate event after
+  /// the data (and every earlier Write's data) is in place. kDone when the data has
+  /// landed at the target. `src` must stay registered and unchanged until then.
+  virtual Status Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr,
+                       uint64_t cookie, std::optional<uint32_t> immediate = std::nullopt) = 0;
+  /// Reads [remoteAddr, + dst.bytes) of the peer's region `key` into `dst`. kDone when
+  /// every byte is in `dst`; on error `dst`'s contents are undefined.
+  virtual Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr,
+                      uint64_t cookie) = 0;
+  /// Atomically adds `add` to the 64-bit word at `remoteAddr` (8-byte aligned) of the
+  /// peer's region `key`, after every Write posted before it has landed. kDone carries
+  /// the word's old value in Event::value.
+  virtual Status FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) = 0;
+  /// Ops posted after the fence start only after every op posted before it has
+  /// completed; the fence's own kDone comes at that point (so it is also a flush).
+  virtual Status Fence(uint64_t cookie) = 0;
+
+  /// Ok, or the error that failed the Endpoint (sticky).
+  virtual Status status() const = 0;
+  /// Ops posted and not yet completed (including fences).
+  virtual size_t Outstanding() const = 0;
+  /// "w=<id> 127.0.0.2:40121": the peer, as errors name it.
+  virtual std::string PeerName() const = 0;
+};
+
+}  // namespace railyard::fabric

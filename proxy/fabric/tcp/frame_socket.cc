@@ -1,0 +1,198 @@
+#include "proxy/fabric/tcp/frame_socket.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace railyard::fabric::tcp {
+namespace {
+
+constexpr uint64_t kMaxSyscallBytes = 4ull << 20;
+constexpr size_t kScratchBytes = 64 * 1024;
+const char kZeros[kScratchBytes] = {};
+
+FabricError SocketError(int err, const char* what) {
+  FabricError e;
+  e.errc = (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ECONNABORTED || err == ETIMEDOUT)
+               ? FabricErrc::kPeerClosed
+               : FabricErrc::kSystem;
+  e.what = std::string(what) + ": " + proxy::ErrnoText(err);
+  return e;
+}
+
+}  // namespace
+
+FrameSocket::FrameSocket(proxy::Fd fd, int index, Direction incoming, bool connecting)
+    : fd_(std::move(fd)), index_(index), incoming_(incoming), connecting_(connecting) {}
+
+FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult* result) {
+  if (!fd_.valid()) return {FabricErrc::kPeerClosed, {}, "socket already closed"};
+  if (connecting_) {
+    pollfd p{fd_.get(), POLLOUT, 0};
+    const int n = ::poll(&p, 1, 0);
+    if (n < 0 && errno != EINTR) return SocketError(errno, "poll during connect");
+    if (n <= 0) return {};
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) {
+      FabricError e = SocketError(err, "connect");
+      e.errc = FabricErrc::kConnectFailed;
+      return e;
+    }
+    connecting_ = false;
+  }
+  FabricError e = PumpOut(handler, budget, result);
+  if (!e.ok()) return e;
+  return PumpIn(handler, budget, result);
+}
+
+FabricError FrameSocket::PumpOut(FrameHandler& handler, uint64_t budget, PumpResult* result) {
+  uint64_t moved = 0;
+  while (!out_.empty() && moved < budget) {
+    OutFrame& f = out_.front();
+    if (f.pin && outSent_ == 0 && !f.pin->Alive()) {
+      // Its Region went away before a byte of it left: the frame is dropped.
+      OutFrame dropped = std::move(f);
+      out_.pop_front();
+      FabricError e = handler.OnWritten(index_, dropped, false);
+      if (!e.ok()) return e;
+      continue;
+    }
+    const uint64_t total = sizeof(FrameHeader) + f.header.payloadBytes;
+    iovec iov[2];
+    int n = 0;
+    if (outSent_ < sizeof(FrameHeader)) {
+      iov[n++] = {reinterpret_cast<char*>(&f.header) + outSent_, sizeof(FrameHeader) - outSent_};
+    }
+    const uint64_t payloadSent = outSent_ > sizeof(FrameHeader) ? outSent_ - sizeof(FrameHeader) : 0;
+    const uint64_t payloadLeft = f.header.payloadBytes - payloadSent;
+    const char* src = f.payload != nullptr ? f.payload : reinterpret_cast<const char*>(f.owned.data());
+    ssize_t sent = -1;
+    int err = 0;
+    auto send = [&](const char* from, uint64_t cap) {
+      int m = n;
+      if (payloadLeft > 0) {
+        iov[m++] = {const_cast<char*>(from), static_cast<size_t>(std::min({payloadLeft, cap, budget - moved}))};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(m);
+      do {
+        sent = ::sendmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      } while (sent < 0 && errno == EINTR);
+      err = sent < 0 ? errno : 0;
+    };
+    if (payloadLeft > 0 && outDead_) {
+      send(kZeros, kScratchBytes);
+    } else if (payloadLeft > 0 && f.pin) {
+      if (!f.pin->WithLive([&] { send(src + payloadSent, kMaxSyscallBytes); })) {
+        outDead_ = true;
+        continue;  // the rest goes out as zeros
+      }
+    } else {
+      send(src + payloadSent, kMaxSyscallBytes);
+    }
+    if (sent < 0) {
+      if (err == EAGAIN || err == EWOULDBLOCK) break;
+      return SocketError(err, "send");
+    }
+    outSent_ += static_cast<uint64_t>(sent);
+    moved += static_cast<uint64_t>(sent);
+    result->bytesOut += static_cast<uint64_t>(sent);
+    if (outSent_ == total) {
+      OutFrame done = std::move(f);
+      const bool intact = !outDead_;
+      out_.pop_front();
+      outSent_ = 0;
+      outDead_ = false;
+      FabricError e = handler.OnWritten(index_, done, intact);
+      if (!e.ok()) return e;
+    }
+  }
+  return {};
+}
+
+FabricError FrameSocket::PumpIn(FrameHandler& handler, uint64_t budget, PumpResult* result) {
+  uint64_t moved = 0;
+  while (moved < budget && fd_.valid()) {
+    ssize_t got = -1;
+    int err = 0;
+    auto recv = [&](void* into, uint64_t bytes) {
+      do {
+        got = ::recv(fd_.get(), into, static_cast<size_t>(bytes), MSG_DONTWAIT);
+      } while (got < 0 && errno == EINTR);
+      err = got < 0 ? errno : 0;
+    };
+    if (!inPayload_) {
+      recv(inHeader_ + inGot_, sizeof inHeader_ - inGot_);
+    } else {
+      const uint64_t left = inFrame_.payloadBytes - inDone_;
+      const uint64_t cap = std::min({left, kMaxSyscallBytes, budget - moved});
+      if (inSink_.dst != nullptr && inIntact_) {
+        if (inSink_.pin) {
+          if (!inSink_.pin->WithLive([&] { recv(inSink_.dst + inDone_, cap); })) {
+            inIntact_ = false;  // deregistered: drain the rest
+            continue;
+          }
+        } else {
+          recv(inSink_.dst + inDone_, cap);
+        }
+      } else if (inSink_.buffer != nullptr) {
+        recv(inSink_.buffer->data() + inDone_, cap);
+      } else {
+        if (scratch_.empty()) scratch_.resize(kScratchBytes);
+        recv(scratch_.data(), std::min<uint64_t>(cap, scratch_.size()));
+      }
+    }
+    if (got < 0) {
+      if (err == EAGAIN || err == EWOULDBLOCK) break;
+      return SocketError(err, "receive");
+    }
+    if (got == 0) {
+      if (MidFrame()) {
+        return {FabricErrc::kPeerClosed, {}, "connection closed in the middle of a frame"};
+      }
+      result->closed = true;
+      return {};
+    }
+    moved += static_cast<uint64_t>(got);
+    result->bytesIn += static_cast<uint64_t>(got);
+    if (!inPayload_) {
+      inGot_ += static_cast<size_t>(got);
+      if (inGot_ < sizeof inHeader_) continue;
+      inGot_ = 0;
+      Status s = DecodeFrameHeader(inHeader_, incoming_, &inFrame_);
+      if (!s.ok()) {
+        return {s.code() == Code::kInvalidUsage ? FabricErrc::kVersion : FabricErrc::kMalformed, {}, s.message()};
+      }
+      inSink_ = Sink{};
+      inDone_ = 0;
+      inIntact_ = true;
+      FabricError e = handler.OnHeader(index_, inFrame_, &inSink_);
+      if (!e.ok()) return e;
+      if (inFrame_.payloadBytes == 0) {
+        e = handler.OnPayload(index_, inFrame_, true);
+        if (!e.ok()) return e;
+        continue;
+      }
+      if (inSink_.buffer != nullptr) inSink_.buffer->resize(inFrame_.payloadBytes);
+      inPayload_ = true;
+      continue;
+    }
+    inDone_ += static_cast<uint64_t>(got);
+    if (inDone_ == inFrame_.payloadBytes) {
+      inPayload_ = false;
+      inSink_ = Sink{};
+      FabricError e = handler.OnPayload(index_, inFrame_, inIntact_);
+      if (!e.ok()) return e;
+    }
+  }
+  return {};
+}
+
+}  // namespace railyard::fabric::tcp

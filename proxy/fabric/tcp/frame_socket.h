@@ -1,0 +1,109 @@
+// One non-blocking socket of the fabric's TCP transport, carrying frames both ways:
+// a queue of outgoing frames written as far as the socket takes them, and an
+// incoming frame parser that asks its handler where each payload goes before a byte
+// of it is received. Used by both ends (TcpEndpoint, TcpTarget).
+//
+// Landing rule: a payload whose Sink names a Region (pin) is received only while
+// that Region is registered, one recv() at a time under its liveness lock; once it
+// is deregistered the rest of the payload is drained into scratch memory and the
+// handler is told (intact = false). Outgoing payloads that are Region memory (Read
+// data) are sent the same way; after a deregistration the rest goes out as zeros
+// and the handler is told, so the peer learns the op failed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/fabric/fabric_error.h"
+#include "proxy/fabric/region_table.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
+#include "proxy/socket.h"
+
+namespace railyard::fabric::tcp {
+
+/// A frame to send.
+struct OutFrame {
+  FrameHeader header;                  ///< payloadBytes says how much follows
+  const char* payload = nullptr;       ///< borrowed payload (e.g. a Write's source memory)
+  std::vector<uint8_t> owned;          ///< or owned payload (records, NACK text) when payload is null
+  std::shared_ptr<RegionRecord> pin;   ///< payload is this Region's memory: sent only while registered
+  int rail = -1;                       ///< rail whose scheduler slot this frame holds (-1: none)
+};
+
+/// Where an incoming payload goes. Neither dst nor buffer: it is drained and dropped.
+struct Sink {
+  char* dst = nullptr;                 ///< memory to receive into (payloadBytes bytes)
+  std::shared_ptr<RegionRecord> pin;   ///< dst is inside this Region: land only while registered
+  std::vector<uint8_t>* buffer = nullptr;  ///< or an owned buffer, resized to the payload
+};
+
+/// Callbacks of a FrameSocket. They may queue frames on any socket but must not
+/// destroy sockets; a returned error stops the pump and fails the connection.
+class FrameHandler {
+ public:
+  virtual ~FrameHandler() = default;
+  /// A header arrived and passed DecodeFrameHeader; fill `sink` for its payload.
+  virtual FabricError OnHeader(int socket, const FrameHeader& h, Sink* sink) = 0;
+  /// The whole payload of `h` was received (at once for 0 bytes). `intact` is false
+  /// when the Sink's Region was deregistered part way (the rest was dropped).
+  virtual FabricError OnPayload(int socket, const FrameHeader& h, bool intact) = 0;
+  /// `f` was written out completely; `intact` is false when its pinned Region was
+  /// deregistered part way (zeros went out instead).
+  virtual FabricError OnWritten(int socket, const OutFrame& f, bool intact) = 0;
+};
+
+/// Framed I/O on one connected (or connecting) TCP socket. Not thread-safe.
+class FrameSocket {
+ public:
+  /// `incoming` is the direction of frames this socket receives; `connecting` when a
+  /// non-blocking connect() is still under way (writes wait for it).
+  FrameSocket(proxy::Fd fd, int index, Direction incoming, bool connecting);
+
+  int index() const { return index_; }
+  int fd() const { return fd_.get(); }
+  bool connecting() const { return connecting_; }
+  /// Appends a frame to the send queue.
+  void Queue(OutFrame f) { out_.push_back(std::move(f)); }
+  size_t QueuedFrames() const { return out_.size(); }
+  /// True when a frame is partly received.
+  bool MidFrame() const { return inGot_ > 0 || inPayload_; }
+
+  struct PumpResult {
+    uint64_t bytesIn = 0;
+    uint64_t bytesOut = 0;
+    bool closed = false;  ///< the peer closed the connection in an orderly way
+  };
+  /// Moves up to `budget` bytes each way without blocking. An error (socket broken,
+  /// connect refused, malformed frame, handler error) names its cause.
+  FabricError Pump(FrameHandler& handler, uint64_t budget, PumpResult* result);
+  /// Closes the socket (the peer sees EOF); the queue is dropped.
+  void Close() { fd_.Reset(); }
+
+ private:
+  FabricError PumpOut(FrameHandler& handler, uint64_t budget, PumpResult* result);
+  FabricError PumpIn(FrameHandler& handler, uint64_t budget, PumpResult* result);
+
+  proxy::Fd fd_;
+  int index_;
+  Direction incoming_;
+  bool connecting_;
+  // send side
+  std::deque<OutFrame> out_;
+  uint64_t outSent_ = 0;        ///< bytes of the front frame sent (header + payload)
+  bool outDead_ = false;        ///< the front frame's pinned Region went away
+  // receive side
+  uint8_t inHeader_[sizeof(FrameHeader)];
+  size_t inGot_ = 0;
+  bool inPayload_ = false;
+  FrameHeader inFrame_{};
+  Sink inSink_{};
+  uint64_t inDone_ = 0;
+  bool inIntact_ = true;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace railyard::fabric::tcp

@@ -1,0 +1,66 @@
+// The fabric's TCP transport: a Domain whose rails are IPv4 addresses, emulating
+// one-sided operations over framed sockets with every remote access checked by the
+// target's Worker before a byte lands or leaves.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "env/config.h"
+#include "proxy/fabric/domain.h"
+#include "proxy/fabric/region_table.h"
+#include "proxy/fabric/stripe_scheduler.h"
+
+namespace railyard::fabric::tcp {
+
+/// Options of a TCP Domain.
+struct TcpOptions {
+  /// The rails: an IPv4 address each (sockets bind it), a device name for errors and a
+  /// speed that weights striping. 1..16 rails. Endpoints pair local rail i with the
+  /// peer's rail i (as many rails as both have).
+  std::vector<RailInfo> rails;
+  /// Sockets per rail and Endpoint (1..16).
+  int socketsPerRail = 1;
+  /// Striping (RAILYARD_STRIPE_*).
+  StripeOptions stripe;
+  /// An Endpoint (or a peer's connection here) with work outstanding and no bytes
+  /// moving for this long fails with TIMEOUT (RAILYARD_TIMEOUT_MS).
+  int timeoutMs = 30000;
+  /// This process's rank, named in errors (-1: unknown).
+  int rank = -1;
+  /// Bytes one socket moves each way per Progress call, at most (4 KiB..64 MiB). Large
+  /// values move more per call; small ones bound the time one call takes (and let tests
+  /// observe landings socket by socket).
+  uint64_t pumpBytes = 4ull << 20;
+
+  /// Striping and timeout from `config`; `rails` as given.
+  static TcpOptions FromConfig(const env::Config& config, std::vector<RailInfo> rails);
+  /// InvalidArgument naming the first bad field (rail address not IPv4, counts out of range).
+  Status Validate() const;
+};
+
+/// Creates a TCP Domain (no socket is opened before CreateWorker).
+Status CreateTcpDomain(const TcpOptions& options, std::unique_ptr<Domain>* out);
+
+/// The TCP Domain (exposed for its Workers).
+class TcpDomain : public Domain {
+ public:
+  explicit TcpDomain(TcpOptions options);
+
+  const char* TransportName() const override { return "tcp"; }
+  const Capabilities& capabilities() const override { return caps_; }
+  const std::vector<RailInfo>& rails() const override { return options_.rails; }
+  Status Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out) override;
+  Status Deregister(const Region* region) override;
+  Status CreateWorker(std::unique_ptr<Worker>* out) override;
+
+  const TcpOptions& options() const { return options_; }
+  RegionTable& regions() { return regions_; }
+
+ private:
+  TcpOptions options_;
+  Capabilities caps_;
+  RegionTable regions_;
+};
+
+}  // namespace railyard::fabric::tcp

@@ -1,0 +1,100 @@
+// Initiator side of the TCP transport: an Endpoint's sockets (socketsPerRail on each
+// rail shared with the peer), its op table, the post queue with fences, and the
+// striping of chunks over the rails.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/fabric/byte_claims.h"
+#include "proxy/fabric/endpoint.h"
+#include "proxy/fabric/event.h"
+#include "proxy/fabric/stripe_scheduler.h"
+#include "proxy/fabric/tcp/frame_socket.h"
+#include "proxy/fabric/tcp/tcp_worker.h"
+
+namespace railyard::fabric::tcp {
+
+/// See file comment and Endpoint. Created by TcpWorker::Connect.
+class TcpEndpoint : public Endpoint, private FrameHandler {
+ public:
+  /// Opens and starts connecting every socket (non-blocking) and queues their
+  /// hellos. SystemError naming the rail when a socket cannot be made or bound.
+  static Status Create(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection,
+                       std::unique_ptr<TcpEndpoint>* out);
+  ~TcpEndpoint() override;
+
+  Status Send(std::span<const uint8_t> record, uint64_t cookie) override;
+  Status Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+               std::optional<uint32_t> immediate) override;
+  Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) override;
+  Status FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) override;
+  Status Fence(uint64_t cookie) override;
+  Status status() const override { return status_; }
+  size_t Outstanding() const override { return ops_.size() + fences_; }
+  std::string PeerName() const override { return peerName_; }
+
+  /// Called by the Worker's Progress: moves bytes, dispatches queued ops, checks the timeout.
+  void Progress();
+
+ private:
+  struct Op {
+    OpType type = OpType::kNone;
+    uint64_t seq = 0;
+    uint64_t cookie = 0;
+    char* local = nullptr;
+    uint64_t bytes = 0;
+    uint64_t remoteAddr = 0;
+    uint64_t key = 0;
+    bool hasImm = false;
+    uint32_t imm = 0;
+    uint64_t add = 0;
+    std::vector<uint8_t> record;
+    std::vector<Chunk> chunks;
+    size_t nextChunk = 0;
+    bool striped = false;
+    int rail = -1;  ///< the one rail of an op that is not striped
+    ByteClaims claims;  ///< Read: data received
+    bool acked = false;
+  };
+  struct QueueItem {
+    bool fence = false;
+    uint64_t seq = 0;     ///< op seq; for a fence: ops below this must complete first
+    uint64_t cookie = 0;  ///< fence cookie
+  };
+
+  TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection);
+  Status CheckLocal(const LocalSlice& s, const char* what) const;
+  Status Post(Op op);
+  void Dispatch();
+  bool QueueChunks(Op& op);
+  void Complete(std::map<uint64_t, Op>::iterator it, uint64_t value);
+  void Fail(FabricError e);
+  FabricError Error(FabricErrc errc, int socket, int64_t seq, std::string what) const;
+
+  FabricError OnHeader(int socket, const FrameHeader& h, Sink* sink) override;
+  FabricError OnPayload(int socket, const FrameHeader& h, bool intact) override;
+  FabricError OnWritten(int socket, const OutFrame& f, bool intact) override;
+
+  TcpWorker* worker_;
+  WorkerAddress peer_;
+  uint64_t connection_;
+  std::string peerName_;
+  std::vector<std::unique_ptr<FrameSocket>> sockets_;
+  std::vector<int> socketRail_;              ///< socket -> rail
+  std::vector<std::vector<int>> railSockets_;  ///< rail -> sockets
+  StripeScheduler scheduler_;
+  std::map<uint64_t, Op> ops_;  ///< posted and not complete, by seq
+  std::deque<QueueItem> queue_; ///< posted and not yet (fully) queued on sockets, in post order
+  uint64_t nextSeq_ = 0;
+  size_t fences_ = 0;
+  Status status_;
+  bool failed_ = false;
+  std::vector<uint8_t> nackText_;
+  Clock::time_point lastActivity_;
+};
+
+}  // namespace railyard::fabric::tcp

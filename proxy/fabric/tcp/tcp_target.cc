@@ -1,0 +1,328 @@
+#include "proxy/fabric/tcp/tcp_target.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+
+#include "env/log.h"
+
+namespace railyard::fabric::tcp {
+namespace {
+
+std::string HexId(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+uint32_t RightFor(FrameType t) {
+  switch (t) {
+    case FrameType::kWrite: return kAccessRemoteWrite;
+    case FrameType::kReadReq: return kAccessRemoteRead;
+    case FrameType::kFetchAdd: return kAccessRemoteAtomic;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets)
+    : worker_(worker),
+      peer_(peerWorker),
+      connection_(connection),
+      count_(sockets),
+      sockets_(static_cast<size_t>(sockets)),
+      rails_(static_cast<size_t>(sockets), -1),
+      slots_(static_cast<size_t>(kOpWindow)) {
+  peerName_ = "w=" + HexId(peerWorker) + " connection " + std::to_string(connection);
+  lastActivity_ = created_ = Clock::now();
+}
+
+FabricError TcpTarget::Error(FabricErrc errc, int socket, int64_t seq, std::string what) const {
+  FabricError e;
+  e.errc = errc;
+  e.site.rank = worker_->options().rank;
+  e.site.peer = peerName_;
+  if (socket >= 0 && static_cast<size_t>(socket) < rails_.size() && rails_[static_cast<size_t>(socket)] >= 0) {
+    const int rail = rails_[static_cast<size_t>(socket)];
+    e.site.rail = rail;
+    e.site.device = worker_->options().rails[static_cast<size_t>(rail)].device;
+    e.site.qp = socket;
+    e.site.qpName = "socket";
+  }
+  e.site.seq = seq;
+  e.what = std::move(what);
+  return e;
+}
+
+FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
+  if (count != count_ || index < 0 || index >= count_ || sockets_[static_cast<size_t>(index)]) {
+    return Error(FabricErrc::kMalformed, -1, -1,
+                 "hello for socket " + std::to_string(index) + " of " + std::to_string(count) +
+                     " does not fit a connection of " + std::to_string(count_) + " sockets (or repeats one)");
+  }
+  sockets_[static_cast<size_t>(index)] =
+      std::make_unique<FrameSocket>(std::move(fd), index, Direction::kToTarget, false);
+  rails_[static_cast<size_t>(index)] = rail;
+  return {};
+}
+
+bool TcpTarget::Busy() const {
+  for (const Slot& s : slots_) {
+    if (s.used) return true;
+  }
+  return false;
+}
+
+void TcpTarget::Fail(FabricError e, bool always) {
+  if (dead_) return;
+  dead_ = true;
+  ++worker_->counters().connectionsFailed;
+  if (always || (Busy() && !refusing_)) {
+    RY_WARN("%s", e.ToString().c_str());
+    Event ev;
+    ev.kind = EventKind::kError;
+    ev.peer = peer_;
+    ev.error = std::move(e);
+    worker_->Emit(std::move(ev));
+  }
+  for (auto& s : sockets_) {
+    if (s) s->Close();
+  }
+}
+
+void TcpTarget::QueueAck(int socket, uint64_t seq, uint64_t value) {
+  OutFrame f;
+  f.header = MakeHeader(FrameType::kAck);
+  f.header.seq = seq;
+  f.header.value = value;
+  sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+}
+
+FabricError TcpTarget::Refuse(int socket, uint64_t seq, FabricErrc errc, const std::string& why) {
+  FabricError e = Error(errc, socket, static_cast<int64_t>(seq), "refused: " + why);
+  RY_WARN("%s", e.ToString().c_str());
+  ++worker_->counters().framesRefused;
+  OutFrame f;
+  f.header = MakeHeader(FrameType::kNack);
+  f.header.seq = seq;
+  f.header.value = static_cast<uint64_t>(errc);
+  std::string text = why.substr(0, kMaxNackText);
+  f.owned.assign(text.begin(), text.end());
+  f.header.payloadBytes = static_cast<uint32_t>(f.owned.size());
+  sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+  refusing_ = true;
+  Event ev;
+  ev.kind = EventKind::kError;
+  ev.peer = peer_;
+  ev.error = std::move(e);
+  worker_->Emit(std::move(ev));
+  return {};
+}
+
+FabricError TcpTarget::OnHeader(int socket, const FrameHeader& h, Sink* sink) {
+  if (refusing_) return {};  // nothing of a refused connection lands (payloads are dropped)
+  const FrameType t = h.frameType();
+  const int64_t seq = static_cast<int64_t>(h.seq);
+  if (t == FrameType::kHello) return Error(FabricErrc::kMalformed, socket, seq, "a second hello");
+  if (h.seq < frontier_ || h.seq - frontier_ >= static_cast<uint64_t>(kOpWindow)) {
+    return Error(FabricErrc::kMalformed, socket, seq,
+                 "sequence outside the window [" + std::to_string(frontier_) + ", +" + std::to_string(kOpWindow) +
+                     ") (" + DescribeFrame(h) + ")");
+  }
+  Slot& s = slots_[h.seq % static_cast<uint64_t>(kOpWindow)];
+  if (!s.used) {
+    s = Slot{};
+    s.used = true;
+    s.seq = h.seq;
+    s.type = t;
+    s.addr = h.addr;
+    s.bytes = h.opBytes;
+    s.key = h.key;
+    s.flags = h.flags;
+    s.imm = h.imm;
+    s.add = h.value;
+    s.claims = ByteClaims(h.opBytes);
+    if (t != FrameType::kRecord) {
+      if (t == FrameType::kFetchAdd && h.addr % 8 != 0) {
+        return Refuse(socket, h.seq, FabricErrc::kMisaligned, "fetch-add at an address that is not 8-byte aligned");
+      }
+      std::string why;
+      const FabricErrc errc = worker_->domain().regions().Resolve(h.key, h.addr, h.opBytes, RightFor(t), &s.pin, &why);
+      if (errc != FabricErrc::kNone) return Refuse(socket, h.seq, errc, why);
+    }
+  } else if (s.type != t || s.addr != h.addr || s.bytes != h.opBytes || s.key != h.key || s.flags != h.flags ||
+             s.imm != h.imm || (t != FrameType::kWrite && t != FrameType::kReadReq)) {
+    return Error(FabricErrc::kMalformed, socket, seq, "chunk disagrees with its op (" + DescribeFrame(h) + ")");
+  }
+  s.lastSocket = socket;
+  const uint64_t len = t == FrameType::kReadReq ? h.value : (t == FrameType::kFetchAdd ? 8 : h.payloadBytes);
+  if (len > 0 && claims_ >= kMaxClaimsPerConnection) {
+    return Error(FabricErrc::kMalformed, socket, seq,
+                 "more than " + std::to_string(kMaxClaimsPerConnection) + " chunks under way on one connection");
+  }
+  const size_t before = s.claims.claims();
+  const auto r = s.claims.Claim(h.offset, len);
+  claims_ += s.claims.claims() - before;
+  if (r != ByteClaims::Result::kOk) {
+    return Error(FabricErrc::kMalformed, socket, seq,
+                 std::string("chunk ") + ByteClaims::ResultName(r) + " (" + DescribeFrame(h) + ")");
+  }
+  switch (t) {
+    case FrameType::kWrite:
+      sink->dst = reinterpret_cast<char*>(s.addr + h.offset);
+      sink->pin = s.pin;
+      break;
+    case FrameType::kRecord:
+      sink->buffer = &s.record;
+      break;
+    case FrameType::kReadReq:
+      s.reads.push_back({socket, h.offset, h.value});
+      break;
+    default:
+      break;
+  }
+  return {};
+}
+
+FabricError TcpTarget::OnPayload(int socket, const FrameHeader& h, bool intact) {
+  if (refusing_) return {};
+  Slot& s = slots_[h.seq % static_cast<uint64_t>(kOpWindow)];
+  switch (h.frameType()) {
+    case FrameType::kWrite:
+      if (!intact) {
+        return Refuse(socket, h.seq, FabricErrc::kDeregistered, "the region was deregistered while the write landed");
+      }
+      s.claims.Land(h.payloadBytes);
+      worker_->counters().bytesLanded += h.payloadBytes;
+      if (s.claims.Complete() && !s.complete) {
+        s.complete = true;
+        QueueAck(socket, h.seq, 0);
+      }
+      break;
+    case FrameType::kRecord:
+    case FrameType::kFetchAdd:
+      s.claims.Land(s.bytes);
+      s.complete = true;
+      break;
+    default:
+      break;
+  }
+  return Advance();
+}
+
+FabricError TcpTarget::OnWritten(int socket, const OutFrame& f, bool intact) {
+  if (f.header.frameType() != FrameType::kReadData) return {};
+  if (!intact) {
+    if (refusing_) return {};
+    return Refuse(socket, f.header.seq, FabricErrc::kDeregistered, "the region was deregistered while it was read");
+  }
+  worker_->counters().bytesServed += f.header.payloadBytes;
+  return {};
+}
+
+FabricError TcpTarget::Advance() {
+  while (!refusing_) {
+    Slot& s = slots_[frontier_ % static_cast<uint64_t>(kOpWindow)];
+    if (!s.used || s.seq != frontier_) return {};
+    switch (s.type) {
+      case FrameType::kWrite:
+        if (!s.complete) return {};
+        if (s.flags & kFlagImmediate) {
+          Event ev;
+          ev.kind = EventKind::kImmediate;
+          ev.op = OpType::kWrite;
+          ev.value = s.imm;
+          ev.peer = peer_;
+          worker_->Emit(std::move(ev));
+        }
+        break;
+      case FrameType::kRecord: {
+        if (!s.complete) return {};
+        Event ev;
+        ev.kind = EventKind::kRecord;
+        ev.op = OpType::kSend;
+        ev.peer = peer_;
+        ev.record = std::move(s.record);
+        worker_->Emit(std::move(ev));
+        QueueAck(s.lastSocket, s.seq, 0);
+        break;
+      }
+      case FrameType::kFetchAdd: {
+        if (!s.complete) return {};
+        uint64_t old = 0;
+        const bool live = s.pin->WithLive([&] {
+          std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(s.addr));
+          old = word.fetch_add(s.add, std::memory_order_acq_rel);
+        });
+        if (!live) {
+          return Refuse(s.lastSocket, s.seq, FabricErrc::kDeregistered, "the region was deregistered before the fetch-add");
+        }
+        QueueAck(s.lastSocket, s.seq, old);
+        break;
+      }
+      case FrameType::kReadReq: {
+        for (const PendingRead& r : s.reads) {
+          if (r.bytes == 0) continue;
+          OutFrame f;
+          f.header = MakeHeader(FrameType::kReadData);
+          f.header.seq = s.seq;
+          f.header.offset = r.offset;
+          f.header.payloadBytes = static_cast<uint32_t>(r.bytes);
+          f.payload = reinterpret_cast<const char*>(s.addr + r.offset);
+          f.pin = s.pin;
+          sockets_[static_cast<size_t>(r.socket)]->Queue(std::move(f));
+        }
+        s.reads.clear();
+        if (!s.claims.FullyClaimed()) return {};
+        QueueAck(s.lastSocket, s.seq, 0);
+        break;
+      }
+      default:
+        return {};
+    }
+    claims_ -= s.claims.claims();
+    s = Slot{};
+    ++frontier_;
+  }
+  return {};
+}
+
+void TcpTarget::Progress() {
+  if (dead_) return;
+  bool moved = false;
+  for (auto& s : sockets_) {
+    if (!s) continue;
+    FrameSocket::PumpResult r;
+    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r);
+    if (!e.ok()) {
+      if (e.site.peer.empty()) e = Error(e.errc, s->index(), e.site.seq, e.what);
+      Fail(std::move(e), !refusing_);
+      return;
+    }
+    if (r.closed) {
+      // The initiator went away: an error only when it left work half done.
+      Fail(Error(FabricErrc::kPeerClosed, s->index(), -1, "the peer closed the connection with ops under way"),
+           false);
+      return;
+    }
+    moved = moved || r.bytesIn > 0 || r.bytesOut > 0;
+  }
+  const auto now = Clock::now();
+  const auto timeout = std::chrono::milliseconds(worker_->options().timeoutMs);
+  const int arrived = static_cast<int>(std::count_if(sockets_.begin(), sockets_.end(), [](auto& s) { return s != nullptr; }));
+  if (arrived < count_ && now - created_ > timeout) {
+    Fail(Error(FabricErrc::kConnectFailed, -1, -1,
+               "only " + std::to_string(arrived) + " of " + std::to_string(count_) + " sockets arrived in " +
+                   std::to_string(worker_->options().timeoutMs) + " ms"));
+    return;
+  }
+  if (moved) {
+    lastActivity_ = now;
+  } else if (Busy() && now - lastActivity_ > timeout) {
+    Fail(Error(FabricErrc::kTimeout, -1, static_cast<int64_t>(frontier_),
+               "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms with ops under way"));
+  }
+}
+
+}  // namespace railyard::fabric::tcp

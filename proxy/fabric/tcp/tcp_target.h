@@ -1,0 +1,91 @@
+// Target side of the TCP transport: one peer Endpoint's connection to this Worker.
+// Every remote access is checked against the Region its key names (bounds, key,
+// rights) when the op's first frame arrives, before a byte lands or leaves; each
+// chunk's byte range is claimed when its header is accepted (overlaps refused); an
+// op completes only when every claimed byte has landed; and immediates, records,
+// FetchAdds and Reads take effect in sequence order, after every earlier op of the
+// connection is complete (the Endpoint ordering rule, even across rails).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/fabric/byte_claims.h"
+#include "proxy/fabric/tcp/frame_socket.h"
+#include "proxy/fabric/tcp/tcp_worker.h"
+
+namespace railyard::fabric::tcp {
+
+/// Chunk claims one connection may hold at once (all its ops together): a peer cannot
+/// make a target keep millions of tiny claims (256 MiB in 4 KiB chunks fits).
+constexpr size_t kMaxClaimsPerConnection = 65536;
+
+/// See file comment. Owned by the TcpWorker.
+class TcpTarget : private FrameHandler {
+ public:
+  TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets);
+
+  /// Adds the socket whose hello said `index` (of the count given at construction).
+  /// MALFORMED when the index repeats or the count differs.
+  FabricError AddSocket(proxy::Fd fd, int index, int rail, int count);
+  /// Moves bytes on every socket, serves ops, checks the timeout.
+  void Progress();
+  /// Failed or closed: the Worker drops it.
+  bool Dead() const { return dead_; }
+  /// Fails the connection: an error event at this Worker (when work was under way or
+  /// `always`), every socket closed.
+  void Fail(FabricError e, bool always = true);
+
+ private:
+  struct PendingRead {
+    int socket = 0;
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+  struct Slot {
+    bool used = false;
+    uint64_t seq = 0;
+    FrameType type = FrameType::kWrite;
+    uint64_t addr = 0;
+    uint64_t bytes = 0;
+    uint64_t key = 0;
+    uint16_t flags = 0;
+    uint32_t imm = 0;
+    uint64_t add = 0;
+    ByteClaims claims;
+    std::shared_ptr<RegionRecord> pin;
+    bool complete = false;
+    std::vector<uint8_t> record;
+    std::vector<PendingRead> reads;
+    int lastSocket = 0;
+  };
+
+  FabricError OnHeader(int socket, const FrameHeader& h, Sink* sink) override;
+  FabricError OnPayload(int socket, const FrameHeader& h, bool intact) override;
+  FabricError OnWritten(int socket, const OutFrame& f, bool intact) override;
+  /// Refuses op `seq`: a NACK to the peer, nothing of this connection lands any more.
+  FabricError Refuse(int socket, uint64_t seq, FabricErrc errc, const std::string& why);
+  /// Passes every op at the frontier that is complete, in sequence order.
+  FabricError Advance();
+  void QueueAck(int socket, uint64_t seq, uint64_t value);
+  FabricError Error(FabricErrc errc, int socket, int64_t seq, std::string what) const;
+  bool Busy() const;
+
+  TcpWorker* worker_;
+  uint64_t peer_;
+  uint64_t connection_;
+  std::string peerName_;
+  int count_;
+  std::vector<std::unique_ptr<FrameSocket>> sockets_;  ///< by hello index (null until it arrives)
+  std::vector<int> rails_;
+  std::vector<Slot> slots_;
+  uint64_t frontier_ = 0;  ///< lowest sequence not yet passed
+  size_t claims_ = 0;      ///< chunk claims held by all slots (bounded: kMaxClaimsPerConnection)
+  bool refusing_ = false;
+  bool dead_ = false;
+  Clock::time_point lastActivity_;
+  Clock::time_point created_;
+};
+
+}  // namespace railyard::fabric::tcp

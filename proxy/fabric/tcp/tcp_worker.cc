@@ -1,0 +1,193 @@
+#include "proxy/fabric/tcp/tcp_worker.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <random>
+
+#include "env/log.h"
+#include "proxy/fabric/tcp/tcp_endpoint.h"
+#include "proxy/fabric/tcp/tcp_target.h"
+
+namespace railyard::fabric::tcp {
+namespace {
+
+/// Accepted sockets waiting for a hello, at most (a flood of idle connections is refused).
+constexpr size_t kMaxPending = 256;
+/// Peers' connections one Worker serves at once, at most.
+constexpr size_t kMaxTargets = 1024;
+
+uint64_t RandomId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return id;
+}
+
+}  // namespace
+
+TcpWorker::TcpWorker(TcpDomain* domain) : domain_(domain) {}
+
+Status TcpWorker::Create(TcpDomain* domain, std::unique_ptr<Worker>* out) {
+  std::unique_ptr<TcpWorker> w(new TcpWorker(domain));
+  w->address_.workerId = RandomId();
+  const auto& rails = domain->rails();
+  for (size_t i = 0; i < rails.size(); ++i) {
+    const std::string where = "fabric rail " + std::to_string(i) + " (" + rails[i].device + " " + rails[i].address + ")";
+    proxy::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return SystemError(where + ": socket: " + proxy::ErrnoText(errno));
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    inet_pton(AF_INET, rails[i].address.c_str(), &sa.sin_addr);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      return SystemError(where + ": bind: " + proxy::ErrnoText(errno));
+    }
+    if (::listen(fd.get(), 128) != 0) return SystemError(where + ": listen: " + proxy::ErrnoText(errno));
+    socklen_t len = sizeof sa;
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+      return SystemError(where + ": getsockname: " + proxy::ErrnoText(errno));
+    }
+    w->address_.rails.push_back({sa.sin_addr.s_addr, ntohs(sa.sin_port), rails[i].speedMbps});
+    w->listeners_.push_back(std::move(fd));
+  }
+  *out = std::move(w);
+  return Status::Ok();
+}
+
+TcpWorker::~TcpWorker() {
+  if (!endpoints_.empty()) {
+    RY_WARN("fabric worker destroyed with %zu endpoints still alive (destroy them first)", endpoints_.size());
+  }
+}
+
+Status TcpWorker::Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<Endpoint>* out) {
+  WorkerAddress peer;
+  RY_RETURN_IF_ERROR(WorkerAddress::Unpack(peerAddress, &peer));
+  std::unique_ptr<TcpEndpoint> ep;
+  RY_RETURN_IF_ERROR(TcpEndpoint::Create(this, peer, nextConnection_++, &ep));
+  endpoints_.push_back(ep.get());
+  *out = std::move(ep);
+  return Status::Ok();
+}
+
+void TcpWorker::Detach(TcpEndpoint* ep) {
+  endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), ep), endpoints_.end());
+}
+
+void TcpWorker::AcceptNew() {
+  for (size_t rail = 0; rail < listeners_.size(); ++rail) {
+    for (;;) {
+      const int fd = ::accept4(listeners_[rail].get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          RY_WARN("fabric rail %zu: accept: %s", rail, proxy::ErrnoText(errno).c_str());
+        }
+        break;
+      }
+      proxy::Fd owned(fd);
+      if (pending_.size() >= kMaxPending) {
+        RY_WARN("fabric rail %zu: %zu sockets already wait for a hello; dropping a new one", rail, pending_.size());
+        continue;
+      }
+      (void)proxy::TuneTcpSocket(fd, 0);
+      Pending p;
+      p.fd = std::move(owned);
+      p.rail = static_cast<int>(rail);
+      p.since = Clock::now();
+      pending_.push_back(std::move(p));
+    }
+  }
+}
+
+void TcpWorker::ReadHellos() {
+  const auto now = Clock::now();
+  const auto deadline = std::chrono::milliseconds(options().timeoutMs);
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    bool drop = false;
+    ssize_t n;
+    do {
+      n = ::recv(p.fd.get(), p.hello + p.got, sizeof p.hello - p.got, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) drop = true;
+    if (n > 0) p.got += static_cast<size_t>(n);
+    if (!drop && p.got == sizeof p.hello) {
+      FrameHeader h;
+      Status s = DecodeFrameHeader(p.hello, Direction::kToTarget, &h);
+      if (s.ok() && h.frameType() != FrameType::kHello) s = InvalidArgument("first frame is not a hello");
+      if (s.ok() && h.value != static_cast<uint64_t>(p.rail)) {
+        s = InvalidArgument("hello for rail " + std::to_string(h.value) + " arrived on rail " + std::to_string(p.rail));
+      }
+      if (!s.ok()) {
+        RY_WARN("fabric rail %d: refused a connection: %s", p.rail, s.message().c_str());
+        ++stats_.framesRefused;
+        drop = true;
+      } else {
+        auto key = std::make_pair(h.addr, h.seq);
+        auto it = targets_.find(key);
+        if (it == targets_.end() && targets_.size() >= kMaxTargets) {
+          RY_WARN("fabric rail %d: %zu peer connections already; refused a new one", p.rail, targets_.size());
+          ++stats_.framesRefused;
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+          continue;
+        }
+        if (it == targets_.end()) {
+          it = targets_.emplace(key, std::make_unique<TcpTarget>(this, h.addr, h.seq, static_cast<int>(h.opBytes)))
+                   .first;
+        }
+        FabricError e = it->second->AddSocket(std::move(p.fd), static_cast<int>(h.offset), p.rail,
+                                              static_cast<int>(h.opBytes));
+        if (!e.ok()) it->second->Fail(e);
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+    }
+    if (!drop && now - p.since > deadline) {
+      RY_WARN("fabric rail %d: a connection sent no hello for %d ms; dropped", p.rail, options().timeoutMs);
+      drop = true;
+    }
+    if (drop) {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+size_t TcpWorker::Progress(std::vector<Event>* events) {
+  AcceptNew();
+  if (!pending_.empty()) ReadHellos();
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    it->second->Progress();
+    if (it->second->Dead()) {
+      it = targets_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (size_t i = 0; i < endpoints_.size(); ++i) endpoints_[i]->Progress();
+  const size_t n = events_.size();
+  if (n > 0) {
+    if (events->empty()) {
+      events->swap(events_);
+    } else {
+      std::move(events_.begin(), events_.end(), std::back_inserter(*events));
+      events_.clear();
+    }
+  }
+  return n;
+}
+
+WorkerStats TcpWorker::stats() const {
+  WorkerStats s = stats_;
+  s.peerConnections = targets_.size();
+  return s;
+}
+
+}  // namespace railyard::fabric::tcp

@@ -1,0 +1,72 @@
+// The TCP transport's Worker: listens on every rail, groups peers' sockets into
+// connections (TcpTarget), drives its own Endpoints (TcpEndpoint) and collects the
+// events. Explicit progress only: it starts no thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
+#include "proxy/fabric/worker.h"
+#include "proxy/socket.h"
+
+namespace railyard::fabric::tcp {
+
+class TcpEndpoint;
+class TcpTarget;
+
+using Clock = std::chrono::steady_clock;
+
+/// See file comment. Its Endpoints must be destroyed before it.
+class TcpWorker : public Worker {
+ public:
+  /// Opens one listening socket per rail of `domain` (the rail's address, an
+  /// ephemeral port). SystemError naming the rail when bind or listen fails.
+  static Status Create(TcpDomain* domain, std::unique_ptr<Worker>* out);
+  ~TcpWorker() override;
+
+  std::vector<uint8_t> Address() const override { return address_.Pack(); }
+  Status Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<Endpoint>* out) override;
+  size_t Progress(std::vector<Event>* events) override;
+  WorkerStats stats() const override;
+
+  // --- for TcpEndpoint and TcpTarget --------------------------------------------------
+  TcpDomain& domain() { return *domain_; }
+  const TcpOptions& options() const { return domain_->options(); }
+  uint64_t id() const { return address_.workerId; }
+  /// Queues an event for the next Progress.
+  void Emit(Event e) { events_.push_back(std::move(e)); }
+  WorkerStats& counters() { return stats_; }
+  /// An Endpoint going away.
+  void Detach(TcpEndpoint* ep);
+
+ private:
+  explicit TcpWorker(TcpDomain* domain);
+  void AcceptNew();
+  void ReadHellos();
+
+  /// A socket accepted and waiting for its hello.
+  struct Pending {
+    proxy::Fd fd;
+    int rail = 0;
+    uint8_t hello[sizeof(FrameHeader)] = {};
+    size_t got = 0;
+    Clock::time_point since;
+  };
+
+  TcpDomain* domain_;
+  WorkerAddress address_;
+  std::vector<proxy::Fd> listeners_;  ///< one per rail
+  std::vector<Pending> pending_;
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<TcpTarget>> targets_;  ///< (peer worker, connection)
+  std::vector<TcpEndpoint*> endpoints_;
+  std::vector<Event> events_;
+  WorkerStats stats_;
+  uint64_t nextConnection_ = 1;
+};
+
+}  // namespace railyard::fabric::tcp

@@ -1,0 +1,150 @@
+#include "tests/fabric_api/fabric_harness.h"
+
+#include <dirent.h>
+
+#include "proxy/fabric/fake/fake_transport.h"
+#include "proxy/fabric/tcp/tcp_domain.h"
+
+namespace railyard::fabric::testing {
+
+std::vector<TransportCase> FabricTransports() {
+  std::vector<TransportCase> cases;
+  cases.push_back({"tcp_1rail", [](const Knobs& k, std::unique_ptr<Domain>* out) {
+                     tcp::TcpOptions o;
+                     o.rails = {{"lo", "127.0.0.1", 10000}};
+                     o.timeoutMs = k.timeoutMs;
+                     return tcp::CreateTcpDomain(o, out);
+                   }});
+  cases.push_back({"tcp_2rails", [](const Knobs& k, std::unique_ptr<Domain>* out) {
+                     tcp::TcpOptions o;
+                     o.rails = {{"lo", "127.0.0.1", 20000}, {"lo", "127.0.0.2", 10000}};
+                     o.socketsPerRail = 2;
+                     o.stripe.thresholdBytes = 16 * 1024;
+                     o.stripe.chunkBytes = 64 * 1024;
+                     o.stripe.chunksInFlightPerRail = 2;
+                     o.pumpBytes = 16 * 1024;  // the target lands socket by socket, in small steps
+                     o.timeoutMs = k.timeoutMs;
+                     return tcp::CreateTcpDomain(o, out);
+                   }});
+  cases.push_back({"fake", [](const Knobs&, std::unique_ptr<Domain>* out) {
+                     return fake::CreateFakeDomain(fake::FakeOptions{}, out);
+                   }});
+  return cases;
+}
+
+void FillPattern(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 8 == 0) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = static_cast<uint8_t>(x >> (8 * (i % 8)));
+  }
+}
+
+int64_t FirstMismatch(const uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 8 == 0) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if (p[i] != static_cast<uint8_t>(x >> (8 * (i % 8)))) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+namespace {
+size_t CountDir(const char* path) {
+  size_t n = 0;
+  DIR* d = opendir(path);
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n;
+}
+}  // namespace
+
+size_t OpenFds() { return CountDir("/proc/self/fd"); }
+size_t Threads() { return CountDir("/proc/self/task"); }
+
+bool FabricTest::MakeSide(Side* side, const Knobs& knobs) {
+  Status s = GetParam().make(knobs, &side->domain);
+  if (s.code() == Code::kInvalidUsage) {
+    ADD_FAILURE() << "transport not available: " << s.message();
+    return false;
+  }
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return false;
+  s = side->domain->CreateWorker(&side->worker);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return s.ok();
+}
+
+void FabricTest::SetUp() {
+  ASSERT_TRUE(MakeSide(&a_, knobs_));
+  ASSERT_TRUE(MakeSide(&b_, knobs_));
+  Reconnect();
+}
+
+void FabricTest::Reconnect() {
+  ep_.reset();
+  Status s = a_.worker->Connect(b_.worker->Address(), &ep_);
+  ASSERT_TRUE(s.ok()) << s.message();
+}
+
+void FabricTest::TearDown() {
+  ep_.reset();
+  a_.worker.reset();
+  b_.worker.reset();
+  a_.domain.reset();
+  b_.domain.reset();
+}
+
+bool FabricTest::PumpUntil(const std::function<bool()>& done, int ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    a_.worker->Progress(&a_.events);
+    if (done()) return true;
+    b_.worker->Progress(&b_.events);
+    if (done()) return true;
+  }
+  return done();
+}
+
+Event FabricTest::Wait(uint64_t cookie, int ms) {
+  Event out;
+  auto find = [&] {
+    for (size_t i = 0; i < a_.events.size(); ++i) {
+      const Event& e = a_.events[i];
+      if ((e.kind == EventKind::kDone || e.kind == EventKind::kError) && e.cookie == cookie) {
+        out = e;
+        a_.events.erase(a_.events.begin() + static_cast<std::ptrdiff_t>(i));
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!PumpUntil(find, ms)) {
+    out.kind = EventKind::kError;
+    out.error.errc = FabricErrc::kTimeout;
+    out.error.what = "the test waited " + std::to_string(ms) + " ms for cookie " + std::to_string(cookie);
+  }
+  return out;
+}
+
+const Region* FabricTest::Reg(Side& side, void* p, size_t n, uint32_t access) {
+  const Region* r = nullptr;
+  Status s = side.domain->Register(p, n, access, MemoryKind::kHost, &r);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return r;
+}
+
+void ExpectRemoteError(const Domain& d, const Event& e, FabricErrc precise) {
+  EXPECT_EQ(e.kind, EventKind::kError) << e.error.ToString();
+  if (d.capabilities().Has(kCapPreciseRemoteErrors)) {
+    EXPECT_EQ(e.error.errc, precise) << e.error.ToString();
+    EXPECT_NE(e.error.ToString().find(FabricErrcName(precise)), std::string::npos) << e.error.ToString();
+  } else {
+    EXPECT_TRUE(IsRemoteAccess(e.error.errc)) << e.error.ToString();
+  }
+}
+
+}  // namespace railyard::fabric::testing

@@ -1,0 +1,273 @@
+// The TCP transport against a hostile peer speaking its wire format from a raw
+// socket: a chunk overlapping an earlier claim, a chunk for an op already complete,
+// a sequence outside the window, garbage and another version instead of a hello.
+// Each is refused with a named error before a byte lands, and nothing crashes.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
+
+namespace railyard::fabric::tcp {
+namespace {
+
+class TcpWire : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TcpOptions o;
+    o.rails = {{"lo", "127.0.0.1", 10000}};
+    o.timeoutMs = 5000;
+    ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
+    ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
+    std::memset(mem_, 0, sizeof mem_);
+    ASSERT_TRUE(domain_->Register(mem_ + 64, 64, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+    WorkerAddress a;
+    ASSERT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = a.rails[0].ipv4;
+    to.sin_port = htons(a.rails[0].port);
+    ASSERT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  }
+  void TearDown() override {
+    if (fd_ >= 0) close(fd_);
+    worker_.reset();
+    domain_.reset();
+  }
+  void SendBytes(const void* p, size_t n) { ASSERT_EQ(send(fd_, p, n, MSG_NOSIGNAL), static_cast<ssize_t>(n)); }
+  void SendHello() {
+    FrameHeader h = MakeHeader(FrameType::kHello);
+    h.addr = 123;
+    h.seq = 1;
+    h.offset = 0;
+    h.opBytes = 1;
+    h.value = 0;
+    SendBytes(&h, sizeof h);
+  }
+  void SendWrite(uint64_t seq, uint64_t opBytes, uint64_t offset, const std::string& payload) {
+    FrameHeader h = MakeHeader(FrameType::kWrite);
+    h.seq = seq;
+    h.addr = region_->base;
+    h.opBytes = opBytes;
+    h.offset = offset;
+    h.key = region_->softwareKey;
+    h.payloadBytes = static_cast<uint32_t>(payload.size());
+    SendBytes(&h, sizeof h);
+    SendBytes(payload.data(), payload.size());
+  }
+  /// Progresses the worker until `done()` or 10 s.
+  bool Pump(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      worker_->Progress(&events_);
+      if (done()) return true;
+    }
+    return false;
+  }
+  /// The first error event's text, after progressing until there is one.
+  std::string NextError() {
+    std::string text;
+    Pump([&] {
+      for (auto& e : events_) {
+        if (e.kind == EventKind::kError) {
+          text = e.error.ToString();
+          return true;
+        }
+      }
+      return false;
+    });
+    return text;
+  }
+  /// True when the worker closed the raw socket (EOF) within 10 s of progress.
+  bool ClosedByWorker() {
+    return Pump([&] {
+      char c;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) return false;
+      ssize_t n = recv(fd_, &c, 1, MSG_DONTWAIT);
+      return n == 0 || (n < 0 && errno == ECONNRESET);
+    });
+  }
+  std::string Landed() const { return std::string(reinterpret_cast<const char*>(mem_ + 64), 8); }
+  bool OutsideUntouched() const {
+    for (int i = 0; i < 64; ++i) {
+      if (mem_[i] != 0 || mem_[128 + i] != 0) return false;
+    }
+    return true;
+  }
+
+  std::unique_ptr<Domain> domain_;
+  std::unique_ptr<Worker> worker_;
+  const Region* region_ = nullptr;
+  uint8_t mem_[192];
+  int fd_ = -1;
+  std::vector<Event> events_;
+};
+
+TEST_F(TcpWire, ChunkOverlappingAnEarlierClaimIsRefusedAndDoesNotLand) {
+  SendHello();
+  SendWrite(0, 8, 0, "AAAA");
+  SendWrite(0, 8, 2, "BBBB");  // overlaps [2, 4)
+  const std::string err = NextError();
+  EXPECT_NE(err.find("MALFORMED"), std::string::npos) << err;
+  EXPECT_NE(err.find("overlaps"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), std::string("AAAA\0\0\0\0", 8));
+  EXPECT_TRUE(OutsideUntouched());
+  EXPECT_TRUE(ClosedByWorker());
+}
+
+TEST_F(TcpWire, ChunkOverlappingALaterClaimIsRefusedToo) {
+  SendHello();
+  SendWrite(0, 8, 4, "AAAA");
+  SendWrite(0, 8, 2, "BBBB");  // overlaps [4, 6) from below
+  const std::string err = NextError();
+  EXPECT_NE(err.find("overlaps"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), std::string("\0\0\0\0AAAA", 8));
+  EXPECT_TRUE(OutsideUntouched());
+}
+
+TEST_F(TcpWire, HalfConnectedPeerIsDroppedAfterTheTimeout) {
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.addr = 123;
+  h.seq = 1;
+  h.offset = 0;
+  h.opBytes = 2;  // announces two sockets, opens one
+  SendBytes(&h, sizeof h);
+  ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
+  const std::string err = NextError();  // within the 5 s timeout of this Domain
+  EXPECT_NE(err.find("CONNECT_FAILED"), std::string::npos) << err;
+  EXPECT_NE(err.find("1 of 2 sockets"), std::string::npos) << err;
+  EXPECT_TRUE(ClosedByWorker());
+  EXPECT_EQ(worker_->stats().peerConnections, 0u);
+}
+
+TEST_F(TcpWire, ChunkForAnOpAlreadyCompleteIsRefused) {
+  SendHello();
+  SendWrite(0, 8, 0, "AAAAAAAA");
+  // Wait for the ack of op 0.
+  FrameHeader ack{};
+  size_t got = 0;
+  ASSERT_TRUE(Pump([&] {
+    ssize_t n = recv(fd_, reinterpret_cast<char*>(&ack) + got, sizeof ack - got, MSG_DONTWAIT);
+    if (n > 0) got += static_cast<size_t>(n);
+    return got == sizeof ack;
+  }));
+  EXPECT_EQ(ack.frameType(), FrameType::kAck);
+  EXPECT_EQ(ack.seq, 0u);
+  SendWrite(0, 8, 0, "BBBBBBBB");  // the op is complete: no byte may land after completion
+  const std::string err = NextError();
+  EXPECT_NE(err.find("MALFORMED"), std::string::npos) << err;
+  EXPECT_NE(err.find("window"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), "AAAAAAAA");
+  EXPECT_TRUE(OutsideUntouched());
+}
+
+TEST_F(TcpWire, SequenceFarAheadIsRefused) {
+  SendHello();
+  SendWrite(1u << 20, 8, 0, "CCCCCCCC");
+  const std::string err = NextError();
+  EXPECT_NE(err.find("window"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), std::string(8, '\0'));
+}
+
+TEST_F(TcpWire, WriteChunkWithAnotherOpsFieldsIsRefused) {
+  SendHello();
+  SendWrite(0, 16, 0, "AAAA");
+  SendWrite(0, 8, 4, "BBBB");  // same seq, other op size
+  const std::string err = NextError();
+  EXPECT_NE(err.find("disagrees"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), std::string("AAAA\0\0\0\0", 8));
+}
+
+TEST_F(TcpWire, MillionsOfTinyChunksAreCutOffAtTheClaimBudget) {
+  // One op of 100,000 bytes sent as 1-byte chunks: the connection may hold at most
+  // 65,536 claims, so the 65,537th chunk fails it instead of growing the target.
+  ASSERT_TRUE(domain_->Deregister(region_).ok());
+  static std::vector<uint8_t> big(100000);
+  ASSERT_TRUE(domain_->Register(big.data(), big.size(), kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  SendHello();
+  std::string stream;
+  for (uint64_t off = 0; off < 70000; ++off) {
+    FrameHeader h = MakeHeader(FrameType::kWrite);
+    h.seq = 0;
+    h.addr = region_->base;
+    h.opBytes = big.size();
+    h.offset = off;
+    h.key = region_->softwareKey;
+    h.payloadBytes = 1;
+    stream.append(reinterpret_cast<const char*>(&h), sizeof h);
+    stream.push_back('x');
+  }
+  size_t sent = 0;
+  std::string err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (err.empty() && std::chrono::steady_clock::now() < deadline) {
+    if (sent < stream.size()) {
+      const ssize_t n = send(fd_, stream.data() + sent, stream.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<size_t>(n);
+    }
+    worker_->Progress(&events_);
+    for (auto& e : events_) {
+      if (e.kind == EventKind::kError) err = e.error.ToString();
+    }
+  }
+  EXPECT_NE(err.find("65536 chunks"), std::string::npos) << err;
+  EXPECT_EQ(std::count(big.begin(), big.end(), 'x'), 65536) << "exactly the claimed chunks landed";
+}
+
+TEST_F(TcpWire, GarbageInsteadOfAHelloIsDroppedQuietly) {
+  uint8_t junk[64];
+  for (int i = 0; i < 64; ++i) junk[i] = static_cast<uint8_t>(i * 37 + 1);
+  SendBytes(junk, sizeof junk);
+  EXPECT_TRUE(ClosedByWorker());
+  EXPECT_EQ(worker_->stats().framesRefused, 1u);
+  EXPECT_EQ(worker_->stats().peerConnections, 0u);
+  EXPECT_EQ(Landed(), std::string(8, '\0'));
+}
+
+TEST_F(TcpWire, HelloOfAnotherVersionIsRefused) {
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.version = kWireVersion + 1;
+  h.addr = 1;
+  h.opBytes = 1;
+  SendBytes(&h, sizeof h);
+  EXPECT_TRUE(ClosedByWorker());
+  EXPECT_EQ(worker_->stats().framesRefused, 1u);
+}
+
+TEST_F(TcpWire, WriteOutsideTheRegionIsNackedWithItsName) {
+  SendHello();
+  FrameHeader h = MakeHeader(FrameType::kWrite);
+  h.seq = 0;
+  h.addr = region_->base + 60;
+  h.opBytes = 8;
+  h.key = region_->softwareKey;
+  h.payloadBytes = 8;
+  SendBytes(&h, sizeof h);
+  SendBytes("DDDDDDDD", 8);
+  FrameHeader nack{};
+  size_t got = 0;
+  ASSERT_TRUE(Pump([&] {
+    ssize_t n = recv(fd_, reinterpret_cast<char*>(&nack) + got, sizeof nack - got, MSG_DONTWAIT);
+    if (n > 0) got += static_cast<size_t>(n);
+    return got == sizeof nack;
+  }));
+  EXPECT_EQ(nack.frameType(), FrameType::kNack);
+  EXPECT_EQ(nack.value, static_cast<uint64_t>(FabricErrc::kOutOfBounds));
+  EXPECT_TRUE(OutsideUntouched());
+  EXPECT_EQ(Landed(), std::string(8, '\0'));
+}
+
+}  // namespace
+}  // namespace railyard::fabric::tcp

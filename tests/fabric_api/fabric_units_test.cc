@@ -1,0 +1,364 @@
+// Units of the fabric layer: packed remote keys and worker addresses (every field
+// from a peer validated), byte-range claims, chunk cutting and the weighted rail
+// scheduler, frame-header shape checks, error names.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "proxy/fabric/byte_claims.h"
+#include "proxy/fabric/fabric_error.h"
+#include "proxy/fabric/region_table.h"
+#include "proxy/fabric/remote_key.h"
+#include "proxy/fabric/stripe_scheduler.h"
+#include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
+#include "tests/unit/parse_env.h"
+
+namespace railyard::fabric {
+namespace {
+
+RemoteKey SampleKey() {
+  RemoteKey k;
+  k.base = 0x7f0000001000;
+  k.length = 12345;
+  k.softwareKey = 0xdeadbeefcafe;
+  k.access = kAccessRemoteRead | kAccessRemoteWrite;
+  k.railRkeys = {0x11, 0x22, 0x33};
+  return k;
+}
+
+TEST(FabricRemoteKey, PackUnpackRoundTrips) {
+  const RemoteKey k = SampleKey();
+  const auto bytes = k.Pack();
+  EXPECT_EQ(bytes.size(), RemoteKey::PackedBytes(3));
+  RemoteKey back;
+  ASSERT_TRUE(RemoteKey::Unpack(bytes, &back).ok());
+  EXPECT_EQ(back, k);
+  RemoteKey none = k;
+  none.railRkeys.clear();
+  ASSERT_TRUE(RemoteKey::Unpack(none.Pack(), &back).ok());
+  EXPECT_EQ(back, none);
+}
+
+TEST(FabricRemoteKey, EveryCorruptionIsRefusedAndLeavesTheOutputAlone) {
+  const auto good = SampleKey().Pack();
+  auto expectBad = [&](std::vector<uint8_t> b, const char* needle) {
+    RemoteKey out;
+    out.base = 42;
+    Status s = RemoteKey::Unpack(b, &out);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_EQ(out.base, 42u);
+  };
+  expectBad({good.begin(), good.begin() + 10}, "shorter");
+  auto b = good;
+  b[0] ^= 1;
+  expectBad(b, "magic");
+  b = good;
+  b[4] = 9;
+  expectBad(b, "version 9");
+  b = good;
+  b[6] = 200;
+  expectBad(b, "rails");
+  b = good;
+  b.push_back(0);
+  expectBad(b, "expected");
+  b = good;
+  std::memset(b.data() + 16, 0xff, 8);  // length wraps
+  expectBad(b, "wraps");
+  b = good;
+  std::memset(b.data() + 24, 0, 8);
+  expectBad(b, "software key 0");
+  b = good;
+  b[32] = 0xf0;
+  expectBad(b, "access");
+  b = good;
+  b[36] = 1;
+  expectBad(b, "reserved");
+}
+
+TEST(FabricWorkerAddress, PackUnpackAndCorruptions) {
+  tcp::WorkerAddress a;
+  a.workerId = 77;
+  a.rails = {{0x0100007f, 4000, 10000}, {0x0200007f, 4001, 25000}};
+  tcp::WorkerAddress back;
+  ASSERT_TRUE(tcp::WorkerAddress::Unpack(a.Pack(), &back).ok());
+  EXPECT_EQ(back, a);
+  EXPECT_EQ(tcp::RailAddressText(a.rails[1]), "127.0.0.2:4001");
+  auto bad = [&](std::vector<uint8_t> b) {
+    tcp::WorkerAddress out;
+    return tcp::WorkerAddress::Unpack(b, &out).code() == Code::kInvalidArgument;
+  };
+  auto b = a.Pack();
+  EXPECT_TRUE(bad({b.begin(), b.end() - 1}));
+  b[0] ^= 1;
+  EXPECT_TRUE(bad(b));
+  b = a.Pack();
+  b[6] = 0;  // zero rails
+  EXPECT_TRUE(bad(b));
+  b = a.Pack();
+  std::memset(b.data() + 8, 0, 8);  // worker id 0
+  EXPECT_TRUE(bad(b));
+  b = a.Pack();
+  std::memset(b.data() + 16 + 4, 0, 2);  // port 0
+  EXPECT_TRUE(bad(b));
+  b = a.Pack();
+  b[16 + 6] = 1;  // reserved
+  EXPECT_TRUE(bad(b));
+}
+
+TEST(FabricByteClaims, ClaimsAreDisjointInsideTheOpAndCompleteOnlyWhenAllLanded) {
+  ByteClaims c(100);
+  EXPECT_FALSE(c.Complete());
+  EXPECT_EQ(c.Claim(0, 40), ByteClaims::Result::kOk);
+  EXPECT_EQ(c.Claim(60, 40), ByteClaims::Result::kOk);
+  EXPECT_EQ(c.Claim(39, 2), ByteClaims::Result::kOverlap);
+  EXPECT_EQ(c.Claim(59, 2), ByteClaims::Result::kOverlap);
+  EXPECT_EQ(c.Claim(0, 100), ByteClaims::Result::kOverlap);
+  EXPECT_EQ(c.Claim(90, 20), ByteClaims::Result::kOutOfRange);
+  EXPECT_EQ(c.Claim(~0ull, 2), ByteClaims::Result::kOutOfRange);
+  EXPECT_EQ(c.Claim(50, 0), ByteClaims::Result::kOk);  // empty: claims nothing
+  EXPECT_TRUE(c.Land(40));
+  EXPECT_TRUE(c.Land(40));
+  EXPECT_FALSE(c.Land(1)) << "landed more than was claimed";
+  EXPECT_FALSE(c.Complete());
+  EXPECT_FALSE(c.FullyClaimed());
+  EXPECT_EQ(c.Claim(40, 20), ByteClaims::Result::kOk);
+  EXPECT_TRUE(c.FullyClaimed());
+  EXPECT_FALSE(c.Complete()) << "complete before the last claim landed";
+  EXPECT_TRUE(c.Land(20));
+  EXPECT_TRUE(c.Complete());
+  EXPECT_EQ(c.Claim(10, 1), ByteClaims::Result::kOverlap) << "a byte claimed after completion";
+  EXPECT_TRUE(ByteClaims(0).Complete());
+}
+
+TEST(FabricByteClaims, BoundsTheNumberOfClaims) {
+  ByteClaims c(1000, 3);
+  EXPECT_EQ(c.Claim(0, 1), ByteClaims::Result::kOk);
+  EXPECT_EQ(c.Claim(1, 1), ByteClaims::Result::kOk);
+  EXPECT_EQ(c.Claim(2, 1), ByteClaims::Result::kOk);
+  EXPECT_EQ(c.Claim(3, 1), ByteClaims::Result::kTooMany);
+}
+
+TEST(FabricStripe, CutsAtTheThresholdAndShareRounding) {
+  StripeOptions o;
+  o.thresholdBytes = 64 * 1024;
+  o.chunkBytes = 1 << 20;
+  EXPECT_EQ(CutIntoChunks(0, 2, o), (std::vector<Chunk>{Chunk{0, 0}}));
+  EXPECT_EQ(CutIntoChunks(65536, 2, o), (std::vector<Chunk>{Chunk{0, 65536}}));  // at the threshold: whole
+  // Just above: striped in two page-rounded halves.
+  auto c = CutIntoChunks(65537, 2, o);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0], (Chunk{0, 36864}));
+  EXPECT_EQ(c[1], (Chunk{36864, 65537 - 36864}));
+  EXPECT_FALSE(IsStriped(65536, 2, o));
+  EXPECT_TRUE(IsStriped(65537, 2, o));
+  EXPECT_FALSE(IsStriped(10 << 20, 1, o));
+  // One rail: cut at chunkBytes only.
+  c = CutIntoChunks((3 << 20) + 5, 1, o);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[3], (Chunk{3u << 20, 5}));
+  // Large striped op: chunkBytes pieces covering every byte once.
+  c = CutIntoChunks(10'000'001, 3, o);
+  uint64_t next = 0;
+  for (const Chunk& k : c) {
+    EXPECT_EQ(k.offset, next);
+    EXPECT_LE(k.bytes, o.chunkBytes);
+    next += k.bytes;
+  }
+  EXPECT_EQ(next, 10'000'001u);
+}
+
+TEST(FabricStripe, SchedulerWeighsBySpeedAndBoundsChunksInFlight) {
+  StripeScheduler s({20000, 10000}, 1000);
+  std::map<int, int> picks;
+  for (int i = 0; i < 300; ++i) {
+    const int r = s.Pick();
+    ASSERT_GE(r, 0);
+    ++picks[r];
+  }
+  EXPECT_EQ(picks[0], 200);
+  EXPECT_EQ(picks[1], 100);
+  // Bounded: with 2 per rail and nothing written out, the third pick of a rail is refused.
+  StripeScheduler b({10000, 10000}, 2);
+  for (int i = 0; i < 4; ++i) {
+    const int r = b.Pick();
+    ASSERT_GE(r, 0);
+    b.OnQueued(r);
+  }
+  EXPECT_EQ(b.InFlight(0), 2);
+  EXPECT_EQ(b.InFlight(1), 2);
+  EXPECT_EQ(b.Pick(), -1);
+  b.OnWritten(1);
+  EXPECT_EQ(b.Pick(), 1) << "only rail 1 has room";
+  // A full fast rail does not stall the slow one.
+  StripeScheduler f({100000, 1}, 1);
+  const int first = f.Pick();
+  EXPECT_EQ(first, 0);
+  f.OnQueued(first);
+  EXPECT_EQ(f.Pick(), 1);
+  // Speed 0 counts as 1.
+  StripeScheduler z({0, 0}, 4);
+  EXPECT_GE(z.Pick(), 0);
+}
+
+TEST(FabricStripe, OptionsValidate) {
+  StripeOptions o;
+  EXPECT_TRUE(o.Validate().ok());
+  o.chunkBytes = 100;
+  EXPECT_FALSE(o.Validate().ok());
+  o = StripeOptions{};
+  o.chunksInFlightPerRail = 0;
+  EXPECT_FALSE(o.Validate().ok());
+}
+
+TEST(FabricStripe, OptionsComeFromTheVariableTable) {
+  Status st;
+  env::Config c = test_support::ParseEnv({}, &st);
+  ASSERT_TRUE(st.ok()) << st.message();
+  StripeOptions o = StripeOptions::FromConfig(c);
+  EXPECT_EQ(o.thresholdBytes, 64u * 1024);  // the documented defaults
+  EXPECT_EQ(o.chunkBytes, 1u << 20);
+  EXPECT_EQ(o.chunksInFlightPerRail, 4);
+  c = test_support::ParseEnv({{"RAILYARD_STRIPE_THRESHOLD_BYTES", "1M"},
+                              {"RAILYARD_STRIPE_CHUNK_BYTES", "256K"},
+                              {"RAILYARD_STRIPE_CHUNKS_PER_RAIL", "9"},
+                              {"RAILYARD_TIMEOUT_MS", "1234"}},
+                             &st);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const tcp::TcpOptions t = tcp::TcpOptions::FromConfig(c, {{"lo", "127.0.0.1", 1}});
+  EXPECT_EQ(t.stripe.thresholdBytes, 1u << 20);
+  EXPECT_EQ(t.stripe.chunkBytes, 256u * 1024);
+  EXPECT_EQ(t.stripe.chunksInFlightPerRail, 9);
+  EXPECT_EQ(t.timeoutMs, 1234);
+  EXPECT_TRUE(t.Validate().ok());
+  for (auto bad : std::vector<std::pair<std::string, std::string>>{{"RAILYARD_STRIPE_CHUNK_BYTES", "128M"},
+                                                                   {"RAILYARD_STRIPE_CHUNK_BYTES", "1K"},
+                                                                   {"RAILYARD_STRIPE_CHUNKS_PER_RAIL", "0"}}) {
+    test_support::ParseEnv({bad}, &st);
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << bad.first << "=" << bad.second;
+    EXPECT_NE(st.message().find(bad.first), std::string::npos) << st.message();
+  }
+}
+
+TEST(FabricTcpOptions, ValidateNamesTheBadField) {
+  tcp::TcpOptions o;
+  EXPECT_NE(o.Validate().message().find("0 rails"), std::string::npos);
+  o.rails = {{"eth0", "not-an-address", 1}};
+  EXPECT_NE(o.Validate().message().find("not-an-address"), std::string::npos);
+  o.rails = {{"lo", "127.0.0.1", 1}};
+  o.socketsPerRail = 17;
+  EXPECT_NE(o.Validate().message().find("sockets per rail"), std::string::npos);
+  o.socketsPerRail = 1;
+  EXPECT_TRUE(o.Validate().ok());
+}
+
+tcp::FrameHeader Frame(tcp::FrameType t) { return tcp::MakeHeader(t); }
+
+Status Decode(const tcp::FrameHeader& h, tcp::Direction d) {
+  tcp::FrameHeader out;
+  return tcp::DecodeFrameHeader(reinterpret_cast<const uint8_t*>(&h), d, &out);
+}
+
+TEST(FabricFrame, HeaderShapesAreChecked) {
+  using tcp::Direction;
+  using tcp::FrameType;
+  auto w = Frame(FrameType::kWrite);
+  w.opBytes = 100;
+  w.offset = 40;
+  w.payloadBytes = 60;
+  EXPECT_TRUE(Decode(w, Direction::kToTarget).ok());
+  EXPECT_FALSE(Decode(w, Direction::kToInitiator).ok()) << "a write frame sent to an initiator";
+  w.payloadBytes = 61;
+  EXPECT_FALSE(Decode(w, Direction::kToTarget).ok()) << "chunk beyond its op";
+  w.payloadBytes = 60;
+  w.magic ^= 1;
+  EXPECT_FALSE(Decode(w, Direction::kToTarget).ok());
+  w.magic ^= 1;
+  w.version = 2;
+  EXPECT_EQ(Decode(w, Direction::kToTarget).code(), Code::kInvalidUsage) << "another version";
+  w.version = tcp::kWireVersion;
+  w.flags = 2;
+  EXPECT_FALSE(Decode(w, Direction::kToTarget).ok());
+  w.flags = 0;
+  w.type = 99;
+  EXPECT_FALSE(Decode(w, Direction::kToTarget).ok());
+  auto r = Frame(FrameType::kRecord);
+  r.opBytes = r.payloadBytes = tcp::kMaxRecordBytes + 1;
+  EXPECT_FALSE(Decode(r, Direction::kToTarget).ok());
+  r.opBytes = r.payloadBytes = 5;
+  EXPECT_TRUE(Decode(r, Direction::kToTarget).ok());
+  r.flags = tcp::kFlagImmediate;
+  EXPECT_FALSE(Decode(r, Direction::kToTarget).ok()) << "immediate on a record";
+  auto f = Frame(FrameType::kFetchAdd);
+  f.opBytes = 8;
+  EXPECT_TRUE(Decode(f, Direction::kToTarget).ok());
+  f.opBytes = 4;
+  EXPECT_FALSE(Decode(f, Direction::kToTarget).ok());
+  auto rq = Frame(FrameType::kReadReq);
+  rq.opBytes = 1000;
+  rq.offset = 900;
+  rq.value = 101;
+  EXPECT_FALSE(Decode(rq, Direction::kToTarget).ok());
+  auto n = Frame(FrameType::kNack);
+  n.payloadBytes = tcp::kMaxNackText + 1;
+  EXPECT_FALSE(Decode(n, Direction::kToInitiator).ok());
+  auto big = Frame(FrameType::kReadData);
+  big.payloadBytes = static_cast<uint32_t>(tcp::kMaxFramePayload + 1);
+  EXPECT_FALSE(Decode(big, Direction::kToInitiator).ok());
+}
+
+TEST(FabricError, NamesAndStatus) {
+  FabricError e;
+  e.errc = FabricErrc::kBadKey;
+  e.site.rank = 3;
+  e.site.peer = "w=1";
+  e.site.device = "lo";
+  e.site.rail = 1;
+  e.site.qp = 0;
+  e.site.qpName = "socket";
+  e.site.seq = 7;
+  e.what = "x";
+  EXPECT_EQ(e.ToString(), "fabric BAD_KEY: rank 3 peer w=1 device lo rail 1 socket 0 seq 7: x");
+  EXPECT_EQ(e.ToStatus().code(), Code::kRemoteError);
+  e.errc = FabricErrc::kTimeout;
+  EXPECT_EQ(e.ToStatus().code(), Code::kSystemError);
+  EXPECT_EQ(FabricErrcFromWire(999), FabricErrc::kMalformed);
+  EXPECT_EQ(FabricErrcFromWire(5), FabricErrc::kDeregistered);
+  EXPECT_TRUE(IsRemoteAccess(FabricErrc::kDeregistered));
+  EXPECT_FALSE(IsRemoteAccess(FabricErrc::kPeerClosed));
+}
+
+TEST(FabricRegionTable, ResolveChecksKeyRightsAndBounds) {
+  RegionTable t;
+  static uint8_t mem[256];
+  std::shared_ptr<RegionRecord> rec;
+  ASSERT_TRUE(t.Register(mem, sizeof mem, kAccessRemoteRead, MemoryKind::kHost, &rec).ok());
+  const Region& r = rec->region();
+  EXPECT_NE(r.softwareKey, 0u);
+  std::shared_ptr<RegionRecord> got;
+  std::string why;
+  EXPECT_EQ(t.Resolve(r.softwareKey, r.base, 256, kAccessRemoteRead, &got, &why), FabricErrc::kNone);
+  EXPECT_EQ(t.Resolve(r.softwareKey, r.base + 1, 256, kAccessRemoteRead, &got, &why), FabricErrc::kOutOfBounds);
+  EXPECT_EQ(t.Resolve(r.softwareKey, r.base, 1, kAccessRemoteWrite, &got, &why), FabricErrc::kAccessDenied);
+  EXPECT_NE(why.find("remote-read"), std::string::npos) << why;
+  EXPECT_EQ(t.Resolve(r.softwareKey + 1, r.base, 1, kAccessRemoteRead, &got, &why), FabricErrc::kBadKey);
+  // Two regions never share a key; a deregistered one no longer resolves and its
+  // pins refuse to land.
+  std::shared_ptr<RegionRecord> rec2;
+  ASSERT_TRUE(t.Register(mem, 16, kAccessRemoteWrite, MemoryKind::kHost, &rec2).ok());
+  EXPECT_NE(rec2->region().softwareKey, r.softwareKey);
+  ASSERT_EQ(t.Resolve(r.softwareKey, r.base, 1, kAccessRemoteRead, &got, &why), FabricErrc::kNone);
+  const uint64_t key = r.softwareKey;
+  ASSERT_TRUE(t.Deregister(&rec->region()).ok());
+  EXPECT_EQ(t.Deregister(&rec->region()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(t.Resolve(key, reinterpret_cast<uint64_t>(mem), 1, kAccessRemoteRead, &got, &why), FabricErrc::kBadKey);
+  bool ran = false;
+  EXPECT_FALSE(rec->WithLive([&] { ran = true; }));
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(t.Size(), 1u);
+}
+
+}  // namespace
+}  // namespace railyard::fabric
