@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   app.add_flag("--text", text, "print the graph as text instead of JSON");
   app.add_option("--relay-port", relayPort, "TCP port of the relay (default RAILYARD_RELAY_PORT)")
       ->check(CLI::Range(1, 65535));
-  app.add_flag("--no-relay", noRelay, "discover only; do not relay");
+  app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -123,9 +123,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   // One railyardd per host (per network namespace), relaying or not: a second one is
-  // refused here, naming the first, before it binds anything.
+  // refused here, naming the first, before it binds anything. An inspection run
+  // (--wait-hosts with --no-relay) serves nothing, so it takes no seat and may run
+  // beside the daemon (it speaks on the cabling port as any process of the host does).
+  const bool inspectOnly = waitHosts > 0 && noRelay;
   std::unique_ptr<proxy::RelaySeat> daemonSeat;
-  if (Status s = proxy::RelaySeat::Claim("railyardd:" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
+  if (Status s = inspectOnly ? Status::Ok() : proxy::RelaySeat::Claim("railyardd:" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
                                          [](std::vector<proxy::Fd>*) { return Status::Ok(); }, &daemonSeat);
       !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
@@ -178,7 +181,7 @@ int main(int argc, char** argv) {
   // Answers a second railyardd (it is refused, told this one's pid).
   std::atomic<bool> seatStop{false};
   std::thread seatThread([&] {
-    while (!seatStop.load() && !g_stop) {
+    while (daemonSeat && !seatStop.load() && !g_stop) {
       std::vector<pollfd> fds;
       for (int fd : daemonSeat->WatchFds()) fds.push_back({fd, POLLIN, 0});
       if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
