@@ -82,6 +82,60 @@ std::string Ip(uint32_t networkOrder) {
 
 }  // namespace
 
+Status DecodeCablingMessage(const void* data, size_t size, CablingMessage* out) {
+  const char* buf = static_cast<const char*>(data);
+  if (size < sizeof(WireHeader)) {
+    return InvalidArgument("cabling datagram of " + std::to_string(size) + " bytes, shorter than its " +
+                           std::to_string(sizeof(WireHeader)) + "-byte header");
+  }
+  WireHeader h;
+  std::memcpy(&h, buf, sizeof h);
+  if (h.magic != kCablingMagic || h.version != kCablingVersion) {
+    char why[96];
+    std::snprintf(why, sizeof why, "cabling datagram with magic 0x%08x version %u: not Railyard cabling version %u",
+                  h.magic, unsigned{h.version}, unsigned{kCablingVersion});
+    return InvalidArgument(why);
+  }
+  *out = CablingMessage{};
+  out->origin = h.origin;
+  out->seq = h.seq;
+  out->hostName = GetString(h.hostName);
+  if (h.kind == kKindHello) {
+    if (size != sizeof h + sizeof(WireHello)) {
+      return InvalidArgument("cabling hello of " + std::to_string(size) + " bytes, expected " +
+                             std::to_string(sizeof h + sizeof(WireHello)));
+    }
+    WireHello w;
+    std::memcpy(&w, buf + sizeof h, sizeof w);
+    out->hello = true;
+    out->ifname = GetString(w.ifname);
+    out->addr = w.addr;
+    out->speedMbps = static_cast<int>(w.speedMbps);
+    return Status::Ok();
+  }
+  if (h.kind != kKindRecord) {
+    return InvalidArgument("cabling datagram of unknown kind " + std::to_string(h.kind));
+  }
+  if (size < sizeof h + 8) {
+    return InvalidArgument("link-state record of " + std::to_string(size) + " bytes, shorter than " +
+                           std::to_string(sizeof h + 8));
+  }
+  uint32_t count = 0;
+  std::memcpy(&count, buf + sizeof h, sizeof count);
+  if (count > kMaxLinks || size != sizeof h + 8 + count * sizeof(WireLink)) {
+    return InvalidArgument("link-state record of " + std::to_string(size) + " bytes announces " +
+                           std::to_string(count) + " links (at most " + std::to_string(kMaxLinks) +
+                           ", 56 bytes each after a 64-byte head)");
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    WireLink w;
+    std::memcpy(&w, buf + sizeof h + 8 + i * sizeof w, sizeof w);
+    out->links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr, w.peerHost,
+                          static_cast<int>(w.speedMbps)});
+  }
+  return Status::Ok();
+}
+
 uint64_t HostIdFromMacs(std::vector<std::string> macs) {
   std::sort(macs.begin(), macs.end());
   uint64_t h = 1469598103934665603ull;
@@ -303,18 +357,13 @@ void CablingAgent::Receive(RailState& r, int64_t nowMs) {
   for (;;) {
     const ssize_t n = ::recv(r.fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0) return;
-    if (static_cast<size_t>(n) < sizeof(WireHeader)) continue;
-    WireHeader h;
-    std::memcpy(&h, buf, sizeof h);
-    if (h.magic != kCablingMagic || h.version != kCablingVersion || h.origin == hostId_) continue;
-    if (h.kind == kKindHello && static_cast<size_t>(n) == sizeof h + sizeof(WireHello)) {
-      WireHello w;
-      std::memcpy(&w, buf + sizeof h, sizeof w);
+    CablingMessage m;
+    if (!DecodeCablingMessage(buf, static_cast<size_t>(n), &m).ok() || m.origin == hostId_) continue;
+    if (m.hello) {
       std::lock_guard lock(mu_);
-      const bool isNew = r.heard.count(h.origin) == 0;
-      Neighbour& nb = r.heard[h.origin];
-      nb = {h.origin, GetString(h.hostName), GetString(w.ifname), w.addr,
-            static_cast<int>(w.speedMbps), nowMs};
+      const bool isNew = r.heard.count(m.origin) == 0;
+      Neighbour& nb = r.heard[m.origin];
+      nb = {m.origin, m.hostName, m.ifname, m.addr, m.speedMbps, nowMs};
       if (isNew) {
         RY_INFO(log::kNet, "cabling: rail %s hears host %s (%s on %s)", r.rail.ifname.c_str(),
                 nb.hostName.c_str(), Ip(nb.addr).c_str(), nb.ifname.c_str());
@@ -325,24 +374,17 @@ void CablingAgent::Receive(RailState& r, int64_t nowMs) {
       }
       continue;
     }
-    if (h.kind != kKindRecord || static_cast<size_t>(n) < sizeof h + 8) continue;
-    uint32_t count = 0;
-    std::memcpy(&count, buf + sizeof h, sizeof count);
-    if (count > kMaxLinks || static_cast<size_t>(n) != sizeof h + 8 + count * sizeof(WireLink)) continue;
     std::vector<char> forward;
     {
       std::lock_guard lock(mu_);
-      HostRecord& rec = records_[h.origin];
-      if (h.seq <= rec.seq) continue;  // old news
-      rec.name = GetString(h.hostName);
-      rec.seq = h.seq;
+      HostRecord& rec = records_[m.origin];
+      if (m.seq <= rec.seq) continue;  // old news
+      rec.name = m.hostName;
+      rec.seq = m.seq;
       rec.receivedMs = nowMs;
       rec.links.clear();
-      for (uint32_t i = 0; i < count; ++i) {
-        WireLink w;
-        std::memcpy(&w, buf + sizeof h + 8 + i * sizeof w, sizeof w);
-        rec.links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr,
-                             w.peerHost, static_cast<int>(w.speedMbps)});
+      for (const CablingMessage::Link& l : m.links) {
+        rec.links.push_back({l.ifname, l.peerIfname, l.addr, l.peerAddr, l.peerHost, l.speedMbps});
       }
       Rebuild();
       forward.assign(buf, buf + n);

@@ -56,6 +56,35 @@ uint64_t HostIdFromMacs(std::vector<std::string> macs);
 /// network) count as different hosts. Falls back to the host name. Never 0.
 uint64_t LocalHostId();
 
+/// One cabling datagram as it came off a rail, decoded but not yet believed: what
+/// CablingAgent::Receive acts on. Strings are cut at their first NUL (at most 31
+/// bytes of a host name, 15 of an interface name) and are otherwise the peer's
+/// bytes, unchecked (not necessarily UTF-8).
+struct CablingMessage {
+  /// A cable's end as a link-state record reports it.
+  struct Link {
+    std::string ifname, peerIfname;  ///< the reporting host's rail, the peer's rail
+    uint32_t addr = 0, peerAddr = 0; ///< IPv4 addresses of the two ends (network order)
+    uint64_t peerHost = 0;           ///< host id of the peer
+    int speedMbps = 0;               ///< reported link speed, Mbps
+  };
+  bool hello = false;     ///< true: a hello (ifname/addr/speedMbps); false: a link-state record (links)
+  uint64_t origin = 0;    ///< host id of the sender (hello) or of the record's owner
+  uint64_t seq = 0;       ///< record sequence number chosen by its owner (0 in hellos)
+  std::string hostName;   ///< the sender's / owner's host name
+  std::string ifname;     ///< hello: the sending rail's netdev name
+  uint32_t addr = 0;      ///< hello: the sending rail's IPv4 address (network order)
+  int speedMbps = 0;      ///< hello: the sending rail's speed, Mbps
+  std::vector<Link> links;  ///< record: at most 64 links
+};
+
+/// Decodes one datagram of `size` bytes (hello or link-state record, wire layout in
+/// cabling_agent.cc). InvalidArgument, saying why, when it is shorter than the
+/// 56-byte header, has another magic or version, an unknown kind, or a length that
+/// does not match its kind (a hello is exactly 80 bytes; a record 64 + 56 × links
+/// bytes, with at most 64 links). The caller decides whether to believe it.
+Status DecodeCablingMessage(const void* data, size_t size, CablingMessage* out);
+
 /// The discovery agent: one thread, one UDP socket per rail.
 class CablingAgent {
  public:
