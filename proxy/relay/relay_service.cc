@@ -62,6 +62,15 @@ void Abort(int fd) {
 
 }  // namespace
 
+Status CheckRelayRecord(RelayRecord* rec) {
+  RY_RETURN_IF_ERROR(CheckHeader(rec->header, "relay record"));
+  if (rec->header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
+    return InvalidUsage("expected a relay record, got kind " + std::to_string(rec->header.kind));
+  }
+  rec->originName[sizeof rec->originName - 1] = '\0';
+  return Status::Ok();
+}
+
 /// One relayed socket: the incoming side, the onward side and the two directions.
 struct RelayService::Leg {
   enum class State { kRequest, kConnecting, kSplicing };
@@ -208,15 +217,10 @@ void RelayService::Run() {
           continue;
         }
         if (l->reqGot < sizeof l->req) continue;
-        if (Status h = CheckHeader(l->req.header, "relay record"); !h.ok()) {
+        if (Status h = CheckRelayRecord(&l->req); !h.ok()) {
           refuse(l, h.message());
           continue;
         }
-        if (l->req.header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
-          refuse(l, "expected a relay record, got kind " + std::to_string(l->req.header.kind));
-          continue;
-        }
-        l->req.originName[sizeof l->req.originName - 1] = '\0';
         SocketTarget t;
         bool ready = false;
         Status p = router_->PlanSocket(l->req.destHost, l->req.destPort, l->req.sockIndex, l->req.hops + 1,

@@ -29,6 +29,12 @@ struct RelayOptions {
   size_t bufferBytes = 1 << 20;    ///< per direction per socket: the bound on buffering
 };
 
+/// Checks the RelayRecord read off an incoming relay socket, before any route is
+/// planned: magic and protocol version (CheckHeader's InvalidUsage), kind kRelay
+/// (InvalidUsage "expected a relay record, got kind N"); then NUL-terminates
+/// `rec->originName` in place. The relay refuses the socket with the message.
+Status CheckRelayRecord(RelayRecord* rec);
+
 /// One relay thread serving every relayed socket of this process.
 class RelayService {
  public:
