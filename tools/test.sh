@@ -2,7 +2,8 @@
 # The README's second command: build and run every test; unless RAILYARD_SKIP_LANE=1,
 # run the verbs tests inside the soft-RoCE lanes. Then, unless
 # RAILYARD_SKIP_SANITIZE=1, rebuild with -fsanitize=address,undefined and run the
-# unit and conformance tests under it.
+# unit and conformance tests under it. Then, unless RAILYARD_SKIP_FUZZ=1, run the
+# fuzz targets (tests/fuzz/run.sh) for RAILYARD_FUZZ_SECONDS each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RAILYARD_BUILD_DIR:-$root/build}
@@ -30,4 +31,11 @@ if [ "${RAILYARD_SKIP_SANITIZE:-0}" != 1 ]; then
   LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizer/lsan.supp:print_suppressions=0} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir "$san" --output-on-failure -j1 -L 'unit|conformance'
+fi
+
+# libFuzzer targets of every decoder of bytes from a peer or a cable, each for a
+# bounded time on its committed corpus, in their own clang build (tests/fuzz/run.sh,
+# tests/fuzz/README.md). RAILYARD_FUZZ_SECONDS per target (default 60).
+if [ "${RAILYARD_SKIP_FUZZ:-0}" != 1 ]; then
+  RAILYARD_FUZZ_BUILD_DIR=${RAILYARD_FUZZ_BUILD_DIR:-$build-fuzz} "$root/tests/fuzz/run.sh"
 fi

@@ -6,7 +6,9 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libgtest-dev libgmock-dev iproute2 procps nftables iputils-ping python3
       # the soft-RoCE lanes (tests/lanes): a QEMU guest with rdma_rxe, its tools
       qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils
-      kmod xz-utils perftest rdmacm-utils hwloc-nox)
+      kmod xz-utils perftest rdmacm-utils hwloc-nox
+      # the fuzz suite (tests/fuzz/run.sh): clang with libFuzzer, llvm-symbolizer for its reports
+      clang-14 libclang-rt-14-dev llvm-14)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
