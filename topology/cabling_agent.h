@@ -57,9 +57,9 @@ uint64_t HostIdFromMacs(std::vector<std::string> macs);
 uint64_t LocalHostId();
 
 /// One cabling datagram as it came off a rail, decoded but not yet believed: what
-/// CablingAgent::Receive acts on. Strings are cut at their first NUL (at most 31
-/// bytes of a host name, 15 of an interface name) and are otherwise the peer's
-/// bytes, unchecked (not necessarily UTF-8).
+/// CablingAgent::Receive acts on. Strings end at their first NUL or at the end of
+/// their field (at most 32 bytes of a host name, 16 of an interface name) and are
+/// otherwise the peer's bytes, unchecked (not necessarily UTF-8).
 struct CablingMessage {
   /// A cable's end as a link-state record reports it.
   struct Link {
