@@ -1,19 +1,24 @@
-// Fuzz target `chunk_stream`: one TCP data socket's bytes as the receiver reads
-// them (proxy/tcp/tcp_chunk_reader.h ChunkReader::ReadSome over a socketpair):
-// chunk headers checked by CheckHeader and RecvTable::Validate, payloads received
-// straight into the posted buffer, the next header read ahead with a payload's
-// end, RecvTable::Land per chunk. Complete receives are released and reposted,
-// as test() does.
-// Input: the posting plan (PostedBuffers), one byte of read budget (x 64 bytes,
-// so reads stop at odd places), then the stream. A chunk header's addr is an
-// offset from the arena (added with wrap-around); the harness finds headers by
-// walking header + len as the reader does, and the walk stops at the first
-// header that is not a chunk. Checks: the reader ends with a clean EOF or an
-// error with a message, accounts every byte it read, and writes no byte outside
-// a posted buffer (under ASan the rest of the arena is poisoned).
+// Fuzz target `chunk_stream`: the data sockets of one TCP connection as the
+// receiver reads them (proxy/tcp/tcp_chunk_reader.h ChunkReader::ReadSome, one
+// reader per socket over a socketpair, into one RecvTable): chunk headers checked
+// by CheckHeader and RecvTable::Validate, payloads received straight into the
+// posted buffer, the next header read ahead with a payload's end, RecvTable::Land
+// per chunk. Complete receives are released and reposted, as test() does, so a
+// buffer can stop being posted while another socket is inside a chunk for it.
+// Input: the posting plan (PostedBuffers), one byte of read budget (x 64 bytes),
+// then write operations, each a byte (bit 0: socket 0 or 1; bit 1: close that
+// socket's sending side afterwards), a 2-byte length and that many bytes, sent on
+// that socket; after each operation both readers read what they can. The bytes
+// each socket carries are walked as the reader walks them (header + len) and
+// chunk header addresses are offsets from the arena (added with wrap-around).
+// Checks: every reader call ends in progress, a clean EOF or an error with a
+// message (an error ends the input: the comm is poisoned); no byte lands outside
+// a posted buffer that is still posted (ASan poison, or the canary without ASan).
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
+#include <memory>
 #include <vector>
 
 #include "proxy/tcp/tcp_chunk_reader.h"
@@ -22,56 +27,111 @@
 
 namespace p = railyard::proxy;
 
+namespace {
+
+struct Op {
+  int socket = 0;
+  bool close = false;
+  size_t from = 0, len = 0;  ///< slice of that socket's stream
+};
+
+/// Adds the arena base to the addr of every chunk header in `s`, found as the
+/// reader finds them; stops at the first header that is not a chunk.
+void Relocate(std::vector<uint8_t>& s, uint64_t base) {
+  for (size_t at = 0; at + sizeof(p::ChunkHeader) <= s.size();) {
+    p::ChunkHeader h;
+    std::memcpy(&h, s.data() + at, sizeof h);
+    if (h.header.kind != static_cast<uint16_t>(p::RecordKind::kChunk)) return;
+    h.addr += base;
+    std::memcpy(s.data() + at, &h, sizeof h);
+    at += sizeof h + h.len;
+  }
+}
+
+}  // namespace
+
 RAILYARD_FUZZ_TARGET(ChunkStream) {
-  if (size > (128u << 10)) return false;  // stays inside one socket buffer
+  if (size > (128u << 10)) return false;  // stays inside the socket buffers
   Input in(data, size);
   PostedBuffers posted(in);
   const size_t budget = 64 * (1 + size_t{in.Take<uint8_t>()});
-  size_t n = 0;
-  const uint8_t* s = in.Span(in.left(), &n);
-  std::vector<uint8_t> stream(s, s + n);
-  // Relocate header addresses the way the reader will find the headers.
-  for (size_t at = 0; at + sizeof(p::ChunkHeader) <= stream.size();) {
-    p::ChunkHeader h;
-    std::memcpy(&h, stream.data() + at, sizeof h);
-    if (h.header.kind != static_cast<uint16_t>(p::RecordKind::kChunk)) break;
-    h.addr += posted.ArenaBase();
-    std::memcpy(stream.data() + at, &h, sizeof h);
-    at += sizeof h + h.len;
+  std::array<std::vector<uint8_t>, 2> streams;
+  std::vector<Op> ops;
+  while (in.left() > 0) {
+    const uint8_t sel = in.Take<uint8_t>();
+    size_t got = 0;
+    const uint8_t* d = in.Span(in.Take<uint16_t>(), &got);
+    Op op{sel & 1, (sel & 2) != 0, streams[sel & 1].size(), got};
+    streams[static_cast<size_t>(op.socket)].insert(streams[static_cast<size_t>(op.socket)].end(), d, d + got);
+    ops.push_back(op);
   }
-  int fds[2];
-  FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  int buf = 1 << 20;
-  (void)setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-  (void)setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  for (size_t off = 0; off < stream.size();) {
-    const ssize_t w = ::send(fds[0], stream.data() + off, stream.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
-    FUZZ_CHECK(w > 0);  // the whole input fits the socket buffer
-    off += static_cast<size_t>(w);
+  for (auto& s : streams) Relocate(s, posted.ArenaBase());
+
+  std::array<int, 2> tx{}, rx{};
+  std::array<std::unique_ptr<p::ChunkReader>, 2> readers;
+  std::array<bool, 2> shut{}, eof{};
+  std::array<size_t, 2> read{};
+  for (int i = 0; i < 2; ++i) {
+    int fds[2];
+    FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    int buf = 1 << 20;
+    (void)setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    (void)setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    tx[i] = fds[0];
+    rx[i] = fds[1];
+    readers[i] = std::make_unique<p::ChunkReader>(rx[i], "data socket " + std::to_string(i + 1) + " on rail fz0 from fuzzer",
+                                                  "fuzzer/127.0.0.1:1");
   }
-  ::shutdown(fds[0], SHUT_WR);
-  p::ChunkReader reader(fds[1], "data socket 1 on rail fz0 from fuzzer", "fuzzer/127.0.0.1:1");
-  bool ok = false;
-  size_t total = 0;
-  for (int pass = 0; pass < 100000; ++pass) {
-    size_t bytes = 0;
-    bool eof = false;
-    const railyard::Status st = reader.ReadSome(posted.Table(), budget, &bytes, &eof);
-    if (!st.ok()) {
-      FUZZ_CHECK_REFUSAL(st);
+  bool failed = false;
+  // Reads what socket i has; false once the comm is failed.
+  auto drain = [&](int i) {
+    for (int pass = 0; pass < 4096 && !eof[i]; ++pass) {
+      size_t bytes = 0;
+      bool e = false;
+      const railyard::Status st = readers[i]->ReadSome(posted.Table(), budget, &bytes, &e);
+      posted.ReleaseDone();
+      posted.CheckCanary();
+      if (!st.ok()) {
+        FUZZ_CHECK_REFUSAL(st);
+        return false;
+      }
+      read[i] += bytes;
+      FUZZ_CHECK(read[i] <= streams[i].size());
+      if (e) {
+        FUZZ_CHECK(shut[i] && !readers[i]->open());
+        eof[i] = true;
+      }
+      if (bytes == 0) break;  // would block
+    }
+    return true;
+  };
+  for (const Op& op : ops) {
+    const int i = op.socket;
+    if (shut[i]) continue;  // nothing more on a closed socket
+    for (size_t off = 0; off < op.len;) {
+      const ssize_t w = ::send(tx[i], streams[i].data() + op.from + off, op.len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+      FUZZ_CHECK(w > 0);  // the whole input fits the socket buffer
+      off += static_cast<size_t>(w);
+    }
+    if (op.close) {
+      ::shutdown(tx[i], SHUT_WR);
+      shut[i] = true;
+    }
+    if (!drain(0) || !drain(1)) {
+      failed = true;
       break;
     }
-    total += bytes;
-    posted.ReleaseDone();
-    FUZZ_CHECK(total <= stream.size());
-    if (eof) {
-      FUZZ_CHECK(!reader.open() && total == stream.size());
-      ok = true;
-      break;
-    }
-    FUZZ_CHECK(bytes > 0);  // the writer has shut down: every call makes progress or ends
   }
-  ::close(fds[0]);
-  ::close(fds[1]);
-  return ok;
+  if (!failed) {
+    for (int i = 0; i < 2; ++i) {
+      if (!shut[i]) ::shutdown(tx[i], SHUT_WR);
+      shut[i] = true;
+    }
+    failed = !drain(0) || !drain(1);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ::close(tx[i]);
+    ::close(rx[i]);
+  }
+  return !failed && posted.Completed() > 0;
 }

@@ -4,7 +4,8 @@
 // must not crash) and tests/fuzz/regressions/<target>/ (inputs that once crashed
 // or broke a check: each must now end in a clean refusal or a success). A crash
 // or a failed FUZZ_CHECK aborts this test; the file being replayed is printed
-// first, so the log names it.
+// first, so the log names it. Regressions named open-issue<N>-item<M>-* reproduce
+// a bug that is not fixed yet: only the DISABLED_OpenIssue* tests replay them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,11 +43,14 @@ std::vector<fs::path> Files(const fs::path& dir) {
   return out;
 }
 
-/// Runs every file of `dir` through `fn`; returns how many ran. With `expect`,
-/// ok-* files must return true and bad-* false.
-size_t Replay(OneInput fn, const fs::path& dir, bool expect) {
+enum class Open { kSkip, kOnly };
+
+/// Runs every file of `dir` through `fn` (open-* files only, or all others);
+/// returns how many ran. With `expect`, ok-* files must return true and bad-* false.
+size_t Replay(OneInput fn, const fs::path& dir, bool expect, Open open = Open::kSkip) {
   size_t n = 0;
   for (const fs::path& f : Files(dir)) {
+    if ((f.filename().string().rfind("open-", 0) == 0) != (open == Open::kOnly)) continue;
     std::ifstream in(f, std::ios::binary);
     const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::fprintf(stderr, "replaying %s (%zu bytes)\n", f.c_str(), bytes.size());
@@ -81,15 +85,18 @@ TEST(FuzzReplay, RelayRecord) { ReplayTarget("relay_record", railyard::fuzz::Rel
 TEST(FuzzReplay, QpRecord) { ReplayTarget("qp_record", railyard::fuzz::QpRecordOneInput); }
 TEST(FuzzReplay, Cabling) { ReplayTarget("cabling", railyard::fuzz::CablingOneInput); }
 
-// The graph_json seeds run by default; its regressions (non-UTF-8 host names that
-// make GraphToJson(...).dump() throw nlohmann type_error.316, railyardd's
-// std::terminate) do not yet.
-// TODO(issue 9 item 3): enable with the fix of names from peers (the
-// `cabling-trust` branch): rename DISABLED_GraphJsonRegressions to
-// GraphJsonRegressions and fold it into ReplayTarget("graph_json", ...).
-TEST(FuzzReplay, GraphJsonSeeds) {
-  EXPECT_GE(Replay(railyard::fuzz::GraphJsonOneInput, kFuzzDir / "corpus" / "graph_json", true), 1u);
+TEST(FuzzReplay, GraphJson) { ReplayTarget("graph_json", railyard::fuzz::GraphJsonOneInput); }
+
+// Inputs that reproduce bugs still open. TODO(issue 9): when a fix lands, drop the
+// file's open- prefix so the default tests above replay it:
+//  - item 1 (recv-guard): regressions/chunk_stream/open-issue9-item1-*: a chunk's
+//    payload lands in a buffer released after its receive completed;
+//  - item 3 (cabling-trust): regressions/graph_json/open-issue9-item3-*: a host name
+//    that is not UTF-8 makes GraphToJson(...).dump() throw type_error.316
+//    (railyardd's std::terminate).
+TEST(FuzzReplay, DISABLED_OpenIssue9Item1ChunkStream) {
+  EXPECT_GE(Replay(railyard::fuzz::ChunkStreamOneInput, kFuzzDir / "regressions" / "chunk_stream", false, Open::kOnly), 1u);
 }
-TEST(FuzzReplay, DISABLED_GraphJsonRegressions) {
-  EXPECT_GE(Replay(railyard::fuzz::GraphJsonOneInput, kFuzzDir / "regressions" / "graph_json", false), 1u);
+TEST(FuzzReplay, DISABLED_OpenIssue9Item3GraphJson) {
+  EXPECT_GE(Replay(railyard::fuzz::GraphJsonOneInput, kFuzzDir / "regressions" / "graph_json", false, Open::kOnly), 1u);
 }

@@ -238,25 +238,42 @@ int main(int argc, char** argv) {
   }
 
   {
+    // chunk_stream: plan, budget byte, then operations {socket | close << 1, u16 length, bytes}.
+    auto op = [](Bytes& b, uint8_t sel, const Bytes& bytes) {
+      Put<uint8_t>(b, sel);
+      Put<uint16_t>(b, static_cast<uint16_t>(bytes.size()));
+      b.insert(b.end(), bytes.begin(), bytes.end());
+    };
+    auto chunk = [](const p::ChunkHeader& h, char fill, bool payload = true) {
+      Bytes c;
+      Put(c, h);
+      if (payload) c.insert(c.end(), h.len, static_cast<uint8_t>(fill));
+      return c;
+    };
     Bytes b = Plan({{4096}, {1024}});
     Put<uint8_t>(b, 0);  // budget 64 bytes a call
-    for (const auto& [h, fill] : {std::pair{Chunk(0, 0, 0, 1000, 4096), 'a'}, {Chunk(0, 0, 1000, 3096, 4096), 'b'},
-                                  {Chunk(1, 0, 4096, 1024, 1024), 'c'}}) {
-      Put(b, h);
-      b.insert(b.end(), h.len, static_cast<uint8_t>(fill));
+    Bytes all = chunk(Chunk(0, 0, 0, 1000, 4096), 'a');
+    for (const Bytes& c : {chunk(Chunk(0, 0, 1000, 3096, 4096), 'b'), chunk(Chunk(1, 0, 4096, 1024, 1024), 'c')}) {
+      all.insert(all.end(), c.begin(), c.end());
     }
+    op(b, 0, all);
     ok &= Write("chunk_stream", "ok-three-chunks", b);
+    // One message striped over both sockets: socket 1's header first, its payload last.
+    Bytes two = Plan({{4096}});
+    Put<uint8_t>(two, 7);
+    op(two, 1, chunk(Chunk(0, 0, 2048, 2048, 4096), 'y', false));
+    op(two, 0, chunk(Chunk(0, 0, 0, 2048, 4096), 'x'));
+    op(two, 1, Bytes(2048, 'y'));
+    ok &= Write("chunk_stream", "ok-two-sockets", two);
     Bytes o = Plan({{4096}});
     Put<uint8_t>(o, 255);
-    const p::ChunkHeader h = Chunk(0, 0, 8192, 16, 16);  // outside the posted buffer
-    Put(o, h);
-    o.insert(o.end(), 16, 'x');
+    op(o, 0, chunk(Chunk(0, 0, 8192, 16, 16), 'x'));  // outside the posted buffer
     ok &= Write("chunk_stream", "bad-outside", o);
     Bytes k = Plan({{4096}});
     Put<uint8_t>(k, 3);
     p::ChunkHeader c = Chunk(0, 0, 0, 16, 16);
     c.header.kind = static_cast<uint16_t>(p::RecordKind::kCts);
-    Put(k, c);
+    op(k, 2, chunk(c, 'z', false));
     ok &= Write("chunk_stream", "bad-kind", k);
   }
 
@@ -344,6 +361,16 @@ int main(int argc, char** argv) {
     Framed(b, CablingRecord(kD, 10, "spark-d", {{"eth0", "eth1", kC, 0x0a000302, 0x0a000301},
                                                {"eth1", "fz1", kSelf, 0x0a000402, 0x0a000401}}));
     ok &= Write("graph_json", "ok-ring-of-4", b);
+    // Two hosts on two cables; a stale record of B (lower seq) after the fresh one.
+    Bytes t;
+    Put<uint8_t>(t, 4);
+    for (char ch : std::string("duo1")) t.push_back(static_cast<uint8_t>(ch));
+    Framed(t, CablingHello(kB, "duo2", "p1", 0x0a000102));
+    Framed(t, CablingHello(kB, "duo2", "p2", 0x0a000202));
+    Framed(t, CablingRecord(kB, 20, "duo2", {{"p1", "fz0", kSelf, 0x0a000102, 0x0a000101},
+                                            {"p2", "fz1", kSelf, 0x0a000202, 0x0a000201}}));
+    Framed(t, CablingRecord(kB, 19, "duo2-old", {}));
+    ok &= Write("graph_json", "ok-two-cables", t);
   }
   return ok ? 0 : 1;
 }

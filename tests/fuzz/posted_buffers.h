@@ -1,9 +1,10 @@
 // A receiver with posted buffers, for the fuzz targets that feed chunk headers
 // (records, chunk_stream): a registered arena, a RecvTable with receives posted
 // into it, and the harness's own note of every posted buffer, so a target can
-// check that whatever RecvTable::Validate accepts lies inside one. Under ASan the
-// arena bytes that belong to no posted buffer are poisoned, so a write the table
-// let through anywhere else in the arena is reported where it happens.
+// check that whatever RecvTable::Validate accepts lies inside one. Arena bytes that
+// belong to no posted buffer (never posted, or released after their receive
+// completed) are a canary: under ASan they are poisoned, so a byte landing there
+// is reported at the write; without ASan CheckCanary finds it afterwards.
 #pragma once
 
 #include <cstdlib>
@@ -36,6 +37,7 @@ class PostedBuffers {
   explicit PostedBuffers(Input& in) : table_(nullptr, &cache_) {
     arena_ = static_cast<char*>(std::aligned_alloc(4096, kArenaBytes));
     refs_.assign(kArenaBytes / 8, 0);
+    std::memset(arena_, kCanary, kArenaBytes);
     Poison(0, kArenaBytes, true);
     FUZZ_CHECK(cache_.Register(arena_, kArenaBytes, 0, &mr_).ok());
     const int receives = 1 + in.Take<uint8_t>() % 4;
@@ -55,6 +57,21 @@ class PostedBuffers {
   PostedBuffers& operator=(const PostedBuffers&) = delete;
 
   uint64_t ArenaBase() const { return reinterpret_cast<uint64_t>(arena_); }
+
+  /// Checks that no byte outside the posted buffers changed (without ASan; with
+  /// it the write itself was reported).
+  void CheckCanary() const {
+#ifndef RAILYARD_FUZZ_ASAN
+    for (size_t g = 0; g < refs_.size(); ++g) {
+      if (refs_[g] != 0) continue;
+      for (size_t i = g * 8; i < g * 8 + 8; ++i) {
+        if (static_cast<uint8_t>(arena_[i]) != kCanary) {
+          CheckFailed(__FILE__, __LINE__, "a byte landed outside every posted buffer (or in a released one)");
+        }
+      }
+    }
+#endif
+  }
   uint32_t Rkey() const { return mr_->rkey; }
   proxy::RecvTable& Table() { return table_; }
 
@@ -125,11 +142,13 @@ class PostedBuffers {
     posted_.push_back(std::move(p));
   }
   static constexpr int kMaxRecvs = proxy::kMaxRecvs;
+  static constexpr uint8_t kCanary = 0xee;
   /// Counts posted buffers per 8-byte granule of [off, off+len); poisons granules
   /// no buffer holds and unpoisons held ones.
   void Claim(size_t off, size_t len, int delta) {
     for (size_t g = off / 8; g < (off + len) / 8; ++g) {
       refs_[g] = static_cast<uint16_t>(refs_[g] + delta);
+      if (refs_[g] == 0) std::memset(arena_ + g * 8, kCanary, 8);  // released: a canary again
       Poison(g * 8, 8, refs_[g] == 0);
     }
   }

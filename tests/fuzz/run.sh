@@ -31,17 +31,17 @@ for t in "${targets[@]}"; do bins+=("${t}_fuzz"); done
 cmake --build "$build" -j"$(nproc)" --target "${bins[@]}" || exit 2
 
 run_one() {
-  local t=$1 work="$build/fuzz-work/$1" found="$build/findings/$1" dirs=()
+  local t=$1 work="$build/fuzz-work/$1" found="$build/findings/$1"
   mkdir -p "$work" "$found"
-  for d in "$root/tests/fuzz/corpus/$t" "$root/tests/fuzz/regressions/$t"; do
-    [ -d "$d" ] && dirs+=("$d")
-  done
+  # Seeds and fixed regressions start the corpus; open-* regressions (bugs not
+  # fixed yet, tests/fuzz/README.md) are left out, the fuzzer may find them anyway.
+  find "$root/tests/fuzz/corpus/$t" "$root/tests/fuzz/regressions/$t" -maxdepth 1 -type f \
+       ! -name 'open-*' -exec cp -f -t "$work" {} + 2>/dev/null
   local maxlen=4096
   case $t in chunk_stream|graph_json|records) maxlen=16384 ;; esac
-  # The first directory receives new inputs; the committed ones are only read.
   "$build/tests/fuzz/${t}_fuzz" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
       -max_len="$maxlen" -print_final_stats=1 -artifact_prefix="$found/" \
-      "$work" "${dirs[@]}" >"$build/findings/$t.log" 2>&1
+      "$work" >"$build/findings/$t.log" 2>&1
   echo $? >"$build/findings/$t.rc"
 }
 
