@@ -20,6 +20,7 @@
 namespace railyard::fuzz {
 bool HandleOneInput(const uint8_t*, size_t);
 bool RecordsOneInput(const uint8_t*, size_t);
+bool ControlOneInput(const uint8_t*, size_t);
 bool ChunkStreamOneInput(const uint8_t*, size_t);
 bool ListenerOneInput(const uint8_t*, size_t);
 bool RelayRecordOneInput(const uint8_t*, size_t);
@@ -79,6 +80,7 @@ void ReplayTarget(const char* target, OneInput fn) {
 
 TEST(FuzzReplay, Handle) { ReplayTarget("handle", railyard::fuzz::HandleOneInput); }
 TEST(FuzzReplay, Records) { ReplayTarget("records", railyard::fuzz::RecordsOneInput); }
+TEST(FuzzReplay, Control) { ReplayTarget("control", railyard::fuzz::ControlOneInput); }
 TEST(FuzzReplay, ChunkStream) { ReplayTarget("chunk_stream", railyard::fuzz::ChunkStreamOneInput); }
 TEST(FuzzReplay, Listener) { ReplayTarget("listener", railyard::fuzz::ListenerOneInput); }
 TEST(FuzzReplay, RelayRecord) { ReplayTarget("relay_record", railyard::fuzz::RelayRecordOneInput); }

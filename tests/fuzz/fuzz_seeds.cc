@@ -238,6 +238,34 @@ int main(int argc, char** argv) {
   }
 
   {
+    // control: sends {tag, size}, then the receiver's control stream.
+    auto sendsHead = [](uint8_t head, std::vector<std::pair<int32_t, uint16_t>> sends) {
+      Bytes b{head};
+      for (const auto& [tag, size] : sends) {
+        Put<int32_t>(b, tag);
+        Put<uint16_t>(b, size);
+      }
+      return b;
+    };
+    Bytes b = sendsHead(2, {{1, 4096}, {2, 100}, {1, 65535}});
+    Put(b, Cts(0, {{4096, 1}, {8192, 2}}));
+    Put(b, Cts(1, {{65536, 1}}));
+    ok &= Write("control", "ok-two-receives", b);
+    Bytes r = sendsHead(0x80, {{1, 10}});
+    p::RejectRecord rej{};
+    rej.header = p::MakeHeader(p::RecordKind::kReject);
+    std::snprintf(rej.reason, sizeof rej.reason, "connection record is for another listener (stale handle?)");
+    Put(r, rej);
+    ok &= Write("control", "bad-reject", r);
+    Bytes big = sendsHead(0, {{1, 5000}});
+    Put(big, Cts(0, {{4096, 1}}));  // the send is larger than the posted buffer
+    ok &= Write("control", "bad-too-large", big);
+    Bytes k = sendsHead(0x80, {{1, 10}});
+    Put(k, p::MakeHeader(p::RecordKind::kChunk));
+    ok &= Write("control", "bad-kind", k);
+  }
+
+  {
     // chunk_stream: plan, budget byte, then operations {socket | close << 1, u16 length, bytes}.
     auto op = [](Bytes& b, uint8_t sel, const Bytes& bytes) {
       Put<uint8_t>(b, sel);
