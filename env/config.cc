@@ -236,16 +236,17 @@ const Variable* NearestVariable(std::string_view name) {
 
 /// RAILYARD_* variables of the project's scripts and test harnesses, not of the
 /// plugin: tools/test.sh (RAILYARD_SKIP_LANE, RAILYARD_SKIP_SANITIZE,
-/// RAILYARD_TEST_BUILD_DIR), tools/setup.sh (RAILYARD_BUILD_DIR),
-/// tests/lanes/run-verbs.sh (RAILYARD_LANE_TIMEOUT), the config-doc test (RAILYARD_UPDATE_DOCS) and the conformance harness
+/// RAILYARD_TEST_BUILD_DIR, RAILYARD_SKIP_FUZZ), tools/setup.sh (RAILYARD_BUILD_DIR),
+/// tests/lanes/run-verbs.sh (RAILYARD_LANE_TIMEOUT), tests/fuzz/run.sh (RAILYARD_FUZZ_*),
+/// the config-doc test (RAILYARD_UPDATE_DOCS) and the conformance harness
 /// (RAILYARD_CONFORMANCE_*). A process that loads the plugin while they are set is
 /// not misconfigured, so they draw no warning.
 bool IsToolingVariable(std::string_view name) {
   static constexpr std::string_view kTooling[] = {"RAILYARD_SKIP_LANE", "RAILYARD_SKIP_SANITIZE",
                                                   "RAILYARD_BUILD_DIR", "RAILYARD_TEST_BUILD_DIR",
                                                   "RAILYARD_LANE_TIMEOUT",
-                                                  "RAILYARD_UPDATE_DOCS"};
-  if (name.starts_with("RAILYARD_CONFORMANCE_")) return true;
+                                                  "RAILYARD_UPDATE_DOCS", "RAILYARD_SKIP_FUZZ"};
+  if (name.starts_with("RAILYARD_CONFORMANCE_") || name.starts_with("RAILYARD_FUZZ_")) return true;
   return std::find(std::begin(kTooling), std::end(kTooling), name) != std::end(kTooling);
 }
 
@@ -401,7 +402,8 @@ std::string RenderMarkdown() {
         "known variable when one is close. The variables of the project's scripts and tests "
         "(`RAILYARD_SKIP_LANE`, `RAILYARD_SKIP_SANITIZE`, `RAILYARD_BUILD_DIR`, "
         "`RAILYARD_TEST_BUILD_DIR`, "
-        "`RAILYARD_LANE_TIMEOUT`, `RAILYARD_UPDATE_DOCS`, `RAILYARD_CONFORMANCE_*`) are not "
+        "`RAILYARD_LANE_TIMEOUT`, `RAILYARD_UPDATE_DOCS`, `RAILYARD_CONFORMANCE_*`, "
+        "`RAILYARD_SKIP_FUZZ`, `RAILYARD_FUZZ_*`) are not "
         "the plugin's and draw no warning.\n";
   md += "\nRegenerate this file with `railyard-config-doc docs/configuration.md` "
         "(target `railyard-config-doc`), or run the `config_doc_test` unit test with "

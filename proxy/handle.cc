@@ -61,7 +61,8 @@ Status DecodeHandle(const void* in, ListenAddress* out) {
   *out = ListenAddress{};
   out->listenId = w.listenId;
   out->pid = w.pid;
-  out->host.assign(w.host, strnlen(w.host, sizeof w.host));
+  // At most 31 bytes, as EncodeHandle writes it (a field without a NUL is cut).
+  out->host.assign(w.host, strnlen(w.host, sizeof w.host - 1));
   out->hostId = w.hostId;
   if (w.nrails > kHandleMaxRails) {
     return InvalidUsage("listen handle lists " + std::to_string(w.nrails) + " rails, at most " +

@@ -54,7 +54,7 @@ struct ListenAddress {
   uint64_t hostId = 0;      ///< listener's cabling host id; 0 = plain mode (connect to addr)
   std::vector<in_addr> rails;  ///< listener's rail addresses (fabric mode, informative)
   int verbsRails = 0;       ///< rails of the listener's verbs device (0 = TCP transport)
-  std::string host;         ///< listener host name
+  std::string host;         ///< listener host name (at most 31 bytes on the wire)
   /// "host/ip:port", for error messages.
   std::string ToString() const;
 };

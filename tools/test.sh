@@ -5,7 +5,9 @@
 # installs), build with warnings as errors and run every test; unless
 # RAILYARD_SKIP_LANE=1, run the verbs tests inside the soft-RoCE lanes. Then,
 # unless RAILYARD_SKIP_SANITIZE=1, build again with -fsanitize=address,undefined
-# and run the unit and conformance tests under it.
+# and run the unit and conformance tests under it. Then, unless RAILYARD_SKIP_FUZZ=1,
+# run the fuzz targets (tests/fuzz/run.sh, a clang build in <dir>-fuzz) for
+# RAILYARD_FUZZ_SECONDS each (default 30 here, for CI time).
 #
 # It builds in its own directory, RAILYARD_TEST_BUILD_DIR (default build-test/;
 # the sanitizer build next to it, <dir>-asan), so a developer's build/ (the one
@@ -37,4 +39,14 @@ if [ "${RAILYARD_SKIP_SANITIZE:-0}" != 1 ]; then
   LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizer/lsan.supp:print_suppressions=0} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir "$san" --output-on-failure -j1 -L 'unit|conformance'
+fi
+
+# libFuzzer targets of every decoder of bytes from a peer or a cable, each for a
+# bounded time on its committed corpus, in their own clang build (tests/fuzz/run.sh,
+# tests/fuzz/README.md). RAILYARD_FUZZ_SECONDS per target (default 30 here, for CI
+# time; run.sh's own default is longer). Self-contained: it needs nothing the
+# stages above built.
+if [ "${RAILYARD_SKIP_FUZZ:-0}" != 1 ]; then
+  RAILYARD_FUZZ_SECONDS=${RAILYARD_FUZZ_SECONDS:-30} \
+  RAILYARD_FUZZ_BUILD_DIR=${RAILYARD_FUZZ_BUILD_DIR:-$build-fuzz} "$root/tests/fuzz/run.sh"
 fi

@@ -135,6 +135,75 @@ bool UsableUnicast(uint32_t networkOrder) {
 
 }  // namespace
 
+Status DecodeCablingMessage(const void* data, size_t size, CablingMessage* out, CablingRefusal* why) {
+  const char* buf = static_cast<const char*>(data);
+  CablingRefusal ignored = CablingRefusal::kNone;
+  CablingRefusal& refusal = why != nullptr ? *why : ignored;
+  refusal = CablingRefusal::kMalformed;
+  if (size < 8) return InvalidArgument(std::to_string(size) + "-byte cabling datagram, shorter than magic and version");
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  std::memcpy(&magic, buf, sizeof magic);
+  std::memcpy(&version, buf + 4, sizeof version);
+  if (magic != kCablingMagic) return InvalidArgument("cabling datagram without the RYCB magic");
+  if (version != CablingAgent::kWireVersion) {
+    refusal = CablingRefusal::kBadVersion;
+    return InvalidArgument("cabling protocol version " + std::to_string(version) + "; this host speaks version " +
+                           std::to_string(CablingAgent::kWireVersion) + " (run one Railyard release on every host)");
+  }
+  if (size < sizeof(WireHeader)) {
+    return InvalidArgument(std::to_string(size) + "-byte cabling datagram, shorter than its " +
+                           std::to_string(sizeof(WireHeader)) + "-byte header");
+  }
+  WireHeader h;
+  std::memcpy(&h, buf, sizeof h);
+  const size_t macBytes = (h.flags & kFlagMac) != 0 ? sizeof(ClusterMac) : 0;
+  if (h.bodyBytes > kMaxDatagram || sizeof h + h.bodyBytes + macBytes != size || h.origin == 0 || h.speaker == 0) {
+    return InvalidArgument("cabling datagram of " + std::to_string(size) + " bytes whose sizes or ids do not add up");
+  }
+  *out = CablingMessage{};
+  out->origin = h.origin;
+  out->speaker = h.speaker;
+  out->seq = h.seq;
+  out->ageMs = h.ageMs;
+  out->hasMac = macBytes != 0;
+  out->hostName = GetString(h.hostName);
+  const char* payload = buf + sizeof h;
+  if (h.kind == kKindHello) {
+    if (h.bodyBytes != sizeof(WireHello)) {
+      return InvalidArgument("a cabling hello of " + std::to_string(h.bodyBytes) + " body bytes, expected " +
+                             std::to_string(sizeof(WireHello)));
+    }
+    WireHello w;
+    std::memcpy(&w, payload, sizeof w);
+    out->hello = true;
+    out->ifname = GetString(w.ifname);
+    out->addr = w.addr;
+    out->speedMbps = static_cast<int>(w.speedMbps);
+    refusal = CablingRefusal::kNone;
+    return Status::Ok();
+  }
+  if (h.kind != kKindRecord || h.bodyBytes < 8) {
+    return InvalidArgument("cabling datagram of kind " + std::to_string(h.kind) + " with " +
+                           std::to_string(h.bodyBytes) + " body bytes (a record has at least 8)");
+  }
+  uint32_t count = 0;
+  std::memcpy(&count, payload, sizeof count);
+  if (count > kMaxLinks || h.bodyBytes != 8 + count * sizeof(WireLink)) {
+    return InvalidArgument("a link-state record of " + std::to_string(h.bodyBytes) + " body bytes announcing " +
+                           std::to_string(count) + " links (at most " + std::to_string(kMaxLinks) +
+                           ", 56 bytes each after 8)");
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    WireLink w;
+    std::memcpy(&w, payload + 8 + i * sizeof w, sizeof w);
+    out->links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr, w.peerHost,
+                          static_cast<int>(w.speedMbps)});
+  }
+  refusal = CablingRefusal::kNone;
+  return Status::Ok();
+}
+
 uint64_t HostIdFromMacs(std::vector<std::string> macs) {
   std::sort(macs.begin(), macs.end());
   uint64_t h = 1469598103934665603ull;
@@ -467,36 +536,19 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
            where + " (over " + std::to_string(kSourceBudget) + " datagrams in one hello period)", nowMs);
     return;
   }
-  if (n < 8) {
-    Refuse(&AgentCounters::malformed, "malformed", std::to_string(n) + " bytes " + where, nowMs);
+  CablingMessage m;
+  CablingRefusal why = CablingRefusal::kNone;
+  if (const Status s = DecodeCablingMessage(buf, n, &m, &why); !s.ok()) {
+    if (why == CablingRefusal::kBadVersion) {
+      Refuse(&AgentCounters::badVersion, "other-version", s.message() + " " + where, nowMs);
+    } else {
+      Refuse(&AgentCounters::malformed, "malformed", s.message() + " " + where, nowMs);
+    }
     return;
   }
-  uint32_t magic = 0;
-  uint16_t version = 0;
-  std::memcpy(&magic, buf, sizeof magic);
-  std::memcpy(&version, buf + 4, sizeof version);
-  if (magic != kCablingMagic) {
-    Refuse(&AgentCounters::malformed, "malformed", "no RYCB magic " + where, nowMs);
-    return;
-  }
-  if (version != kWireVersion) {
-    Refuse(&AgentCounters::badVersion, "other-version",
-           "cabling protocol version " + std::to_string(version) + " " + where + "; this host speaks version " +
-               std::to_string(kWireVersion) + " (run one Railyard release on every host)",
-           nowMs);
-    return;
-  }
-  if (n < sizeof(WireHeader)) {
-    Refuse(&AgentCounters::malformed, "malformed", std::to_string(n) + "-byte datagram " + where, nowMs);
-    return;
-  }
-  WireHeader h;
+  const size_t macBytes = m.hasMac ? sizeof(ClusterMac) : 0;
+  WireHeader h;  // the decode checked that it is all there
   std::memcpy(&h, buf, sizeof h);
-  const size_t macBytes = (h.flags & kFlagMac) != 0 ? sizeof(ClusterMac) : 0;
-  if (h.bodyBytes > kMaxDatagram || sizeof h + h.bodyBytes + macBytes != n || h.origin == 0 || h.speaker == 0) {
-    Refuse(&AgentCounters::malformed, "malformed", "sizes or ids that do not add up " + where, nowMs);
-    return;
-  }
   if (options_.key) {
     if (macBytes == 0 || !options_.key->Verify(kMacPurpose, buf, n - macBytes,
                                                reinterpret_cast<const unsigned char*>(buf + n - macBytes))) {
@@ -512,22 +564,14 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
            nowMs);
     return;
   }
-  const char* payload = buf + sizeof h;
-  if (h.kind == kKindHello) {
+  if (m.hello) {
     if (h.origin == hostId_) return;  // our own broadcast, or another process of this host
-    if (h.bodyBytes != sizeof(WireHello)) {
-      Refuse(&AgentCounters::malformed, "malformed", "a hello of " + std::to_string(h.bodyBytes) + " bytes " + where,
-             nowMs);
-      return;
-    }
-    WireHello w;
-    std::memcpy(&w, payload, sizeof w);
     // A hello speaks for the host at the far end of this cable: its address must be
     // the one the datagram came from, a unicast address on this rail's subnet.
-    const bool onSubnet = r.netmask == 0 || (w.addr & r.netmask) == (r.rail.addr.s_addr & r.netmask);
-    if (w.addr != src || !UsableUnicast(w.addr) || w.addr == r.rail.addr.s_addr || !onSubnet) {
+    const bool onSubnet = r.netmask == 0 || (m.addr & r.netmask) == (r.rail.addr.s_addr & r.netmask);
+    if (m.addr != src || !UsableUnicast(m.addr) || m.addr == r.rail.addr.s_addr || !onSubnet) {
       Refuse(&AgentCounters::badHelloAddress, "misaddressed-hello",
-             "a hello claiming address " + Ip(w.addr) + " " + where +
+             "a hello claiming address " + Ip(m.addr) + " " + where +
                  (onSubnet ? "" : " (not on the rail's subnet)"),
              nowMs);
       return;
@@ -535,7 +579,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     const bool isNew = r.heard.count(h.origin) == 0;
     Neighbour& nb = r.heard[h.origin];
     const Neighbour old = nb;
-    nb = {h.origin, GetString(h.hostName), GetString(w.ifname), w.addr, static_cast<int>(w.speedMbps), nowMs};
+    nb = {h.origin, m.hostName, m.ifname, m.addr, m.speedMbps, nowMs};
     if (isNew || old.ifname != nb.ifname || old.addr != nb.addr || old.speedMbps != nb.speedMbps ||
         old.hostName != nb.hostName) {
       *dirty = true;
@@ -550,18 +594,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     }
     return;
   }
-  if (h.kind != kKindRecord || h.bodyBytes < 8) {
-    Refuse(&AgentCounters::malformed, "malformed", "kind " + std::to_string(h.kind) + " " + where, nowMs);
-    return;
-  }
   if (h.origin == hostId_ && h.speaker == speaker_) return;  // our own record, flooded back
-  uint32_t count = 0;
-  std::memcpy(&count, payload, sizeof count);
-  if (count > kMaxLinks || h.bodyBytes != 8 + count * sizeof(WireLink)) {
-    Refuse(&AgentCounters::malformed, "malformed", "a record whose link count disagrees with its size " + where,
-           nowMs);
-    return;
-  }
   // A copy as old as the dead interval is a record its speaker no longer stands
   // behind: dropped (the age travels with every copy, so a record lives a dead
   // interval after it was made, however often it is flooded back and forth).
@@ -588,12 +621,9 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     return;
   }
   std::vector<LinkRecord> links;
-  for (uint32_t i = 0; i < count; ++i) {
-    WireLink w;
-    std::memcpy(&w, payload + 8 + i * sizeof w, sizeof w);
-    if (w.peerHost == 0 || w.peerHost == h.origin) continue;  // nonsense, never a cable
-    links.push_back({GetString(w.ifname), GetString(w.peerIfname), w.addr, w.peerAddr, w.peerHost,
-                     static_cast<int>(w.speedMbps)});
+  for (const CablingMessage::Link& l : m.links) {
+    if (l.peerHost == 0 || l.peerHost == h.origin) continue;  // nonsense, never a cable
+    links.push_back({l.ifname, l.peerIfname, l.addr, l.peerAddr, l.peerHost, l.speedMbps});
   }
   if (it == records_.end()) {
     // Room. A host the graph does not link yet (a host starting up far away, or one
@@ -646,7 +676,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     it->second.firstSeenMs = nowMs;
   }
   SpeakerRecord& rec = it->second;
-  rec.name = GetString(h.hostName);
+  rec.name = m.hostName;
   rec.seq = h.seq;
   rec.receivedMs = nowMs - h.ageMs;  // when its speaker made it, as this host's clock reads
   rec.expired = false;

@@ -98,6 +98,48 @@ uint64_t HostIdFromMacs(std::vector<std::string> macs);
 /// network) count as different hosts. Falls back to the host name. Never 0.
 uint64_t LocalHostId();
 
+/// One cabling datagram (wire version 2) as it came off a rail, decoded but not yet
+/// believed: what CablingAgent::Handle checks further (MAC, hello address, sequence
+/// window, age, room). Names are made valid, printable UTF-8 (topology/utf8_name.h
+/// SanitizeName), cut to at most 31 bytes of a host name and 15 of an interface name.
+struct CablingMessage {
+  /// A cable's end as a link-state record reports it.
+  struct Link {
+    std::string ifname, peerIfname;  ///< the reporting host's rail, the peer's rail
+    uint32_t addr = 0, peerAddr = 0; ///< IPv4 addresses of the two ends (network order)
+    uint64_t peerHost = 0;           ///< host id of the peer (may be 0 or the origin: the agent drops those)
+    int speedMbps = 0;               ///< reported link speed, Mbps
+  };
+  bool hello = false;     ///< true: a hello (ifname/addr/speedMbps); false: a link-state record (links)
+  uint64_t origin = 0;    ///< host id of the sender (hello) or of the record's owner; never 0
+  uint64_t speaker = 0;   ///< the process speaking for origin; never 0
+  uint64_t seq = 0;       ///< the speaker's counter (records; unchecked here)
+  uint32_t ageMs = 0;     ///< records: ms since the speaker made it
+  bool hasMac = false;    ///< a 32-byte MAC follows the body (the datagram's last bytes; not verified here)
+  std::string hostName;   ///< the sender's / owner's host name
+  std::string ifname;     ///< hello: the sending rail's netdev name
+  uint32_t addr = 0;      ///< hello: the sending rail's IPv4 address (network order; unchecked here)
+  int speedMbps = 0;      ///< hello: the sending rail's speed, Mbps
+  std::vector<Link> links;  ///< record: at most 64 links
+};
+
+/// Which AgentCounters field a refused decode counts in.
+enum class CablingRefusal {
+  kNone,        ///< decoded
+  kMalformed,   ///< too short, no magic, sizes that disagree, zero ids, unknown kind
+  kBadVersion,  ///< the RYCB magic with another protocol version
+};
+
+/// Decodes one datagram of `size` bytes (layout in cabling_agent.cc: an 80-byte
+/// header, a body of bodyBytes, a 32-byte MAC when the header's flag says so). The
+/// pure, stateless part of CablingAgent's receive path (the fuzz suite's `cabling`
+/// target calls it). InvalidArgument, saying why, when it is shorter than 8 bytes,
+/// lacks the magic, has another version (`*why` = kBadVersion, else kMalformed), is
+/// shorter than the header, when 80 + bodyBytes (+ 32) is not `size`, origin or
+/// speaker is 0, an unknown kind, a hello body that is not 24 bytes, or a record
+/// body that is not 8 + 56 x links with at most 64 links. `why` may be null.
+Status DecodeCablingMessage(const void* data, size_t size, CablingMessage* out, CablingRefusal* why = nullptr);
+
 /// The discovery agent: one thread, one UDP socket per rail.
 class CablingAgent {
  public:

@@ -99,6 +99,14 @@ constexpr size_t kHeadBytes = sizeof(RelayRecord) + kRelayMacBytes + sizeof(Reco
 
 }  // namespace
 
+Status CheckRelayRecordHeader(const RelayRecord& rec) {
+  RY_RETURN_IF_ERROR(CheckHeader(rec.header, "relay record"));
+  if (rec.header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
+    return InvalidUsage("expected a relay record, got kind " + std::to_string(rec.header.kind));
+  }
+  return Status::Ok();
+}
+
 /// One relayed socket: the incoming side, the onward side and the two directions.
 struct RelayService::Leg {
   enum class State { kRequest, kConnecting, kSplicing };
@@ -428,12 +436,8 @@ void RelayService::Run() {
           // follows) and the hello's header.
           RelayRecord req;
           std::memcpy(&req, l->head, sizeof req);
-          if (Status h = CheckHeader(req.header, "relay record"); !h.ok()) {
+          if (Status h = CheckRelayRecordHeader(req); !h.ok()) {
             refuse(l, h.message());
-            continue;
-          }
-          if (req.header.kind != static_cast<uint16_t>(RecordKind::kRelay)) {
-            refuse(l, "expected a relay record, got kind " + std::to_string(req.header.kind));
             continue;
           }
           l->headWant = sizeof req + ((req.flags & kRelayFlagMac) != 0 ? kRelayMacBytes : 0) + sizeof(RecordHeader);

@@ -43,6 +43,13 @@ struct RelayOptions {
   int maxPerPeer = 1024;   ///< most sockets carried or being set up per source IPv4 address
 };
 
+/// The first check of the RelayRecord (56 bytes) read off an incoming relay socket,
+/// before its MAC is read: magic and protocol version (CheckHeader's InvalidUsage),
+/// kind kRelay (InvalidUsage "expected a relay record, got kind N"). The relay
+/// refuses the socket with the message; the record's flags then say whether a MAC
+/// follows, and CheckRelayMac / CheckRelayRecord (relay_policy.h) judge the rest.
+Status CheckRelayRecordHeader(const RelayRecord& rec);
+
 /// One relay thread serving every relayed socket of this process.
 class RelayService {
  public:

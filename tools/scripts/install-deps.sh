@@ -11,7 +11,8 @@
 #          (iproute2, nftables, ping, python3), the soft-RoCE QEMU lanes (qemu,
 #          busybox, rdma-core, perftest, rdmacm-utils, ...), the packaging tests
 #          (dpkg-dev for dpkg-shlibdeps, file) and the plots (python3-matplotlib;
-#          python3-numpy for the GPU-check rehearsal's stand-in torch).
+#          python3-numpy for the GPU-check rehearsal's stand-in torch) and the fuzz suite
+#          (tests/fuzz/run.sh: clang-14 with libFuzzer, llvm-14's llvm-symbolizer).
 #   bench  what tools/bench/*.sh add: iperf3, valgrind, python3-matplotlib.
 #   --list print the packages of the given groups and exit (installs nothing).
 set -euo pipefail
@@ -20,7 +21,8 @@ declare -A group=(
            nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev"
   [test]="iproute2 procps nftables iputils-ping python3
           qemu-system-x86 busybox-static rdma-core ibverbs-utils kmod xz-utils perftest rdmacm-utils hwloc-nox
-          dpkg-dev file python3-matplotlib python3-numpy"
+          dpkg-dev file python3-matplotlib python3-numpy
+          clang-14 libclang-rt-14-dev llvm-14"
   [bench]="iperf3 valgrind python3 python3-matplotlib"
 )
 list=0 groups=()

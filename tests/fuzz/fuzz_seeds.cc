@@ -1,0 +1,454 @@
+// railyard-fuzz-seeds: writes the committed seed corpus of the fuzz targets
+// (tests/fuzz/corpus/<target>/), valid records built with Railyard's own
+// encoders where it has them (EncodeHandle, EncodeQpSet, MakeHeader) and by the
+// documented layout where it does not (the cabling datagrams of
+// topology/cabling_agent.cc). Files named ok-* must be accepted by their target
+// and bad-* refused; fuzz_replay_test checks both, so a format change that
+// stales the seeds fails a test. Usage: railyard-fuzz-seeds DIR (DIR/<target>/
+// is created; existing files of the same names are overwritten).
+#include <arpa/inet.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "proxy/handle.h"
+#include "proxy/verbs/qp_record.h"
+#include "proxy/wire.h"
+#include "topology/cluster_key.h"
+
+namespace p = railyard::proxy;
+namespace v = railyard::proxy::verbs;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+std::string g_dir;
+
+template <typename T>
+void Put(Bytes& b, const T& v) {
+  const auto* p8 = reinterpret_cast<const uint8_t*>(&v);
+  b.insert(b.end(), p8, p8 + sizeof v);
+}
+void PutStr(Bytes& b, const std::string& s, size_t field) {
+  Bytes f(field, 0);
+  std::memcpy(f.data(), s.data(), std::min(s.size(), field - 1));
+  b.insert(b.end(), f.begin(), f.end());
+}
+
+bool Write(const std::string& target, const std::string& name, const Bytes& b) {
+  const std::string dir = g_dir + "/" + target;
+  ::mkdir(dir.c_str(), 0755);
+  const std::string path = dir + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    std::perror(path.c_str());
+    return false;
+  }
+  const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+// ---- handle
+Bytes Handle(int family, int nrails, void (*tweak)(uint8_t*) = nullptr) {
+  p::ListenAddress a;
+  a.listenId = 0x1122334455667788ull;
+  a.pid = 4242;
+  a.host = "spark-1";
+  a.hostId = 0xabcdef0123456789ull;
+  a.verbsRails = 2;
+  for (int i = 0; i < nrails; ++i) a.rails.push_back(in_addr{htonl(0x0a000001u + (i << 8))});
+  if (family == AF_INET) {
+    auto* s = reinterpret_cast<sockaddr_in*>(&a.addr);
+    s->sin_family = AF_INET;
+    s->sin_port = htons(5000);
+    s->sin_addr.s_addr = htonl(0x0a000001u);
+  } else {
+    auto* s = reinterpret_cast<sockaddr_in6*>(&a.addr);
+    s->sin6_family = AF_INET6;
+    s->sin6_port = htons(5001);
+    s->sin6_addr.s6_addr[15] = 1;
+  }
+  Bytes b(p::kHandleBytes);
+  p::EncodeHandle(a, b.data());
+  if (tweak) tweak(b.data());
+  return b;
+}
+
+// ---- records / chunk_stream: PostedBuffers plan: receives-1, then per receive
+// n-1 and per buffer (size/8 - 1) as uint16.
+Bytes Plan(const std::vector<std::vector<uint16_t>>& receives) {
+  Bytes b;
+  Put<uint8_t>(b, static_cast<uint8_t>(receives.size() - 1));
+  for (const auto& r : receives) {
+    Put<uint8_t>(b, static_cast<uint8_t>(r.size() - 1));
+    for (uint16_t sz : r) Put<uint16_t>(b, static_cast<uint16_t>(sz / 8 - 1));
+  }
+  return b;
+}
+p::ChunkHeader Chunk(uint64_t seq, uint32_t slot, uint64_t offset, uint32_t len, uint64_t total) {
+  p::ChunkHeader h{};
+  h.header = p::MakeHeader(p::RecordKind::kChunk);
+  h.seq = seq;
+  h.slot = slot;
+  h.addr = offset;  // the targets add the arena's base
+  h.len = len;
+  h.total = total;
+  h.rkey = 1;  // the first region of a fresh MrCache
+  return h;
+}
+p::CtsRecord Cts(uint64_t seq, std::vector<std::pair<uint64_t, int>> bufs) {
+  p::CtsRecord c{};
+  c.header = p::MakeHeader(p::RecordKind::kCts);
+  c.seq = seq;
+  c.n = static_cast<uint32_t>(bufs.size());
+  for (size_t i = 0; i < bufs.size(); ++i) c.entries[i] = {0x7f0000001000ull + i * 0x10000, bufs[i].first, 9, bufs[i].second};
+  return c;
+}
+
+// ---- listener
+Bytes Hello(uint64_t connId, uint16_t sockIndex, uint16_t nsocks, uint16_t version = p::kProtocolVersion) {
+  p::HelloRecord h{};
+  h.header = p::MakeHeader(p::RecordKind::kHello);
+  h.header.version = version;
+  h.connId = connId;
+  h.sockIndex = sockIndex;
+  h.nsocks = nsocks;
+  h.pid = 777;
+  p::CopyHostName("spark-2", h.host);
+  Bytes b;
+  Put(b, h);
+  return b;
+}
+
+// ---- qp_record
+Bytes QpSet(uint8_t expected, int rails, int qps, uint8_t mtu = 3) {
+  v::QpSet s;
+  s.trafficClass = 106;
+  s.serviceLevel = 3;
+  s.fifoAddr = 0x7f0000100000ull;
+  for (int r = 0; r < rails; ++r) {
+    v::QpRailWire w{};
+    w.gid[10] = 0xff;
+    w.gid[11] = 0xff;
+    w.gid[12] = 10;
+    w.gid[15] = static_cast<uint8_t>(r + 1);
+    w.fifoRkey = 100 + static_cast<uint32_t>(r);
+    w.mtu = mtu;
+    w.linkLayer = 2;  // Ethernet (RoCE)
+    w.port = 1;
+    std::snprintf(w.device, sizeof w.device, "rxe%d", r);
+    s.rails.push_back(w);
+  }
+  for (int q = 0; q < qps; ++q) s.qps.push_back({static_cast<uint32_t>(0x100 + q), static_cast<uint32_t>(q * 1000), static_cast<uint8_t>(q % rails), {}});
+  Bytes b{expected};
+  const std::vector<char> e = v::EncodeQpSet(s);
+  b.insert(b.end(), e.begin(), e.end());
+  return b;
+}
+
+// ---- cabling, wire version 2 (layout of topology/cabling_agent.cc: an 80-byte
+// WireHeader, a WireHello or a record of WireLinks, a 32-byte MAC when flagged)
+constexpr uint32_t kCablingMagic = 0x42435952u;  // "RYCB"
+constexpr uint64_t kSpeaker = 0x5bea4e25bea4e2ull;
+/// The cluster key of the keyed seeds; the relay_record target holds the same secret.
+constexpr const char* kFuzzClusterSecret = "railyard-fuzz-cluster-key-0123456789abcdef";
+const railyard::topology::ClusterKey& FuzzKey() {
+  static std::shared_ptr<const railyard::topology::ClusterKey> key = [] {
+    std::shared_ptr<const railyard::topology::ClusterKey> k;
+    if (!railyard::topology::ClusterKey::FromSecret(kFuzzClusterSecret, &k).ok()) std::abort();
+    return k;
+  }();
+  return *key;
+}
+Bytes CablingDatagram(uint16_t kind, uint64_t origin, uint64_t seq, const std::string& name, const Bytes& body,
+                      bool mac = false, uint16_t version = 2) {
+  Bytes b;
+  Put<uint32_t>(b, kCablingMagic);
+  Put<uint16_t>(b, version);
+  Put<uint16_t>(b, kind);
+  Put<uint64_t>(b, origin);
+  Put<uint64_t>(b, kSpeaker);
+  Put<uint64_t>(b, seq);
+  Put<uint32_t>(b, mac ? 1 : 0);  // flags: kFlagMac
+  Put<uint32_t>(b, static_cast<uint32_t>(body.size()));
+  Put<uint32_t>(b, 0);  // ageMs
+  Put<uint32_t>(b, 0);  // reserved
+  PutStr(b, name, 32);
+  b.insert(b.end(), body.begin(), body.end());
+  if (mac) {
+    railyard::topology::ClusterMac m{};
+    if (!FuzzKey().Mac("railyard.cabling.v2", b.data(), b.size(), &m)) std::abort();
+    b.insert(b.end(), m.begin(), m.end());
+  }
+  return b;
+}
+Bytes CablingHello(uint64_t origin, const std::string& name, const std::string& ifname, uint32_t addr,
+                   bool mac = false) {
+  Bytes body;
+  PutStr(body, ifname, 16);
+  Put<uint32_t>(body, htonl(addr));
+  Put<uint32_t>(body, 200000);
+  return CablingDatagram(1, origin, 0, name, body, mac);
+}
+struct SeedLink {
+  std::string ifname, peerIfname;
+  uint64_t peerHost;
+  uint32_t addr, peerAddr;
+};
+Bytes CablingRecord(uint64_t origin, uint64_t seq, const std::string& name, const std::vector<SeedLink>& links,
+                    bool mac = false) {
+  Bytes body;
+  Put<uint32_t>(body, static_cast<uint32_t>(links.size()));
+  Put<uint32_t>(body, 0);
+  for (const SeedLink& l : links) {
+    PutStr(body, l.ifname, 16);
+    PutStr(body, l.peerIfname, 16);
+    Put<uint64_t>(body, l.peerHost);
+    Put<uint32_t>(body, htonl(l.addr));
+    Put<uint32_t>(body, htonl(l.peerAddr));
+    Put<uint32_t>(body, 200000);
+    Put<uint32_t>(body, 0);
+  }
+  return CablingDatagram(2, origin, seq, name, body, mac);
+}
+void Framed(Bytes& out, const Bytes& datagram) {
+  Put<uint16_t>(out, static_cast<uint16_t>(datagram.size()));
+  out.insert(out.end(), datagram.begin(), datagram.end());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR   (writes DIR/<target>/ok-*, bad-*)\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[1];
+  bool ok = true;
+
+  ok &= Write("handle", "ok-ipv4", Handle(AF_INET, 4));
+  ok &= Write("handle", "ok-ipv6", Handle(AF_INET6, 0));
+  ok &= Write("handle", "bad-magic", Handle(AF_INET, 2, [](uint8_t* h) { h[0] = 'N'; }));
+  ok &= Write("handle", "bad-version", Handle(AF_INET, 2, [](uint8_t* h) { h[4] = 2; }));
+  ok &= Write("handle", "bad-rails", Handle(AF_INET, 2, [](uint8_t* h) { h[80] = 7; }));
+  ok &= Write("handle", "bad-port0", Handle(AF_INET, 2, [](uint8_t* h) { h[18] = h[19] = 0; }));
+
+  {
+    // One receive of one 4096-byte buffer: the CTS the sender sees, the chunk in two halves,
+    // then the reposted receive (seq 1) filled whole; a reject record at the end.
+    Bytes b = Plan({{4096}});
+    Put(b, Cts(0, {{4096, 0}}));
+    Put(b, Chunk(0, 0, 0, 2048, 4096));
+    Put(b, Chunk(0, 0, 2048, 2048, 4096));
+    Put(b, Chunk(1, 0, 4096, 4096, 4096));
+    p::RejectRecord r{};
+    r.header = p::MakeHeader(p::RecordKind::kReject);
+    std::snprintf(r.reason, sizeof r.reason, "listener refused: wrong listen id");
+    Put(b, r);
+    ok &= Write("records", "ok-cts-chunks-reject", b);
+    Bytes g = Plan({{1024, 2048}, {512}});
+    Put(g, Cts(0, {{1024, 3}, {2048, 5}}));
+    Put(g, Cts(1, {{512, 3}}));
+    Put(g, Chunk(1, 0, 3072, 512, 512));
+    Put(g, Chunk(0, 1, 1024, 2048, 2048));
+    Put(g, Chunk(0, 0, 0, 1024, 1024));
+    ok &= Write("records", "ok-grouped", g);
+    Bytes o = Plan({{4096}});
+    Put(o, Chunk(0, 0, 4000, 200, 200));  // past the end of the posted buffer
+    ok &= Write("records", "bad-outside", o);
+    Bytes s = Plan({{4096}});
+    Put(s, Cts(3, {{4096, 0}}));  // seq 3 first
+    ok &= Write("records", "bad-cts-seq", s);
+  }
+
+  {
+    // control: sends {tag, size}, then the receiver's control stream.
+    auto sendsHead = [](uint8_t head, std::vector<std::pair<int32_t, uint16_t>> sends) {
+      Bytes b{head};
+      for (const auto& [tag, size] : sends) {
+        Put<int32_t>(b, tag);
+        Put<uint16_t>(b, size);
+      }
+      return b;
+    };
+    Bytes b = sendsHead(2, {{1, 4096}, {2, 100}, {1, 65535}});
+    Put(b, Cts(0, {{4096, 1}, {8192, 2}}));
+    Put(b, Cts(1, {{65536, 1}}));
+    ok &= Write("control", "ok-two-receives", b);
+    Bytes r = sendsHead(0x80, {{1, 10}});
+    p::RejectRecord rej{};
+    rej.header = p::MakeHeader(p::RecordKind::kReject);
+    std::snprintf(rej.reason, sizeof rej.reason, "connection record is for another listener (stale handle?)");
+    Put(r, rej);
+    ok &= Write("control", "bad-reject", r);
+    Bytes big = sendsHead(0, {{1, 5000}});
+    Put(big, Cts(0, {{4096, 1}}));  // the send is larger than the posted buffer
+    ok &= Write("control", "bad-too-large", big);
+    Bytes k = sendsHead(0x80, {{1, 10}});
+    Put(k, p::MakeHeader(p::RecordKind::kChunk));
+    ok &= Write("control", "bad-kind", k);
+  }
+
+  {
+    // chunk_stream: plan, budget byte, then operations {socket | close << 1, u16 length, bytes}.
+    auto op = [](Bytes& b, uint8_t sel, const Bytes& bytes) {
+      Put<uint8_t>(b, sel);
+      Put<uint16_t>(b, static_cast<uint16_t>(bytes.size()));
+      b.insert(b.end(), bytes.begin(), bytes.end());
+    };
+    auto chunk = [](const p::ChunkHeader& h, char fill, bool payload = true) {
+      Bytes c;
+      Put(c, h);
+      if (payload) c.insert(c.end(), h.len, static_cast<uint8_t>(fill));
+      return c;
+    };
+    Bytes b = Plan({{4096}, {1024}});
+    Put<uint8_t>(b, 0);  // budget 64 bytes a call
+    Bytes all = chunk(Chunk(0, 0, 0, 1000, 4096), 'a');
+    for (const Bytes& c : {chunk(Chunk(0, 0, 1000, 3096, 4096), 'b'), chunk(Chunk(1, 0, 4096, 1024, 1024), 'c')}) {
+      all.insert(all.end(), c.begin(), c.end());
+    }
+    op(b, 0, all);
+    ok &= Write("chunk_stream", "ok-three-chunks", b);
+    // One message striped over both sockets: socket 1's header first, its payload last.
+    Bytes two = Plan({{4096}});
+    Put<uint8_t>(two, 7);
+    op(two, 1, chunk(Chunk(0, 0, 2048, 2048, 4096), 'y', false));
+    op(two, 0, chunk(Chunk(0, 0, 0, 2048, 4096), 'x'));
+    op(two, 1, Bytes(2048, 'y'));
+    ok &= Write("chunk_stream", "ok-two-sockets", two);
+    Bytes o = Plan({{4096}});
+    Put<uint8_t>(o, 255);
+    op(o, 0, chunk(Chunk(0, 0, 8192, 16, 16), 'x'));  // outside the posted buffer
+    ok &= Write("chunk_stream", "bad-outside", o);
+    Bytes k = Plan({{4096}});
+    Put<uint8_t>(k, 3);
+    p::ChunkHeader c = Chunk(0, 0, 0, 16, 16);
+    c.header.kind = static_cast<uint16_t>(p::RecordKind::kCts);
+    op(k, 2, chunk(c, 'z', false));
+    ok &= Write("chunk_stream", "bad-kind", k);
+  }
+
+  {
+    Bytes b{2, 2};  // a TCP listener with 2 data sockets; 3 sockets
+    for (uint16_t i = 0; i < 3; ++i) {
+      b.push_back(1);  // patch in the listen id
+      const Bytes h = Hello(0x77, i, 2);
+      b.insert(b.end(), h.begin(), h.end());
+    }
+    ok &= Write("listener", "ok-tcp-2-sockets", b);
+    Bytes vb{0, 0, 1};  // a verbs listener (control socket only)
+    const Bytes vh = Hello(0x78, 0, 0);
+    vb.insert(vb.end(), vh.begin(), vh.end());
+    ok &= Write("listener", "ok-verbs-control", vb);
+    Bytes w{1, 0, 1};
+    const Bytes wh = Hello(0x79, 0, 1, 2);
+    w.insert(w.end(), wh.begin(), wh.end());
+    ok &= Write("listener", "bad-version", w);
+    Bytes s{1, 0, 0};  // the listen id left as 0: a stale handle
+    const Bytes sh = Hello(0x7a, 0, 1);
+    s.insert(s.end(), sh.begin(), sh.end());
+    ok &= Write("listener", "bad-stale-id", s);
+    Bytes t{1, 1, 3, 20};  // 2 sockets: a partial hello, then nothing
+    const Bytes th = Hello(0x7b, 0, 1);
+    t.insert(t.end(), th.begin(), th.end());
+    ok &= Write("listener", "bad-partial", t);
+  }
+
+  {
+    // A relay record, its MAC when `mac` (the flags say so), the header of the hello after it.
+    auto relay = [](uint64_t dest, uint16_t port, uint8_t hops, uint16_t kind, bool mac = false) {
+      p::RelayRecord r{};
+      r.header = p::MakeHeader(static_cast<p::RecordKind>(kind));
+      r.destHost = dest;
+      r.originHost = 0x42;
+      r.destPort = port;
+      r.sockIndex = 3;
+      r.hops = hops;
+      std::snprintf(r.originName, sizeof r.originName, "spark-3");
+      r.flags = mac ? p::kRelayFlagMac : 0;
+      Bytes b;
+      Put(b, r);
+      if (mac) {
+        railyard::topology::ClusterMac m{};
+        if (!FuzzKey().Mac(p::kRelayMacPurpose, &r, sizeof r, &m)) std::abort();
+        b.insert(b.end(), m.begin(), m.end());
+      }
+      Put(b, p::MakeHeader(p::RecordKind::kHello));
+      return b;
+    };
+    ok &= Write("relay_record", "bad-this-host", relay(1, 5000, 0, 5));  // the policy: never to itself
+    ok &= Write("relay_record", "bad-no-route", relay(0x1234, 5000, 2, 5));
+    ok &= Write("relay_record", "bad-kind", relay(1, 5000, 0, 1));
+    // Host 2 is in the target's graph: the policy passes, no rail reaches it.
+    ok &= Write("relay_record", "bad-host-2-unreachable", relay(2, 5000, 0, 5));
+    ok &= Write("relay_record", "bad-host-2-keyed-unreachable", relay(2, 5000, 0, 5, true));
+    ok &= Write("relay_record", "bad-relay-port", relay(2, 29518, 0, 5));
+  }
+
+  ok &= Write("qp_record", "ok-2-rails-4-qps", QpSet(4, 2, 4));
+  ok &= Write("qp_record", "ok-any-1-rail", QpSet(0, 1, 1));
+  ok &= Write("qp_record", "bad-mtu", QpSet(0, 1, 2, 9));
+  ok &= Write("qp_record", "bad-count", QpSet(3, 2, 4));
+  {
+    Bytes t = QpSet(0, 2, 4);
+    t.resize(t.size() - 5);
+    ok &= Write("qp_record", "bad-truncated", t);
+  }
+
+  const uint64_t kSelf = 0x5e1f5e1f5e1f5e1full, kB = 0xb, kC = 0xc, kD = 0xd;
+  ok &= Write("cabling", "ok-hello", CablingHello(kB, "spark-b", "enp1s0f0np0", 0x0a000102));
+  ok &= Write("cabling", "ok-hello-mac", CablingHello(kB, "spark-b", "enp1s0f0np0", 0x0a000102, true));
+  ok &= Write("cabling", "ok-record-mac", CablingRecord(kB, 7, "spark-b", {{"eth0", "fz0", kSelf, 0x0a000102,
+                                                                          0x0a000101}}, true));
+  ok &= Write("cabling", "ok-record", CablingRecord(kB, 1700000000000000ull, "spark-b",
+                                                    {{"enp1s0f0np0", "fz0", kSelf, 0x0a000102, 0x0a000101},
+                                                     {"enp1s0f1np1", "eth0", kC, 0x0a000202, 0x0a000201}}));
+  {
+    Bytes t = CablingHello(kB, "spark-b", "eth0", 0x0a000102);
+    t.pop_back();
+    ok &= Write("cabling", "bad-short-hello", t);
+    Bytes m = CablingRecord(kB, 1, "spark-b", {});
+    m[0] = 'X';
+    ok &= Write("cabling", "bad-magic", m);
+    Bytes v1 = CablingRecord(kB, 1, "spark-b", {});
+    v1[4] = 1;  // version 1: no speaker, no MAC
+    ok &= Write("cabling", "bad-version-1", v1);
+    Bytes cut = CablingHello(kB, "spark-b", "eth0", 0x0a000102, true);
+    cut.resize(cut.size() - 1);  // says a MAC follows, one byte of it missing
+    ok &= Write("cabling", "bad-short-mac", cut);
+  }
+
+  {
+    // A ring of 4: this host (self) cabled to B (its rail fz0) and D (fz1); C opposite.
+    Bytes b;
+    const std::string self = "spark-a";
+    Put<uint8_t>(b, static_cast<uint8_t>(self.size()));
+    b.insert(b.end(), self.begin(), self.end());
+    Framed(b, CablingHello(kB, "spark-b", "eth0", 0x0a000102));
+    Framed(b, CablingHello(kD, "spark-d", "eth1", 0x0a000402));
+    Framed(b, CablingRecord(kB, 10, "spark-b", {{"eth0", "fz0", kSelf, 0x0a000102, 0x0a000101},
+                                               {"eth1", "eth0", kC, 0x0a000201, 0x0a000202}}));
+    Framed(b, CablingRecord(kC, 10, "spark-c", {{"eth0", "eth1", kB, 0x0a000202, 0x0a000201},
+                                               {"eth1", "eth0", kD, 0x0a000301, 0x0a000302}}));
+    Framed(b, CablingRecord(kD, 10, "spark-d", {{"eth0", "eth1", kC, 0x0a000302, 0x0a000301},
+                                               {"eth1", "fz1", kSelf, 0x0a000402, 0x0a000401}}));
+    ok &= Write("graph_json", "ok-ring-of-4", b);
+    // Two hosts on two cables; a stale record of B (lower seq) after the fresh one.
+    Bytes t;
+    Put<uint8_t>(t, 4);
+    for (char ch : std::string("duo1")) t.push_back(static_cast<uint8_t>(ch));
+    Framed(t, CablingHello(kB, "duo2", "p1", 0x0a000102));
+    Framed(t, CablingHello(kB, "duo2", "p2", 0x0a000202));
+    Framed(t, CablingRecord(kB, 20, "duo2", {{"p1", "fz0", kSelf, 0x0a000102, 0x0a000101},
+                                            {"p2", "fz1", kSelf, 0x0a000202, 0x0a000201}}));
+    Framed(t, CablingRecord(kB, 19, "duo2-old", {}));
+    ok &= Write("graph_json", "ok-two-cables", t);
+  }
+  return ok ? 0 : 1;
+}
