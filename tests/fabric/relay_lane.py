@@ -74,24 +74,30 @@ def poll_until(cond, what, timeout=30):
 
 
 def graph_ids(proc, nhosts):
-    """Host name -> id from the JSON graphs a serving railyardd prints on stdout."""
+    """Host name -> id from the JSON graphs a serving railyardd prints on stdout.
+
+    Reads the pipe unbuffered: railyardd prints only when the graph changes, so a
+    graph left in a buffered reader would never make select() fire again."""
     buf, dec = "", json.JSONDecoder()
+    fd = proc.stdout.fileno()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        r, _, _ = select.select([proc.stdout], [], [], 1)
+        r, _, _ = select.select([fd], [], [], 1)
         if not r:
             continue
-        line = proc.stdout.readline()
-        if not line:
+        chunk = os.read(fd, 65536)
+        if not chunk:
             fail("railyardd exited before printing its graph")
-        buf += line
-        try:
-            g, _ = dec.raw_decode(buf.strip())
-        except ValueError:
-            continue
-        buf = ""
-        if len(g["hosts"]) >= nhosts:
-            return {h["name"]: int(h["id"], 16) for h in g["hosts"]}
+        buf += chunk.decode("utf-8", "replace")
+        while True:
+            text = buf.lstrip()
+            try:
+                g, end = dec.raw_decode(text)
+            except ValueError:
+                break
+            buf = text[end:]
+            if len(g["hosts"]) >= nhosts:
+                return {h["name"]: int(h["id"], 16) for h in g["hosts"]}
     fail("railyardd never printed a graph with every host")
 
 
