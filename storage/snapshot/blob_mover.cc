@@ -1,0 +1,125 @@
+#include "storage/snapshot/blob_mover.h"
+
+#include <sys/mman.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+
+namespace railyard::storage::snapshot {
+
+Status BlobMover::Create(fabric::RegistrationCache& cache, fabric::Worker& worker, const MoverOptions& options,
+                         std::unique_ptr<BlobMover>* out) {
+  if (options.chunkBytes < 4096 || options.chunkBytes > (64ull << 20)) {
+    return InvalidArgument("snapshot: chunk bytes " + std::to_string(options.chunkBytes) + " outside 4 KiB..64 MiB");
+  }
+  if (options.chunksPerRail < 1 || options.chunksPerRail > 64) {
+    return InvalidArgument("snapshot: chunks per rail " + std::to_string(options.chunksPerRail) + " outside 1..64");
+  }
+  std::unique_ptr<BlobMover> m(new BlobMover(cache, worker));
+  m->options_ = options;
+  const size_t rails = std::max<size_t>(1, cache.domain().rails().size());
+  m->slots_ = rails * static_cast<uint64_t>(options.chunksPerRail);
+  m->stagingBytes_ = m->slots_ * options.chunkBytes;
+  void* p = ::mmap(nullptr, m->stagingBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return SystemError("snapshot: cannot map " + std::to_string(m->stagingBytes_) + " staging bytes");
+  m->staging_ = static_cast<uint8_t*>(p);
+  RY_RETURN_IF_ERROR(cache.Acquire(p, m->stagingBytes_, fabric::kAccessLocal, fabric::MemoryKind::kHost, &m->region_));
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+BlobMover::~BlobMover() {
+  if (region_ != nullptr) (void)cache_.Release(region_);
+  if (staging_ != nullptr) ::munmap(staging_, stagingBytes_);
+}
+
+Status BlobMover::Put(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, const void* src,
+                      uint64_t bytes, uint64_t* checksum) {
+  return Move(true, ep, key, remoteAddr, static_cast<uint8_t*>(const_cast<void*>(src)), bytes, checksum);
+}
+
+Status BlobMover::Get(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, void* dst,
+                      uint64_t bytes, uint64_t* checksum) {
+  return Move(false, ep, key, remoteAddr, static_cast<uint8_t*>(dst), bytes, checksum);
+}
+
+Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr,
+                       uint8_t* user, uint64_t bytes, uint64_t* checksum) {
+  XXH64_state_t* hs = XXH64_createState();
+  XXH64_reset(hs, 0);
+  struct Pending {
+    uint64_t offset, bytes, slot;
+  };
+  std::map<uint64_t, Pending> inFlight;  // cookie -> chunk
+  std::deque<uint64_t> freeSlots;
+  for (uint64_t s = 0; s < slots_; ++s) freeSlots.push_back(s);
+  // Reads complete out of order; their bytes are hashed in blob order.
+  std::map<uint64_t, uint64_t> doneReads;  // offset -> bytes
+  uint64_t hashedTo = 0;
+  uint64_t next = 0;
+  Status result;
+  const uint64_t chunk = options_.chunkBytes;
+  while ((next < bytes || !inFlight.empty()) && result.ok()) {
+    while (next < bytes && !freeSlots.empty()) {
+      const uint64_t n = std::min(chunk, bytes - next);
+      const uint64_t slot = freeSlots.front();
+      freeSlots.pop_front();
+      const fabric::LocalSlice local{region_, slot * chunk, n};
+      const uint64_t cookie = nextCookie_++;
+      Status st;
+      if (write) {
+        std::memcpy(local.data(), user + next, n);
+        XXH64_update(hs, local.data(), n);
+        st = ep.Write(local, key, remoteAddr + next, cookie);
+      } else {
+        st = ep.Read(local, key, remoteAddr + next, cookie);
+      }
+      if (!st.ok()) {
+        result = st;
+        break;
+      }
+      inFlight[cookie] = Pending{next, n, slot};
+      next += n;
+    }
+    if (!result.ok()) break;
+    events_.clear();
+    worker_.Progress(&events_);
+    for (const fabric::Event& e : events_) {
+      if (e.kind != fabric::EventKind::kDone && e.kind != fabric::EventKind::kError) continue;
+      auto it = inFlight.find(e.cookie);
+      if (it == inFlight.end()) continue;
+      if (e.kind == fabric::EventKind::kError) {
+        if (result.ok()) result = e.error.ToStatus();
+        inFlight.erase(it);
+        continue;
+      }
+      const Pending p = it->second;
+      inFlight.erase(it);
+      if (!write) {
+        std::memcpy(user + p.offset, staging_ + p.slot * chunk, p.bytes);
+        doneReads[p.offset] = p.bytes;
+        for (auto d = doneReads.begin(); d != doneReads.end() && d->first == hashedTo; d = doneReads.erase(d)) {
+          XXH64_update(hs, user + d->first, d->second);
+          hashedTo += d->second;
+        }
+      }
+      freeSlots.push_back(p.slot);
+    }
+    if (!ep.status().ok() && result.ok()) result = ep.status();
+  }
+  // On failure the Endpoint is failed (sticky) and its outstanding ops end with error
+  // events; drain ours so the staging slots are not in use when this returns.
+  for (int spins = 0; !inFlight.empty() && spins < 1000000; ++spins) {
+    events_.clear();
+    worker_.Progress(&events_);
+    for (const fabric::Event& e : events_) inFlight.erase(e.cookie);
+    if (ep.Outstanding() == 0) break;
+  }
+  if (checksum != nullptr) *checksum = XXH64_digest(hs);
+  XXH64_freeState(hs);
+  return result;
+}
+
+}  // namespace railyard::storage::snapshot

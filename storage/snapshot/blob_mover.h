@@ -1,0 +1,64 @@
+// Moves one blob between caller memory and a peer's registered arena through one
+// staging buffer registered (through the RegistrationCache) on every rail: the
+// blob is cut into chunks, each chunk copied into a free staging slot and written
+// (or read into a slot and copied out), with at most `chunksPerRail` chunks in
+// flight per rail of the Domain; the Endpoint spreads them over the rails. Every
+// call completes (or fails) before it returns; it drives the Worker's Progress
+// itself, bounded by the Endpoint's own timeout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/fabric/endpoint.h"
+#include "proxy/fabric/registration_cache.h"
+#include "proxy/fabric/worker.h"
+
+namespace railyard::storage::snapshot {
+
+/// Chunking of a BlobMover.
+struct MoverOptions {
+  uint64_t chunkBytes = 1 << 20;  ///< bytes per chunk (4 KiB..64 MiB)
+  int chunksPerRail = 4;          ///< chunks in flight per rail (1..64)
+};
+
+/// See file comment. Not thread-safe (one thread: the Worker's poller).
+class BlobMover {
+ public:
+  /// Allocates and registers the staging buffer (rails * chunksPerRail * chunkBytes).
+  /// InvalidArgument for options out of range; errors of RegistrationCache::Acquire.
+  static Status Create(fabric::RegistrationCache& cache, fabric::Worker& worker, const MoverOptions& options,
+                       std::unique_ptr<BlobMover>* out);
+  ~BlobMover();
+
+  /// Writes `bytes` of `src` to [remoteAddr, + bytes) of `key`'s region over `ep`;
+  /// returns once every byte has landed at the peer. `*checksum` (when given) gets
+  /// the xxHash64 of the bytes, computed as they are staged.
+  Status Put(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, const void* src,
+             uint64_t bytes, uint64_t* checksum);
+  /// Reads [remoteAddr, + bytes) of `key`'s region into `dst`; `*checksum` as Put.
+  Status Get(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, void* dst, uint64_t bytes,
+             uint64_t* checksum);
+
+  uint64_t stagingBytes() const { return stagingBytes_; }
+  const fabric::Region* staging() const { return region_; }
+
+ private:
+  BlobMover(fabric::RegistrationCache& cache, fabric::Worker& worker) : cache_(cache), worker_(worker) {}
+  Status Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, uint8_t* user,
+              uint64_t bytes, uint64_t* checksum);
+
+  fabric::RegistrationCache& cache_;
+  fabric::Worker& worker_;
+  MoverOptions options_;
+  uint64_t slots_ = 0;
+  uint64_t stagingBytes_ = 0;
+  uint8_t* staging_ = nullptr;
+  const fabric::Region* region_ = nullptr;
+  uint64_t nextCookie_ = 1;
+  std::vector<fabric::Event> events_;
+};
+
+}  // namespace railyard::storage::snapshot

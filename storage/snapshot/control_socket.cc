@@ -1,0 +1,73 @@
+#include "storage/snapshot/control_socket.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace railyard::storage::snapshot {
+
+Status SetTimeouts(int fd, int timeoutMs) {
+  timeval tv{timeoutMs / 1000, (timeoutMs % 1000) * 1000};
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) {
+    return SystemError("snapshot control: setsockopt timeouts: " + proxy::ErrnoText(errno));
+  }
+  return Status::Ok();
+}
+
+Status ConnectControl(const std::string& host, uint16_t port, int timeoutMs, proxy::Fd* out) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
+    return InvalidArgument("snapshot: peer address '" + host + "' is not an IPv4 address");
+  }
+  const std::string peer = host + ":" + std::to_string(port);
+  proxy::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return SystemError("snapshot: socket: " + proxy::ErrnoText(errno));
+  RY_RETURN_IF_ERROR(proxy::SetNonBlocking(fd.get(), true));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    if (errno != EINPROGRESS) return SystemError("snapshot: connect to " + peer + ": " + proxy::ErrnoText(errno));
+    pollfd p{fd.get(), POLLOUT, 0};
+    const int r = ::poll(&p, 1, timeoutMs);
+    if (r == 0) return SystemError("snapshot: connect to " + peer + " timed out after " + std::to_string(timeoutMs) + " ms");
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (r < 0 || err != 0) {
+      return SystemError("snapshot: connect to " + peer + ": " + proxy::ErrnoText(r < 0 ? errno : err));
+    }
+  }
+  RY_RETURN_IF_ERROR(proxy::SetNonBlocking(fd.get(), false));
+  RY_RETURN_IF_ERROR(proxy::TuneTcpSocket(fd.get(), 0));
+  RY_RETURN_IF_ERROR(SetTimeouts(fd.get(), timeoutMs));
+  *out = std::move(fd);
+  return Status::Ok();
+}
+
+Status ListenControl(const std::string& address, uint16_t port, proxy::Fd* out, uint16_t* bound) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  if (::inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) {
+    return InvalidArgument("snapshot: listen address '" + address + "' is not an IPv4 address");
+  }
+  proxy::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return SystemError("snapshot: socket: " + proxy::ErrnoText(errno));
+  const int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd.get(), 64) != 0) {
+    return SystemError("snapshot: listen on " + address + ":" + std::to_string(port) + ": " + proxy::ErrnoText(errno));
+  }
+  socklen_t len = sizeof sa;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+  *bound = ntohs(sa.sin_port);
+  *out = std::move(fd);
+  return Status::Ok();
+}
+
+}  // namespace railyard::storage::snapshot

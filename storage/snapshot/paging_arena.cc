@@ -1,0 +1,236 @@
+#include "storage/snapshot/paging_arena.h"
+
+#include "env/log.h"
+
+namespace railyard::storage::snapshot {
+
+PagingArena::PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
+                         const SwapRebuild& rebuild)
+    : arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
+  free_.reserve(slots);
+  for (uint64_t s = slots; s > 0; --s) free_.push_back(static_cast<int64_t>(s - 1));
+  for (const SwapRecord& r : rebuild.records) {
+    Blob b;
+    b.swapSlot = r.slot;
+    b.checksum = r.checksum;
+    b.generation = r.generation;
+    blobs_[r.key] = b;
+    generation_ = std::max(generation_, r.generation);
+  }
+  stats_.rebuilt = rebuild.records.size();
+  stats_.tornDropped = rebuild.torn;
+}
+
+void PagingArena::FreeSlot(int64_t s) {
+  slots_[s] = Slot{};
+  free_.push_back(s);
+}
+
+void PagingArena::Touch(uint64_t key, Blob& b) {
+  lru_.erase(b.lru);
+  lru_.push_front(key);
+  b.lru = lru_.begin();
+}
+
+Status PagingArena::TakeSlot(int64_t* out) {
+  if (!free_.empty()) {
+    *out = free_.back();
+    free_.pop_back();
+    return Status::Ok();
+  }
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    Blob& b = blobs_.at(*it);
+    Slot& s = slots_[b.slot];
+    if (s.pins > 0) continue;
+    if (b.swapSlot < 0) {  // dirty: write it out before its slot is reused
+      const int64_t w = swap_->Allocate();
+      if (Status st = swap_->Write(w, *it, b.generation, SlotData(b.slot), b.checksum); !st.ok()) {
+        swap_->Free(w);
+        return SystemError("cannot free an arena slot: evicting key " + std::to_string(*it) + " failed: " +
+                           st.message());
+      }
+      b.swapSlot = w;
+    }
+    const int64_t freed = b.slot;
+    b.slot = -1;
+    lru_.erase(std::next(it).base());
+    ++stats_.evictions;
+    slots_[freed] = Slot{};
+    *out = freed;
+    return Status::Ok();
+  }
+  return InvalidUsage("every one of the " + std::to_string(slots_.size()) +
+                      " arena slots is pinned by a get or being written: no slot to evict");
+}
+
+Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // An earlier uncommitted alloc of the same key by this client is superseded.
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == Slot::kWriting && slots_[i].writer == client && slots_[i].key == key) {
+      FreeSlot(static_cast<int64_t>(i));
+    }
+  }
+  int64_t s = -1;
+  RY_RETURN_IF_ERROR(TakeSlot(&s));
+  slots_[s].state = Slot::kWriting;
+  slots_[s].key = key;
+  slots_[s].writer = client;
+  *offset = static_cast<uint64_t>(s) * blobBytes_;
+  return Status::Ok();
+}
+
+void PagingArena::Forget(uint64_t key, Blob& b) {
+  (void)key;
+  if (b.slot >= 0) {
+    lru_.erase(b.lru);
+    Slot& s = slots_[b.slot];
+    if (s.pins > 0) {
+      s.orphan = true;
+    } else {
+      FreeSlot(b.slot);
+    }
+    b.slot = -1;
+  }
+  if (b.swapSlot >= 0) {
+    if (swap_->sync()) {
+      if (Status st = swap_->Tombstone(b.swapSlot); !st.ok()) {
+        // The record stays on disk with an older generation (or the key removed):
+        // keep its space out of use so no rebuild can pick a reused slot's bytes.
+        RY_WARN("snapshot: %s", st.message().c_str());
+        b.swapSlot = -1;
+        return;
+      }
+    }
+    swap_->Free(b.swapSlot);
+    b.swapSlot = -1;
+  }
+}
+
+Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t s = -1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == Slot::kWriting && slots_[i].writer == client && slots_[i].key == key) {
+      s = static_cast<int64_t>(i);
+      break;
+    }
+  }
+  if (s < 0) return InvalidUsage("commit of key " + std::to_string(key) + " without an alloc of it");
+  const uint64_t got = BlobChecksum(SlotData(s), blobBytes_);
+  if (got != checksum) {
+    FreeSlot(s);
+    return InvalidArgument("commit of key " + std::to_string(key) +
+                           ": the slot's bytes do not match the client's checksum (not every byte landed); "
+                           "the blob was not stored");
+  }
+  Blob nb;
+  nb.slot = s;
+  nb.checksum = checksum;
+  nb.generation = ++generation_;
+  if (swap_->sync()) {  // write-through: durable before commit returns
+    const int64_t w = swap_->Allocate();
+    if (Status st = swap_->Write(w, key, nb.generation, SlotData(s), checksum); !st.ok()) {
+      swap_->Free(w);
+      FreeSlot(s);
+      return SystemError("commit of key " + std::to_string(key) + " failed: " + st.message());
+    }
+    nb.swapSlot = w;
+  }
+  if (auto it = blobs_.find(key); it != blobs_.end()) {
+    Forget(key, it->second);
+    blobs_.erase(it);
+  }
+  slots_[s].state = Slot::kResident;
+  slots_[s].writer = 0;
+  lru_.push_front(key);
+  nb.lru = lru_.begin();
+  blobs_[key] = nb;
+  return Status::Ok();
+}
+
+Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blobs_.find(key);
+  if (it == blobs_.end()) {
+    *found = false;
+    return Status::Ok();
+  }
+  Blob& b = it->second;
+  if (b.slot < 0) {  // fault it back from swap
+    int64_t s = -1;
+    RY_RETURN_IF_ERROR(TakeSlot(&s));
+    if (Status st = swap_->Read(b.swapSlot, key, b.checksum, SlotData(s)); !st.ok()) {
+      FreeSlot(s);
+      if (st.code() == Code::kInternalError) {  // torn: never served
+        Forget(key, b);
+        blobs_.erase(it);
+      }
+      return SystemError("get of key " + std::to_string(key) + ": fault from swap failed: " + st.message());
+    }
+    ++stats_.faults;
+    slots_[s].state = Slot::kResident;
+    slots_[s].key = key;
+    b.slot = s;
+    lru_.push_front(key);
+    b.lru = lru_.begin();
+  } else {
+    Touch(key, b);
+  }
+  ++slots_[b.slot].pins;
+  pins_[{client, key}].push_back(b.slot);
+  *found = true;
+  *offset = static_cast<uint64_t>(b.slot) * blobBytes_;
+  *checksum = b.checksum;
+  return Status::Ok();
+}
+
+Status PagingArena::Release(uint64_t client, uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pins_.find({client, key});
+  if (it == pins_.end() || it->second.empty()) {
+    return InvalidUsage("release of key " + std::to_string(key) + " that this client has not got");
+  }
+  const int64_t s = it->second.back();
+  it->second.pop_back();
+  if (it->second.empty()) pins_.erase(it);
+  if (--slots_[s].pins == 0 && slots_[s].orphan) FreeSlot(s);
+  return Status::Ok();
+}
+
+Status PagingArena::Remove(uint64_t key, bool* found) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blobs_.find(key);
+  *found = it != blobs_.end();
+  if (*found) {
+    Forget(key, it->second);
+    blobs_.erase(it);
+  }
+  return Status::Ok();
+}
+
+void PagingArena::Drop(uint64_t client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == Slot::kWriting && slots_[i].writer == client) {
+      FreeSlot(static_cast<int64_t>(i));
+      ++stats_.reclaimed;
+    }
+  }
+  for (auto it = pins_.lower_bound({client, 0}); it != pins_.end() && it->first.first == client;) {
+    for (int64_t s : it->second) {
+      if (--slots_[s].pins == 0 && slots_[s].orphan) FreeSlot(s);
+    }
+    it = pins_.erase(it);
+  }
+}
+
+PagingStats PagingArena::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PagingStats s = stats_;
+  s.blobs = blobs_.size();
+  s.resident = lru_.size();
+  return s;
+}
+
+}  // namespace railyard::storage::snapshot

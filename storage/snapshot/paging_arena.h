@@ -1,0 +1,107 @@
+// The paging arena: the peer-owned residency of one paging-mode kind. A registered
+// arena of `slots` blobs is a cache over a swap file: alloc hands a client a free
+// slot (evicting the least recently used committed blob to swap when none is
+// free), commit makes the written slot the key's blob, get returns a resident
+// slot (faulting it back from swap first) pinned until release. A pinned or
+// half-written slot is never evicted or reused, so a get racing an eviction or a
+// fault returns the right bytes. A client that goes away (Drop) loses its
+// half-written slots and pins: nothing it did not commit is ever served.
+//
+// Thread-safe (one mutex; swap I/O happens under it).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+#include "storage/snapshot/swap_file.h"
+
+namespace railyard::storage::snapshot {
+
+/// Counters for diagnostics and tests.
+struct PagingStats {
+  uint64_t blobs = 0;       ///< committed keys
+  uint64_t resident = 0;    ///< committed blobs with a resident copy
+  uint64_t evictions = 0;   ///< blobs written to swap to free a slot
+  uint64_t faults = 0;      ///< blobs read back from swap on get
+  uint64_t rebuilt = 0;     ///< blobs found in the swap file at start
+  uint64_t tornDropped = 0; ///< swap records dropped at start for a bad checksum
+  uint64_t reclaimed = 0;   ///< slots taken back from clients that went away uncommitted
+};
+
+/// See file comment.
+class PagingArena {
+ public:
+  /// `arena` is `slots * blobBytes` bytes the caller owns (registered for remote
+  /// access); `swap` the kind's swap file with what its rebuild found.
+  PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
+              const SwapRebuild& rebuild);
+
+  /// A slot for `client` to write `key`'s new blob into; its byte offset in the
+  /// arena. The key's previous blob (if any) stays readable until commit.
+  /// SystemError "swap disk full" when a slot could only be freed by evicting to a
+  /// full disk; InvalidUsage when every slot is pinned or being written.
+  Status Alloc(uint64_t client, uint64_t key, uint64_t* offset);
+  /// Makes `client`'s slot for `key` the key's blob, after checking its bytes
+  /// against `checksum` (xxHash64). With a sync swap file the blob is written
+  /// through (durable) first. On any error the slot is reclaimed and the previous
+  /// blob of the key (if any) is kept. InvalidUsage when `client` has no alloc for `key`.
+  Status Commit(uint64_t client, uint64_t key, uint64_t checksum);
+  /// `key`'s blob, resident and pinned for `client` until Release: its offset and
+  /// checksum; *found = false when the key is unknown. SystemError when it must be
+  /// faulted and the swap read fails; the key is dropped if its record is torn.
+  Status Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum);
+  /// Drops one pin of `client` on `key`. InvalidUsage when it holds none.
+  Status Release(uint64_t client, uint64_t key);
+  /// Forgets `key` (its slot is reused once unpinned). *found = false when unknown.
+  Status Remove(uint64_t key, bool* found);
+  /// `client` went away: its uncommitted slots are reclaimed, its pins dropped.
+  void Drop(uint64_t client);
+
+  PagingStats stats() const;
+  uint64_t blobBytes() const { return blobBytes_; }
+  uint64_t slots() const { return slots_.size(); }
+
+ private:
+  struct Slot {
+    enum State : uint8_t { kFree, kWriting, kResident } state = kFree;
+    uint64_t key = 0;
+    uint64_t writer = 0;   ///< kWriting: the client
+    uint32_t pins = 0;     ///< kResident: gets not yet released
+    bool orphan = false;   ///< kResident: no blob points here any more (freed on last unpin)
+  };
+  struct Blob {
+    int64_t slot = -1;      ///< resident copy, or -1
+    int64_t swapSlot = -1;  ///< copy in the swap file (identical bytes), or -1
+    uint64_t checksum = 0;
+    uint64_t generation = 0;
+    std::list<uint64_t>::iterator lru;  ///< in lru_ while resident
+  };
+
+  uint8_t* SlotData(int64_t s) const { return arena_ + static_cast<uint64_t>(s) * blobBytes_; }
+  /// A free slot, evicting the LRU unpinned resident blob when there is none.
+  Status TakeSlot(int64_t* out);
+  void FreeSlot(int64_t s);
+  /// Unlinks a blob's resident copy and swap copy (the slot is freed or orphaned).
+  void Forget(uint64_t key, Blob& b);
+  void Touch(uint64_t key, Blob& b);
+
+  mutable std::mutex mu_;
+  uint8_t* arena_;
+  uint64_t blobBytes_;
+  std::vector<Slot> slots_;
+  std::vector<int64_t> free_;
+  std::map<uint64_t, Blob> blobs_;
+  std::list<uint64_t> lru_;  ///< resident keys, most recent at the front
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<int64_t>> pins_;  ///< (client, key) -> pinned slots
+  std::unique_ptr<SwapFile> swap_;
+  uint64_t generation_ = 0;
+  PagingStats stats_;
+};
+
+}  // namespace railyard::storage::snapshot

@@ -1,0 +1,196 @@
+#include "storage/snapshot/snapshot_client.h"
+
+#include <cstring>
+#include <vector>
+
+#include "storage/snapshot/control_socket.h"
+
+namespace railyard::storage::snapshot {
+namespace {
+
+Status RecvBlock(int fd, uint32_t maxBytes, const char* what, std::vector<uint8_t>* out) {
+  uint32_t n = 0;
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, &n, sizeof n, what));
+  if (n > maxBytes) {
+    return RemoteError(std::string("snapshot: peer sent a ") + what + " of " + std::to_string(n) + " bytes (at most " +
+                       std::to_string(maxBytes) + ")");
+  }
+  out->resize(n);
+  if (n > 0) RY_RETURN_IF_ERROR(proxy::RecvAll(fd, out->data(), n, what));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker& worker, const ClientOptions& options,
+                               std::unique_ptr<SnapshotClient>* out) {
+  if (!ValidKind(options.kind)) return InvalidArgument("snapshot: kind '" + options.kind + "' must be 1..31 bytes of [A-Za-z0-9_.-]");
+  if (options.blobBytes == 0 || options.arenaBytes == 0 || options.arenaBytes % options.blobBytes != 0) {
+    return InvalidArgument("snapshot: arena bytes " + std::to_string(options.arenaBytes) +
+                           " must be a non-zero multiple of blob bytes " + std::to_string(options.blobBytes));
+  }
+  std::unique_ptr<SnapshotClient> c(new SnapshotClient(worker, options));
+  RY_RETURN_IF_ERROR(BlobMover::Create(cache, worker, options.mover, &c->mover_));
+  RY_RETURN_IF_ERROR(ConnectControl(options.host, options.port, options.timeoutMs, &c->control_));
+  const std::vector<uint8_t> address = worker.Address();
+  Header h;
+  h.mode = options.mode;
+  h.kind = options.kind;
+  h.arenaBytes = options.arenaBytes;
+  h.blobBytes = options.blobBytes;
+  h.addressBytes = static_cast<uint32_t>(address.size());
+  auto hb = h.Encode();
+  iovec iov[2] = {{hb.data(), hb.size()}, {const_cast<uint8_t*>(address.data()), address.size()}};
+  const int fd = c->control_.get();
+  RY_RETURN_IF_ERROR(proxy::SendAll(fd, iov, 2, "snapshot handshake"));
+  uint8_t head[8];
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply"));
+  uint32_t magic = 0;
+  uint16_t version = 0, code = 0;
+  std::memcpy(&magic, head, 4);
+  std::memcpy(&version, head + 4, 2);
+  std::memcpy(&code, head + 6, 2);
+  const std::string peer = options.host + ":" + std::to_string(options.port);
+  if (magic != Reply::kMagic) return RemoteError("snapshot: " + peer + " is not a snapshot peer (bad reply magic)");
+  if (code != 0) {
+    std::vector<uint8_t> msg;
+    RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxMessageBytes, "refusal", &msg));
+    return InvalidUsage("snapshot: " + peer + " refused the handshake: " + std::string(msg.begin(), msg.end()));
+  }
+  if (version != Header::kVersion) {
+    return RemoteError("snapshot: " + peer + " replied with version " + std::to_string(version) + ", this client speaks " +
+                       std::to_string(Header::kVersion));
+  }
+  std::vector<uint8_t> peerAddress, key;
+  RY_RETURN_IF_ERROR(RecvBlock(fd, Header::kMaxAddressBytes, "worker address", &peerAddress));
+  RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxKeyBytes, "arena key", &key));
+  if (Status s = fabric::RemoteKey::Unpack(key, &c->arenaKey_); !s.ok()) {
+    return RemoteError("snapshot: " + peer + " sent a bad arena key: " + s.message());
+  }
+  if (c->arenaKey_.length != options.arenaBytes) {
+    return RemoteError("snapshot: " + peer + "'s arena key covers " + std::to_string(c->arenaKey_.length) +
+                       " bytes, not the " + std::to_string(options.arenaBytes) + " agreed");
+  }
+  RY_RETURN_IF_ERROR(worker.Connect(peerAddress, &c->ep_));
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+SnapshotClient::~SnapshotClient() {
+  ep_.reset();  // before the mover's staging is released
+}
+
+Status SnapshotClient::Sticky(Status s) {
+  if (!s.ok() && failed_.ok() && (s.code() == Code::kSystemError || s.code() == Code::kRemoteError)) failed_ = s;
+  return s;
+}
+
+Status SnapshotClient::CheckBlob(uint64_t bytes, const char* what) const {
+  if (bytes != options_.blobBytes) {
+    return InvalidArgument(std::string("snapshot ") + what + ": a blob of " + std::to_string(bytes) +
+                           " bytes; kind '" + options_.kind + "' holds blobs of " + std::to_string(options_.blobBytes) +
+                           " bytes (nothing was sent)");
+  }
+  return failed_;
+}
+
+Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
+  Request q;
+  q.op = op;
+  q.key = key;
+  q.checksum = checksum;
+  auto qb = q.Encode();
+  iovec iov{qb.data(), qb.size()};
+  const int fd = control_.get();
+  const std::string what = std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key);
+  RY_RETURN_IF_ERROR(Sticky(proxy::SendAll(fd, &iov, 1, what)));
+  std::array<uint8_t, Response::kBytes> rb{};
+  RY_RETURN_IF_ERROR(Sticky(proxy::RecvAll(fd, rb.data(), rb.size(), what)));
+  uint32_t n = 0;
+  if (Status s = Response::DecodeFixed(rb, out, &n); !s.ok()) return Sticky(RemoteError(what + ": " + s.message()));
+  out->message.resize(n);
+  if (n > 0) RY_RETURN_IF_ERROR(Sticky(proxy::RecvAll(fd, out->message.data(), n, what)));
+  if (out->result == Response::kError) {
+    return Status(static_cast<Code>(out->code), what + ": the peer says: " + out->message);
+  }
+  if (op != Op::kGet && op != Op::kRemove && out->result == Response::kAbsent) {
+    return Sticky(RemoteError(what + ": the peer answered 'absent'"));
+  }
+  if ((op == Op::kAlloc || op == Op::kGet) && out->result == Response::kOk &&
+      (out->offset % options_.blobBytes != 0 || out->offset > options_.arenaBytes - options_.blobBytes)) {
+    return Sticky(RemoteError(what + ": the peer gave offset " + std::to_string(out->offset) +
+                              ", not a slot of the arena"));
+  }
+  return Status::Ok();
+}
+
+Status SnapshotClient::WriteAt(uint64_t offset, const void* src, uint64_t bytes) {
+  if (options_.mode != Mode::kRaw) return InvalidUsage("snapshot: WriteAt on paging kind '" + options_.kind + "' (use Put)");
+  RY_RETURN_IF_ERROR(CheckBlob(bytes, "write"));
+  if (offset % options_.blobBytes != 0 || offset > options_.arenaBytes - bytes) {
+    return InvalidArgument("snapshot write: offset " + std::to_string(offset) + " is not a blob slot of the " +
+                           std::to_string(options_.arenaBytes) + "-byte arena (a multiple of " +
+                           std::to_string(options_.blobBytes) + " below it); nothing was written");
+  }
+  return Sticky(mover_->Put(*ep_, arenaKey_, arenaKey_.base + offset, src, bytes, nullptr));
+}
+
+Status SnapshotClient::ReadAt(uint64_t offset, void* dst, uint64_t bytes) {
+  if (options_.mode != Mode::kRaw) return InvalidUsage("snapshot: ReadAt on paging kind '" + options_.kind + "' (use Get)");
+  RY_RETURN_IF_ERROR(CheckBlob(bytes, "read"));
+  if (offset % options_.blobBytes != 0 || offset > options_.arenaBytes - bytes) {
+    return InvalidArgument("snapshot read: offset " + std::to_string(offset) + " is not a blob slot of the " +
+                           std::to_string(options_.arenaBytes) + "-byte arena (a multiple of " +
+                           std::to_string(options_.blobBytes) + " below it)");
+  }
+  return Sticky(mover_->Get(*ep_, arenaKey_, arenaKey_.base + offset, dst, bytes, nullptr));
+}
+
+Status SnapshotClient::Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum) {
+  if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Put on raw kind '" + options_.kind + "' (use WriteAt)");
+  RY_RETURN_IF_ERROR(CheckBlob(bytes, "put"));
+  Response r;
+  RY_RETURN_IF_ERROR(Call(Op::kAlloc, key, 0, &r));
+  return Sticky(mover_->Put(*ep_, arenaKey_, arenaKey_.base + r.offset, src, bytes, checksum));
+}
+
+Status SnapshotClient::Commit(uint64_t key, uint64_t checksum) {
+  Response r;
+  return Call(Op::kCommit, key, checksum, &r);
+}
+
+Status SnapshotClient::Put(uint64_t key, const void* src, uint64_t bytes) {
+  uint64_t sum = 0;
+  RY_RETURN_IF_ERROR(Stage(key, src, bytes, &sum));
+  return Commit(key, sum);
+}
+
+Status SnapshotClient::Get(uint64_t key, void* dst, uint64_t bytes, bool* found) {
+  if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Get on raw kind '" + options_.kind + "' (use ReadAt)");
+  RY_RETURN_IF_ERROR(CheckBlob(bytes, "get"));
+  Response r;
+  RY_RETURN_IF_ERROR(Call(Op::kGet, key, 0, &r));
+  *found = r.result == Response::kOk;
+  if (!*found) return Status::Ok();
+  uint64_t sum = 0;
+  Status moved = Sticky(mover_->Get(*ep_, arenaKey_, arenaKey_.base + r.offset, dst, bytes, &sum));
+  if (!moved.ok()) return moved;
+  Response rel;
+  RY_RETURN_IF_ERROR(Call(Op::kRelease, key, 0, &rel));
+  if (sum != r.checksum) {
+    return RemoteError("snapshot get of key " + std::to_string(key) +
+                       ": the bytes read do not match the blob's checksum (not served)");
+  }
+  return Status::Ok();
+}
+
+Status SnapshotClient::Remove(uint64_t key, bool* found) {
+  if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Remove on raw kind '" + options_.kind + "'");
+  RY_RETURN_IF_ERROR(failed_);
+  Response r;
+  RY_RETURN_IF_ERROR(Call(Op::kRemove, key, 0, &r));
+  *found = r.result == Response::kOk;
+  return Status::Ok();
+}
+
+}  // namespace railyard::storage::snapshot

@@ -1,0 +1,98 @@
+// The snapshot tier's client: one control connection to a peer's arena of one
+// kind, a fabric Endpoint to the peer's Worker and a BlobMover's staging buffer.
+//
+// Raw mode: WriteAt/ReadAt move whole blobs at offsets the caller owns.
+// Paging mode: Put = alloc (the peer picks a slot) + one-sided writes + commit
+// (carrying the blob's xxHash64, which the peer checks); Get = get (the slot is
+// pinned) + one-sided reads + release, the bytes checked against the checksum.
+// Every call completes before it returns: when Put returns, the blob is in the
+// peer's arena (or, with RAILYARD_SWAP_SYNC=1 there, durably in its swap file).
+// After a transport or protocol error the client stays failed (sticky).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "env/status.h"
+#include "proxy/fabric/registration_cache.h"
+#include "proxy/fabric/worker.h"
+#include "proxy/socket.h"
+#include "storage/snapshot/blob_mover.h"
+#include "storage/snapshot/snapshot_wire.h"
+
+namespace railyard::storage::snapshot {
+
+/// What to connect to.
+struct ClientOptions {
+  std::string host = "127.0.0.1";  ///< the peer's control address (IPv4)
+  uint16_t port = 0;               ///< the peer's control port
+  std::string kind;                ///< arena kind
+  Mode mode = Mode::kPaging;
+  uint64_t arenaBytes = 0;         ///< must equal the peer's arena (slots x blob bytes)
+  uint64_t blobBytes = 0;          ///< must equal the peer's blob bytes
+  int timeoutMs = 30000;           ///< control-channel timeout (RAILYARD_TIMEOUT_MS)
+  MoverOptions mover;              ///< chunking of the transfers
+};
+
+/// See file comment. Not thread-safe; the Worker must be polled by this client only
+/// while a call runs (the calls drive its Progress).
+class SnapshotClient {
+ public:
+  /// Connects, handshakes (the peer refuses another version, kind, mode or size,
+  /// naming what differs: returned as InvalidUsage with its message), validates the
+  /// peer's Worker address and arena key, and opens the Endpoint. `cache` (over the
+  /// Worker's Domain) and `worker` must outlive the client.
+  static Status Connect(fabric::RegistrationCache& cache, fabric::Worker& worker, const ClientOptions& options,
+                        std::unique_ptr<SnapshotClient>* out);
+  ~SnapshotClient();
+
+  // ---- raw mode ------------------------------------------------------------------
+  /// Writes one whole blob (`bytes` must equal the blob bytes) at `offset` (a multiple
+  /// of the blob bytes, inside the arena). InvalidArgument for any other offset or
+  /// size, and nothing is written; InvalidUsage on a paging arena.
+  Status WriteAt(uint64_t offset, const void* src, uint64_t bytes);
+  /// Reads the whole blob at `offset` into `dst`; checks as WriteAt.
+  Status ReadAt(uint64_t offset, void* dst, uint64_t bytes);
+
+  // ---- paging mode ---------------------------------------------------------------
+  /// Stores `key` (`bytes` must equal the blob bytes). Errors: InvalidArgument for a
+  /// wrong size (nothing sent); the peer's (e.g. SystemError "swap disk full") as
+  /// RemoteError naming it; transport errors. A failed Put leaves the key's previous
+  /// blob in place.
+  Status Put(uint64_t key, const void* src, uint64_t bytes);
+  /// Fetches `key` into `dst` (`bytes` = the blob bytes); *found = false (and `dst`
+  /// untouched) when the peer does not know it. RemoteError when the bytes read do
+  /// not match the blob's checksum.
+  Status Get(uint64_t key, void* dst, uint64_t bytes, bool* found);
+  /// Forgets `key` at the peer; *found says whether it was there.
+  Status Remove(uint64_t key, bool* found);
+  /// The first half of Put: alloc and write, without commit (the peer serves nothing
+  /// of it until Commit). `*checksum` gets the blob's xxHash64.
+  Status Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum);
+  /// The second half of Put.
+  Status Commit(uint64_t key, uint64_t checksum);
+
+  /// Ok, or the error that failed this client.
+  Status status() const { return failed_; }
+  uint64_t blobBytes() const { return options_.blobBytes; }
+  uint64_t arenaBytes() const { return options_.arenaBytes; }
+  Mode mode() const { return options_.mode; }
+  const BlobMover& mover() const { return *mover_; }
+
+ private:
+  SnapshotClient(fabric::Worker& worker, ClientOptions o) : worker_(worker), options_(std::move(o)) {}
+  Status Call(Op op, uint64_t key, uint64_t checksum, Response* out);
+  Status CheckBlob(uint64_t bytes, const char* what) const;
+  Status Sticky(Status s);
+
+  fabric::Worker& worker_;
+  ClientOptions options_;
+  proxy::Fd control_;
+  fabric::RemoteKey arenaKey_;
+  std::unique_ptr<fabric::Endpoint> ep_;
+  std::unique_ptr<BlobMover> mover_;
+  Status failed_;
+};
+
+}  // namespace railyard::storage::snapshot

@@ -1,0 +1,296 @@
+#include "storage/snapshot/snapshot_server.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "env/log.h"
+#include "storage/snapshot/control_socket.h"
+
+namespace railyard::storage::snapshot {
+namespace {
+
+Status ParseCount(const std::string& field, const std::string& v, bool suffixes, uint64_t* out) {
+  uint64_t n = 0;
+  const char* end = v.data() + v.size();
+  auto [p, ec] = std::from_chars(v.data(), end, n);
+  if (ec != std::errc() || p == v.data()) return InvalidArgument("arena spec: " + field + "='" + v + "' is not a number");
+  uint64_t mult = 1;
+  if (p != end) {
+    const std::string suf(p, end);
+    if (!suffixes || suf.size() != 1) return InvalidArgument("arena spec: " + field + "='" + v + "' has a bad suffix");
+    switch (suf[0]) {
+      case 'K': case 'k': mult = 1ull << 10; break;
+      case 'M': case 'm': mult = 1ull << 20; break;
+      case 'G': case 'g': mult = 1ull << 30; break;
+      default: return InvalidArgument("arena spec: " + field + "='" + v + "' has a bad suffix (K, M or G)");
+    }
+  }
+  if (n == 0 || n > (uint64_t{1} << 62) / mult) return InvalidArgument("arena spec: " + field + "='" + v + "' out of range");
+  *out = n * mult;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseArenaSpec(const std::string& text, ArenaSpec* out) {
+  ArenaSpec s;
+  bool haveKind = false, haveMode = false;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return InvalidArgument("arena spec '" + text + "': '" + item + "' is not field=value");
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    if (k == "kind") {
+      if (!ValidKind(v)) return InvalidArgument("arena spec: kind '" + v + "' must be 1..31 bytes of [A-Za-z0-9_.-]");
+      s.kind = v;
+      haveKind = true;
+    } else if (k == "mode") {
+      if (v == "raw") s.mode = Mode::kRaw;
+      else if (v == "paging") s.mode = Mode::kPaging;
+      else return InvalidArgument("arena spec: mode '" + v + "' (raw or paging)");
+      haveMode = true;
+    } else if (k == "blob") {
+      RY_RETURN_IF_ERROR(ParseCount(k, v, true, &s.blobBytes));
+    } else if (k == "slots") {
+      RY_RETURN_IF_ERROR(ParseCount(k, v, false, &s.slots));
+    } else {
+      return InvalidArgument("arena spec '" + text + "': unknown field '" + k + "' (kind, mode, blob, slots)");
+    }
+  }
+  if (!haveKind || !haveMode || s.blobBytes == 0 || s.slots == 0) {
+    return InvalidArgument("arena spec '" + text + "': needs kind=, mode=, blob= and slots=");
+  }
+  if (s.slots > (uint64_t{1} << 40) / s.blobBytes) return InvalidArgument("arena spec '" + text + "': arena over 1 TiB");
+  *out = s;
+  return Status::Ok();
+}
+
+Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& worker, ServerOptions options,
+                             std::unique_ptr<SnapshotServer>* out) {
+  if (options.arenas.empty()) return InvalidArgument("snapshot server: no arena");
+  std::unique_ptr<SnapshotServer> s(new SnapshotServer(cache, worker));
+  s->options_ = options;
+  for (const ArenaSpec& spec : options.arenas) {
+    if (!ValidKind(spec.kind) || spec.blobBytes == 0 || spec.slots == 0) {
+      return InvalidArgument("snapshot server: bad arena '" + spec.kind + "'");
+    }
+    if (s->arenas_.count(spec.kind) != 0) return InvalidArgument("snapshot server: kind '" + spec.kind + "' given twice");
+    auto a = std::make_unique<Arena>();
+    a->spec = spec;
+    void* p = ::mmap(nullptr, spec.arenaBytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (p == MAP_FAILED) {
+      return SystemError("snapshot server: cannot map " + std::to_string(spec.arenaBytes()) + " bytes for kind '" +
+                         spec.kind + "': " + proxy::ErrnoText(errno));
+    }
+    a->memory = static_cast<uint8_t*>(p);
+    Arena* raw = a.get();
+    s->arenas_[spec.kind] = std::move(a);  // owned now: the destructor unmaps on any later error
+    RY_RETURN_IF_ERROR(cache.Acquire(p, spec.arenaBytes(),
+                                     fabric::kAccessLocal | fabric::kAccessRemoteRead | fabric::kAccessRemoteWrite,
+                                     fabric::MemoryKind::kHost, &raw->region));
+    if (spec.mode == Mode::kPaging) {
+      std::unique_ptr<SwapFile> swap;
+      SwapRebuild rebuild;
+      RY_RETURN_IF_ERROR(SwapFile::Open(options.swapDir, spec.kind, spec.blobBytes, options.swapSync, &swap, &rebuild));
+      if (rebuild.torn > 0) {
+        RY_WARN("snapshot: kind '%s': dropped %llu torn records of %s", spec.kind.c_str(),
+                static_cast<unsigned long long>(rebuild.torn), swap->path().c_str());
+      }
+      raw->paging = std::make_unique<PagingArena>(raw->memory, spec.slots, spec.blobBytes, std::move(swap), rebuild);
+    }
+  }
+  RY_RETURN_IF_ERROR(ListenControl(options.address, options.port, &s->listener_, &s->port_));
+  s->progressThread_ = std::thread([p = s.get()] { p->ProgressLoop(); });
+  s->acceptThread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+SnapshotServer::~SnapshotServer() {
+  stop_.store(true);
+  if (acceptThread_.joinable()) acceptThread_.join();
+  {
+    std::lock_guard<std::mutex> lock(connMu_);
+    for (auto& c : connections_) c->fd.Shutdown();
+  }
+  for (auto& c : connections_) {
+    if (c->thread.joinable()) c->thread.join();
+  }
+  if (progressThread_.joinable()) progressThread_.join();
+  for (auto& [kind, a] : arenas_) {
+    if (a->region != nullptr) (void)cache_.Release(a->region);
+    if (a->memory != nullptr) ::munmap(a->memory, a->spec.arenaBytes());
+  }
+}
+
+PagingStats SnapshotServer::Stats(const std::string& kind) const {
+  auto it = arenas_.find(kind);
+  if (it == arenas_.end() || !it->second->paging) return {};
+  return it->second->paging->stats();
+}
+
+void SnapshotServer::ProgressLoop() {
+  // Serves the clients' one-sided operations. The TCP Worker has no fd to sleep on,
+  // so an idle loop backs off (up to 200 us) and any landed or served byte resets it.
+  std::vector<fabric::Event> events;
+  uint64_t last = 0;
+  int idle = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    events.clear();
+    worker_.Progress(&events);
+    for (const fabric::Event& e : events) {
+      if (e.kind == fabric::EventKind::kError) RY_INFO(log::kNet, "snapshot: %s", e.error.ToString().c_str());
+    }
+    const fabric::WorkerStats st = worker_.stats();
+    const uint64_t now = st.bytesLanded + st.bytesServed + st.framesRefused + st.peerConnections * 1000003ull;
+    if (now != last || !events.empty()) {
+      last = now;
+      idle = 0;
+      continue;
+    }
+    if (++idle > 64) std::this_thread::sleep_for(std::chrono::microseconds(std::min(200, idle - 64)));
+  }
+}
+
+void SnapshotServer::ReapDone() {
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if ((*it)->done.load()) {
+      (*it)->thread.join();
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void SnapshotServer::AcceptLoop() {
+  while (!stop_.load()) {
+    pollfd p{listener_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) {
+      ReapDone();
+      continue;
+    }
+    proxy::Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) continue;
+    (void)proxy::TuneTcpSocket(fd.get(), 0);
+    (void)SetTimeouts(fd.get(), options_.timeoutMs);
+    auto c = std::make_unique<Connection>();
+    c->fd = std::move(fd);
+    Connection* raw = c.get();
+    const uint64_t client = nextClient_++;
+    std::lock_guard<std::mutex> lock(connMu_);
+    raw->thread = std::thread([this, raw, client] { Serve(raw, client); });
+    connections_.push_back(std::move(c));
+  }
+}
+
+Status SnapshotServer::Handshake(int fd, Arena** arena) {
+  std::array<uint8_t, Header::kBytes> hb{};
+  bool eof = false;
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, hb.data(), hb.size(), "snapshot handshake", &eof));
+  Header h;
+  RY_RETURN_IF_ERROR(Header::Decode(hb, &h));
+  std::vector<uint8_t> address(h.addressBytes);
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, address.data(), address.size(), "snapshot handshake address"));
+  auto it = arenas_.find(h.kind);
+  if (it == arenas_.end()) {
+    std::string kinds;
+    for (auto& [k, a] : arenas_) kinds += (kinds.empty() ? "" : ", ") + k;
+    return InvalidArgument("snapshot handshake: this peer has no arena of kind '" + h.kind + "' (it has " + kinds + ")");
+  }
+  const ArenaSpec& spec = it->second->spec;
+  const std::string who = "snapshot handshake, kind '" + h.kind + "': ";
+  if (h.mode != spec.mode) {
+    return InvalidArgument(who + "mode " + ModeName(h.mode) + " differs from the peer's " + ModeName(spec.mode));
+  }
+  if (h.blobBytes != spec.blobBytes) {
+    return InvalidArgument(who + "blob bytes " + std::to_string(h.blobBytes) + " differ from the peer's " +
+                           std::to_string(spec.blobBytes));
+  }
+  if (h.arenaBytes != spec.arenaBytes()) {
+    return InvalidArgument(who + "arena bytes " + std::to_string(h.arenaBytes) + " differ from the peer's " +
+                           std::to_string(spec.arenaBytes()));
+  }
+  *arena = it->second.get();
+  return Status::Ok();
+}
+
+void SnapshotServer::Serve(Connection* c, uint64_t client) {
+  const int fd = c->fd.get();
+  Arena* arena = nullptr;
+  Status hs = Handshake(fd, &arena);
+  Reply reply;
+  reply.status = hs;
+  if (hs.ok()) {
+    reply.workerAddress = worker_.Address();
+    reply.arenaKey = arena->region->Key().Pack();
+  } else {
+    RY_INFO(log::kNet, "snapshot: refused a client: %s", hs.message().c_str());
+  }
+  std::vector<uint8_t> rb = reply.Encode();
+  iovec iov{rb.data(), rb.size()};
+  if (proxy::SendAll(fd, &iov, 1, "snapshot reply").ok() && hs.ok()) {
+    for (;;) {
+      std::array<uint8_t, Request::kBytes> qb{};
+      bool eof = false;
+      if (!proxy::RecvAll(fd, qb.data(), qb.size(), "snapshot request", &eof).ok()) break;
+      Request q;
+      Response r;
+      Status st = Request::Decode(qb, &q);
+      if (st.ok() && !arena->paging) {
+        st = InvalidUsage("snapshot: kind '" + arena->spec.kind + "' is a raw arena: no " + OpName(q.op) +
+                          " (the client writes and reads offsets itself)");
+      }
+      if (st.ok()) {
+        PagingArena& pa = *arena->paging;
+        bool found = true;
+        switch (q.op) {
+          case Op::kAlloc:
+            st = pa.Alloc(client, q.key, &r.offset);
+            break;
+          case Op::kCommit:
+            st = pa.Commit(client, q.key, q.checksum);
+            break;
+          case Op::kGet:
+            st = pa.Get(client, q.key, &found, &r.offset, &r.checksum);
+            break;
+          case Op::kRelease:
+            st = pa.Release(client, q.key);
+            break;
+          case Op::kRemove:
+            st = pa.Remove(q.key, &found);
+            break;
+        }
+        if (st.ok() && !found) r.result = Response::kAbsent;
+      }
+      if (!st.ok()) {
+        r.result = Response::kError;
+        r.code = static_cast<uint32_t>(st.code());
+        r.message = st.message();
+      }
+      std::vector<uint8_t> out = r.Encode();
+      iovec o{out.data(), out.size()};
+      if (!proxy::SendAll(fd, &o, 1, "snapshot response").ok()) break;
+      if (!Request::Decode(qb, &q).ok()) break;  // a malformed request ends the connection
+    }
+  }
+  // The client went away (or broke the protocol): its uncommitted slots and pins go.
+  if (arena != nullptr && arena->paging) arena->paging->Drop(client);
+  {
+    std::lock_guard<std::mutex> lock(connMu_);
+    c->fd.Reset();
+  }
+  c->done.store(true);
+}
+
+}  // namespace railyard::storage::snapshot

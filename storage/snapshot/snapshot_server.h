@@ -1,0 +1,104 @@
+// The snapshot tier's serving side (what railyardd starts): several arenas, each
+// its own kind, mode, blob size and slot count, behind one TCP control port. Each
+// arena is one Region registered through the RegistrationCache; clients write and
+// read it with one-sided fabric operations that the server's Worker serves. Paging
+// arenas are caches over a swap file in the swap directory (paging_arena.h).
+//
+// Threads: one accepting control connections, one per control connection, and one
+// polling the Worker (it takes over the Worker: nobody else may call its Progress).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/fabric/registration_cache.h"
+#include "proxy/fabric/worker.h"
+#include "proxy/socket.h"
+#include "storage/snapshot/paging_arena.h"
+#include "storage/snapshot/snapshot_wire.h"
+
+namespace railyard::storage::snapshot {
+
+/// One arena the server offers.
+struct ArenaSpec {
+  std::string kind;         ///< 1..31 bytes of [A-Za-z0-9_.-], unique per server
+  Mode mode = Mode::kPaging;
+  uint64_t blobBytes = 0;   ///< bytes per blob, > 0
+  uint64_t slots = 0;       ///< blobs the arena holds in memory, > 0
+  uint64_t arenaBytes() const { return blobBytes * slots; }
+};
+
+/// Parses "kind=NAME,mode=raw|paging,blob=BYTES,slots=N" (BYTES with K/M/G
+/// suffixes, powers of 1024); the order of the fields is free. InvalidArgument
+/// naming the field.
+Status ParseArenaSpec(const std::string& text, ArenaSpec* out);
+
+/// Options of a server.
+struct ServerOptions {
+  std::vector<ArenaSpec> arenas;       ///< at least one; kinds unique
+  std::string address = "127.0.0.1";   ///< IPv4 address the control port binds
+  uint16_t port = 0;                   ///< control port (0 = ephemeral)
+  std::string swapDir;                 ///< RAILYARD_SWAP_DIR (needed by paging arenas)
+  bool swapSync = false;               ///< RAILYARD_SWAP_SYNC
+  int timeoutMs = 30000;               ///< control-socket send/receive timeout (RAILYARD_TIMEOUT_MS)
+};
+
+/// See file comment.
+class SnapshotServer {
+ public:
+  /// Maps and registers every arena, opens the paging arenas' swap files
+  /// (rebuilding their index with swapSync), binds the control port and starts the
+  /// threads. `cache` (over the Worker's Domain) and `worker` must outlive the server.
+  /// InvalidArgument for bad specs or duplicate kinds; errors of SwapFile::Open,
+  /// RegistrationCache::Acquire and the bind.
+  static Status Start(fabric::RegistrationCache& cache, fabric::Worker& worker, ServerOptions options,
+                      std::unique_ptr<SnapshotServer>* out);
+  /// Stops the threads, closes every connection, deregisters and unmaps the arenas.
+  ~SnapshotServer();
+
+  uint16_t port() const { return port_; }
+  /// Counters of paging arena `kind` (zeros for a raw or unknown kind).
+  PagingStats Stats(const std::string& kind) const;
+
+ private:
+  struct Arena {
+    ArenaSpec spec;
+    uint8_t* memory = nullptr;
+    const fabric::Region* region = nullptr;
+    std::unique_ptr<PagingArena> paging;
+  };
+  struct Connection {
+    proxy::Fd fd;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  SnapshotServer(fabric::RegistrationCache& cache, fabric::Worker& worker) : cache_(cache), worker_(worker) {}
+  void AcceptLoop();
+  void ProgressLoop();
+  void Serve(Connection* c, uint64_t client);
+  Status Handshake(int fd, Arena** arena);
+  void ReapDone();
+
+  fabric::RegistrationCache& cache_;
+  fabric::Worker& worker_;
+  ServerOptions options_;
+  std::map<std::string, std::unique_ptr<Arena>> arenas_;
+  proxy::Fd listener_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptThread_;
+  std::thread progressThread_;
+  std::mutex connMu_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  uint64_t nextClient_ = 1;
+};
+
+}  // namespace railyard::storage::snapshot

@@ -1,0 +1,121 @@
+// The snapshot tier's control-channel wire format: the versioned fixed-size
+// handshake header (kind, arena bytes, blob bytes, mode), the peer's reply (its
+// Worker address and the arena's packed RemoteKey), and the fixed-size requests
+// and responses of paging mode (alloc, commit, get, release, remove).
+//
+// Every integer is little-endian (the encoders write it so; x86-64 and aarch64
+// hosts are little-endian). Every byte read from the socket is peer data: the
+// decoders validate it and name what is wrong.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+
+namespace railyard::storage::snapshot {
+
+/// How an arena is used (the handshake's `mode`).
+enum class Mode : uint8_t {
+  kRaw = 1,     ///< the client owns allocation: whole blobs at offsets it chooses
+  kPaging = 2,  ///< the peer owns residency: alloc/commit/get/remove by key
+};
+
+/// "raw", "paging", "mode <n>".
+std::string ModeName(Mode mode);
+
+/// The handshake header, client -> peer, exactly kHeaderBytes on the wire:
+/// magic "RYSN" u32, version u16, mode u8, reserved u8 (0), kind (32 bytes, NUL
+/// padded, 1..31 bytes of [A-Za-z0-9_.-]), arena bytes u64, blob bytes u64,
+/// worker-address bytes u32, reserved u32 (0). The client's packed Worker address
+/// (that many bytes, 1..kMaxAddressBytes) follows.
+struct Header {
+  static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kBytes = 64;
+  static constexpr size_t kMaxKindBytes = 31;
+  static constexpr uint32_t kMaxAddressBytes = 4096;
+
+  uint16_t version = kVersion;
+  Mode mode = Mode::kPaging;
+  std::string kind;
+  uint64_t arenaBytes = 0;
+  uint64_t blobBytes = 0;
+  uint32_t addressBytes = 0;
+
+  std::array<uint8_t, kBytes> Encode() const;
+  /// Parses and validates: magic, version (another one is refused naming both),
+  /// mode, kind charset and padding, reserved bytes zero, blob bytes > 0, arena
+  /// bytes a non-zero multiple of blob bytes, address length 1..kMaxAddressBytes.
+  /// InvalidArgument naming the field; `out` unchanged on error.
+  static Status Decode(std::span<const uint8_t, kBytes> bytes, Header* out);
+};
+
+/// True when `kind` is 1..31 bytes of [A-Za-z0-9_.-].
+bool ValidKind(const std::string& kind);
+
+/// The peer's handshake reply: magic "RYSA" u32, version u16, status u16 (0 ok,
+/// else a railyard::Code), then either a message (u32 bytes <= kMaxMessageBytes,
+/// then text) or the peer's Worker address (u32 bytes, then bytes) and the arena's
+/// packed RemoteKey (u32 bytes, then bytes).
+struct Reply {
+  static constexpr uint32_t kMagic = 0x41535952;  // "RYSA"
+  static constexpr uint32_t kMaxMessageBytes = 1024;
+  static constexpr uint32_t kMaxKeyBytes = 256;
+
+  Status status;
+  std::vector<uint8_t> workerAddress;
+  std::vector<uint8_t> arenaKey;
+
+  std::vector<uint8_t> Encode() const;
+};
+
+/// Paging-mode operations.
+enum class Op : uint32_t {
+  kAlloc = 1,    ///< key -> offset of a slot to write the blob into (pinned to this client)
+  kCommit = 2,   ///< key, checksum: the written slot becomes the key's blob
+  kGet = 3,      ///< key -> offset and checksum (pinned until kRelease), or absent
+  kRelease = 4,  ///< key: drops this client's pin taken by kGet
+  kRemove = 5,   ///< key: forgets the blob (absent when unknown)
+};
+
+/// "alloc", "commit", ...
+const char* OpName(Op op);
+
+/// A request, exactly kBytes: op u32, reserved u32 (0), key u64, checksum u64
+/// (commit: xxHash64 of the blob; else 0), reserved u64 (0).
+struct Request {
+  static constexpr size_t kBytes = 32;
+  Op op = Op::kGet;
+  uint64_t key = 0;
+  uint64_t checksum = 0;
+
+  std::array<uint8_t, kBytes> Encode() const;
+  /// InvalidArgument for an unknown op or non-zero reserved bytes.
+  static Status Decode(std::span<const uint8_t, kBytes> bytes, Request* out);
+};
+
+/// A response, exactly kBytes then `messageBytes` of text: result u32
+/// (kOk, kAbsent or kError), code u32 (a railyard::Code on error), offset u64
+/// (into the arena), checksum u64, message bytes u32 (<= Reply::kMaxMessageBytes),
+/// reserved u32 (0).
+struct Response {
+  static constexpr size_t kBytes = 32;
+  enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2 };
+  Result result = kOk;
+  uint32_t code = 0;
+  uint64_t offset = 0;
+  uint64_t checksum = 0;
+  std::string message;
+
+  /// The fixed part followed by the message.
+  std::vector<uint8_t> Encode() const;
+  /// Parses the fixed part; `*messageBytes` says how many text bytes follow.
+  /// InvalidArgument for an unknown result or code, a long message, reserved != 0.
+  static Status DecodeFixed(std::span<const uint8_t, kBytes> bytes, Response* out, uint32_t* messageBytes);
+};
+
+}  // namespace railyard::storage::snapshot

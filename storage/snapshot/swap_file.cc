@@ -1,0 +1,217 @@
+#include "storage/snapshot/swap_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "proxy/socket.h"
+
+namespace railyard::storage::snapshot {
+namespace {
+
+constexpr uint32_t kFileMagic = 0x46535952;    // "RYSF"
+constexpr uint32_t kRecordMagic = 0x52535952;  // "RYSR"
+constexpr uint16_t kSwapVersion = 1;
+constexpr uint64_t kPage = 4096;
+
+struct FileHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  uint64_t blobBytes;
+  char kind[32];
+};
+
+struct RecordHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  uint64_t key;
+  uint64_t generation;
+  uint64_t bytes;
+  uint64_t checksum;        ///< payload
+  uint64_t headerChecksum;  ///< of the fields above
+};
+
+uint64_t HeaderSum(const RecordHeader& h) { return XXH64(&h, offsetof(RecordHeader, headerChecksum), 0); }
+
+Status PreadAll(int fd, void* p, uint64_t n, uint64_t off, const std::string& path) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, c, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return SystemError("swap " + path + ": read failed: " + proxy::ErrnoText(errno));
+    if (r == 0) return SystemError("swap " + path + ": short read at offset " + std::to_string(off));
+    c += r;
+    n -= static_cast<uint64_t>(r);
+    off += static_cast<uint64_t>(r);
+  }
+  return Status::Ok();
+}
+
+Status WriteError(const std::string& path, int err) {
+  if (err == ENOSPC || err == EDQUOT) {
+    return SystemError("swap disk full: " + path + ": " + proxy::ErrnoText(err));
+  }
+  return SystemError("swap " + path + ": write failed: " + proxy::ErrnoText(err));
+}
+
+Status PwriteAll(int fd, const void* p, uint64_t n, uint64_t off, const std::string& path) {
+  auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::pwrite(fd, c, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return WriteError(path, errno);
+    c += r;
+    n -= static_cast<uint64_t>(r);
+    off += static_cast<uint64_t>(r);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+uint64_t BlobChecksum(const void* p, uint64_t n) { return XXH64(p, n, 0); }
+
+SwapFile::SwapFile(std::string path, int fd, uint64_t blobBytes, bool sync)
+    : path_(std::move(path)), fd_(fd), blobBytes_(blobBytes), stride_(kPage + (blobBytes + kPage - 1) / kPage * kPage),
+      sync_(sync) {}
+
+SwapFile::~SwapFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t blobBytes, bool sync,
+                      std::unique_ptr<SwapFile>* out, SwapRebuild* rebuild) {
+  if (dir.empty()) return InvalidUsage("RAILYARD_SWAP_DIR is not set: a paging arena needs a swap directory");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return InvalidUsage("RAILYARD_SWAP_DIR '" + dir + "' is not a directory");
+  }
+  const std::string path = dir + "/railyard-snapshot-" + kind + ".swap";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return SystemError("swap " + path + ": open failed: " + proxy::ErrnoText(errno));
+  std::unique_ptr<SwapFile> f(new SwapFile(path, fd, blobBytes, sync));
+  *rebuild = SwapRebuild{};
+  FileHeader fh{};
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  bool fresh = !sync || size < static_cast<off_t>(kPage);
+  if (!fresh) {
+    RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
+    if (fh.magic != kFileMagic) {
+      fresh = true;  // not ours or never completed: start over
+    } else if (fh.version != kSwapVersion || fh.blobBytes != blobBytes) {
+      return InvalidUsage("swap " + path + ": holds version " + std::to_string(fh.version) + " blobs of " +
+                          std::to_string(fh.blobBytes) + " bytes; this arena wants version " +
+                          std::to_string(kSwapVersion) + " blobs of " + std::to_string(blobBytes) +
+                          " bytes (move the file away to start empty)");
+    }
+  }
+  if (fresh) {
+    if (::ftruncate(fd, 0) != 0) return SystemError("swap " + path + ": truncate failed: " + proxy::ErrnoText(errno));
+    std::vector<uint8_t> page(kPage, 0);
+    fh = FileHeader{kFileMagic, kSwapVersion, 0, blobBytes, {}};
+    std::memcpy(fh.kind, kind.data(), std::min(kind.size(), sizeof fh.kind - 1));
+    std::memcpy(page.data(), &fh, sizeof fh);
+    RY_RETURN_IF_ERROR(PwriteAll(fd, page.data(), kPage, 0, path));
+    if (sync && ::fdatasync(fd) != 0) return WriteError(path, errno);
+    *out = std::move(f);
+    return Status::Ok();
+  }
+  // Rebuild: every whole record; the newest valid generation of each key wins.
+  const int64_t slots = (size - static_cast<off_t>(kPage)) / static_cast<off_t>(f->stride_);
+  std::map<uint64_t, SwapRecord> best;
+  std::vector<uint8_t> payload(blobBytes);
+  std::vector<int64_t> freeSlots;
+  for (int64_t s = 0; s < slots; ++s) {
+    RecordHeader h{};
+    RY_RETURN_IF_ERROR(PreadAll(fd, &h, sizeof h, f->OffsetOf(s), path));
+    if (h.magic != kRecordMagic) {  // never written or tombstoned
+      freeSlots.push_back(s);
+      continue;
+    }
+    bool ok = h.version == kSwapVersion && h.bytes == blobBytes && h.headerChecksum == HeaderSum(h);
+    if (ok) {
+      RY_RETURN_IF_ERROR(PreadAll(fd, payload.data(), blobBytes, f->OffsetOf(s) + kPage, path));
+      ok = XXH64(payload.data(), blobBytes, 0) == h.checksum;
+    }
+    if (!ok) {
+      ++rebuild->torn;
+      freeSlots.push_back(s);
+      continue;
+    }
+    auto [it, inserted] = best.try_emplace(h.key, SwapRecord{h.key, h.generation, h.checksum, s});
+    if (!inserted) {
+      ++rebuild->superseded;
+      if (h.generation > it->second.generation) {
+        freeSlots.push_back(it->second.slot);
+        it->second = SwapRecord{h.key, h.generation, h.checksum, s};
+      } else {
+        freeSlots.push_back(s);
+      }
+    }
+  }
+  f->end_ = slots;
+  f->free_ = std::move(freeSlots);
+  for (auto& [k, r] : best) rebuild->records.push_back(r);
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+int64_t SwapFile::Allocate() {
+  if (!free_.empty()) {
+    const int64_t s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  return end_++;
+}
+
+void SwapFile::Free(int64_t slot) { free_.push_back(slot); }
+
+Status SwapFile::Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum) {
+  const uint64_t off = OffsetOf(slot);
+  // Reserve the record's blocks first: a full disk fails here, before a byte is written.
+  if (int err = ::posix_fallocate(fd_, static_cast<off_t>(off), static_cast<off_t>(stride_)); err != 0) {
+    if (err != EOPNOTSUPP && err != EINVAL) return WriteError(path_, err);
+  }
+  RecordHeader h{kRecordMagic, kSwapVersion, 0, key, generation, blobBytes_, checksum, 0};
+  h.headerChecksum = HeaderSum(h);
+  // Payload first, header after: a crash in between leaves the old header (or none),
+  // and a rebuild checks the payload against the header's checksum anyway.
+  RY_RETURN_IF_ERROR(PwriteAll(fd_, data, blobBytes_, off + kPage, path_));
+  RY_RETURN_IF_ERROR(PwriteAll(fd_, &h, sizeof h, off, path_));
+  if (sync_ && ::fdatasync(fd_) != 0) return WriteError(path_, errno);
+  return Status::Ok();
+}
+
+Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data) {
+  RecordHeader h{};
+  RY_RETURN_IF_ERROR(PreadAll(fd_, &h, sizeof h, OffsetOf(slot), path_));
+  if (h.magic != kRecordMagic || h.key != key || h.checksum != checksum || h.headerChecksum != HeaderSum(h)) {
+    return InternalError("swap " + path_ + ": record " + std::to_string(slot) + " of key " + std::to_string(key) +
+                         " is torn or overwritten (header does not match)");
+  }
+  RY_RETURN_IF_ERROR(PreadAll(fd_, data, blobBytes_, OffsetOf(slot) + kPage, path_));
+  if (XXH64(data, blobBytes_, 0) != checksum) {
+    return InternalError("swap " + path_ + ": record " + std::to_string(slot) + " of key " + std::to_string(key) +
+                         " is torn (payload checksum does not match)");
+  }
+  return Status::Ok();
+}
+
+Status SwapFile::Tombstone(int64_t slot) {
+  if (slot >= end_) return Status::Ok();
+  RecordHeader zero{};
+  RY_RETURN_IF_ERROR(PwriteAll(fd_, &zero, sizeof zero, OffsetOf(slot), path_));
+  if (sync_ && ::fdatasync(fd_) != 0) return WriteError(path_, errno);
+  return Status::Ok();
+}
+
+}  // namespace railyard::storage::snapshot

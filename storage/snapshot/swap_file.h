@@ -1,0 +1,90 @@
+// The paging arena's swap file: fixed-size records of one blob each, in
+// RAILYARD_SWAP_DIR/railyard-snapshot-<kind>.swap.
+//
+// Layout: a 4096-byte file header (magic "RYSF", version, blob bytes, kind), then
+// records of stride() bytes: a 4096-byte record header (magic "RYSR", version, key,
+// generation, blob bytes, xxHash64 of the payload, xxHash64 of the header fields)
+// followed by the payload, padded to 4096. A record's space is reserved with
+// fallocate before any byte is written, so a full disk fails the write cleanly
+// (ENOSPC) and leaves every other record intact. With `sync`, each write and
+// tombstone is followed by fdatasync, and Open rebuilds the index from the records
+// (highest generation per key wins; a record whose header or payload checksum does
+// not match -- a torn write -- is dropped and its space reused). Without `sync`,
+// Open starts an empty file.
+//
+// Not thread-safe: the paging arena serialises calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+
+namespace railyard::storage::snapshot {
+
+/// One record found by Open's rebuild.
+struct SwapRecord {
+  uint64_t key = 0;
+  uint64_t generation = 0;
+  uint64_t checksum = 0;  ///< xxHash64 of the payload
+  int64_t slot = 0;       ///< record index
+};
+
+/// What Open's rebuild saw.
+struct SwapRebuild {
+  std::vector<SwapRecord> records;  ///< live records, one per key
+  uint64_t torn = 0;                ///< records dropped for a bad checksum
+  uint64_t superseded = 0;          ///< older generations of a key, dropped
+};
+
+/// See file comment.
+class SwapFile {
+ public:
+  ~SwapFile();
+  SwapFile(const SwapFile&) = delete;
+  SwapFile& operator=(const SwapFile&) = delete;
+
+  /// Opens (creating `dir` entries as needed) the swap file of `kind`.
+  /// InvalidUsage when `dir` is empty or not a directory; SystemError on I/O errors.
+  /// With `sync` and an existing file of the same blob bytes, fills `*rebuild`; a
+  /// file of another blob size or version is refused (InvalidUsage naming both).
+  static Status Open(const std::string& dir, const std::string& kind, uint64_t blobBytes, bool sync,
+                     std::unique_ptr<SwapFile>* out, SwapRebuild* rebuild);
+
+  /// A free record slot (reused or past the end). Never fails; Write reports a full disk.
+  int64_t Allocate();
+  /// Returns a slot to the free list (its bytes stay until reused).
+  void Free(int64_t slot);
+  /// Writes `blobBytes` of `data` as record `slot`. SystemError naming the path and
+  /// "swap disk full" for ENOSPC/EDQUOT; nothing else in the file changes then.
+  Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum);
+  /// Reads record `slot`'s payload into `data` and checks it against `checksum`
+  /// (and the record header against `key`). RemoteError-free: SystemError on I/O,
+  /// InternalError "torn or overwritten" on a mismatch.
+  Status Read(int64_t slot, uint64_t key, uint64_t checksum, void* data);
+  /// Zeroes record `slot`'s header (with sync: durably), so a rebuild never serves it.
+  Status Tombstone(int64_t slot);
+
+  uint64_t stride() const { return stride_; }
+  const std::string& path() const { return path_; }
+  bool sync() const { return sync_; }
+
+ private:
+  SwapFile(std::string path, int fd, uint64_t blobBytes, bool sync);
+  uint64_t OffsetOf(int64_t slot) const { return 4096 + static_cast<uint64_t>(slot) * stride_; }
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t blobBytes_ = 0;
+  uint64_t stride_ = 0;
+  bool sync_ = false;
+  int64_t end_ = 0;  ///< slots [0, end_) exist
+  std::vector<int64_t> free_;
+};
+
+/// xxHash64 (seed 0) of [p, p + n).
+uint64_t BlobChecksum(const void* p, uint64_t n);
+
+}  // namespace railyard::storage::snapshot
