@@ -1,5 +1,7 @@
 #include "storage/snapshot/paging_arena.h"
 
+#include <cstring>
+
 #include "env/log.h"
 
 namespace railyard::storage::snapshot {
@@ -61,6 +63,31 @@ Status PagingArena::TakeSlot(int64_t* out) {
   }
   return InvalidUsage("every one of the " + std::to_string(slots_.size()) +
                       " arena slots is pinned by a get or being written: no slot to evict");
+}
+
+bool PagingArena::Exchange(uint64_t key, Blob& b) {
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    Blob& v = blobs_.at(*it);
+    if (slots_[v.slot].pins > 0 || v.swapSlot >= 0) continue;
+    std::vector<uint8_t> tmp(blobBytes_);
+    if (!swap_->Read(b.swapSlot, key, b.checksum, tmp.data()).ok()) return false;
+    if (!swap_->Write(b.swapSlot, *it, v.generation, SlotData(v.slot), v.checksum).ok()) return false;
+    const int64_t s = v.slot;
+    v.swapSlot = b.swapSlot;
+    v.slot = -1;
+    lru_.erase(std::next(it).base());
+    std::memcpy(SlotData(s), tmp.data(), blobBytes_);
+    slots_[s] = Slot{};
+    slots_[s].state = Slot::kResident;
+    slots_[s].key = key;
+    b.swapSlot = -1;
+    b.slot = s;
+    lru_.push_front(key);
+    b.lru = lru_.begin();
+    ++stats_.evictions;
+    return true;
+  }
+  return false;
 }
 
 Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset) {
@@ -159,21 +186,28 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
   Blob& b = it->second;
   if (b.slot < 0) {  // fault it back from swap
     int64_t s = -1;
-    RY_RETURN_IF_ERROR(TakeSlot(&s));
-    if (Status st = swap_->Read(b.swapSlot, key, b.checksum, SlotData(s)); !st.ok()) {
-      FreeSlot(s);
-      if (st.code() == Code::kInternalError) {  // torn: never served
-        Forget(key, b);
-        blobs_.erase(it);
+    if (Status taken = TakeSlot(&s); !taken.ok()) {
+      // Every evictable slot is dirty and the swap disk is full: exchange the LRU
+      // victim with this blob's swap record (it is read out first), so earlier
+      // blobs stay readable on a full disk. (With a sync swap file nothing is dirty.)
+      if (taken.code() != Code::kSystemError || !Exchange(key, b)) return taken;
+    }
+    if (b.slot < 0) {
+      if (Status st = swap_->Read(b.swapSlot, key, b.checksum, SlotData(s)); !st.ok()) {
+        FreeSlot(s);
+        if (st.code() == Code::kInternalError) {  // torn: never served
+          Forget(key, b);
+          blobs_.erase(it);
+        }
+        return SystemError("get of key " + std::to_string(key) + ": fault from swap failed: " + st.message());
       }
-      return SystemError("get of key " + std::to_string(key) + ": fault from swap failed: " + st.message());
+      slots_[s].state = Slot::kResident;
+      slots_[s].key = key;
+      b.slot = s;
+      lru_.push_front(key);
+      b.lru = lru_.begin();
     }
     ++stats_.faults;
-    slots_[s].state = Slot::kResident;
-    slots_[s].key = key;
-    b.slot = s;
-    lru_.push_front(key);
-    b.lru = lru_.begin();
   } else {
     Touch(key, b);
   }

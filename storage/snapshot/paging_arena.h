@@ -87,6 +87,9 @@ class PagingArena {
   /// A free slot, evicting the LRU unpinned resident blob when there is none.
   Status TakeSlot(int64_t* out);
   void FreeSlot(int64_t s);
+  /// Get on a full disk: swaps `b` (in swap) with the LRU unpinned dirty resident
+  /// blob, through one record. False when there is no such blob or I/O fails.
+  bool Exchange(uint64_t key, Blob& b);
   /// Unlinks a blob's resident copy and swap copy (the slot is freed or orphaned).
   void Forget(uint64_t key, Blob& b);
   void Touch(uint64_t key, Blob& b);

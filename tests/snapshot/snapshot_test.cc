@@ -1,0 +1,503 @@
+// The snapshot tier over the TCP fabric on loopback, against a real serving
+// process (railyard-snapshot-peer): round trips of more blobs than the arena holds,
+// raw mode, bad input, a malformed handshake, restarts with and without
+// RAILYARD_SWAP_SYNC, torn swap records, a client killed between alloc and commit,
+// the peer killed mid-put and mid-get, a full swap disk. Every check is by content.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "storage/snapshot/control_socket.h"
+#include "storage/snapshot/snapshot_wire.h"
+#include "tests/snapshot/snapshot_harness.h"
+
+namespace railyard::storage::snapshot::testing {
+namespace {
+
+constexpr uint64_t kBlob = 256 * 1024;
+constexpr uint64_t kSlots = 8;
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    ASSERT_FALSE(dir_.empty());
+  }
+  void TearDown() override {
+    side_.reset();
+    peer_.reset();
+    RemoveTree(dir_);
+  }
+  /// Starts a peer with a paging kind "kv" (kSlots x kBlob) and a raw kind "raw".
+  void StartPeer(bool sync, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {PeerBinary(), "--arena",
+                                     "kind=kv,mode=paging,blob=" + std::to_string(kBlob) + ",slots=" + std::to_string(kSlots),
+                                     "--arena", "kind=raw,mode=raw,blob=64K,slots=16", "--swap-dir", dir_};
+    if (sync) argv.push_back("--sync");
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    peer_ = std::make_unique<PeerProcess>();
+    std::string why;
+    ASSERT_TRUE(peer_->Start(argv, &why)) << why;
+  }
+  ClientOptions Paging() const {
+    ClientOptions o;
+    o.port = peer_->port();
+    o.kind = "kv";
+    o.mode = Mode::kPaging;
+    o.blobBytes = kBlob;
+    o.arenaBytes = kBlob * kSlots;
+    o.timeoutMs = 10000;
+    o.mover.chunkBytes = 64 * 1024;  // several chunks per blob
+    o.mover.chunksPerRail = 2;
+    return o;
+  }
+  ClientOptions Raw() const {
+    ClientOptions o = Paging();
+    o.kind = "raw";
+    o.mode = Mode::kRaw;
+    o.blobBytes = 64 * 1024;
+    o.arenaBytes = 64 * 1024 * 16;
+    return o;
+  }
+  SnapshotClient& Connect(const ClientOptions& o) {
+    side_ = std::make_unique<ClientSide>();
+    Status s = side_->Connect(o);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return *side_->client;
+  }
+  void PutAll(SnapshotClient& c, uint64_t first, uint64_t count) {
+    std::vector<uint8_t> b(kBlob);
+    for (uint64_t k = first; k < first + count; ++k) {
+      Fill(b.data(), b.size(), k);
+      Status s = c.Put(k, b.data(), b.size());
+      ASSERT_TRUE(s.ok()) << "key " << k << ": " << s.message();
+    }
+  }
+  void ExpectAll(SnapshotClient& c, uint64_t first, uint64_t count) {
+    std::vector<uint8_t> b(kBlob);
+    for (uint64_t k = first; k < first + count; ++k) {
+      bool found = false;
+      std::fill(b.begin(), b.end(), 0);
+      Status s = c.Get(k, b.data(), b.size(), &found);
+      ASSERT_TRUE(s.ok()) << "key " << k << ": " << s.message();
+      ASSERT_TRUE(found) << "key " << k;
+      ASSERT_EQ(Mismatch(b.data(), b.size(), k), -1) << "key " << k;
+    }
+  }
+
+  std::string dir_;
+  std::unique_ptr<PeerProcess> peer_;
+  std::unique_ptr<ClientSide> side_;
+};
+
+TEST_F(SnapshotTest, PagingRoundTripsFiveTimesTheArenaByContent) {
+  StartPeer(false);
+  SnapshotClient& c = Connect(Paging());
+  PutAll(c, 100, 5 * kSlots);
+  // Read back in an order that faults most of them from swap, twice.
+  ExpectAll(c, 100, 5 * kSlots);
+  ExpectAll(c, 100, 5 * kSlots);
+  // Overwrite one, read the new bytes; remove one, it is gone.
+  std::vector<uint8_t> b(kBlob);
+  Fill(b.data(), b.size(), 999);
+  ASSERT_TRUE(c.Put(105, b.data(), b.size()).ok());
+  bool found = false;
+  ASSERT_TRUE(c.Get(105, b.data(), b.size(), &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(Mismatch(b.data(), b.size(), 999), -1);
+  ASSERT_TRUE(c.Remove(106, &found).ok());
+  EXPECT_TRUE(found);
+  ASSERT_TRUE(c.Get(106, b.data(), b.size(), &found).ok());
+  EXPECT_FALSE(found);
+  // The swap file holds the evicted blobs.
+  std::ifstream swap(dir_ + "/railyard-snapshot-kv.swap", std::ios::ate | std::ios::binary);
+  EXPECT_GE(static_cast<uint64_t>(swap.tellg()), 4 * kSlots * kBlob);
+}
+
+TEST_F(SnapshotTest, TwoClientsShareOnePagingArena) {
+  StartPeer(false);
+  SnapshotClient& a = Connect(Paging());
+  ClientSide other;
+  ASSERT_TRUE(other.Connect(Paging()).ok());
+  PutAll(a, 0, 12);
+  ExpectAll(*other.client, 0, 12);
+  PutAll(*other.client, 12, 12);
+  ExpectAll(a, 0, 24);
+}
+
+TEST_F(SnapshotTest, GetsRacingEvictionsAndFaultsReturnTheRightBytes) {
+  StartPeer(false);
+  {
+    SnapshotClient& c = Connect(Paging());
+    PutAll(c, 0, 3 * kSlots);
+  }
+  // Three clients read every key in different orders while a fourth keeps writing
+  // new keys: every get faults or races an eviction of the 8-slot arena.
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&, r] {
+      ClientSide s;
+      if (!s.Connect(Paging()).ok()) {
+        ++bad;
+        return;
+      }
+      std::vector<uint8_t> b(kBlob);
+      for (int round = 0; round < 2; ++round) {
+        for (uint64_t i = 0; i < 3 * kSlots; ++i) {
+          const uint64_t k = (i * (2 * r + 5) + r) % (3 * kSlots);
+          bool found = false;
+          if (!s.client->Get(k, b.data(), kBlob, &found).ok() || !found || Mismatch(b.data(), kBlob, k) != -1) ++bad;
+        }
+      }
+    });
+  }
+  SnapshotClient& w = Connect(Paging());
+  PutAll(w, 1000, 2 * kSlots);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  ExpectAll(w, 1000, 2 * kSlots);
+}
+
+TEST_F(SnapshotTest, RawModeWholeBlobsAtOffsets) {
+  StartPeer(false);
+  SnapshotClient& c = Connect(Raw());
+  const uint64_t blob = c.blobBytes();
+  std::vector<uint8_t> b(blob);
+  for (uint64_t slot = 0; slot < 16; ++slot) {
+    Fill(b.data(), blob, slot + 7);
+    ASSERT_TRUE(c.WriteAt(slot * blob, b.data(), blob).ok());
+  }
+  for (uint64_t slot = 0; slot < 16; ++slot) {
+    ASSERT_TRUE(c.ReadAt(slot * blob, b.data(), blob).ok());
+    EXPECT_EQ(Mismatch(b.data(), blob, slot + 7), -1) << "slot " << slot;
+  }
+}
+
+TEST_F(SnapshotTest, RawModeRefusesBadOffsetsAndSizesAndWritesNothing) {
+  StartPeer(false);
+  SnapshotClient& c = Connect(Raw());
+  const uint64_t blob = c.blobBytes(), arena = c.arenaBytes();
+  std::vector<uint8_t> b(2 * blob, 0xEE);
+  Fill(b.data(), blob, 1);
+  ASSERT_TRUE(c.WriteAt(15 * blob, b.data(), blob).ok());
+  std::vector<uint8_t> junk(2 * blob, 0xEE);
+  for (uint64_t off : {arena, arena + blob, 15 * blob + 1, blob / 2, uint64_t{0} - blob}) {
+    Status s = c.WriteAt(off, junk.data(), blob);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << off;
+    EXPECT_NE(s.message().find("nothing was written"), std::string::npos) << s.message();
+  }
+  for (uint64_t bytes : {uint64_t{0}, blob - 1, blob + 1, 2 * blob}) {
+    Status s = c.WriteAt(15 * blob, junk.data(), bytes);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bytes;
+    EXPECT_NE(s.message().find("65536 bytes"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(c.ReadAt(arena, junk.data(), blob).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(c.status().ok());
+  std::vector<uint8_t> back(blob);
+  ASSERT_TRUE(c.ReadAt(15 * blob, back.data(), blob).ok());
+  EXPECT_EQ(Mismatch(back.data(), blob, 1), -1);
+  // Paging calls on a raw arena are refused.
+  bool found = false;
+  EXPECT_EQ(c.Get(1, back.data(), blob, &found).code(), Code::kInvalidUsage);
+}
+
+TEST_F(SnapshotTest, PagingBadInput) {
+  StartPeer(false);
+  SnapshotClient& c = Connect(Paging());
+  std::vector<uint8_t> b(kBlob + 1, 1);
+  EXPECT_EQ(c.Put(1, b.data(), kBlob + 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.Put(1, b.data(), kBlob - 1).code(), Code::kInvalidArgument);
+  bool found = true;
+  ASSERT_TRUE(c.Get(1, b.data(), kBlob, &found).ok());
+  EXPECT_FALSE(found) << "a refused put stored something";
+  found = true;
+  ASSERT_TRUE(c.Get(0xdeadbeef, b.data(), kBlob, &found).ok());
+  EXPECT_FALSE(found);
+  ASSERT_TRUE(c.Remove(0xdeadbeef, &found).ok());
+  EXPECT_FALSE(found);
+  // A commit whose checksum does not match the slot's bytes is refused; nothing is stored.
+  uint64_t sum = 0;
+  Fill(b.data(), kBlob, 3);
+  ASSERT_TRUE(c.Stage(3, b.data(), kBlob, &sum).ok());
+  Status s = c.Commit(3, sum ^ 1);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.message();
+  ASSERT_TRUE(c.Get(3, b.data(), kBlob, &found).ok());
+  EXPECT_FALSE(found);
+  // A commit with no alloc is refused.
+  EXPECT_EQ(c.Commit(4, 0).code(), Code::kInvalidUsage);
+  EXPECT_TRUE(c.status().ok());
+}
+
+TEST_F(SnapshotTest, HandshakeMismatchesAreRefusedNamingTheField) {
+  StartPeer(false);
+  struct Case {
+    const char* field;
+    ClientOptions o;
+  };
+  std::vector<Case> cases;
+  ClientOptions o = Paging();
+  o.blobBytes = kBlob * 2;
+  o.arenaBytes = kBlob * 2 * kSlots;
+  cases.push_back({"blob bytes", o});
+  o = Paging();
+  o.arenaBytes = kBlob * (kSlots + 1);
+  cases.push_back({"arena bytes", o});
+  o = Paging();
+  o.mode = Mode::kRaw;
+  cases.push_back({"mode raw differs", o});
+  o = Paging();
+  o.kind = "nosuch";
+  cases.push_back({"no arena of kind 'nosuch'", o});
+  for (const Case& k : cases) {
+    ClientSide side;
+    Status s = side.Connect(k.o);
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << k.field;
+    EXPECT_NE(s.message().find(k.field), std::string::npos) << s.message();
+  }
+}
+
+/// Sends raw header bytes and returns the refusal text ("" when accepted).
+std::string SendHeader(uint16_t port, const std::vector<uint8_t>& bytes) {
+  proxy::Fd fd;
+  if (!ConnectControl("127.0.0.1", port, 5000, &fd).ok()) return "connect failed";
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  if (!proxy::SendAll(fd.get(), &iov, 1, "t").ok()) return "send failed";
+  ::shutdown(fd.get(), SHUT_WR);
+  uint8_t head[8];
+  if (!proxy::RecvAll(fd.get(), head, 8, "t").ok()) return "no reply";
+  uint16_t code = 0;
+  std::memcpy(&code, head + 6, 2);
+  if (code == 0) return "";
+  uint32_t n = 0;
+  if (!proxy::RecvAll(fd.get(), &n, 4, "t").ok() || n > 1024) return "bad refusal";
+  std::string m(n, '\0');
+  if (!proxy::RecvAll(fd.get(), m.data(), n, "t").ok()) return "bad refusal";
+  return m;
+}
+
+TEST_F(SnapshotTest, MalformedHeadersAreRefusedNamingWhatDiffers) {
+  StartPeer(false);
+  Header h;
+  h.kind = "kv";
+  h.arenaBytes = kBlob * kSlots;
+  h.blobBytes = kBlob;
+  h.addressBytes = 4;
+  auto good = h.Encode();
+  auto with = [&](size_t at, std::vector<uint8_t> patch) {
+    std::vector<uint8_t> b(good.begin(), good.end());
+    std::copy(patch.begin(), patch.end(), b.begin() + at);
+    b.insert(b.end(), {1, 2, 3, 4});
+    return b;
+  };
+  EXPECT_NE(SendHeader(peer_->port(), with(0, {'X'})).find("bad magic"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(4, {2, 0})).find("version 2 differs from this peer's 1"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(6, {9})).find("unknown mode 9"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(8, {'k', '/'})).find("kind"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(48, {0, 0, 0, 0, 0, 0, 0, 0})).find("blob bytes is 0"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(56, {0, 0, 0, 0})).find("worker address"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(60, {1})).find("reserved"), std::string::npos);
+  // A truncated header is refused; the peer still serves a good client afterwards.
+  EXPECT_NE(SendHeader(peer_->port(), std::vector<uint8_t>(good.begin(), good.begin() + 10)).find("after 10 of 64 bytes"),
+            std::string::npos);
+  SnapshotClient& c = Connect(Paging());
+  PutAll(c, 1, 2);
+  ExpectAll(c, 1, 2);
+}
+
+TEST_F(SnapshotTest, RestartWithSyncKeepsCommittedBlobs) {
+  StartPeer(true);
+  {
+    SnapshotClient& c = Connect(Paging());
+    PutAll(c, 0, 3 * kSlots);
+  }
+  side_.reset();
+  peer_->Signal(SIGKILL);
+  StartPeer(true);
+  SnapshotClient& c = Connect(Paging());
+  ExpectAll(c, 0, 3 * kSlots);
+}
+
+TEST_F(SnapshotTest, RestartWithoutSyncStartsEmpty) {
+  StartPeer(false);
+  {
+    SnapshotClient& c = Connect(Paging());
+    PutAll(c, 0, 3 * kSlots);
+  }
+  side_.reset();
+  peer_->Signal(SIGKILL);
+  StartPeer(false);
+  SnapshotClient& c = Connect(Paging());
+  std::vector<uint8_t> b(kBlob);
+  for (uint64_t k = 0; k < 3 * kSlots; ++k) {
+    bool found = true;
+    ASSERT_TRUE(c.Get(k, b.data(), kBlob, &found).ok());
+    EXPECT_FALSE(found) << k;
+  }
+}
+
+TEST_F(SnapshotTest, TornSwapRecordsAreDroppedNeverServed) {
+  StartPeer(true);
+  {
+    SnapshotClient& c = Connect(Paging());
+    PutAll(c, 0, 4);
+  }
+  side_.reset();
+  peer_->Signal(SIGKILL);
+  // Tear record 1's payload (one byte) and record 2's header: as a crash mid-write.
+  {
+    std::fstream f(dir_ + "/railyard-snapshot-kv.swap", std::ios::in | std::ios::out | std::ios::binary);
+    const uint64_t stride = 4096 + kBlob;
+    f.seekp(4096 + 1 * stride + 4096 + 12345);
+    f.put('\x5a' ^ 0x33);
+    f.seekp(4096 + 2 * stride + 8);
+    f.put('\x01');
+  }
+  StartPeer(true);
+  SnapshotClient& c = Connect(Paging());
+  std::vector<uint8_t> b(kBlob);
+  int present = 0;
+  for (uint64_t k = 0; k < 4; ++k) {
+    bool found = false;
+    ASSERT_TRUE(c.Get(k, b.data(), kBlob, &found).ok()) << k;
+    if (found) {
+      ++present;
+      EXPECT_EQ(Mismatch(b.data(), kBlob, k), -1) << "served a torn blob " << k;
+    }
+  }
+  EXPECT_EQ(present, 2);  // the two torn records are gone, the two others intact
+}
+
+TEST_F(SnapshotTest, ClientKilledBetweenAllocAndCommitLosesItsSlots) {
+  StartPeer(false);
+  {
+    SnapshotClient& c = Connect(Paging());
+    PutAll(c, 0, 2);
+  }
+  // A child stages (allocs and writes) every slot of the arena, then dies uncommitted.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ClientSide s;
+    if (!s.Connect(Paging()).ok()) ::_exit(3);
+    std::vector<uint8_t> b(kBlob, 0xCC);
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < kSlots; ++k) {
+      if (!s.client->Stage(1000 + k, b.data(), kBlob, &sum).ok()) ::_exit(4);
+    }
+    ::kill(::getpid(), SIGKILL);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(st)) << "child exit " << WEXITSTATUS(st);
+  // None of its keys is served; the slots come back (a full arena's worth of puts fits),
+  // and the earlier blobs are intact. Reclaim happens when the peer sees the close:
+  // poll with a bound.
+  SnapshotClient& c = Connect(Paging());
+  std::vector<uint8_t> b(kBlob);
+  for (uint64_t k = 0; k < kSlots; ++k) {
+    bool found = true;
+    ASSERT_TRUE(c.Get(1000 + k, b.data(), kBlob, &found).ok());
+    EXPECT_FALSE(found);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Status s;
+  do {
+    Fill(b.data(), kBlob, 50);
+    s = c.Put(50, b.data(), kBlob);
+  } while (!s.ok() && s.code() == Code::kInvalidUsage && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(s.ok()) << s.message();
+  PutAll(c, 51, kSlots - 1);
+  ExpectAll(c, 0, 2);
+  ExpectAll(c, 50, kSlots);
+}
+
+TEST_F(SnapshotTest, PeerKilledMidPutAndMidGetFailsTheCallNotHangs) {
+  StartPeer(true);
+  SnapshotClient& c = Connect(Paging());
+  PutAll(c, 0, 3);
+  for (bool isGet : {false, true}) {
+    if (isGet) {
+      StartPeer(true);
+      Connect(Paging());
+    }
+    SnapshotClient& cl = *side_->client;
+    // The peer freezes, the call is issued, then the peer is killed under it.
+    peer_->Signal(SIGSTOP);
+    std::atomic<bool> done{false};
+    Status result;
+    std::vector<uint8_t> b(kBlob);
+    Fill(b.data(), kBlob, 77);
+    std::thread t([&] {
+      bool found = false;
+      result = isGet ? cl.Get(1, b.data(), kBlob, &found) : cl.Put(77, b.data(), kBlob);
+      done.store(true);
+    });
+    // Killed while the call waits on the frozen peer (or, if the thread is slower,
+    // before it writes its request): either way the call must fail, not hang.
+    peer_->Signal(SIGKILL);
+    t.join();
+    EXPECT_TRUE(done.load());
+    EXPECT_FALSE(result.ok()) << (isGet ? "get" : "put") << " returned ok from a killed peer";
+    EXPECT_FALSE(cl.status().ok());
+    // Later calls fail at once with the same error.
+    EXPECT_FALSE(cl.Put(78, b.data(), kBlob).ok());
+  }
+  // A restarted (sync) peer has the committed blobs and not the killed put's.
+  StartPeer(true);
+  SnapshotClient& fresh = Connect(Paging());
+  ExpectAll(fresh, 0, 3);
+  std::vector<uint8_t> b(kBlob);
+  bool found = true;
+  ASSERT_TRUE(fresh.Get(77, b.data(), kBlob, &found).ok());
+  EXPECT_FALSE(found);
+}
+
+TEST_F(SnapshotTest, FullSwapDiskFailsThePutThatHitItEarlierBlobsStay) {
+  // tmpfs of 4 MiB: the 4 KiB file header and three 1 MiB + 4 KiB records fit, the fourth does not.
+  std::vector<std::string> argv = {PeerBinary(), "--arena", "kind=big,mode=paging,blob=1M,slots=2", "--swap-dir", dir_,
+                                   "--tmpfs-bytes", "4m"};
+  peer_ = std::make_unique<PeerProcess>();
+  std::string why;
+  int code = 0;
+  if (!peer_->Start(argv, &why, &code)) {
+    if (code == 77) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+    FAIL() << why;
+  }
+  ClientOptions o = Paging();
+  o.kind = "big";
+  o.blobBytes = 1 << 20;
+  o.arenaBytes = 2 << 20;
+  SnapshotClient& c = Connect(o);
+  std::vector<uint8_t> b(1 << 20);
+  uint64_t stored = 0;
+  Status s;
+  for (uint64_t k = 0; k < 20; ++k) {
+    Fill(b.data(), b.size(), k);
+    s = c.Put(k, b.data(), b.size());
+    if (!s.ok()) break;
+    ++stored;
+  }
+  ASSERT_FALSE(s.ok()) << "20 MiB fit in a 4 MiB swap";
+  EXPECT_NE(s.message().find("swap disk full"), std::string::npos) << s.message();
+  EXPECT_EQ(stored, 5u);  // 2 resident + 3 in swap
+  EXPECT_TRUE(c.status().ok()) << "a full disk must not fail the client";
+  for (uint64_t k = 0; k < stored; ++k) {
+    bool found = false;
+    Status g = c.Get(k, b.data(), b.size(), &found);
+    ASSERT_TRUE(g.ok()) << k << ": " << g.message();
+    ASSERT_TRUE(found) << k;
+    EXPECT_EQ(Mismatch(b.data(), b.size(), k), -1) << k;
+  }
+}
+
+}  // namespace
+}  // namespace railyard::storage::snapshot::testing
