@@ -40,6 +40,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/docs/configuration.md ${PROJECT_SOURCE_DIR}/
 
 # ---- dev: header, pkg-config, CMake package ----------------------------------
 install(FILES ${PROJECT_SOURCE_DIR}/include/railyard/railyard.h
+              ${PROJECT_SOURCE_DIR}/include/railyard/snapshot.hpp
               ${PROJECT_BINARY_DIR}/include/railyard/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/railyard COMPONENT dev)
 

@@ -99,6 +99,12 @@ struct Config {
   std::size_t stripeChunkBytes = 0;
   /// RAILYARD_STRIPE_CHUNKS_PER_RAIL: fabric chunks in flight per rail (1..1024).
   int stripeChunksPerRail = 0;
+  /// RAILYARD_SWAP_DIR: directory of the snapshot tier's swap files (paging arenas);
+  /// empty = none (a paging arena then refuses to start).
+  std::string swapDir;
+  /// RAILYARD_SWAP_SYNC: 1 = every committed snapshot blob is written through to the
+  /// swap file and fdatasync'ed, and survives a restart; 0 = the swap is a cache only.
+  int swapSync = 0;
 };
 
 /// One row of the variable table.

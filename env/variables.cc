@@ -153,6 +153,13 @@ Status ApplyAddrRange(const Variable& var, const char* source, std::string_view 
   return Status::Ok();
 }
 
+Status ApplyIgnored(const Variable&, const char*, std::string_view, Config*) { return Status::Ok(); }
+
+Status ApplySwapDir(const Variable&, const char*, std::string_view value, Config* out) {
+  out->swapDir = std::string(value);
+  return Status::Ok();
+}
+
 Status ApplyDebug(const Variable& var, const char* source, std::string_view value, Config* out) {
   return ParseLevelValue(var, source, value, &out->debug);
 }
@@ -312,6 +319,22 @@ const Variable kVariables[] = {
      "Fabric layer: chunks queued on one rail and not yet sent, at most; further chunks wait "
      "for room (or take a faster rail).",
      1, 1024, &ApplyInt<&Config::stripeChunksPerRail>},
+    {"RAILYARD_SWAP_DIR", "string", "", "", nullptr,
+     "Snapshot tier (storage/snapshot): directory of the paging arenas' swap files "
+     "(railyard-snapshot-<kind>.swap), on the serving host's local disk. Cold blobs are evicted "
+     "there (least recently used first) and faulted back on get; a full disk fails the put that "
+     "hit it. Empty = no swap: a paging arena refuses to start.",
+     0, 0, &ApplySwapDir, "a directory path"},
+    {"RAILYARD_SWAP_SYNC", "int", "0", "", nullptr,
+     "Snapshot tier: 1 = a committed blob is written through to the swap file and fdatasync'ed "
+     "before the put returns, and survives a restart of the serving process (the index is rebuilt "
+     "from the file; records torn by a crash fail their xxHash64 checksum and are dropped, never "
+     "served). 0 = the swap file is a cache only and starts empty.",
+     0, 1, &ApplyInt<&Config::swapSync>},
+    {"RAILYARD_LIB", "string", "", "", nullptr,
+     "Python binding (python/railyard/_lib.py): path of libnccl-net-railyard.so to load; unset = "
+     "the build tree's build/lib, then the dynamic loader's path. The library itself ignores it.",
+     0, 0, &ApplyIgnored, "a file path"},
 };
 
 }  // namespace

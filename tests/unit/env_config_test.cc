@@ -81,7 +81,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_TC", "RAILYARD_SL", "RAILYARD_IB_TIMEOUT",
                                             "RAILYARD_IB_RETRY_CNT", "RAILYARD_QPS_PER_CONN",
                                             "RAILYARD_IB_USE_INLINE", "RAILYARD_STRIPE_THRESHOLD_BYTES",
-                                            "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL"));
+                                            "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL",
+                                            "RAILYARD_SWAP_DIR", "RAILYARD_SWAP_SYNC", "RAILYARD_LIB"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;

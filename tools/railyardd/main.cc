@@ -1,6 +1,8 @@
 // railyardd: Railyard's per-host service. It discovers the cabling (hello and
 // flooding on every rail, see topology/cabling_agent.h) and, when it runs, is the
-// host's relay for connections between hosts with no cable (proxy/relay).
+// host's relay for connections between hosts with no cable (proxy/relay). With
+// --snapshot-arena it also serves the snapshot tier's arenas (tools/railyardd/
+// snapshot_serve.h; --snapshot-only serves nothing else).
 //
 // Serve mode prints the graph (JSON, or --text) each time what it says changes
 // (hosts, names, rail-links; not a mere refresh), and one stderr line each time
@@ -32,6 +34,7 @@
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
 #include "topology/utf8_name.h"
+#include "tools/railyardd/snapshot_serve.h"
 
 namespace {
 
@@ -79,6 +82,14 @@ int main(int argc, char** argv) {
   app.add_flag("--text", text, "print the graph as text instead of JSON");
   app.add_option("--relay-port", relayPort, "TCP port of the relay (default RAILYARD_RELAY_PORT)")
       ->check(CLI::Range(1, 65535));
+  tools::SnapshotFlags snapshot;
+  bool snapshotOnly = false;
+  app.add_option("--snapshot-arena", snapshot.arenas,
+                 "serve a snapshot arena: kind=NAME,mode=raw|paging,blob=BYTES,slots=N (repeat for several kinds; "
+                 "paging arenas swap to RAILYARD_SWAP_DIR)");
+  app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's)");
+  app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral, printed)");
+  app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   try {
     app.parse(argc, argv);
@@ -121,6 +132,27 @@ int main(int argc, char** argv) {
                          "larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = %d)\n",
                  agent.deadIntervalMs, agent.intervalMs);
     return 2;
+  }
+  // Snapshot arenas: started before discovery; "snapshot-port N" on stdout says where.
+  std::unique_ptr<tools::SnapshotService> snapshotService;
+  if (!snapshot.arenas.empty()) {
+    if (Status s = tools::SnapshotService::Start(snapshot, *cfg, &snapshotService); !s.ok()) {
+      std::fprintf(stderr, "railyardd: snapshot: %s\n", s.message().c_str());
+      return 2;
+    }
+    std::printf("snapshot-port %u\n", snapshotService->port());
+    std::fflush(stdout);
+    std::fprintf(stderr, "railyardd: snapshot arenas on %s:%u\n", snapshotService->address().c_str(),
+                 snapshotService->port());
+  } else if (snapshotOnly) {
+    std::fprintf(stderr, "railyardd: --snapshot-only needs at least one --snapshot-arena\n");
+    return 2;
+  }
+  if (snapshotOnly) {
+    std::signal(SIGINT, OnSignal);
+    std::signal(SIGTERM, OnSignal);
+    while (!g_stop) ::poll(nullptr, 0, 100);
+    return 0;
   }
   // One railyardd per host (per network namespace), relaying or not: a second one is
   // refused here, naming the first, before it binds anything. An inspection run

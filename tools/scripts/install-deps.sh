@@ -6,7 +6,8 @@
 #   build  building and running: compiler, CMake, Ninja, the libraries the plugin
 #          and tools link (hwloc + its plugins: PCI discovery and full XML input,
 #          which the Spark fixture tests need; ibverbs + its RDMA providers), the
-#          header-only ones, GoogleTest (the build configures the tests). tools/setup.sh.
+#          header-only ones, GoogleTest (the build configures the tests), xxHash (the
+#          snapshot tier's checksums). tools/setup.sh.
 #   test   what the tests add (tools/test.sh installs it): the netns testbed
 #          (iproute2, nftables, ping, python3), the soft-RoCE QEMU lanes (qemu,
 #          busybox, rdma-core, perftest, rdmacm-utils, ...), the packaging tests
@@ -18,7 +19,7 @@
 set -euo pipefail
 declare -A group=(
   [build]="build-essential cmake ninja-build pkg-config libhwloc-dev libhwloc-plugins libibverbs-dev ibverbs-providers
-           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev"
+           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev libxxhash-dev"
   [test]="iproute2 procps nftables iputils-ping python3
           qemu-system-x86 busybox-static rdma-core ibverbs-utils kmod xz-utils perftest rdmacm-utils hwloc-nox
           dpkg-dev file python3-matplotlib python3-numpy

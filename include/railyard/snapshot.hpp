@@ -1,0 +1,84 @@
+// A C++ wrapper over the snapshot tier's C API (railyard_snapshot_* in
+// railyard/railyard.h): one owning, move-only object per arena connection; every
+// failure throws railyard::SnapshotError carrying the code and the message.
+// Header-only; link libnccl-net-railyard.so as for the C API.
+//
+//   railyard::Snapshot kv("10.0.0.2", 7070, "kv", RAILYARD_SNAPSHOT_PAGING, 64 << 20, 1 << 20);
+//   kv.Put(42, blob.data(), blob.size());
+//   bool found = kv.Get(42, out.data(), out.size());
+#ifndef RAILYARD_SNAPSHOT_HPP_
+#define RAILYARD_SNAPSHOT_HPP_
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "railyard/railyard.h"
+
+namespace railyard {
+
+/// A failed railyard_snapshot_* call: code() is its return value (an ncclResult_t).
+class SnapshotError : public std::runtime_error {
+ public:
+  SnapshotError(int code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+/// One connection to an arena (see railyard_snapshot_connect). Not thread-safe
+/// beyond what the C API promises (calls are serialised).
+class Snapshot {
+ public:
+  /// Connects; throws SnapshotError (e.g. code 5 when the peer's arena differs).
+  Snapshot(const std::string& host, unsigned short port, const std::string& kind, int mode,
+           unsigned long long arenaBytes, unsigned long long blobBytes) {
+    Check(railyard_snapshot_connect(host.c_str(), port, kind.c_str(), mode, arenaBytes, blobBytes, &h_));
+  }
+  Snapshot(Snapshot&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Snapshot& operator=(Snapshot&& o) noexcept {
+    if (this != &o) {
+      railyard_snapshot_close(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+  ~Snapshot() { railyard_snapshot_close(h_); }
+
+  /// Paging mode: stores one blob under `key`.
+  void Put(unsigned long long key, const void* data, unsigned long long bytes) {
+    Check(railyard_snapshot_put(h_, key, data, bytes));
+  }
+  /// Paging mode: fetches `key`; false when the peer does not hold it.
+  bool Get(unsigned long long key, void* buf, unsigned long long bytes) {
+    int found = 0;
+    Check(railyard_snapshot_get(h_, key, buf, bytes, &found));
+    return found != 0;
+  }
+  /// Paging mode: forgets `key`; false when it was not there.
+  bool Remove(unsigned long long key) {
+    int found = 0;
+    Check(railyard_snapshot_remove(h_, key, &found));
+    return found != 0;
+  }
+  /// Raw mode: one whole blob at `offset`.
+  void WriteAt(unsigned long long offset, const void* data, unsigned long long bytes) {
+    Check(railyard_snapshot_write_at(h_, offset, data, bytes));
+  }
+  void ReadAt(unsigned long long offset, void* buf, unsigned long long bytes) {
+    Check(railyard_snapshot_read_at(h_, offset, buf, bytes));
+  }
+
+ private:
+  static void Check(int rc) {
+    if (rc != 0) throw SnapshotError(rc, railyard_snapshot_last_error());
+  }
+  railyard_snapshot_t* h_ = nullptr;
+};
+
+}  // namespace railyard
+
+#endif  // RAILYARD_SNAPSHOT_HPP_

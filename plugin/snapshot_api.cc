@@ -1,0 +1,123 @@
+// The snapshot tier's C API (include/railyard/railyard.h, railyard_snapshot_*):
+// each handle is a Worker of the process's snapshot Domain (plugin/snapshot_runtime.h)
+// and a storage::snapshot::SnapshotClient, behind a lock so one thread at a time
+// drives the Worker.
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "env/config.h"
+#include "plugin/snapshot_runtime.h"
+#include "railyard/railyard.h"
+#include "storage/snapshot/snapshot_client.h"
+
+struct railyard_snapshot {
+  std::mutex mu;
+  std::unique_ptr<railyard::fabric::Worker> worker;
+  std::unique_ptr<railyard::storage::snapshot::SnapshotClient> client;
+  ~railyard_snapshot() {
+    client.reset();  // before its Worker
+    worker.reset();
+  }
+};
+
+namespace {
+
+thread_local std::string t_lastError;
+
+int Fail(const railyard::Status& s) {
+  t_lastError = s.message();
+  return s.ncclResult();
+}
+
+int Done(const railyard::Status& s) {
+  if (!s.ok()) return Fail(s);
+  t_lastError.clear();
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int railyard_snapshot_connect(const char* host, unsigned short port, const char* kind, int mode,
+                              unsigned long long arena_bytes, unsigned long long blob_bytes,
+                              railyard_snapshot_t** out) {
+  using namespace railyard;
+  if (host == nullptr || kind == nullptr || out == nullptr) {
+    return Fail(InvalidArgument("railyard_snapshot_connect: host, kind and out must not be NULL"));
+  }
+  if (mode != RAILYARD_SNAPSHOT_RAW && mode != RAILYARD_SNAPSHOT_PAGING) {
+    return Fail(InvalidArgument("railyard_snapshot_connect: mode " + std::to_string(mode) +
+                                " (RAILYARD_SNAPSHOT_RAW = 1 or RAILYARD_SNAPSHOT_PAGING = 2)"));
+  }
+  fabric::Domain* domain = nullptr;
+  fabric::RegistrationCache* cache = nullptr;
+  if (Status s = plugin::SnapshotFabric(&domain, &cache); !s.ok()) return Fail(s);
+  const env::Config* cfg = nullptr;
+  if (Status s = env::Load(&cfg); !s.ok()) return Fail(s);
+  auto h = std::unique_ptr<railyard_snapshot>(new (std::nothrow) railyard_snapshot);
+  if (!h) return Fail(SystemError("railyard_snapshot_connect: out of memory"));
+  if (Status s = domain->CreateWorker(&h->worker); !s.ok()) return Fail(s);
+  storage::snapshot::ClientOptions o;
+  o.host = host;
+  o.port = port;
+  o.kind = kind;
+  o.mode = static_cast<storage::snapshot::Mode>(mode);
+  o.arenaBytes = arena_bytes;
+  o.blobBytes = blob_bytes;
+  o.timeoutMs = cfg->timeoutMs;
+  o.mover.chunkBytes = std::min<uint64_t>(std::max<uint64_t>(cfg->stripeChunkBytes, 4096), 64ull << 20);
+  o.mover.chunksPerRail = std::min(std::max(cfg->stripeChunksPerRail, 1), 64);
+  if (Status s = storage::snapshot::SnapshotClient::Connect(*cache, *h->worker, o, &h->client); !s.ok()) return Fail(s);
+  *out = h.release();
+  return Done(Status::Ok());
+}
+
+int railyard_snapshot_put(railyard_snapshot_t* s, unsigned long long key, const void* data, unsigned long long bytes) {
+  if (s == nullptr || data == nullptr) return Fail(railyard::InvalidArgument("railyard_snapshot_put: NULL handle or data"));
+  std::lock_guard<std::mutex> lock(s->mu);
+  return Done(s->client->Put(key, data, bytes));
+}
+
+int railyard_snapshot_get(railyard_snapshot_t* s, unsigned long long key, void* buf, unsigned long long bytes,
+                          int* found) {
+  if (s == nullptr || buf == nullptr || found == nullptr) {
+    return Fail(railyard::InvalidArgument("railyard_snapshot_get: NULL handle, buffer or found"));
+  }
+  std::lock_guard<std::mutex> lock(s->mu);
+  bool f = false;
+  const int rc = Done(s->client->Get(key, buf, bytes, &f));
+  *found = f ? 1 : 0;
+  return rc;
+}
+
+int railyard_snapshot_remove(railyard_snapshot_t* s, unsigned long long key, int* found) {
+  if (s == nullptr) return Fail(railyard::InvalidArgument("railyard_snapshot_remove: NULL handle"));
+  std::lock_guard<std::mutex> lock(s->mu);
+  bool f = false;
+  const int rc = Done(s->client->Remove(key, &f));
+  if (found != nullptr) *found = f ? 1 : 0;
+  return rc;
+}
+
+int railyard_snapshot_write_at(railyard_snapshot_t* s, unsigned long long offset, const void* data,
+                               unsigned long long bytes) {
+  if (s == nullptr || data == nullptr) return Fail(railyard::InvalidArgument("railyard_snapshot_write_at: NULL handle or data"));
+  std::lock_guard<std::mutex> lock(s->mu);
+  return Done(s->client->WriteAt(offset, data, bytes));
+}
+
+int railyard_snapshot_read_at(railyard_snapshot_t* s, unsigned long long offset, void* buf, unsigned long long bytes) {
+  if (s == nullptr || buf == nullptr) return Fail(railyard::InvalidArgument("railyard_snapshot_read_at: NULL handle or buffer"));
+  std::lock_guard<std::mutex> lock(s->mu);
+  return Done(s->client->ReadAt(offset, buf, bytes));
+}
+
+void railyard_snapshot_close(railyard_snapshot_t* s) { delete s; }
+
+const char* railyard_snapshot_last_error(void) { return t_lastError.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,1 @@
+"""Railyard's Python bindings (ctypes over include/railyard/railyard.h)."""

@@ -1,0 +1,131 @@
+"""The snapshot tier from Python (ctypes over railyard_snapshot_* in railyard.h).
+
+    from railyard.snapshot import Snapshot, PAGING
+    with Snapshot("127.0.0.1", port, "kv", PAGING, arena_bytes=8 << 20, blob_bytes=1 << 20) as kv:
+        kv.put(7, array)                 # any C-contiguous buffer of blob_bytes bytes
+        out = numpy.empty_like(array)
+        found = kv.get(7, out)           # False when the peer does not hold key 7
+
+Every call completes before it returns. Errors raise SnapshotError(code, message).
+"""
+import ctypes
+
+from railyard import _lib
+
+RAW = 1
+PAGING = 2
+
+
+class SnapshotError(RuntimeError):
+    """A failed railyard_snapshot_* call: .code is its return value (ncclResult_t)."""
+
+    def __init__(self, code, message):
+        super().__init__("railyard snapshot error %d: %s" % (code, message))
+        self.code = code
+
+
+_c = None
+
+
+def _api():
+    global _c
+    if _c is not None:
+        return _c
+    lib = _lib.load()
+    u64, vp = ctypes.c_ulonglong, ctypes.c_void_p
+    lib.railyard_snapshot_connect.argtypes = [ctypes.c_char_p, ctypes.c_ushort, ctypes.c_char_p, ctypes.c_int,
+                                              u64, u64, ctypes.POINTER(vp)]
+    lib.railyard_snapshot_put.argtypes = [vp, u64, vp, u64]
+    lib.railyard_snapshot_get.argtypes = [vp, u64, vp, u64, ctypes.POINTER(ctypes.c_int)]
+    lib.railyard_snapshot_remove.argtypes = [vp, u64, ctypes.POINTER(ctypes.c_int)]
+    lib.railyard_snapshot_write_at.argtypes = [vp, u64, vp, u64]
+    lib.railyard_snapshot_read_at.argtypes = [vp, u64, vp, u64]
+    lib.railyard_snapshot_close.argtypes = [vp]
+    lib.railyard_snapshot_close.restype = None
+    lib.railyard_snapshot_last_error.restype = ctypes.c_char_p
+    for f in ("connect", "put", "get", "remove", "write_at", "read_at"):
+        getattr(lib, "railyard_snapshot_" + f).restype = ctypes.c_int
+    _c = lib
+    return lib
+
+
+def _check(rc):
+    if rc != 0:
+        raise SnapshotError(rc, _api().railyard_snapshot_last_error().decode("utf-8", "replace"))
+
+
+def _buffer(obj, writable):
+    """(address, nbytes) of a C-contiguous buffer (numpy array, bytearray, ...)."""
+    mv = memoryview(obj)
+    if not mv.c_contiguous:
+        raise ValueError("snapshot: the buffer must be C-contiguous")
+    if writable and mv.readonly:
+        raise ValueError("snapshot: the buffer must be writable")
+    if mv.readonly:
+        # ctypes cannot take a read-only buffer's address directly: copy (bytes input).
+        tmp = (ctypes.c_char * mv.nbytes).from_buffer_copy(mv)
+        return ctypes.addressof(tmp), mv.nbytes, tmp
+    arr = (ctypes.c_char * mv.nbytes).from_buffer(mv)
+    return ctypes.addressof(arr), mv.nbytes, arr
+
+
+class Snapshot:
+    """One connection to an arena `kind` served by railyardd --snapshot-arena.
+
+    mode (RAW or PAGING), arena_bytes (slots x blob bytes) and blob_bytes must equal
+    the peer's arena; the peer refuses anything else naming what differs."""
+
+    def __init__(self, host, port, kind, mode, arena_bytes, blob_bytes):
+        self._h = ctypes.c_void_p()
+        self.blob_bytes = blob_bytes
+        _check(_api().railyard_snapshot_connect(host.encode(), port, kind.encode(), mode, arena_bytes, blob_bytes,
+                                                ctypes.byref(self._h)))
+
+    def put(self, key, data):
+        """Paging mode: stores `data` (blob_bytes bytes) under the integer `key`."""
+        addr, n, keep = _buffer(data, False)
+        _check(_api().railyard_snapshot_put(self._h, key, addr, n))
+        del keep
+
+    def get(self, key, out):
+        """Paging mode: fills `out` (a writable blob_bytes buffer); False when absent."""
+        addr, n, keep = _buffer(out, True)
+        found = ctypes.c_int(0)
+        _check(_api().railyard_snapshot_get(self._h, key, addr, n, ctypes.byref(found)))
+        del keep
+        return bool(found.value)
+
+    def remove(self, key):
+        """Paging mode: forgets `key`; False when it was not there."""
+        found = ctypes.c_int(0)
+        _check(_api().railyard_snapshot_remove(self._h, key, ctypes.byref(found)))
+        return bool(found.value)
+
+    def write_at(self, offset, data):
+        """Raw mode: one whole blob at `offset` (a multiple of blob_bytes)."""
+        addr, n, keep = _buffer(data, False)
+        _check(_api().railyard_snapshot_write_at(self._h, offset, addr, n))
+        del keep
+
+    def read_at(self, offset, out):
+        """Raw mode: the whole blob at `offset` into `out`."""
+        addr, n, keep = _buffer(out, True)
+        _check(_api().railyard_snapshot_read_at(self._h, offset, addr, n))
+        del keep
+
+    def close(self):
+        if self._h:
+            _api().railyard_snapshot_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

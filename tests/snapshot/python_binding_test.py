@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The snapshot tier's C API through the Python binding (python/railyard/snapshot.py),
+against a real `railyardd --snapshot-only` on loopback: the README example (a numpy
+array put, evicted by more puts than the arena holds, got back by content), raw mode,
+and the errors the C API returns (wrong size, out-of-range offset, refused handshake).
+
+Usage: python_binding_test.py RAILYARDD LIBNCCL_NET_RAILYARD
+"""
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "python"))
+
+
+def main():
+    railyardd, lib = sys.argv[1], sys.argv[2]
+    os.environ["RAILYARD_LIB"] = lib
+    try:
+        import numpy as np
+    except ImportError:
+        print("numpy missing (python3-numpy): skipped")
+        return 77
+    from railyard.snapshot import Snapshot, SnapshotError, PAGING, RAW
+
+    swap = tempfile.mkdtemp(prefix="railyard-snapshot-py-")
+    env = dict(os.environ, RAILYARD_SWAP_DIR=swap, RAILYARD_SOCKET_IFNAME="")
+    env.pop("RAILYARD_SOCKET_IFNAME")
+    blob = 1 << 20
+    d = subprocess.Popen([railyardd, "--snapshot-only", "--snapshot-address", "127.0.0.1",
+                          "--snapshot-arena", "kind=ssm,mode=paging,blob=1M,slots=4",
+                          "--snapshot-arena", "kind=kv,mode=raw,blob=64K,slots=8"],
+                         stdout=subprocess.PIPE, env=env)
+    try:
+        port = 0
+        deadline = time.time() + 20
+        line = b""
+        while time.time() < deadline and port == 0:
+            r, _, _ = select.select([d.stdout], [], [], 0.2)
+            if r:
+                line = d.stdout.readline()
+                if line.startswith(b"snapshot-port "):
+                    port = int(line.split()[1])
+                elif not line:
+                    break
+        assert port, "railyardd printed no snapshot port (%r, exit %r)" % (line, d.poll())
+
+        with Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=4 * blob, blob_bytes=blob) as s:
+            state = np.random.default_rng(1).random(blob // 8)
+            s.put(1, state)
+            for k in range(2, 20):  # 19 blobs into a 4-slot arena: key 1 goes to swap
+                s.put(k, np.full(blob // 8, k, dtype=np.float64))
+            back = np.empty_like(state)
+            assert s.get(1, back), "key 1 lost"
+            assert (back == state).all(), "key 1 came back with other bytes"
+            for k in range(2, 20):
+                assert s.get(k, back) and (back == k).all(), k
+            assert not s.get(12345, back)
+            assert s.remove(3) and not s.remove(3)
+            try:
+                s.put(5, np.zeros(10))
+                raise AssertionError("a wrong-size put was accepted")
+            except SnapshotError as e:
+                assert e.code == 4 and "1048576 bytes" in str(e), e
+        with Snapshot("127.0.0.1", port, "kv", RAW, arena_bytes=8 * 65536, blob_bytes=65536) as r:
+            a = np.arange(65536, dtype=np.uint8)
+            r.write_at(7 * 65536, a)
+            out = np.zeros(65536, dtype=np.uint8)
+            r.read_at(7 * 65536, out)
+            assert (out == a).all()
+            try:
+                r.write_at(8 * 65536, a)
+                raise AssertionError("an out-of-range write was accepted")
+            except SnapshotError as e:
+                assert e.code == 4 and "nothing was written" in str(e), e
+        try:
+            Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=8 * blob, blob_bytes=blob)
+            raise AssertionError("a mismatched arena size was accepted")
+        except SnapshotError as e:
+            assert e.code == 5 and "arena bytes" in str(e), e
+        print("python binding: ok")
+        return 0
+    finally:
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(10)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        shutil.rmtree(swap, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+// railyardd's snapshot arenas (--snapshot-arena): a Worker of the process's snapshot
+// Domain (plugin/snapshot_runtime.h) and the storage::snapshot::SnapshotServer on it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "env/config.h"
+#include "env/status.h"
+#include "proxy/fabric/worker.h"
+#include "storage/snapshot/snapshot_server.h"
+
+namespace railyard::tools {
+
+/// The daemon's snapshot flags.
+struct SnapshotFlags {
+  std::vector<std::string> arenas;  ///< --snapshot-arena specs (storage::snapshot::ParseArenaSpec)
+  std::string address;              ///< --snapshot-address ("" = the first rail's address)
+  uint16_t port = 0;                ///< --snapshot-port (0 = ephemeral)
+};
+
+/// Running arenas; stopping = destroying.
+class SnapshotService {
+ public:
+  /// Parses the specs, creates the Worker and starts the server with RAILYARD_SWAP_DIR,
+  /// RAILYARD_SWAP_SYNC and RAILYARD_TIMEOUT_MS from `cfg`. InvalidArgument naming a bad spec.
+  static Status Start(const SnapshotFlags& flags, const env::Config& cfg, std::unique_ptr<SnapshotService>* out);
+  ~SnapshotService();
+  uint16_t port() const { return server_->port(); }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::unique_ptr<fabric::Worker> worker_;
+  std::unique_ptr<storage::snapshot::SnapshotServer> server_;
+  std::string address_;
+};
+
+}  // namespace railyard::tools
