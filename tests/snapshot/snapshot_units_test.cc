@@ -1,0 +1,107 @@
+// Units of the snapshot tier: the handshake header and request/response codecs
+// against hostile bytes, and the daemon's arena spec parser.
+#include <gtest/gtest.h>
+
+#include "storage/snapshot/snapshot_server.h"
+#include "storage/snapshot/snapshot_wire.h"
+
+namespace railyard::storage::snapshot {
+namespace {
+
+TEST(SnapshotWire, HeaderRoundTripsAndRefusesEachBadField) {
+  Header h;
+  h.mode = Mode::kRaw;
+  h.kind = "ssm.v2";
+  h.arenaBytes = 1 << 24;
+  h.blobBytes = 1 << 20;
+  h.addressBytes = 40;
+  auto b = h.Encode();
+  Header back;
+  ASSERT_TRUE(Header::Decode(b, &back).ok());
+  EXPECT_EQ(back.kind, "ssm.v2");
+  EXPECT_EQ(back.mode, Mode::kRaw);
+  EXPECT_EQ(back.arenaBytes, 1u << 24);
+  EXPECT_EQ(back.blobBytes, 1u << 20);
+  EXPECT_EQ(back.addressBytes, 40u);
+  struct Case {
+    size_t at;
+    uint8_t value;
+    const char* names;
+  } cases[] = {{0, 'x', "magic"},  {4, 7, "version 7"},      {6, 0, "mode 0"},   {7, 1, "reserved"},
+               {8, 0, "kind"},     {8, ' ', "kind"},          {20, 'z', "NUL-padded"},
+               {40, 1, "multiple"}, {56 + 3, 1, "worker address"}, {62, 1, "reserved"}};
+  for (const Case& c : cases) {
+    auto bad = b;
+    bad[c.at] = c.value;
+    Header out;
+    out.kind = "untouched";
+    Status s = Header::Decode(bad, &out);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << c.at;
+    EXPECT_NE(s.message().find(c.names), std::string::npos) << c.at << ": " << s.message();
+    EXPECT_EQ(out.kind, "untouched");
+  }
+}
+
+TEST(SnapshotWire, RequestsAndResponsesRefuseUnknownValues) {
+  Request q;
+  q.op = Op::kCommit;
+  q.key = 77;
+  q.checksum = 0x1234;
+  auto b = q.Encode();
+  Request back;
+  ASSERT_TRUE(Request::Decode(b, &back).ok());
+  EXPECT_EQ(back.op, Op::kCommit);
+  EXPECT_EQ(back.key, 77u);
+  EXPECT_EQ(back.checksum, 0x1234u);
+  auto bad = b;
+  bad[0] = 9;
+  EXPECT_NE(Request::Decode(bad, &back).message().find("unknown op 9"), std::string::npos);
+  bad = b;
+  bad[30] = 1;
+  EXPECT_FALSE(Request::Decode(bad, &back).ok());
+
+  Response r;
+  r.result = Response::kError;
+  r.code = 2;
+  r.message = std::string(5000, 'm');  // capped at kMaxMessageBytes
+  auto rb = r.Encode();
+  ASSERT_EQ(rb.size(), Response::kBytes + Reply::kMaxMessageBytes);
+  Response rback;
+  uint32_t n = 0;
+  ASSERT_TRUE(Response::DecodeFixed(std::span<const uint8_t, Response::kBytes>(rb.data(), Response::kBytes), &rback, &n).ok());
+  EXPECT_EQ(n, Reply::kMaxMessageBytes);
+  rb[4] = 0;  // an error without a code
+  EXPECT_FALSE(Response::DecodeFixed(std::span<const uint8_t, Response::kBytes>(rb.data(), Response::kBytes), &rback, &n).ok());
+  rb[4] = 2;
+  rb[24] = 0xff;
+  rb[25] = 0xff;  // a message longer than the cap
+  EXPECT_FALSE(Response::DecodeFixed(std::span<const uint8_t, Response::kBytes>(rb.data(), Response::kBytes), &rback, &n).ok());
+}
+
+TEST(SnapshotSpec, ParsesArenaSpecsAndNamesBadFields) {
+  ArenaSpec s;
+  ASSERT_TRUE(ParseArenaSpec("kind=kv,mode=paging,blob=16M,slots=64", &s).ok());
+  EXPECT_EQ(s.kind, "kv");
+  EXPECT_EQ(s.mode, Mode::kPaging);
+  EXPECT_EQ(s.blobBytes, 16u << 20);
+  EXPECT_EQ(s.slots, 64u);
+  EXPECT_EQ(s.arenaBytes(), 1ull << 30);
+  ASSERT_TRUE(ParseArenaSpec("slots=2,blob=4096,mode=raw,kind=a", &s).ok());
+  EXPECT_EQ(s.mode, Mode::kRaw);
+  for (const auto& [text, names] : std::vector<std::pair<std::string, std::string>>{
+           {"kind=kv,mode=paging,blob=16M", "needs"},
+           {"kind=kv,mode=swap,blob=1M,slots=1", "mode 'swap'"},
+           {"kind=k/v,mode=raw,blob=1M,slots=1", "kind 'k/v'"},
+           {"kind=kv,mode=raw,blob=1X,slots=1", "suffix"},
+           {"kind=kv,mode=raw,blob=0,slots=1", "out of range"},
+           {"kind=kv,mode=raw,blob=1G,slots=2048", "over 1 TiB"},
+           {"kind=kv,mode=raw,blob=1M,slots=1,color=red", "unknown field 'color'"},
+           {"kind=kv,mode", "not field=value"}}) {
+    Status st = ParseArenaSpec(text, &s);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << text;
+    EXPECT_NE(st.message().find(names), std::string::npos) << text << ": " << st.message();
+  }
+}
+
+}  // namespace
+}  // namespace railyard::storage::snapshot
