@@ -1,6 +1,9 @@
 #include "storage/snapshot/blob_mover.h"
 
 #include <sys/mman.h>
+// Header-only xxHash (XXH_INLINE_ALL): no libxxhash.so dependency for the plugin,
+// which travels to machines that may lack libxxhash0.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <cstring>

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+// Header-only xxHash (XXH_INLINE_ALL): no libxxhash.so dependency for the plugin,
+// which travels to machines that may lack libxxhash0.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <cerrno>
