@@ -146,12 +146,30 @@ Status SnapshotClient::ReadAt(uint64_t offset, void* dst, uint64_t bytes) {
   return Sticky(mover_->Get(*ep_, arenaKey_, arenaKey_.base + offset, dst, bytes, nullptr));
 }
 
+Status SnapshotClient::Alloc(uint64_t key, uint64_t* offset) {
+  if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Put on raw kind '" + options_.kind + "' (use WriteAt)");
+  RY_RETURN_IF_ERROR(failed_);
+  Response r;
+  RY_RETURN_IF_ERROR(Call(Op::kAlloc, key, 0, &r));
+  *offset = r.offset;
+  return Status::Ok();
+}
+
+Status SnapshotClient::WriteSlot(uint64_t offset, const void* src, uint64_t bytes, uint64_t* checksum) {
+  if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Put on raw kind '" + options_.kind + "' (use WriteAt)");
+  RY_RETURN_IF_ERROR(CheckBlob(bytes, "put"));
+  if (offset % options_.blobBytes != 0 || offset > options_.arenaBytes - bytes) {
+    return InvalidArgument("snapshot put: offset " + std::to_string(offset) + " is not a slot of the arena");
+  }
+  return Sticky(mover_->Put(*ep_, arenaKey_, arenaKey_.base + offset, src, bytes, checksum));
+}
+
 Status SnapshotClient::Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum) {
   if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Put on raw kind '" + options_.kind + "' (use WriteAt)");
   RY_RETURN_IF_ERROR(CheckBlob(bytes, "put"));
-  Response r;
-  RY_RETURN_IF_ERROR(Call(Op::kAlloc, key, 0, &r));
-  return Sticky(mover_->Put(*ep_, arenaKey_, arenaKey_.base + r.offset, src, bytes, checksum));
+  uint64_t offset = 0;
+  RY_RETURN_IF_ERROR(Alloc(key, &offset));
+  return WriteSlot(offset, src, bytes, checksum);
 }
 
 Status SnapshotClient::Commit(uint64_t key, uint64_t checksum) {

@@ -72,6 +72,11 @@ class SnapshotClient {
   Status Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum);
   /// The second half of Put.
   Status Commit(uint64_t key, uint64_t checksum);
+  /// Stage in two steps (for callers that fill a slot over time, and for tests that
+  /// stop the peer between them): Alloc asks the peer for a slot for `key` and returns
+  /// its offset; WriteSlot writes the whole blob there (`*checksum` as Stage).
+  Status Alloc(uint64_t key, uint64_t* offset);
+  Status WriteSlot(uint64_t offset, const void* src, uint64_t bytes, uint64_t* checksum);
 
   /// Ok, or the error that failed this client.
   Status status() const { return failed_; }
