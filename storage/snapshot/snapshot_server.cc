@@ -61,16 +61,40 @@ Status ParseArenaSpec(const std::string& text, ArenaSpec* out) {
       RY_RETURN_IF_ERROR(ParseCount(k, v, true, &s.blobBytes));
     } else if (k == "slots") {
       RY_RETURN_IF_ERROR(ParseCount(k, v, false, &s.slots));
+    } else if (k == "max") {
+      RY_RETURN_IF_ERROR(ParseCount(k, v, true, &s.maxBytes));
     } else {
-      return InvalidArgument("arena spec '" + text + "': unknown field '" + k + "' (kind, mode, blob, slots)");
+      return InvalidArgument("arena spec '" + text + "': unknown field '" + k + "' (kind, mode, blob, slots, max)");
     }
   }
-  if (!haveKind || !haveMode || s.blobBytes == 0 || s.slots == 0) {
-    return InvalidArgument("arena spec '" + text + "': needs kind=, mode=, blob= and slots=");
+  if (!haveKind || !haveMode || s.blobBytes == 0 || (s.slots == 0) == (s.maxBytes == 0)) {
+    return InvalidArgument("arena spec '" + text + "': needs kind=, mode=, blob= and one of slots= or max=");
   }
-  if (s.slots > (uint64_t{1} << 40) / s.blobBytes) return InvalidArgument("arena spec '" + text + "': arena over 1 TiB");
+  if (s.maxBytes != 0 && s.mode != Mode::kRaw) {
+    return InvalidArgument("arena spec '" + text + "': max= (a client-sized arena) is for mode=raw only");
+  }
+  if (s.maxBytes != 0 && s.maxBytes < s.blobBytes) {
+    return InvalidArgument("arena spec '" + text + "': max= is below one blob");
+  }
+  if (s.slots > (uint64_t{1} << 40) / s.blobBytes || s.maxBytes > (uint64_t{1} << 40)) {
+    return InvalidArgument("arena spec '" + text + "': arena over 1 TiB");
+  }
   *out = s;
   return Status::Ok();
+}
+
+Status SnapshotServer::Materialize(Arena& a) {
+  const ArenaSpec& spec = a.spec;
+  void* p = ::mmap(nullptr, spec.arenaBytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (p == MAP_FAILED) {
+    return SystemError("snapshot server: cannot map " + std::to_string(spec.arenaBytes()) + " bytes for kind '" +
+                       spec.kind + "': " + proxy::ErrnoText(errno));
+  }
+  a.memory = static_cast<uint8_t*>(p);
+  return cache_.Acquire(p, spec.arenaBytes(),
+                        fabric::kAccessLocal | fabric::kAccessRemoteRead | fabric::kAccessRemoteWrite,
+                        fabric::MemoryKind::kHost, &a.region);
 }
 
 Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& worker, ServerOptions options,
@@ -79,24 +103,16 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
   std::unique_ptr<SnapshotServer> s(new SnapshotServer(cache, worker));
   s->options_ = options;
   for (const ArenaSpec& spec : options.arenas) {
-    if (!ValidKind(spec.kind) || spec.blobBytes == 0 || spec.slots == 0) {
+    if (!ValidKind(spec.kind) || spec.blobBytes == 0 || (spec.slots == 0 && spec.maxBytes == 0) ||
+        (spec.slots == 0 && spec.mode != Mode::kRaw)) {
       return InvalidArgument("snapshot server: bad arena '" + spec.kind + "'");
     }
     if (s->arenas_.count(spec.kind) != 0) return InvalidArgument("snapshot server: kind '" + spec.kind + "' given twice");
     auto a = std::make_unique<Arena>();
     a->spec = spec;
-    void* p = ::mmap(nullptr, spec.arenaBytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
-    if (p == MAP_FAILED) {
-      return SystemError("snapshot server: cannot map " + std::to_string(spec.arenaBytes()) + " bytes for kind '" +
-                         spec.kind + "': " + proxy::ErrnoText(errno));
-    }
-    a->memory = static_cast<uint8_t*>(p);
     Arena* raw = a.get();
     s->arenas_[spec.kind] = std::move(a);  // owned now: the destructor unmaps on any later error
-    RY_RETURN_IF_ERROR(cache.Acquire(p, spec.arenaBytes(),
-                                     fabric::kAccessLocal | fabric::kAccessRemoteRead | fabric::kAccessRemoteWrite,
-                                     fabric::MemoryKind::kHost, &raw->region));
+    if (spec.slots != 0) RY_RETURN_IF_ERROR(s->Materialize(*raw));
     if (spec.mode == Mode::kPaging) {
       std::unique_ptr<SwapFile> swap;
       SwapRebuild rebuild;
@@ -208,7 +224,9 @@ Status SnapshotServer::Handshake(int fd, Arena** arena) {
     for (auto& [k, a] : arenas_) kinds += (kinds.empty() ? "" : ", ") + k;
     return InvalidArgument("snapshot handshake: this peer has no arena of kind '" + h.kind + "' (it has " + kinds + ")");
   }
-  const ArenaSpec& spec = it->second->spec;
+  Arena& a = *it->second;
+  std::lock_guard<std::mutex> lock(a.mu);
+  const ArenaSpec& spec = a.spec;
   const std::string who = "snapshot handshake, kind '" + h.kind + "': ";
   if (h.mode != spec.mode) {
     return InvalidArgument(who + "mode " + ModeName(h.mode) + " differs from the peer's " + ModeName(spec.mode));
@@ -216,6 +234,20 @@ Status SnapshotServer::Handshake(int fd, Arena** arena) {
   if (h.blobBytes != spec.blobBytes) {
     return InvalidArgument(who + "blob bytes " + std::to_string(h.blobBytes) + " differ from the peer's " +
                            std::to_string(spec.blobBytes));
+  }
+  if (a.region == nullptr && spec.maxBytes != 0) {  // the first client sizes a raw arena
+    if (h.arenaBytes > spec.maxBytes) {
+      return InvalidArgument(who + "arena bytes " + std::to_string(h.arenaBytes) + " exceed the peer's maximum " +
+                             std::to_string(spec.maxBytes));
+    }
+    a.spec.slots = h.arenaBytes / h.blobBytes;
+    if (Status st = Materialize(a); !st.ok()) {
+      if (a.memory != nullptr) ::munmap(a.memory, a.spec.arenaBytes());
+      a.memory = nullptr;
+      a.region = nullptr;
+      a.spec.slots = 0;
+      return st;
+    }
   }
   if (h.arenaBytes != spec.arenaBytes()) {
     return InvalidArgument(who + "arena bytes " + std::to_string(h.arenaBytes) + " differ from the peer's " +

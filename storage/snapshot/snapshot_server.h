@@ -31,13 +31,16 @@ struct ArenaSpec {
   std::string kind;         ///< 1..31 bytes of [A-Za-z0-9_.-], unique per server
   Mode mode = Mode::kPaging;
   uint64_t blobBytes = 0;   ///< bytes per blob, > 0
-  uint64_t slots = 0;       ///< blobs the arena holds in memory, > 0
+  uint64_t slots = 0;       ///< blobs the arena holds in memory (0: a raw arena the first client sizes)
+  uint64_t maxBytes = 0;    ///< raw arenas sized by the client: the largest arena accepted
   uint64_t arenaBytes() const { return blobBytes * slots; }
 };
 
 /// Parses "kind=NAME,mode=raw|paging,blob=BYTES,slots=N" (BYTES with K/M/G
-/// suffixes, powers of 1024); the order of the fields is free. InvalidArgument
-/// naming the field.
+/// suffixes, powers of 1024); the order of the fields is free. A raw arena may
+/// give "max=BYTES" instead of slots: the first client's handshake then sizes it
+/// (slots x blob bytes, at most max) and later clients must ask for the same size.
+/// InvalidArgument naming the field.
 Status ParseArenaSpec(const std::string& text, ArenaSpec* out);
 
 /// Options of a server.
@@ -69,6 +72,7 @@ class SnapshotServer {
 
  private:
   struct Arena {
+    std::mutex mu;  ///< guards spec.slots, memory and region of a client-sized arena
     ArenaSpec spec;
     uint8_t* memory = nullptr;
     const fabric::Region* region = nullptr;
@@ -85,6 +89,8 @@ class SnapshotServer {
   void ProgressLoop();
   void Serve(Connection* c, uint64_t client);
   Status Handshake(int fd, Arena** arena);
+  /// Maps and registers `a` (spec.slots set).
+  Status Materialize(Arena& a);
   void ReapDone();
 
   fabric::RegistrationCache& cache_;

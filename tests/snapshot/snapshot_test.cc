@@ -210,6 +210,40 @@ TEST_F(SnapshotTest, RawModeRefusesBadOffsetsAndSizesAndWritesNothing) {
   EXPECT_EQ(c.Get(1, back.data(), blob, &found).code(), Code::kInvalidUsage);
 }
 
+TEST_F(SnapshotTest, RawArenaSizedByTheFirstClient) {
+  // "max=": the first client's handshake sizes the arena (slots x blob bytes).
+  StartPeer(false, {"--arena", "kind=sized,mode=raw,blob=64K,max=1M"});
+  ClientOptions o = Raw();
+  o.kind = "sized";
+  o.arenaBytes = 8 * 65536;
+  SnapshotClient& a = Connect(o);
+  std::vector<uint8_t> b(65536);
+  Fill(b.data(), b.size(), 5);
+  ASSERT_TRUE(a.WriteAt(7 * 65536, b.data(), b.size()).ok());
+  // A second client of the same size sees the first one's blob.
+  ClientSide second;
+  ASSERT_TRUE(second.Connect(o).ok());
+  std::vector<uint8_t> back(65536);
+  ASSERT_TRUE(second.client->ReadAt(7 * 65536, back.data(), back.size()).ok());
+  EXPECT_EQ(Mismatch(back.data(), back.size(), 5), -1);
+  // Another size is refused now that the arena exists, and one above max always.
+  for (uint64_t bytes : {uint64_t{16} * 65536, uint64_t{4} * 65536}) {
+    ClientSide other;
+    o.arenaBytes = bytes;
+    Status s = other.Connect(o);
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << bytes;
+    EXPECT_NE(s.message().find("arena bytes " + std::to_string(bytes) + " differ from the peer's 524288"),
+              std::string::npos)
+        << s.message();
+  }
+  StartPeer(false, {"--arena", "kind=sized,mode=raw,blob=64K,max=1M"});
+  ClientSide big;
+  o.arenaBytes = 32 * 65536;
+  o.port = peer_->port();
+  Status s = big.Connect(o);
+  EXPECT_NE(s.message().find("exceed the peer's maximum 1048576"), std::string::npos) << s.message();
+}
+
 TEST_F(SnapshotTest, PagingBadInput) {
   StartPeer(false);
   SnapshotClient& c = Connect(Paging());

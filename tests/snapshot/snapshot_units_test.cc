@@ -88,6 +88,9 @@ TEST(SnapshotSpec, ParsesArenaSpecsAndNamesBadFields) {
   EXPECT_EQ(s.arenaBytes(), 1ull << 30);
   ASSERT_TRUE(ParseArenaSpec("slots=2,blob=4096,mode=raw,kind=a", &s).ok());
   EXPECT_EQ(s.mode, Mode::kRaw);
+  ASSERT_TRUE(ParseArenaSpec("kind=r,mode=raw,blob=64K,max=1G", &s).ok());
+  EXPECT_EQ(s.slots, 0u);
+  EXPECT_EQ(s.maxBytes, 1ull << 30);
   for (const auto& [text, names] : std::vector<std::pair<std::string, std::string>>{
            {"kind=kv,mode=paging,blob=16M", "needs"},
            {"kind=kv,mode=swap,blob=1M,slots=1", "mode 'swap'"},
@@ -96,7 +99,10 @@ TEST(SnapshotSpec, ParsesArenaSpecsAndNamesBadFields) {
            {"kind=kv,mode=raw,blob=0,slots=1", "out of range"},
            {"kind=kv,mode=raw,blob=1G,slots=2048", "over 1 TiB"},
            {"kind=kv,mode=raw,blob=1M,slots=1,color=red", "unknown field 'color'"},
-           {"kind=kv,mode", "not field=value"}}) {
+           {"kind=kv,mode", "not field=value"},
+           {"kind=kv,mode=paging,blob=1M,max=1G", "mode=raw only"},
+           {"kind=kv,mode=raw,blob=1M,slots=2,max=1G", "one of slots= or max="},
+           {"kind=kv,mode=raw,blob=1M,max=4K", "below one blob"}}) {
     Status st = ParseArenaSpec(text, &s);
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << text;
     EXPECT_NE(st.message().find(names), std::string::npos) << text << ": " << st.message();

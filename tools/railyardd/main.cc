@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
   tools::SnapshotFlags snapshot;
   bool snapshotOnly = false;
   app.add_option("--snapshot-arena", snapshot.arenas,
-                 "serve a snapshot arena: kind=NAME,mode=raw|paging,blob=BYTES,slots=N (repeat for several kinds; "
-                 "paging arenas swap to RAILYARD_SWAP_DIR)");
+                 "serve a snapshot arena: kind=NAME,mode=raw|paging,blob=BYTES,slots=N (raw: max=BYTES instead of "
+                 "slots lets the first client size it; repeat for several kinds; paging arenas swap to RAILYARD_SWAP_DIR)");
   app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's)");
   app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral, printed)");
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
