@@ -11,7 +11,7 @@
 #           P/<libdir>/cmake/Railyard/                 find_package(Railyard) →
 #                                                      Railyard::nccl-net-railyard
 #   tools   P/bin/railyard-perf, railyard-info, railyardd, railyard-tcp-pump,
-#           railyard-config-doc, railyard-plot
+#           railyard-config-doc, railyard-plot, railyard-pack
 #           P/lib/systemd/system/railyardd.service     installed, never enabled
 #
 # Nothing installed points back into the build tree: CMake drops the build RPATH
@@ -28,7 +28,7 @@ set(RAILYARD_SYSTEMD_UNITDIR "lib/systemd/system" CACHE STRING
 
 # The targets a full install needs; `cmake --build build --target shipped`
 # builds just those (tools/setup.sh does, before the main job).
-set(RAILYARD_SHIPPED_TOOLS railyard-perf railyard-info railyardd railyard-tcp-pump railyard-config-doc)
+set(RAILYARD_SHIPPED_TOOLS railyard-perf railyard-info railyardd railyard-tcp-pump railyard-config-doc railyard-pack)
 add_custom_target(shipped)
 add_dependencies(shipped nccl-net-railyard ${RAILYARD_SHIPPED_TOOLS})
 

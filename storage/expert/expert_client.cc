@@ -28,8 +28,10 @@ Status ReadReply(int fd, const std::string& who, uint64_t* payloadBytes) {
   RY_RETURN_IF_ERROR(WireRecv(fd, text.data(), text.size(), who + " reply text"));
   if (h.errc != 0) {
     if (h.payloadBytes != 0) return ExpertError(ExpertErrc::kProtocol, who + " sent an error reply with a payload");
-    // The peer's text already says "expert NAME: ..."; keep its cause.
+    // The peer's text says "expert NAME: ..."; the cause comes from errc, the rest is its sentence.
     const ExpertErrc errc = static_cast<ExpertErrc>(h.errc);
+    const std::string prefix = std::string("expert ") + ExpertErrcName(errc) + ": ";
+    if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
     return ExpertError(errc, "peer " + who + " says: " + text);
   }
   *payloadBytes = h.payloadBytes;
@@ -128,6 +130,8 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
   if (Status s = cache.Acquire(arena, arenaBytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &c->arena_); !s.ok()) {
     return ExpertError(ExpertErrc::kSystem, "registering the arena: " + s.message());
   }
+  c->arenaBase_ = arena;
+  c->arenaBytes_ = arenaBytes;
   *out = std::move(c);
   return Status::Ok();
 }
@@ -148,10 +152,10 @@ Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
                                                       std::to_string(manifest_.layers.size()) + " layers x " +
                                                       std::to_string(manifest_.expertsPerLayer) + " experts)");
     }
-    if (r.arenaOffset > arena_->length || arena_->length - r.arenaOffset < stride) {
+    if (r.arenaOffset > arenaBytes_ || arenaBytes_ - r.arenaOffset < stride) {
       return ExpertError(ExpertErrc::kOutOfRange, "arena slot at " + std::to_string(r.arenaOffset) + " + " +
                                                       std::to_string(stride) + " bytes outside the " +
-                                                      std::to_string(arena_->length) + "-byte arena");
+                                                      std::to_string(arenaBytes_) + "-byte arena");
     }
   }
   if (batch.empty()) return Status::Ok();
@@ -203,7 +207,8 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
     const RecordRequest& r = batch[i];
     const fabric::RemoteKey& key = layerKeys_[r.layer];
     const uint64_t cookie = nextCookie_++;
-    fabric::LocalSlice dst{arena_, r.arenaOffset, stride};
+    const uint64_t arenaInRegion = reinterpret_cast<uint64_t>(arenaBase_) - arena_->base;
+    fabric::LocalSlice dst{arena_, arenaInRegion + r.arenaOffset, stride};
     if (Status s = endpoint_->Read(dst, key, key.base + r.expert * stride, cookie); !s.ok()) {
       return ExpertError(ExpertErrc::kPeerLost, "expert peer " + peer_ + ": " + s.message());
     }

@@ -55,7 +55,8 @@ class ExpertClient {
   uint8_t transport() const { return options_.transport; }
   /// Switches the checksum check of later fetches on or off.
   void SetVerifyChecksums(bool on) { options_.verifyChecksums = on; }
-  /// The arena's Region (from the RegistrationCache).
+  /// The Region covering the arena (from the RegistrationCache: possibly a larger one
+  /// registered before, e.g. by NCCL's regMr). Arena offsets stay relative to the arena.
   const fabric::Region* arenaRegion() const { return arena_; }
 
   /// Fetches one record; as FetchBatch with one entry.
@@ -75,7 +76,7 @@ class ExpertClient {
   Status FetchTcp(std::span<const RecordRequest> batch);
   Status FetchRead(std::span<const RecordRequest> batch);
   Status Verify(std::span<const RecordRequest> batch);
-  char* ArenaPtr(uint64_t offset) const { return reinterpret_cast<char*>(arena_->base + offset); }
+  char* ArenaPtr(uint64_t offset) const { return static_cast<char*>(arenaBase_) + offset; }
 
   ClientOptions options_;
   std::string peer_;
@@ -84,6 +85,8 @@ class ExpertClient {
   fabric::RegistrationCache* cache_ = nullptr;
   fabric::Worker* worker_ = nullptr;
   const fabric::Region* arena_ = nullptr;
+  void* arenaBase_ = nullptr;
+  uint64_t arenaBytes_ = 0;
   std::unique_ptr<fabric::Endpoint> endpoint_;
   std::vector<fabric::RemoteKey> layerKeys_;
   Status failed_ = Status::Ok();

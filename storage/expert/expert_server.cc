@@ -58,13 +58,13 @@ void ExpertServer::Stop() {
   if (stop_.exchange(true)) return;
   if (listenFd_ >= 0) ::shutdown(listenFd_, SHUT_RDWR);
   if (acceptThread_.joinable()) acceptThread_.join();
-  std::vector<std::thread> threads;
+  std::vector<ConnThread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int fd : liveFds_) ::shutdown(fd, SHUT_RDWR);
     threads.swap(connThreads_);
   }
-  for (std::thread& t : threads) t.join();
+  for (ConnThread& t : threads) t.thread.join();
   if (progressThread_.joinable()) progressThread_.join();
   for (size_t i = 0; i < regions_.size(); ++i) {
     (void)domain_->Deregister(regions_[i]);
@@ -98,7 +98,20 @@ void ExpertServer::AcceptLoop() {
     }
     ++live_;
     liveFds_.push_back(fd);
-    connThreads_.emplace_back([this, fd, id = next++] { Serve(fd, id); });
+    for (size_t i = 0; i < connThreads_.size();) {
+      if (connThreads_[i].done->load()) {
+        connThreads_[i].thread.join();
+        connThreads_.erase(connThreads_.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connThreads_.push_back({std::thread([this, fd, done, id = next++] {
+                              Serve(fd, id);
+                              done->store(true);
+                            }),
+                            done});
   }
 }
 

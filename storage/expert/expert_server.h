@@ -85,7 +85,11 @@ class ExpertServer {
 
   mutable std::mutex mu_;
   ServerStats stats_;
-  std::vector<std::thread> connThreads_;
+  struct ConnThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<ConnThread> connThreads_;  ///< finished ones are joined at the next accept
   std::vector<int> liveFds_;
   size_t live_ = 0;
   std::atomic<int> readClients_{0};

@@ -4,7 +4,9 @@
 // the peer, the peer gone mid-batch. Every failure is a named error.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -110,6 +112,59 @@ TEST_P(ExpertPeerTest, EveryRecordArrivesByteIdentical) {
   EXPECT_EQ(p.server->stats().shutdowns, 1u);
   EXPECT_EQ(p.server->stats().layerRegistrations, transport() == kTransportRead ? 3u : 0u);
   EXPECT_EQ(p.server->stats().recordsServedTcp, transport() == kTransportTcp ? n + 1 : 0u);
+}
+
+TEST_P(ExpertPeerTest, ArenaNcclRegisteredIsNotRegisteredAgain) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(testing::LoopbackDomain(twoRails(), 5000, &c.domain).ok());
+  c.cache = std::make_unique<fabric::RegistrationCache>(*c.domain);
+  ASSERT_TRUE(c.domain->CreateWorker(&c.worker).ok());
+  c.arena.assign(4 * m_.recordStride, 0);
+  // What NCCL's regMr did first: the whole buffer, every right.
+  const fabric::Region* nccl = nullptr;
+  ASSERT_TRUE(c.cache->Acquire(c.arena.data(), c.arena.size(), fabric::kAccessAll, fabric::MemoryKind::kHost, &nccl).ok());
+  ClientOptions o;
+  o.transport = transport();
+  // The arena is a slice inside NCCL's buffer.
+  ASSERT_TRUE(ExpertClient::Open(p.address(), o, *c.cache, c.worker.get(), c.arena.data() + m_.recordStride,
+                                 2 * m_.recordStride, &c.client).ok());
+  EXPECT_EQ(c.client->arenaRegion(), nccl);
+  EXPECT_EQ(c.cache->stats().registrations, 1u);
+  EXPECT_EQ(c.cache->stats().reuses, 1u);
+  // Offsets are the arena's: slot 1 of the arena is byte 2*stride of the buffer.
+  ASSERT_TRUE(c.client->Fetch(2, 3, m_.recordStride).ok());
+  EXPECT_EQ(std::string(c.arena.data() + 2 * m_.recordStride, m_.recordStride), testing::ExpectedRecord(m_, 2, 3));
+  EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 0, 2 * m_.recordStride)), ExpertErrc::kOutOfRange);
+  c.client.reset();
+  EXPECT_EQ(c.cache->stats().live, 1u);  // NCCL's count stays
+  ASSERT_TRUE(c.cache->Release(nccl).ok());
+}
+
+TEST_P(ExpertPeerTest, ChecksumVerificationCanBeSwitchedOff) {
+  Peer p;
+  StartPeer(&p);
+  // Corrupt one byte of expert 2 of layer index 0 after the peer opened the store;
+  // keep the mtime so even the TCP peer's identity check does not see it.
+  const std::string f = dir_ + "/layer-0001.bin";
+  struct stat st {};
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(2 * m_.recordStride + 5));
+    io.put(static_cast<char>('\x7f' ^ testing::ExpectedRecord(m_, 0, 2)[5]));
+  }
+  timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 1, transport()).ok());
+  Status s = c.client->Fetch(0, 2, 0);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kChecksumMismatch) << s.message();
+  c.client->SetVerifyChecksums(false);
+  ASSERT_TRUE(c.client->Fetch(0, 2, 0).ok());
+  EXPECT_NE(std::string(c.arena.data(), m_.recordStride), testing::ExpectedRecord(m_, 0, 2));
+  EXPECT_TRUE(c.client->Fetch(0, 3, 0).ok());
 }
 
 TEST_P(ExpertPeerTest, OutOfRangeIsRefusedBeforeAnythingMoves) {
