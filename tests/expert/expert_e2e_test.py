@@ -108,6 +108,11 @@ def main():
 
         env = dict(os.environ)
         env.pop("RAILYARD_SOCKET_IFNAME", None)
+        r = subprocess.run([railyardd, "--expert-only"], capture_output=True, text=True, env=env, timeout=30)
+        check(r.returncode == 2 and "--expert-store" in r.stderr, "railyardd --expert-only without a store exits 2")
+        r = subprocess.run([railyardd, "--expert-store", os.path.join(tmp, "nope"), "--expert-only",
+                            "--expert-listen", "127.0.0.1:0"], capture_output=True, text=True, env=env, timeout=30)
+        check(r.returncode == 2 and "manifest.json" in r.stderr, f"railyardd --expert-store of a missing store exits 2 ({r.stderr.strip()})")
         peer, addr = start_peer(railyardd, store, env)
         try:
             n = 2 * 4
