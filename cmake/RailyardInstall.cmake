@@ -7,6 +7,7 @@
 #           P/share/doc/railyard/configuration.md   every RAILYARD_* variable
 #           P/share/doc/railyard/README.md
 #   dev     P/include/railyard/railyard.h, version.h   the exported railyard_* C API
+#           P/include/railyard/expert.hpp              its C++ wrapper (expert tier)
 #           P/<libdir>/pkgconfig/railyard.pc           pkg-config --cflags --libs railyard
 #           P/<libdir>/cmake/Railyard/                 find_package(Railyard) →
 #                                                      Railyard::nccl-net-railyard
@@ -39,7 +40,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/docs/configuration.md ${PROJECT_SOURCE_DIR}/
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT plugin)
 
 # ---- dev: header, pkg-config, CMake package ----------------------------------
-install(FILES ${PROJECT_SOURCE_DIR}/include/railyard/railyard.h
+install(FILES ${PROJECT_SOURCE_DIR}/include/railyard/railyard.h ${PROJECT_SOURCE_DIR}/include/railyard/expert.hpp
               ${PROJECT_BINARY_DIR}/include/railyard/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/railyard COMPONENT dev)
 
