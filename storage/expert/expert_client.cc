@@ -162,7 +162,12 @@ Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
   Status s = options_.transport == kTransportRead ? FetchRead(batch) : FetchTcp(batch);
   if (!s.ok()) {
     const ExpertErrc e = ExpertErrcOf(s);
-    if (e == ExpertErrc::kPeerLost || e == ExpertErrc::kProtocol || e == ExpertErrc::kSystem) failed_ = s;
+    // Sticky: a lost peer, a protocol fault, and over READ a withdrawn registration
+    // (the fabric Endpoint stays failed after a remote-access error, as an RC QP does).
+    if (e == ExpertErrc::kPeerLost || e == ExpertErrc::kProtocol || e == ExpertErrc::kSystem ||
+        (options_.transport == kTransportRead && e == ExpertErrc::kStoreChanged)) {
+      failed_ = s;
+    }
     return s;
   }
   return options_.verifyChecksums ? Verify(batch) : Status::Ok();
@@ -232,7 +237,12 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
           const bool lost = e.error.errc == fabric::FabricErrc::kPeerClosed || e.error.errc == fabric::FabricErrc::kTimeout ||
                             e.error.errc == fabric::FabricErrc::kConnectFailed || e.error.errc == fabric::FabricErrc::kEndpointFailed ||
                             e.error.errc == fabric::FabricErrc::kSystem;
-          first = ExpertError(lost ? ExpertErrc::kPeerLost : ExpertErrc::kProtocol,
+          // A key the peer no longer honours: it withdrew its layer registrations
+          // because the store changed under it (or it is stopping).
+          const bool withdrawn = e.error.errc == fabric::FabricErrc::kBadKey ||
+                                 e.error.errc == fabric::FabricErrc::kDeregistered ||
+                                 e.error.errc == fabric::FabricErrc::kRemoteAccess;
+          first = ExpertError(lost ? ExpertErrc::kPeerLost : withdrawn ? ExpertErrc::kStoreChanged : ExpertErrc::kProtocol,
                               "expert peer " + peer_ + " read of layer " + std::to_string(r.layer) +
                                   " expert " + std::to_string(r.expert) + ": " + e.error.ToString());
         }

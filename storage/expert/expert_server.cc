@@ -118,7 +118,12 @@ void ExpertServer::AcceptLoop() {
 void ExpertServer::ProgressLoop() {
   std::vector<fabric::Event> events;
   uint64_t lastServed = 0;
+  auto lastCheck = std::chrono::steady_clock::now();
   while (!stop_.load()) {
+    if (std::chrono::steady_clock::now() - lastCheck > std::chrono::milliseconds(100)) {
+      lastCheck = std::chrono::steady_clock::now();
+      WithdrawIfStoreChanged();
+    }
     events.clear();
     const size_t n = worker_->Progress(&events);
     for (const fabric::Event& e : events) {
@@ -131,6 +136,24 @@ void ExpertServer::ProgressLoop() {
     // Idle: poll often while READ clients are connected (their Reads are served
     // from here), rarely otherwise.
     std::this_thread::sleep_for(std::chrono::microseconds(readClients_.load() > 0 || ws.peerConnections > 0 ? 50 : 2000));
+  }
+}
+
+void ExpertServer::WithdrawIfStoreChanged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!layersRegistered_) return;
+  for (size_t i = 0; i < store_->manifest().layers.size(); ++i) {
+    if (Status s = store_->CheckLayer(i); !s.ok()) {
+      RY_WARN("expert store: %s: withdrawing the layer registrations (READ clients' fetches now fail)", s.message().c_str());
+      for (const fabric::Region* r : regions_) (void)domain_->Deregister(r);
+      for (void* p : maps_) ::munmap(p, store_->manifest().LayerFileBytes());
+      regions_.clear();
+      maps_.clear();
+      layersRegistered_ = false;
+      ledger_.Release(store_->TotalBytes());
+      ++stats_.withdrawals;
+      return;
+    }
   }
 }
 

@@ -40,6 +40,7 @@ struct ServerStats {
   uint64_t recordsServedTcp = 0; ///< records sent over the control socket
   uint64_t shutdowns = 0;        ///< polite shutdowns answered
   uint64_t layerRegistrations = 0; ///< Domain::Register calls for layer files (once per layer)
+  uint64_t withdrawals = 0;        ///< times the layer registrations were withdrawn (store changed)
 };
 
 class ExpertServer {
@@ -69,6 +70,10 @@ class ExpertServer {
   Status ServeTcp(int fd, const std::string& who);
   Status ServeReadControl(int fd, const std::string& who);
   Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
+  /// Progress thread, every 100 ms while layers are registered: when a layer file no
+  /// longer matches (Store::CheckLayer), deregisters and unmaps every layer, so READ
+  /// clients' later Reads fail at the target instead of touching a truncated mapping.
+  void WithdrawIfStoreChanged();
   /// Maps and registers every layer file once (remote read); charges the ledger.
   Status EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys);
 

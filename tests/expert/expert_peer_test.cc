@@ -208,6 +208,23 @@ TEST_P(ExpertPeerTest, StoreChangedUnderThePeerIsNamed) {
   }
 }
 
+TEST_P(ExpertPeerTest, LayerFileTruncatedUnderThePeerIsStoreChanged) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 1, transport()).ok());
+  ASSERT_TRUE(c.client->Fetch(1, 5, 0).ok());
+  ASSERT_EQ(::truncate((dir_ + "/layer-0003.bin").c_str(), static_cast<off_t>(m_.recordStride)), 0);
+  if (transport() == kTransportRead) {
+    // The peer notices within ~100 ms and withdraws its registrations before any
+    // Read touches the truncated mapping (waited for here: the test never races it).
+    for (int i = 0; i < 500 && p.server->stats().withdrawals == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(p.server->stats().withdrawals, 1u);
+  }
+  Status s = c.client->Fetch(1, 5, 0);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+}
+
 TEST_P(ExpertPeerTest, PeerGoneMidBatchIsPeerLost) {
   Peer p;
   StartPeer(&p);
