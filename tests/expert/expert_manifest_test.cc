@@ -73,6 +73,34 @@ TEST(ExpertManifest, NamedErrorsForBadManifests) {
   EXPECT_EQ(mutate([](Manifest& x) { x.alignment = 96; }), ExpertErrc::kManifestInvalid);
 }
 
+TEST(ExpertManifest, MutatedManifestsNeverCrashAndAlwaysNameTheirError) {
+  Manifest m = SmallManifest(3, 4, 64);
+  for (auto& l : m.layers) {
+    l.file = "f" + std::to_string(l.layer);
+    l.checksums.assign(4, 7);
+  }
+  const std::string good = m.ToJson();
+  uint64_t x = 12345, accepted = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string t = good;
+    for (int k = 0; k < 1 + i % 4; ++k) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      t[(x >> 33) % t.size()] = static_cast<char>(x >> 17);
+    }
+    if (i % 7 == 0) t.resize((x >> 40) % t.size());
+    Manifest out;
+    Status s = Manifest::Parse(t, &out);
+    if (s.ok()) {
+      ++accepted;  // a mutation that kept it valid must still be self-consistent
+      EXPECT_EQ(out.tensors.back().offset + out.tensors.back().bytes, out.recordBytes);
+    } else {
+      EXPECT_NE(ExpertErrcOf(s), ExpertErrc::kSystem) << s.message();
+      EXPECT_EQ(s.message().rfind("expert ", 0), 0u) << s.message();
+    }
+  }
+  EXPECT_LT(accepted, 3000u);
+}
+
 TEST(ExpertStore, WrittenStoreOpensAndReadsBack) {
   TempDir tmp;
   const std::string dir = tmp.path + "/store";
