@@ -54,6 +54,8 @@ Status ApplyBytes(const Variable& var, const char* source, std::string_view valu
   return Status::Ok();
 }
 
+Status ApplyNothing(const Variable&, const char*, std::string_view, Config*) { return Status::Ok(); }
+
 Status ApplyHostName(const Variable&, const char*, std::string_view value, Config* out) {
   out->hostName = std::string(value);
   return Status::Ok();
@@ -152,8 +154,6 @@ Status ApplyAddrRange(const Variable& var, const char* source, std::string_view 
   out->addrRange = std::string(value);
   return Status::Ok();
 }
-
-Status ApplyIgnored(const Variable&, const char*, std::string_view, Config*) { return Status::Ok(); }
 
 Status ApplySwapDir(const Variable&, const char*, std::string_view value, Config* out) {
   out->swapDir = std::string(value);
@@ -319,6 +319,16 @@ const Variable kVariables[] = {
      "Fabric layer: chunks queued on one rail and not yet sent, at most; further chunks wait "
      "for room (or take a faster rail).",
      1, 1024, &ApplyInt<&Config::stripeChunksPerRail>},
+    {"RAILYARD_LIB", "string", "", "", nullptr,
+     "Path of libnccl-net-railyard.so for the Python binding (python/railyard/_lib.py "
+     "loads it before the build directory and the loader path); the library itself ignores it.",
+     0, 0, &ApplyNothing, "a path"},
+    {"RAILYARD_EXPERT_PIN_CAP", "bytes", "16G", "bytes", nullptr,
+     "Expert store peer (railyardd --expert-store): most bytes all client connections together "
+     "may make it pin (the layer files registered for remote read, once, plus one record-sized "
+     "buffer per TCP client); a connection that would go over is refused at connect with "
+     "ADMISSION_REFUSED. 0 = no cap. Accepts K, M, G suffixes.",
+     0, kGiB * 1024 * 1024, &ApplyBytes<&Config::expertPinCapBytes>},
     {"RAILYARD_SWAP_DIR", "string", "", "", nullptr,
      "Snapshot tier (storage/snapshot): directory of the paging arenas' swap files "
      "(railyard-snapshot-<kind>.swap), on the serving host's local disk. Cold blobs are evicted "
@@ -331,10 +341,6 @@ const Variable kVariables[] = {
      "from the file; records torn by a crash fail their xxHash64 checksum and are dropped, never "
      "served). 0 = the swap file is a cache only and starts empty.",
      0, 1, &ApplyInt<&Config::swapSync>},
-    {"RAILYARD_LIB", "string", "", "", nullptr,
-     "Python binding (python/railyard/_lib.py): path of libnccl-net-railyard.so to load; unset = "
-     "the build tree's build/lib, then the dynamic loader's path. The library itself ignores it.",
-     0, 0, &ApplyIgnored, "a file path"},
 };
 
 }  // namespace
