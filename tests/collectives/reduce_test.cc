@@ -1,0 +1,155 @@
+// The reduction kernels (proxy/collectives/reduce.h) and narrow-float conversions
+// (small_float.h): every datatype x op against a double reference, exact
+// conversions, and results independent of how a buffer is split.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "proxy/collectives/reduce.h"
+#include "proxy/collectives/small_float.h"
+#include "tests/collectives/reference.h"
+
+namespace railyard::collectives {
+namespace {
+using testing::Get;
+using testing::InputValue;
+using testing::Reference;
+using testing::Set;
+using testing::Tolerance;
+
+/// Reduces `nranks` inputs the way a collective owner does: widen rank 0's, combine
+/// the others in rank order in AccumType, round once.
+std::vector<uint8_t> ReduceRanks(DataType t, RedOp op, int nranks, size_t count) {
+  const size_t tb = TypeBytes(t), ab = TypeBytes(AccumType(t));
+  std::vector<uint8_t> acc(count * ab + 1), in(count * tb + 1), wide(count * ab + 1);
+  std::vector<uint8_t> out(count * tb + 1);
+  for (int r = 0; r < nranks; ++r) {
+    for (size_t i = 0; i < count; ++i) Set(t, in.data(), i, InputValue(t, op, r, i));
+    if (r == 0) {
+      ToAccum(t, acc.data(), in.data(), count);
+    } else {
+      ToAccum(t, wide.data(), in.data(), count);
+      ReduceInPlace(AccumType(t), op, acc.data(), wide.data(), count);
+    }
+  }
+  FromAccum(t, out.data(), acc.data(), count, op == RedOp::kAvg ? nranks : 1);
+  return out;
+}
+
+class ReduceEveryTypeOp : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(ReduceEveryTypeOp, MatchesDoubleReference) {
+  const DataType t = static_cast<DataType>(std::get<0>(GetParam()));
+  const RedOp op = static_cast<RedOp>(std::get<1>(GetParam()));
+  for (size_t count : {size_t{1}, size_t{7}, size_t{64}, size_t{1000}, size_t{4099}}) {
+    for (int nranks : {2, 3, 8}) {
+      const std::vector<uint8_t> out = ReduceRanks(t, op, nranks, count);
+      for (size_t i = 0; i < count; ++i) {
+        const double ref = Reference(t, op, nranks, i);
+        ASSERT_NEAR(Get(t, out.data(), i), ref, Tolerance(t, ref))
+            << TypeName(t) << " " << OpName(op) << " count " << count << " nranks " << nranks
+            << " element " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypesOps, ReduceEveryTypeOp,
+                         ::testing::Combine(::testing::Range(0, kNumDataTypes),
+                                            ::testing::Range(0, kNumRedOps)),
+                         [](const auto& p) {
+                           return std::string(TypeName(static_cast<DataType>(std::get<0>(p.param)))) +
+                                  "_" + OpName(static_cast<RedOp>(std::get<1>(p.param)));
+                         });
+
+TEST(Reduce, SplitDoesNotChangeBits) {
+  // The same float inputs reduced whole and in odd pieces give identical bits (the
+  // kernel is element-wise, so vector width and tails cannot matter).
+  const size_t n = 10007;
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) { a[i] = std::sin(i * 0.37f) * 1e3f; b[i] = std::cos(i * 0.11f) / 7.f; }
+  std::vector<float> whole = a, pieces = a;
+  ReduceInPlace(DataType::kFloat32, RedOp::kSum, whole.data(), b.data(), n);
+  for (size_t off = 0; off < n;) {
+    const size_t len = std::min<size_t>(n - off, 1 + (off * 7919) % 61);
+    ReduceInPlace(DataType::kFloat32, RedOp::kSum, pieces.data() + off, b.data() + off, len);
+    off += len;
+  }
+  EXPECT_EQ(std::memcmp(whole.data(), pieces.data(), n * 4), 0);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(whole[i], a[i] + b[i]) << i;
+}
+
+TEST(Reduce, IntegerSumAndProductWrap) {
+  std::vector<int8_t> a = {127, -128, 100}, b = {1, -1, 3};
+  ReduceInPlace(DataType::kInt8, RedOp::kSum, a.data(), b.data(), 3);
+  EXPECT_EQ(a, (std::vector<int8_t>{-128, 127, 103}));
+  std::vector<uint64_t> x = {~0ull, 3}, y = {2, 5};
+  ReduceInPlace(DataType::kUint64, RedOp::kProd, x.data(), y.data(), 2);
+  EXPECT_EQ(x, (std::vector<uint64_t>{~0ull - 1, 15}));
+  std::vector<int64_t> m = {-5, 7}, k = {3, -9};
+  ReduceInPlace(DataType::kInt64, RedOp::kMin, m.data(), k.data(), 2);
+  EXPECT_EQ(m, (std::vector<int64_t>{-5, -9}));
+}
+
+TEST(SmallFloat, HalfKnownValuesAndRoundTrip) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
+  EXPECT_EQ(FloatToHalf(65504.f), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(65520.f), 0x7C00);  // the halfway point overflows to infinity
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.f, -24)), 0x0001);
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.f, -25)), 0x0000);  // tie to even: 0
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.f, -11)), 0x3C00);  // tie to even
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.f, -11)), 0x3C02);
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) { EXPECT_TRUE((h & 0x7C00) == 0x7C00 && (h & 0x3FF)); continue; }
+    ASSERT_EQ(FloatToHalf(f), h) << std::hex << h;
+  }
+}
+
+TEST(SmallFloat, Bf16RoundTripAndRounding) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.f, -8)), 0x3F80);      // tie to even
+  EXPECT_EQ(FloatToBf16(1.0f + 3 * std::ldexp(1.f, -8)), 0x3F82);
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const float f = Bf16ToFloat(static_cast<uint16_t>(b));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(FloatToBf16(f), b) << std::hex << b;
+  }
+}
+
+TEST(SmallFloat, Fp8KnownValuesSaturationAndRoundTrip) {
+  EXPECT_EQ(FloatToE4m3(1.0f), 0x38);
+  EXPECT_EQ(FloatToE4m3(448.f), 0x7E);
+  EXPECT_EQ(FloatToE4m3(1e6f), 0x7E);       // saturates
+  EXPECT_EQ(FloatToE4m3(-1e6f), 0xFE);
+  EXPECT_EQ(FloatToE4m3(std::ldexp(1.f, -9)), 0x01);
+  EXPECT_EQ(E4m3ToFloat(0x7E), 448.f);
+  EXPECT_TRUE(std::isnan(E4m3ToFloat(0x7F)));
+  EXPECT_EQ(FloatToE5m2(57344.f), 0x7B);
+  EXPECT_EQ(FloatToE5m2(1e9f), 0x7B);
+  EXPECT_EQ(E5m2ToFloat(0x3C), 1.0f);
+  EXPECT_TRUE(std::isinf(E5m2ToFloat(0x7C)));
+  for (uint32_t v = 0; v < 256; ++v) {
+    const float a = E4m3ToFloat(static_cast<uint8_t>(v));
+    if (!std::isnan(a)) {
+      ASSERT_EQ(FloatToE4m3(a), v) << v;
+    }
+    const float b = E5m2ToFloat(static_cast<uint8_t>(v));
+    if (!std::isnan(b) && !std::isinf(b)) {
+      ASSERT_EQ(FloatToE5m2(b), v) << v;
+    }
+  }
+}
+
+TEST(Reduce, DispatchesToAVectorTarget) {
+  const std::string name = ReduceTargetName();
+  EXPECT_FALSE(name.empty());
+  RecordProperty("target", name);
+  std::printf("reduce target: %s\n", name.c_str());
+}
+
+}  // namespace
+}  // namespace railyard::collectives
