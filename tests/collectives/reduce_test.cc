@@ -9,7 +9,7 @@
 
 #include "proxy/collectives/reduce.h"
 #include "proxy/collectives/small_float.h"
-#include "tests/collectives/reference.h"
+#include "proxy/collectives/reference.h"
 
 namespace railyard::collectives {
 namespace {

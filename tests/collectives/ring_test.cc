@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tests/collectives/reference.h"
+#include "proxy/collectives/reference.h"
 #include "tests/collectives/ring_harness.h"
 
 namespace railyard::collectives {

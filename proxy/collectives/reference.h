@@ -1,6 +1,7 @@
-// Test helpers of the collectives suite: element access by DataType through double
-// (the reference every result is checked against), deterministic inputs, and the
-// tolerance each datatype allows.
+// The double reference of a collective, for the tests (tests/collectives) and
+// railyard-perf's -c 1: element access by DataType through double, deterministic
+// inputs per rank (and salt: railyard-perf's iteration), the reference of every
+// op, and the tolerance each datatype allows. Header-only; needs small_float.cc.
 #pragma once
 
 #include <cmath>
@@ -11,7 +12,7 @@
 #include "proxy/collectives/datatype.h"
 #include "proxy/collectives/small_float.h"
 
-namespace railyard::collectives::testing {
+namespace railyard::collectives::testing {  // "testing": reference code, not the data path
 
 /// Element i of a buffer of `type`, as double.
 inline double Get(DataType t, const void* p, size_t i) {
@@ -55,8 +56,8 @@ inline void Set(DataType t, void* p, size_t i, double v) {
 /// Input value of element i on `rank`: small numbers, so that the sum and product of
 /// up to 8 ranks stay exact in every integer type and within range of fp8 (products
 /// of values in {1, 2} times a sign; sums of values up to 8 in magnitude).
-inline double InputValue(DataType t, RedOp op, int rank, size_t i) {
-  const uint64_t h = (i * 2654435761u + static_cast<uint64_t>(rank) * 40503u + 17) % 97;
+inline double InputValue(DataType t, RedOp op, int rank, size_t i, uint64_t salt = 0) {
+  const uint64_t h = (i * 2654435761u + static_cast<uint64_t>(rank) * 40503u + salt * 7919u + 17) % 97;
   const bool isUnsigned = t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
   if (op == RedOp::kProd) {
     double v = (h % 3 == 0) ? 2.0 : 1.0;
@@ -69,17 +70,17 @@ inline double InputValue(DataType t, RedOp op, int rank, size_t i) {
 }
 
 /// InputValue as the type stores it (rounded once to the type).
-inline double StoredInput(DataType t, RedOp op, int rank, size_t i) {
+inline double StoredInput(DataType t, RedOp op, int rank, size_t i, uint64_t salt = 0) {
   uint8_t b[8];
-  Set(t, b, 0, InputValue(t, op, rank, i));
+  Set(t, b, 0, InputValue(t, op, rank, i, salt));
   return Get(t, b, 0);
 }
 
 /// The double reference of `op` over ranks' (stored) inputs at element i.
-inline double Reference(DataType t, RedOp op, int nranks, size_t i) {
-  double acc = StoredInput(t, op, 0, i);
+inline double Reference(DataType t, RedOp op, int nranks, size_t i, uint64_t salt = 0) {
+  double acc = StoredInput(t, op, 0, i, salt);
   for (int r = 1; r < nranks; ++r) {
-    const double v = StoredInput(t, op, r, i);
+    const double v = StoredInput(t, op, r, i, salt);
     switch (op) {
       case RedOp::kSum: case RedOp::kAvg: acc += v; break;
       case RedOp::kProd: acc *= v; break;
