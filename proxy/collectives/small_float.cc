@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace railyard::collectives {
 namespace {
@@ -76,7 +77,15 @@ std::array<float, 256> MakeTable(bool e4m3) {
 
 }  // namespace
 
-float HalfToFloat(uint16_t h) { return Decode(h, 5, 10, true); }
+float HalfToFloat(uint16_t h) {
+  // Every half decoded once (exactly, by Decode) into a 256 KiB table.
+  static const std::vector<float> kTable = [] {
+    std::vector<float> t(65536);
+    for (uint32_t v = 0; v < 65536; ++v) t[v] = Decode(v, 5, 10, true);
+    return t;
+  }();
+  return kTable[h];
+}
 
 float Bf16ToFloat(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16); }
 
@@ -91,8 +100,24 @@ float E5m2ToFloat(uint8_t v) {
 }
 
 uint16_t FloatToHalf(float f) {
+  // Round to nearest even with integer steps (F. Giesen's float_to_half_fast3_rtne):
   // max finite 0x7BFF (65504), overflow to infinity 0x7C00, quiet NaN 0x7E00.
-  return static_cast<uint16_t>(Encode(f, 5, 10, 0x7BFF, 0x7C00, 0x7E00));
+  uint32_t u = Bits(f);
+  const uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint32_t o;
+  if (u >= (127u + 16) << 23) {             // |f| >= 65536, inf or NaN
+    o = u > 0x7F800000u ? 0x7E00 : 0x7C00;
+  } else if (u < 113u << 23) {               // |f| < 2^-14: a subnormal half or zero
+    const uint32_t magicBits = ((127u - 15) + (23 - 10) + 1) << 23;
+    const float sum = FromBits(u) + FromBits(magicBits);  // the FPU rounds to nearest even here
+    o = Bits(sum) - magicBits;
+  } else {
+    const uint32_t odd = (u >> 13) & 1;
+    u += (static_cast<uint32_t>(15 - 127) << 23) + 0xFFF + odd;  // rebias and round; carries into inf
+    o = u >> 13;
+  }
+  return static_cast<uint16_t>(o | (sign >> 16));
 }
 
 uint16_t FloatToBf16(float f) {

@@ -109,6 +109,30 @@ TEST(SmallFloat, HalfKnownValuesAndRoundTrip) {
   }
 }
 
+TEST(SmallFloat, HalfRoundsEveryFloatToTheNearestEvenHalf) {
+  // Property test over 200k floats spread over the whole half range: the result is a
+  // nearest half, and on a tie the one with an even mantissa.
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 200000; ++i) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    const int e = static_cast<int>(x % 44) - 28;  // 2^-28 .. 2^15
+    const float f = std::ldexp(static_cast<float>((x >> 20) % (1u << 24)) / float(1u << 24) + 1.f, e) *
+                    ((x >> 60) & 1 ? -1.f : 1.f);
+    if (std::fabs(f) >= 65504.f) continue;
+    const uint16_t h = FloatToHalf(f);
+    const double got = HalfToFloat(h), err = std::fabs(got - f);
+    for (int d : {-1, 1}) {
+      const uint16_t nb = static_cast<uint16_t>((h & 0x7FFF) + d) | (h & 0x8000);
+      if ((h & 0x7FFF) == 0 && d < 0) continue;
+      const double other = std::fabs(double(HalfToFloat(nb)) - f);
+      ASSERT_LE(err, other) << f;
+      if (err == other) {
+        ASSERT_EQ(h & 1, 0) << "tie not to even at " << f;
+      }
+    }
+  }
+}
+
 TEST(SmallFloat, Bf16RoundTripAndRounding) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
   EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.f, -8)), 0x3F80);      // tie to even
