@@ -99,6 +99,12 @@ struct Config {
   std::size_t stripeChunkBytes = 0;
   /// RAILYARD_STRIPE_CHUNKS_PER_RAIL: fabric chunks in flight per rail (1..1024).
   int stripeChunksPerRail = 0;
+
+  // --- CollNet collectives: proxy/collectives/coll_comm.h --------------------------
+  /// RAILYARD_COLLNET_CHUNK_BYTES: bytes of one pipelined ring chunk (one staging slot).
+  std::size_t collnetChunkBytes = 0;
+  /// RAILYARD_COLLNET_SLOTS: staging slots per ring direction (chunks in flight).
+  int collnetSlots = 0;
 };
 
 /// One row of the variable table.

@@ -312,6 +312,14 @@ const Variable kVariables[] = {
      "Fabric layer: chunks queued on one rail and not yet sent, at most; further chunks wait "
      "for room (or take a faster rail).",
      1, 1024, &ApplyInt<&Config::stripeChunksPerRail>},
+    {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
+     "CollNet collectives: bytes of one pipelined ring chunk, the size of one staging slot "
+     "(the same on every rank: connect checks it); a multiple of 8. Accepts K, M, G suffixes.",
+     4096, 64 * 1024 * 1024, &ApplyBytes<&Config::collnetChunkBytes>},
+    {"RAILYARD_COLLNET_SLOTS", "int", "8", "", nullptr,
+     "CollNet collectives: staging slots per ring direction, i.e. chunks a rank may have in "
+     "flight to its neighbour before credits return (the same on every rank).",
+     2, 1024, &ApplyInt<&Config::collnetSlots>},
 };
 
 }  // namespace

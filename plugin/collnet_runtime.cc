@@ -44,6 +44,8 @@ Status Create(State& s) {
   RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(opts, &s.domain));
   s.cache = std::make_unique<fabric::RegistrationCache>(*s.domain);
   s.options.timeoutMs = cfg->timeoutMs;
+  s.options.chunkBytes = cfg->collnetChunkBytes / 8 * 8;
+  s.options.slots = static_cast<uint32_t>(cfg->collnetSlots);
   RY_INFO(log::kNet | log::kInit, "CollNet: fabric %s over %zu rail(s), first %s (%s)",
           s.domain->TransportName(), rails.size(), rails[0].device.c_str(), rails[0].address.c_str());
   return Status::Ok();

@@ -23,7 +23,8 @@ struct Runtime {
 /// Takes one reference, creating the Domain on the first: a TCP Domain whose rails
 /// are the IPv4 addresses of the RAILYARD_SOCKET_IFNAME interfaces (127.0.0.1 when
 /// none qualifies; at most 6 rails, so the Worker address fits NCCL's 128-byte
-/// handle), RAILYARD_TIMEOUT_MS for the collectives. Errors from env::Load and
+/// handle); RAILYARD_TIMEOUT_MS, RAILYARD_COLLNET_CHUNK_BYTES and _SLOTS for the
+/// collectives. Errors from env::Load and
 /// CreateTcpDomain. Thread-safe.
 Status AcquireRuntime(Runtime* out);
 /// Drops one reference; the last destroys the cache and the Domain (every Worker

@@ -539,6 +539,7 @@ Status CollComm::Progress() {
     }
   }
   if (failed_.ok()) SendCredits();
+  lastMoved_ = moved;
   const auto now = Clock::now();
   const auto running = std::find_if(queue_.begin(), queue_.end(), [](const auto& x) { return !x->req.done; });
   const bool busy = running != queue_.end();

@@ -80,6 +80,8 @@ class CollComm {
   Status Test(CollRequest* req, bool* done, uint64_t* bytes, bool progress = true);
   /// True while a posted collective has not finished.
   bool Busy() const;
+  /// True when the last Progress call moved anything (an event, a chunk posted or reduced).
+  bool LastProgressMoved() const { return lastMoved_; }
   /// Moves data: polls the Worker, reduces what landed, posts what may go. Never blocks.
   Status Progress();
 
@@ -121,6 +123,7 @@ class CollComm {
   std::vector<fabric::Event> events_, pending_;
   uint64_t nextSerial_ = 1;
   Status failed_;
+  bool lastMoved_ = false;
   std::chrono::steady_clock::time_point lastProgress_;
 };
 

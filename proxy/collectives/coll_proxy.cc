@@ -3,6 +3,10 @@
 #include <chrono>
 
 namespace railyard::collectives {
+namespace {
+constexpr int kSpinPolls = 2000;  ///< polls without progress before napping
+constexpr int kNapUs = 20;        ///< nap between polls once the spin budget is spent
+}  // namespace
 
 CollProxy::CollProxy(std::unique_ptr<CollComm> comm, int idlePollUs)
     : comm_(std::move(comm)), rank_(comm_->rank()), nranks_(comm_->nranks()), idlePollUs_(idlePollUs) {
@@ -37,11 +41,19 @@ Status CollProxy::Test(CollRequest* req, bool* done, uint64_t* bytes) {
 
 void CollProxy::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
+  int idlePolls = 0;
   while (!stop_) {
     (void)comm_->Progress();  // errors are sticky in the comm; Test reports them
     if (comm_->Busy()) {
+      // Spin while bytes move; after kSpinPolls polls that moved nothing, nap briefly so a
+      // rank waiting on a slow neighbour does not burn a core (the latency cost is the nap).
+      idlePolls = comm_->LastProgressMoved() ? 0 : idlePolls + 1;
       lock.unlock();
-      std::this_thread::yield();
+      if (idlePolls > kSpinPolls) {
+        std::this_thread::sleep_for(std::chrono::microseconds(kNapUs));
+      } else {
+        std::this_thread::yield();
+      }
       lock.lock();
     } else {
       cv_.wait_for(lock, std::chrono::microseconds(idlePollUs_), [this] { return stop_ || posted_; });

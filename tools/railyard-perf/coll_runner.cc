@@ -120,6 +120,20 @@ Status CollRun::Run(long long* wrongTotal) {
     return InvalidUsage("-d " + opts_.datatype + " / -o " + opts_.op + " not understood");
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts_.timeoutSec);
+  // Ranks started with different options would post different collectives: compare first.
+  struct Shape {
+    RunShape run;
+    std::int32_t type, op;
+  } mine{ShapeOf(opts_), static_cast<std::int32_t>(type), static_cast<std::int32_t>(op)};
+  std::vector<Shape> shapes(static_cast<std::size_t>(n_));
+  RY_RETURN_IF_ERROR(boot_.AllGather(&mine, sizeof mine, shapes.data()));
+  for (int r = 0; r < n_; ++r) {
+    std::string diff = ShapeDifference(mine.run, me_, shapes[std::size_t(r)].run, r);
+    if (shapes[std::size_t(r)].type != mine.type || shapes[std::size_t(r)].op != mine.op) {
+      diff += (diff.empty() ? "" : ", ") + std::string("-d/-o differ from rank ") + std::to_string(r);
+    }
+    if (!diff.empty()) return InvalidUsage("the ranks' options differ: " + diff);
+  }
   RY_RETURN_IF_ERROR(Open());
   // listen, exchange the handles, connect (blocking and collective), closeListen.
   std::vector<char> handle(NCCL_NET_HANDLE_MAXSIZE, 0), all(NCCL_NET_HANDLE_MAXSIZE * std::size_t(n_));
