@@ -81,7 +81,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_TC", "RAILYARD_SL", "RAILYARD_IB_TIMEOUT",
                                             "RAILYARD_IB_RETRY_CNT", "RAILYARD_QPS_PER_CONN",
                                             "RAILYARD_IB_USE_INLINE", "RAILYARD_STRIPE_THRESHOLD_BYTES",
-                                            "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL"));
+                                            "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL",
+                                            "RAILYARD_COLLNET_CHUNK_BYTES", "RAILYARD_COLLNET_SLOTS"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
@@ -119,6 +120,8 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.qpsPerConn, 1);
   EXPECT_EQ(c.transport, "auto");
   EXPECT_EQ(c.ibUseInline, 1);
+  EXPECT_EQ(c.collnetChunkBytes, 512u * 1024);
+  EXPECT_EQ(c.collnetSlots, 8);
 }
 
 TEST(EnvConfig, TransportIsCheckedAndCaseInsensitive) {
