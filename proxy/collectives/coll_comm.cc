@@ -539,6 +539,9 @@ Status CollComm::Progress() {
     }
   }
   if (failed_.ok()) SendCredits();
+  const uint64_t landed = worker_.stats().bytesLanded;  // a large chunk is still arriving
+  moved |= landed != lastLanded_;
+  lastLanded_ = landed;
   lastMoved_ = moved;
   const auto now = Clock::now();
   const auto running = std::find_if(queue_.begin(), queue_.end(), [](const auto& x) { return !x->req.done; });

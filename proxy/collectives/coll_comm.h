@@ -80,7 +80,8 @@ class CollComm {
   Status Test(CollRequest* req, bool* done, uint64_t* bytes, bool progress = true);
   /// True while a posted collective has not finished.
   bool Busy() const;
-  /// True when the last Progress call moved anything (an event, a chunk posted or reduced).
+  /// True when the last Progress call moved anything (an event, a chunk posted or
+  /// reduced, bytes landed in this process's staging).
   bool LastProgressMoved() const { return lastMoved_; }
   /// Moves data: polls the Worker, reduces what landed, posts what may go. Never blocks.
   Status Progress();
@@ -124,6 +125,7 @@ class CollComm {
   uint64_t nextSerial_ = 1;
   Status failed_;
   bool lastMoved_ = false;
+  uint64_t lastLanded_ = 0;  ///< WorkerStats::bytesLanded at the last Progress
   std::chrono::steady_clock::time_point lastProgress_;
 };
 
