@@ -236,6 +236,53 @@ TEST(Ring, RankDyingMidCollectiveFailsEveryOtherRankWithANamedError) {
   Destroy(&ranks);
 }
 
+TEST(Ring, ARankThatNeverPostsTimesOutItsNeighboursWithANamedError) {
+  // Rank 2 of 3 stays connected and polling but never posts its part (a frozen or
+  // diverged rank): ranks 0 and 1 must fail after the comm timeout with TIMEOUT (no
+  // transport error happens: nothing is broken), and rank 2 learns of it by the abort.
+  CollOptions o = SmallChunks();
+  o.timeoutMs = 500;
+  std::vector<RankSide> ranks;
+  { Status s = MakeRing("fake", 3, o, &ranks); ASSERT_TRUE(s.ok()) << s.message(); }
+  std::vector<Status> st(3, Status::Ok());
+  OnEveryRank(2, [&](int r) {
+    std::vector<float> in(100000, 1.f), out(in.size());
+    CollOp c;
+    c.blockElems = EvenBlocks(in.size(), 3);
+    c.send = in.data();
+    c.recv = out.data();
+    st[static_cast<size_t>(r)] = RunOp(*ranks[static_cast<size_t>(r)].comm, c);
+  });
+  int timedOut = 0;
+  for (int r : {0, 1}) {
+    const std::string& m = st[static_cast<size_t>(r)].message();
+    EXPECT_FALSE(st[static_cast<size_t>(r)].ok());
+    EXPECT_NE(m.find("collnet rank " + std::to_string(r) + "/3"), std::string::npos) << m;
+    if (m.find("TIMEOUT") != std::string::npos) ++timedOut;
+    else EXPECT_NE(m.find("aborted"), std::string::npos) << m;  // its neighbour timed out first
+  }
+  EXPECT_GE(timedOut, 1);
+  // Rank 2's comm has failed too (the abort reached it): a post now reports it.
+  std::vector<float> in(3, 1.f), out(3);
+  CollOp c;
+  c.blockElems = EvenBlocks(3, 3);
+  c.send = in.data();
+  c.recv = out.data();
+  CollRequest* req = nullptr;
+  Status late = ranks[2].comm->Post(c, &req);
+  bool done = false;
+  // Bounded: the abort is already on its way (or arrived); the op can never finish.
+  for (int i = 0; i < 1000000 && late.ok() && !done; ++i) {
+    uint64_t bytes = 0;
+    late = ranks[2].comm->Test(req, &done, &bytes);
+    std::this_thread::yield();
+  }
+  EXPECT_FALSE(done);
+  EXPECT_FALSE(late.ok());
+  EXPECT_NE(late.message().find("aborted"), std::string::npos) << late.message();
+  Destroy(&ranks);
+}
+
 TEST(Ring, ConnectRejectsBadArguments) {
   std::vector<RankSide> ranks;
   ASSERT_TRUE(MakeRing("fake", 1, SmallChunks(), &ranks).ok());
