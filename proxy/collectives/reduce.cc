@@ -91,6 +91,42 @@ void ReduceImpl(int type, int op, void* dst, const void* src, size_t count) {
   }
 }
 
+/// half -> float. On AVX2 and AVX-512 (F16C: exact, as the table) vectorized; the
+/// other targets (whose emulated conversions are not checked bit for bit here) and the
+/// tail use the scalar table.
+void HalfToFloatImpl(float* HWY_RESTRICT dst, const uint16_t* HWY_RESTRICT src, size_t count) {
+  size_t i = 0;
+#if HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t lanes = hn::Lanes(df);
+  const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(src);
+  for (; i + lanes <= count; i += lanes) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + i)), df, dst + i);
+#endif
+  for (; i < count; ++i) dst[i] = HalfToFloat(src[i]);
+}
+
+/// float -> half, rounding to nearest even (F16C's vcvtps2ph with the default MXCSR
+/// rounding, identical to FloatToHalf except for NaN payloads), after dividing by
+/// `divisor` when > 1. Scalar on the other targets and for the tail.
+void FloatToHalfImpl(uint16_t* HWY_RESTRICT dst, const float* HWY_RESTRICT src, size_t count, int divisor) {
+  size_t i = 0;
+  const float div = static_cast<float>(divisor);
+#if HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t lanes = hn::Lanes(df);
+  hwy::float16_t* h = reinterpret_cast<hwy::float16_t*>(dst);
+  const auto vdiv = hn::Set(df, div);
+  for (; i + lanes <= count; i += lanes) {
+    auto v = hn::LoadU(df, src + i);
+    if (divisor > 1) v = hn::Div(v, vdiv);
+    hn::StoreU(hn::DemoteTo(dh, v), dh, h + i);
+  }
+#endif
+  for (; i < count; ++i) dst[i] = FloatToHalf(divisor > 1 ? src[i] / div : src[i]);
+}
+
 const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace railyard::collectives::HWY_NAMESPACE
@@ -100,6 +136,8 @@ HWY_AFTER_NAMESPACE();
 namespace railyard::collectives {
 
 HWY_EXPORT(ReduceImpl);
+HWY_EXPORT(HalfToFloatImpl);
+HWY_EXPORT(FloatToHalfImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void ReduceInPlace(DataType type, RedOp op, void* dst, const void* src, size_t count) {
@@ -136,7 +174,9 @@ void DivideInPlace(void* data, size_t count, int divisor) {
 void ToAccum(DataType type, void* dst, const void* src, size_t count) {
   float* f = static_cast<float*>(dst);
   switch (type) {
-    case DataType::kFloat16: Widen<uint16_t, HalfToFloat>(f, src, count); return;
+    case DataType::kFloat16:
+      HWY_DYNAMIC_DISPATCH(HalfToFloatImpl)(f, static_cast<const uint16_t*>(src), count);
+      return;
     case DataType::kBfloat16: Widen<uint16_t, Bf16ToFloat>(f, src, count); return;
     case DataType::kFloat8e4m3: Widen<uint8_t, E4m3ToFloat>(f, src, count); return;
     case DataType::kFloat8e5m2: Widen<uint8_t, E5m2ToFloat>(f, src, count); return;
@@ -164,7 +204,9 @@ void FinishAvg(DataType accumType, void* data, size_t count, int divisor) {
 void FromAccum(DataType type, void* dst, const void* src, size_t count, int divisor) {
   const float* f = static_cast<const float*>(src);
   switch (type) {
-    case DataType::kFloat16: NarrowTo<uint16_t, FloatToHalf>(dst, f, count, divisor); return;
+    case DataType::kFloat16:
+      HWY_DYNAMIC_DISPATCH(FloatToHalfImpl)(static_cast<uint16_t*>(dst), f, count, divisor);
+      return;
     case DataType::kBfloat16: NarrowTo<uint16_t, FloatToBf16>(dst, f, count, divisor); return;
     case DataType::kFloat8e4m3: NarrowTo<uint8_t, FloatToE4m3>(dst, f, count, divisor); return;
     case DataType::kFloat8e5m2: NarrowTo<uint8_t, FloatToE5m2>(dst, f, count, divisor); return;

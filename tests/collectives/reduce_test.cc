@@ -168,6 +168,41 @@ TEST(SmallFloat, Fp8KnownValuesSaturationAndRoundTrip) {
   }
 }
 
+TEST(Reduce, VectorHalfConversionsMatchTheScalarOnesBitForBit) {
+  // ToAccum / FromAccum (Highway, F16C where the CPU has it) against HalfToFloat /
+  // FloatToHalf: every half widened, and 1M floats across the half range (ties,
+  // subnormals, overflow) narrowed, with and without an avg divisor. NaNs only need
+  // to stay NaN (payloads may differ).
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
+  std::vector<float> wide(65536);
+  ToAccum(DataType::kFloat16, wide.data(), all.data(), all.size());
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(want)) { ASSERT_TRUE(std::isnan(wide[h])) << h; continue; }
+    ASSERT_EQ(std::memcmp(&wide[h], &want, 4), 0) << std::hex << h;
+  }
+  std::vector<float> f(1 << 20);
+  uint64_t x = 12345;
+  for (size_t i = 0; i < f.size(); ++i) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    const uint32_t bits = static_cast<uint32_t>(x);
+    // mostly the half range (exponents 2^-26 .. 2^17), some arbitrary bit patterns
+    const uint32_t e = (i % 8 == 0) ? (bits >> 23) & 0xFF : 100 + (bits >> 23) % 45;
+    const uint32_t u = (bits & 0x807FFFFFu) | (e << 23);
+    std::memcpy(&f[i], &u, 4);
+  }
+  for (int divisor : {1, 3}) {
+    std::vector<uint16_t> narrow(f.size());
+    FromAccum(DataType::kFloat16, narrow.data(), f.data(), f.size(), divisor);
+    for (size_t i = 0; i < f.size(); ++i) {
+      const uint16_t want = FloatToHalf(divisor > 1 ? f[i] / float(divisor) : f[i]);
+      if (std::isnan(HalfToFloat(want))) { ASSERT_TRUE(std::isnan(HalfToFloat(narrow[i]))) << i; continue; }
+      ASSERT_EQ(narrow[i], want) << "float " << f[i] << " divisor " << divisor;
+    }
+  }
+}
+
 TEST(Reduce, DispatchesToAVectorTarget) {
   const std::string name = ReduceTargetName();
   EXPECT_FALSE(name.empty());
