@@ -107,6 +107,12 @@ struct Config {
   /// RAILYARD_SWAP_SYNC: 1 = every committed snapshot blob is written through to the
   /// swap file and fdatasync'ed, and survives a restart; 0 = the swap is a cache only.
   int swapSync = 0;
+
+  // --- CollNet collectives: proxy/collectives/coll_comm.h --------------------------
+  /// RAILYARD_COLLNET_CHUNK_BYTES: bytes of one pipelined ring chunk (one staging slot).
+  std::size_t collnetChunkBytes = 0;
+  /// RAILYARD_COLLNET_SLOTS: staging slots per ring direction (chunks in flight).
+  int collnetSlots = 0;
 };
 
 /// One row of the variable table.

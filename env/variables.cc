@@ -341,6 +341,14 @@ const Variable kVariables[] = {
      "from the file; records torn by a crash fail their xxHash64 checksum and are dropped, never "
      "served). 0 = the swap file is a cache only and starts empty.",
      0, 1, &ApplyInt<&Config::swapSync>},
+    {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
+     "CollNet collectives: bytes of one pipelined ring chunk, the size of one staging slot "
+     "(the same on every rank: connect checks it); a multiple of 8. Accepts K, M, G suffixes.",
+     4096, 64 * 1024 * 1024, &ApplyBytes<&Config::collnetChunkBytes>},
+    {"RAILYARD_COLLNET_SLOTS", "int", "8", "", nullptr,
+     "CollNet collectives: staging slots per ring direction, i.e. chunks a rank may have in "
+     "flight to its neighbour before credits return (the same on every rank).",
+     2, 1024, &ApplyInt<&Config::collnetSlots>},
 };
 
 }  // namespace

@@ -1,9 +1,9 @@
-// ncclCollNet v11 ABI (NCCL 2.28.x), Railyard's own declarations. Declarations
-// only: Railyard does not export a CollNet table yet.
+// ncclCollNet v11 ABI (NCCL 2.28.x), Railyard's own declarations; exported by
+// plugin/collnet_v11.cc.
 //
 // Source of truth: /work/shared/docs/nccl-net-abi.md §3.1, §3.2 (NCCL 2.28.9,
-// src/include/plugin/net/net_v11.h). v8-v10 CollNet tables are not declared:
-// the fact sheet describes them only as differences, not slot by slot.
+// src/include/plugin/net/net_v11.h). v8-v10: plugin/abi/collnet_v8.h, collnet_v10.h
+// (declared from the fact sheet's list of differences).
 #pragma once
 
 #include <cstddef>

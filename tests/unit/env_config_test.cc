@@ -83,7 +83,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_IB_USE_INLINE", "RAILYARD_STRIPE_THRESHOLD_BYTES",
                                             "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL",
                                             "RAILYARD_LIB", "RAILYARD_EXPERT_PIN_CAP",
-                                            "RAILYARD_SWAP_DIR", "RAILYARD_SWAP_SYNC"));
+                                            "RAILYARD_SWAP_DIR", "RAILYARD_SWAP_SYNC",
+                                            "RAILYARD_COLLNET_CHUNK_BYTES", "RAILYARD_COLLNET_SLOTS"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
@@ -121,6 +122,8 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.qpsPerConn, 1);
   EXPECT_EQ(c.transport, "auto");
   EXPECT_EQ(c.ibUseInline, 1);
+  EXPECT_EQ(c.collnetChunkBytes, 512u * 1024);
+  EXPECT_EQ(c.collnetSlots, 8);
 }
 
 TEST(EnvConfig, ExpertPinCapTakesSuffixesAndDefaultsTo16G) {

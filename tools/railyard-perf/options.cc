@@ -102,8 +102,15 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration, 0 = off (N/A)")
       ->capture_default_str()->check(CLI::Range(0, 1));
-  app.add_option("-p,--pattern", pattern, "sendrecv | ring | alltoall")
-      ->capture_default_str()->check(CLI::IsMember({"sendrecv", "ring", "alltoall"}));
+  app.add_option("-p,--pattern", pattern, "sendrecv | ring | alltoall | allreduce | allgather | reducescatter")
+      ->capture_default_str()->check(CLI::IsMember({"sendrecv", "ring", "alltoall", "allreduce", "allgather",
+                                                    "reducescatter"}));
+  app.add_option("-d,--datatype", o.datatype,
+                 "collectives: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2")
+      ->capture_default_str()->check(CLI::IsMember({"int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
+                                                    "float", "double", "bfloat16", "f8e4m3", "f8e5m2"}));
+  app.add_option("-o,--op", o.op, "collectives: sum prod max min avg")
+      ->capture_default_str()->check(CLI::IsMember({"sum", "prod", "max", "min", "avg"}));
   app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("-T,--timeout", o.timeoutSec, "limit for the whole run, seconds")
       ->capture_default_str()->check(CLI::Range(1, 7 * 24 * 3600));

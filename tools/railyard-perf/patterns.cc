@@ -9,6 +9,9 @@ const char* PatternName(Pattern p) {
     case Pattern::kSendRecv: return "sendrecv";
     case Pattern::kRing: return "ring";
     case Pattern::kAllToAll: return "alltoall";
+    case Pattern::kAllReduce: return "allreduce";
+    case Pattern::kAllGather: return "allgather";
+    case Pattern::kReduceScatter: return "reducescatter";
   }
   return "?";
 }
@@ -17,6 +20,9 @@ std::optional<Pattern> ParsePattern(const std::string& name) {
   if (name == "sendrecv") return Pattern::kSendRecv;
   if (name == "ring") return Pattern::kRing;
   if (name == "alltoall") return Pattern::kAllToAll;
+  if (name == "allreduce") return Pattern::kAllReduce;
+  if (name == "allgather") return Pattern::kAllGather;
+  if (name == "reducescatter") return Pattern::kReduceScatter;
   return std::nullopt;
 }
 
@@ -42,6 +48,8 @@ Peers PeersOf(Pattern p, int rank, int nranks) {
         peers.recvFrom.push_back((rank - k + nranks) % nranks);
       }
       break;
+    default:
+      break;  // collectives: the CollNet comm connects its own neighbours
   }
   return peers;
 }
@@ -57,7 +65,11 @@ std::string CheckRanks(Pattern p, int nranks) {
 }
 
 double BusBwFactor(Pattern p, int nranks) {
-  if (p == Pattern::kAllToAll) return nranks > 0 ? double(nranks - 1) / double(nranks) : 0.0;
+  if (nranks <= 0) return 0.0;
+  if (p == Pattern::kAllReduce) return 2.0 * double(nranks - 1) / double(nranks);
+  if (p == Pattern::kAllToAll || p == Pattern::kAllGather || p == Pattern::kReduceScatter) {
+    return double(nranks - 1) / double(nranks);
+  }
   return 1.0;
 }
 

@@ -11,7 +11,13 @@
 namespace railyard::perf {
 
 /// -p/--pattern values.
-enum class Pattern { kSendRecv, kRing, kAllToAll };
+enum class Pattern {
+  kSendRecv, kRing, kAllToAll,
+  // Collectives through the plugin's CollNet table (coll_runner.h).
+  kAllReduce, kAllGather, kReduceScatter,
+};
+/// True for the CollNet patterns (allreduce, allgather, reducescatter).
+inline bool IsCollective(Pattern p) { return p >= Pattern::kAllReduce; }
 
 /// Element type used for every buffer (nccl-tests' default `float`).
 using Elem = float;
@@ -40,7 +46,8 @@ Peers PeersOf(Pattern p, int rank, int nranks);
 /// even count, alltoall at least 2 ranks; ring runs on 1 rank by sending to itself).
 std::string CheckRanks(Pattern p, int nranks);
 
-/// busbw = algbw × factor: 1 for sendrecv and ring, (N−1)/N for alltoall (nccl-tests).
+/// busbw = algbw × factor: 1 for sendrecv and ring, (N−1)/N for alltoall, allgather and
+/// reducescatter, 2(N−1)/N for allreduce (nccl-tests doc/PERFORMANCE.md).
 double BusBwFactor(Pattern p, int nranks);
 
 /// How one requested size maps onto the wire for a pattern.

@@ -54,7 +54,7 @@ std::string TableRow(const Row& row) {
   else if (row.timeUs >= 100.0) time = Printf("%7.1f", row.timeUs);
   else time = Printf("%7.2f", row.timeUs);
   const std::string wrong = row.wrong < 0 ? std::string("N/A") : Printf("%lld", row.wrong);
-  return Printf("%12zu %12zu %8s %6s %6i %7s %6.2f %6.2f %6s\n", row.bytes, row.count, "float", "none", -1,
+  return Printf("%12zu %12zu %8s %6s %6i %7s %6.2f %6.2f %6s\n", row.bytes, row.count, row.type, row.redop, -1,
                 time.c_str(), row.algbw, row.busbw, wrong.c_str());
 }
 
@@ -114,8 +114,8 @@ Status WriteJson(const std::string& path, const RunInfo& i, const std::vector<Ro
   nlohmann::json arr = nlohmann::json::array();
   long long wrong = 0;
   for (const auto& r : rows) {
-    nlohmann::json o = {{"size", r.bytes},      {"count", r.count},          {"type", "float"},
-                        {"redop", "none"},      {"root", -1},                {"time_us", r.timeUs},
+    nlohmann::json o = {{"size", r.bytes},      {"count", r.count},          {"type", r.type},
+                        {"redop", r.redop},      {"root", -1},                {"time_us", r.timeUs},
                         {"algbw_gbps", r.algbw}, {"busbw_gbps", r.busbw}};
     o["wrong"] = r.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.wrong);
     wrong += r.wrong > 0 ? r.wrong : 0;

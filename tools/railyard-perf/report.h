@@ -17,6 +17,8 @@ struct Row {
   double algbw = 0;        ///< GB/s (1e9 bytes): bytes / time
   double busbw = 0;        ///< algbw × the pattern's factor
   long long wrong = -1;    ///< wrong elements summed over ranks; -1 = not checked (N/A)
+  const char* type = "float";  ///< "type" column (the collectives' -d)
+  const char* redop = "none";  ///< "redop" column (the reductions' -o; "none" for p2p and allgather)
 };
 
 /// algbw in GB/s for `bytes` moved in `timeUs` µs (0 when timeUs <= 0).

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/railyard-perf/coll_runner.h"
 #include "tools/railyard-perf/launcher.h"
 #include "tools/railyard-perf/nccl_logger.h"
 #include "tools/railyard-perf/patterns.h"
@@ -531,6 +532,7 @@ void Runner::Cleanup() {
 }  // namespace
 
 int RunRank(const Options& opts, Bootstrap& boot) {
+  if (IsCollective(opts.pattern)) return RunCollRank(opts, boot);
   Runner runner(opts, boot);
   long long wrong = 0;
   const Status s = runner.Run(&wrong);

@@ -1,0 +1,565 @@
+#include "proxy/collectives/coll_comm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "proxy/collectives/coll_wire.h"
+#include "proxy/collectives/reduce.h"
+
+namespace railyard::collectives {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kDataCookie = 1ull << 63;
+constexpr int kDirShift = 62;
+constexpr int kSerialShift = 40;
+constexpr uint64_t kFlatMask = (1ull << kSerialShift) - 1;
+constexpr uint64_t kSerialMask = (1ull << (kDirShift - kSerialShift)) - 1;
+
+uint64_t DataCookie(int dir, uint64_t serial, uint64_t flat) {
+  return kDataCookie | (static_cast<uint64_t>(dir) << kDirShift) |
+         ((serial & kSerialMask) << kSerialShift) | (flat & kFlatMask);
+}
+
+uint8_t* AllocAligned(uint64_t bytes) {
+  const uint64_t rounded = (bytes + 4095) / 4096 * 4096;
+  return static_cast<uint8_t*>(std::aligned_alloc(4096, rounded));
+}
+}  // namespace
+
+Status CollOptions::Validate() const {
+  if (chunkBytes < 4096 || chunkBytes > (64ull << 20) || chunkBytes % 8 != 0) {
+    return InvalidArgument("collnet chunk bytes " + std::to_string(chunkBytes) +
+                           " outside [4 KiB, 64 MiB] or not a multiple of 8");
+  }
+  if (slots < 2 || slots > 1024) {
+    return InvalidArgument("collnet slots " + std::to_string(slots) + " outside [2, 1024]");
+  }
+  if (timeoutMs <= 0) return InvalidArgument("collnet timeout must be > 0 ms");
+  return Status::Ok();
+}
+
+/// One direction of the ring: this rank sends to `right` and receives from `left`.
+struct CollComm::Stream {
+  int right = -1, left = -1;
+  uint64_t sent = 0;        ///< data chunks posted to right since connect (next seq)
+  uint64_t credited = 0;    ///< chunks right has consumed (it has room up to credited + slots)
+  uint64_t consumed = 0;    ///< chunks from left processed (next seq expected)
+  uint64_t creditSent = 0;  ///< `consumed` as last reported to left
+  std::vector<int64_t> slotSeq;  ///< per slot: the seq that landed there, -1 when empty
+};
+
+/// The running op and its progress per direction.
+struct CollComm::Active {
+  CollRequest req;
+  CollOp op;
+  Status error;
+  bool begun = false;
+  bool acquiredRecv = false;
+  const fabric::Region* recvRegion = nullptr;
+  uint8_t* work = nullptr;  ///< accumulator buffer (global element space, AccumType)
+  const fabric::Region* workRegion = nullptr;
+  size_t tb = 0, ab = 0;
+  int avgDivisor = 1;
+  struct Dir {
+    std::optional<RingSchedule> sched;
+    int sendT = 0, recvT = 0;
+    uint64_t sendK = 0, recvK = 0;
+    std::vector<uint8_t> sendDone, recvDone;
+    uint64_t posted = 0, completed = 0;
+    bool Finished() const {
+      return !sched || (sendT >= sched->EndStep() && recvT >= sched->EndStep() && completed == posted);
+    }
+  } dir[2];
+};
+
+CollComm::CollComm(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank, int nranks,
+                   CollOptions options)
+    : worker_(worker), cache_(cache), rank_(rank), nranks_(nranks), options_(options) {
+  lastProgress_ = Clock::now();
+}
+
+CollComm::~CollComm() {
+  for (auto& a : queue_) {
+    if (a->acquiredRecv && a->recvRegion) (void)cache_.Release(a->recvRegion);
+  }
+  endpoints_.clear();  // before the regions their ops may name
+  if (work_) (void)cache_.Release(work_);
+  if (staging_) (void)cache_.Release(staging_);
+  std::free(workMem_);
+  std::free(stagingMem_);
+}
+
+std::string CollComm::Where() const {
+  return "collnet rank " + std::to_string(rank_) + "/" + std::to_string(nranks_);
+}
+
+Status CollComm::Connect(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank,
+                         int nranks, const std::vector<std::vector<uint8_t>>& addresses,
+                         const CollOptions& options, std::unique_ptr<CollComm>* out) {
+  if (nranks < 1 || nranks > 1024 || rank < 0 || rank >= nranks) {
+    return InvalidArgument("collnet connect: rank " + std::to_string(rank) + " of " +
+                           std::to_string(nranks) + " ranks");
+  }
+  if (addresses.size() != static_cast<size_t>(nranks)) {
+    return InvalidArgument("collnet connect: " + std::to_string(addresses.size()) +
+                           " addresses for " + std::to_string(nranks) + " ranks");
+  }
+  RY_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<CollComm> c(new CollComm(worker, cache, rank, nranks, options));
+  const uint64_t stagingBytes = 2ull * options.slots * options.chunkBytes;
+  c->stagingMem_ = AllocAligned(stagingBytes);
+  if (!c->stagingMem_) return SystemError(c->Where() + ": cannot allocate the staging buffer");
+  std::memset(c->stagingMem_, 0, stagingBytes);
+  RY_RETURN_IF_ERROR(cache.Acquire(c->stagingMem_, stagingBytes,
+                                   fabric::kAccessLocal | fabric::kAccessRemoteWrite,
+                                   fabric::MemoryKind::kHost, &c->staging_));
+  for (int d = 0; d < 2; ++d) {
+    auto s = std::make_unique<Stream>();
+    // Direction 0 runs rank -> rank + 1, direction 1 the other way round.
+    s->right = (rank + (d == 0 ? 1 : nranks - 1)) % nranks;
+    s->left = (rank + (d == 0 ? nranks - 1 : 1)) % nranks;
+    s->slotSeq.assign(options.slots, -1);
+    c->streams_.push_back(std::move(s));
+  }
+  if (nranks > 1) RY_RETURN_IF_ERROR(c->ConnectNeighbours(addresses));
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status CollComm::ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addresses) {
+  std::vector<int> neighbours = {streams_[0]->right, streams_[0]->left};
+  std::sort(neighbours.begin(), neighbours.end());
+  neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
+  ConnectRecord mine;
+  mine.rank = static_cast<uint32_t>(rank_);
+  mine.nranks = static_cast<uint32_t>(nranks_);
+  mine.chunkBytes = options_.chunkBytes;
+  mine.slots = options_.slots;
+  mine.staging = staging_->Key();
+  const std::vector<uint8_t> record = mine.Pack();
+  for (int peer : neighbours) {
+    std::unique_ptr<fabric::Endpoint> ep;
+    Status s = worker_.Connect(addresses[static_cast<size_t>(peer)], &ep);
+    if (!s.ok()) return Status(s.code(), Where() + ": connect to rank " + std::to_string(peer) + ": " + s.message());
+    RY_RETURN_IF_ERROR(ep->Send(record, 0));
+    endpoints_[peer] = std::move(ep);
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeoutMs);
+  while (stagingKeys_.size() < neighbours.size()) {
+    events_.clear();
+    worker_.Progress(&events_);
+    for (fabric::Event& ev : events_) {
+      if (ev.kind == fabric::EventKind::kRecord) {
+        ConnectRecord r;
+        Status s = ConnectRecord::Unpack(ev.record, &r);
+        if (!s.ok()) return RemoteError(Where() + ": " + s.message());
+        const bool neighbour = std::find(neighbours.begin(), neighbours.end(),
+                                         static_cast<int>(r.rank)) != neighbours.end();
+        if (!neighbour || r.nranks != mine.nranks || r.chunkBytes != mine.chunkBytes ||
+            r.slots != mine.slots) {
+          return RemoteError(Where() + ": connect record from rank " + std::to_string(r.rank) +
+                             " (nranks " + std::to_string(r.nranks) + ", chunk " +
+                             std::to_string(r.chunkBytes) + ", slots " + std::to_string(r.slots) +
+                             ") does not match this comm (nranks " + std::to_string(nranks_) +
+                             ", chunk " + std::to_string(mine.chunkBytes) + ", slots " +
+                             std::to_string(mine.slots) + ")");
+        }
+        const uint64_t need = 2ull * mine.slots * mine.chunkBytes;
+        if (r.staging.length < need) {
+          return RemoteError(Where() + ": rank " + std::to_string(r.rank) + "'s staging is " +
+                             std::to_string(r.staging.length) + " bytes, less than " + std::to_string(need));
+        }
+        stagingKeys_[static_cast<int>(r.rank)] = r.staging;
+      } else if (ev.kind == fabric::EventKind::kError) {
+        return ev.error.ToStatus();
+      } else if (ev.kind == fabric::EventKind::kImmediate) {
+        pending_.push_back(std::move(ev));  // a fast neighbour's first chunk: keep it
+      }
+    }
+    if (Clock::now() > deadline) {
+      std::string missing;
+      for (int p : neighbours) {
+        if (!stagingKeys_.count(p)) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
+      return SystemError(Where() + ": no connect record from rank " + missing + " within " +
+                         std::to_string(options_.timeoutMs) + " ms");
+    }
+  }
+  return Status::Ok();
+}
+
+fabric::Endpoint* CollComm::EndpointTo(int peerRank) {
+  auto it = endpoints_.find(peerRank);
+  return it == endpoints_.end() ? nullptr : it->second.get();
+}
+
+Status CollComm::Post(CollOp op, CollRequest** out, bool progress) {
+  if (!failed_.ok()) return failed_;
+  if (op.blockElems.size() != static_cast<size_t>(nranks_)) {
+    return InvalidArgument(Where() + ": " + CollKindName(op.kind) + " with " +
+                           std::to_string(op.blockElems.size()) + " blocks for " + std::to_string(nranks_) + " ranks");
+  }
+  if (!ValidDataType(static_cast<int>(op.type)) || !ValidRedOp(static_cast<int>(op.op))) {
+    return InvalidArgument(Where() + ": unsupported datatype or reduction op");
+  }
+  if (op.kind == CollKind::kAllGather && op.type != DataType::kUint8) {
+    return InvalidArgument(Where() + ": allgather runs on bytes (kUint8)");
+  }
+  const uint64_t total = op.TotalElems();
+  const uint64_t mine = op.blockElems[static_cast<size_t>(rank_)];
+  const uint64_t sendElems = op.kind == CollKind::kAllGather ? mine : total;
+  const uint64_t recvElems = op.kind == CollKind::kReduceScatter ? mine : total;
+  if ((sendElems && !op.send) || (recvElems && !op.recv)) {
+    return InvalidArgument(Where() + ": " + CollKindName(op.kind) + " with a NULL buffer");
+  }
+  auto a = std::make_unique<Active>();
+  a->req.serial = nextSerial_++;
+  a->req.bytes = recvElems * TypeBytes(op.type);
+  a->op = std::move(op);
+  *out = &a->req;
+  queue_.push_back(std::move(a));
+  return progress ? Progress() : Status::Ok();
+}
+
+bool CollComm::Busy() const {
+  return std::any_of(queue_.begin(), queue_.end(), [](const auto& a) { return !a->req.done && a->error.ok(); });
+}
+
+Status CollComm::Test(CollRequest* req, bool* done, uint64_t* bytes, bool progress) {
+  *done = false;
+  Status s = progress ? Progress() : failed_;
+  auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& a) { return &a->req == req; });
+  if (it == queue_.end()) return InvalidArgument(Where() + ": test of an unknown request");
+  Active* a = it->get();
+  if (!s.ok() || !a->error.ok()) {
+    Status e = !a->error.ok() ? a->error : s;
+    if (a->acquiredRecv && a->recvRegion) (void)cache_.Release(a->recvRegion);
+    queue_.erase(it);
+    return e;
+  }
+  if (!a->req.done) return Status::Ok();
+  *done = true;
+  if (bytes) *bytes = a->req.bytes;
+  queue_.erase(it);
+  return Status::Ok();
+}
+
+Status CollComm::EnsureWork(uint64_t bytes) {
+  if (bytes <= workBytes_) return Status::Ok();
+  if (work_) (void)cache_.Release(work_);
+  std::free(workMem_);
+  work_ = nullptr;
+  workBytes_ = 0;
+  workMem_ = AllocAligned(bytes);
+  if (!workMem_) return SystemError(Where() + ": cannot allocate " + std::to_string(bytes) + " work bytes");
+  RY_RETURN_IF_ERROR(cache_.Acquire(workMem_, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &work_));
+  workBytes_ = bytes;
+  return Status::Ok();
+}
+
+Status CollComm::Begin(Active* a) {
+  CollOp& op = a->op;
+  a->begun = true;
+  a->tb = TypeBytes(op.type);
+  a->ab = TypeBytes(AccumType(op.type));
+  a->avgDivisor = op.op == RedOp::kAvg ? nranks_ : 1;
+  const uint64_t total = op.TotalElems();
+  const uint64_t myFirst = op.BlockOffset(rank_);
+  const uint64_t mine = op.blockElems[static_cast<size_t>(rank_)];
+  const uint64_t recvBytes = (op.kind == CollKind::kReduceScatter ? mine : total) * a->tb;
+  if (recvBytes) {
+    if (op.recvRegion) {
+      if (!op.recvRegion->Contains(reinterpret_cast<uint64_t>(op.recv), recvBytes)) {
+        return InvalidArgument(Where() + ": the receive buffer is not inside its registration");
+      }
+      a->recvRegion = op.recvRegion;
+    } else {
+      RY_RETURN_IF_ERROR(cache_.Acquire(op.recv, recvBytes, fabric::kAccessLocal, fabric::MemoryKind::kHost,
+                                        &a->recvRegion));
+      a->acquiredRecv = true;
+    }
+  }
+  uint8_t* recv = static_cast<uint8_t*>(op.recv);
+  const uint8_t* send = static_cast<const uint8_t*>(op.send);
+  switch (op.kind) {
+    case CollKind::kAllGather:
+      if (mine && recv + myFirst * a->tb != send) std::memmove(recv + myFirst * a->tb, send, mine * a->tb);
+      break;
+    case CollKind::kAllReduce:
+      if (!ReducesInFloat(op.type)) {
+        if (total && recv != send) std::memmove(recv, send, total * a->tb);
+        a->work = recv;
+        a->workRegion = a->recvRegion;
+        break;
+      }
+      [[fallthrough]];
+    case CollKind::kReduceScatter:
+      RY_RETURN_IF_ERROR(EnsureWork(std::max<uint64_t>(total * a->ab, 8)));
+      a->work = workMem_;
+      a->workRegion = work_;
+      ToAccum(op.type, a->work, send, total);
+      break;
+  }
+  if (nranks_ == 1) {  // nothing to move: the result is this rank's input
+    if (op.kind != CollKind::kAllGather && total) {
+      if (op.kind == CollKind::kReduceScatter || ReducesInFloat(op.type)) {
+        FromAccum(op.type, recv, a->work, total, 1);
+      }
+    }
+    return Status::Ok();
+  }
+  const uint64_t chunkElems = options_.chunkBytes / a->ab;
+  std::vector<int> order0(static_cast<size_t>(nranks_)), order1;
+  for (int r = 0; r < nranks_; ++r) order0[static_cast<size_t>(r)] = r;
+  order1.assign(order0.rbegin(), order0.rend());
+  for (int d = 0; d < 2; ++d) {
+    auto& st = a->dir[d];
+    st.sched.emplace(op, d == 0 ? order0 : order1, rank_, d, chunkElems);
+    st.sendT = st.recvT = st.sched->FirstStep();
+    st.sendDone.assign(st.sched->TotalSendChunks(), 0);
+    st.recvDone.assign(st.sched->TotalRecvChunks(), 0);
+  }
+  return Status::Ok();
+}
+
+bool CollComm::Advance(Active* a, int d) {
+  auto& st = a->dir[d];
+  if (!st.sched) return false;
+  const RingSchedule& sc = *st.sched;
+  Stream& sm = *streams_[static_cast<size_t>(d)];
+  const CollOp& op = a->op;
+  const DataType accum = AccumType(op.type);
+  uint8_t* recv = static_cast<uint8_t*>(op.recv);
+  const uint64_t myFirst = op.BlockOffset(rank_);
+  const bool sharedWork = a->work == recv;  // native allreduce: partials live in recv
+  bool moved = false;
+
+  // Receive side: process landed chunks in stream order.
+  while (st.recvT < sc.EndStep()) {
+    const int t = st.recvT;
+    const int blk = sc.RecvBlockRank(t);
+    if (st.recvK >= sc.Chunks(blk)) { ++st.recvT; st.recvK = 0; continue; }
+    const uint64_t seq = sm.consumed;
+    const size_t slot = seq % options_.slots;
+    if (sm.slotSeq[slot] != static_cast<int64_t>(seq)) break;
+    const uint64_t k = st.recvK;
+    const uint64_t first = sc.ChunkFirst(blk, k), e = sc.ChunkElems(blk, k);
+    const uint8_t* chunk = stagingMem_ + (static_cast<uint64_t>(d) * options_.slots + slot) * options_.chunkBytes;
+    if (sc.Reduces(t)) {
+      ReduceInPlace(accum, op.op, a->work + first * a->ab, chunk, e);
+      if (t == nranks_ - 2) {  // the last reduce-scatter step: this rank's block is complete
+        if (op.kind == CollKind::kReduceScatter) {
+          FromAccum(op.type, recv + (first - myFirst) * a->tb, a->work + first * a->ab, e, a->avgDivisor);
+        } else if (sharedWork) {
+          FinishAvg(op.type, recv + first * a->tb, e, a->avgDivisor);
+        } else {
+          FromAccum(op.type, recv + first * a->tb, a->work + first * a->ab, e, a->avgDivisor);
+        }
+      }
+    } else {
+      // The same bytes were the source of a reduce-scatter Write (native allreduce):
+      // they may be overwritten only once that Write has completed.
+      const int ts = t + 1 - nranks_;
+      if (sharedWork && op.kind == CollKind::kAllReduce && !st.sendDone[sc.SendFlat(ts, k)]) break;
+      std::memcpy(recv + first * a->tb, chunk, e * a->tb);
+    }
+    st.recvDone[sc.RecvFlat(t, k)] = 1;
+    sm.slotSeq[slot] = -1;
+    ++sm.consumed;
+    ++st.recvK;
+    moved = true;
+  }
+
+  // Send side: post every chunk whose input is ready, while the right has room.
+  fabric::Endpoint* ep = EndpointTo(sm.right);
+  const fabric::RemoteKey& key = stagingKeys_[sm.right];
+  while (st.sendT < sc.EndStep()) {
+    const int t = st.sendT;
+    const int blk = sc.SendBlockRank(t);
+    if (st.sendK >= sc.Chunks(blk)) { ++st.sendT; st.sendK = 0; continue; }
+    const uint64_t k = st.sendK;
+    if (sm.sent >= sm.credited + options_.slots) break;
+    if (t > sc.FirstStep() && !st.recvDone[sc.RecvFlat(t - 1, k)]) break;
+    const uint64_t first = sc.ChunkFirst(blk, k), e = sc.ChunkElems(blk, k);
+    fabric::LocalSlice src;
+    if (sc.Reduces(t)) {
+      src = {a->workRegion, reinterpret_cast<uint64_t>(a->work) - a->workRegion->base + first * a->ab, e * a->ab};
+    } else {
+      src = {a->recvRegion, reinterpret_cast<uint64_t>(recv) - a->recvRegion->base + first * a->tb, e * a->tb};
+    }
+    const uint64_t seq = sm.sent;
+    const uint64_t remote = key.base + (static_cast<uint64_t>(d) * options_.slots + seq % options_.slots) * options_.chunkBytes;
+    Status s = ep->Write(src, key, remote, DataCookie(d, a->req.serial, sc.SendFlat(t, k)),
+                         PackImm(ImmKind::kData, d, seq));
+    if (!s.ok()) {
+      Fail(Status(s.code(), Where() + ": " + CollKindName(op.kind) + " write to rank " +
+                                std::to_string(sm.right) + ": " + s.message()));
+      return moved;
+    }
+    ++sm.sent;
+    ++st.posted;
+    ++st.sendK;
+    moved = true;
+  }
+  return moved;
+}
+
+void CollComm::OnEvent(fabric::Event& ev) {
+  switch (ev.kind) {
+    case fabric::EventKind::kImmediate: {
+      const uint32_t imm = static_cast<uint32_t>(ev.value);
+      const int d = ImmDir(imm);
+      Stream& sm = *streams_[static_cast<size_t>(d)];
+      switch (ImmKindOf(imm)) {
+        case ImmKind::kData: {
+          const uint64_t seq = WidenSeq(imm, sm.consumed);
+          const size_t slot = seq % options_.slots;
+          if (seq >= sm.consumed + options_.slots || sm.slotSeq[slot] >= 0) {
+            Fail(RemoteError(Where() + ": rank " + std::to_string(sm.left) + " wrote chunk " +
+                             std::to_string(seq) + " of direction " + std::to_string(d) +
+                             " outside its credit window (consumed " + std::to_string(sm.consumed) + ")"));
+            return;
+          }
+          sm.slotSeq[slot] = static_cast<int64_t>(seq);
+          return;
+        }
+        case ImmKind::kCredit: {
+          const uint64_t c = WidenSeq(imm, sm.credited);
+          if (c > sm.sent) {
+            Fail(RemoteError(Where() + ": rank " + std::to_string(sm.right) + " returned credit for " +
+                             std::to_string(c) + " chunks of direction " + std::to_string(d) +
+                             ", only " + std::to_string(sm.sent) + " were sent"));
+            return;
+          }
+          sm.credited = c;
+          return;
+        }
+        case ImmKind::kAbort:
+          Fail(RemoteError(Where() + ": the collective was aborted: rank " +
+                           std::to_string(imm & kImmSeqMask) + " failed (told by a ring neighbour)"),
+               true, imm & kImmSeqMask);
+          return;
+        default:
+          Fail(RemoteError(Where() + ": unknown immediate 0x" + std::to_string(imm)));
+          return;
+      }
+    }
+    case fabric::EventKind::kDone:
+      if (ev.cookie & kDataCookie) {
+        const uint64_t serial = (ev.cookie >> kSerialShift) & kSerialMask;
+        auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& x) {
+          return x->begun && (x->req.serial & kSerialMask) == serial;
+        });
+        if (it == queue_.end()) return;
+        Active* a = it->get();
+        const int d = static_cast<int>((ev.cookie >> kDirShift) & 1);
+        auto& st = a->dir[d];
+        const uint64_t flat = ev.cookie & kFlatMask;
+        if (st.sched && flat < st.sendDone.size() && !st.sendDone[flat]) {
+          st.sendDone[flat] = 1;
+          ++st.completed;
+        }
+      }
+      return;
+    case fabric::EventKind::kError:
+      Fail(Status(Code::kSystemError, Where() + ": " + ev.error.ToString()));
+      return;
+    case fabric::EventKind::kRecord:
+      return;  // connect records are done with; nothing else is sent as a record
+  }
+}
+
+void CollComm::SendCredits() {
+  for (int d = 0; d < 2; ++d) {
+    Stream& sm = *streams_[static_cast<size_t>(d)];
+    if (sm.consumed == sm.creditSent) continue;
+    fabric::Endpoint* ep = EndpointTo(sm.left);
+    if (!ep) continue;
+    Status s = ep->Write({staging_, 0, 0}, stagingKeys_[sm.left], stagingKeys_[sm.left].base, 0,
+                         PackImm(ImmKind::kCredit, d, sm.consumed));
+    if (!s.ok()) {
+      Fail(Status(s.code(), Where() + ": credit to rank " + std::to_string(sm.left) + ": " + s.message()));
+      return;
+    }
+    sm.creditSent = sm.consumed;
+  }
+}
+
+void CollComm::Fail(Status s, bool fromAbort, uint32_t origin) {
+  if (!failed_.ok()) return;
+  failed_ = std::move(s);
+  for (auto& a : queue_) {
+    if (a->error.ok()) a->error = failed_;
+  }
+  // Tell both neighbours (best effort: the endpoint to a dead peer refuses).
+  const uint32_t who = fromAbort ? origin : static_cast<uint32_t>(rank_);
+  for (auto& [peer, ep] : endpoints_) {
+    if (!ep->status().ok() || !stagingKeys_.count(peer)) continue;
+    (void)ep->Write({staging_, 0, 0}, stagingKeys_[peer], stagingKeys_[peer].base, 0,
+                    PackImm(ImmKind::kAbort, 0, who));
+  }
+}
+
+Status CollComm::Progress() {
+  if (!failed_.ok()) {
+    // Keep the Worker moving so the abort notices reach the neighbours.
+    events_.clear();
+    worker_.Progress(&events_);
+    return failed_;
+  }
+  events_.clear();
+  if (!pending_.empty()) events_.swap(pending_);
+  const size_t got = worker_.Progress(&events_);
+  bool moved = got > 0;
+  for (fabric::Event& ev : events_) OnEvent(ev);
+  // Ops run one at a time in post order; finished ones wait in the queue for Test.
+  for (auto& entry : queue_) {
+    if (!failed_.ok()) break;
+    Active* a = entry.get();
+    if (a->req.done) continue;
+    if (!a->begun) {
+      Status s = Begin(a);
+      if (!s.ok()) {
+        // The peers would wait for this op forever: a local error fails the comm
+        // (they learn it from the abort).
+        Fail(s);
+        break;
+      }
+      moved = true;
+    }
+    for (int d = 0; d < 2; ++d) moved |= Advance(a, d);
+    if (!failed_.ok() || !a->dir[0].Finished() || !a->dir[1].Finished()) break;
+    a->req.done = true;
+    if (a->acquiredRecv && a->recvRegion) {
+      (void)cache_.Release(a->recvRegion);
+      a->acquiredRecv = false;
+    }
+  }
+  if (failed_.ok()) SendCredits();
+  const uint64_t landed = worker_.stats().bytesLanded;  // a large chunk is still arriving
+  moved |= landed != lastLanded_;
+  lastLanded_ = landed;
+  lastMoved_ = moved;
+  const auto now = Clock::now();
+  const auto running = std::find_if(queue_.begin(), queue_.end(), [](const auto& x) { return !x->req.done; });
+  const bool busy = running != queue_.end();
+  if (moved || !busy) {
+    lastProgress_ = now;
+  } else if (now - lastProgress_ > std::chrono::milliseconds(options_.timeoutMs)) {
+    Active* a = running->get();
+    std::string at;
+    for (int d = 0; d < 2 && a->dir[d].sched; ++d) {
+      at += " direction " + std::to_string(d) + ": step " + std::to_string(a->dir[d].recvT) +
+            " chunk " + std::to_string(a->dir[d].recvK) + " from rank " +
+            std::to_string(streams_[static_cast<size_t>(d)]->left) + ";";
+    }
+    Fail(SystemError(Where() + ": " + CollKindName(a->op.kind) + " made no progress for " +
+                     std::to_string(options_.timeoutMs) + " ms (TIMEOUT), waiting at" + at));
+  }
+  return failed_;
+}
+
+}  // namespace railyard::collectives

@@ -1,0 +1,132 @@
+// CollComm: one collective communicator (NCCL's collComm: one rank per node) that
+// runs ring allreduce, allgather and reducescatter over fabric Endpoints to its two
+// ring neighbours. Both directions of the ring run at once, each carrying half of
+// every block (RingSchedule); data moves as one-sided Writes with immediates into the
+// neighbour's staging slots, chunk by chunk, with credits returned by the receiver,
+// and each chunk is reduced as soon as it lands while later chunks are in flight.
+//
+// The comm itself is single-threaded (Post/Test/Progress on one thread, as the
+// fabric's Endpoints are); CollProxy (coll_proxy.h) gives it its proxy thread, which
+// the TCP emulation needs: a rank whose own op is done must still land and
+// acknowledge its neighbours' last Writes. A Worker given to a CollComm is its alone:
+// every event the Worker returns is this comm's.
+//
+// Errors are sticky: a fabric error, a peer's abort, malformed peer data or no
+// progress for `timeoutMs` fails the comm; every outstanding and later request
+// reports the error, which names this rank, the op, the step and the peer; the comm
+// tells both neighbours (an abort immediate), which fail and pass it on, so every
+// rank of the ring fails with a named error instead of waiting.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/collectives/coll_op.h"
+#include "proxy/collectives/ring_schedule.h"
+#include "proxy/fabric/domain.h"
+#include "proxy/fabric/endpoint.h"
+#include "proxy/fabric/registration_cache.h"
+#include "proxy/fabric/worker.h"
+
+namespace railyard::collectives {
+
+/// Tunables of a CollComm (the same on every rank: connect checks chunk and slots).
+struct CollOptions {
+  uint64_t chunkBytes = 512 * 1024;  ///< one staging slot (bytes of one chunk on the wire)
+  uint32_t slots = 8;                ///< staging slots per direction (chunks in flight)
+  int timeoutMs = 30000;             ///< no progress for this long fails the comm (RAILYARD_TIMEOUT_MS)
+  /// InvalidArgument unless chunkBytes in [4 KiB, 64 MiB] (a multiple of 8), slots in [2, 1024].
+  Status Validate() const;
+};
+
+/// One posted collective; owned by its CollComm until Test reports it finished.
+struct CollRequest {
+  uint64_t serial = 0;
+  bool done = false;
+  uint64_t bytes = 0;  ///< bytes of this rank's result (test()'s size)
+};
+
+class CollComm {
+ public:
+  /// Blocking and collective (NCCL's CollNet connect): every rank of `nranks` calls it
+  /// with the packed Worker::Address() of every rank (index = rank; this rank's own
+  /// included). Registers the staging once, connects to the ring neighbours and
+  /// exchanges staging keys with them (ConnectRecord), within options.timeoutMs.
+  /// InvalidArgument for bad ranks, addresses or options; SystemError naming the
+  /// neighbour when it cannot be reached in time; RemoteError for a neighbour whose
+  /// record is malformed or disagrees on nranks, chunk or slots.
+  static Status Connect(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank,
+                        int nranks, const std::vector<std::vector<uint8_t>>& addresses,
+                        const CollOptions& options, std::unique_ptr<CollComm>* out);
+  ~CollComm();
+  CollComm(const CollComm&) = delete;
+  CollComm& operator=(const CollComm&) = delete;
+
+  /// Queues a collective (ops run one after another, in post order, which must be the
+  /// same on every rank, as NCCL guarantees). InvalidArgument for a malformed op
+  /// (block count != nranks, NULL buffers with bytes, AllGather not kUint8); the
+  /// comm's error once it has failed. `*out` stays valid until Test finishes it.
+  Status Post(CollOp op, CollRequest** out, bool progress = true);
+  /// Progresses, then reports whether `req` finished (*done, *bytes). A finished or
+  /// failed request is freed by this call. The comm's error once it has failed.
+  /// `progress` false: only look (CollProxy's thread does the moving).
+  Status Test(CollRequest* req, bool* done, uint64_t* bytes, bool progress = true);
+  /// True while a posted collective has not finished.
+  bool Busy() const;
+  /// True when the last Progress call moved anything (an event, a chunk posted or
+  /// reduced, bytes landed in this process's staging).
+  bool LastProgressMoved() const { return lastMoved_; }
+  /// Moves data: polls the Worker, reduces what landed, posts what may go. Never blocks.
+  Status Progress();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  /// Ok or the error that failed the comm.
+  const Status& status() const { return failed_; }
+
+ private:
+  struct Stream;  // one direction's sequence numbers and credits
+  struct Active;  // the op being run
+  CollComm(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank, int nranks,
+           CollOptions options);
+
+  Status ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addresses);
+  Status Begin(Active* a);
+  bool Advance(Active* a, int dir);
+  void OnEvent(fabric::Event& ev);
+  void SendCredits();
+  void Fail(Status s, bool fromAbort = false, uint32_t origin = 0);
+  Status EnsureWork(uint64_t bytes);
+  fabric::Endpoint* EndpointTo(int peerRank);
+  std::string Where() const;
+
+  fabric::Worker& worker_;
+  fabric::RegistrationCache& cache_;
+  const int rank_;
+  const int nranks_;
+  const CollOptions options_;
+  std::map<int, std::unique_ptr<fabric::Endpoint>> endpoints_;  ///< ring neighbours
+  std::map<int, fabric::RemoteKey> stagingKeys_;                ///< neighbours' staging
+  uint8_t* stagingMem_ = nullptr;
+  const fabric::Region* staging_ = nullptr;  ///< [dir][slot] x chunkBytes
+  uint8_t* workMem_ = nullptr;
+  uint64_t workBytes_ = 0;
+  const fabric::Region* work_ = nullptr;
+  std::vector<std::unique_ptr<Stream>> streams_;  ///< [dir]
+  std::deque<std::unique_ptr<Active>> queue_;     ///< front = running
+  std::vector<fabric::Event> events_, pending_;
+  uint64_t nextSerial_ = 1;
+  Status failed_;
+  bool lastMoved_ = false;
+  uint64_t lastLanded_ = 0;  ///< WorkerStats::bytesLanded at the last Progress
+  std::chrono::steady_clock::time_point lastProgress_;
+};
+
+}  // namespace railyard::collectives

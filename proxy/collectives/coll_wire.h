@@ -1,0 +1,55 @@
+// What collective peers exchange: the 32-bit immediates of the data stream (a chunk
+// landed, credits returned, abort) and the record each rank sends its ring
+// neighbours at connect (its rank, the comm's shape and its staging RemoteKey).
+// Everything decoded here comes from a peer and is validated.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/fabric/remote_key.h"
+
+namespace railyard::collectives {
+
+/// Kinds of immediates (the top two bits).
+enum class ImmKind : uint32_t {
+  kData = 0,    ///< a chunk landed in staging slot (seq % slots) of direction `dir`
+  kCredit = 1,  ///< the receiver has consumed `seq` chunks of direction `dir` so far
+  kAbort = 2,   ///< the sender's collective failed; `seq` is the rank that failed first
+};
+
+/// Sequence numbers travel modulo 2^29 and are widened against what is expected.
+inline constexpr uint32_t kImmSeqBits = 29;
+inline constexpr uint32_t kImmSeqMask = (1u << kImmSeqBits) - 1;
+
+/// kind (2 bits) | direction (1 bit) | seq (29 bits).
+inline uint32_t PackImm(ImmKind kind, int dir, uint64_t seq) {
+  return (static_cast<uint32_t>(kind) << 30) | (static_cast<uint32_t>(dir & 1) << 29) |
+         (static_cast<uint32_t>(seq) & kImmSeqMask);
+}
+inline ImmKind ImmKindOf(uint32_t imm) { return static_cast<ImmKind>(imm >> 30); }
+inline int ImmDir(uint32_t imm) { return static_cast<int>((imm >> 29) & 1); }
+/// The full sequence number nearest at or after `base` whose low 29 bits are `imm`'s.
+inline uint64_t WidenSeq(uint32_t imm, uint64_t base) {
+  return base + ((static_cast<uint64_t>(imm) - base) & kImmSeqMask);
+}
+
+/// The connect record: magic "RYCN", version u16, reserved u16, rank u32, nranks u32,
+/// chunk bytes u64, slots u32, key length u32, then the packed staging RemoteKey.
+struct ConnectRecord {
+  static constexpr uint16_t kVersion = 1;
+  uint32_t rank = 0;
+  uint32_t nranks = 0;
+  uint64_t chunkBytes = 0;
+  uint32_t slots = 0;
+  fabric::RemoteKey staging;
+
+  std::vector<uint8_t> Pack() const;
+  /// Validates magic, version, exact length and the key (RemoteKey::Unpack).
+  /// InvalidArgument naming what is wrong (peer data); `out` unchanged on error.
+  static Status Unpack(std::span<const uint8_t> bytes, ConnectRecord* out);
+};
+
+}  // namespace railyard::collectives

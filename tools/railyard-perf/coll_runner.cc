@@ -1,0 +1,265 @@
+#include "tools/railyard-perf/coll_runner.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plugin/abi/collnet_v12.h"
+#include "tools/railyard-perf/coll_pattern.h"
+#include "tools/railyard-perf/launcher.h"
+#include "tools/railyard-perf/nccl_logger.h"
+#include "tools/railyard-perf/plugin_loader.h"
+#include "tools/railyard-perf/report.h"
+#include "tools/railyard-perf/runner.h"
+
+namespace railyard::perf {
+namespace {
+
+struct Aligned {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, Aligned>;
+Buffer Alloc(std::size_t bytes) {
+  return Buffer(static_cast<uint8_t*>(std::aligned_alloc(4096, (std::max<std::size_t>(bytes, 1) + 4095) / 4096 * 4096)));
+}
+
+const CollPattern& PatternOps(Pattern p) {
+  if (p == Pattern::kAllGather) return AllGatherPattern();
+  if (p == Pattern::kReduceScatter) return ReduceScatterPattern();
+  return AllReducePattern();
+}
+
+class CollRun {
+ public:
+  CollRun(const Options& o, Bootstrap& b) : opts_(o), boot_(b), me_(b.rank()), n_(b.nranks()) {}
+  ~CollRun() { Cleanup(); }
+  Status Run(long long* wrongTotal);
+  void Cleanup();
+
+ private:
+  Status Call(const char* what, ncclResult_t r) {
+    if (r == ncclSuccess) return Status::Ok();
+    return Status(static_cast<Code>(r == ncclInvalidUsage || r == ncclInvalidArgument ? r : ncclSystemError),
+                  std::string("collnet ") + what + " failed on rank " + std::to_string(me_) +
+                      " (ncclResult_t " + std::to_string(int(r)) + ")");
+  }
+  Status Open();
+  Status Wait(void* request, const std::chrono::steady_clock::time_point& deadline);
+
+  const Options& opts_;
+  Bootstrap& boot_;
+  const int me_, n_;
+  OpenedNet net_;
+  const ncclCollNet_v11_t* table_ = nullptr;  // v11 slot order (v12 is the same but getProperties)
+  int version_ = 0;
+  void* ctx_ = nullptr;
+  void* comm_ = nullptr;
+  Buffer send_, recv_;
+  void* sendMh_ = nullptr;
+  void* recvMh_ = nullptr;
+};
+
+Status CollRun::Open() {
+  OpenRequest req;
+  const char* env = std::getenv("NCCL_NET_PLUGIN");
+  req.value = opts_.plugin ? opts_.plugin : (env ? std::optional<std::string>(env) : std::nullopt);
+  req.logger = NcclLogger;
+  req.exeDir = ExecutableDir();
+  std::uint64_t id = me_ == 0 ? std::random_device{}() * 0x100000001ull ^ std::uint64_t(getpid()) : 0;
+  std::vector<std::uint64_t> ids(static_cast<std::size_t>(n_));
+  RY_RETURN_IF_ERROR(boot_.AllGather(&id, sizeof(id), ids.data()));
+  req.commId = ids[0];
+  std::vector<std::string> log;
+  Status s = OpenNetPlugin(req, &net_, &log);
+  if (!s.ok()) {
+    for (const auto& l : log) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", me_, l.c_str());
+    return s;
+  }
+  // NCCL takes the CollNet table from the library that supplied the net table.
+  if (void* t = dlsym(net_.lib, "ncclCollNetPlugin_v12")) {
+    table_ = static_cast<const ncclCollNet_v11_t*>(t);
+    version_ = 12;
+  } else if (void* t11 = dlsym(net_.lib, "ncclCollNetPlugin_v11")) {
+    table_ = static_cast<const ncclCollNet_v11_t*>(t11);
+    version_ = 11;
+  } else {
+    return InvalidUsage(net_.path + " exports no ncclCollNetPlugin_v12 or _v11");
+  }
+  RY_RETURN_IF_ERROR(Call("init", table_->init(&ctx_, req.commId, NcclLogger)));
+  int ndev = 0;
+  RY_RETURN_IF_ERROR(Call("devices", table_->devices(&ndev)));
+  if (ndev < 1) return InvalidUsage("the CollNet table reports no device");
+  return Status::Ok();
+}
+
+Status CollRun::Wait(void* request, const std::chrono::steady_clock::time_point& deadline) {
+  for (;;) {
+    int done = 0, size = 0;
+    RY_RETURN_IF_ERROR(Call("test", table_->test(request, &done, &size)));
+    if (done) return Status::Ok();
+    if (std::chrono::steady_clock::now() > deadline) return SystemError("collnet test: the run's -T limit passed");
+    std::this_thread::yield();
+  }
+}
+
+Status CollRun::Run(long long* wrongTotal) {
+  using collectives::DataType;
+  using collectives::RedOp;
+  DataType type;
+  RedOp op;
+  if (!collectives::ParseDataType(opts_.datatype, &type) || !collectives::ParseRedOp(opts_.op, &op)) {
+    return InvalidUsage("-d " + opts_.datatype + " / -o " + opts_.op + " not understood");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts_.timeoutSec);
+  // Ranks started with different options would post different collectives: compare first.
+  struct Shape {
+    RunShape run;
+    std::int32_t type, op;
+  } mine{ShapeOf(opts_), static_cast<std::int32_t>(type), static_cast<std::int32_t>(op)};
+  std::vector<Shape> shapes(static_cast<std::size_t>(n_));
+  RY_RETURN_IF_ERROR(boot_.AllGather(&mine, sizeof mine, shapes.data()));
+  for (int r = 0; r < n_; ++r) {
+    std::string diff = ShapeDifference(mine.run, me_, shapes[std::size_t(r)].run, r);
+    if (shapes[std::size_t(r)].type != mine.type || shapes[std::size_t(r)].op != mine.op) {
+      diff += (diff.empty() ? "" : ", ") + std::string("-d/-o differ from rank ") + std::to_string(r);
+    }
+    if (!diff.empty()) return InvalidUsage("the ranks' options differ: " + diff);
+  }
+  RY_RETURN_IF_ERROR(Open());
+  // listen, exchange the handles, connect (blocking and collective), closeListen.
+  std::vector<char> handle(NCCL_NET_HANDLE_MAXSIZE, 0), all(NCCL_NET_HANDLE_MAXSIZE * std::size_t(n_));
+  void* lc = nullptr;
+  RY_RETURN_IF_ERROR(Call("listen", table_->listen(ctx_, opts_.dev, handle.data(), &lc)));
+  RY_RETURN_IF_ERROR(boot_.AllGather(handle.data(), handle.size(), all.data()));
+  std::vector<void*> handles(static_cast<std::size_t>(n_));
+  for (int r = 0; r < n_; ++r) handles[std::size_t(r)] = all.data() + std::size_t(r) * NCCL_NET_HANDLE_MAXSIZE;
+  const ncclResult_t cr = table_->connect(handles.data(), n_, me_, lc, &comm_);
+  (void)table_->closeListen(lc);
+  RY_RETURN_IF_ERROR(Call("connect", cr));
+  if (comm_ == nullptr) return SystemError("collnet connect returned no comm on rank " + std::to_string(me_));
+
+  const CollPattern& pat = PatternOps(opts_.pattern);
+  const std::size_t tb = collectives::TypeBytes(type);
+  const std::vector<std::size_t> sizes = SizeList(opts_);
+  std::size_t maxSend = 0, maxRecv = 0;
+  for (std::size_t s : sizes) {
+    const CollShape sh = pat.shape(s, n_, tb);
+    maxSend = std::max(maxSend, sh.sendBytes);
+    maxRecv = std::max(maxRecv, sh.recvBytes);
+  }
+  send_ = Alloc(maxSend);
+  recv_ = Alloc(maxRecv);
+  RY_RETURN_IF_ERROR(Call("regMr", table_->regMr(comm_, send_.get(), std::max<std::size_t>(maxSend, 1), NCCL_PTR_HOST, &sendMh_)));
+  RY_RETURN_IF_ERROR(Call("regMr", table_->regMr(comm_, recv_.get(), std::max<std::size_t>(maxRecv, 1), NCCL_PTR_HOST, &recvMh_)));
+
+  CollArgs a;
+  a.table = table_;
+  a.comm = comm_;
+  a.send = send_.get();
+  a.recv = recv_.get();
+  a.sendMh = sendMh_;
+  a.recvMh = recvMh_;
+  a.rank = me_;
+  a.nranks = n_;
+  a.type = type;
+  a.op = op;
+  if (me_ == 0) {
+    std::printf("# railyard-perf %s through %s (ncclCollNetPlugin_v%d), %d ranks, datatype %s, op %s\n",
+                PatternName(opts_.pattern), net_.path.c_str(), version_, n_, collectives::TypeName(type),
+                collectives::OpName(op));
+    std::printf("# busbw factor %.4f, %d warm-up + %d timed iterations per size, check %d\n#\n",
+                BusBwFactor(opts_.pattern, n_), opts_.warmupIters, opts_.iters, opts_.check);
+    std::fputs(TableHeader().c_str(), stdout);
+  }
+  std::vector<Row> rows;
+  *wrongTotal = 0;
+  for (std::size_t s : sizes) {
+    const CollShape sh = pat.shape(s, n_, tb);
+    pat.fill(a, sh, 0);
+    for (int w = 0; w < opts_.warmupIters; ++w) {
+      void* req = nullptr;
+      RY_RETURN_IF_ERROR(Call("post", pat.post(a, sh, &req)));
+      RY_RETURN_IF_ERROR(Wait(req, deadline));
+    }
+    RY_RETURN_IF_ERROR(boot_.Barrier());
+    double us = 0;
+    std::size_t wrong = 0;
+    for (int it = 0; it < opts_.iters; ++it) {
+      if (opts_.check) {
+        pat.fill(a, sh, std::uint64_t(it) + 1);
+        std::memset(recv_.get(), 0xff, sh.recvBytes);
+        RY_RETURN_IF_ERROR(boot_.Barrier());  // every rank's input is in place
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      void* req = nullptr;
+      RY_RETURN_IF_ERROR(Call("post", pat.post(a, sh, &req)));
+      RY_RETURN_IF_ERROR(Wait(req, deadline));
+      us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (opts_.check) wrong += pat.check(a, sh, std::uint64_t(it) + 1);
+    }
+    double t[1] = {us / opts_.iters};
+    double w[1] = {double(wrong)};
+    RY_RETURN_IF_ERROR(boot_.AllReduce(t, ReduceOp::kMax));
+    RY_RETURN_IF_ERROR(boot_.AllReduce(w, ReduceOp::kSum));
+    Row row;
+    row.bytes = sh.totalBytes;
+    row.count = sh.count;
+    row.timeUs = t[0];
+    row.algbw = AlgBw(sh.totalBytes, t[0]);
+    row.busbw = row.algbw * BusBwFactor(opts_.pattern, n_);
+    row.wrong = opts_.check ? static_cast<long long>(w[0]) : -1;
+    row.type = collectives::TypeName(type);
+    row.redop = opts_.pattern == Pattern::kAllGather ? "none" : collectives::OpName(op);
+    if (opts_.check) *wrongTotal += row.wrong;
+    if (me_ == 0) {
+      std::fputs(TableRow(row).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    rows.push_back(row);
+  }
+  if (me_ == 0) std::fputs(TableFooter(rows).c_str(), stdout);
+  return Status::Ok();
+}
+
+void CollRun::Cleanup() {
+  if (table_ && comm_) {
+    if (sendMh_) (void)table_->deregMr(comm_, sendMh_);
+    if (recvMh_) (void)table_->deregMr(comm_, recvMh_);
+    (void)table_->closeColl(comm_);
+  }
+  comm_ = nullptr;
+  sendMh_ = recvMh_ = nullptr;
+  if (table_ && ctx_) (void)table_->finalize(ctx_);
+  ctx_ = nullptr;
+  table_ = nullptr;
+  (void)net_.Close();
+}
+
+}  // namespace
+
+int RunCollRank(const Options& opts, Bootstrap& boot) {
+  CollRun run(opts, boot);
+  long long wrong = 0;
+  const Status s = run.Run(&wrong);
+  run.Cleanup();
+  if (!s.ok()) {
+    std::fprintf(stderr, "railyard-perf: rank %d: %s\n", boot.rank(), s.message().c_str());
+    return s.code() == Code::kInvalidUsage ? kExitUsage : kExitError;
+  }
+  if (wrong > 0) {
+    if (boot.rank() == 0) std::fprintf(stderr, "railyard-perf: data check FAILED: %lld wrong element(s)\n", wrong);
+    return kExitWrongData;
+  }
+  return kExitOk;
+}
+
+}  // namespace railyard::perf
