@@ -9,6 +9,9 @@ const char* PatternName(Pattern p) {
     case Pattern::kSendRecv: return "sendrecv";
     case Pattern::kRing: return "ring";
     case Pattern::kAllToAll: return "alltoall";
+    case Pattern::kGinPut: return "gin-put";
+    case Pattern::kGinSignal: return "gin-signal";
+    case Pattern::kGinAllToAll: return "gin-alltoall";
   }
   return "?";
 }
@@ -17,10 +20,23 @@ std::optional<Pattern> ParsePattern(const std::string& name) {
   if (name == "sendrecv") return Pattern::kSendRecv;
   if (name == "ring") return Pattern::kRing;
   if (name == "alltoall") return Pattern::kAllToAll;
+  if (name == "gin-put") return Pattern::kGinPut;
+  if (name == "gin-signal") return Pattern::kGinSignal;
+  if (name == "gin-alltoall") return Pattern::kGinAllToAll;
   return std::nullopt;
 }
 
+namespace {
+/// The net pattern a gin-* pattern shares its peers, rank rules and factors with.
+Pattern NetShape(Pattern p) {
+  if (p == Pattern::kGinPut || p == Pattern::kGinSignal) return Pattern::kSendRecv;
+  if (p == Pattern::kGinAllToAll) return Pattern::kAllToAll;
+  return p;
+}
+}  // namespace
+
 Peers PeersOf(Pattern p, int rank, int nranks) {
+  p = NetShape(p);
   Peers peers;
   switch (p) {
     case Pattern::kSendRecv: {
@@ -42,12 +58,20 @@ Peers PeersOf(Pattern p, int rank, int nranks) {
         peers.recvFrom.push_back((rank - k + nranks) % nranks);
       }
       break;
+    case Pattern::kGinPut:
+    case Pattern::kGinSignal:
+    case Pattern::kGinAllToAll:
+      break;  // mapped by NetShape above
   }
   return peers;
 }
 
 std::string CheckRanks(Pattern p, int nranks) {
   if (nranks < 1) return "need at least one rank";
+  if (IsGinPattern(p) && NetShape(p) == Pattern::kSendRecv && nranks % 2 != 0) {
+    return std::string("pattern ") + PatternName(p) + " pairs ranks 0<->1, 2<->3, ... and needs an even number of ranks";
+  }
+  if (p == Pattern::kGinAllToAll && nranks < 2) return "pattern gin-alltoall needs at least 2 ranks";
   if (p == Pattern::kAllToAll && nranks < 2) return "pattern alltoall needs at least 2 ranks";
   if (p == Pattern::kSendRecv && nranks % 2 != 0) {
     return "pattern sendrecv pairs ranks 0<->1, 2<->3, ... and needs an even number of ranks (got " +
@@ -57,11 +81,13 @@ std::string CheckRanks(Pattern p, int nranks) {
 }
 
 double BusBwFactor(Pattern p, int nranks) {
+  p = NetShape(p);
   if (p == Pattern::kAllToAll) return nranks > 0 ? double(nranks - 1) / double(nranks) : 0.0;
   return 1.0;
 }
 
 Layout LayoutFor(Pattern p, std::size_t requestedBytes, int nranks) {
+  p = NetShape(p);
   Layout l{};
   if (p == Pattern::kAllToAll) {
     const std::size_t n = nranks > 0 ? std::size_t(nranks) : 1;

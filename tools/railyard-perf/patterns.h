@@ -11,14 +11,21 @@
 namespace railyard::perf {
 
 /// -p/--pattern values.
-enum class Pattern { kSendRecv, kRing, kAllToAll };
+/// The gin-* patterns drive the one-sided tables (GIN v11 / RMA v14 / v13) instead of
+/// the net table: gin_*_pattern.cc, run by gin_runner.cc.
+enum class Pattern { kSendRecv, kRing, kAllToAll, kGinPut, kGinSignal, kGinAllToAll };
+
+/// True for the gin-* patterns.
+inline bool IsGinPattern(Pattern p) {
+  return p == Pattern::kGinPut || p == Pattern::kGinSignal || p == Pattern::kGinAllToAll;
+}
 
 /// Element type used for every buffer (nccl-tests' default `float`).
 using Elem = float;
 /// Bytes per element.
 inline constexpr std::size_t kElemSize = sizeof(Elem);
 
-/// "sendrecv", "ring" or "alltoall".
+/// "sendrecv", "ring", "alltoall", "gin-put", "gin-signal" or "gin-alltoall".
 const char* PatternName(Pattern p);
 
 /// Inverse of PatternName (case-sensitive); nullopt for anything else.
@@ -34,6 +41,7 @@ struct Peers {
 ///  - sendrecv: pairs 0<->1, 2<->3, ... (needs an even nranks; see CheckRanks);
 ///  - ring: send to (r+1)%N, receive from (r-1+N)%N (N == 1: to and from itself);
 ///  - alltoall: every other rank, both ways (N == 1: none).
+///  - gin-put and gin-signal pair ranks as sendrecv; gin-alltoall as alltoall.
 Peers PeersOf(Pattern p, int rank, int nranks);
 
 /// Empty when `nranks` suits the pattern, else a message (sendrecv needs an

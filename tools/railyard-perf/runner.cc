@@ -1,4 +1,5 @@
 #include "tools/railyard-perf/runner.h"
+#include "tools/railyard-perf/gin_runner.h"
 
 #include <sched.h>
 #include <strings.h>
@@ -531,6 +532,7 @@ void Runner::Cleanup() {
 }  // namespace
 
 int RunRank(const Options& opts, Bootstrap& boot) {
+  if (IsGinPattern(opts.pattern)) return RunGinRank(opts, boot);  // the one-sided tables (gin_runner.h)
   Runner runner(opts, boot);
   long long wrong = 0;
   const Status s = runner.Run(&wrong);
