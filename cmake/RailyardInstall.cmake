@@ -7,11 +7,12 @@
 #           P/share/doc/railyard/configuration.md   every RAILYARD_* variable
 #           P/share/doc/railyard/README.md
 #   dev     P/include/railyard/railyard.h, version.h   the exported railyard_* C API
+#           P/include/railyard/expert.hpp              its C++ wrapper (expert tier)
 #           P/<libdir>/pkgconfig/railyard.pc           pkg-config --cflags --libs railyard
 #           P/<libdir>/cmake/Railyard/                 find_package(Railyard) →
 #                                                      Railyard::nccl-net-railyard
 #   tools   P/bin/railyard-perf, railyard-info, railyardd, railyard-tcp-pump,
-#           railyard-config-doc, railyard-plot
+#           railyard-config-doc, railyard-plot, railyard-pack
 #           P/lib/systemd/system/railyardd.service     installed, never enabled
 #
 # Nothing installed points back into the build tree: CMake drops the build RPATH
@@ -28,7 +29,7 @@ set(RAILYARD_SYSTEMD_UNITDIR "lib/systemd/system" CACHE STRING
 
 # The targets a full install needs; `cmake --build build --target shipped`
 # builds just those (tools/setup.sh does, before the main job).
-set(RAILYARD_SHIPPED_TOOLS railyard-perf railyard-info railyardd railyard-tcp-pump railyard-config-doc)
+set(RAILYARD_SHIPPED_TOOLS railyard-perf railyard-info railyardd railyard-tcp-pump railyard-config-doc railyard-pack)
 add_custom_target(shipped)
 add_dependencies(shipped nccl-net-railyard ${RAILYARD_SHIPPED_TOOLS})
 
@@ -39,7 +40,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/docs/configuration.md ${PROJECT_SOURCE_DIR}/
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT plugin)
 
 # ---- dev: header, pkg-config, CMake package ----------------------------------
-install(FILES ${PROJECT_SOURCE_DIR}/include/railyard/railyard.h
+install(FILES ${PROJECT_SOURCE_DIR}/include/railyard/railyard.h ${PROJECT_SOURCE_DIR}/include/railyard/expert.hpp
               ${PROJECT_BINARY_DIR}/include/railyard/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/railyard COMPONENT dev)
 

@@ -99,6 +99,8 @@ struct Config {
   std::size_t stripeChunkBytes = 0;
   /// RAILYARD_STRIPE_CHUNKS_PER_RAIL: fabric chunks in flight per rail (1..1024).
   int stripeChunksPerRail = 0;
+  /// RAILYARD_EXPERT_PIN_CAP: bytes an expert store peer may pin for all its clients (0 = no cap).
+  std::size_t expertPinCapBytes = 0;
 };
 
 /// One row of the variable table.

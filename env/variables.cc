@@ -54,6 +54,8 @@ Status ApplyBytes(const Variable& var, const char* source, std::string_view valu
   return Status::Ok();
 }
 
+Status ApplyNothing(const Variable&, const char*, std::string_view, Config*) { return Status::Ok(); }
+
 Status ApplyHostName(const Variable&, const char*, std::string_view value, Config* out) {
   out->hostName = std::string(value);
   return Status::Ok();
@@ -312,6 +314,16 @@ const Variable kVariables[] = {
      "Fabric layer: chunks queued on one rail and not yet sent, at most; further chunks wait "
      "for room (or take a faster rail).",
      1, 1024, &ApplyInt<&Config::stripeChunksPerRail>},
+    {"RAILYARD_LIB", "string", "", "", nullptr,
+     "Path of libnccl-net-railyard.so for the Python binding (python/railyard/_lib.py "
+     "loads it before the build directory and the loader path); the library itself ignores it.",
+     0, 0, &ApplyNothing, "a path"},
+    {"RAILYARD_EXPERT_PIN_CAP", "bytes", "16G", "bytes", nullptr,
+     "Expert store peer (railyardd --expert-store): most bytes all client connections together "
+     "may make it pin (the layer files registered for remote read, once, plus one record-sized "
+     "buffer per TCP client); a connection that would go over is refused at connect with "
+     "ADMISSION_REFUSED. 0 = no cap. Accepts K, M, G suffixes.",
+     0, kGiB * 1024 * 1024, &ApplyBytes<&Config::expertPinCapBytes>},
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 /* Railyard's public C API: the entry points libnccl-net-railyard.so exports next
  * to the NCCL net tables (ncclNetPlugin_v8..v11). Every exported name starts with
  * `railyard_` (plugin/exports.map; tests/scripts/check_exports.sh checks `nm -D`);
- * storage-tier functions will join later.
+ * the expert tier's railyard_expert_* follow below.
  *
  * Installed as <prefix>/include/railyard/railyard.h. Consumers find it with
  * `pkg-config --cflags --libs railyard` or `find_package(Railyard)` (target
@@ -12,6 +12,9 @@
 #define RAILYARD_RAILYARD_H_
 
 #include "railyard/version.h"
+
+#include <stddef.h>
+#include <stdint.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 /** Marks a function libnccl-net-railyard.so exports (default ELF visibility). */
@@ -30,6 +33,94 @@ extern "C" {
  *  program was built with matches the library it runs with. Never NULL; never
  *  fails; thread-safe. */
 RAILYARD_API const char* railyard_version(void);
+
+/* ---------------------------------------------------------------------------
+ * Expert tier (railyard_expert_*): fetch MoE expert records (one expert's tensors of
+ * one MoE layer) from a peer serving an expert store (`railyardd --expert-store DIR`)
+ * into a caller's arena. Over RAILYARD_EXPERT_TRANSPORT_READ the records are fabric
+ * Reads of the peer's memory (RDMA READ on verbs); over ..._TCP they are requests on
+ * the control connection. The arena is registered through the process's registration
+ * cache. See docs/architecture.md "Expert tier" and python/railyard/expert.py.
+ *
+ * Errors: every function returns 0 (RAILYARD_EXPERT_OK) or one of the
+ * RAILYARD_EXPERT_E* causes below; railyard_expert_last_error() gives the sentence
+ * ("expert OUT_OF_RANGE: layer index 9 ...") of the calling thread's last failure.
+ * Nothing partial is returned as success: a batch succeeds only when every record
+ * landed and (unless switched off) matched its checksum.
+ * A handle is not thread-safe: use it from one thread at a time.
+ * ------------------------------------------------------------------------- */
+
+/** Causes (the same numbers as storage/expert/expert_error.h's ExpertErrc). */
+enum {
+  RAILYARD_EXPERT_OK = 0,
+  RAILYARD_EXPERT_EMANIFEST_TOO_LARGE = 1, /**< manifest over the size cap */
+  RAILYARD_EXPERT_EMANIFEST_TRUNCATED = 2, /**< manifest ended early */
+  RAILYARD_EXPERT_EMANIFEST_VERSION = 3,   /**< another format or version */
+  RAILYARD_EXPERT_EMANIFEST_INVALID = 4,   /**< malformed or inconsistent manifest */
+  RAILYARD_EXPERT_ESTORE_INCONSISTENT = 5, /**< layer files disagree with the manifest */
+  RAILYARD_EXPERT_EUNKNOWN_TRANSPORT = 6,  /**< the peer does not serve that transport */
+  RAILYARD_EXPERT_EOUT_OF_RANGE = 7,       /**< layer/expert outside the store, slot outside the arena */
+  RAILYARD_EXPERT_EPEER_LOST = 8,          /**< the peer died, closed or went silent */
+  RAILYARD_EXPERT_ESTORE_CHANGED = 9,      /**< the peer's store changed under it */
+  RAILYARD_EXPERT_ECHECKSUM_MISMATCH = 10, /**< a record's xxHash differs from the manifest */
+  RAILYARD_EXPERT_EADMISSION_REFUSED = 11, /**< the peer's pin cap (RAILYARD_EXPERT_PIN_CAP) is full */
+  RAILYARD_EXPERT_EPROTOCOL = 12,          /**< a malformed message from the peer */
+  RAILYARD_EXPERT_ESYSTEM = 13,            /**< a local syscall or registration failed */
+  RAILYARD_EXPERT_EINVALID_ARGUMENT = 14,  /**< NULL, zero bytes, bad transport value */
+};
+
+/** Transports a client may choose at open. */
+enum {
+  RAILYARD_EXPERT_TRANSPORT_TCP = 1,  /**< records as replies on the control connection */
+  RAILYARD_EXPERT_TRANSPORT_READ = 2, /**< records as fabric Reads of the peer's mapped files */
+};
+
+/** An open connection to an expert peer (opaque). */
+typedef struct railyard_expert railyard_expert;
+
+/** One record of a batch: (layer index 0..layers-1 into the manifest's "layers",
+ *  expert 0..experts-1) lands at arena + arena_offset, record_stride bytes. */
+typedef struct railyard_expert_record {
+  uint32_t layer;
+  uint32_t reserved; /**< must be 0 */
+  uint64_t expert;
+  uint64_t arena_offset;
+} railyard_expert_record;
+
+/** Shape of the store, from its manifest. */
+typedef struct railyard_expert_layout {
+  uint64_t layers;            /**< MoE layers in the store */
+  uint64_t experts_per_layer; /**< experts in each layer */
+  uint64_t record_stride;     /**< bytes of one record (an arena slot) */
+  uint64_t record_bytes;      /**< bytes of a record the tensors use (<= stride) */
+} railyard_expert_layout;
+
+/** Connects to the expert peer `peer` ("host:port"), receives and validates its
+ *  manifest, chooses `transport` (RAILYARD_EXPERT_TRANSPORT_*) and registers
+ *  [arena, arena + arena_bytes) (host memory) for the records to land in. With
+ *  `verify_checksums` non-zero every fetched record's XXH3-64 is checked. On success
+ *  *out is a handle to close with railyard_expert_close. */
+RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verify_checksums, void* arena,
+                                      uint64_t arena_bytes, railyard_expert** out);
+/** The store's layout. EINVALID_ARGUMENT for NULL. */
+RAILYARD_API int railyard_expert_layout_get(const railyard_expert* h, railyard_expert_layout* out);
+/** Copies the manifest JSON (NUL-terminated) into buf when it fits (*needed = its
+ *  length + 1 either way); EINVALID_ARGUMENT when buf is too small. */
+RAILYARD_API int railyard_expert_manifest(const railyard_expert* h, char* buf, size_t bytes, size_t* needed);
+/** Fetches one record into the arena at arena_offset. */
+RAILYARD_API int railyard_expert_fetch(railyard_expert* h, uint32_t layer, uint64_t expert, uint64_t arena_offset);
+/** Fetches `count` records (all of them, or an error: see above). */
+RAILYARD_API int railyard_expert_fetch_batch(railyard_expert* h, const railyard_expert_record* records, size_t count);
+/** Switches checksum verification on (non-zero) or off for later fetches. */
+RAILYARD_API int railyard_expert_set_verify(railyard_expert* h, int verify_checksums);
+/** Sends a polite shutdown to the peer, deregisters the arena and frees the handle
+ *  (NULL is a no-op). Returns the shutdown's outcome; the handle is freed either way. */
+RAILYARD_API int railyard_expert_close(railyard_expert* h);
+/** The calling thread's last failure as a sentence ("" when none); valid until the
+ *  thread's next railyard_expert_* call. */
+RAILYARD_API const char* railyard_expert_last_error(void);
+/** "OUT_OF_RANGE", ... for a cause; "UNKNOWN" for other values. */
+RAILYARD_API const char* railyard_expert_error_name(int code);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -51,7 +51,7 @@ expect_files libnccl-net-railyard /usr/$libdir/libnccl-net-railyard.so /usr/shar
 expect_files libnccl-net-railyard-dev /usr/include/railyard/railyard.h /usr/include/railyard/version.h \
   /usr/$libdir/pkgconfig/railyard.pc /usr/$libdir/cmake/Railyard/RailyardConfig.cmake
 expect_files railyard-tools /usr/bin/railyard-perf /usr/bin/railyard-info /usr/bin/railyardd \
-  /usr/bin/railyard-tcp-pump /usr/bin/railyard-config-doc /usr/bin/railyard-plot \
+  /usr/bin/railyard-tcp-pump /usr/bin/railyard-config-doc /usr/bin/railyard-plot /usr/bin/railyard-pack \
   /usr/lib/systemd/system/railyardd.service
 contents "${deb[libnccl-net-railyard]}" | grep -Eq '^/usr/(bin|include)/' && fail "the plugin package carries tools or headers"
 ok "package contents where expected"

@@ -40,7 +40,7 @@ want=("$plugin" "$P/$incdir/railyard/railyard.h" "$P/$incdir/railyard/version.h"
       "$P/$libdir/pkgconfig/railyard.pc" "$P/$libdir/cmake/Railyard/RailyardConfig.cmake"
       "$P/$libdir/cmake/Railyard/RailyardConfigVersion.cmake" "$P/$libdir/cmake/Railyard/RailyardTargets.cmake"
       "$P/lib/systemd/system/railyardd.service" "$P/$docdir/configuration.md" "$P/$docdir/README.md")
-tools=(railyard-perf railyard-info railyardd railyard-tcp-pump railyard-config-doc railyard-plot)
+tools=(railyard-perf railyard-info railyardd railyard-tcp-pump railyard-config-doc railyard-plot railyard-pack)
 for t in "${tools[@]}"; do want+=("$P/$bindir/$t"); done
 for f in "${want[@]}"; do [[ -e "$f" ]] || fail "not installed: ${f#"$P"/}"; done
 for t in "${tools[@]}"; do [[ -x "$P/$bindir/$t" ]] || fail "not executable: $bindir/$t"; done

@@ -81,7 +81,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_TC", "RAILYARD_SL", "RAILYARD_IB_TIMEOUT",
                                             "RAILYARD_IB_RETRY_CNT", "RAILYARD_QPS_PER_CONN",
                                             "RAILYARD_IB_USE_INLINE", "RAILYARD_STRIPE_THRESHOLD_BYTES",
-                                            "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL"));
+                                            "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL",
+                                            "RAILYARD_LIB", "RAILYARD_EXPERT_PIN_CAP"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
@@ -119,6 +120,18 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.qpsPerConn, 1);
   EXPECT_EQ(c.transport, "auto");
   EXPECT_EQ(c.ibUseInline, 1);
+}
+
+TEST(EnvConfig, ExpertPinCapTakesSuffixesAndDefaultsTo16G) {
+  EXPECT_EQ(ParseOk(FakeEnv{}).expertPinCapBytes, std::size_t{16} << 30);
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_EXPERT_PIN_CAP", "2G"}}}).expertPinCapBytes, std::size_t{2} << 30);
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_EXPERT_PIN_CAP", "0"}}}).expertPinCapBytes, 0u);
+  Config out;
+  FakeEnv bad{{{"RAILYARD_EXPERT_PIN_CAP", "lots"}}};
+  EXPECT_FALSE(bad.Parse(&out).ok());
+  // RAILYARD_LIB is the Python binding's: known (no "unknown variable" warning), ignored.
+  FakeEnv lib{{{"RAILYARD_LIB", "/opt/x.so"}}};
+  EXPECT_TRUE(lib.Parse(&out).ok());
 }
 
 TEST(EnvConfig, TransportIsCheckedAndCaseInsensitive) {

@@ -25,9 +25,12 @@
 
 #include "env/config.h"
 #include "env/log.h"
+#include "plugin/expert_domain.h"
 #include "proxy/routing/router.h"
 #include "proxy/relay/relay_seat.h"
 #include "proxy/relay/relay_service.h"
+#include "storage/expert/expert_server.h"
+#include "storage/expert/expert_wire.h"
 #include "topology/cabling_agent.h"
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
@@ -53,6 +56,29 @@ bool SameGraph(const railyard::topology::ClusterGraph& x, const railyard::topolo
   return true;
 }
 
+/// Opens the store in `dir`, creates the expert tier's Domain and Worker and starts
+/// serving on `listen` ("addr:port"); prints where to stderr.
+railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::string& dir, const std::string& listen,
+                                  bool verify, std::unique_ptr<railyard::fabric::Domain>* domain,
+                                  std::unique_ptr<railyard::fabric::Worker>* worker,
+                                  std::unique_ptr<railyard::expert::ExpertServer>* server) {
+  using namespace railyard;
+  expert::ServerOptions o;
+  RY_RETURN_IF_ERROR(expert::ParseHostPort(listen, &o.listenAddress, &o.port, /*allowZero=*/true));
+  o.pinCapBytes = cfg.expertPinCapBytes;
+  o.timeoutMs = cfg.timeoutMs;
+  std::unique_ptr<expert::Store> store;
+  RY_RETURN_IF_ERROR(expert::Store::Open(dir, verify, &store));
+  const expert::Manifest m = store->manifest();
+  RY_RETURN_IF_ERROR(plugin::CreateExpertDomain(cfg, domain));
+  RY_RETURN_IF_ERROR((*domain)->CreateWorker(worker));
+  RY_RETURN_IF_ERROR(expert::ExpertServer::Start(std::move(store), domain->get(), worker->get(), o, server));
+  std::fprintf(stderr, "railyardd: expert store %s (%s: %zu layers x %llu experts, %llu-byte records) listening on %s:%u\n",
+               dir.c_str(), m.modelId.c_str(), m.layers.size(), static_cast<unsigned long long>(m.expertsPerLayer),
+               static_cast<unsigned long long>(m.recordStride), o.listenAddress.c_str(), (*server)->port());
+  return Status::Ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,6 +89,8 @@ int main(int argc, char** argv) {
   int waitHosts = 0, settleMs = 500, lingerMs = 1000, timeoutMs = 20000;
   bool text = false, noRelay = false;
   uint16_t relayPort = 0;
+  std::string expertStore, expertListen = "0.0.0.0:29431";
+  bool expertOnly = false, expertVerify = false;
   app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar (default RAILYARD_SOCKET_IFNAME)");
   app.add_option("--host-name", hostName, "name this host reports (default RAILYARD_HOST_NAME, else the host name)");
   app.add_option("--port", agent.port, "UDP port of the cabling protocol")->check(CLI::Range(1, 65535));
@@ -80,6 +108,10 @@ int main(int argc, char** argv) {
   app.add_option("--relay-port", relayPort, "TCP port of the relay (default RAILYARD_RELAY_PORT)")
       ->check(CLI::Range(1, 65535));
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
+  app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");
+  app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 address:port of its control socket (port 0: any)");
+  app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
+  app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -120,6 +152,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyardd: the neighbour timeout (--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = %d) must be "
                          "larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = %d)\n",
                  agent.deadIntervalMs, agent.intervalMs);
+    return 2;
+  }
+  // The expert store (storage/expert/expert_server.h), served beside the rest or alone.
+  std::unique_ptr<fabric::Domain> expertDomain;
+  std::unique_ptr<fabric::Worker> expertWorker;
+  std::unique_ptr<expert::ExpertServer> expertServer;
+  if (!expertStore.empty()) {
+    if (Status s = StartExpertStore(*cfg, expertStore, expertListen, expertVerify, &expertDomain, &expertWorker, &expertServer);
+        !s.ok()) {
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+      return 2;
+    }
+    if (expertOnly) {
+      std::signal(SIGINT, OnSignal);
+      std::signal(SIGTERM, OnSignal);
+      while (!g_stop) ::poll(nullptr, 0, 100);
+      expertServer->Stop();
+      return 0;
+    }
+  } else if (expertOnly) {
+    std::fprintf(stderr, "railyardd: --expert-only needs --expert-store DIR\n");
     return 2;
   }
   // One railyardd per host (per network namespace), relaying or not: a second one is

@@ -18,7 +18,7 @@
 set -euo pipefail
 declare -A group=(
   [build]="build-essential cmake ninja-build pkg-config libhwloc-dev libhwloc-plugins libibverbs-dev ibverbs-providers
-           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev"
+           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libssl-dev libxxhash-dev"
   [test]="iproute2 procps nftables iputils-ping python3
           qemu-system-x86 busybox-static rdma-core ibverbs-utils kmod xz-utils perftest rdmacm-utils hwloc-nox
           dpkg-dev file python3-matplotlib python3-numpy

@@ -1,0 +1,137 @@
+// The railyard_expert_* C API (include/railyard/railyard.h): each handle owns its
+// fabric Domain, RegistrationCache and Worker (plugin/expert_domain.h) until the
+// process runtime object owns them, and an ExpertClient (storage/expert).
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "env/config.h"
+#include "plugin/expert_domain.h"
+#include "proxy/fabric/registration_cache.h"
+#include "railyard/railyard.h"
+#include "storage/expert/expert_client.h"
+#include "storage/expert/expert_error.h"
+
+struct railyard_expert {
+  std::unique_ptr<railyard::fabric::Domain> domain;
+  std::unique_ptr<railyard::fabric::RegistrationCache> cache;
+  std::unique_ptr<railyard::fabric::Worker> worker;
+  std::unique_ptr<railyard::expert::ExpertClient> client;
+  std::string manifestJson;
+  ~railyard_expert() {
+    client.reset();  // releases the arena before the cache and Domain go
+    worker.reset();
+    cache.reset();
+  }
+};
+
+namespace {
+
+using railyard::Status;
+using railyard::expert::ExpertErrc;
+
+thread_local std::string g_lastError;
+
+int Report(const Status& s) {
+  if (s.ok()) {
+    g_lastError.clear();
+    return 0;
+  }
+  g_lastError = s.message();
+  return static_cast<int>(railyard::expert::ExpertErrcOf(s));
+}
+
+int BadArg(const char* what) {
+  return Report(railyard::expert::ExpertError(ExpertErrc::kInvalidArgument, what));
+}
+
+}  // namespace
+
+extern "C" {
+
+RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verify, void* arena, uint64_t arenaBytes,
+                                      railyard_expert** out) {
+  using namespace railyard;
+  if (peer == nullptr || out == nullptr || arena == nullptr || arenaBytes == 0) {
+    return BadArg("railyard_expert_open: NULL peer, arena or out, or a 0-byte arena");
+  }
+  if (transport != RAILYARD_EXPERT_TRANSPORT_TCP && transport != RAILYARD_EXPERT_TRANSPORT_READ) {
+    return BadArg("railyard_expert_open: transport is not RAILYARD_EXPERT_TRANSPORT_TCP (1) or _READ (2)");
+  }
+  *out = nullptr;
+  const env::Config* cfg = nullptr;
+  if (Status s = env::Load(&cfg); !s.ok()) return Report(expert::ExpertError(ExpertErrc::kInvalidArgument, s.message()));
+  auto h = std::make_unique<railyard_expert>();
+  if (Status s = plugin::CreateExpertDomain(*cfg, &h->domain); !s.ok()) {
+    return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
+  }
+  h->cache = std::make_unique<fabric::RegistrationCache>(*h->domain);
+  if (transport == RAILYARD_EXPERT_TRANSPORT_READ) {
+    if (Status s = h->domain->CreateWorker(&h->worker); !s.ok()) return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
+  }
+  expert::ClientOptions o;
+  o.transport = static_cast<uint8_t>(transport);
+  o.verifyChecksums = verify != 0;
+  o.timeoutMs = cfg->timeoutMs;
+  if (Status s = expert::ExpertClient::Open(peer, o, *h->cache, h->worker.get(), arena, arenaBytes, &h->client); !s.ok()) {
+    return Report(s);
+  }
+  h->manifestJson = h->client->manifest().ToJson();
+  *out = h.release();
+  return Report(Status::Ok());
+}
+
+RAILYARD_API int railyard_expert_layout_get(const railyard_expert* h, railyard_expert_layout* out) {
+  if (h == nullptr || out == nullptr) return BadArg("railyard_expert_layout_get: NULL handle or out");
+  const auto& m = h->client->manifest();
+  out->layers = m.layers.size();
+  out->experts_per_layer = m.expertsPerLayer;
+  out->record_stride = m.recordStride;
+  out->record_bytes = m.recordBytes;
+  return Report(Status::Ok());
+}
+
+RAILYARD_API int railyard_expert_manifest(const railyard_expert* h, char* buf, size_t bytes, size_t* needed) {
+  if (h == nullptr) return BadArg("railyard_expert_manifest: NULL handle");
+  const size_t n = h->manifestJson.size() + 1;
+  if (needed) *needed = n;
+  if (buf == nullptr || bytes < n) return BadArg("railyard_expert_manifest: buffer smaller than the manifest (see *needed)");
+  std::memcpy(buf, h->manifestJson.c_str(), n);
+  return Report(Status::Ok());
+}
+
+RAILYARD_API int railyard_expert_fetch(railyard_expert* h, uint32_t layer, uint64_t expert, uint64_t arenaOffset) {
+  if (h == nullptr) return BadArg("railyard_expert_fetch: NULL handle");
+  return Report(h->client->Fetch(layer, expert, arenaOffset));
+}
+
+RAILYARD_API int railyard_expert_fetch_batch(railyard_expert* h, const railyard_expert_record* records, size_t count) {
+  if (h == nullptr || (records == nullptr && count > 0)) return BadArg("railyard_expert_fetch_batch: NULL handle or records");
+  std::vector<railyard::expert::RecordRequest> batch(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (records[i].reserved != 0) return BadArg("railyard_expert_fetch_batch: a record's reserved field is not 0");
+    batch[i] = {records[i].layer, records[i].expert, records[i].arena_offset};
+  }
+  return Report(h->client->FetchBatch(batch));
+}
+
+RAILYARD_API int railyard_expert_set_verify(railyard_expert* h, int verify) {
+  if (h == nullptr) return BadArg("railyard_expert_set_verify: NULL handle");
+  h->client->SetVerifyChecksums(verify != 0);
+  return Report(Status::Ok());
+}
+
+RAILYARD_API int railyard_expert_close(railyard_expert* h) {
+  if (h == nullptr) return 0;
+  const Status s = h->client->Close();
+  delete h;
+  return Report(s);
+}
+
+RAILYARD_API const char* railyard_expert_last_error(void) { return g_lastError.c_str(); }
+
+RAILYARD_API const char* railyard_expert_error_name(int code) {
+  return railyard::expert::ExpertErrcName(static_cast<ExpertErrc>(code));
+}
+
+}  // extern "C"

@@ -1,0 +1,290 @@
+#include "storage/expert/expert_client.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "storage/expert/expert_error.h"
+#include "storage/expert/expert_wire.h"
+
+namespace railyard::expert {
+namespace {
+
+constexpr int kLastErrc = static_cast<int>(ExpertErrc::kPackInput);
+
+}  // namespace
+
+Status ReadReply(int fd, const std::string& who, uint64_t* payloadBytes) {
+  ReplyHeader h{};
+  RY_RETURN_IF_ERROR(WireRecv(fd, &h, sizeof h, who + " reply"));
+  if (h.textBytes > kMaxReplyText || h.errc > kLastErrc) {
+    return ExpertError(ExpertErrc::kProtocol, who + " sent a reply with errc " + std::to_string(h.errc) + " and " +
+                                                  std::to_string(h.textBytes) + " text bytes");
+  }
+  std::string text(h.textBytes, '\0');
+  RY_RETURN_IF_ERROR(WireRecv(fd, text.data(), text.size(), who + " reply text"));
+  if (h.errc != 0) {
+    if (h.payloadBytes != 0) return ExpertError(ExpertErrc::kProtocol, who + " sent an error reply with a payload");
+    // The peer's text says "expert NAME: ..."; the cause comes from errc, the rest is its sentence.
+    const ExpertErrc errc = static_cast<ExpertErrc>(h.errc);
+    const std::string prefix = std::string("expert ") + ExpertErrcName(errc) + ": ";
+    if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
+    return ExpertError(errc, "peer " + who + " says: " + text);
+  }
+  *payloadBytes = h.payloadBytes;
+  return Status::Ok();
+}
+
+ExpertClient::~ExpertClient() {
+  (void)Close();
+  endpoint_.reset();
+  if (arena_ != nullptr) (void)cache_->Release(arena_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status ExpertClient::Open(const std::string& peer, const ClientOptions& options, fabric::RegistrationCache& cache,
+                          fabric::Worker* worker, void* arena, uint64_t arenaBytes, std::unique_ptr<ExpertClient>* out) {
+  if (arena == nullptr || arenaBytes == 0) return ExpertError(ExpertErrc::kInvalidArgument, "open with no arena");
+  if (options.transport == kTransportRead && worker == nullptr) {
+    return ExpertError(ExpertErrc::kInvalidArgument, "the read transport needs a fabric Worker");
+  }
+  std::string host;
+  uint16_t port = 0;
+  RY_RETURN_IF_ERROR(ParseHostPort(peer, &host, &port));
+  std::unique_ptr<ExpertClient> c(new ExpertClient());
+  c->options_ = options;
+  c->peer_ = peer;
+  c->cache_ = &cache;
+  c->worker_ = worker;
+  RY_RETURN_IF_ERROR(WireConnect(host, port, options.timeoutMs, &c->fd_));
+  HelloHeader hello{};
+  RY_RETURN_IF_ERROR(WireRecv(c->fd_, &hello, sizeof hello, "expert peer " + peer + " hello"));
+  if (hello.magic != kHelloMagic) return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " is not an expert store (bad hello magic)");
+  if (hello.version != kWireVersion) {
+    return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " speaks wire version " + std::to_string(hello.version) +
+                                                  " (this build: " + std::to_string(kWireVersion) + ")");
+  }
+  if (hello.manifestBytes > kMaxManifestBytes) {
+    return ExpertError(ExpertErrc::kManifestTooLarge, "expert peer " + peer + " announces a manifest of " +
+                                                          std::to_string(hello.manifestBytes) + " bytes (at most " +
+                                                          std::to_string(kMaxManifestBytes) + ")");
+  }
+  std::string text(hello.manifestBytes, '\0');
+  if (Status s = WireRecv(c->fd_, text.data(), text.size(), "expert peer " + peer + " manifest"); !s.ok()) {
+    return ExpertError(ExpertErrc::kManifestTruncated, s.message());
+  }
+  RY_RETURN_IF_ERROR(Manifest::Parse(text, &c->manifest_));
+  ChooseMessage choose{};
+  choose.transport = options.transport;
+  RY_RETURN_IF_ERROR(WireSend(c->fd_, &choose, sizeof choose, "expert peer " + peer + " transport choice"));
+  uint64_t payload = 0;
+  RY_RETURN_IF_ERROR(ReadReply(c->fd_, peer, &payload));
+  if (options.transport == kTransportRead) {
+    if (payload > 8 + kMaxAddressBytes + c->manifest_.layers.size() * (4 + kMaxAddressBytes)) {
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " sent a " + std::to_string(payload) + "-byte key table");
+    }
+    std::vector<uint8_t> p(payload);
+    RY_RETURN_IF_ERROR(WireRecv(c->fd_, p.data(), p.size(), "expert peer " + peer + " key table"));
+    size_t at = 0;
+    auto get32 = [&](uint32_t* v) {
+      if (p.size() - at < 4) return false;
+      std::memcpy(v, p.data() + at, 4);
+      at += 4;
+      return true;
+    };
+    uint32_t addrBytes = 0, layers = 0;
+    if (!get32(&addrBytes) || addrBytes > kMaxAddressBytes || p.size() - at < addrBytes) {
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table: bad worker address length");
+    }
+    std::vector<uint8_t> addr(p.begin() + static_cast<long>(at), p.begin() + static_cast<long>(at + addrBytes));
+    at += addrBytes;
+    if (!get32(&layers) || layers != c->manifest_.layers.size()) {
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table: layer count differs from its manifest");
+    }
+    for (uint32_t i = 0; i < layers; ++i) {
+      uint32_t kb = 0;
+      if (!get32(&kb) || kb > kMaxAddressBytes || p.size() - at < kb) {
+        return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table: bad key length");
+      }
+      fabric::RemoteKey k;
+      if (Status s = fabric::RemoteKey::Unpack(std::span<const uint8_t>(p.data() + at, kb), &k); !s.ok()) {
+        return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " layer " + std::to_string(i) + " key: " + s.message());
+      }
+      if (k.length < c->manifest_.LayerFileBytes()) {
+        return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " layer " + std::to_string(i) + " key covers " +
+                                                      std::to_string(k.length) + " bytes, fewer than its file");
+      }
+      at += kb;
+      c->layerKeys_.push_back(std::move(k));
+    }
+    if (at != p.size()) return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table has trailing bytes");
+    if (Status s = worker->Connect(addr, &c->endpoint_); !s.ok()) {
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " worker address: " + s.message());
+    }
+  } else if (payload != 0) {
+    return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " sent a payload with its tcp accept");
+  }
+  if (Status s = cache.Acquire(arena, arenaBytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &c->arena_); !s.ok()) {
+    return ExpertError(ExpertErrc::kSystem, "registering the arena: " + s.message());
+  }
+  c->arenaBase_ = arena;
+  c->arenaBytes_ = arenaBytes;
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status ExpertClient::Fetch(uint32_t layer, uint64_t expert, uint64_t arenaOffset) {
+  RecordRequest r{layer, expert, arenaOffset};
+  return FetchBatch(std::span<const RecordRequest>(&r, 1));
+}
+
+Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
+  if (!failed_.ok()) return failed_;
+  if (closed_) return ExpertError(ExpertErrc::kInvalidArgument, "fetch on a closed expert client");
+  const uint64_t stride = manifest_.recordStride;
+  for (const RecordRequest& r : batch) {
+    if (r.layer >= manifest_.layers.size() || r.expert >= manifest_.expertsPerLayer) {
+      return ExpertError(ExpertErrc::kOutOfRange, "layer index " + std::to_string(r.layer) + " expert " +
+                                                      std::to_string(r.expert) + " (the store has " +
+                                                      std::to_string(manifest_.layers.size()) + " layers x " +
+                                                      std::to_string(manifest_.expertsPerLayer) + " experts)");
+    }
+    if (r.arenaOffset > arenaBytes_ || arenaBytes_ - r.arenaOffset < stride) {
+      return ExpertError(ExpertErrc::kOutOfRange, "arena slot at " + std::to_string(r.arenaOffset) + " + " +
+                                                      std::to_string(stride) + " bytes outside the " +
+                                                      std::to_string(arenaBytes_) + "-byte arena");
+    }
+  }
+  if (batch.empty()) return Status::Ok();
+  Status s = options_.transport == kTransportRead ? FetchRead(batch) : FetchTcp(batch);
+  if (!s.ok()) {
+    const ExpertErrc e = ExpertErrcOf(s);
+    // Sticky: a lost peer, a protocol fault, and over READ a withdrawn registration
+    // (the fabric Endpoint stays failed after a remote-access error, as an RC QP does).
+    if (e == ExpertErrc::kPeerLost || e == ExpertErrc::kProtocol || e == ExpertErrc::kSystem ||
+        (options_.transport == kTransportRead && e == ExpertErrc::kStoreChanged)) {
+      failed_ = s;
+    }
+    return s;
+  }
+  return options_.verifyChecksums ? Verify(batch) : Status::Ok();
+}
+
+Status ExpertClient::FetchTcp(std::span<const RecordRequest> batch) {
+  // Pipelined: requests go out in windows while replies come back in order.
+  constexpr size_t kWindow = 32;
+  const uint64_t stride = manifest_.recordStride;
+  size_t sent = 0;
+  Status first = Status::Ok();
+  for (size_t got = 0; got < batch.size(); ++got) {
+    while (sent < batch.size() && sent < got + kWindow) {
+      RequestMessage req{};
+      req.op = kOpFetch;
+      req.layer = batch[sent].layer;
+      req.expert = batch[sent].expert;
+      RY_RETURN_IF_ERROR(WireSend(fd_, &req, sizeof req, "expert peer " + peer_ + " request"));
+      ++sent;
+    }
+    uint64_t payload = 0;
+    Status s = ReadReply(fd_, peer_, &payload);
+    const ExpertErrc e = ExpertErrcOf(s);
+    if (e == ExpertErrc::kPeerLost || e == ExpertErrc::kProtocol) return s;
+    if (!s.ok()) {
+      if (first.ok()) first = s;  // keep reading the replies in flight; the batch fails
+      continue;
+    }
+    if (payload != stride) {
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer_ + " sent a " + std::to_string(payload) +
+                                                    "-byte record (stride " + std::to_string(stride) + ")");
+    }
+    RY_RETURN_IF_ERROR(WireRecv(fd_, ArenaPtr(batch[got].arenaOffset), stride, "expert peer " + peer_ + " record"));
+  }
+  return first;
+}
+
+Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
+  const uint64_t stride = manifest_.recordStride;
+  std::map<uint64_t, size_t> pending;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const RecordRequest& r = batch[i];
+    const fabric::RemoteKey& key = layerKeys_[r.layer];
+    const uint64_t cookie = nextCookie_++;
+    const uint64_t arenaInRegion = reinterpret_cast<uint64_t>(arenaBase_) - arena_->base;
+    fabric::LocalSlice dst{arena_, arenaInRegion + r.arenaOffset, stride};
+    if (Status s = endpoint_->Read(dst, key, key.base + r.expert * stride, cookie); !s.ok()) {
+      return ExpertError(ExpertErrc::kPeerLost, "expert peer " + peer_ + ": " + s.message());
+    }
+    pending.emplace(cookie, i);
+  }
+  std::vector<fabric::Event> events;
+  auto lastMove = std::chrono::steady_clock::now();
+  Status first = Status::Ok();
+  while (!pending.empty()) {
+    events.clear();
+    worker_->Progress(&events);
+    for (const fabric::Event& e : events) {
+      auto it = pending.find(e.cookie);
+      if (e.kind == fabric::EventKind::kDone && it != pending.end()) {
+        pending.erase(it);
+        lastMove = std::chrono::steady_clock::now();
+      } else if (e.kind == fabric::EventKind::kError && it != pending.end()) {
+        const RecordRequest& r = batch[it->second];
+        pending.erase(it);
+        if (first.ok()) {
+          const bool lost = e.error.errc == fabric::FabricErrc::kPeerClosed || e.error.errc == fabric::FabricErrc::kTimeout ||
+                            e.error.errc == fabric::FabricErrc::kConnectFailed || e.error.errc == fabric::FabricErrc::kEndpointFailed ||
+                            e.error.errc == fabric::FabricErrc::kSystem;
+          // A key the peer no longer honours: it withdrew its layer registrations
+          // because the store changed under it (or it is stopping).
+          const bool withdrawn = e.error.errc == fabric::FabricErrc::kBadKey ||
+                                 e.error.errc == fabric::FabricErrc::kDeregistered ||
+                                 e.error.errc == fabric::FabricErrc::kRemoteAccess;
+          first = ExpertError(lost ? ExpertErrc::kPeerLost : withdrawn ? ExpertErrc::kStoreChanged : ExpertErrc::kProtocol,
+                              "expert peer " + peer_ + " read of layer " + std::to_string(r.layer) +
+                                  " expert " + std::to_string(r.expert) + ": " + e.error.ToString());
+        }
+      }
+    }
+    if (!first.ok() && endpoint_->Outstanding() == 0) break;
+    if (std::chrono::steady_clock::now() - lastMove > std::chrono::milliseconds(options_.timeoutMs)) {
+      return ExpertError(ExpertErrc::kPeerLost, "expert peer " + peer_ + ": no read completed for " +
+                                                    std::to_string(options_.timeoutMs) + " ms (" + std::to_string(pending.size()) +
+                                                    " outstanding)");
+    }
+  }
+  return first;
+}
+
+Status ExpertClient::Verify(std::span<const RecordRequest> batch) {
+  const uint64_t stride = manifest_.recordStride;
+  for (const RecordRequest& r : batch) {
+    const uint64_t want = manifest_.layers[r.layer].checksums[r.expert];
+    const uint64_t got = RecordChecksum(ArenaPtr(r.arenaOffset), stride);
+    if (got != want) {
+      return ExpertError(ExpertErrc::kChecksumMismatch, "layer " + std::to_string(manifest_.layers[r.layer].layer) +
+                                                            " (index " + std::to_string(r.layer) + ") expert " +
+                                                            std::to_string(r.expert) + ": xxh3-64 " + ChecksumHex(got) +
+                                                            ", the manifest says " + ChecksumHex(want));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ExpertClient::Close() {
+  if (closed_) return Status::Ok();
+  closed_ = true;
+  if (!failed_.ok() || fd_ < 0) return failed_;
+  RequestMessage req{};
+  req.op = kOpShutdown;
+  RY_RETURN_IF_ERROR(WireSend(fd_, &req, sizeof req, "expert peer " + peer_ + " shutdown"));
+  uint64_t payload = 0;
+  RY_RETURN_IF_ERROR(ReadReply(fd_, peer_, &payload));
+  ::close(fd_);
+  fd_ = -1;
+  return Status::Ok();
+}
+
+}  // namespace railyard::expert

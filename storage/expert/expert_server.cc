@@ -1,0 +1,349 @@
+#include "storage/expert/expert_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "env/log.h"
+#include "storage/expert/expert_error.h"
+#include "storage/expert/expert_wire.h"
+
+namespace railyard::expert {
+
+ExpertServer::ExpertServer(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker,
+                           const ServerOptions& o)
+    : store_(std::move(store)), domain_(domain), worker_(worker), options_(o), ledger_(o.pinCapBytes) {}
+
+Status ExpertServer::Start(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker,
+                           const ServerOptions& options, std::unique_ptr<ExpertServer>* out) {
+  if (!store) return ExpertError(ExpertErrc::kInvalidArgument, "ExpertServer::Start without a store");
+  if ((domain == nullptr) != (worker == nullptr)) {
+    return ExpertError(ExpertErrc::kInvalidArgument, "ExpertServer::Start needs both a Domain and a Worker, or neither");
+  }
+  std::unique_ptr<ExpertServer> s(new ExpertServer(std::move(store), domain, worker, options));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(options.port);
+  if (inet_pton(AF_INET, options.listenAddress.c_str(), &a.sin_addr) != 1) {
+    return ExpertError(ExpertErrc::kInvalidArgument, "listen address '" + options.listenAddress + "' is not IPv4");
+  }
+  s->listenFd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(s->listenFd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  socklen_t len = sizeof a;
+  if (s->listenFd_ < 0 || ::bind(s->listenFd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(s->listenFd_, 64) != 0 || ::getsockname(s->listenFd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return ExpertError(ExpertErrc::kSystem, "expert store control socket on " + options.listenAddress + ":" +
+                                                std::to_string(options.port) + ": " + std::strerror(errno));
+  }
+  s->port_ = ntohs(a.sin_port);
+  if (worker) s->workerAddress_ = worker->Address();
+  s->acceptThread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  if (worker) s->progressThread_ = std::thread([p = s.get()] { p->ProgressLoop(); });
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+ExpertServer::~ExpertServer() { Stop(); }
+
+void ExpertServer::Stop() {
+  if (stop_.exchange(true)) return;
+  if (listenFd_ >= 0) ::shutdown(listenFd_, SHUT_RDWR);
+  if (acceptThread_.joinable()) acceptThread_.join();
+  std::vector<ConnThread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : liveFds_) ::shutdown(fd, SHUT_RDWR);
+    threads.swap(connThreads_);
+  }
+  for (ConnThread& t : threads) t.thread.join();
+  if (progressThread_.joinable()) progressThread_.join();
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    (void)domain_->Deregister(regions_[i]);
+  }
+  for (size_t i = 0; i < maps_.size(); ++i) ::munmap(maps_[i], store_->manifest().LayerFileBytes());
+  regions_.clear();
+  maps_.clear();
+  if (listenFd_ >= 0) ::close(listenFd_);
+  listenFd_ = -1;
+}
+
+ServerStats ExpertServer::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void ExpertServer::AcceptLoop() {
+  uint64_t next = 1;
+  while (!stop_.load()) {
+    pollfd p{listenFd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_ >= options_.maxConnections || stop_.load()) {
+      ++stats_.refused;
+      ::close(fd);  // over the connection limit: no Hello (the client sees PEER_LOST)
+      continue;
+    }
+    ++live_;
+    liveFds_.push_back(fd);
+    for (size_t i = 0; i < connThreads_.size();) {
+      if (connThreads_[i].done->load()) {
+        connThreads_[i].thread.join();
+        connThreads_.erase(connThreads_.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connThreads_.push_back({std::thread([this, fd, done, id = next++] {
+                              Serve(fd, id);
+                              done->store(true);
+                            }),
+                            done});
+  }
+}
+
+void ExpertServer::ProgressLoop() {
+  std::vector<fabric::Event> events;
+  uint64_t lastServed = 0;
+  auto lastCheck = std::chrono::steady_clock::now();
+  while (!stop_.load()) {
+    if (std::chrono::steady_clock::now() - lastCheck > std::chrono::milliseconds(100)) {
+      lastCheck = std::chrono::steady_clock::now();
+      WithdrawIfStoreChanged();
+    }
+    events.clear();
+    const size_t n = worker_->Progress(&events);
+    for (const fabric::Event& e : events) {
+      if (e.kind == fabric::EventKind::kError) RY_WARN("expert store: %s", e.error.ToString().c_str());
+    }
+    const fabric::WorkerStats ws = worker_->stats();
+    const bool busy = n > 0 || ws.bytesServed != lastServed;
+    lastServed = ws.bytesServed;
+    if (busy) continue;
+    // Idle: poll often while READ clients are connected (their Reads are served
+    // from here), rarely otherwise.
+    std::this_thread::sleep_for(std::chrono::microseconds(readClients_.load() > 0 || ws.peerConnections > 0 ? 50 : 2000));
+  }
+}
+
+void ExpertServer::WithdrawIfStoreChanged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!layersRegistered_) return;
+  for (size_t i = 0; i < store_->manifest().layers.size(); ++i) {
+    if (Status s = store_->CheckLayer(i); !s.ok()) {
+      RY_WARN("expert store: %s: withdrawing the layer registrations (READ clients' fetches now fail)", s.message().c_str());
+      for (const fabric::Region* r : regions_) (void)domain_->Deregister(r);
+      for (void* p : maps_) ::munmap(p, store_->manifest().LayerFileBytes());
+      regions_.clear();
+      maps_.clear();
+      layersRegistered_ = false;
+      ledger_.Release(store_->TotalBytes());
+      ++stats_.withdrawals;
+      return;
+    }
+  }
+}
+
+Status ExpertServer::SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who) {
+  ReplyHeader h{};
+  std::string text;
+  if (!s.ok()) {
+    h.errc = static_cast<uint8_t>(ExpertErrcOf(s));
+    text = s.message().substr(0, kMaxReplyText);
+    payloadBytes = 0;
+  }
+  h.textBytes = static_cast<uint32_t>(text.size());
+  h.payloadBytes = payloadBytes;
+  RY_RETURN_IF_ERROR(WireSend(fd, &h, sizeof h, who + " reply"));
+  if (!text.empty()) RY_RETURN_IF_ERROR(WireSend(fd, text.data(), text.size(), who + " reply text"));
+  if (payloadBytes > 0) RY_RETURN_IF_ERROR(WireSend(fd, payload, payloadBytes, who + " reply payload"));
+  return Status::Ok();
+}
+
+void ExpertServer::Serve(int fd, uint64_t id) {
+  const std::string who = "expert client " + std::to_string(id);
+  uint64_t reserved = 0;
+  bool readClient = false;
+  auto finish = [&](const Status& s) {
+    if (!s.ok()) RY_INFO(log::kNet, "%s: %s", who.c_str(), s.message().c_str());
+    ledger_.Release(reserved);
+    if (readClient) readClients_.fetch_sub(1);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < liveFds_.size(); ++i) {
+      if (liveFds_[i] == fd) {
+        liveFds_.erase(liveFds_.begin() + static_cast<long>(i));
+        break;
+      }
+    }
+    --live_;
+    ::close(fd);
+  };
+  (void)SetSocketTimeouts(fd, options_.timeoutMs);
+  const std::string& text = store_->manifestText();
+  HelloHeader hello{kHelloMagic, kWireVersion, 0, static_cast<uint32_t>(text.size())};
+  Status s = WireSend(fd, &hello, sizeof hello, who + " hello");
+  if (s.ok()) s = WireSend(fd, text.data(), text.size(), who + " manifest");
+  ChooseMessage choose{};
+  if (s.ok()) s = WireRecv(fd, &choose, sizeof choose, who + " transport choice");
+  if (!s.ok()) return finish(s);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.accepted;
+  }
+  auto refuse = [&](Status why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.refused;
+    }
+    (void)SendReply(fd, why, nullptr, 0, who);
+    finish(why);
+  };
+  if (choose.transport == kTransportTcp) {
+    const uint64_t stride = store_->manifest().recordStride;
+    if (Status r = ledger_.Reserve(stride, who + " (tcp staging buffer)"); !r.ok()) return refuse(r);
+    reserved = stride;
+    if (Status r = SendReply(fd, Status::Ok(), nullptr, 0, who); !r.ok()) return finish(r);
+    return finish(ServeTcp(fd, who));
+  }
+  if (choose.transport != kTransportRead || domain_ == nullptr) {
+    return refuse(ExpertError(ExpertErrc::kUnknownTransport,
+                              "transport byte " + std::to_string(choose.transport) +
+                                  (choose.transport == kTransportRead ? " (read): this peer serves no fabric Domain"
+                                                                      : " is not tcp (1) or read (2)")));
+  }
+  for (size_t i = 0; i < store_->manifest().layers.size(); ++i) {
+    if (Status r = store_->CheckLayer(i); !r.ok()) return refuse(r);
+  }
+  std::vector<std::vector<uint8_t>> keys;
+  if (Status r = EnsureLayersRegistered(who, &keys); !r.ok()) return refuse(r);
+  std::vector<uint8_t> payload;
+  auto put32 = [&](uint32_t v) {
+    const auto* b = reinterpret_cast<const uint8_t*>(&v);
+    payload.insert(payload.end(), b, b + 4);
+  };
+  put32(static_cast<uint32_t>(workerAddress_.size()));
+  payload.insert(payload.end(), workerAddress_.begin(), workerAddress_.end());
+  put32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) {
+    put32(static_cast<uint32_t>(k.size()));
+    payload.insert(payload.end(), k.begin(), k.end());
+  }
+  readClients_.fetch_add(1);
+  readClient = true;
+  if (Status r = SendReply(fd, Status::Ok(), payload.data(), payload.size(), who); !r.ok()) return finish(r);
+  finish(ServeReadControl(fd, who));
+}
+
+Status ExpertServer::EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Manifest& m = store_->manifest();
+  if (!layersRegistered_) {
+    RY_RETURN_IF_ERROR(ledger_.Reserve(store_->TotalBytes(), who + " (the store's " + std::to_string(m.layers.size()) +
+                                                                 " layer files, registered once for remote read)"));
+    std::vector<void*> maps;
+    std::vector<const fabric::Region*> regions;
+    Status s = Status::Ok();
+    for (size_t i = 0; i < m.layers.size() && s.ok(); ++i) {
+      void* p = ::mmap(nullptr, m.LayerFileBytes(), PROT_READ, MAP_SHARED, store_->LayerFd(i), 0);
+      if (p == MAP_FAILED) {
+        s = ExpertError(ExpertErrc::kSystem, "mmap of " + m.layers[i].file + ": " + std::strerror(errno));
+        break;
+      }
+      maps.push_back(p);
+      const fabric::Region* r = nullptr;
+      s = domain_->Register(p, m.LayerFileBytes(), fabric::kAccessRemoteRead, fabric::MemoryKind::kHost, &r);
+      if (s.ok()) regions.push_back(r);
+    }
+    if (!s.ok()) {
+      for (const fabric::Region* r : regions) (void)domain_->Deregister(r);
+      for (void* p : maps) ::munmap(p, m.LayerFileBytes());
+      ledger_.Release(store_->TotalBytes());
+      return s.message().rfind("expert ", 0) == 0 ? s : ExpertError(ExpertErrc::kSystem, s.message());
+    }
+    maps_ = std::move(maps);
+    regions_ = std::move(regions);
+    stats_.layerRegistrations += regions_.size();
+    layersRegistered_ = true;
+  }
+  keys->clear();
+  for (const fabric::Region* r : regions_) keys->push_back(r->Key().Pack());
+  return Status::Ok();
+}
+
+Status ExpertServer::ServeTcp(int fd, const std::string& who) {
+  const Manifest& m = store_->manifest();
+  std::vector<char> buf(m.recordStride);
+  for (;;) {
+    RequestMessage req{};
+    // Between requests the client may think as long as it likes: no timeout while
+    // waiting for the first byte, the socket timeout once a request has begun.
+    pollfd p{fd, POLLIN, 0};
+    while (!stop_.load() && ::poll(&p, 1, 200) == 0) {
+    }
+    if (stop_.load()) return Status::Ok();
+    RY_RETURN_IF_ERROR(WireRecv(fd, &req, sizeof req, who + " request"));
+    if (req.op == kOpShutdown) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.shutdowns;
+      }
+      return SendReply(fd, Status::Ok(), nullptr, 0, who);
+    }
+    if (req.op != kOpFetch) {
+      Status bad = ExpertError(ExpertErrc::kProtocol, "request op " + std::to_string(req.op) + " is not fetch (1) or shutdown (2)");
+      (void)SendReply(fd, bad, nullptr, 0, who);
+      return bad;
+    }
+    Status s = Status::Ok();
+    if (req.layer >= m.layers.size() || req.expert >= m.expertsPerLayer) {
+      s = ExpertError(ExpertErrc::kOutOfRange, "layer index " + std::to_string(req.layer) + " expert " +
+                                                   std::to_string(req.expert) + " (store has " +
+                                                   std::to_string(m.layers.size()) + " layers x " +
+                                                   std::to_string(m.expertsPerLayer) + " experts)");
+    } else {
+      s = store_->ReadRecord(req.layer, req.expert, buf.data());
+    }
+    RY_RETURN_IF_ERROR(SendReply(fd, s, buf.data(), buf.size(), who));
+    if (s.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.recordsServedTcp;
+    }
+  }
+}
+
+Status ExpertServer::ServeReadControl(int fd, const std::string& who) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    while (!stop_.load() && ::poll(&p, 1, 200) == 0) {
+    }
+    if (stop_.load()) return Status::Ok();
+    RequestMessage req{};
+    RY_RETURN_IF_ERROR(WireRecv(fd, &req, sizeof req, who + " request"));
+    if (req.op == kOpShutdown) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.shutdowns;
+      }
+      return SendReply(fd, Status::Ok(), nullptr, 0, who);
+    }
+    Status bad = ExpertError(ExpertErrc::kProtocol, "request op " + std::to_string(req.op) +
+                                                        " on a read-transport connection (records move as fabric Reads)");
+    (void)SendReply(fd, bad, nullptr, 0, who);
+    return bad;
+  }
+}
+
+}  // namespace railyard::expert

@@ -1,0 +1,106 @@
+// The expert peer: serves one Store to clients over the control protocol of
+// expert_wire.h. railyardd --expert-store DIR starts one; tests start it in-process.
+//
+// Threads (started by Start, joined by Stop/the destructor): one accepting, one per
+// client connection (blocking I/O, socket timeouts), and one progressing the fabric
+// Worker that serves the clients' Reads of the mapped layer files (explicit progress:
+// the TCP transport serves remote reads from Progress; on verbs the HCA does and the
+// CPU touches no record byte).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/fabric/domain.h"
+#include "proxy/fabric/worker.h"
+#include "storage/expert/pin_ledger.h"
+#include "storage/expert/store.h"
+
+namespace railyard::expert {
+
+/// Options of an ExpertServer.
+struct ServerOptions {
+  std::string listenAddress = "127.0.0.1";  ///< IPv4 address the control socket binds
+  uint16_t port = 0;                        ///< 0: an ephemeral port (see ExpertServer::port())
+  uint64_t pinCapBytes = 0;                 ///< RAILYARD_EXPERT_PIN_CAP (0: no cap)
+  int timeoutMs = 30000;                    ///< a client silent mid-message this long is dropped
+  size_t maxConnections = 256;              ///< connections served at once; more are refused
+};
+
+/// Counters, for tests and logs.
+struct ServerStats {
+  uint64_t accepted = 0;         ///< connections that got a Hello
+  uint64_t refused = 0;          ///< connections refused (admission, transport, limits)
+  uint64_t recordsServedTcp = 0; ///< records sent over the control socket
+  uint64_t shutdowns = 0;        ///< polite shutdowns answered
+  uint64_t layerRegistrations = 0; ///< Domain::Register calls for layer files (once per layer)
+  uint64_t withdrawals = 0;        ///< times the layer registrations were withdrawn (store changed)
+};
+
+class ExpertServer {
+ public:
+  /// Starts serving `store`. `domain` and `worker` (both may be null: then only the TCP
+  /// transport is offered and a READ choice is refused with UNKNOWN_TRANSPORT) must
+  /// outlive the server; `worker` must be a Worker of `domain`, and this server's
+  /// progress thread is then the only thread that polls it.
+  /// SYSTEM when the control socket cannot be bound.
+  static Status Start(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker,
+                      const ServerOptions& options, std::unique_ptr<ExpertServer>* out);
+  ~ExpertServer();
+
+  /// The bound control port.
+  uint16_t port() const { return port_; }
+  const Store& store() const { return *store_; }
+  ServerStats stats() const;
+  const PinLedger& ledger() const { return ledger_; }
+  /// Stops accepting, closes every connection and joins every thread. Idempotent.
+  void Stop();
+
+ private:
+  ExpertServer(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker, const ServerOptions& o);
+  void AcceptLoop();
+  void ProgressLoop();
+  void Serve(int fd, uint64_t id);
+  Status ServeTcp(int fd, const std::string& who);
+  Status ServeReadControl(int fd, const std::string& who);
+  Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
+  /// Progress thread, every 100 ms while layers are registered: when a layer file no
+  /// longer matches (Store::CheckLayer), deregisters and unmaps every layer, so READ
+  /// clients' later Reads fail at the target instead of touching a truncated mapping.
+  void WithdrawIfStoreChanged();
+  /// Maps and registers every layer file once (remote read); charges the ledger.
+  Status EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys);
+
+  std::unique_ptr<Store> store_;
+  fabric::Domain* domain_;
+  fabric::Worker* worker_;
+  ServerOptions options_;
+  PinLedger ledger_;
+  std::vector<uint8_t> workerAddress_;
+  int listenFd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptThread_, progressThread_;
+
+  mutable std::mutex mu_;
+  ServerStats stats_;
+  struct ConnThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<ConnThread> connThreads_;  ///< finished ones are joined at the next accept
+  std::vector<int> liveFds_;
+  size_t live_ = 0;
+  std::atomic<int> readClients_{0};
+  bool layersRegistered_ = false;
+  std::vector<void*> maps_;
+  std::vector<const fabric::Region*> regions_;
+};
+
+}  // namespace railyard::expert

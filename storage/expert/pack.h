@@ -1,0 +1,53 @@
+// railyard-pack's engine: recognises the MoE expert tensors of a checkpoint by their
+// naming scheme, checks every expert of every layer has the same tensors with the same
+// dtypes and shapes, lays one expert's tensors out as a record, and writes the store
+// (through WriteStore: a temporary directory renamed at the end).
+//
+// Schemes (names as Hugging Face transformers writes them):
+//   qwen-moe  model.layers.L.mlp.experts.E.{gate,up,down}_proj.{weight,weight_scale,weight_scale_inv}
+//             (Qwen-MoE, Qwen3-MoE, DeepSeek-V2/V3)
+//   mixtral   model.layers.L.block_sparse_moe.experts.E.{w1,w2,w3}.{weight,weight_scale,weight_scale_inv}
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+#include "storage/expert/manifest.h"
+#include "storage/expert/safetensors.h"
+#include "storage/expert/store_writer.h"
+
+namespace railyard::expert {
+
+/// Options of a pack.
+struct PackOptions {
+  std::string scheme = "auto";  ///< "auto", "qwen-moe" or "mixtral"
+  uint64_t alignment = 4096;    ///< tensor offsets and the stride are multiples (power of two)
+  std::string modelId;          ///< manifest model_id (default: the checkpoint's directory name)
+};
+
+/// What a pack will write: the manifest (files named, checksums not yet computed)
+/// and, per (layer index, expert, tensor index), where the bytes come from.
+struct PackPlan {
+  Manifest manifest;
+  /// sources[layer index][expert][tensor index]
+  std::vector<std::vector<std::vector<CheckpointTensor>>> sources;
+  /// Checkpoint tensors that are not experts (attention, router, shared experts, ...).
+  uint64_t otherTensors = 0;
+
+  /// Human-readable layout (what --dry-run prints).
+  std::string Describe() const;
+};
+
+/// Plans a pack of `tensors`. PACK_INPUT naming the fault: no expert tensors found,
+/// both schemes present with --scheme auto, a layer missing an expert, an expert
+/// missing a tensor or with one more, a dtype or shape differing from layer 0
+/// expert 0's; INVALID_ARGUMENT for a bad scheme or alignment.
+Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions& options, PackPlan* out);
+
+/// Writes the planned store into `dir` (which must not exist), copying each tensor's
+/// bytes from its checkpoint file. `progress` as WriteStore's.
+Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressFn& progress = {});
+
+}  // namespace railyard::expert

@@ -1,0 +1,157 @@
+#include "storage/expert/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "storage/expert/expert_error.h"
+#include "storage/expert/manifest.h"
+#include "storage/expert/store.h"
+
+namespace railyard::expert {
+namespace {
+
+using nlohmann::json;
+
+Status Bad(const std::string& file, const std::string& what) {
+  return ExpertError(ExpertErrc::kPackInput, file + ": " + what);
+}
+
+}  // namespace
+
+Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTensor>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Bad(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Bad(path, "not a regular file");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t n = 0;
+  uint8_t len[8];
+  if (size < 8 || ::pread(fd, len, 8, 0) != 8) {
+    ::close(fd);
+    return Bad(path, "truncated: shorter than the 8-byte header length");
+  }
+  for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+  if (n > kMaxSafetensorsHeader) {
+    ::close(fd);
+    return Bad(path, "header length " + std::to_string(n) + " over " + std::to_string(kMaxSafetensorsHeader) + " bytes (malformed)");
+  }
+  if (n > size - 8) {
+    ::close(fd);
+    return Bad(path, "truncated: the header says " + std::to_string(n) + " bytes, the file has " + std::to_string(size - 8) + " after the length");
+  }
+  std::string text(n, '\0');
+  const ssize_t got = ::pread(fd, text.data(), n, 8);
+  ::close(fd);
+  if (got != static_cast<ssize_t>(n)) return Bad(path, "short read of the header");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return Bad(path, std::string("malformed header JSON: ") + e.what());
+  }
+  if (!j.is_object()) return Bad(path, "header is not a JSON object");
+  const uint64_t dataBytes = size - 8 - n;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const json& t = it.value();
+    const std::string& name = it.key();
+    if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() || !t.contains("shape") ||
+        !t["shape"].is_array() || !t.contains("data_offsets") || !t["data_offsets"].is_array() ||
+        t["data_offsets"].size() != 2) {
+      return Bad(path, "tensor '" + name + "' lacks dtype, shape or data_offsets [begin, end]");
+    }
+    CheckpointTensor ct;
+    ct.name = name;
+    ct.dtype = t["dtype"].get<std::string>();
+    ct.file = path;
+    const uint64_t es = DtypeBytes(ct.dtype);
+    if (es == 0) return Bad(path, "tensor '" + name + "' has unknown dtype '" + ct.dtype + "'");
+    uint64_t elems = 1;
+    for (const json& d : t["shape"]) {
+      if (!d.is_number_unsigned()) return Bad(path, "tensor '" + name + "' shape has a non-integer");
+      ct.shape.push_back(d.get<uint64_t>());
+      if (__builtin_mul_overflow(elems, ct.shape.back(), &elems)) return Bad(path, "tensor '" + name + "' shape overflows");
+    }
+    const json& off = t["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return Bad(path, "tensor '" + name + "' offsets are not integers");
+    const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+    if (b > e || e > dataBytes) {
+      return Bad(path, "tensor '" + name + "' data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+                           "] outside the " + std::to_string(dataBytes) + "-byte data (truncated?)");
+    }
+    uint64_t want = 0;
+    if (__builtin_mul_overflow(elems, es, &want) || want != e - b) {
+      return Bad(path, "tensor '" + name + "' holds " + std::to_string(e - b) + " bytes; shape x " + ct.dtype + " needs " + std::to_string(want));
+    }
+    ct.fileOffset = 8 + n + b;
+    ct.bytes = e - b;
+    spans.push_back({b, e});
+    out->push_back(std::move(ct));
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) return Bad(path, "two tensors' data overlap");
+  }
+  return Status::Ok();
+}
+
+Status ReadCheckpoint(const std::string& path, std::vector<CheckpointTensor>* out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return ReadSafetensorsHeader(path, out);
+  const std::string index = path + "/model.safetensors.index.json";
+  if (!fs::exists(index, ec)) {
+    const std::string single = path + "/model.safetensors";
+    if (fs::exists(single, ec)) return ReadSafetensorsHeader(single, out);
+    return Bad(path, "a directory with neither model.safetensors.index.json nor model.safetensors");
+  }
+  std::string text;
+  if (Status s = ReadSmallFile(index, 64ull << 20, static_cast<int>(ExpertErrc::kPackInput), &text); !s.ok()) {
+    return ExpertError(ExpertErrc::kPackInput, s.message());
+  }
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return Bad(index, std::string("malformed JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) return Bad(index, "no \"weight_map\" object");
+  std::map<std::string, std::set<std::string>> byShard;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) return Bad(index, "weight_map['" + it.key() + "'] is not a file name");
+    const std::string shard = it.value().get<std::string>();
+    if (shard.empty() || shard.find('/') != std::string::npos || shard == "..") return Bad(index, "shard name '" + shard + "' is not a plain file name");
+    byShard[shard].insert(it.key());
+  }
+  std::set<std::string> seen;
+  for (const auto& [shard, names] : byShard) {
+    std::vector<CheckpointTensor> ts;
+    RY_RETURN_IF_ERROR(ReadSafetensorsHeader(path + "/" + shard, &ts));
+    std::set<std::string> have;
+    for (CheckpointTensor& t : ts) {
+      have.insert(t.name);
+      if (!names.count(t.name)) continue;  // a tensor the index places elsewhere: not this shard's
+      if (!seen.insert(t.name).second) return Bad(index, "tensor '" + t.name + "' is in two shards");
+      out->push_back(std::move(t));
+    }
+    for (const std::string& n : names) {
+      if (!have.count(n)) return Bad(path + "/" + shard, "lacks tensor '" + n + "' that the index places there");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace railyard::expert

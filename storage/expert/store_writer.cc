@@ -1,0 +1,89 @@
+#include "storage/expert/store_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "storage/expert/expert_error.h"
+#include "storage/expert/store.h"
+
+namespace railyard::expert {
+namespace {
+
+Status WriteAll(int fd, const char* p, uint64_t bytes, const std::string& path) {
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ExpertError(ExpertErrc::kSystem, "write " + path + ": " + std::strerror(errno));
+    p += n;
+    bytes -= static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status WriteFile(const std::string& path, const std::function<Status(int fd)>& body) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ExpertError(ExpertErrc::kSystem, "create " + path + ": " + std::strerror(errno));
+  Status s = body(fd);
+  if (s.ok() && ::fsync(fd) != 0) s = ExpertError(ExpertErrc::kSystem, "fsync " + path + ": " + std::strerror(errno));
+  ::close(fd);
+  return s;
+}
+
+}  // namespace
+
+Status WriteStore(const std::string& dir, Manifest m, const RecordFiller& fill, const ProgressFn& progress) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec)) return ExpertError(ExpertErrc::kInvalidArgument, "output " + dir + " already exists");
+  const std::string tmp = dir + ".partial-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directories(tmp, ec)) return ExpertError(ExpertErrc::kSystem, "mkdir " + tmp + ": " + ec.message());
+  auto fail = [&](Status s) {
+    fs::remove_all(tmp, ec);
+    return s;
+  };
+  const uint64_t total = m.layers.size() * m.expertsPerLayer;
+  uint64_t done = 0;
+  std::vector<char> rec(m.recordStride);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    LayerEntry& l = m.layers[i];
+    if (l.file.empty()) {
+      char name[32];
+      std::snprintf(name, sizeof name, "layer-%04llu.bin", static_cast<unsigned long long>(l.layer));
+      l.file = name;
+    }
+    l.checksums.assign(m.expertsPerLayer, 0);
+    Status s = WriteFile(tmp + "/" + l.file, [&](int fd) -> Status {
+      for (uint64_t e = 0; e < m.expertsPerLayer; ++e) {
+        std::memset(rec.data(), 0, rec.size());
+        RY_RETURN_IF_ERROR(fill(i, e, rec.data()));
+        l.checksums[e] = RecordChecksum(rec.data(), rec.size());
+        RY_RETURN_IF_ERROR(WriteAll(fd, rec.data(), rec.size(), tmp + "/" + l.file));
+        ++done;
+        if (progress) progress(done, total);
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) return fail(s);
+  }
+  const std::string json = m.ToJson();
+  // Round-trip check: what we write must be what the loader accepts.
+  Manifest check;
+  if (Status s = Manifest::Parse(json, &check); !s.ok()) return fail(s);
+  if (Status s = WriteFile(tmp + "/" + kManifestFile, [&](int fd) { return WriteAll(fd, json.data(), json.size(), kManifestFile); }); !s.ok()) {
+    return fail(s);
+  }
+  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+    return fail(ExpertError(ExpertErrc::kSystem, "rename " + tmp + " -> " + dir + ": " + std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace railyard::expert

@@ -1,0 +1,244 @@
+// railyard-pack's engine on small checkpoints in the real safetensors format: every
+// record byte-identical to the checkpoint's tensors (single file and sharded, both
+// naming schemes, with quantization scales), and every bad checkpoint refused with a
+// clear error and nothing left looking like a store.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+
+#include "storage/expert/expert_error.h"
+#include "storage/expert/pack.h"
+#include "storage/expert/store.h"
+#include "tests/expert/expert_test_util.h"
+#include "tests/expert/safetensors_writer.h"
+
+namespace railyard::expert {
+namespace {
+
+using testing::MakeTensor;
+using testing::StTensor;
+using testing::TempDir;
+
+/// A Qwen/DeepSeek-style checkpoint: layers 1 and 3 are MoE (4 experts), FP8 weights
+/// with weight_scale_inv, plus non-expert tensors.
+std::map<std::string, StTensor> QwenTensors(int experts = 4) {
+  std::map<std::string, StTensor> t;
+  t["model.embed_tokens.weight"] = MakeTensor("emb", "BF16", {32, 16});
+  for (int l : {1, 3}) {
+    t["model.layers." + std::to_string(l) + ".mlp.gate.weight"] = MakeTensor("router" + std::to_string(l), "BF16", {experts + 0ull, 16});
+    for (int e = 0; e < experts; ++e) {
+      const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e) + ".";
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        const bool down = std::string(proj) == "down_proj";
+        t[p + proj + ".weight"] = MakeTensor(p + proj + ".weight", "F8_E4M3", down ? std::vector<uint64_t>{16, 24} : std::vector<uint64_t>{24, 16});
+        t[p + proj + ".weight_scale_inv"] = MakeTensor(p + proj + ".s", "F32", {1, 1});
+      }
+    }
+  }
+  return t;
+}
+
+std::map<std::string, StTensor> MixtralTensors() {
+  std::map<std::string, StTensor> t;
+  for (int l = 0; l < 2; ++l) {
+    for (int e = 0; e < 3; ++e) {
+      const std::string p = "model.layers." + std::to_string(l) + ".block_sparse_moe.experts." + std::to_string(e) + ".";
+      t[p + "w1.weight"] = MakeTensor(p + "w1", "BF16", {10, 6});
+      t[p + "w2.weight"] = MakeTensor(p + "w2", "BF16", {6, 10});
+      t[p + "w3.weight"] = MakeTensor(p + "w3", "BF16", {10, 6});
+    }
+  }
+  return t;
+}
+
+/// Packs `ckpt` into dir/store and checks every record's tensors against `tensors`.
+void PackAndCheck(const std::string& ckpt, const std::string& out, const std::map<std::string, StTensor>& tensors,
+                  const std::string& prefixFmt, const std::vector<std::string>& names) {
+  std::vector<CheckpointTensor> ts;
+  ASSERT_TRUE(ReadCheckpoint(ckpt, &ts).ok());
+  PackPlan plan;
+  PackOptions o;
+  o.alignment = 64;
+  Status s = PlanPack(ts, o, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(plan.manifest.tensors.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(plan.manifest.tensors[i].name, names[i]);
+  ASSERT_TRUE(ExecutePack(plan, out).ok());
+  std::unique_ptr<Store> store;
+  s = Store::Open(out, true, &store);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const Manifest& m = store->manifest();
+  std::string rec(m.recordStride, '\0');
+  uint64_t checked = 0;
+  for (size_t li = 0; li < m.layers.size(); ++li) {
+    for (uint64_t e = 0; e < m.expertsPerLayer; ++e) {
+      ASSERT_TRUE(store->ReadRecord(li, e, rec.data()).ok());
+      uint64_t end = 0;
+      for (const TensorLayout& t : m.tensors) {
+        char full[256];
+        std::snprintf(full, sizeof full, prefixFmt.c_str(), static_cast<int>(m.layers[li].layer), static_cast<int>(e));
+        const StTensor& src = tensors.at(std::string(full) + t.name);
+        ASSERT_EQ(rec.substr(t.offset, t.bytes), src.bytes) << full << t.name;
+        EXPECT_EQ(std::string(t.offset - end, '\0'), rec.substr(end, t.offset - end));  // padding stays zero
+        end = t.offset + t.bytes;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, m.layers.size() * m.expertsPerLayer * m.tensors.size());
+}
+
+TEST(ExpertPack, QwenSingleFileRecordsAreByteIdentical) {
+  TempDir tmp;
+  const auto t = QwenTensors();
+  testing::WriteSafetensors(tmp.path + "/model.safetensors", t);
+  PackAndCheck(tmp.path + "/model.safetensors", tmp.path + "/store", t, "model.layers.%d.mlp.experts.%d.",
+               {"gate_proj.weight", "gate_proj.weight_scale_inv", "up_proj.weight", "up_proj.weight_scale_inv",
+                "down_proj.weight", "down_proj.weight_scale_inv"});
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(tmp.path + "/store", false, &store).ok());
+  EXPECT_EQ(store->manifest().scheme, "qwen-moe");
+  EXPECT_EQ(store->manifest().layers.size(), 2u);
+  EXPECT_EQ(store->manifest().layers[1].layer, 3u);
+  EXPECT_EQ(store->manifest().expertsPerLayer, 4u);
+}
+
+TEST(ExpertPack, MixtralShardedWithIndexRecordsAreByteIdentical) {
+  TempDir tmp;
+  const auto t = MixtralTensors();
+  // Two shards split by layer, and an index mapping every tensor.
+  std::map<std::string, StTensor> a, b;
+  nlohmann::json index;
+  for (const auto& [name, ten] : t) {
+    const bool first = name.find("layers.0.") != std::string::npos;
+    (first ? a : b)[name] = ten;
+    index["weight_map"][name] = first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  testing::WriteSafetensors(tmp.path + "/model-00001-of-00002.safetensors", a);
+  testing::WriteSafetensors(tmp.path + "/model-00002-of-00002.safetensors", b);
+  std::ofstream(tmp.path + "/model.safetensors.index.json") << index.dump();
+  PackAndCheck(tmp.path, tmp.path + "/store", t, "model.layers.%d.block_sparse_moe.experts.%d.",
+               {"w1.weight", "w2.weight", "w3.weight"});
+}
+
+Status PlanOf(const std::map<std::string, StTensor>& t, const std::string& dir, const std::string& scheme = "auto") {
+  testing::WriteSafetensors(dir + "/x.safetensors", t);
+  std::vector<CheckpointTensor> ts;
+  RY_RETURN_IF_ERROR(ReadCheckpoint(dir + "/x.safetensors", &ts));
+  PackPlan plan;
+  PackOptions o;
+  o.scheme = scheme;
+  return PlanPack(ts, o, &plan);
+}
+
+TEST(ExpertPack, InconsistentCheckpointsAreRefused) {
+  TempDir tmp;
+  {
+    auto t = QwenTensors();
+    t.erase("model.layers.3.mlp.experts.2.up_proj.weight");
+    Status s = PlanOf(t, tmp.path);
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+    EXPECT_NE(s.message().find("layer 3 expert 2 is missing tensor up_proj.weight"), std::string::npos) << s.message();
+  }
+  {
+    auto t = QwenTensors();
+    for (const char* suffix : {"gate_proj.weight", "gate_proj.weight_scale_inv", "up_proj.weight", "up_proj.weight_scale_inv",
+                               "down_proj.weight", "down_proj.weight_scale_inv"}) {
+      t.erase(std::string("model.layers.1.mlp.experts.1.") + suffix);
+    }
+    Status s = PlanOf(t, tmp.path);
+    EXPECT_NE(s.message().find("layer 1 is missing expert 1"), std::string::npos) << s.message();
+  }
+  {
+    auto t = QwenTensors();
+    t["model.layers.3.mlp.experts.1.down_proj.weight"] = MakeTensor("x", "F8_E4M3", {24, 16});
+    Status s = PlanOf(t, tmp.path);
+    EXPECT_NE(s.message().find("inconsistent"), std::string::npos) << s.message();
+    t["model.layers.3.mlp.experts.1.down_proj.weight"] = MakeTensor("x", "BF16", {16, 24});
+    s = PlanOf(t, tmp.path);
+    EXPECT_NE(s.message().find("is BF16"), std::string::npos) << s.message();
+  }
+  {
+    auto t = QwenTensors();
+    for (const auto& [n, ten] : MixtralTensors()) t[n] = ten;
+    Status s = PlanOf(t, tmp.path);
+    EXPECT_NE(s.message().find("--scheme"), std::string::npos) << s.message();
+    EXPECT_TRUE(PlanOf(t, tmp.path, "mixtral").ok());
+    EXPECT_TRUE(PlanOf(t, tmp.path, "qwen-moe").ok());
+  }
+  {
+    std::map<std::string, StTensor> t{{"model.embed_tokens.weight", MakeTensor("e", "F32", {4})}};
+    EXPECT_NE(PlanOf(t, tmp.path).message().find("no MoE expert tensors"), std::string::npos);
+  }
+}
+
+TEST(ExpertPack, MalformedAndTruncatedSafetensorsAreRefused) {
+  TempDir tmp;
+  const std::string f = tmp.path + "/m.safetensors";
+  testing::WriteSafetensors(f, MixtralTensors());
+  std::vector<CheckpointTensor> ts;
+  ASSERT_TRUE(ReadSafetensorsHeader(f, &ts).ok());
+  const auto size = std::filesystem::file_size(f);
+  auto errOf = [&](const std::string& path) {
+    std::vector<CheckpointTensor> v;
+    return ReadSafetensorsHeader(path, &v);
+  };
+  // Truncated data: the last tensor's offsets run past the end.
+  std::filesystem::copy_file(f, tmp.path + "/short.safetensors");
+  std::filesystem::resize_file(tmp.path + "/short.safetensors", size - 1);
+  Status s = errOf(tmp.path + "/short.safetensors");
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.message();
+  // Truncated header.
+  std::filesystem::copy_file(f, tmp.path + "/hdr.safetensors");
+  std::filesystem::resize_file(tmp.path + "/hdr.safetensors", 20);
+  EXPECT_NE(errOf(tmp.path + "/hdr.safetensors").message().find("truncated"), std::string::npos);
+  std::filesystem::resize_file(tmp.path + "/hdr.safetensors", 5);
+  EXPECT_NE(errOf(tmp.path + "/hdr.safetensors").message().find("truncated"), std::string::npos);
+  // A huge header length; malformed JSON; a bad entry.
+  auto writeRaw = [&](const std::string& name, uint64_t n, const std::string& body) {
+    std::ofstream o(tmp.path + "/" + name, std::ios::binary);
+    for (int i = 0; i < 8; ++i) o.put(static_cast<char>(n >> (8 * i)));
+    o << body;
+    return tmp.path + "/" + name;
+  };
+  EXPECT_NE(errOf(writeRaw("big", 1ull << 40, "{}")).message().find("malformed"), std::string::npos);
+  EXPECT_NE(errOf(writeRaw("json", 5, "{\"a\":")).message().find("malformed header JSON"), std::string::npos);
+  const std::string entry = R"({"a": {"x": 1}})";
+  EXPECT_NE(errOf(writeRaw("entry", entry.size(), entry)).message().find("lacks dtype"), std::string::npos);
+  const std::string wrong = R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})";
+  EXPECT_NE(errOf(writeRaw("bytes", wrong.size(), wrong + std::string(8, '\0'))).message().find("needs 12"), std::string::npos);
+  // A sharded checkpoint whose index names a tensor its shard lacks.
+  std::filesystem::create_directory(tmp.path + "/sh");
+  testing::WriteSafetensors(tmp.path + "/sh/a.safetensors", MixtralTensors());
+  nlohmann::json index;
+  index["weight_map"]["model.layers.9.block_sparse_moe.experts.0.w1.weight"] = "a.safetensors";
+  std::ofstream(tmp.path + "/sh/model.safetensors.index.json") << index.dump();
+  ts.clear();
+  s = ReadCheckpoint(tmp.path + "/sh", &ts);
+  EXPECT_NE(s.message().find("lacks tensor"), std::string::npos) << s.message();
+}
+
+TEST(ExpertPack, AFailedPackLeavesNothingThatLooksLikeAStore) {
+  TempDir tmp;
+  const std::string f = tmp.path + "/m.safetensors";
+  testing::WriteSafetensors(f, MixtralTensors());
+  std::vector<CheckpointTensor> ts;
+  ASSERT_TRUE(ReadCheckpoint(f, &ts).ok());
+  PackPlan plan;
+  ASSERT_TRUE(PlanPack(ts, PackOptions{}, &plan).ok());
+  // The file shrinks between planning and packing: the copy fails half-way.
+  std::filesystem::resize_file(f, std::filesystem::file_size(f) - 100);
+  Status s = ExecutePack(plan, tmp.path + "/store");
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(tmp.path + "/store"));
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path)) entries += e.path().filename() != "m.safetensors";
+  EXPECT_EQ(entries, 0u);  // no .partial directory left behind
+}
+
+}  // namespace
+}  // namespace railyard::expert

@@ -1,0 +1,370 @@
+// The expert peer and client end to end on loopback, over both transports (TCP
+// requests; fabric Reads over the TCP fabric on one and two rails), and the faults:
+// unknown transport, out-of-range records, the admission cap, the store changed under
+// the peer, the peer gone mid-batch. Every failure is a named error.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <thread>
+
+#include "proxy/fabric/registration_cache.h"
+#include "storage/expert/expert_client.h"
+#include "storage/expert/expert_error.h"
+#include "storage/expert/expert_server.h"
+#include "storage/expert/expert_wire.h"
+#include "tests/expert/expert_test_util.h"
+
+namespace railyard::expert {
+namespace {
+
+using testing::TempDir;
+
+struct Peer {
+  std::unique_ptr<fabric::Domain> domain;
+  std::unique_ptr<fabric::Worker> worker;
+  std::unique_ptr<ExpertServer> server;
+  std::string address() const { return "127.0.0.1:" + std::to_string(server->port()); }
+};
+
+struct Client {
+  std::unique_ptr<fabric::Domain> domain;
+  std::unique_ptr<fabric::RegistrationCache> cache;
+  std::unique_ptr<fabric::Worker> worker;
+  std::vector<char> arena;
+  std::unique_ptr<ExpertClient> client;
+  ~Client() {
+    client.reset();
+    worker.reset();
+  }
+};
+
+class ExpertPeerTest : public ::testing::TestWithParam<std::tuple<uint8_t, bool>> {
+ protected:
+  void SetUp() override {
+    dir_ = tmp_.path + "/store";
+    m_ = testing::SmallManifest(3, 6, 40000);  // ~80 KB tensors: a stride of 80128 bytes
+    ASSERT_TRUE(testing::WritePatternStore(dir_, m_).ok());
+  }
+  uint8_t transport() const { return std::get<0>(GetParam()); }
+  bool twoRails() const { return std::get<1>(GetParam()); }
+
+  void StartPeer(Peer* p, uint64_t cap = 0, bool fabric = true) {
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(dir_, true, &store).ok());
+    if (fabric) {
+      ASSERT_TRUE(testing::LoopbackDomain(twoRails(), 5000, &p->domain).ok());
+      ASSERT_TRUE(p->domain->CreateWorker(&p->worker).ok());
+    }
+    ServerOptions o;
+    o.pinCapBytes = cap;
+    o.timeoutMs = 5000;
+    Status s = ExpertServer::Start(std::move(store), p->domain.get(), p->worker.get(), o, &p->server);
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
+  Status OpenClient(const Peer& p, Client* c, uint64_t records, uint8_t transport, bool verify = true) {
+    RY_RETURN_IF_ERROR(testing::LoopbackDomain(twoRails(), 5000, &c->domain));
+    c->cache = std::make_unique<fabric::RegistrationCache>(*c->domain);
+    RY_RETURN_IF_ERROR(c->domain->CreateWorker(&c->worker));
+    c->arena.assign(records * m_.recordStride, '\x5a');
+    ClientOptions o;
+    o.transport = transport;
+    o.verifyChecksums = verify;
+    o.timeoutMs = 5000;
+    return ExpertClient::Open(p.address(), o, *c->cache, c->worker.get(), c->arena.data(), c->arena.size(), &c->client);
+  }
+
+  TempDir tmp_;
+  std::string dir_;
+  Manifest m_;
+};
+
+TEST_P(ExpertPeerTest, EveryRecordArrivesByteIdentical) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  const uint64_t n = m_.layers.size() * m_.expertsPerLayer;
+  Status s = OpenClient(p, &c, n, transport());
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(c.client->manifest().ToJson(), p.server->store().manifest().ToJson());
+  // One at a time, then all of them in one batch (reversed order, into other slots).
+  ASSERT_TRUE(c.client->Fetch(1, 4, 0).ok());
+  EXPECT_EQ(std::string(c.arena.data(), m_.recordStride), testing::ExpectedRecord(m_, 1, 4));
+  std::vector<RecordRequest> batch;
+  for (uint64_t i = 0; i < n; ++i) batch.push_back({static_cast<uint32_t>(i / 6), i % 6, (n - 1 - i) * m_.recordStride});
+  s = c.client->FetchBatch(batch);
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::string(c.arena.data() + (n - 1 - i) * m_.recordStride, m_.recordStride),
+              testing::ExpectedRecord(m_, i / 6, i % 6)) << "record " << i;
+  }
+  EXPECT_EQ(c.cache->stats().registrations, 1u);
+  ASSERT_TRUE(c.client->Close().ok());
+  // The peer saw a polite shutdown; over READ it registered each layer file once.
+  for (int i = 0; i < 200 && p.server->stats().shutdowns == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(p.server->stats().shutdowns, 1u);
+  EXPECT_EQ(p.server->stats().layerRegistrations, transport() == kTransportRead ? 3u : 0u);
+  EXPECT_EQ(p.server->stats().recordsServedTcp, transport() == kTransportTcp ? n + 1 : 0u);
+}
+
+TEST_P(ExpertPeerTest, ArenaNcclRegisteredIsNotRegisteredAgain) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(testing::LoopbackDomain(twoRails(), 5000, &c.domain).ok());
+  c.cache = std::make_unique<fabric::RegistrationCache>(*c.domain);
+  ASSERT_TRUE(c.domain->CreateWorker(&c.worker).ok());
+  c.arena.assign(4 * m_.recordStride, 0);
+  // What NCCL's regMr did first: the whole buffer, every right.
+  const fabric::Region* nccl = nullptr;
+  ASSERT_TRUE(c.cache->Acquire(c.arena.data(), c.arena.size(), fabric::kAccessAll, fabric::MemoryKind::kHost, &nccl).ok());
+  ClientOptions o;
+  o.transport = transport();
+  // The arena is a slice inside NCCL's buffer.
+  ASSERT_TRUE(ExpertClient::Open(p.address(), o, *c.cache, c.worker.get(), c.arena.data() + m_.recordStride,
+                                 2 * m_.recordStride, &c.client).ok());
+  EXPECT_EQ(c.client->arenaRegion(), nccl);
+  EXPECT_EQ(c.cache->stats().registrations, 1u);
+  EXPECT_EQ(c.cache->stats().reuses, 1u);
+  // Offsets are the arena's: slot 1 of the arena is byte 2*stride of the buffer.
+  ASSERT_TRUE(c.client->Fetch(2, 3, m_.recordStride).ok());
+  EXPECT_EQ(std::string(c.arena.data() + 2 * m_.recordStride, m_.recordStride), testing::ExpectedRecord(m_, 2, 3));
+  EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 0, 2 * m_.recordStride)), ExpertErrc::kOutOfRange);
+  c.client.reset();
+  EXPECT_EQ(c.cache->stats().live, 1u);  // NCCL's count stays
+  ASSERT_TRUE(c.cache->Release(nccl).ok());
+}
+
+TEST_P(ExpertPeerTest, ChecksumVerificationCanBeSwitchedOff) {
+  Peer p;
+  StartPeer(&p);
+  // Corrupt one byte of expert 2 of layer index 0 after the peer opened the store;
+  // keep the mtime so even the TCP peer's identity check does not see it.
+  const std::string f = dir_ + "/layer-0001.bin";
+  struct stat st {};
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(2 * m_.recordStride + 5));
+    io.put(static_cast<char>('\x7f' ^ testing::ExpectedRecord(m_, 0, 2)[5]));
+  }
+  timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 1, transport()).ok());
+  Status s = c.client->Fetch(0, 2, 0);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kChecksumMismatch) << s.message();
+  c.client->SetVerifyChecksums(false);
+  ASSERT_TRUE(c.client->Fetch(0, 2, 0).ok());
+  EXPECT_NE(std::string(c.arena.data(), m_.recordStride), testing::ExpectedRecord(m_, 0, 2));
+  EXPECT_TRUE(c.client->Fetch(0, 3, 0).ok());
+}
+
+TEST_P(ExpertPeerTest, OutOfRangeIsRefusedBeforeAnythingMoves) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 2, transport()).ok());
+  EXPECT_EQ(ExpertErrcOf(c.client->Fetch(3, 0, 0)), ExpertErrc::kOutOfRange);
+  EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 6, 0)), ExpertErrc::kOutOfRange);
+  EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 0, m_.recordStride + 1)), ExpertErrc::kOutOfRange);
+  EXPECT_EQ(c.arena[0], '\x5a');
+  // The client still works afterwards.
+  EXPECT_TRUE(c.client->Fetch(2, 5, m_.recordStride).ok());
+}
+
+TEST_P(ExpertPeerTest, StoreChangedUnderThePeerIsNamed) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 1, transport()).ok());
+  ASSERT_TRUE(c.client->Fetch(0, 1, 0).ok());
+  // Rewrite bytes of expert 1's record in place (same size): the checksum no longer matches.
+  {
+    std::fstream f(dir_ + "/layer-0001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(m_.recordStride + 10));
+    f.write("XXXX", 4);
+  }
+  Status s = c.client->Fetch(0, 1, 0);
+  // TCP: the peer sees the file's mtime moved (STORE_CHANGED); READ: the bytes come
+  // straight from the mapping and the client's checksum catches them.
+  EXPECT_EQ(ExpertErrcOf(s), transport() == kTransportTcp ? ExpertErrc::kStoreChanged : ExpertErrc::kChecksumMismatch)
+      << s.message();
+  // A new connection is refused over READ too (the peer re-checks sizes and mtimes).
+  Client c3;
+  s = OpenClient(p, &c3, 1, transport());
+  if (transport() == kTransportRead) {
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  } else {
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(ExpertErrcOf(c3.client->Fetch(0, 1, 0)), ExpertErrc::kStoreChanged);
+  }
+}
+
+TEST_P(ExpertPeerTest, LayerFileTruncatedUnderThePeerIsStoreChanged) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 1, transport()).ok());
+  ASSERT_TRUE(c.client->Fetch(1, 5, 0).ok());
+  ASSERT_EQ(::truncate((dir_ + "/layer-0003.bin").c_str(), static_cast<off_t>(m_.recordStride)), 0);
+  if (transport() == kTransportRead) {
+    // The peer notices within ~100 ms and withdraws its registrations before any
+    // Read touches the truncated mapping (waited for here: the test never races it).
+    for (int i = 0; i < 500 && p.server->stats().withdrawals == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(p.server->stats().withdrawals, 1u);
+  }
+  Status s = c.client->Fetch(1, 5, 0);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+}
+
+TEST_P(ExpertPeerTest, PeerGoneMidBatchIsPeerLost) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  const uint64_t n = 400;
+  ASSERT_TRUE(OpenClient(p, &c, n, transport()).ok());
+  std::vector<RecordRequest> batch;
+  for (uint64_t i = 0; i < n; ++i) batch.push_back({static_cast<uint32_t>(i % 3), i % 6, i * m_.recordStride});
+  std::atomic<bool> started{false};
+  std::thread killer([&] {
+    while (!started.load()) std::this_thread::yield();
+    // Wait until some bytes have moved, then take the whole peer away (sockets closed).
+    for (int i = 0; i < 2000; ++i) {
+      if (p.server->stats().recordsServedTcp > 0 || (p.worker && p.worker->stats().bytesServed > 0)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    p.server->Stop();
+    p.worker.reset();
+  });
+  started = true;
+  Status s = c.client->FetchBatch(batch);
+  killer.join();
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPeerLost) << s.message();
+  // Failed for good: a later fetch says the same, never a stale success.
+  EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 0, 0)), ExpertErrc::kPeerLost);
+}
+
+TEST_P(ExpertPeerTest, AdmissionCapRefusesAtConnect) {
+  Peer p;
+  // TCP: each connection pins one stride; READ: the store is registered once.
+  const uint64_t cap = transport() == kTransportTcp ? 2 * m_.recordStride : 3 * m_.LayerFileBytes();
+  StartPeer(&p, cap);
+  Client a, b, over;
+  ASSERT_TRUE(OpenClient(p, &a, 1, transport()).ok());
+  ASSERT_TRUE(OpenClient(p, &b, 1, transport()).ok());
+  if (transport() == kTransportTcp) {
+    Status s = OpenClient(p, &over, 1, transport());
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kAdmissionRefused) << s.message();
+    EXPECT_NE(s.message().find("RAILYARD_EXPERT_PIN_CAP"), std::string::npos);
+    // Closing one gives its share back.
+    ASSERT_TRUE(a.client->Close().ok());
+    a.client.reset();
+    Status again = Status::Ok();
+    for (int i = 0; i < 200; ++i) {
+      Client retry;
+      again = OpenClient(p, &retry, 1, transport());
+      if (again.ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(again.ok()) << again.message();
+  } else {
+    // A peer whose store does not fit its cap refuses every READ client.
+    Peer small;
+    StartPeer(&small, m_.LayerFileBytes());
+    Status s = OpenClient(small, &over, 1, transport());
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kAdmissionRefused) << s.message();
+  }
+  EXPECT_EQ(b.client->Fetch(0, 0, 0).ok(), true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ExpertPeerTest,
+                         ::testing::Values(std::make_tuple(kTransportTcp, false), std::make_tuple(kTransportRead, false),
+                                           std::make_tuple(kTransportRead, true)),
+                         [](const auto& param_info) {
+                           return std::string(TransportName(std::get<0>(param_info.param))) +
+                                  (std::get<1>(param_info.param) ? "_2rails" : "_1rail");
+                         });
+
+TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
+  TempDir tmp;
+  const Manifest m = testing::SmallManifest(1, 2, 16);
+  ASSERT_TRUE(testing::WritePatternStore(tmp.path + "/s", m).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(tmp.path + "/s", false, &store).ok());
+  std::unique_ptr<ExpertServer> server;
+  ASSERT_TRUE(ExpertServer::Start(std::move(store), nullptr, nullptr, ServerOptions{}, &server).ok());
+  std::unique_ptr<fabric::Domain> d;
+  ASSERT_TRUE(testing::LoopbackDomain(false, 2000, &d).ok());
+  fabric::RegistrationCache cache(*d);
+  std::vector<char> arena(4096);
+  std::unique_ptr<ExpertClient> c;
+  ClientOptions o;
+  o.transport = 7;
+  Status s = ExpertClient::Open("127.0.0.1:" + std::to_string(server->port()), o, cache, nullptr, arena.data(), arena.size(), &c);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kUnknownTransport) << s.message();
+  // READ against a peer that serves no fabric: also a named refusal.
+  std::unique_ptr<fabric::Worker> w;
+  ASSERT_TRUE(d->CreateWorker(&w).ok());
+  o.transport = kTransportRead;
+  s = ExpertClient::Open("127.0.0.1:" + std::to_string(server->port()), o, cache, w.get(), arena.data(), arena.size(), &c);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kUnknownTransport) << s.message();
+  EXPECT_EQ(cache.stats().live, 0u);  // nothing stays registered after a refusal
+
+  // A raw request for an out-of-range record gets a named error reply from the peer itself.
+  int fd = -1;
+  ASSERT_TRUE(WireConnect("127.0.0.1", server->port(), 2000, &fd).ok());
+  HelloHeader h{};
+  ASSERT_TRUE(WireRecv(fd, &h, sizeof h, "hello").ok());
+  std::string text(h.manifestBytes, '\0');
+  ASSERT_TRUE(WireRecv(fd, text.data(), text.size(), "manifest").ok());
+  ChooseMessage ch{};
+  ch.transport = kTransportTcp;
+  ASSERT_TRUE(WireSend(fd, &ch, sizeof ch, "choose").ok());
+  uint64_t payload = 0;
+  ASSERT_TRUE(ReadReply(fd, "peer", &payload).ok());
+  RequestMessage rq{};
+  rq.op = kOpFetch;
+  rq.layer = 0;
+  rq.expert = 1ull << 40;
+  ASSERT_TRUE(WireSend(fd, &rq, sizeof rq, "request").ok());
+  s = ReadReply(fd, "peer", &payload);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kOutOfRange) << s.message();
+  rq.op = 99;
+  ASSERT_TRUE(WireSend(fd, &rq, sizeof rq, "request").ok());
+  EXPECT_EQ(ExpertErrcOf(ReadReply(fd, "peer", &payload)), ExpertErrc::kProtocol);
+  ::close(fd);
+
+  // A "peer" that announces a manifest over the cap is refused before it is read.
+  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(ls, 1), 0);
+  ASSERT_EQ(::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::thread fake([&] {
+    int cfd = ::accept(ls, nullptr, nullptr);
+    HelloHeader big{kHelloMagic, kWireVersion, 0, static_cast<uint32_t>(kMaxManifestBytes + 1)};
+    (void)::send(cfd, &big, sizeof big, MSG_NOSIGNAL);
+    char b;
+    (void)::recv(cfd, &b, 1, 0);
+    ::close(cfd);
+  });
+  o.transport = kTransportTcp;
+  s = ExpertClient::Open("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), o, cache, nullptr, arena.data(), arena.size(), &c);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kManifestTooLarge) << s.message();
+  fake.join();
+  ::close(ls);
+}
+
+}  // namespace
+}  // namespace railyard::expert

@@ -1,0 +1,97 @@
+// railyard-pack: builds an expert store (storage/expert/manifest.h) from a safetensors
+// checkpoint, a single file or a directory sharded with model.safetensors.index.json.
+//
+//   railyard-pack CHECKPOINT OUT_DIR [--scheme auto|qwen-moe|mixtral] [--align BYTES]
+//                 [--model-id ID] [--dry-run] [--progress|--no-progress] [--verify]
+//
+// Exit status: 0 written (or planned, with --dry-run); 1 the checkpoint was refused
+// (the message names the file and the fault) or writing failed; 2 bad arguments.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "storage/expert/expert_error.h"
+#include "storage/expert/pack.h"
+#include "storage/expert/store.h"
+
+int main(int argc, char** argv) {
+  using namespace railyard;
+  CLI::App app{"railyard-pack: build a Railyard expert store from a safetensors MoE checkpoint"};
+  std::string checkpoint, outDir;
+  expert::PackOptions opts;
+  bool dryRun = false, progress = ::isatty(2) != 0, noProgress = false, verify = false;
+  app.add_option("checkpoint", checkpoint, "a .safetensors file, or a directory with model.safetensors.index.json")->required();
+  app.add_option("out", outDir, "the store directory to create (must not exist)");
+  app.add_option("--scheme", opts.scheme, "expert naming scheme: auto, qwen-moe (also DeepSeek), mixtral")
+      ->check(CLI::IsMember({"auto", "qwen-moe", "mixtral"}));
+  app.add_option("--align", opts.alignment, "alignment of tensors and records, bytes (power of two)");
+  app.add_option("--model-id", opts.modelId, "model id written into the manifest (default: the checkpoint's name)");
+  app.add_flag("--dry-run", dryRun, "print the layout it would write and exit");
+  app.add_flag("--progress", progress, "show a progress bar (default when stderr is a terminal)");
+  app.add_flag("--no-progress", noProgress, "no progress bar");
+  app.add_flag("--verify", verify, "re-open the written store and check every record's checksum");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "railyard-pack: %s\nRun with --help for more information.\n", e.what());
+    return 2;
+  }
+  if (noProgress) progress = false;
+  if (!dryRun && outDir.empty()) {
+    std::fprintf(stderr, "railyard-pack: an output directory is needed (or --dry-run)\n");
+    return 2;
+  }
+  if (opts.modelId.empty()) {
+    std::filesystem::path p(checkpoint);
+    if (p.filename().empty()) p = p.parent_path();
+    opts.modelId = std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
+  }
+  std::vector<expert::CheckpointTensor> tensors;
+  if (Status s = expert::ReadCheckpoint(checkpoint, &tensors); !s.ok()) {
+    std::fprintf(stderr, "railyard-pack: %s\n", s.message().c_str());
+    return 1;
+  }
+  expert::PackPlan plan;
+  if (Status s = expert::PlanPack(tensors, opts, &plan); !s.ok()) {
+    std::fprintf(stderr, "railyard-pack: %s\n", s.message().c_str());
+    return expert::ExpertErrcOf(s) == expert::ExpertErrc::kInvalidArgument ? 2 : 1;
+  }
+  std::fputs(plan.Describe().c_str(), stdout);
+  std::fflush(stdout);
+  if (dryRun) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  expert::ProgressFn bar;
+  if (progress) {
+    bar = [&](uint64_t done, uint64_t total) {
+      const auto now = std::chrono::steady_clock::now();
+      if (done != total && now - last < std::chrono::milliseconds(100)) return;
+      last = now;
+      const int width = 40, fill = static_cast<int>(width * done / total);
+      std::fprintf(stderr, "\r[%.*s%*s] %3d%%  %llu/%llu records", fill, "########################################",
+                   width - fill, "", static_cast<int>(100 * done / total), static_cast<unsigned long long>(done),
+                   static_cast<unsigned long long>(total));
+      if (done == total) std::fputc('\n', stderr);
+    };
+  }
+  if (Status s = expert::ExecutePack(plan, outDir, bar); !s.ok()) {
+    std::fprintf(stderr, "%srailyard-pack: %s (nothing was left at %s)\n", progress ? "\n" : "", s.message().c_str(), outDir.c_str());
+    return 1;
+  }
+  if (verify) {
+    std::unique_ptr<expert::Store> store;
+    if (Status s = expert::Store::Open(outDir, true, &store); !s.ok()) {
+      std::fprintf(stderr, "railyard-pack: verify: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %s in %.2f s\n", outDir.c_str(), secs);
+  return 0;
+}
