@@ -339,6 +339,17 @@ TEST(ConformanceLoading, GetPropertiesWritesEveryFieldOfEveryVersion) {
       EXPECT_EQ(r.netDeviceType, NCCL_NET_DEVICE_GIN_PROXY) << "RMA must report GIN_PROXY (2.30 sheet §7.2)";
       EXPECT_EQ(r.maxRecvs & (r.maxRecvs - 1), 0) << "maxRecvs must be a power of two (2.30 sheet §7.9)";
     }
+    // Several init/finalize pairs per comm (GIN v11 inits again at connect; RMA inits twice).
+    void* second = nullptr;
+    void* rmaCtx = nullptr;
+    ASSERT_EQ(gin->init(&second, 7, &CapturingLogger), ncclSuccess);
+    ASSERT_EQ(rma14->init(&rmaCtx, 7, &CapturingLogger), ncclSuccess);
+    EXPECT_NE(second, ginCtx);
+    EXPECT_EQ(gin->finalize(second), ncclSuccess);
+    EXPECT_EQ(rma14->finalize(rmaCtx), ncclSuccess);
+    int again = 0;
+    EXPECT_EQ(gin->devices(&again), ncclSuccess) << "the first ctx must still work";
+    EXPECT_EQ(again, ndev);
     EXPECT_EQ(gin->finalize(ginCtx), ncclSuccess);
   });
 }
