@@ -1,7 +1,9 @@
 // The symbols NCCL looks up in libnccl-net-railyard.so: ncclNetPlugin_v11,
 // _v10, _v9 and _v8 (tried newest first; NCCL 2.28.9 uses v11), plus
-// railyard_version. Each table is a thin adapter onto railyard::plugin
-// (plugin/net.h); the version conversions live in plugin/adapters.{h,cc}.
+// railyard_version. ncclNetPlugin_v12, ncclGinPlugin_v11 and ncclRmaPlugin_v14 /
+// _v13 are in plugin/net_v12.cc, gin_v11.cc, rma_v14.cc and rma_v13.cc. Each
+// table is a thin adapter onto railyard::plugin (plugin/net.h); the version
+// conversions live in plugin/adapters.{h,cc}.
 //
 // Source: /work/shared/docs/nccl-net-abi.md §1.3, §2.2-§2.8, §7.1-§7.9 (NCCL 2.28.9).
 // getDeviceMr and irecvConsumed are NULL in every table: Railyard is a host

@@ -94,7 +94,7 @@ struct RingCase {
 class ConformanceRing : public ::testing::TestWithParam<RingCase> {};
 
 // Proves a ring (send to next, receive from previous) works across 2 and 4
-// processes through each exported table: v11 directly, and v10, v9 and v8 through
+// processes through each exported table: v12 and v11 directly, and v10, v9 and v8 through
 // their adapters (v8 with int sizes). Blocks of 0 B, 1 B, 4097 B and 1 MiB+3 are
 // allgathered around the ring and every rank checks every block, the bytes
 // around it, and the sizes test() reported.
@@ -122,7 +122,7 @@ TEST_P(ConformanceRing, AllgatherAroundTheRing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, ConformanceRing,
-                         ::testing::Values(RingCase{2, 11}, RingCase{4, 11}, RingCase{2, 10},
+                         ::testing::Values(RingCase{2, 12}, RingCase{4, 12}, RingCase{2, 11}, RingCase{4, 11}, RingCase{2, 10},
                                            RingCase{2, 9}, RingCase{4, 9}, RingCase{2, 8},
                                            RingCase{4, 8}),
                          [](const ::testing::TestParamInfo<RingCase>& i) {

@@ -13,6 +13,11 @@
 #include <string>
 #include <vector>
 
+#include <dlfcn.h>
+
+#include "plugin/abi/gin_v11.h"
+#include "plugin/abi/rma_v13.h"
+#include "plugin/abi/rma_v14.h"
 #include "tests/conformance/harness.h"
 
 #ifndef RAILYARD_LOADER_PATH
@@ -129,6 +134,7 @@ TEST(ConformanceLoading, ExportedTablesHaveTheExpectedShape) {
   RunRanks({.nranks = 1, .timeout = Ms(20000)}, [](Rank&) {
     Plugin p = OpenPlugin();
     ASSERT_NE(p.lib, nullptr);
+    ASSERT_NE(p.v12, nullptr);
     ASSERT_NE(p.v11, nullptr);
     ASSERT_NE(p.v10, nullptr);
     ASSERT_NE(p.v9, nullptr);
@@ -144,6 +150,7 @@ TEST(ConformanceLoading, ExportedTablesHaveTheExpectedShape) {
     EXPECT_EQ((t)->getDeviceMr, nullptr) << #t;                                               \
     EXPECT_EQ((t)->irecvConsumed, nullptr) << #t;                                             \
   } while (0)
+    RY_EXPECT_SLOTS(p.v12);
     RY_EXPECT_SLOTS(p.v11);
     RY_EXPECT_SLOTS(p.v10);
     RY_EXPECT_SLOTS(p.v9);
@@ -151,9 +158,12 @@ TEST(ConformanceLoading, ExportedTablesHaveTheExpectedShape) {
 #undef RY_EXPECT_SLOTS
     EXPECT_NE(p.v11->finalize, nullptr);
     EXPECT_NE(p.v11->setNetAttr, nullptr);
+    EXPECT_NE(p.v12->finalize, nullptr);
+    EXPECT_NE(p.v12->setNetAttr, nullptr);
+    EXPECT_NE(p.v12->makeVDevice, nullptr);
 
     std::vector<int> ndev;
-    for (int v : {11, 10, 9, 8}) {
+    for (int v : {11, 12, 10, 9, 8}) {
       Net net(p, v);
       ASSERT_EQ(net.Init(), ncclSuccess) << "v" << v << "\n" << CapturedWarnings();
       int n = -1;
@@ -166,6 +176,8 @@ TEST(ConformanceLoading, ExportedTablesHaveTheExpectedShape) {
     ncclNetProperties_v10_t p10;
     ncclNetProperties_v9_t p9;
     ncclNetProperties_v8_t p8;
+    ncclNetProperties_v12_t p12;
+    ASSERT_EQ(p.v12->getProperties(0, &p12), ncclSuccess);
     ASSERT_EQ(p.v11->getProperties(0, &p11), ncclSuccess);
     ASSERT_EQ(p.v10->getProperties(0, &p10), ncclSuccess);
     ASSERT_EQ(p.v9->getProperties(0, &p9), ncclSuccess);
@@ -183,6 +195,24 @@ TEST(ConformanceLoading, ExportedTablesHaveTheExpectedShape) {
     for (int maxRecvs : {p10.maxRecvs, p9.maxRecvs, p8.maxRecvs}) EXPECT_EQ(maxRecvs, p11.maxRecvs);
     for (uint64_t guid : {p10.guid, p9.guid, p8.guid}) EXPECT_EQ(guid, p11.guid);
     EXPECT_EQ(p8.netDeviceType, NCCL_NET_DEVICE_HOST);
+    // v12 moves maxP2pBytes to 104 and adds railId/planeId (nccl-2.30-abi.md §2.2).
+    EXPECT_EQ(p12.netDeviceType, NCCL_NET_DEVICE_HOST);
+    EXPECT_EQ(p12.speed, p11.speed);
+    EXPECT_EQ(p12.guid, p11.guid);
+    EXPECT_EQ(p12.maxRecvs, p11.maxRecvs);
+    EXPECT_EQ(p12.maxP2pBytes, p11.maxP2pBytes);
+    EXPECT_EQ(p12.maxCollBytes, p11.maxCollBytes);
+    EXPECT_EQ(p12.vProps.ndevs, 1);
+    EXPECT_EQ(p12.vProps.devs[0], 0);
+    EXPECT_EQ(p12.railId, NCCL_NET_ID_UNDEF);
+    EXPECT_EQ(p12.planeId, NCCL_NET_ID_UNDEF);
+    EXPECT_STREQ(p12.name, p11.name);
+    // v12 makeVDevice takes up to 8 members; Railyard's vNICs hold at most 4.
+    ncclNetVDeviceProps_v12_t vp{};
+    vp.ndevs = 5;
+    int vd = -1;
+    EXPECT_EQ(p.v12->makeVDevice(&vd, &vp), ncclInvalidArgument);
+    EXPECT_EQ(p.v12->finalize(nullptr), ncclSuccess) << "v12 finalize(NULL)";
     EXPECT_EQ(p9.maxP2pBytes, p11.maxP2pBytes);
     EXPECT_STREQ(p8.name, p11.name);
     EXPECT_EQ(p.v11->finalize(nullptr), ncclSuccess) << "finalize(NULL) after a failed init";
@@ -213,6 +243,11 @@ std::vector<Field> FieldsOf();
   RY_COMMON_FIELDS(T), RY_FIELD(T, forceFlush), RY_FIELD(T, vProps.ndevs),     \
       RY_FIELD(T, vProps.devs), RY_FIELD(T, maxP2pBytes), RY_FIELD(T, maxCollBytes)
 
+template <>
+std::vector<Field> FieldsOf<ncclNetProperties_v12_t>() {
+  using T = ncclNetProperties_v12_t;
+  return {RY_V9_FIELDS(T), RY_FIELD(T, maxMultiRequestSize), RY_FIELD(T, railId), RY_FIELD(T, planeId)};
+}
 template <>
 std::vector<Field> FieldsOf<ncclNetProperties_v11_t>() {
   return {RY_V9_FIELDS(ncclNetProperties_v11_t), RY_FIELD(ncclNetProperties_v11_t, maxMultiRequestSize)};
@@ -260,19 +295,21 @@ void ExpectEveryFieldWritten(int version, int dev, Fn getProperties) {
   }
   size_t padding = 0;
   for (bool b : inField) padding += b ? 0 : 1;
-  // The holes the ABI has: v11 4 B at the end, v10/v9 4 B after vProps, v8 4 B at the end.
+  // The holes the ABI has: v12 4 B after vProps, v11 4 B at the end, v10/v9 4 B after
+  // vProps, v8 4 B at the end.
   EXPECT_LE(padding, 8u) << "v" << version << ": the field list misses a field";
 }
 
 // Proves getProperties writes every field of every version's struct (NCCL hands
-// an uninitialised struct, §2.3): for v11, v10, v9 and v8 and every device, the
+// an uninitialised struct, §2.3): for v12 (railId/planeId included), v11, v10, v9
+// and v8, the GIN v11 table and the RMA v14/v13 tables, and every device, the
 // struct is pre-filled with 0xA5 and then 0x5A, and no field byte may keep the
 // fill in both runs. Padding holes are computed from offsetof/sizeof and skipped.
 TEST(ConformanceLoading, GetPropertiesWritesEveryFieldOfEveryVersion) {
   RunRanks({.nranks = 1, .timeout = Ms(20000)}, [](Rank&) {
     Plugin p = OpenPlugin();
     ASSERT_NE(p.lib, nullptr);
-    for (int v : {11, 10, 9, 8}) {
+    for (int v : {12, 11, 10, 9, 8}) {
       Net net(p, v);
       ASSERT_EQ(net.Init(), ncclSuccess) << "v" << v;
     }
@@ -280,11 +317,40 @@ TEST(ConformanceLoading, GetPropertiesWritesEveryFieldOfEveryVersion) {
     ASSERT_EQ(p.v11->devices(&ndev), ncclSuccess);
     ASSERT_GE(ndev, 1);
     for (int dev = 0; dev < ndev; ++dev) {
+      ExpectEveryFieldWritten<ncclNetProperties_v12_t>(12, dev, p.v12->getProperties);
       ExpectEveryFieldWritten<ncclNetProperties_v11_t>(11, dev, p.v11->getProperties);
       ExpectEveryFieldWritten<ncclNetProperties_v10_t>(10, dev, p.v10->getProperties);
       ExpectEveryFieldWritten<ncclNetProperties_v9_t>(9, dev, p.v9->getProperties);
       ExpectEveryFieldWritten<ncclNetProperties_v8_t>(8, dev, p.v8->getProperties);
     }
+    // The one-sided tables report the same devices in the GIN_PROXY type.
+    const auto* gin = static_cast<const ncclGin_v11_t*>(::dlsym(p.lib, "ncclGinPlugin_v11"));
+    const auto* rma14 = static_cast<const ncclRma_v14_t*>(::dlsym(p.lib, "ncclRmaPlugin_v14"));
+    const auto* rma13 = static_cast<const ncclRma_v13_t*>(::dlsym(p.lib, "ncclRmaPlugin_v13"));
+    ASSERT_TRUE(gin != nullptr && rma14 != nullptr && rma13 != nullptr);
+    void* ginCtx = nullptr;
+    ASSERT_EQ(gin->init(&ginCtx, 7, &CapturingLogger), ncclSuccess) << CapturedWarnings();
+    for (int dev = 0; dev < ndev; ++dev) {
+      ExpectEveryFieldWritten<ncclNetProperties_v11_t>(11, dev, gin->getProperties);
+      ExpectEveryFieldWritten<ncclNetProperties_v12_t>(14, dev, rma14->getProperties);
+      ExpectEveryFieldWritten<ncclNetProperties_v12_t>(13, dev, rma13->getProperties);
+      ncclNetProperties_v12_t r;
+      ASSERT_EQ(rma14->getProperties(dev, &r), ncclSuccess);
+      EXPECT_EQ(r.netDeviceType, NCCL_NET_DEVICE_GIN_PROXY) << "RMA must report GIN_PROXY (2.30 sheet §7.2)";
+      EXPECT_EQ(r.maxRecvs & (r.maxRecvs - 1), 0) << "maxRecvs must be a power of two (2.30 sheet §7.9)";
+    }
+    // Several init/finalize pairs per comm (GIN v11 inits again at connect; RMA inits twice).
+    void* second = nullptr;
+    void* rmaCtx = nullptr;
+    ASSERT_EQ(gin->init(&second, 7, &CapturingLogger), ncclSuccess);
+    ASSERT_EQ(rma14->init(&rmaCtx, 7, &CapturingLogger), ncclSuccess);
+    EXPECT_NE(second, ginCtx);
+    EXPECT_EQ(gin->finalize(second), ncclSuccess);
+    EXPECT_EQ(rma14->finalize(rmaCtx), ncclSuccess);
+    int again = 0;
+    EXPECT_EQ(gin->devices(&again), ncclSuccess) << "the first ctx must still work";
+    EXPECT_EQ(again, ndev);
+    EXPECT_EQ(gin->finalize(ginCtx), ncclSuccess);
   });
 }
 

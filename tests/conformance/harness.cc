@@ -644,6 +644,7 @@ Plugin OpenPlugin(const std::string& path) {
     ADD_FAILURE() << "dlopen(" << path << "): " << (err ? err : "?");
     return p;
   }
+  p.v12 = static_cast<const ncclNet_v12_t*>(::dlsym(p.lib, "ncclNetPlugin_v12"));
   p.v11 = static_cast<const ncclNet_v11_t*>(::dlsym(p.lib, "ncclNetPlugin_v11"));
   p.v10 = static_cast<const ncclNet_v10_t*>(::dlsym(p.lib, "ncclNetPlugin_v10"));
   p.v9 = static_cast<const ncclNet_v9_t*>(::dlsym(p.lib, "ncclNetPlugin_v9"));
@@ -727,11 +728,16 @@ std::string FindWarning(const std::vector<std::string>& needles) {
 // Net: one table version, v11-shaped
 // ===========================================================================
 
-Net::Net(const Plugin& plugin, int version) : plugin_(&plugin), version_(version) {}
+Net::Net(const Plugin& plugin, int version) : plugin_(&plugin), version_(version) {
+  // Same slot offsets and (for every slot Net calls) the same signatures: net_v12.h.
+  static_assert(sizeof(ncclNet_v12_t) == sizeof(ncclNet_v11_t));
+  t11_ = version == 12 ? reinterpret_cast<const ncclNet_v11_t*>(plugin.v12) : plugin.v11;
+}
 
 #define RY_TABLE_CALL(v11call, v10call, v9call, v8call)                          \
   switch (version_) {                                                            \
-    case 11: return plugin_->v11 ? (v11call) : ncclInternalError;                \
+    case 12:                                                                     \
+    case 11: return t11_ ? (v11call) : ncclInternalError;                        \
     case 10: return plugin_->v10 ? (v10call) : ncclInternalError;                \
     case 9: return plugin_->v9 ? (v9call) : ncclInternalError;                   \
     case 8: return plugin_->v8 ? (v8call) : ncclInternalError;                   \
@@ -740,6 +746,7 @@ Net::Net(const Plugin& plugin, int version) : plugin_(&plugin), version_(version
 
 const char* Net::name() const {
   switch (version_) {
+    case 12: return plugin_->v12 ? plugin_->v12->name : nullptr;
     case 11: return plugin_->v11 ? plugin_->v11->name : nullptr;
     case 10: return plugin_->v10 ? plugin_->v10->name : nullptr;
     case 9: return plugin_->v9 ? plugin_->v9->name : nullptr;
@@ -750,26 +757,26 @@ const char* Net::name() const {
 
 ncclResult_t Net::Init(uint64_t commId) {
   ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-  RY_TABLE_CALL(plugin_->v11->init(&ctx_, commId, &config, &CapturingLogger, nullptr),
+  RY_TABLE_CALL(t11_->init(&ctx_, commId, &config, &CapturingLogger, nullptr),
                 plugin_->v10->init(&CapturingLogger, nullptr),
                 plugin_->v9->init(&CapturingLogger), plugin_->v8->init(&CapturingLogger));
 }
 
 ncclResult_t Net::Finalize() {
-  if (version_ != 11) return ncclSuccess;
-  if (plugin_->v11 == nullptr) return ncclInternalError;
-  const ncclResult_t rc = plugin_->v11->finalize(ctx_);
+  if (version_ != 11 && version_ != 12) return ncclSuccess;
+  if (t11_ == nullptr) return ncclInternalError;
+  const ncclResult_t rc = t11_->finalize(ctx_);
   ctx_ = nullptr;
   return rc;
 }
 
 ncclResult_t Net::Devices(int* ndev) {
-  RY_TABLE_CALL(plugin_->v11->devices(ndev), plugin_->v10->devices(ndev),
+  RY_TABLE_CALL(t11_->devices(ndev), plugin_->v10->devices(ndev),
                 plugin_->v9->devices(ndev), plugin_->v8->devices(ndev));
 }
 
 ncclResult_t Net::Listen(int dev, void* handle, void** listenComm) {
-  RY_TABLE_CALL(plugin_->v11->listen(ctx_, dev, handle, listenComm),
+  RY_TABLE_CALL(t11_->listen(ctx_, dev, handle, listenComm),
                 plugin_->v10->listen(dev, handle, listenComm),
                 plugin_->v9->listen(dev, handle, listenComm),
                 plugin_->v8->listen(dev, handle, listenComm));
@@ -778,7 +785,7 @@ ncclResult_t Net::Listen(int dev, void* handle, void** listenComm) {
 ncclResult_t Net::Connect(int dev, void* handle, void** sendComm) {
   ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
   ncclNetDeviceHandle_v11_t* devComm = nullptr;  // a host plugin leaves it NULL
-  RY_TABLE_CALL(plugin_->v11->connect(ctx_, dev, handle, sendComm, &devComm),
+  RY_TABLE_CALL(t11_->connect(ctx_, dev, handle, sendComm, &devComm),
                 plugin_->v10->connect(dev, &config, handle, sendComm, &devComm),
                 plugin_->v9->connect(dev, handle, sendComm, &devComm),
                 plugin_->v8->connect(dev, handle, sendComm, &devComm));
@@ -786,28 +793,28 @@ ncclResult_t Net::Connect(int dev, void* handle, void** sendComm) {
 
 ncclResult_t Net::Accept(void* listenComm, void** recvComm) {
   ncclNetDeviceHandle_v11_t* devComm = nullptr;
-  RY_TABLE_CALL(plugin_->v11->accept(listenComm, recvComm, &devComm),
+  RY_TABLE_CALL(t11_->accept(listenComm, recvComm, &devComm),
                 plugin_->v10->accept(listenComm, recvComm, &devComm),
                 plugin_->v9->accept(listenComm, recvComm, &devComm),
                 plugin_->v8->accept(listenComm, recvComm, &devComm));
 }
 
 ncclResult_t Net::RegMr(void* comm, void* data, size_t size, void** mhandle) {
-  RY_TABLE_CALL(plugin_->v11->regMr(comm, data, size, NCCL_PTR_HOST, mhandle),
+  RY_TABLE_CALL(t11_->regMr(comm, data, size, NCCL_PTR_HOST, mhandle),
                 plugin_->v10->regMr(comm, data, size, NCCL_PTR_HOST, mhandle),
                 plugin_->v9->regMr(comm, data, size, NCCL_PTR_HOST, mhandle),
                 plugin_->v8->regMr(comm, data, size, NCCL_PTR_HOST, mhandle));
 }
 
 ncclResult_t Net::DeregMr(void* comm, void* mhandle) {
-  RY_TABLE_CALL(plugin_->v11->deregMr(comm, mhandle), plugin_->v10->deregMr(comm, mhandle),
+  RY_TABLE_CALL(t11_->deregMr(comm, mhandle), plugin_->v10->deregMr(comm, mhandle),
                 plugin_->v9->deregMr(comm, mhandle), plugin_->v8->deregMr(comm, mhandle));
 }
 
 ncclResult_t Net::Isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                         void** request) {
   if (version_ == 8 && size > static_cast<size_t>(INT_MAX)) return ncclInvalidArgument;
-  RY_TABLE_CALL(plugin_->v11->isend(sendComm, data, size, tag, mhandle, nullptr, request),
+  RY_TABLE_CALL(t11_->isend(sendComm, data, size, tag, mhandle, nullptr, request),
                 plugin_->v10->isend(sendComm, data, size, tag, mhandle, nullptr, request),
                 plugin_->v9->isend(sendComm, data, size, tag, mhandle, request),
                 plugin_->v8->isend(sendComm, data, static_cast<int>(size), tag, mhandle, request));
@@ -825,29 +832,29 @@ ncclResult_t Net::Irecv(void* recvComm, int n, void** data, size_t* sizes, int* 
   }
   void* phandles[64] = {};
   RY_TABLE_CALL(
-      plugin_->v11->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request),
+      t11_->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request),
       plugin_->v10->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request),
       plugin_->v9->irecv(recvComm, n, data, sizes, tags, mhandles, request),
       plugin_->v8->irecv(recvComm, n, data, isizes, tags, mhandles, request));
 }
 
 ncclResult_t Net::Test(void* request, int* done, int* sizes) {
-  RY_TABLE_CALL(plugin_->v11->test(request, done, sizes), plugin_->v10->test(request, done, sizes),
+  RY_TABLE_CALL(t11_->test(request, done, sizes), plugin_->v10->test(request, done, sizes),
                 plugin_->v9->test(request, done, sizes), plugin_->v8->test(request, done, sizes));
 }
 
 ncclResult_t Net::CloseSend(void* c) {
-  RY_TABLE_CALL(plugin_->v11->closeSend(c), plugin_->v10->closeSend(c), plugin_->v9->closeSend(c),
+  RY_TABLE_CALL(t11_->closeSend(c), plugin_->v10->closeSend(c), plugin_->v9->closeSend(c),
                 plugin_->v8->closeSend(c));
 }
 
 ncclResult_t Net::CloseRecv(void* c) {
-  RY_TABLE_CALL(plugin_->v11->closeRecv(c), plugin_->v10->closeRecv(c), plugin_->v9->closeRecv(c),
+  RY_TABLE_CALL(t11_->closeRecv(c), plugin_->v10->closeRecv(c), plugin_->v9->closeRecv(c),
                 plugin_->v8->closeRecv(c));
 }
 
 ncclResult_t Net::CloseListen(void* c) {
-  RY_TABLE_CALL(plugin_->v11->closeListen(c), plugin_->v10->closeListen(c),
+  RY_TABLE_CALL(t11_->closeListen(c), plugin_->v10->closeListen(c),
                 plugin_->v9->closeListen(c), plugin_->v8->closeListen(c));
 }
 

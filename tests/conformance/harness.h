@@ -22,6 +22,7 @@
 
 #include "plugin/abi/net_v10.h"
 #include "plugin/abi/net_v11.h"
+#include "plugin/abi/net_v12.h"
 #include "plugin/abi/net_v8.h"
 #include "plugin/abi/net_v9.h"
 
@@ -124,6 +125,7 @@ std::vector<std::string> RunRanksReport(const RunOptions& opts,
 /// (NULL when a symbol is missing). Never dlclosed: plugin threads may outlive it.
 struct Plugin {
   void* lib = nullptr;
+  const ncclNet_v12_t* v12 = nullptr;
   const ncclNet_v11_t* v11 = nullptr;
   const ncclNet_v10_t* v10 = nullptr;
   const ncclNet_v9_t* v9 = nullptr;
@@ -158,19 +160,22 @@ std::string FindWarning(const std::vector<std::string>& needles);
 /// never returns ncclInProgress from a net call, so it cannot be confused.
 inline constexpr ncclResult_t kTimedOut = ncclInProgress;
 
-/// A v11-shaped view of one exported table (version 11, 10, 9 or 8), so one test
+/// A v11-shaped view of one exported table (version 12, 11, 10, 9 or 8), so one test
 /// body runs over every version and checks the adapters end to end. Sizes are
-/// size_t here; the v8 view converts to and from int.
+/// size_t here; the v8 view converts to and from int. v12 has v11's slots and
+/// signatures except getProperties and makeVDevice (which Net never calls; the
+/// loading tests call them on the v12 table directly), so Net drives the v12 table's
+/// own function pointers through the v11 slot types.
 class Net {
  public:
   Net(const Plugin& plugin, int version);
   int version() const { return version_; }
   /// The table's name field.
   const char* name() const;
-  /// v11: init(&ctx, commId, {trafficClass -1}, CapturingLogger, NULL);
+  /// v12/v11: init(&ctx, commId, {trafficClass -1}, CapturingLogger, NULL);
   /// v10: init(CapturingLogger, NULL); v9/v8: init(CapturingLogger).
   ncclResult_t Init(uint64_t commId = 1);
-  /// v11: finalize(ctx); older versions have no finalize and return ncclSuccess.
+  /// v12/v11: finalize(ctx); older versions have no finalize and return ncclSuccess.
   ncclResult_t Finalize();
   ncclResult_t Devices(int* ndev);
   ncclResult_t Listen(int dev, void* handle, void** listenComm);
@@ -204,6 +209,7 @@ class Net {
  private:
   const Plugin* plugin_;
   int version_;
+  const ncclNet_v11_t* t11_ = nullptr;  ///< the v11 table, or the v12 table in v11 slot types
   void* ctx_ = nullptr;
 };
 

@@ -102,15 +102,18 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration, 0 = off (N/A)")
       ->capture_default_str()->check(CLI::Range(0, 1));
-  app.add_option("-p,--pattern", pattern, "sendrecv | ring | alltoall | allreduce | allgather | reducescatter")
+  app.add_option("-p,--pattern", pattern,
+                 "sendrecv | ring | alltoall | allreduce | allgather | reducescatter | gin-put | gin-signal | gin-alltoall")
       ->capture_default_str()->check(CLI::IsMember({"sendrecv", "ring", "alltoall", "allreduce", "allgather",
-                                                    "reducescatter"}));
+                                                    "reducescatter", "gin-put", "gin-signal", "gin-alltoall"}));
   app.add_option("-d,--datatype", o.datatype,
                  "collectives: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2")
       ->capture_default_str()->check(CLI::IsMember({"int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
                                                     "float", "double", "bfloat16", "f8e4m3", "f8e5m2"}));
   app.add_option("-o,--op", o.op, "collectives: sum prod max min avg")
       ->capture_default_str()->check(CLI::IsMember({"sum", "prod", "max", "min", "avg"}));
+  app.add_option("--one-sided", o.oneSided, "table the gin-* patterns drive: rma-v14 | rma-v13 | gin-v11")
+      ->capture_default_str()->check(CLI::IsMember({"rma-v14", "rma-v13", "gin-v11"}));
   app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("-T,--timeout", o.timeoutSec, "limit for the whole run, seconds")
       ->capture_default_str()->check(CLI::Range(1, 7 * 24 * 3600));
@@ -195,7 +198,7 @@ std::string ShapeDifference(const RunShape& mine, int myRank, const RunShape& ot
   add("-w", std::to_string(mine.warmupIters), std::to_string(other.warmupIters));
   add("-c", std::to_string(mine.check), std::to_string(other.check));
   auto pattern = [](std::int32_t p) {
-    return p >= 0 && p <= 2 ? std::string(PatternName(static_cast<Pattern>(p))) : "pattern(" + std::to_string(p) + ")";
+    return p >= 0 && p <= 5 ? std::string(PatternName(static_cast<Pattern>(p))) : "pattern(" + std::to_string(p) + ")";
   };
   add("-p", pattern(mine.pattern), pattern(other.pattern));
   return diff;

@@ -26,9 +26,10 @@ struct Options {
   int iters = 20;                     ///< -n/--iters
   int warmupIters = 5;                ///< -w/--warmup_iters (nccl-tests uses 1; we use 5)
   int check = 1;                      ///< -c/--check: 1 = verify every timed iteration, 0 = off
-  Pattern pattern = Pattern::kRing;   ///< -p/--pattern sendrecv|ring|alltoall|allreduce|allgather|reducescatter
+  Pattern pattern = Pattern::kRing;   ///< -p/--pattern sendrecv|ring|alltoall|allreduce|allgather|reducescatter|gin-put|gin-signal|gin-alltoall
   std::string datatype = "float";     ///< -d/--datatype (collectives; nccl-tests names: int8 .. f8e5m2)
   std::string op = "sum";             ///< -o/--op (collectives): sum, prod, max, min, avg
+  std::string oneSided = "rma-v14";   ///< --one-sided: the table gin-* patterns drive (rma-v14|rma-v13|gin-v11)
   int dev = 0;                        ///< --dev: plugin device index
   int timeoutSec = 600;               ///< -T/--timeout: whole-run limit in seconds
   std::optional<std::string> plugin;  ///< --plugin (same grammar as NCCL_NET_PLUGIN; overrides it)

@@ -12,6 +12,9 @@ const char* PatternName(Pattern p) {
     case Pattern::kAllReduce: return "allreduce";
     case Pattern::kAllGather: return "allgather";
     case Pattern::kReduceScatter: return "reducescatter";
+    case Pattern::kGinPut: return "gin-put";
+    case Pattern::kGinSignal: return "gin-signal";
+    case Pattern::kGinAllToAll: return "gin-alltoall";
   }
   return "?";
 }
@@ -23,10 +26,23 @@ std::optional<Pattern> ParsePattern(const std::string& name) {
   if (name == "allreduce") return Pattern::kAllReduce;
   if (name == "allgather") return Pattern::kAllGather;
   if (name == "reducescatter") return Pattern::kReduceScatter;
+  if (name == "gin-put") return Pattern::kGinPut;
+  if (name == "gin-signal") return Pattern::kGinSignal;
+  if (name == "gin-alltoall") return Pattern::kGinAllToAll;
   return std::nullopt;
 }
 
+namespace {
+/// The net pattern a gin-* pattern shares its peers, rank rules and factors with.
+Pattern NetShape(Pattern p) {
+  if (p == Pattern::kGinPut || p == Pattern::kGinSignal) return Pattern::kSendRecv;
+  if (p == Pattern::kGinAllToAll) return Pattern::kAllToAll;
+  return p;
+}
+}  // namespace
+
 Peers PeersOf(Pattern p, int rank, int nranks) {
+  p = NetShape(p);
   Peers peers;
   switch (p) {
     case Pattern::kSendRecv: {
@@ -50,12 +66,20 @@ Peers PeersOf(Pattern p, int rank, int nranks) {
       break;
     default:
       break;  // collectives: the CollNet comm connects its own neighbours
+    case Pattern::kGinPut:
+    case Pattern::kGinSignal:
+    case Pattern::kGinAllToAll:
+      break;  // mapped by NetShape above
   }
   return peers;
 }
 
 std::string CheckRanks(Pattern p, int nranks) {
   if (nranks < 1) return "need at least one rank";
+  if (IsGinPattern(p) && NetShape(p) == Pattern::kSendRecv && nranks % 2 != 0) {
+    return std::string("pattern ") + PatternName(p) + " pairs ranks 0<->1, 2<->3, ... and needs an even number of ranks";
+  }
+  if (p == Pattern::kGinAllToAll && nranks < 2) return "pattern gin-alltoall needs at least 2 ranks";
   if (p == Pattern::kAllToAll && nranks < 2) return "pattern alltoall needs at least 2 ranks";
   if (p == Pattern::kSendRecv && nranks % 2 != 0) {
     return "pattern sendrecv pairs ranks 0<->1, 2<->3, ... and needs an even number of ranks (got " +
@@ -66,6 +90,7 @@ std::string CheckRanks(Pattern p, int nranks) {
 
 double BusBwFactor(Pattern p, int nranks) {
   if (nranks <= 0) return 0.0;
+  p = NetShape(p);
   if (p == Pattern::kAllReduce) return 2.0 * double(nranks - 1) / double(nranks);
   if (p == Pattern::kAllToAll || p == Pattern::kAllGather || p == Pattern::kReduceScatter) {
     return double(nranks - 1) / double(nranks);
@@ -74,6 +99,7 @@ double BusBwFactor(Pattern p, int nranks) {
 }
 
 Layout LayoutFor(Pattern p, std::size_t requestedBytes, int nranks) {
+  p = NetShape(p);
   Layout l{};
   if (p == Pattern::kAllToAll) {
     const std::size_t n = nranks > 0 ? std::size_t(nranks) : 1;

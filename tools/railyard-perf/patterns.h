@@ -11,20 +11,29 @@
 namespace railyard::perf {
 
 /// -p/--pattern values.
+/// The gin-* patterns drive the one-sided tables (GIN v11 / RMA v14 / v13) instead of
+/// the net table: gin_*_pattern.cc, run by gin_runner.cc. The collectives go through the
+/// plugin's CollNet table (coll_runner.h).
 enum class Pattern {
   kSendRecv, kRing, kAllToAll,
-  // Collectives through the plugin's CollNet table (coll_runner.h).
   kAllReduce, kAllGather, kReduceScatter,
+  kGinPut, kGinSignal, kGinAllToAll,
 };
 /// True for the CollNet patterns (allreduce, allgather, reducescatter).
-inline bool IsCollective(Pattern p) { return p >= Pattern::kAllReduce; }
+inline bool IsCollective(Pattern p) {
+  return p == Pattern::kAllReduce || p == Pattern::kAllGather || p == Pattern::kReduceScatter;
+}
+/// True for the gin-* patterns.
+inline bool IsGinPattern(Pattern p) {
+  return p == Pattern::kGinPut || p == Pattern::kGinSignal || p == Pattern::kGinAllToAll;
+}
 
 /// Element type used for every buffer (nccl-tests' default `float`).
 using Elem = float;
 /// Bytes per element.
 inline constexpr std::size_t kElemSize = sizeof(Elem);
 
-/// "sendrecv", "ring" or "alltoall".
+/// "sendrecv", "ring", "alltoall", "gin-put", "gin-signal" or "gin-alltoall".
 const char* PatternName(Pattern p);
 
 /// Inverse of PatternName (case-sensitive); nullopt for anything else.
@@ -40,6 +49,7 @@ struct Peers {
 ///  - sendrecv: pairs 0<->1, 2<->3, ... (needs an even nranks; see CheckRanks);
 ///  - ring: send to (r+1)%N, receive from (r-1+N)%N (N == 1: to and from itself);
 ///  - alltoall: every other rank, both ways (N == 1: none).
+///  - gin-put and gin-signal pair ranks as sendrecv; gin-alltoall as alltoall.
 Peers PeersOf(Pattern p, int rank, int nranks);
 
 /// Empty when `nranks` suits the pattern, else a message (sendrecv needs an

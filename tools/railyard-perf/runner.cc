@@ -1,4 +1,5 @@
 #include "tools/railyard-perf/runner.h"
+#include "tools/railyard-perf/gin_runner.h"
 
 #include <sched.h>
 #include <strings.h>
@@ -533,6 +534,7 @@ void Runner::Cleanup() {
 
 int RunRank(const Options& opts, Bootstrap& boot) {
   if (IsCollective(opts.pattern)) return RunCollRank(opts, boot);
+  if (IsGinPattern(opts.pattern)) return RunGinRank(opts, boot);  // the one-sided tables (gin_runner.h)
   Runner runner(opts, boot);
   long long wrong = 0;
   const Status s = runner.Run(&wrong);
