@@ -25,6 +25,7 @@ Status Forwarder::Create(std::vector<Domain*> ports, const RelayOptions& options
 }
 
 Forwarder::~Forwarder() {
+  answering_.clear();
   routes_.clear();  // their legs before the Workers and clients they came from
   for (Port& p : ports_) {
     p.client.reset();
@@ -79,9 +80,12 @@ void Forwarder::Open(size_t port, const Control& c, uint64_t peer) {
     FabricError err;
     err.errc = FabricErrc::kConnectFailed;
     err.what = "the relay refused the route: " + why;
-    (void)backEp->Send(EncodeControl(MakeErrorControl(c.route, 0, err)), MakeLegCookie(0, LegTag::kControl, 0));
+    if (backEp->Send(EncodeControl(MakeErrorControl(c.route, 0, err)), MakeLegCookie(0, LegTag::kControl, 0)).ok()) {
+      // Kept until the answer is out (bounded by the timeout), then dropped.
+      answering_.push_back({std::move(backEp), std::chrono::steady_clock::now() +
+                                                   std::chrono::milliseconds(options_.timeoutMs)});
+    }
     Refuse(why);
-    // backEp goes with this scope: the record may not reach the source (it then times out).
   };
   const int fromPeer = static_cast<int>(
       std::count_if(routes_.begin(), routes_.end(), [&](const auto& r) { return r.second->sourcePeer() == peer; }));
@@ -198,9 +202,13 @@ size_t Forwarder::Progress() {
       }
     }
   }
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(answering_, [&](const Answering& a) { return a.ep->Outstanding() == 0 || now > a.deadline; });
   for (auto it = routes_.begin(); it != routes_.end();) {
     it->second->Pump();
     if (it->second->Finished()) {
+      stats_.slotsForwarded += it->second->slotsForwarded();
+      stats_.bytesForwarded += it->second->bytesForwarded();
       if (it->second->failed() && !it->second->why().empty()) {
         ++stats_.routesFailed;
         lastRefusal_ = it->second->why();

@@ -21,6 +21,7 @@
 // Threading: one thread calls Progress (explicit progress; starts no thread).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -90,6 +91,12 @@ class Forwarder {
   ResolveFn resolve_;
   std::vector<Port> ports_;
   std::map<uint32_t, std::unique_ptr<ForwardRoute>> routes_;
+  /// Legs back to refused sources, kept until the refusal is delivered.
+  struct Answering {
+    std::unique_ptr<Endpoint> ep;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<Answering> answering_;
   uint32_t lastRoute_ = 0;
   ForwarderStats stats_;
   std::string lastRefusal_;

@@ -1,5 +1,7 @@
 #include "proxy/fabric/relay/relay_client.h"
 
+#include <algorithm>
+
 #include "proxy/fabric/relay/relay_wire.h"
 #include "proxy/fabric/relay/relayed_endpoint.h"
 
@@ -11,7 +13,19 @@ Status RelayClient::Create(Domain& domain, const RelayOptions& options, std::uni
   return Status::Ok();
 }
 
-RelayClient::~RelayClient() { closing_.clear(); }
+RelayClient::~RelayClient() {
+  // Routes closed just before get their Close records out, for a bounded time, so
+  // the relay ends them cleanly instead of finding their legs reset.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(options_.timeoutMs, 200));
+  while (!closing_.empty() && std::chrono::steady_clock::now() < until) {
+    for (Closing& c : closing_) {
+      scratch_.clear();
+      c.worker->Progress(&scratch_);
+    }
+    std::erase_if(closing_, [](const Closing& c) { return c.leg->Outstanding() == 0; });
+  }
+  closing_.clear();
+}
 
 Status RelayClient::Connect(std::span<const uint8_t> relay, std::span<const uint8_t> target,
                             std::unique_ptr<Endpoint>* out) {

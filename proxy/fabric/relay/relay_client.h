@@ -27,6 +27,8 @@ class RelayClient {
  public:
   /// A client of `domain` (which must outlive it). InvalidArgument for bad options.
   static Status Create(Domain& domain, const RelayOptions& options, std::unique_ptr<RelayClient>* out);
+  /// Gives routes closed just before up to min(timeoutMs, 200) ms to deliver their
+  /// Close records (bounded: a dead relay costs at most that).
   ~RelayClient();
   RelayClient(const RelayClient&) = delete;
   RelayClient& operator=(const RelayClient&) = delete;
