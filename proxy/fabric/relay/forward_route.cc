@@ -214,8 +214,16 @@ void ForwardRoute::OnLegEvent(const Event& e) {
     const uint64_t opSeq = tag == LegTag::kDown && idx < slots_.size() ? slots_[idx].opSeq
                            : idx < stage_.size()                      ? stage_[idx].opSeq
                                                                       : 0;
-    // The next hop's named error, passed through (its site names the hop's device, rail and sequence).
-    Error(e.error.errc, opSeq, "at the relay, the leg to the next hop failed: " + e.error.ToString());
+    // The next hop's named error, passed through (its site names the hop's device, rail
+    // and sequence). An op that failed only because an earlier one did names the
+    // earlier one's cause, which the leg's sticky status carries.
+    FabricErrc errc = e.error.errc;
+    std::string text = e.error.ToString();
+    if (errc == FabricErrc::kEndpointFailed && down_ && !down_->status().ok()) {
+      errc = CauseOf(down_->status());
+      text = down_->status().message();
+    }
+    Error(errc, opSeq, "at the relay, the leg to the next hop failed: " + text);
     return;
   }
   switch (tag) {
