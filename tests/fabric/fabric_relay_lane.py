@@ -16,6 +16,8 @@ Cases:
   target-stopped  SIGSTOP of the target mid-stream
   rail-cut        rail 0 of the h1-h2 cable cut with nftables mid-stripe
   relay-refuses   a target on no cable of h1 (h3) is refused by h1's relay
+  relay-bench     (benchmark, not a ctest case) Write GB/s h0 -> h1 direct against
+                  h0 -> h1 -> h2 relayed, interleaved rounds in one run, medians
 Each fault must end in one error event at h0 within RAILYARD_TIMEOUT_MS (+ slack)
 naming rank, peer, device, rail and sequence; the Endpoint stays failed and the
 source exits at once.
@@ -102,13 +104,13 @@ def wait_file(path, what, timeout=30):
     fail(f"{what} never wrote {path}")
 
 
-def start_route(target_host=2, ordering=False):
+def start_route(target_host=2, ordering=False, timeout_ms=TIMEOUT_MS):
     t_args = ["target", "--rails", rails(target_host, 1 if target_host == 2 else 2), "--out", f"{WORK}/target"]
     if ordering:
         t_args += ["--ordering", "16,8,262221"]
     target = start(target_host, t_args, "target")
     relay = start(1, ["relay", "--port", rails(1, 0), "--port", rails(1, 2), "--out", f"{WORK}/relay",
-                      "--timeout-ms", str(TIMEOUT_MS)], "relay")
+                      "--timeout-ms", str(timeout_ms)], "relay")
     wait_file(f"{WORK}/target", "the target")
     wait_file(f"{WORK}/relay", "the relay")
     return target, relay
@@ -226,8 +228,25 @@ def case_relay_refuses():
     print("ok: h1 refused a route to h3 (not on its cables), named")
 
 
+def case_relay_bench():
+    start_route(timeout_ms=15000)  # a loaded shared box: no false timeouts while measuring
+    start(1, ["target", "--rails", rails(1, 0), "--out", f"{WORK}/direct"], "direct")
+    wait_file(f"{WORK}/direct", "the direct target")
+    s = source("bench", extra=["--direct", f"{WORK}/direct", "--rounds", os.environ.get("ROUNDS", "5"),
+                               "--timeout-ms", "15000"])
+    try:
+        rc = s.wait(timeout=int(os.environ.get("BENCH_SECONDS", "600")))
+    except subprocess.TimeoutExpired:
+        fail("bench did not finish:\n" + log_of("source") + "\nrelay:\n" + log_of("relay")[-2000:])
+    if rc != 0:
+        fail("bench:\n" + log_of("source"))
+    print(log_of("source"))
+
+
 try:
-    if CASE == "relay-suite":
+    if CASE == "relay-bench":
+        case_relay_bench()
+    elif CASE == "relay-suite":
         case_relay_suite()
     elif CASE == "relay-refuses":
         case_relay_refuses()
