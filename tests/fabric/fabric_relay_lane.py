@@ -25,6 +25,7 @@ source exits at once.
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +60,8 @@ def cleanup():
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+    if os.environ.get("FRELAY_KEEP_LOGS") is None:
+        shutil.rmtree(WORK, ignore_errors=True)
 
 
 def rails(host, toward):

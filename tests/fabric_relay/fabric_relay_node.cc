@@ -357,13 +357,17 @@ class Source {
     uint64_t cookie = 1ull << 40;
     std::vector<Event> ev;
     auto run = [&](Endpoint* ep, const RemoteKey& k, uint64_t n, const std::function<void()>& progress) {
-      const uint64_t total = std::max<uint64_t>(64u << 20, 16 * n);
+      const uint64_t total = std::max<uint64_t>(32u << 20, 8 * n);
       const uint64_t count = total / n;
       uint64_t posted = 0, done = 0;
       const auto t0 = std::chrono::steady_clock::now();
       while (done < count) {
         while (posted < count && posted - done < 4) {
-          if (!ep->Write({rs, 0, n}, k, k.base + (posted % 3) * n, cookie++).ok()) return -1.0;
+          Status ps = ep->Write({rs, 0, n}, k, k.base + (posted % 3) * n, cookie++);
+          if (!ps.ok()) {
+            std::printf("bench post refused %s\n", ps.message().c_str());
+            return -1.0;
+          }
           ++posted;
         }
         ev.clear();
@@ -385,7 +389,7 @@ class Source {
       dw->Progress(&ev);
       client_->Progress(&ev);
     };
-    if (run(dep.get(), dkey, 4096, both) < 0 || run(ep_.get(), key_, 4096, both) < 0) {
+    if (run(dep.get(), dkey, 1u << 20, both) < 0 || run(ep_.get(), key_, 1u << 20, both) < 0) {
       return Fail("bench warm-up");
     }
     for (uint64_t n : sizes) {
