@@ -4,6 +4,7 @@
 
 #include "proxy/fabric/fake/fake_transport.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "tests/fabric_api/relayed_case.h"
 
 namespace railyard::fabric::testing {
 
@@ -29,6 +30,18 @@ std::vector<TransportCase> FabricTransports() {
   cases.push_back({"fake", [](const Knobs&, std::unique_ptr<Domain>* out) {
                      return fake::CreateFakeDomain(fake::FakeOptions{}, out);
                    }});
+  // Relayed routes (source -> relay -> target): the fake transport with small
+  // slots (64 KiB payload, 4 slots, 2 return slots: rings wrap many times), and TCP
+  // on the two striped loopback rails with 32 slots of 256 KiB (more small ops in flight).
+  relay::RelayOptions small;
+  small.slots = 4;
+  small.slotBytes = relay::kSlotPayloadOffset + 64 * 1024;
+  small.returnSlots = 2;
+  cases.push_back(RelayedCase("fake_relayed", cases[2].make, small));
+  relay::RelayOptions wide;
+  wide.slots = 32;
+  wide.slotBytes = relay::kSlotPayloadOffset + 256 * 1024;
+  cases.push_back(RelayedCase("tcp_relayed", cases[1].make, wide));
   return cases;
 }
 

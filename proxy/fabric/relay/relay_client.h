@@ -1,0 +1,75 @@
+// The source side of relayed routes: a RelayClient makes Endpoints to hosts with no
+// cable, through a relay host's Forwarder. Every route has a private leg Worker of
+// the caller's Domain (so the caller's Regions are the Writes' sources with no
+// copy, and the relay can tell one route's source from another's by its Worker),
+// and its own leg Endpoint to the relay. A route closed with nothing outstanding
+// says so to the relay (a Close record) before its Worker and rings go away.
+//
+// Threading: as a Worker: one thread calls Connect, Progress and the Endpoints' posts.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "proxy/fabric/domain.h"
+#include "proxy/fabric/relay/relay_options.h"
+
+namespace railyard::fabric::relay {
+
+class RelayedEndpoint;
+
+/// See file comment. RelayedEndpoints must be destroyed before their RelayClient.
+class RelayClient {
+ public:
+  /// A client of `domain` (which must outlive it). InvalidArgument for bad options.
+  static Status Create(Domain& domain, const RelayOptions& options, std::unique_ptr<RelayClient>* out);
+  /// Gives routes closed just before up to min(timeoutMs, 200) ms to deliver their
+  /// Close records (bounded: a dead relay costs at most that).
+  ~RelayClient();
+  RelayClient(const RelayClient&) = delete;
+  RelayClient& operator=(const RelayClient&) = delete;
+
+  /// An Endpoint to the Worker whose packed address is `target`, through the relay
+  /// whose Forwarder port address is `relay` (both peer data: the transport and the
+  /// relay validate them). The route opens from Progress; ops may be posted at once.
+  /// InvalidArgument for a malformed address; errors of Domain::CreateWorker and
+  /// Domain::Register (the route's Worker and rings).
+  Status Connect(std::span<const uint8_t> relay, std::span<const uint8_t> target, std::unique_ptr<Endpoint>* out);
+  /// Moves every route's bytes (never blocks) and appends the relayed Endpoints'
+  /// events (kDone/kError with the callers' cookies); returns how many.
+  size_t Progress(std::vector<Event>* events);
+
+  Domain& domain() { return domain_; }
+  const RelayOptions& options() const { return options_; }
+
+  /// Routes open now (closing ones excluded).
+  size_t Routes() const { return routes_.size(); }
+
+  // --- for RelayedEndpoint ------------------------------------------------------------
+  /// A route going away. `leftovers` (its Worker, leg Endpoint and rings) is kept,
+  /// and `worker` progressed, until `leg` has nothing outstanding (its Close record
+  /// delivered) or `deadlineMs` pass.
+  void Detach(uint32_t routeId, std::shared_ptr<void> leftovers, Worker* worker, Endpoint* leg, int deadlineMs);
+
+ private:
+  RelayClient(Domain& domain, RelayOptions options) : domain_(domain), options_(std::move(options)) {}
+  struct Closing {
+    std::shared_ptr<void> leftovers;
+    Worker* worker = nullptr;
+    Endpoint* leg = nullptr;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  Domain& domain_;
+  RelayOptions options_;
+  std::map<uint32_t, RelayedEndpoint*> routes_;
+  std::vector<Closing> closing_;
+  uint32_t lastRoute_ = 0;
+  std::vector<Event> scratch_;
+};
+
+}  // namespace railyard::fabric::relay

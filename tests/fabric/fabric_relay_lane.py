@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Relayed fabric Endpoints across the namespace ring (run inside `testbed.sh run
+--lane ring4x2`): h0 -> h2 through h1, TCP transport, every leg over the rails
+of its cable. fabric_relay_node (tests/fabric_relay/) runs each host's part.
+
+Usage: fabric_relay_lane.py CASE FABRIC_RELAY_NODE
+Cases:
+  relay-suite     the suite's operations through h1 (every size Write/Read with the
+                  bytes around checked, FetchAdd old values, records, a fence, a
+                  refused Write named BAD_KEY), then the ordering rule checked by
+                  content at h2 (16 x (8 striped Writes, then a Write with
+                  immediate)); h1's rails toward h2 carried the bytes
+  relay-killed    SIGKILL of the relay host mid-stream
+  relay-stopped   SIGSTOP of the relay host mid-stream
+  target-killed   SIGKILL of the target mid-stream
+  target-stopped  SIGSTOP of the target mid-stream
+  rail-cut        rail 0 of the h1-h2 cable cut with nftables mid-stripe
+  relay-refuses   a target on no cable of h1 (h3) is refused by h1's relay
+  relay-bench     (benchmark, not a ctest case) Write GB/s h0 -> h1 direct against
+                  h0 -> h1 -> h2 relayed, interleaved rounds in one run, medians
+Each fault must end in one error event at h0 within RAILYARD_TIMEOUT_MS (+ slack)
+naming rank, peer, device, rail and sequence; the Endpoint stays failed and the
+source exits at once.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TB = json.load(open(os.environ["TESTBED_JSON"]))
+CASE, NODE = sys.argv[1:3]
+NS = [h["namespace"] for h in TB["hosts"]]
+TIMEOUT_MS = 2000
+SLACK_MS = 2500  # scheduling on a shared box; the bound asserted is TIMEOUT_MS + this
+WORK = tempfile.mkdtemp(prefix="frelay-")
+procs = []
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    cleanup()
+    sys.exit(1)
+
+
+def cleanup():
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            p.kill()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    if os.environ.get("FRELAY_KEEP_LOGS") is None:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def rails(host, toward):
+    """Host's rail addresses on its cable to `toward`, in rail order."""
+    ifs = [i for i in TB["hosts"][host]["interfaces"] if i["peer_host"] == toward]
+    return ",".join(i["ip"] for i in sorted(ifs, key=lambda i: i["rail"]))
+
+
+def ifnames(host, toward):
+    return [i["ifname"] for i in TB["hosts"][host]["interfaces"] if i["peer_host"] == toward]
+
+
+def tx_bytes(host, ifname):
+    out = subprocess.run(["ip", "netns", "exec", NS[host], "cat", f"/sys/class/net/{ifname}/statistics/tx_bytes"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.strip())
+
+
+def cable(a, b):
+    for c in TB["cables"]:
+        if sorted(c["hosts"]) == sorted([a, b]):
+            return c["id"]
+    raise KeyError((a, b))
+
+
+def start(host, args, name):
+    log = open(os.path.join(WORK, name + ".log"), "w")
+    p = subprocess.Popen(["ip", "netns", "exec", NS[host], NODE] + args, stdout=log, stderr=subprocess.STDOUT)
+    procs.append(p)
+    return p
+
+
+def log_of(name):
+    return open(os.path.join(WORK, name + ".log")).read()
+
+
+def wait_file(path, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            return
+        time.sleep(0.02)  # polling for a file, not a barrier
+    fail(f"{what} never wrote {path}")
+
+
+def start_route(target_host=2, ordering=False, timeout_ms=TIMEOUT_MS):
+    t_args = ["target", "--rails", rails(target_host, 1 if target_host == 2 else 2), "--out", f"{WORK}/target"]
+    if ordering:
+        t_args += ["--ordering", "16,8,262221"]
+    target = start(target_host, t_args, "target")
+    relay = start(1, ["relay", "--port", rails(1, 0), "--port", rails(1, 2), "--out", f"{WORK}/relay",
+                      "--timeout-ms", str(timeout_ms)], "relay")
+    wait_file(f"{WORK}/target", "the target")
+    wait_file(f"{WORK}/relay", "the relay")
+    return target, relay
+
+
+def source(scenario, name="source", extra=()):
+    return start(0, ["source", "--rails", rails(0, 1), "--relay", f"{WORK}/relay", "--target", f"{WORK}/target",
+                     "--scenario", scenario, "--timeout-ms", str(TIMEOUT_MS), "--rank", "0"] + list(extra), name)
+
+
+def case_relay_suite():
+    target, relay = start_route(ordering=True)
+    before = sum(tx_bytes(1, i) for i in ifnames(1, 2))
+    s = source("suite")
+    if s.wait(timeout=120) != 0:
+        fail("suite through the relay:\n" + log_of("source"))
+    out = log_of("source")
+    print(out)
+    if "suite ok" not in out or not re.search(r"refused fabric BAD_KEY: rank 0 peer .* via relay .* seq \d+", out):
+        fail("the suite's checks did not all pass, or the refusal was not named")
+    o = source("ordering", "ordering")
+    if o.wait(timeout=120) != 0:
+        fail("ordering through the relay:\n" + log_of("ordering"))
+    deadline = time.monotonic() + 20
+    while "ordering immediates" not in log_of("target") and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling the target's verdict
+    verdict = re.search(r"ordering immediates (\d+) violations (\d+)", log_of("target"))
+    if not verdict or verdict.group(1) != "16" or verdict.group(2) != "0":
+        fail("ordering at the target: " + log_of("target"))
+    if log_of("target").count("record ") != 4:
+        fail("records at the target: " + log_of("target"))
+    carried = sum(tx_bytes(1, i) for i in ifnames(1, 2)) - before
+    if carried < 40 << 20:
+        fail(f"h1's rails toward h2 carried only {carried} bytes")
+    relay.send_signal(signal.SIGTERM)
+    relay.wait(timeout=10)
+    print(log_of("relay"))
+    m = re.search(r"relay opened (\d+) refused (\d+) failed (\d+)", log_of("relay"))
+    # Two routes: the suite's, failed by its refused Write (BAD_KEY), and the ordering
+    # one, closed cleanly by its source.
+    if not m or m.group(1) != "2" or m.group(2) != "0" or m.group(3) != "1" or "BAD_KEY" not in log_of("relay"):
+        fail("the relay's routes did not end as they should: " + log_of("relay"))
+    print(f"ok: suite and ordering (16 immediates, 0 violations) h0 -> h1 -> h2; h1 -> h2 rails carried {carried} bytes")
+
+
+def fault_case(fault):
+    target, relay = start_route()
+    s = source("stream", extra=["--max-seconds", "60"])
+    deadline = time.monotonic() + 60
+    while "streaming" not in log_of("source") and time.monotonic() < deadline:
+        if s.poll() is not None:
+            fail("the stream ended before the fault:\n" + log_of("source"))
+        time.sleep(0.01)  # polling for the stream to be under way
+    if "streaming" not in log_of("source"):
+        fail("the stream never got going:\n" + log_of("source"))
+    fault_at = int(time.time() * 1000)
+    if fault == "relay-killed":
+        relay.send_signal(signal.SIGKILL)
+    elif fault == "relay-stopped":
+        relay.send_signal(signal.SIGSTOP)
+    elif fault == "target-killed":
+        target.send_signal(signal.SIGKILL)
+    elif fault == "target-stopped":
+        target.send_signal(signal.SIGSTOP)
+    elif fault == "rail-cut":
+        subprocess.run([os.environ["TESTBED_SH"], "cut", "--prefix", os.environ["TESTBED_PREFIX"], str(cable(1, 2)), "0"],
+                       check=True)
+    try:
+        rc = s.wait(timeout=(TIMEOUT_MS + SLACK_MS) / 1000 + 20)
+    except subprocess.TimeoutExpired:
+        fail(f"{fault}: the source hung:\n" + log_of("source"))
+    out = log_of("source")
+    print(out)
+    m = re.search(r"error-at-ms (\d+)", out)
+    if rc != 3 or not m:
+        fail(f"{fault}: no error event (exit {rc})")
+    after = int(m.group(1)) - fault_at
+    err = re.search(r"^error (.*)$", out, re.M).group(1)
+    for word in ("rank 0", "peer", "device", "rail", "seq"):
+        if word not in err:
+            fail(f"{fault}: the error does not name {word!r}: {err}")
+    if fault.startswith("relay") and "via relay" not in err:
+        fail(f"{fault}: the error does not name the relay: {err}")
+    if "stays-failed yes" not in out or "closed" not in out:
+        fail(f"{fault}: the endpoint took a new op after failing, or closing hung")
+    if after > TIMEOUT_MS + SLACK_MS:
+        fail(f"{fault}: the error came {after} ms after the fault (timeout {TIMEOUT_MS} ms)")
+    if fault.endswith("stopped") or fault == "rail-cut":
+        if "TIMEOUT" not in err:
+            fail(f"{fault}: expected TIMEOUT: {err}")
+    elif "PEER_CLOSED" not in err and "CONNECT_FAILED" not in err:
+        fail(f"{fault}: expected PEER_CLOSED: {err}")
+    if fault == "rail-cut":
+        subprocess.run([os.environ["TESTBED_SH"], "heal", "--prefix", os.environ["TESTBED_PREFIX"], str(cable(1, 2)), "0"],
+                       check=True)
+    print(f"ok: {fault}: error {after} ms after the fault (timeout {TIMEOUT_MS} ms): {err}")
+
+
+def case_relay_refuses():
+    target, relay = start_route(target_host=3)  # h3 is on no cable of h1
+    s = source("suite")
+    try:
+        s.wait(timeout=(2 * TIMEOUT_MS) / 1000 + 20)
+    except subprocess.TimeoutExpired:
+        fail("the refused route hung:\n" + log_of("source"))
+    out = log_of("source")
+    print(out)
+    if "CONNECT_FAILED" not in out or "refused the route" not in out or "on no cable of this relay" not in out:
+        fail("the source did not get the relay's named refusal")
+    relay.send_signal(signal.SIGTERM)
+    relay.wait(timeout=10)
+    m = re.search(r"relay opened (\d+) refused (\d+)", log_of("relay"))
+    if not m or m.group(1) != "0" or m.group(2) != "1":
+        fail("the relay did not count one refusal and no route: " + log_of("relay"))
+    print("ok: h1 refused a route to h3 (not on its cables), named")
+
+
+def case_relay_bench():
+    start_route(timeout_ms=15000)  # a loaded shared box: no false timeouts while measuring
+    start(1, ["target", "--rails", rails(1, 0), "--out", f"{WORK}/direct"], "direct")
+    wait_file(f"{WORK}/direct", "the direct target")
+    s = source("bench", extra=["--direct", f"{WORK}/direct", "--rounds", os.environ.get("ROUNDS", "5"),
+                               "--timeout-ms", "15000"])
+    try:
+        rc = s.wait(timeout=int(os.environ.get("BENCH_SECONDS", "600")))
+    except subprocess.TimeoutExpired:
+        fail("bench did not finish:\n" + log_of("source") + "\nrelay:\n" + log_of("relay")[-2000:])
+    if rc != 0:
+        fail("bench:\n" + log_of("source"))
+    print(log_of("source"))
+
+
+try:
+    if CASE == "relay-bench":
+        case_relay_bench()
+    elif CASE == "relay-suite":
+        case_relay_suite()
+    elif CASE == "relay-refuses":
+        case_relay_refuses()
+    elif CASE in ("relay-killed", "relay-stopped", "target-killed", "target-stopped", "rail-cut"):
+        fault_case(CASE)
+    else:
+        fail(f"unknown case {CASE}")
+finally:
+    cleanup()
