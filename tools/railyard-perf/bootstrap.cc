@@ -31,10 +31,11 @@ struct Header {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-/// Milliseconds left before `deadline` (0 when past), capped for poll().
+/// Milliseconds left before `deadline` (0 when past), capped for poll(); rounded up, so a
+/// poll() that times out returns at or after the deadline (a timeout is then told apart from
+/// a peer that went away by the clock: Bootstrap::deadline()).
 int MsLeft(Deadline deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   return int(std::clamp<long long>(left.count(), 0, 1 << 30));
 }
 
