@@ -94,6 +94,21 @@ TEST(PerfOptions, RejectsBadCombinations) {
   EXPECT_TRUE(Parse({"-e", "1G"}, &o).ok());
 }
 
+// A negative --dev or --rank names the int range it must lie in; CLI11's NonNegativeNumber
+// printed "not in range 0.000000 to 1797693134862315708145274237317043567980...".
+TEST(PerfOptions, NegativeDevAndRankNameAnIntRange) {
+  Options o;
+  Status s = Parse({"--dev", "-1"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--dev: Value -1 not in range 0 to 2147483647"), std::string::npos) << s.message();
+  EXPECT_LT(s.message().size(), 120u) << s.message();
+  s = Parse({"--rank", "-1", "--nranks", "2", "--root", "127.0.0.1:5000"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--rank: Value -1 not in range 0 to 1023"), std::string::npos) << s.message();
+  EXPECT_TRUE(Parse({"--dev", "3"}, &o).ok());
+  EXPECT_EQ(o.dev, 3);
+}
+
 TEST(PerfOptions, SizeListWalksLikeNcclTests) {
   Options o;
   o.minBytes = 1024;

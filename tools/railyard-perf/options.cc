@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdio>
 #include <limits>
 
@@ -104,7 +105,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       ->capture_default_str()->check(CLI::Range(0, 1));
   app.add_option("-p,--pattern", pattern, "sendrecv | ring | alltoall")
       ->capture_default_str()->check(CLI::IsMember({"sendrecv", "ring", "alltoall"}));
-  app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::Range(0, INT_MAX));
   app.add_option("-T,--timeout", o.timeoutSec, "limit for the whole run, seconds")
       ->capture_default_str()->check(CLI::Range(1, 7 * 24 * 3600));
   auto* pluginOpt = app.add_option(
@@ -115,7 +116,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
                  "testing aid: use ncclNetPlugin_v<N> (6..11) instead of the newest table (NCCL takes the newest)")
       ->check(CLI::Range(6, 11));
   auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(CLI::Range(1, 1024));
-  auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::NonNegativeNumber);
+  auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::Range(0, 1023));
   auto* nranksOpt = app.add_option("--nranks", o.nranks, "number of ranks (multi-host mode)")->check(CLI::Range(1, 1024));
   auto* rootOpt = app.add_option("--root", o.root, "HOST:PORT where rank 0 listens (multi-host mode)");
   npOpt->excludes(rankOpt)->excludes(nranksOpt)->excludes(rootOpt);
