@@ -146,6 +146,11 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   }
   if (o.minBytes > o.maxBytes) return InvalidUsage("-b " + minB + " is larger than -e " + maxB);
   if (o.stepFactor == 1 && o.stepBytes == 0) return InvalidUsage("-i must be > 0 when -f is 1");
+  if (o.stepFactor == 1 && (o.maxBytes - o.minBytes) / o.stepBytes >= kMaxSizes) {
+    return InvalidUsage("-b " + minB + " -e " + maxB + " -i " + stepB + " makes " +
+                        std::to_string((o.maxBytes - o.minBytes) / o.stepBytes + 1) + " sizes (at most " +
+                        std::to_string(kMaxSizes) + "): use a larger -i or -f > 1");
+  }
   o.pattern = *ParsePattern(pattern);
   if (pluginOpt->count() > 0) o.plugin = plugin;
   if (o.np == 0 && rankOpt->count() == 0) o.np = 1;  // plain run: one local rank
