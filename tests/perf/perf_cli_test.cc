@@ -157,3 +157,16 @@ TEST(PerfCli, RanksStoppedByAnotherRanksFailureExit4) {
     std::remove((base + ".e" + std::to_string(k)).c_str());
   }
 }
+
+// A rank started without its rank 0 says at once what it waits for (it was silent until -T:
+// 10 minutes by default), then times out naming rank 0's address (exit 1).
+TEST(PerfCli, RankWithoutRank0SaysWhatItWaitsFor) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  const Result r = RunShell(kPerf + " --plugin " + Lib("11") + " --rank 1 --nranks 2 --root " + where + " -T 1");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(Count(r.err, "railyard-perf: rank 1: waiting for rank 0 at " + where + " (Connection refused)"), 1u)
+      << r.err;
+  EXPECT_NE(r.err.find("timed out connecting to rank 0 at " + where), std::string::npos) << r.err;
+}
