@@ -64,6 +64,13 @@ expect_status 0 "railyard-info --sysfs sysfs-spark" "$INFO" --sysfs "$FIXTURES/s
 rails=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rails"]))' "$tmp/out")
 if [ "$rails" != 4 ]; then echo "FAIL: railyard-info --sysfs sysfs-spark shows $rails rails, expected 4"; failed=1; else echo "ok: 4 rails in the Spark fixture"; fi
 
+# "Cabling: not listened" says why (it printed one guess for every cause): the fixture, and
+# a filter that leaves only loopback (a table rail, never a cabling rail).
+expect_status 0 "railyard-info --sysfs sysfs-spark (text)" "$INFO" --sysfs "$FIXTURES/sysfs-spark" --no-hwloc
+grep -q "^Cabling: not listened (a fixture: --sysfs)" "$tmp/out" || { echo "FAIL: fixture reason: $(grep Cabling "$tmp/out")"; failed=1; }
+expect_status 0 "railyard-info --ifname =lo" "$INFO" --no-hwloc --ifname =lo --listen-ms 100
+grep -q "^Cabling: not listened (no fabric rail: .*lo: loopback" "$tmp/out" || { echo "FAIL: loopback reason: $(grep Cabling "$tmp/out")"; failed=1; }
+
 expect_status 2 "railyardd --interval-ms 100 --dead-ms 50" "$DAEMON" --interval-ms 100 --dead-ms 50
 grep -q -- "--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = 50) must be larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = 100)" "$tmp/err" ||
   { echo "FAIL: railyardd does not name both: $(cat "$tmp/err")"; failed=1; }
