@@ -1,7 +1,7 @@
 // railyard-perf as a program (issue 8.6): every table version NCCL 2.28.9 loads runs end to
 // end through the fake plugin, a test() that leaves sizes unwritten is a WARN, an unwritable
 // --json fails before the run, ranks with different options say so, and --help documents
-// the exit statuses.
+// the exit statuses; in multi-host mode a rank that stops because another failed exits 4.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,6 +16,7 @@
 namespace {
 
 const std::string kPerf = RAILYARD_PERF_BIN;
+const std::string kRailyard = RAILYARD_PLUGIN_LIB;  ///< the real plugin: the fake one is in-process only
 const std::string kDir = RAILYARD_FAKE_PLUGIN_DIR;
 std::string Lib(const std::string& ver) { return kDir + "/libnccl-net-fake" + ver + ".so"; }
 
@@ -128,3 +129,44 @@ TEST(PerfCli, HelpDocumentsEveryExitStatus) {
 }
 
 }  // namespace
+
+// Multi-host mode, 4 ranks sendrecv (pairs 0-1, 2-3) on the real plugin over loopback: rank 0
+// alone has -T 2 (-T is not among the options the ranks compare) and fails on its deadline
+// (exit 1). Ranks 2 and 3 never talk to rank 0 over the plugin: they stop only because rank
+// 0's bootstrap connection went away, which is exit 4 ("this rank stopped only because
+// another rank failed first"). They exited 1, like rank 0, when that happened in a
+// barrier ("bootstrap: recv while barrier #N (waiting for rank 0): Connection reset").
+TEST(PerfCli, RanksStoppedByAnotherRanksFailureExit4) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const std::string base = ::testing::TempDir() + "perf_cli_peer_" + std::to_string(getpid());
+  const std::string common = " --plugin " + kRailyard + " --nranks 4 --root 127.0.0.1:" + std::to_string(port) +
+                             " -p sendrecv -b 1M -e 1M -n 1000000 -w 0 -c 1";
+  std::string cmd = "(RAILYARD_SOCKET_IFNAME==lo; export RAILYARD_SOCKET_IFNAME; ";
+  for (int r = 0; r < 4; ++r) {
+    cmd += kPerf + " --rank " + std::to_string(r) + common + (r == 0 ? " -T 2" : " -T 50") + " >" + base + ".o" +
+           std::to_string(r) + " 2>" + base + ".e" + std::to_string(r) + " & p" + std::to_string(r) + "=$!; ";
+  }
+  cmd += "wait $p0; s0=$?; wait $p1; s1=$?; wait $p2; s2=$?; wait $p3; s3=$?; echo $s0 $s2 $s3)";
+  const Result r = RunShell(cmd);
+  std::string logs;
+  for (int k = 0; k < 4; ++k) logs += "rank " + std::to_string(k) + ": " + Slurp(base + ".e" + std::to_string(k));
+  EXPECT_EQ(r.out, "1 4 4\n") << logs;
+  for (int k = 0; k < 4; ++k) {
+    std::remove((base + ".o" + std::to_string(k)).c_str());
+    std::remove((base + ".e" + std::to_string(k)).c_str());
+  }
+}
+
+// A rank started without its rank 0 says at once what it waits for (it was silent until -T:
+// 10 minutes by default), then times out naming rank 0's address (exit 1).
+TEST(PerfCli, RankWithoutRank0SaysWhatItWaitsFor) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  const Result r = RunShell(kPerf + " --plugin " + Lib("11") + " --rank 1 --nranks 2 --root " + where + " -T 1");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(Count(r.err, "railyard-perf: rank 1: waiting for rank 0 at " + where + " (Connection refused)"), 1u)
+      << r.err;
+  EXPECT_NE(r.err.find("timed out connecting to rank 0 at " + where), std::string::npos) << r.err;
+}

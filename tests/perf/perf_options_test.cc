@@ -94,6 +94,35 @@ TEST(PerfOptions, RejectsBadCombinations) {
   EXPECT_TRUE(Parse({"-e", "1G"}, &o).ok());
 }
 
+// A linear walk of more than kMaxSizes sizes is refused before any rank builds the list
+// (-b 0 -e 1G -i 1 grew every rank's size list towards 8 GiB: 532 MB after 3 s).
+TEST(PerfOptions, TooManySizesAreRefused) {
+  Options o;
+  Status s = Parse({"-b", "0", "-e", "1G", "-i", "1"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("-b 0 -e 1G -i 1 makes 1073741825 sizes (at most 65536)"), std::string::npos)
+      << s.message();
+  ASSERT_TRUE(Parse({"-b", "0", "-e", "65535", "-i", "1"}, &o).ok());  // exactly 65536 sizes
+  EXPECT_EQ(SizeList(o).size(), kMaxSizes);
+  EXPECT_FALSE(Parse({"-b", "0", "-e", "65536", "-i", "1"}, &o).ok());
+  EXPECT_TRUE(Parse({"-b", "0", "-e", "1G", "-f", "2"}, &o).ok());  // a factor walk is short
+}
+
+// A negative --dev or --rank names the int range it must lie in; CLI11's NonNegativeNumber
+// printed "not in range 0.000000 to 1797693134862315708145274237317043567980...".
+TEST(PerfOptions, NegativeDevAndRankNameAnIntRange) {
+  Options o;
+  Status s = Parse({"--dev", "-1"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--dev: Value -1 not in range 0 to 2147483647"), std::string::npos) << s.message();
+  EXPECT_LT(s.message().size(), 120u) << s.message();
+  s = Parse({"--rank", "-1", "--nranks", "2", "--root", "127.0.0.1:5000"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--rank: Value -1 not in range 0 to 1023"), std::string::npos) << s.message();
+  EXPECT_TRUE(Parse({"--dev", "3"}, &o).ok());
+  EXPECT_EQ(o.dev, 3);
+}
+
 TEST(PerfOptions, SizeListWalksLikeNcclTests) {
   Options o;
   o.minBytes = 1024;

@@ -33,6 +33,16 @@ expect_status 0 "railyard-info --help" "$INFO" --help
 expect_status 2 "railyard-tcp-pump --np 1" "$PUMP" --np 1
 expect_status 2 "railyard-tcp-pump -p bogus" "$PUMP" -p bogus
 expect_status 0 "railyard-tcp-pump --help" "$PUMP" --help
+# An empty size range printed nothing and exited 0; a size of 100G (or "-5", read as a huge
+# size_t) killed every rank with bad_alloc ("read results: Success", exit 1); --np with
+# -p pair was silently ignored. All are usage errors naming the option.
+expect_status 2 "railyard-tcp-pump -b 1M -e 1K" "$PUMP" -b 1M -e 1K
+grep -q -- "--minbytes 1048576 is larger than --maxbytes 1024" "$tmp/err" || { echo "FAIL: pump -b > -e: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-tcp-pump -e 100G" "$PUMP" -b 1K -e 100G
+grep -q -- "above the 1G limit" "$tmp/err" || { echo "FAIL: pump -e 100G: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-tcp-pump -b -5" "$PUMP" -b -5
+expect_status 2 "railyard-tcp-pump -p pair --np 5" "$PUMP" -p pair --np 5
+grep -q -- "--np 5: -p pair always runs 2 processes" "$tmp/err" || { echo "FAIL: pump --np with pair: $(cat "$tmp/err")"; failed=1; }
 
 cd "$tmp" || exit 1
 expect_status 0 "railyard-config-doc --help" "$DOC" --help
@@ -41,6 +51,11 @@ grep -q "OUTPUT" "$tmp/out" || { echo "FAIL: railyard-config-doc --help printed 
 expect_status 2 "railyard-config-doc --bogus" "$DOC" --bogus
 expect_status 2 "railyard-config-doc a b" "$DOC" a b
 expect_status 0 "railyard-config-doc out.md" "$DOC" out.md
+# A write error on standard output is exit 1 (it was 0: fwrite's short count was ignored).
+if [ -w /dev/full ]; then
+  expect_status 1 "railyard-config-doc >/dev/full" sh -c '"$1" >/dev/full' sh "$DOC"
+  grep -q "cannot write to standard output" "$tmp/err" || { echo "FAIL: config-doc >/dev/full: $(cat "$tmp/err")"; failed=1; }
+fi
 grep -q "RAILYARD_SOCKET_IFNAME" "$tmp/out.md" || { echo "FAIL: out.md lacks the table"; failed=1; }
 cd - >/dev/null || exit 1
 
@@ -49,6 +64,13 @@ expect_status 0 "railyard-info --sysfs sysfs-spark" "$INFO" --sysfs "$FIXTURES/s
 rails=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rails"]))' "$tmp/out")
 if [ "$rails" != 4 ]; then echo "FAIL: railyard-info --sysfs sysfs-spark shows $rails rails, expected 4"; failed=1; else echo "ok: 4 rails in the Spark fixture"; fi
 
+# "Cabling: not listened" says why (it printed one guess for every cause): the fixture, and
+# a filter that leaves only loopback (a table rail, never a cabling rail).
+expect_status 0 "railyard-info --sysfs sysfs-spark (text)" "$INFO" --sysfs "$FIXTURES/sysfs-spark" --no-hwloc
+grep -q "^Cabling: not listened (a fixture: --sysfs)" "$tmp/out" || { echo "FAIL: fixture reason: $(grep Cabling "$tmp/out")"; failed=1; }
+expect_status 0 "railyard-info --ifname =lo" "$INFO" --no-hwloc --ifname =lo --listen-ms 100
+grep -q "^Cabling: not listened (no fabric rail: .*lo: loopback" "$tmp/out" || { echo "FAIL: loopback reason: $(grep Cabling "$tmp/out")"; failed=1; }
+
 expect_status 2 "railyardd --interval-ms 100 --dead-ms 50" "$DAEMON" --interval-ms 100 --dead-ms 50
 grep -q -- "--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = 50) must be larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = 100)" "$tmp/err" ||
   { echo "FAIL: railyardd does not name both: $(cat "$tmp/err")"; failed=1; }
@@ -56,5 +78,8 @@ expect_status 2 "RAILYARD_DISCOVERY_DEAD_MS=50 railyardd" env RAILYARD_DISCOVERY
 grep -q "RAILYARD_DISCOVERY_DEAD_MS=50 must be larger than RAILYARD_DISCOVERY_INTERVAL_MS=100" "$tmp/err" ||
   { echo "FAIL: railyardd does not name both variables: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyardd --bogus" "$DAEMON" --bogus
+# railyardd --help documents its exit statuses like every other tool (it said nothing).
+expect_status 0 "railyardd --help" "$DAEMON" --help
+grep -q "^Exit status: 0 stopped by SIGTERM/SIGINT" "$tmp/out" || { echo "FAIL: railyardd --help has no exit statuses"; failed=1; }
 
 exit $failed

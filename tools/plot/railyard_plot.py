@@ -16,10 +16,12 @@ configuration has its baseline beside it. Sizes are on a log2 axis.
   railyard-perf -np 2 -p sendrecv -b 64K -e 64M -f 4 --json run.json
   railyard-plot run.json -o run.png
 
-Output: PNG (or SVG/PDF, by the extension of -o; default railyard-perf.png).
+Output: PNG (or SVG/PDF, by the extension of -o, which must be .png, .svg or .pdf;
+default railyard-perf.png); a missing directory of -o is created.
 Needs matplotlib (Debian: python3-matplotlib). If the python3 found first on PATH
 lacks it and /usr/bin/python3 has it, the command re-runs itself with that one.
-Exit status: 0 written, 2 bad input (the message names the file and the problem).
+Exit status: 0 written, 1 the output could not be written, 2 bad input or options
+(the message names the file or option and the problem).
 
 The drawing functions (plot_sweep, plot_bars) are also used by
 tools/bench/bench_plots.py for the figures of docs/benchmarks.md.
@@ -31,6 +33,9 @@ import statistics
 import sys
 
 SYSTEM_PYTHON = "/usr/bin/python3"
+
+#: What -o may end in (the extension chooses matplotlib's backend).
+OUTPUT_FORMATS = (".png", ".svg", ".pdf")
 
 
 class InputError(Exception):
@@ -249,6 +254,13 @@ def main(argv=None):
                    help="railyard-perf column to plot (default busbw)")
     p.add_argument("--title", default=None, help="plot title")
     a = p.parse_args(argv)
+    ext = os.path.splitext(a.output)[1].lower()
+    if ext not in OUTPUT_FORMATS:
+        # Checked before anything is read: matplotlib would otherwise raise a ValueError
+        # traceback (exit 1) for "-o run.jpeg2", and write a hidden ".png" for "-o ''".
+        print(f"railyard-plot: -o {a.output!r}: the extension must be one of "
+              f"{', '.join(OUTPUT_FORMATS)} (it chooses the format)", file=sys.stderr)
+        return 2
     try:
         series = build_series(a.runs, a.baseline, a.metric)
         title = a.title or f"railyard-perf {a.metric} against message size"
@@ -261,6 +273,9 @@ def main(argv=None):
             _reexec_with_system_python()
         print(f"railyard-plot: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"railyard-plot: cannot write {a.output}: {e.strerror or e}", file=sys.stderr)
+        return 1
     print(f"railyard-plot: wrote {a.output}")
     return 0
 

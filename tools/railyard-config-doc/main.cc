@@ -6,7 +6,9 @@
 //        railyard-config-doc --help
 // Exit status: 0 on success, 1 on a write error, 2 on bad usage (an unknown option, more
 // than one path; a path starting with '-' must follow "--").
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -26,14 +28,20 @@ int main(int argc, char** argv) {
   }
   const std::string md = railyard::env::RenderMarkdown();
   if (output.empty()) {
-    std::fwrite(md.data(), 1, md.size(), stdout);
-    return std::fflush(stdout) == 0 ? 0 : 1;
+    // fwrite of more than the stdio buffer goes straight to the fd: its short count (or
+    // the stream's error flag), not fflush, is where a full disk or a closed pipe shows.
+    const bool written = std::fwrite(md.data(), 1, md.size(), stdout) == md.size();
+    if (!written || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "railyard-config-doc: cannot write to standard output: %s\n", std::strerror(errno));
+      return 1;
+    }
+    return 0;
   }
   std::ofstream out(output, std::ios::binary | std::ios::trunc);
   out << md;
   out.close();
   if (!out) {
-    std::fprintf(stderr, "railyard-config-doc: cannot write %s\n", output.c_str());
+    std::fprintf(stderr, "railyard-config-doc: cannot write %s: %s\n", output.c_str(), std::strerror(errno));
     return 1;
   }
   return 0;

@@ -216,7 +216,8 @@ class CablingSection : public SectionPrinter {
   std::string name() const override { return "cabling"; }
   void PrintText(const InfoContext& ctx, std::ostream& out) const override {
     if (ctx.graph == nullptr) {
-      out << "Cabling: not listened (a fixture, no rails, or --listen-ms 0)\n\n";
+      out << "Cabling: not listened ("
+          << (ctx.notListened.empty() ? "a fixture, no rails, or --listen-ms 0" : ctx.notListened) << ")\n\n";
       return;
     }
     out << topology::GraphToText(*ctx.graph, ctx.self) << "\n";
@@ -305,14 +306,30 @@ int Run(int argc, char** argv) {
   InfoContext ctx{options, rails, skipped, verbose};
   std::unique_ptr<proxy::Router> router;
   topology::ClusterGraph graph;
-  if (listenMs > 0 && !options.interfaces) {  // live machine only
+  if (listenMs <= 0) {
+    ctx.notListened = "--listen-ms 0";
+  } else if (options.interfaces) {
+    ctx.notListened = "a fixture: --sysfs";
+  } else {  // live machine only
     const env::Config* config = nullptr;
     std::vector<proxy::FabricRail> fabricRails;
-    if (env::Load(&config).ok() &&
-        proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails, nullptr,
-                                 options.ifnameFilterSource)
-            .ok() &&
-        !fabricRails.empty()) {
+    std::string whyNone;
+    Status fs;
+    if (Status ls = env::Load(&config); !ls.ok()) {
+      ctx.notListened = ls.message();
+    } else if (fs = proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails, &whyNone,
+                                             options.ifnameFilterSource);
+               !fs.ok()) {
+      ctx.notListened = "rail selection failed: " + fs.message();
+    } else if (fabricRails.empty()) {
+      // The table's rails may include loopback (named by the filter); the cabling protocol
+      // runs only on fabric rails (IPv4, not loopback, no default route unless named exactly).
+      std::string why = whyNone;
+      for (const Rail& r : rails) {  // table rails SelectFabricRails drops without a reason
+        if (r.netdev == "lo") why += (why.empty() ? "" : "; ") + r.netdev + ": loopback (never a cabling rail)";
+      }
+      ctx.notListened = "no fabric rail: " + (why.empty() ? std::string("none found") : why);
+    } else {
       proxy::RouterOptions fo;
       fo.hostName = config->hostName;
       if (fo.hostName.empty()) {
@@ -327,7 +344,9 @@ int Run(int argc, char** argv) {
         std::cerr << "railyard-info: " << ks.message() << "\n";
         return 1;
       }
-      if (proxy::Router::Start(fabricRails, fo, &router).ok()) {
+      if (Status rs = proxy::Router::Start(fabricRails, fo, &router); !rs.ok()) {
+        ctx.notListened = "the cabling agent did not start: " + rs.message();
+      } else {
         // Wake on every graph change; return once listenMs has passed.
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(listenMs);
         while (std::chrono::steady_clock::now() < until) {

@@ -25,6 +25,9 @@ struct InfoContext {
   /// no rails, or --listen-ms 0), and this host's id in it.
   const topology::ClusterGraph* graph = nullptr;
   uint64_t self = 0;
+  /// When graph is NULL: why the cabling protocol was not listened to (e.g. "--listen-ms 0",
+  /// "no fabric rail: lo: loopback ..."), printed after "Cabling: not listened".
+  std::string notListened;
 };
 
 /// One section of the report. Sections are printed in registration order (see

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <netdb.h>
@@ -31,10 +32,11 @@ struct Header {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-/// Milliseconds left before `deadline` (0 when past), capped for poll().
+/// Milliseconds left before `deadline` (0 when past), capped for poll(); rounded up, so a
+/// poll() that times out returns at or after the deadline (a timeout is then told apart from
+/// a peer that went away by the clock: Bootstrap::deadline()).
 int MsLeft(Deadline deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   return int(std::clamp<long long>(left.count(), 0, 1 << 30));
 }
 
@@ -233,6 +235,7 @@ Status Bootstrap::Join(const std::string& host, int port, int rank, int nranks, 
   RY_RETURN_IF_ERROR(ResolveIpv4(host, port, &addr));
   const std::string where = host + ":" + std::to_string(port);
   int fd = -1;
+  bool saidWaiting = false;
   for (;;) {
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return SystemError(Errno("bootstrap: socket"));
@@ -246,7 +249,13 @@ Status Bootstrap::Join(const std::string& host, int port, int rank, int nranks, 
       return SystemError(Errno(("bootstrap: connect to rank 0 at " + where).c_str()));
     }
     // Rank 0 is not listening yet (multi-host start): retry with a short back-off
-    // until the deadline. This is a retry delay, not a synchronisation point.
+    // until the deadline. This is a retry delay, not a synchronisation point. Said once,
+    // so that a rank started without (or before) its rank 0 is not silent until -T.
+    if (!saidWaiting) {
+      saidWaiting = true;
+      std::fprintf(stderr, "railyard-perf: rank %d: waiting for rank 0 at %s (%s); retrying until the -T limit\n",
+                   rank, where.c_str(), std::strerror(err));
+    }
     const int ms = std::min(MsLeft(deadline), 100);
     if (ms <= 0) return SystemError("bootstrap: timed out connecting to rank 0 at " + where);
     (void)poll(nullptr, 0, ms);

@@ -61,6 +61,9 @@ class Bootstrap {
   int rank() const { return rank_; }
   /// Number of ranks in the run.
   int nranks() const { return nranks_; }
+  /// The deadline every collective must meet (CreateRoot's / Join's); a collective that
+  /// fails before it failed because a peer's connection closed or broke, not by timing out.
+  Deadline deadline() const { return deadline_; }
 
   /// Every rank contributes `bytes` bytes; `all` (nranks × bytes) receives them
   /// in rank order on every rank.

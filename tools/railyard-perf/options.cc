@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdio>
 #include <limits>
 
@@ -114,7 +115,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       ->capture_default_str()->check(CLI::IsMember({"sum", "prod", "max", "min", "avg"}));
   app.add_option("--one-sided", o.oneSided, "table the gin-* patterns drive: rma-v14 | rma-v13 | gin-v11")
       ->capture_default_str()->check(CLI::IsMember({"rma-v14", "rma-v13", "gin-v11"}));
-  app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::Range(0, INT_MAX));
   app.add_option("-T,--timeout", o.timeoutSec, "limit for the whole run, seconds")
       ->capture_default_str()->check(CLI::Range(1, 7 * 24 * 3600));
   auto* pluginOpt = app.add_option(
@@ -125,7 +126,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
                  "testing aid: use ncclNetPlugin_v<N> (6..11) instead of the newest table (NCCL takes the newest)")
       ->check(CLI::Range(6, 11));
   auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(CLI::Range(1, 1024));
-  auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::NonNegativeNumber);
+  auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::Range(0, 1023));
   auto* nranksOpt = app.add_option("--nranks", o.nranks, "number of ranks (multi-host mode)")->check(CLI::Range(1, 1024));
   auto* rootOpt = app.add_option("--root", o.root, "HOST:PORT where rank 0 listens (multi-host mode)");
   npOpt->excludes(rankOpt)->excludes(nranksOpt)->excludes(rootOpt);
@@ -155,6 +156,11 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   }
   if (o.minBytes > o.maxBytes) return InvalidUsage("-b " + minB + " is larger than -e " + maxB);
   if (o.stepFactor == 1 && o.stepBytes == 0) return InvalidUsage("-i must be > 0 when -f is 1");
+  if (o.stepFactor == 1 && (o.maxBytes - o.minBytes) / o.stepBytes >= kMaxSizes) {
+    return InvalidUsage("-b " + minB + " -e " + maxB + " -i " + stepB + " makes " +
+                        std::to_string((o.maxBytes - o.minBytes) / o.stepBytes + 1) + " sizes (at most " +
+                        std::to_string(kMaxSizes) + "): use a larger -i or -f > 1");
+  }
   o.pattern = *ParsePattern(pattern);
   if (pluginOpt->count() > 0) o.plugin = plugin;
   if (o.np == 0 && rankOpt->count() == 0) o.np = 1;  // plain run: one local rank

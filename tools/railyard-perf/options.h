@@ -15,6 +15,9 @@ namespace railyard::perf {
 /// Largest message railyard-perf accepts for -b/-e (NCCL never posts more than
 /// 1 GiB per request, and v8 plugins take int sizes).
 inline constexpr std::size_t kMaxBytes = std::size_t{1} << 30;
+/// Most message sizes one run walks (-b..-e by -i or -f): 65536. "-b 0 -e 1G -i 1" would
+/// otherwise make every rank build a list of 2^30 sizes (8 GiB) before it sends a byte.
+inline constexpr std::size_t kMaxSizes = std::size_t{1} << 16;
 
 /// Everything the command line selects. Defaults follow nccl-tests where it has
 /// the same flag; differences are documented next to the field.

@@ -84,6 +84,14 @@ class Runner {
   }
   /// Every rank reports whether `local` succeeded; fails on every rank if one did.
   Status Agree(const Status& local, const char* step);
+  /// The result of a bootstrap collective; a failure before the bootstrap's deadline
+  /// (a peer closed or reset its connection: it exited or failed first) marks this rank's
+  /// error as secondary (exit 4), as PeersAlive does. A timeout (the deadline passed)
+  /// stays this rank's own failure (exit 1).
+  Status Together(Status s) {
+    if (!s.ok() && Clock::now() < boot_.deadline()) secondary_ = true;
+    return s;
+  }
   /// CheckPeers; a failure marks this rank's error as secondary.
   Status PeersAlive() {
     Status s = boot_.CheckPeers();
@@ -130,7 +138,7 @@ constexpr int kSizeUnwritten = INT_MIN;
 Status Runner::CheckSameOptions() {
   const RunShape mine = ShapeOf(opts_);
   std::vector<RunShape> all(static_cast<std::size_t>(n_));
-  RY_RETURN_IF_ERROR(boot_.AllGather(&mine, sizeof(mine), all.data()));
+  RY_RETURN_IF_ERROR(Together(boot_.AllGather(&mine, sizeof(mine), all.data())));
   for (int r = 1; r < n_; ++r) {
     const std::string diff = ShapeDifference(all[std::size_t(r)], r, all[0], 0);
     if (!diff.empty()) {
@@ -153,7 +161,7 @@ Status Runner::Agree(const Status& local, const char* step) {
     quiet_ = all && me_ != 0;
     return local;
   }
-  if (!s.ok()) return s;
+  if (!s.ok()) return Together(s);
   std::string failed;
   for (int r = 0; r < n_; ++r) {
     if (flags[std::size_t(r)] != 0) failed += (failed.empty() ? "" : ",") + std::to_string(r);
@@ -175,7 +183,7 @@ Status Runner::OpenPlugin() {
   // NCCL passes the same comm hash to init on every rank: rank 0 draws it.
   std::uint64_t id = me_ == 0 ? std::random_device{}() * 0x100000001ull ^ std::uint64_t(getpid()) : 0;
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(n_));
-  RY_RETURN_IF_ERROR(boot_.AllGather(&id, sizeof(id), ids.data()));
+  RY_RETURN_IF_ERROR(Together(boot_.AllGather(&id, sizeof(id), ids.data())));
   req.commId = ids[0];
 
   std::vector<std::string> log;
@@ -224,7 +232,7 @@ Status Runner::Connect() {
     recvs_.push_back(std::move(c));
   }
   std::vector<char> all(std::size_t(n_) * mine.size());
-  RY_RETURN_IF_ERROR(boot_.AllGather(mine.data(), mine.size(), all.data()));
+  RY_RETURN_IF_ERROR(Together(boot_.AllGather(mine.data(), mine.size(), all.data())));
   for (int q : peers_.sendTo) {
     auto c = std::make_unique<Conn>();
     c->peer = q;
@@ -409,22 +417,22 @@ Status Runner::RunSize(std::size_t sizeIndex, std::size_t requested, Row* row) {
     for (int it = 0; it < opts_.iters; ++it) {
       const int key = base + 1 + it;
       Prepare(l, key);
-      RY_RETURN_IF_ERROR(boot_.Barrier());
+      RY_RETURN_IF_ERROR(Together(boot_.Barrier()));
       const auto t0 = Clock::now();
       RY_RETURN_IF_ERROR(Exchange(ops, "a timed iteration"));
       seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       wrong += Verify(l, key);
     }
   } else {
-    RY_RETURN_IF_ERROR(boot_.Barrier());
+    RY_RETURN_IF_ERROR(Together(boot_.Barrier()));
     const auto t0 = Clock::now();
     for (int it = 0; it < opts_.iters; ++it) RY_RETURN_IF_ERROR(Exchange(ops, "a timed iteration"));
     seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   double t[1] = {seconds * 1e6 / opts_.iters};
   double w[1] = {double(wrong)};
-  RY_RETURN_IF_ERROR(boot_.AllReduce(t, ReduceOp::kMax));
-  RY_RETURN_IF_ERROR(boot_.AllReduce(w, ReduceOp::kSum));
+  RY_RETURN_IF_ERROR(Together(boot_.AllReduce(t, ReduceOp::kMax)));
+  RY_RETURN_IF_ERROR(Together(boot_.AllReduce(w, ReduceOp::kSum)));
   row->bytes = l.totalBytes;
   row->count = l.count;
   row->timeUs = t[0];
@@ -461,7 +469,7 @@ Status Runner::Run(long long* wrongTotal) {
   std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] speed %d Mbps", me_,
                 int(getpid()), host, opts_.dev, props_.name ? props_.name : "?", props_.speed);
   std::vector<char> lines(std::size_t(n_) * sizeof(line));
-  RY_RETURN_IF_ERROR(boot_.AllGather(line, sizeof(line), lines.data()));
+  RY_RETURN_IF_ERROR(Together(boot_.AllGather(line, sizeof(line), lines.data())));
 
   // A failure from here on is returned at once: the other ranks may be spinning
   // on plugin calls that wait for this one; they notice it has gone (the
@@ -507,7 +515,7 @@ Status Runner::Run(long long* wrongTotal) {
   Status json;
   if (me_ == 0 && !opts_.jsonPath.empty()) json = WriteJson(opts_.jsonPath, info_, rows);
   // Everyone has finished its last test() before anyone closes a connection.
-  RY_RETURN_IF_ERROR(boot_.Barrier());
+  RY_RETURN_IF_ERROR(Together(boot_.Barrier()));
   return json;
 }
 

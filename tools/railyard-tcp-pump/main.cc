@@ -109,6 +109,9 @@ void Pump(const std::vector<int>& out, const char* src, const std::vector<int>& 
   }
 }
 
+/// Largest message (and buffer per rank and direction), bytes: 1 GiB, as railyard-perf's -e.
+constexpr size_t kMaxPumpBytes = size_t{1} << 30;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,19 +120,35 @@ int main(int argc, char** argv) {
   std::string pattern = "pair";
   size_t minBytes = 64 << 10, maxBytes = 256 << 20;
   double factor = 2;
-  app.add_option("-n,--iters", iters, "timed iterations per size")->check(CLI::PositiveNumber);
-  app.add_option("-w,--warmup", warmup, "untimed iterations per size")->check(CLI::NonNegativeNumber);
-  app.add_option("-s,--streams", streams, "TCP streams per connection")->check(CLI::Range(1, 64));
-  app.add_option("--np", nranks, "processes")->check(CLI::Range(2, 16));
-  app.add_option("-p,--pattern", pattern, "oneway | pair | ring")->check(CLI::IsMember({"oneway", "pair", "ring"}));
+  app.add_option("-n,--iters", iters, "timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("-w,--warmup", warmup, "untimed iterations per size")->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  app.add_option("-s,--streams", streams, "TCP streams per connection")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--np", nranks, "processes (-p ring only; oneway and pair use 2)")->capture_default_str()->check(CLI::Range(2, 16));
+  app.add_option("-p,--pattern", pattern, "oneway | pair | ring")->capture_default_str()->check(CLI::IsMember({"oneway", "pair", "ring"}));
   app.add_option("-b,--minbytes", minBytes, "smallest message (bytes; K/M/G suffixes are powers of 1024)")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("-e,--maxbytes", maxBytes, "largest message (bytes; K/M/G suffixes are powers of 1024)")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("-f,--stepfactor", factor, "size multiplier")->check(CLI::Range(1.01, 1024.0));
+      ->capture_default_str()->transform(CLI::AsSizeValue(false));
+  app.add_option("-e,--maxbytes", maxBytes, "largest message (bytes; K/M/G suffixes are powers of 1024), at most 1G")
+      ->capture_default_str()->transform(CLI::AsSizeValue(false));
+  app.add_option("-f,--stepfactor", factor, "size multiplier")->capture_default_str()->check(CLI::Range(1.01, 1024.0));
   app.footer("Exit status: 0 done, 1 a socket or process failed, 2 usage error.");
   if (std::optional<int> exitNow = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-tcp-pump")) {
     return *exitNow;
+  }
+  // Usage errors the option checks cannot see (exit 2, as a bad flag): an empty size range
+  // would print nothing and exit 0, a size above 1 GiB (CLI11 reads "-5" as a huge size_t)
+  // would make every rank die in its buffer allocation, and --np means nothing outside ring.
+  auto usage = [](const std::string& what) {
+    std::fprintf(stderr, "railyard-tcp-pump: %s\nRun with --help for more information.\n", what.c_str());
+    return railyard::tools::kUsageExit;
+  };
+  if (maxBytes > kMaxPumpBytes) {
+    return usage("--maxbytes " + std::to_string(maxBytes) + " is above the 1G limit (each rank allocates it twice)");
+  }
+  if (minBytes > maxBytes) {
+    return usage("--minbytes " + std::to_string(minBytes) + " is larger than --maxbytes " + std::to_string(maxBytes));
+  }
+  if (pattern != "ring" && app.count("--np") > 0 && nranks != 2) {
+    return usage("--np " + std::to_string(nranks) + ": -p " + pattern + " always runs 2 processes (--np is for -p ring)");
   }
   if (pattern != "ring") nranks = 2;
 

@@ -123,6 +123,11 @@ int main(int argc, char** argv) {
   app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 address:port of its control socket (port 0: any)");
   app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
   app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
+  app.footer(
+      "Exit status: 0 stopped by SIGTERM/SIGINT (serve), or the graph printed (--wait-hosts); 1 --wait-hosts\n"
+      "timed out or was interrupted (the graph so far is printed); 2 usage or configuration error (a bad flag or\n"
+      "RAILYARD_* value, no rail, an unusable cluster key, an expert store that cannot be served, another\n"
+      "railyardd on this host).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
