@@ -233,6 +233,7 @@ FabricError TcpTarget::Advance() {
           ev.kind = EventKind::kImmediate;
           ev.op = OpType::kWrite;
           ev.value = s.imm;
+          ev.bytes = s.bytes;
           ev.peer = peer_;
           worker_->Emit(std::move(ev));
         }
