@@ -9,6 +9,8 @@ namespace railyard::proxy::nccl {
 namespace {
 /// Cookie bit of the hello and close notices (not a request).
 constexpr uint64_t kControlCookie = 1ull << 38;
+/// Cookie bit of an eager Write (low bits: its bounce slot; the request is done already).
+constexpr uint64_t kBounceCookie = 1ull << 37;
 }  // namespace
 
 FabricSendComm::FabricSendComm(CommWorker* cw, size_t deviceIndex, int timeoutMs)
@@ -112,13 +114,19 @@ Status FabricSendComm::IsendFabric(const void* data, size_t size, int tag, const
   SendRequest& r = requests_[static_cast<size_t>(idx)];
   const uint32_t cell = static_cast<uint32_t>((m.seq % 32) * kMaxRecvs + m.slot);
   const uint32_t imm = (peerCommId_ << kImmCommShift) | cell;
-  RY_RETURN_IF_ERROR(ep_->Write(src, keys_[m.seq % 32][m.slot], m.entry.addr,
-                                (uint64_t{id_} << kCookieCommShift) | static_cast<uint64_t>(idx), imm));
+  const int bounce = size > 0 && size <= kEagerBytes ? TakeBounce(data, size, &src) : -1;
+  const uint64_t cookie = (uint64_t{id_} << kCookieCommShift) |
+                          (bounce >= 0 ? kBounceCookie | static_cast<uint64_t>(bounce) : static_cast<uint64_t>(idx));
+  if (Status s = ep_->Write(src, keys_[m.seq % 32][m.slot], m.entry.addr, cookie, imm); !s.ok()) {
+    if (bounce >= 0) bounceFree_.push_back(bounce);
+    return s;
+  }
   free_.pop_back();
   r.inUse = true;
-  r.done = false;
+  r.done = bounce >= 0;  // eager: the data is in the bounce slot, NCCL's buffer is free
   r.size = size;
   r.error = Status::Ok();
+  cw_->DriveLocked();  // the Write goes out now, not at the next call
   NoteLocalRank(tag);
   *request = &r;
   return Status::Ok();
@@ -142,6 +150,28 @@ Status FabricSendComm::Test(Request* request, int* done, int* sizes) {
   r->inUse = false;
   free_.push_back(static_cast<int>(r - requests_.data()));
   return Status::Ok();
+}
+
+int FabricSendComm::TakeBounce(const void* data, size_t size, fabric::LocalSlice* src) {
+  if (bounce_.empty() && !bounceFailed_) {
+    bounce_.resize(kEagerSlots * kEagerBytes);
+    Status s = cw_->domain().Register(bounce_.data(), bounce_.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost,
+                                      &bounceRegion_);
+    if (!s.ok()) {
+      RY_INFO(log::kNet, "send comm to %s: no eager slots (%s)", peer_.ToString().c_str(), s.message().c_str());
+      bounce_.clear();
+      bounceFailed_ = true;
+      return -1;
+    }
+    for (int i = kEagerSlots - 1; i >= 0; --i) bounceFree_.push_back(i);
+  }
+  if (bounceFree_.empty()) return -1;
+  const int slot = bounceFree_.back();
+  bounceFree_.pop_back();
+  const uint64_t offset = static_cast<uint64_t>(slot) * kEagerBytes;
+  std::memcpy(bounce_.data() + offset, data, size);
+  *src = fabric::LocalSlice{bounceRegion_, offset, size};
+  return slot;
 }
 
 void FabricSendComm::OnCts(const fabric::Event& e) {
@@ -192,6 +222,12 @@ void FabricSendComm::OnEvent(const fabric::Event& e) {
     if (e.kind == EventKind::kError) Poisoned(e.error.ToStatus());
     return;
   }
+  if ((e.cookie & kBounceCookie) != 0) {
+    // An eager send's Write: its request completed at isend; a failure fails the comm.
+    bounceFree_.push_back(static_cast<int>(e.cookie & 0xff));
+    if (e.kind == EventKind::kError) Poisoned(e.error.ToStatus());
+    return;
+  }
   const uint64_t idx = e.cookie & ((1ull << kCookieCommShift) - 1);
   if (idx >= requests_.size() || !requests_[idx].inUse) return;
   SendRequest& r = requests_[idx];
@@ -221,6 +257,8 @@ void FabricSendComm::Close() {
   ep_.reset();
   if (fifoRegion_ != nullptr) (void)cw_->domain().Deregister(fifoRegion_);
   fifoRegion_ = nullptr;
+  if (bounceRegion_ != nullptr) (void)cw_->domain().Deregister(bounceRegion_);
+  bounceRegion_ = nullptr;
 }
 
 }  // namespace railyard::proxy::nccl

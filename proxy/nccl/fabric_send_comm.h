@@ -5,7 +5,11 @@
 // (striped over the rails by the fabric for large messages): the immediate names
 // the receiving comm and the (seq, slot) cell, and arrives after every byte of the
 // data, carrying the message size (fabric::Event::bytes). The request is done when
-// the fabric reports the Write landed.
+// the fabric reports the Write landed, except for small messages (eager path): a
+// message of at most kEagerBytes is copied into one of the comm's registered
+// bounce slots and its request is done at once (NCCL may reuse the buffer), so a
+// small send's latency is the receiver's CTS plus one Write, with no wait for the
+// fabric's acknowledgement; the slot is free again when that Write has landed.
 #pragma once
 
 #include <array>
@@ -32,6 +36,10 @@ class FabricSendComm final : public SendComm, public CommClient {
  public:
   /// Sends allowed in flight: NCCL_NET_MAX_REQUESTS × maxRecvs.
   static constexpr int kMaxRequests = 32 * kMaxRecvs;
+  /// Largest message sent through a bounce slot (eager completion), bytes.
+  static constexpr uint64_t kEagerBytes = 64 * 1024;
+  /// Bounce slots per comm (allocated and registered at the first small send).
+  static constexpr int kEagerSlots = 8;
 
   /// Registers the FIFO, connects an Endpoint to the listener's Worker and sends the
   /// hello (both complete in the background: errors surface in isend/test).
@@ -62,6 +70,9 @@ class FabricSendComm final : public SendComm, public CommClient {
   void Poisoned(const Status& s);
   Status CheckEndpoint();
   void OnCts(const fabric::Event& e);
+  /// A free bounce slot holding a copy of [data, + size), or -1 (none free, or the
+  /// slots could not be registered: the send then goes from NCCL's buffer).
+  int TakeBounce(const void* data, size_t size, fabric::LocalSlice* src);
 
   CommWorker* cw_;
   size_t dev_;
@@ -83,6 +94,10 @@ class FabricSendComm final : public SendComm, public CommClient {
   Clock::time_point waitingSince_{};
   Clock::time_point created_ = Clock::now();
   bool closed_ = false;
+  std::vector<char> bounce_;  ///< kEagerSlots × kEagerBytes, empty until the first small send
+  const fabric::Region* bounceRegion_ = nullptr;
+  std::vector<int> bounceFree_;
+  bool bounceFailed_ = false;
 };
 
 }  // namespace railyard::proxy::nccl
