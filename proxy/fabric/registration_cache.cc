@@ -1,0 +1,72 @@
+#include "proxy/fabric/registration_cache.h"
+
+#include <cstdio>
+#include <string>
+
+namespace railyard::fabric {
+
+RegistrationCache::~RegistrationCache() {
+  std::lock_guard lock(mu_);
+  for (auto& [base, e] : byBase_) (void)domain_.Deregister(e.region);
+  byBase_.clear();
+}
+
+Status RegistrationCache::Acquire(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind,
+                                  const Region** out) {
+  const auto a = reinterpret_cast<uint64_t>(addr);
+  std::lock_guard lock(mu_);
+  if (addr != nullptr && bytes > 0 && ValidAccess(access)) {
+    // Every live region starting at or below addr, nearest first.
+    for (auto it = byBase_.upper_bound(a); it != byBase_.begin();) {
+      --it;
+      const Region& r = *it->second.region;
+      if (r.kind == kind && (r.access & access) == access && r.Contains(a, bytes)) {
+        ++it->second.refs;
+        ++reuses_;
+        *out = it->second.region;
+        return Status::Ok();
+      }
+    }
+  }
+  const Region* region = nullptr;
+  Status s = domain_.Register(addr, bytes, access, kind, &region);
+  if (!s.ok()) return s;
+  byBase_.emplace(region->base, Entry{region, 1});
+  ++registrations_;
+  *out = region;
+  return Status::Ok();
+}
+
+Status RegistrationCache::Release(const Region* region) {
+  std::lock_guard lock(mu_);
+  if (region != nullptr) {
+    auto [lo, hi] = byBase_.equal_range(region->base);
+    for (auto it = lo; it != hi; ++it) {
+      if (it->second.region != region) continue;
+      if (--it->second.refs > 0) return Status::Ok();
+      byBase_.erase(it);
+      return domain_.Deregister(region);
+    }
+  }
+  char what[96];
+  std::snprintf(what, sizeof(what), "region %p", static_cast<const void*>(region));
+  return InvalidArgument(std::string("registration cache: release of ") + what +
+                         ", which it did not hand out or whose counts are all released");
+}
+
+uint64_t RegistrationCache::References(const Region* region) const {
+  std::lock_guard lock(mu_);
+  if (region == nullptr) return 0;
+  auto [lo, hi] = byBase_.equal_range(region->base);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second.region == region) return it->second.refs;
+  }
+  return 0;
+}
+
+RegistrationCache::Stats RegistrationCache::stats() const {
+  std::lock_guard lock(mu_);
+  return Stats{registrations_, reuses_, byBase_.size()};
+}
+
+}  // namespace railyard::fabric

@@ -1,0 +1,68 @@
+// RegistrationCache: registrations of one Domain shared by everything in the process
+// (NCCL's regMr, the storage tiers' arenas, GIN/RMA windows, CollNet staging), so a
+// range that is already registered is reused instead of registered (and pinned) again.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "env/status.h"
+#include "proxy/fabric/domain.h"
+
+namespace railyard::fabric {
+
+/// Reference-counted registrations over one Domain. Thread-safe.
+///
+/// Acquire reuses a live Region that covers the whole requested range, grants at
+/// least the requested access and has the same memory kind (a superset is fine: a
+/// region registered for remote read and write serves a request for remote read).
+/// Anything else registers a new Region of exactly the requested range and access;
+/// overlapping registrations are allowed (as with ibv_reg_mr). Lookup costs
+/// O(live regions starting at or below the address); processes hold tens, not
+/// thousands.
+class RegistrationCache {
+ public:
+  /// Counters for diagnostics and tests.
+  struct Stats {
+    uint64_t registrations = 0;  ///< Domain::Register calls that succeeded
+    uint64_t reuses = 0;         ///< Acquires served by a live Region
+    uint64_t live = 0;           ///< Regions registered now
+  };
+
+  /// `domain` must outlive the cache; the cache must be empty (every Acquire
+  /// released) when destroyed, or the regions left are deregistered then.
+  explicit RegistrationCache(Domain& domain) : domain_(domain) {}
+  ~RegistrationCache();
+  RegistrationCache(const RegistrationCache&) = delete;
+  RegistrationCache& operator=(const RegistrationCache&) = delete;
+
+  /// A Region covering [addr, addr + bytes) with at least `access` and of `kind`:
+  /// a live one (its count goes up) or a new Domain::Register. Errors as
+  /// Domain::Register (InvalidArgument for NULL, 0 bytes, a wrapping range or bad
+  /// access bits; InvalidUsage for device memory the transport cannot reach);
+  /// `*out` is unchanged on error.
+  Status Acquire(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out);
+  /// Drops one count taken by Acquire; the last one deregisters the Region (after
+  /// which no byte lands in it or leaves it). InvalidArgument for a region this
+  /// cache did not hand out or whose counts are all released.
+  Status Release(const Region* region);
+  /// Counts taken on `region` and not released (0 for one not handed out here).
+  uint64_t References(const Region* region) const;
+  Stats stats() const;
+  Domain& domain() { return domain_; }
+
+ private:
+  struct Entry {
+    const Region* region = nullptr;
+    uint64_t refs = 0;
+  };
+
+  Domain& domain_;
+  mutable std::mutex mu_;
+  std::multimap<uint64_t, Entry> byBase_;  ///< live regions by base address
+  uint64_t registrations_ = 0;
+  uint64_t reuses_ = 0;
+};
+
+}  // namespace railyard::fabric
