@@ -1,6 +1,7 @@
 // The one implementation of the NCCL net API (v11 shape) over Railyard's proxy
 // layer. Calling rules: ../shared/docs/nccl-net-abi.md §2.5 and §2.6.
 #include "plugin/net.h"
+#include "plugin/ptr_support.h"
 
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "proxy/nccl/fabric_recv_comm.h"
 #include "proxy/nccl/fabric_send_comm.h"
 #include "proxy/nccl/mem_handle.h"
+#include "proxy/runtime/fabric_runtime.h"
 #include "proxy/handle.h"
 #include "proxy/mr_cache.h"
 #include "proxy/routing/router.h"
@@ -36,6 +38,7 @@
 #include "proxy/tcp/tcp_listen_comm.h"
 #include "proxy/verbs/gpu_support.h"
 #include "proxy/verbs/ib_ports.h"
+#include "proxy/verbs/verbs_comm.h"
 #include "proxy/verbs/verbs_setup.h"
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
@@ -57,7 +60,15 @@ using proxy::SendComm;
 struct Context {
   uint64_t commId = 0;
   int trafficClass = -1;  ///< NCCL_NET_TRAFFIC_CLASS_UNDEF when unset
+  /// This process's rank in the communicator, named in its comms' errors.
+  std::shared_ptr<proxy::RankSource> rank = std::make_shared<proxy::RankSource>();
 };
+
+/// The RankSource of an init context; a fresh one when `ctx` is NULL (the v8..v10
+/// adapters pass none: the comms then learn the rank from their own sends).
+std::shared_ptr<proxy::RankSource> RankOf(void* ctx) {
+  return ctx != nullptr ? static_cast<Context*>(ctx)->rank : std::make_shared<proxy::RankSource>();
+}
 
 /// A connect() in progress, kept in the handle's connect-state area between retries.
 struct PendingConnect {
@@ -104,13 +115,12 @@ struct Global {
     std::string name;        ///< e.g. "mlx5_0" or "mlx5_0+mlx5_1" (fused)
   };
   std::deque<VerbsDev> verbsDevs;  ///< deque: names handed to NCCL stay put
-  // The NCCL comms over the fabric (proxy/nccl/): one TCP Domain and CommWorker per
-  // device (index = dev). The Domains live for the process (NCCL may deregister
-  // after the last finalize); the CommWorkers run from the first init to the last
-  // finalize. Chosen by UsesFabricComms.
+  // The NCCL comms over the fabric (proxy/nccl/), chosen by UsesFabricComms: the
+  // process's FabricRuntime (runtime::Fabric(); per device a Domain, its
+  // RegistrationCache and CommWorker), created at the first init and never freed;
+  // its threads run from the first init to the last finalize.
   bool fabricComms = false;
-  std::vector<std::unique_ptr<fabric::Domain>> fabricDomains;
-  std::vector<std::unique_ptr<proxy::nccl::CommWorker>> commWorkers;
+  runtime::FabricRuntime* fabric = nullptr;
 };
 
 Global& G() {
@@ -130,23 +140,6 @@ bool UsesFabricComms(const Global& g) {
     if (d.family() != AF_INET) return false;
   }
   return !g.devices.empty();
-}
-
-/// One TCP fabric Domain per device (its address the one rail) and its CommWorker.
-Status CreateFabricDevices(Global& g) {
-  for (const topology::NetDevice& d : g.devices) {
-    fabric::RailInfo rail;
-    rail.device = d.name;
-    rail.address = d.addrString;
-    rail.speedMbps = static_cast<uint32_t>(d.SpeedOr(g.config->defaultSpeedMbps));
-    fabric::tcp::TcpOptions o = fabric::tcp::TcpOptions::FromConfig(*g.config, {rail});
-    o.socketsPerRail = std::clamp(g.config->nsocks, 1, 16);
-    std::unique_ptr<fabric::Domain> domain;
-    RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(o, &domain));
-    g.commWorkers.push_back(std::make_unique<proxy::nccl::CommWorker>(domain.get(), d.name));
-    g.fabricDomains.push_back(std::move(domain));
-  }
-  return Status::Ok();
 }
 
 proxy::nccl::LocalIdentity Self() {
@@ -171,13 +164,14 @@ Status MakeHandle(MemoryRegion* legacy, void* data, size_t size, void** mhandle)
   Global& g = G();
   auto h = std::make_unique<proxy::nccl::MemHandle>();
   h->legacy = legacy;
-  h->devices.resize(g.fabricDomains.size());
-  for (size_t i = 0; i < g.fabricDomains.size() && data != nullptr; ++i) {
-    Status s = g.fabricDomains[i]->Register(data, std::max<size_t>(size, 1),
-                                            fabric::kAccessLocal | fabric::kAccessRemoteWrite,
-                                            fabric::MemoryKind::kHost, &h->devices[i].region);
+  const size_t ndev = g.fabric != nullptr ? g.fabric->devices() : 0;
+  h->devices.resize(ndev);
+  for (size_t i = 0; i < ndev && data != nullptr; ++i) {
+    Status s = g.fabric->registrations(i).Acquire(data, std::max<size_t>(size, 1),
+                                                  fabric::kAccessLocal | fabric::kAccessRemoteWrite,
+                                                  fabric::MemoryKind::kHost, &h->devices[i].region);
     if (!s.ok()) {
-      for (size_t j = 0; j < i; ++j) (void)g.fabricDomains[j]->Deregister(h->devices[j].region);
+      for (size_t j = 0; j < i; ++j) (void)g.fabric->registrations(j).Release(h->devices[j].region);
       (void)proxy::GlobalMrCache().Deregister(legacy);
       return s;
     }
@@ -229,13 +223,15 @@ proxy::verbs::VerbsDeviceSetup VerbsSetupFor(int dev, int trafficClass) {
 /// when the ports and the CUDA driver both support it. Nothing is claimed that this
 /// host cannot do (proxy/verbs/gpu_support.h).
 int PtrSupport(const Global& g) {
-  if (g.ib == nullptr || g.ib->size() == 0) return NCCL_PTR_HOST;
-  int ptr = NCCL_PTR_HOST;
-  if (proxy::verbs::GdrPeerMemory()) ptr |= NCCL_PTR_CUDA;
-  bool dmabuf = true;
-  for (size_t i = 0; i < g.ib->size(); ++i) dmabuf &= g.ib->at(i).dmabuf;
-  if (dmabuf && proxy::verbs::CudaDmaBuf()) ptr |= NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
-  return ptr;
+  RouteFacts f;
+  // Fabric mode with RDMA ports still relays some peers over TCP (plugin/ptr_support.h).
+  f.everyRouteRdma = g.verbsMode && g.ib != nullptr && g.ib->size() > 0;
+  if (!f.everyRouteRdma) return PtrSupportFor(f);
+  f.gdrPeerMemory = proxy::verbs::GdrPeerMemory();
+  f.portsDmaBuf = true;
+  for (size_t i = 0; i < g.ib->size(); ++i) f.portsDmaBuf &= g.ib->at(i).dmabuf;
+  f.cudaDmaBuf = proxy::verbs::CudaDmaBuf();
+  return PtrSupportFor(f);
 }
 
 /// Every open RDMA port (fabric mode with verbs). Requires init.
@@ -428,11 +424,10 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     g.fabricRails = std::move(rails);
     g.fabricComms = UsesFabricComms(g);
     if (g.fabricComms) {
-      if (Status f = CreateFabricDevices(g); !f.ok()) {
-        g.commWorkers.clear();
-        g.fabricDomains.clear();
-        return Fail(f, "init");
-      }
+      std::unique_ptr<runtime::FabricRuntime> rt;
+      if (Status f = runtime::FabricRuntime::Create(*cfg, g.devices, &rt); !f.ok()) return Fail(f, "init");
+      g.fabric = rt.release();  // never freed (see Global)
+      runtime::SetFabric(g.fabric);
     }
     g.discovered = true;
     for (size_t i = 0; i < g.devices.size(); ++i) {
@@ -446,13 +441,8 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     if (Status s = g.ib->StartEvents(); !s.ok()) return Fail(s, "init");
     RY_INFO(log::kInit | log::kNet, "Railyard verbs transport: %zu RDMA ports", g.ib->size());
   }
-  if (g.fabricComms && g.refs == 0) {
-    for (auto& cw : g.commWorkers) {
-      if (Status s = cw->Start(); !s.ok()) {
-        for (auto& w : g.commWorkers) w->Stop();
-        return Fail(s, "init");
-      }
-    }
+  if (g.fabric != nullptr && g.refs == 0) {
+    if (Status s = g.fabric->Start(); !s.ok()) return Fail(s, "init");  // the comms' helper threads
   }
   if (g.fabricMode && g.refs == 0) {
     if (Status s = StartFabric(g); !s.ok()) return Fail(s, "init");
@@ -525,16 +515,16 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   return ncclSuccess;
 }
 
-ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
+ncclResult_t Listen(void* ctx, int dev, void* handle, void** listenComm) {
   if (handle == nullptr || listenComm == nullptr) return ncclInvalidArgument;
   *listenComm = nullptr;
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "listen");
   Global& g = G();
   if (g.fabricComms) {
     std::unique_ptr<proxy::nccl::FabricListenComm> fl;
-    Status s = proxy::nccl::FabricListenComm::Create(g.commWorkers[static_cast<size_t>(dev)].get(),
-                                                     static_cast<size_t>(dev), Self(), &proxy::GlobalMrCache(), &fl,
-                                                     handle);
+    Status s = proxy::nccl::FabricListenComm::Create(&g.fabric->comms(static_cast<size_t>(dev)),
+                                                     static_cast<size_t>(dev), Self(), &proxy::GlobalMrCache(), RankOf(ctx),
+                                                     &fl, handle);
     if (!s.ok()) return Fail(s, "listen");
     std::lock_guard lock(g.mu);
     g.listens.insert(fl.get());
@@ -607,8 +597,9 @@ ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
     proxy::nccl::FabricHandle to;
     if (Status s = proxy::nccl::DecodeFabricHandle(handle, &to); !s.ok()) return Fail(s, "connect");
     std::unique_ptr<proxy::nccl::FabricSendComm> comm;
-    Status s = proxy::nccl::FabricSendComm::Create(g.commWorkers[static_cast<size_t>(dev)].get(),
-                                                   static_cast<size_t>(dev), to, Self(), g.config->timeoutMs, &comm);
+    Status s = proxy::nccl::FabricSendComm::Create(&g.fabric->comms(static_cast<size_t>(dev)),
+                                                   static_cast<size_t>(dev), to, Self(), g.config->timeoutMs, RankOf(ctx),
+                                                   &comm);
     if (!s.ok()) return Fail(s, "connect");
     std::lock_guard lock(g.mu);
     g.comms.insert(comm.get());
@@ -735,12 +726,25 @@ ncclResult_t RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t
                          void** mhandle) {
   if (comm == nullptr || mhandle == nullptr) return ncclInvalidArgument;
   *mhandle = nullptr;
-  if (!G().verbsMode) {
-    return Fail(InvalidUsage("regMrDmaBuf of pointer type " + std::to_string(type) +
-                             ": the TCP transport does not report NCCL_PTR_DMABUF"),
+  // NCCL passes fd -1 for memory that is not a DMA-BUF: a plain registration, in
+  // every mode (RegMr checks the pointer type against ptrSupport).
+  if (fd < 0) return RegMr(comm, data, size, type, mhandle);
+  Global& g = G();
+  if (g.ib == nullptr) {
+    return Fail(InvalidUsage("regMrDmaBuf of a DMA-BUF (fd " + std::to_string(fd) + ", pointer type " +
+                             std::to_string(type) + "): this process runs the TCP transport, which cannot read "
+                             "device memory (ptrSupport is NCCL_PTR_HOST); use RAILYARD_TRANSPORT=verbs on "
+                             "hosts with RDMA ports"),
                 "regMrDmaBuf");
   }
-  if (fd < 0) return RegMr(comm, data, size, type, mhandle);  // NCCL passes -1 for plain memory
+  auto* c = static_cast<Comm*>(comm);
+  if (dynamic_cast<proxy::verbs::VerbsSendComm*>(c) == nullptr &&
+      dynamic_cast<proxy::verbs::VerbsRecvComm*>(c) == nullptr) {
+    return Fail(InvalidUsage("regMrDmaBuf of a DMA-BUF (fd " + std::to_string(fd) + ") on a comm whose route goes "
+                             "over TCP (a relayed peer in fabric mode), which cannot read device memory; only "
+                             "comms to cabled peers over RDMA take DMA-BUFs"),
+                "regMrDmaBuf");
+  }
   MemoryRegion* r = nullptr;
   Status s = proxy::GlobalMrCache().RegisterDmaBuf(data, size, type, fd, offset, &r);
   if (s.ok()) s = MakeHandle(r, nullptr, size, mhandle);  // device memory: no TCP fabric Region
@@ -755,7 +759,7 @@ ncclResult_t DeregMr(void* /*comm*/, void* mhandle) {
   Status s = proxy::GlobalMrCache().Deregister(h->legacy);
   if (!s.ok()) return Fail(s, "deregMr");  // a double deregMr: the handle is not touched further
   for (size_t i = 0; i < h->devices.size(); ++i) {
-    if (h->devices[i].region != nullptr) (void)g.fabricDomains[i]->Deregister(h->devices[i].region);
+    if (h->devices[i].region != nullptr) (void)g.fabric->registrations(i).Release(h->devices[i].region);
   }
   h->magic = 0;
   delete h;
@@ -931,7 +935,7 @@ ncclResult_t Finalize(void* ctx) {
   }
   for (ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
-  for (auto& cw : g.commWorkers) cw->Stop();  // after every fabric comm is closed
+  if (g.fabric != nullptr) g.fabric->Stop();  // after every fabric comm is closed
   if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
   if (router) proxy::SetAddressNamer(nullptr);
   relay.reset();   // hands the relay seat to a process standing by; sockets it relays break

@@ -7,8 +7,10 @@
 namespace railyard::proxy::nccl {
 
 Status FabricListenComm::Create(CommWorker* cw, size_t deviceIndex, const LocalIdentity& self, const MrCache* cache,
-                                std::unique_ptr<FabricListenComm>* out, void* handle) {
+                                std::shared_ptr<RankSource> rank, std::unique_ptr<FabricListenComm>* out,
+                                void* handle) {
   std::unique_ptr<FabricListenComm> l(new FabricListenComm(cw, deviceIndex, cache));
+  l->rank_ = std::move(rank);
   std::random_device rd;
   auto lock = cw->Lock();
   if (!cw->running()) return InvalidUsage("listen: the plugin's fabric worker is stopped (finalize ran)");
@@ -49,7 +51,7 @@ Status FabricListenComm::Accept(RecvComm** recvComm) {
     Pending p = std::move(pending_.front());
     pending_.pop_front();
     std::unique_ptr<FabricRecvComm> c;
-    Status s = FabricRecvComm::CreateLocked(cw_, dev_, p.hello, std::move(p.fifoKey), p.peer, cache_, &c);
+    Status s = FabricRecvComm::CreateLocked(cw_, dev_, p.hello, std::move(p.fifoKey), p.peer, cache_, rank_, &c);
     if (!s.ok()) {
       // A bad hello must not end the job (NCCL treats accept errors as fatal).
       RY_WARN("listen comm on %s: %s", cw_->device().c_str(), s.message().c_str());

@@ -22,8 +22,9 @@ class FabricListenComm final : public ListenComm, public HelloSink {
 
   /// Registers a fresh random listen id and fills `handle` (128 bytes).
   /// InvalidUsage when the CommWorker is stopped.
+  /// `rank`: the communicator's RankSource, handed to every accepted comm.
   static Status Create(CommWorker* cw, size_t deviceIndex, const LocalIdentity& self, const MrCache* cache,
-                       std::unique_ptr<FabricListenComm>* out, void* handle);
+                       std::shared_ptr<RankSource> rank, std::unique_ptr<FabricListenComm>* out, void* handle);
   ~FabricListenComm() override;
 
   /// One Progress pass, then a receive comm for the oldest hello, or NULL.
@@ -41,6 +42,7 @@ class FabricListenComm final : public ListenComm, public HelloSink {
   CommWorker* cw_;
   size_t dev_;
   const MrCache* cache_;
+  std::shared_ptr<RankSource> rank_;
   uint64_t listenId_ = 0;
   std::deque<Pending> pending_;
 };

@@ -16,9 +16,10 @@ FabricRecvComm::FabricRecvComm(CommWorker* cw, size_t deviceIndex, const MrCache
     : cw_(cw), dev_(deviceIndex), outbox_(RecvTable::kMaxRequests), table_(this, cache, &poison_) {}
 
 Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello hello, fabric::RemoteKey fifoKey,
-                                    uint64_t peerWorker, const MrCache* cache,
+                                    uint64_t peerWorker, const MrCache* cache, std::shared_ptr<RankSource> rank,
                                     std::unique_ptr<FabricRecvComm>* out) {
   std::unique_ptr<FabricRecvComm> c(new FabricRecvComm(cw, deviceIndex, cache));
+  c->rank_ = rank != nullptr ? std::move(rank) : std::make_shared<RankSource>();
   c->peer_.host = hello.host;
   c->peer_.pid = hello.pid;
   c->peer_.device = cw->device();
@@ -41,7 +42,8 @@ Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello he
 FabricRecvComm::~FabricRecvComm() { Close(); }
 
 void FabricRecvComm::Poisoned(const Status& s) {
-  poison_.Set(Status(s.code(), "receive comm from " + peer_.ToString() + ": " + s.message()), table_.InFlight() > 0);
+  poison_.Set(Status(s.code(), "receive comm (" + rank_->Text() + ") from " + peer_.ToString() + ": " + s.message()),
+              table_.InFlight() > 0);
 }
 
 Status FabricRecvComm::CheckEndpoint() {

@@ -27,7 +27,8 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   /// the outbox the CTS records are written from. `peerWorker` is the Worker id the
   /// hello came from. Call with the CommWorker's lock held (from Accept).
   static Status CreateLocked(CommWorker* cw, size_t deviceIndex, Hello hello, fabric::RemoteKey fifoKey,
-                             uint64_t peerWorker, const MrCache* cache, std::unique_ptr<FabricRecvComm>* out);
+                             uint64_t peerWorker, const MrCache* cache, std::shared_ptr<RankSource> rank,
+                             std::unique_ptr<FabricRecvComm>* out);
   ~FabricRecvComm() override;
 
   /// As RecvComm::Irecv with MemHandles (an entry may be NULL only for a 0-byte buffer).
@@ -48,6 +49,7 @@ class FabricRecvComm final : public RecvComm, public CommClient {
 
   CommWorker* cw_;
   size_t dev_;
+  std::shared_ptr<RankSource> rank_;  ///< this process's rank in the comm's communicator
   uint32_t id_ = 0;
   bool registered_ = false;
   PeerInfo peer_;

@@ -23,8 +23,10 @@ FabricSendComm::FabricSendComm(CommWorker* cw, size_t deviceIndex, int timeoutMs
 }
 
 Status FabricSendComm::Create(CommWorker* cw, size_t deviceIndex, const FabricHandle& to, const LocalIdentity& self,
-                              int timeoutMs, std::unique_ptr<FabricSendComm>* out) {
+                              int timeoutMs, std::shared_ptr<RankSource> rank,
+                              std::unique_ptr<FabricSendComm>* out) {
   std::unique_ptr<FabricSendComm> c(new FabricSendComm(cw, deviceIndex, timeoutMs));
+  c->rank_ = rank != nullptr ? std::move(rank) : std::make_shared<RankSource>();
   c->peer_.host = to.host;
   c->peer_.pid = to.pid;
   c->peer_.device = cw->device();
@@ -59,7 +61,7 @@ void FabricSendComm::Poisoned(const Status& s) {
   // A peer that goes away with nothing in flight is the normal end of a job: INFO.
   const bool inFlight = free_.size() < static_cast<size_t>(kMaxRequests) || waiting_;
   // Never heard from the receiver: the connection itself failed.
-  const char* what = peerWorker_ == 0 ? "connect: send comm to " : "send comm to ";
+  const std::string what = std::string(peerWorker_ == 0 ? "connect: send comm (" : "send comm (") + rank_->Text() + ") to ";
   poison_.Set(Status(s.code(), what + peer_.ToString() + ": " + s.message()), inFlight);
 }
 
@@ -127,7 +129,8 @@ Status FabricSendComm::IsendFabric(const void* data, size_t size, int tag, const
   r.size = size;
   r.error = Status::Ok();
   cw_->DriveLocked();  // the Write goes out now, not at the next call
-  NoteLocalRank(tag);
+  rank_->Note(tag);
+  NoteLocalRank(tag);  // for the older comms' process-wide guess
   *request = &r;
   return Status::Ok();
 }
@@ -233,7 +236,8 @@ void FabricSendComm::OnEvent(const fabric::Event& e) {
   SendRequest& r = requests_[idx];
   r.done = true;
   if (e.kind == EventKind::kError) {
-    r.error = Status(e.error.ToStatus().code(), "send comm to " + peer_.ToString() + ": " + e.error.ToString());
+    r.error = Status(e.error.ToStatus().code(),
+                     "send comm (" + rank_->Text() + ") to " + peer_.ToString() + ": " + e.error.ToString());
     Poisoned(e.error.ToStatus());
   }
 }

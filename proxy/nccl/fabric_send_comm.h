@@ -45,8 +45,9 @@ class FabricSendComm final : public SendComm, public CommClient {
   /// hello (both complete in the background: errors surface in isend/test).
   /// `deviceIndex` selects the Regions of MemHandles. InvalidArgument for a bad
   /// worker address in the handle; errors of Domain::Register.
+  /// `rank` is the communicator's RankSource (isend notes its tags; errors name it).
   static Status Create(CommWorker* cw, size_t deviceIndex, const FabricHandle& to, const LocalIdentity& self,
-                       int timeoutMs, std::unique_ptr<FabricSendComm>* out);
+                       int timeoutMs, std::shared_ptr<RankSource> rank, std::unique_ptr<FabricSendComm>* out);
   ~FabricSendComm() override;
 
   /// As SendComm::Isend with a MemHandle (NULL only for size 0).
@@ -77,6 +78,7 @@ class FabricSendComm final : public SendComm, public CommClient {
   CommWorker* cw_;
   size_t dev_;
   int timeoutMs_;
+  std::shared_ptr<RankSource> rank_;
   uint32_t id_ = 0;
   bool registered_ = false;
   PeerInfo peer_;

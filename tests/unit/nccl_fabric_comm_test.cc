@@ -60,12 +60,13 @@ class NcclFabricComm : public ::testing::Test {
   void SetUp() override {
     char handle[128] = {};
     std::unique_ptr<FabricListenComm> listen;
-    ASSERT_TRUE(FabricListenComm::Create(b_.cw.get(), 0, {"hostB", 222}, &GlobalMrCache(), &listen, handle).ok());
+    ASSERT_TRUE(FabricListenComm::Create(b_.cw.get(), 0, {"hostB", 222}, &GlobalMrCache(), rankB_, &listen,
+                                         handle).ok());
     FabricHandle to;
     ASSERT_TRUE(DecodeFabricHandle(handle, &to).ok());
     EXPECT_EQ(to.pid, 222u);
     EXPECT_EQ(to.host, "hostB");
-    ASSERT_TRUE(FabricSendComm::Create(a_.cw.get(), 0, to, {"hostA", 111}, 3000, &send_).ok());
+    ASSERT_TRUE(FabricSendComm::Create(a_.cw.get(), 0, to, {"hostA", 111}, 3000, rankA_, &send_).ok());
     const auto until = std::chrono::steady_clock::now() + 5s;
     RecvComm* rc = nullptr;
     while (rc == nullptr && std::chrono::steady_clock::now() < until) {
@@ -103,6 +104,9 @@ class NcclFabricComm : public ::testing::Test {
   }
 
   Side a_{"a"}, b_{"b"};
+  /// The two sides' communicators (as two init contexts of one process would have).
+  std::shared_ptr<RankSource> rankA_ = std::make_shared<RankSource>();
+  std::shared_ptr<RankSource> rankB_ = std::make_shared<RankSource>();
   std::unique_ptr<FabricSendComm> send_;
   std::unique_ptr<FabricRecvComm> recv_;
 };
@@ -187,6 +191,36 @@ TEST_F(NcclFabricComm, DataImmediateLargerThanThePostedBufferIsRefused) {
   EXPECT_EQ(done, 0);
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
   EXPECT_NE(s.message().find("pid 111"), std::string::npos) << "the error names the peer: " << s.message();
+  recv_->Close();
+  b_.Dereg(rmh);
+}
+
+// Two communicators in one process: the receive comm's error names ITS rank (learned
+// from its communicator's sends), not the tag of whichever send went last process-wide.
+TEST_F(NcclFabricComm, ErrorsNameTheRankOfTheirOwnCommunicator) {
+  rankB_->Note(3);       // communicator B: this process is rank 3
+  rankA_->Note(9);       // communicator A: rank 9 ...
+  NoteLocalRank(9);      // ... and its send went last (the old process-wide guess)
+  std::vector<char> dst(16, 'G');
+  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
+  void* data = dst.data();
+  size_t cap = 16;
+  int tag = 1;
+  Request* rr = nullptr;
+  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
+  fabric::Event e;
+  e.kind = fabric::EventKind::kImmediate;
+  e.op = fabric::OpType::kWrite;
+  e.bytes = 17;
+  e.peer = recv_->PeerWorker();
+  {
+    auto lock = b_.cw->Lock();
+    recv_->OnEvent(e);
+  }
+  int done = 0;
+  Status s = recv_->Test(rr, &done, nullptr);
+  EXPECT_NE(s.message().find("rank 3"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("rank 9"), std::string::npos) << s.message();
   recv_->Close();
   b_.Dereg(rmh);
 }
