@@ -67,6 +67,9 @@ struct Config {
   int relayMaxPerPeer = 0;
   /// RAILYARD_TRANSPORT: "auto", "verbs" or "tcp" (see docs/configuration.md).
   std::string transport;
+  /// RAILYARD_COMMS: "fabric" (the NCCL comms over proxy/fabric, where they serve the
+  /// mode) or "legacy" (the per-transport comms of proxy/tcp everywhere).
+  std::string comms;
   // --- verbs (RoCE) transport: proxy/verbs/ -----------------------------------------
   /// RAILYARD_HCA (falls back to NCCL_IB_HCA): RDMA devices/ports, NCCL_IB_HCA grammar;
   /// a prefix never matches a longer number ("mlx5_1" does not select "mlx5_11").

@@ -90,6 +90,17 @@ Status ApplyTransport(const Variable& var, const char* source, std::string_view 
   return Status::Ok();
 }
 
+Status ApplyComms(const Variable& var, const char* source, std::string_view value, Config* out) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v != "fabric" && v != "legacy") {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of fabric, legacy (" +
+                        var.name + ")");
+  }
+  out->comms = v;
+  return Status::Ok();
+}
+
 Status ApplyRelayBuffer(const Variable& var, const char* source, std::string_view value,
                         Config* out) {
   std::int64_t v = 0;
@@ -261,6 +272,12 @@ const Variable kVariables[] = {
      "verbs carries the peers on a cable and relayed peers go over TCP. Connection setup "
      "always uses TCP sockets (RAILYARD_SOCKET_IFNAME).",
      0, 0, &ApplyTransport, "auto, verbs, tcp"},
+    {"RAILYARD_COMMS", "enum", "fabric", "", nullptr,
+     "Which NCCL comms carry plain TCP mode: fabric = the comms written once over the fabric's "
+     "one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with immediate), legacy = "
+     "the older socket comms of proxy/tcp. Verbs mode and fabric mode (RAILYARD_FABRIC) use the "
+     "older comms either way for now. Both ends must use the same value.",
+     0, 0, &ApplyComms, "fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
      "(comma list of name[:port]; leading ^ excludes, = matches exact names). Unlike NCCL, a "

@@ -1,6 +1,7 @@
 // The one implementation of the NCCL net API (v11 shape) over Railyard's proxy
 // layer. Calling rules: ../shared/docs/nccl-net-abi.md §2.5 and §2.6.
 #include "plugin/net.h"
+#include "plugin/ptr_support.h"
 
 #include <unistd.h>
 
@@ -20,6 +21,13 @@
 #include "env/config.h"
 #include "env/log.h"
 #include "proxy/comm.h"
+#include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/nccl/comm_worker.h"
+#include "proxy/nccl/fabric_listen_comm.h"
+#include "proxy/nccl/fabric_recv_comm.h"
+#include "proxy/nccl/fabric_send_comm.h"
+#include "proxy/nccl/mem_handle.h"
+#include "proxy/runtime/fabric_runtime.h"
 #include "proxy/handle.h"
 #include "proxy/mr_cache.h"
 #include "proxy/routing/router.h"
@@ -30,6 +38,7 @@
 #include "proxy/tcp/tcp_listen_comm.h"
 #include "proxy/verbs/gpu_support.h"
 #include "proxy/verbs/ib_ports.h"
+#include "proxy/verbs/verbs_comm.h"
 #include "proxy/verbs/verbs_setup.h"
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
@@ -51,7 +60,15 @@ using proxy::SendComm;
 struct Context {
   uint64_t commId = 0;
   int trafficClass = -1;  ///< NCCL_NET_TRAFFIC_CLASS_UNDEF when unset
+  /// This process's rank in the communicator, named in its comms' errors.
+  std::shared_ptr<proxy::RankSource> rank = std::make_shared<proxy::RankSource>();
 };
+
+/// The RankSource of an init context; a fresh one when `ctx` is NULL (the v8..v10
+/// adapters pass none: the comms then learn the rank from their own sends).
+std::shared_ptr<proxy::RankSource> RankOf(void* ctx) {
+  return ctx != nullptr ? static_cast<Context*>(ctx)->rank : std::make_shared<proxy::RankSource>();
+}
 
 /// A connect() in progress, kept in the handle's connect-state area between retries.
 struct PendingConnect {
@@ -98,11 +115,70 @@ struct Global {
     std::string name;        ///< e.g. "mlx5_0" or "mlx5_0+mlx5_1" (fused)
   };
   std::deque<VerbsDev> verbsDevs;  ///< deque: names handed to NCCL stay put
+  // The NCCL comms over the fabric (proxy/nccl/), chosen by UsesFabricComms: the
+  // process's FabricRuntime (runtime::Fabric(); per device a Domain, its
+  // RegistrationCache and CommWorker), created at the first init and never freed;
+  // its threads run from the first init to the last finalize.
+  bool fabricComms = false;
+  runtime::FabricRuntime* fabric = nullptr;
 };
 
 Global& G() {
   static Global* g = new Global();  // never destroyed: NCCL may call in after exit handlers
   return *g;
+}
+
+/// THE one place that chooses between the comms written once over the fabric
+/// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
+/// fabric comms serve plain TCP mode on IPv4 devices; verbs mode and fabric mode
+/// (RAILYARD_FABRIC, relays) keep the older comms until the fabric's verbs
+/// transport and relayed Endpoints land; so do IPv6 devices (the fabric's TCP
+/// transport binds IPv4 rails). Requires the devices and the transport choice.
+bool UsesFabricComms(const Global& g) {
+  if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
+  for (const topology::NetDevice& d : g.devices) {
+    if (d.family() != AF_INET) return false;
+  }
+  return !g.devices.empty();
+}
+
+proxy::nccl::LocalIdentity Self() {
+  return {G().host, static_cast<uint32_t>(::getpid())};
+}
+
+/// The MemHandle NCCL passes back, or NULL when `mhandle` is not one of ours.
+proxy::nccl::MemHandle* AsHandle(void* mhandle) {
+  auto* h = static_cast<proxy::nccl::MemHandle*>(mhandle);
+  return h != nullptr && h->magic == proxy::nccl::MemHandle::kMagic ? h : nullptr;
+}
+
+/// The MrCache registration of an mhandle (for the older comms), NULL if none.
+MemoryRegion* Legacy(void* mhandle) {
+  proxy::nccl::MemHandle* h = AsHandle(mhandle);
+  return h != nullptr ? h->legacy : nullptr;
+}
+
+/// Wraps a MrCache registration into a MemHandle, registering [data, data + size)
+/// (at least 1 byte) in every fabric Domain too. Deregisters everything on error.
+Status MakeHandle(MemoryRegion* legacy, void* data, size_t size, void** mhandle) {
+  Global& g = G();
+  auto h = std::make_unique<proxy::nccl::MemHandle>();
+  h->legacy = legacy;
+  const size_t ndev = g.fabric != nullptr ? g.fabric->devices() : 0;
+  h->devices.resize(ndev);
+  for (size_t i = 0; i < ndev && data != nullptr; ++i) {
+    Status s = g.fabric->registrations(i).Acquire(data, std::max<size_t>(size, 1),
+                                                  fabric::kAccessLocal | fabric::kAccessRemoteWrite,
+                                                  fabric::MemoryKind::kHost, &h->devices[i].region);
+    if (!s.ok()) {
+      for (size_t j = 0; j < i; ++j) (void)g.fabric->registrations(j).Release(h->devices[j].region);
+      (void)proxy::GlobalMrCache().Deregister(legacy);
+      return s;
+    }
+    h->devices[i].packedKey = h->devices[i].region->Key().Pack();
+  }
+  *mhandle = h.release();
+  return Status::Ok();
 }
 
 ncclResult_t Fail(const Status& s, const char* call) {
@@ -147,13 +223,15 @@ proxy::verbs::VerbsDeviceSetup VerbsSetupFor(int dev, int trafficClass) {
 /// when the ports and the CUDA driver both support it. Nothing is claimed that this
 /// host cannot do (proxy/verbs/gpu_support.h).
 int PtrSupport(const Global& g) {
-  if (g.ib == nullptr || g.ib->size() == 0) return NCCL_PTR_HOST;
-  int ptr = NCCL_PTR_HOST;
-  if (proxy::verbs::GdrPeerMemory()) ptr |= NCCL_PTR_CUDA;
-  bool dmabuf = true;
-  for (size_t i = 0; i < g.ib->size(); ++i) dmabuf &= g.ib->at(i).dmabuf;
-  if (dmabuf && proxy::verbs::CudaDmaBuf()) ptr |= NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
-  return ptr;
+  RouteFacts f;
+  // Fabric mode with RDMA ports still relays some peers over TCP (plugin/ptr_support.h).
+  f.everyRouteRdma = g.verbsMode && g.ib != nullptr && g.ib->size() > 0;
+  if (!f.everyRouteRdma) return PtrSupportFor(f);
+  f.gdrPeerMemory = proxy::verbs::GdrPeerMemory();
+  f.portsDmaBuf = true;
+  for (size_t i = 0; i < g.ib->size(); ++i) f.portsDmaBuf &= g.ib->at(i).dmabuf;
+  f.cudaDmaBuf = proxy::verbs::CudaDmaBuf();
+  return PtrSupportFor(f);
 }
 
 /// Every open RDMA port (fabric mode with verbs). Requires init.
@@ -344,6 +422,13 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     g.host = cfg->hostName.empty() ? HostName() : cfg->hostName;
     g.fabricMode = !rails.empty();
     g.fabricRails = std::move(rails);
+    g.fabricComms = UsesFabricComms(g);
+    if (g.fabricComms) {
+      std::unique_ptr<runtime::FabricRuntime> rt;
+      if (Status f = runtime::FabricRuntime::Create(*cfg, g.devices, &rt); !f.ok()) return Fail(f, "init");
+      g.fabric = rt.release();  // never freed (see Global)
+      runtime::SetFabric(g.fabric);
+    }
     g.discovered = true;
     for (size_t i = 0; i < g.devices.size(); ++i) {
       const auto& d = g.devices[i];
@@ -355,6 +440,9 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
   if (g.ib != nullptr && g.refs == 0) {
     if (Status s = g.ib->StartEvents(); !s.ok()) return Fail(s, "init");
     RY_INFO(log::kInit | log::kNet, "Railyard verbs transport: %zu RDMA ports", g.ib->size());
+  }
+  if (g.fabric != nullptr && g.refs == 0) {
+    if (Status s = g.fabric->Start(); !s.ok()) return Fail(s, "init");  // the comms' helper threads
   }
   if (g.fabricMode && g.refs == 0) {
     if (Status s = StartFabric(g); !s.ok()) return Fail(s, "init");
@@ -427,11 +515,22 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   return ncclSuccess;
 }
 
-ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
+ncclResult_t Listen(void* ctx, int dev, void* handle, void** listenComm) {
   if (handle == nullptr || listenComm == nullptr) return ncclInvalidArgument;
   *listenComm = nullptr;
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "listen");
   Global& g = G();
+  if (g.fabricComms) {
+    std::unique_ptr<proxy::nccl::FabricListenComm> fl;
+    Status s = proxy::nccl::FabricListenComm::Create(&g.fabric->comms(static_cast<size_t>(dev)),
+                                                     static_cast<size_t>(dev), Self(), &proxy::GlobalMrCache(), RankOf(ctx),
+                                                     &fl, handle);
+    if (!s.ok()) return Fail(s, "listen");
+    std::lock_guard lock(g.mu);
+    g.listens.insert(fl.get());
+    *listenComm = fl.release();
+    return ncclSuccess;
+  }
   std::unique_ptr<proxy::TcpListenComm> l;
   std::unique_ptr<ListenComm> verbsListen;
   proxy::ListenAddress addr;
@@ -492,6 +591,21 @@ ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
   *sendComm = nullptr;
   if (Status s = CheckDevice(dev); !s.ok()) return Fail(s, "connect");
   Global& g = G();
+  if (g.fabricComms) {
+    // Validated on every call, before anything is trusted; the comm comes back at
+    // once (the hello and the Endpoint's setup finish in the background).
+    proxy::nccl::FabricHandle to;
+    if (Status s = proxy::nccl::DecodeFabricHandle(handle, &to); !s.ok()) return Fail(s, "connect");
+    std::unique_ptr<proxy::nccl::FabricSendComm> comm;
+    Status s = proxy::nccl::FabricSendComm::Create(&g.fabric->comms(static_cast<size_t>(dev)),
+                                                   static_cast<size_t>(dev), to, Self(), g.config->timeoutMs, RankOf(ctx),
+                                                   &comm);
+    if (!s.ok()) return Fail(s, "connect");
+    std::lock_guard lock(g.mu);
+    g.comms.insert(comm.get());
+    *sendComm = comm.release();
+    return ncclSuccess;
+  }
   // Validate the handle on every call: a garbage or foreign handle fails here,
   // before its connect-state bytes are trusted.
   proxy::ListenAddress to;
@@ -603,8 +717,8 @@ ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle
   }
   MemoryRegion* r = nullptr;
   Status s = proxy::GlobalMrCache().Register(data, size, type, &r);
+  if (s.ok()) s = MakeHandle(r, data, size, mhandle);
   if (!s.ok()) return Fail(s, "regMr");
-  *mhandle = r;
   return ncclSuccess;
 }
 
@@ -612,22 +726,44 @@ ncclResult_t RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t
                          void** mhandle) {
   if (comm == nullptr || mhandle == nullptr) return ncclInvalidArgument;
   *mhandle = nullptr;
-  if (!G().verbsMode) {
-    return Fail(InvalidUsage("regMrDmaBuf of pointer type " + std::to_string(type) +
-                             ": the TCP transport does not report NCCL_PTR_DMABUF"),
+  // NCCL passes fd -1 for memory that is not a DMA-BUF: a plain registration, in
+  // every mode (RegMr checks the pointer type against ptrSupport).
+  if (fd < 0) return RegMr(comm, data, size, type, mhandle);
+  Global& g = G();
+  if (g.ib == nullptr) {
+    return Fail(InvalidUsage("regMrDmaBuf of a DMA-BUF (fd " + std::to_string(fd) + ", pointer type " +
+                             std::to_string(type) + "): this process runs the TCP transport, which cannot read "
+                             "device memory (ptrSupport is NCCL_PTR_HOST); use RAILYARD_TRANSPORT=verbs on "
+                             "hosts with RDMA ports"),
                 "regMrDmaBuf");
   }
-  if (fd < 0) return RegMr(comm, data, size, type, mhandle);  // NCCL passes -1 for plain memory
+  auto* c = static_cast<Comm*>(comm);
+  if (dynamic_cast<proxy::verbs::VerbsSendComm*>(c) == nullptr &&
+      dynamic_cast<proxy::verbs::VerbsRecvComm*>(c) == nullptr) {
+    return Fail(InvalidUsage("regMrDmaBuf of a DMA-BUF (fd " + std::to_string(fd) + ") on a comm whose route goes "
+                             "over TCP (a relayed peer in fabric mode), which cannot read device memory; only "
+                             "comms to cabled peers over RDMA take DMA-BUFs"),
+                "regMrDmaBuf");
+  }
   MemoryRegion* r = nullptr;
   Status s = proxy::GlobalMrCache().RegisterDmaBuf(data, size, type, fd, offset, &r);
+  if (s.ok()) s = MakeHandle(r, nullptr, size, mhandle);  // device memory: no TCP fabric Region
   if (!s.ok()) return Fail(s, "regMrDmaBuf");
-  *mhandle = r;
   return ncclSuccess;
 }
 
 ncclResult_t DeregMr(void* /*comm*/, void* mhandle) {
-  Status s = proxy::GlobalMrCache().Deregister(static_cast<MemoryRegion*>(mhandle));
-  return s.ok() ? ncclSuccess : Fail(s, "deregMr");
+  proxy::nccl::MemHandle* h = AsHandle(mhandle);
+  if (h == nullptr) return Fail(InvalidArgument("deregMr of a handle regMr did not return"), "deregMr");
+  Global& g = G();
+  Status s = proxy::GlobalMrCache().Deregister(h->legacy);
+  if (!s.ok()) return Fail(s, "deregMr");  // a double deregMr: the handle is not touched further
+  for (size_t i = 0; i < h->devices.size(); ++i) {
+    if (h->devices[i].region != nullptr) (void)g.fabric->registrations(i).Release(h->devices[i].region);
+  }
+  h->magic = 0;
+  delete h;
+  return ncclSuccess;
 }
 
 ncclResult_t Isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
@@ -636,8 +772,13 @@ ncclResult_t Isend(void* sendComm, void* data, size_t size, int tag, void* mhand
   *request = nullptr;
   if (sendComm == nullptr) return Fail(InvalidArgument("isend on a NULL comm"), "isend");
   Request* r = nullptr;
-  Status s = static_cast<SendComm*>(static_cast<Comm*>(sendComm))
-                 ->Isend(data, size, tag, static_cast<MemoryRegion*>(mhandle), &r);
+  auto* comm = static_cast<SendComm*>(static_cast<Comm*>(sendComm));
+  Status s;
+  if (auto* f = dynamic_cast<proxy::nccl::FabricSendComm*>(comm)) {
+    s = f->IsendFabric(data, size, tag, AsHandle(mhandle), &r);
+  } else {
+    s = comm->Isend(data, size, tag, Legacy(mhandle), &r);
+  }
   if (!s.ok()) return Fail(s, "isend");
   *request = r;
   return ncclSuccess;
@@ -651,8 +792,15 @@ ncclResult_t Irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
     return Fail(InvalidArgument("irecv with a NULL comm or array"), "irecv");
   }
   Request* r = nullptr;
-  Status s = static_cast<RecvComm*>(static_cast<Comm*>(recvComm))
-                 ->Irecv(n, data, sizes, tags, reinterpret_cast<MemoryRegion**>(mhandles), &r);
+  auto* comm = static_cast<RecvComm*>(static_cast<Comm*>(recvComm));
+  Status s;
+  if (auto* f = dynamic_cast<proxy::nccl::FabricRecvComm*>(comm)) {
+    s = f->IrecvFabric(n, data, sizes, tags, reinterpret_cast<proxy::nccl::MemHandle* const*>(mhandles), &r);
+  } else {
+    MemoryRegion* legacy[proxy::kMaxRecvs] = {};
+    for (int i = 0; i < n && i < proxy::kMaxRecvs && mhandles != nullptr; ++i) legacy[i] = Legacy(mhandles[i]);
+    s = comm->Irecv(n, data, sizes, tags, mhandles != nullptr ? legacy : nullptr, &r);
+  }
   if (!s.ok()) return Fail(s, "irecv");
   *request = r;
   return ncclSuccess;
@@ -665,8 +813,10 @@ ncclResult_t Iflush(void* recvComm, int n, void** data, int* sizes, void** mhand
   *request = nullptr;
   if (recvComm == nullptr || n <= 0 || data == nullptr || sizes == nullptr) return ncclSuccess;
   Request* r = nullptr;
+  MemoryRegion* legacy[proxy::kMaxRecvs] = {};
+  for (int i = 0; i < n && i < proxy::kMaxRecvs && mhandles != nullptr; ++i) legacy[i] = Legacy(mhandles[i]);
   Status s = static_cast<RecvComm*>(static_cast<Comm*>(recvComm))
-                 ->Iflush(n, data, sizes, reinterpret_cast<MemoryRegion**>(mhandles), &r);
+                 ->Iflush(n, data, sizes, mhandles != nullptr ? legacy : nullptr, &r);
   if (!s.ok()) return Fail(s, "iflush");
   *request = r;
   return ncclSuccess;
@@ -785,6 +935,7 @@ ncclResult_t Finalize(void* ctx) {
   }
   for (ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
+  if (g.fabric != nullptr) g.fabric->Stop();  // after every fabric comm is closed
   if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
   if (router) proxy::SetAddressNamer(nullptr);
   relay.reset();   // hands the relay seat to a process standing by; sockets it relays break

@@ -28,6 +28,29 @@ struct PeerInfo {
 
 class Comm;
 
+/// This process's rank in ONE communicator, learned from the tags of the sends on
+/// that communicator's comms (NCCL tags every isend with the sender's rank in the
+/// communicator, nccl-net-abi.md §2.5 "isend"). One per init context (v11 init runs
+/// once per communicator), shared by the comms made with it, so two communicators in
+/// one process each name their own rank. Thread-safe.
+class RankSource {
+ public:
+  void Note(int tag) { rank_.store(tag, std::memory_order_relaxed); }
+  /// -1 until the first send.
+  int Get() const { return rank_.load(std::memory_order_relaxed); }
+  /// "rank 3", or "rank ?" before the first send.
+  std::string Text() const {
+    const int r = Get();
+    return "rank " + (r >= 0 ? std::to_string(r) : std::string("?"));
+  }
+
+ private:
+  std::atomic<int> rank_{-1};
+};
+
+/// Process-wide guess kept for the older comms (proxy/tcp, proxy/verbs): the tag of
+/// the last send of any communicator. Wrong with two communicators; the fabric comms
+/// use their RankSource.
 /// This process's rank as NCCL numbers it, learned from the tags of its sends
 /// (NCCL tags every isend with the sender's rank, nccl-net-abi.md §2.5 "isend");
 /// -1 until the first send. Receive-side errors use it to name "this rank".

@@ -27,6 +27,11 @@ enum class RecordKind : uint16_t {
   kCts = 3,     ///< receiver → sender: clear to send (one irecv, n entries follow)
   kChunk = 4,   ///< sender → receiver: one chunk of data, payload follows
   kRelay = 5,   ///< connector → relay: carry this socket on towards a host with no cable
+  // The NCCL comms over the fabric (proxy/nccl/nccl_records.h):
+  kFabricListen = 6,  ///< a listen handle naming a fabric Worker
+  kFabricHello = 7,   ///< connector → listener (fabric Send record): a new send comm
+  kFabricCts = 8,     ///< receiver → sender (fabric Write into the sender's FIFO)
+  kFabricClose = 9,   ///< either side (fabric Send record): the comm was closed
 };
 
 /// Common first 8 bytes of every record.

@@ -74,7 +74,7 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_RELAY_PORT",
                                             "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_RELAY_DRAIN_MS",
                                             "RAILYARD_RELAY_IDLE_MS", "RAILYARD_RELAY_MAX_PER_PEER",
-                                            "RAILYARD_TRANSPORT",
+                                            "RAILYARD_TRANSPORT", "RAILYARD_COMMS",
                                             "RAILYARD_HCA",
                                             "RAILYARD_GID_INDEX", "RAILYARD_ROCE_VERSION",
                                             "RAILYARD_ADDR_FAMILY", "RAILYARD_ADDR_RANGE",

@@ -23,6 +23,9 @@ class TcpTransportTest : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
+    // These tests pin the older socket comms (proxy/tcp), which fabric and verbs mode
+    // still use; the fabric comms are tests/unit/nccl_fabric_comm_test's.
+    setenv("RAILYARD_COMMS", "legacy", 1);
     setenv("RAILYARD_TIMEOUT_MS", "5000", 1);
     setenv("RAILYARD_HOST_NAME", "ry-named-host", 1);  // not fabric mode: must still name the host
     ASSERT_EQ(Init(&ctx_, 1, nullptr, nullptr, nullptr), ncclSuccess);
@@ -260,6 +263,7 @@ TEST_F(TcpTransportTest, ReceiveIntoUnregisteredMemoryIsRefused) {
 
 TEST(TcpTransportConnect, GarbageAndWrongVersionHandlesFailFast) {
   setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
+  setenv("RAILYARD_COMMS", "legacy", 1);
   void* ctx = nullptr;
   ASSERT_EQ(Init(&ctx, 2, nullptr, nullptr, nullptr), ncclSuccess);
   char handle[NCCL_NET_HANDLE_MAXSIZE];

@@ -10,6 +10,7 @@
 #                <build>/bench/benchmarks-quick.md unless --out is given
 #   --out PATH   where to write the report (default docs/benchmarks.md)
 #   --build DIR  CMake build directory (default build/; configured if missing)
+#   --no-build   use the binaries already in the build directory as they are
 #
 # Needs (Debian package names): cmake ninja-build g++ (to build), python3 (stdlib
 # only), iperf3, valgrind, coreutils (timeout), procps. The script checks for them
@@ -29,6 +30,7 @@ ROUNDS_GIVEN=0
 QUICK=0
 OUT=""
 BUILD="$ROOT/build"
+NO_BUILD=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) ROUNDS="${2:-}"; ROUNDS_GIVEN=1; shift 2 ;;
@@ -38,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --out=*) OUT="${1#*=}"; shift ;;
     --build) BUILD="$2"; shift 2 ;;
     --build=*) BUILD="${1#*=}"; shift ;;
+    --no-build) NO_BUILD=1; shift ;;
     -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "loopback.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -62,8 +65,10 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   echo "== configuring $BUILD (RelWithDebInfo)"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
-echo "== building"
-cmake --build "$BUILD" -j"$(nproc)" --target nccl-net-railyard railyard-perf railyard-tcp-pump
+if [[ $NO_BUILD -eq 0 ]]; then
+  echo "== building"
+  cmake --build "$BUILD" -j"$(nproc)" --target nccl-net-railyard railyard-perf railyard-tcp-pump
+fi
 PERF="$BUILD/tools/railyard-perf/railyard-perf"
 PUMP="$BUILD/tools/railyard-tcp-pump/railyard-tcp-pump"
 PLUGIN="$BUILD/lib/libnccl-net-railyard.so"
@@ -86,11 +91,13 @@ if [[ $QUICK -eq 1 ]]; then
   [[ -n "$OUT" ]] || OUT="$BUILD/bench/benchmarks-quick.md"
   [[ $ROUNDS_GIVEN -eq 1 ]] || ROUNDS=1
   SWEEPS=("65536 1048576 16 20 3" "16777216 16777216 2 5 1")   # min max factor iters warmup
+  LATENCY="8 1048576 8 50 5"   # the latency sweep: sendrecv and pump pair, 1 stream pair per size
   IPERF_SECS=1; CG_SIZE=$((4 << 20)); CG_NLO=1; CG_NHI=11; CG_TRIES=1
   CHECK_MAX=1M
 else
   [[ -n "$OUT" ]] || OUT="$ROOT/docs/benchmarks.md"
   SWEEPS=("65536 2097152 2 50 5" "4194304 268435456 2 15 3")
+  LATENCY="8 1048576 2 200 20"
   IPERF_SECS=3; CG_SIZE=$((16 << 20)); CG_NLO=2; CG_NHI=42; CG_TRIES=2
   CHECK_MAX=64M
 fi
@@ -124,6 +131,7 @@ run() {
   echo "nthreads=$NTHREADS"
   echo "chunk=$CHUNK"
   echo "sweeps=$(IFS=';'; echo "${SWEEPS[*]}")"
+  echo "latency=$LATENCY"
   echo "check_max=$CHECK_MAX"
   echo "iperf_secs=$IPERF_SECS"
   echo "cg_size=$CG_SIZE"
@@ -143,6 +151,12 @@ run check-ring "$PERF" -np 4 -p ring -b 64K -e "$CHECK_MAX" -f 4 -n 2 -w 1 -c 1 
 for ((r = 1; r <= ROUNDS; r++)); do
   echo "== round $r/$ROUNDS ($(( $(date +%s) - T0 )) s elapsed)"
   echo "$(cut -d' ' -f1 /proc/loadavg)" >>"$WORK/round-load.txt"
+  # Latency first: small messages, many iterations, railyard-perf then the pump.
+  read -r lo hi fac n w <<<"$LATENCY"
+  run "r$r-lat-perf-latency" "$PERF" -np 2 -p sendrecv -b "$lo" -e "$hi" -f "$fac" -n "$n" -w "$w" -c 0 -T 240 \
+    --json "$WORK/raw/r$r-perf-latency.json" || true
+  run "r$r-lat-pump-latency" "$PUMP" -p pair -s "$NSOCKS" -b "$lo" -e "$hi" -f "$fac" -n "$n" -w "$w" &&
+    cp "$WORK/logs/r$r-lat-pump-latency.log" "$WORK/raw/r$r-pump-latency.jsonl" || true
   for sw in "${SWEEPS[@]}"; do
     read -r lo hi fac n w <<<"$sw"
     tag="r$r-$lo"

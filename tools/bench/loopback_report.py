@@ -79,16 +79,16 @@ def load_meta(work):
     return meta
 
 
-def load_series(work, kind):
-    """kind: perf-sendrecv, perf-ring (railyard-perf --json) or pump-* (JSON lines).
-    Returns {size: [GB/s per round]}."""
+def load_series(work, kind, field=None):
+    """kind: perf-sendrecv, perf-ring, perf-latency (railyard-perf --json) or pump-* (JSON
+    lines). Returns {size: [GB/s per round]}, or [field per round] (e.g. "time_us")."""
     out = {}
     for path in sorted(glob.glob(os.path.join(work, "raw", f"r*-{kind}.json*"))):
         try:
             if kind.startswith("perf"):
                 with open(path) as f:
                     rows = json.load(f)["rows"]
-                pts = [(int(r["size"]), float(r["busbw_gbps"])) for r in rows]
+                pts = [(int(r["size"]), float(r[field or "busbw_gbps"])) for r in rows]
             else:
                 pts = []
                 with open(path) as f:
@@ -96,7 +96,7 @@ def load_series(work, kind):
                         line = line.strip()
                         if line.startswith("{"):
                             r = json.loads(line)
-                            pts.append((int(r["size"]), float(r["algbw_gbps"])))
+                            pts.append((int(r["size"]), float(r[field or "algbw_gbps"])))
         except (OSError, ValueError, KeyError):
             continue
         for size, bw in pts:
@@ -153,6 +153,32 @@ def compare_table(ry, base, base_name):
         rs = f"{ratio:.2f}" if ratio is not None else "—"
         lines.append(f"| {human(size)} | {cell(r)} | {len(r)} | {cell(b)} | {len(b)} | {rs} | {mark} |")
     return "\n".join(lines), verdict
+
+
+LAT_TARGET = 1.5       # railyard time per iteration <= 1.5x the pump's ...
+LAT_TARGET_TO = 65536  # ... from 8 B to 64 KiB (issue 10)
+
+
+def latency_table(ry, base):
+    """Time per iteration (us), railyard-perf sendrecv against the pump pair, per size."""
+    lines = [
+        "| size | railyard µs/iter median [min–max] | n | pump µs/iter median [min–max] | n | railyard / pump "
+        f"| ≤ {LAT_TARGET}× (8 B–64 KiB) |",
+        "|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for size in sorted(set(ry) | set(base)):
+        r, b = ry.get(size, []), base.get(size, [])
+        ratio = med(r) / med(b) if r and b and med(b) > 0 else None
+        if ratio is None:
+            mark = "—"
+        elif size > LAT_TARGET_TO:
+            mark = "(> 64 KiB)"
+        else:
+            mark = "pass" if ratio <= LAT_TARGET else "**FAIL**"
+        cellus = lambda xs: "—" if not xs else f"{med(xs):.1f} [{min(xs):.1f}–{max(xs):.1f}]"
+        rs = f"{ratio:.2f}" if ratio is not None else "—"
+        lines.append(f"| {human(size)} | {cellus(r)} | {len(r)} | {cellus(b)} | {len(b)} | {rs} | {mark} |")
+    return "\n".join(lines)
 
 
 def iperf_line(work, name):
@@ -252,6 +278,18 @@ def report(work, out):
                "n = number of rounds that produced the figure.")
     doc.append(f"- Correctness (railyard-perf `-c 1`, 64 KiB–{meta.get('check_max', '')}, separate untimed run): "
                f"sendrecv {check_result(work, 'check-sendrecv')}, ring {check_result(work, 'check-ring')}.\n")
+
+    lat_ry = load_series(work, "perf-latency", "time_us")
+    lat_pump = load_series(work, "pump-latency", "time_us")
+    if lat_ry or lat_pump:
+        lo_hi = meta.get("latency", "").split()
+        flags = f"`-n {lo_hi[3]} -w {lo_hi[4]}`" if len(lo_hi) == 5 else ""
+        doc.append("## Latency, 8 B to 1 MiB: sendrecv, 2 ranks, vs pump `pair`\n")
+        doc.append("Time per iteration (each rank sends one message and receives one; the pump's iteration "
+                   "starts with its receiver's clear-to-send byte, railyard's with the plugin's CTS), median "
+                   f"over rounds with [min–max], {flags} per size, run first in each round. Target (issue 10): "
+                   f"railyard ≤ {LAT_TARGET}× the pump from 8 B to 64 KiB.\n")
+        doc.append(latency_table(lat_ry, lat_pump) + "\n")
 
     t1, v1 = compare_table(sr, pair, "pump pair")
     t2, v2 = compare_table(ring, pring, "pump ring")

@@ -411,6 +411,7 @@ Reply FakeWorker::Execute(Request& r, std::vector<Event>* events) {
     e.kind = EventKind::kImmediate;
     e.op = OpType::kWrite;
     e.value = r.imm;
+    e.bytes = r.bytes;
     e.peer = r.fromWorker;
     events->push_back(std::move(e));
   }

@@ -29,7 +29,7 @@ FabricError SocketError(int err, const char* what) {
 FrameSocket::FrameSocket(proxy::Fd fd, int index, Direction incoming, bool connecting)
     : fd_(std::move(fd)), index_(index), incoming_(incoming), connecting_(connecting) {}
 
-FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult* result) {
+FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult* result, bool readable) {
   if (!fd_.valid()) return {FabricErrc::kPeerClosed, {}, "socket already closed"};
   if (connecting_) {
     pollfd p{fd_.get(), POLLOUT, 0};
@@ -47,8 +47,13 @@ FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult
     connecting_ = false;
   }
   FabricError e = PumpOut(handler, budget, result);
-  if (!e.ok()) return e;
-  return PumpIn(handler, budget, result);
+  if (!e.ok() || !readable) return e;
+  const size_t queued = out_.size();
+  e = PumpIn(handler, budget, result);
+  // What the received frames queued (acks, read data) goes out in this pass, not
+  // the next: a round trip costs one Progress less.
+  if (e.ok() && out_.size() > queued) e = PumpOut(handler, budget, result);
+  return e;
 }
 
 FabricError FrameSocket::PumpOut(FrameHandler& handler, uint64_t budget, PumpResult* result) {

@@ -78,8 +78,10 @@ class FrameSocket {
     bool closed = false;  ///< the peer closed the connection in an orderly way
   };
   /// Moves up to `budget` bytes each way without blocking. An error (socket broken,
-  /// connect refused, malformed frame, handler error) names its cause.
-  FabricError Pump(FrameHandler& handler, uint64_t budget, PumpResult* result);
+  /// connect refused, malformed frame, handler error) names its cause. With
+  /// `readable` false (the Worker's epoll saw no input, EOF or error on it) the
+  /// receive side is not tried: an idle socket costs no syscall.
+  FabricError Pump(FrameHandler& handler, uint64_t budget, PumpResult* result, bool readable = true);
   /// Closes the socket (the peer sees EOF); the queue is dropped.
   void Close() { fd_.Reset(); }
 

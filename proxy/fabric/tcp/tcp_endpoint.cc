@@ -75,6 +75,7 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
       hello.header.opBytes = static_cast<uint64_t>(total);
       hello.header.value = static_cast<uint64_t>(r);
       sock->Queue(std::move(hello));
+      worker->Watch(sock->fd());
       ep->sockets_.push_back(std::move(sock));
       ep->socketRail_.push_back(r);
       ep->railSockets_[static_cast<size_t>(r)].push_back(index);
@@ -411,7 +412,7 @@ void TcpEndpoint::Progress() {
   bool moved = false;
   for (auto& s : sockets_) {
     FrameSocket::PumpResult r;
-    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r);
+    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, worker_->Readable(s->fd()));
     if (e.ok() && r.closed) e = FabricError{FabricErrc::kPeerClosed, {}, "the peer closed the connection"};
     if (!e.ok()) {
       if (e.site.peer.empty()) {

@@ -61,6 +61,7 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
                  "hello for socket " + std::to_string(index) + " of " + std::to_string(count) +
                      " does not fit a connection of " + std::to_string(count_) + " sockets (or repeats one)");
   }
+  worker_->Watch(fd.get());
   sockets_[static_cast<size_t>(index)] =
       std::make_unique<FrameSocket>(std::move(fd), index, Direction::kToTarget, false);
   rails_[static_cast<size_t>(index)] = rail;
@@ -233,6 +234,7 @@ FabricError TcpTarget::Advance() {
           ev.kind = EventKind::kImmediate;
           ev.op = OpType::kWrite;
           ev.value = s.imm;
+          ev.bytes = s.bytes;
           ev.peer = peer_;
           worker_->Emit(std::move(ev));
         }
@@ -294,7 +296,7 @@ void TcpTarget::Progress() {
   for (auto& s : sockets_) {
     if (!s) continue;
     FrameSocket::PumpResult r;
-    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r);
+    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, worker_->Readable(s->fd()));
     if (!e.ok()) {
       if (e.site.peer.empty()) e = Error(e.errc, s->index(), e.site.seq, e.what);
       Fail(std::move(e), !refusing_);

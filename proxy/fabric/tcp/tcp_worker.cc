@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -34,6 +35,8 @@ TcpWorker::TcpWorker(TcpDomain* domain) : domain_(domain) {}
 Status TcpWorker::Create(TcpDomain* domain, std::unique_ptr<Worker>* out) {
   std::unique_ptr<TcpWorker> w(new TcpWorker(domain));
   w->address_.workerId = RandomId();
+  w->epoll_ = proxy::Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!w->epoll_.valid()) return SystemError("fabric worker: epoll_create1: " + proxy::ErrnoText(errno));
   const auto& rails = domain->rails();
   for (size_t i = 0; i < rails.size(); ++i) {
     const std::string where = "fabric rail " + std::to_string(i) + " (" + rails[i].device + " " + rails[i].address + ")";
@@ -53,6 +56,7 @@ Status TcpWorker::Create(TcpDomain* domain, std::unique_ptr<Worker>* out) {
       return SystemError(where + ": getsockname: " + proxy::ErrnoText(errno));
     }
     w->address_.rails.push_back({sa.sin_addr.s_addr, ntohs(sa.sin_port), rails[i].speedMbps});
+    w->Watch(fd.get());
     w->listeners_.push_back(std::move(fd));
   }
   *out = std::move(w);
@@ -79,8 +83,40 @@ void TcpWorker::Detach(TcpEndpoint* ep) {
   endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), ep), endpoints_.end());
 }
 
+void TcpWorker::Watch(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    // Not watched: fall back to trying every socket on every Progress.
+    RY_WARN("fabric worker: epoll_ctl(ADD, fd %d): %s; polling every socket", fd, proxy::ErrnoText(errno).c_str());
+    watchFailed_ = true;
+  }
+}
+
+void TcpWorker::PollReadiness() {
+  for (int fd : readyList_) ready_[static_cast<size_t>(fd)] = 0;
+  readyList_.clear();
+  constexpr int kBatch = 256;
+  epoll_event evs[kBatch];
+  int n;
+  do {
+    n = ::epoll_wait(epoll_.get(), evs, kBatch, 0);
+  } while (n < 0 && errno == EINTR);
+  // A full batch may leave sockets out: this pass tries them all (as without epoll).
+  allReadable_ = watchFailed_ || n < 0 || n == kBatch;
+  for (int i = 0; i < n; ++i) {
+    const int fd = evs[i].data.fd;
+    if (fd < 0) continue;
+    if (static_cast<size_t>(fd) >= ready_.size()) ready_.resize(static_cast<size_t>(fd) + 1, 0);
+    ready_[static_cast<size_t>(fd)] = 1;
+    readyList_.push_back(fd);
+  }
+}
+
 void TcpWorker::AcceptNew() {
   for (size_t rail = 0; rail < listeners_.size(); ++rail) {
+    if (!Readable(listeners_[rail].get())) continue;
     for (;;) {
       const int fd = ::accept4(listeners_[rail].get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -161,6 +197,7 @@ void TcpWorker::ReadHellos() {
 }
 
 size_t TcpWorker::Progress(std::vector<Event>* events) {
+  PollReadiness();
   AcceptNew();
   if (!pending_.empty()) ReadHellos();
   for (auto it = targets_.begin(); it != targets_.end();) {

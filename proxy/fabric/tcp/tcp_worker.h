@@ -43,10 +43,20 @@ class TcpWorker : public Worker {
   WorkerStats& counters() { return stats_; }
   /// An Endpoint going away.
   void Detach(TcpEndpoint* ep);
+  /// Watches socket `fd` for input, EOF and errors: Progress pumps a socket's receive
+  /// side only when its epoll says so (one epoll_wait per Progress instead of a
+  /// recv() on every idle socket). A closed fd leaves the set by itself.
+  void Watch(int fd);
+  /// True when `fd` had input, EOF or an error pending at the start of this Progress.
+  bool Readable(int fd) const {
+    return allReadable_ || (fd >= 0 && static_cast<size_t>(fd) < ready_.size() && ready_[static_cast<size_t>(fd)] != 0);
+  }
 
  private:
   explicit TcpWorker(TcpDomain* domain);
   void AcceptNew();
+  /// Fills ready_ from one non-blocking epoll_wait.
+  void PollReadiness();
   void ReadHellos();
 
   /// A socket accepted and waiting for its hello.
@@ -61,6 +71,11 @@ class TcpWorker : public Worker {
   TcpDomain* domain_;
   WorkerAddress address_;
   std::vector<proxy::Fd> listeners_;  ///< one per rail
+  proxy::Fd epoll_;                   ///< readiness of listeners and every frame socket
+  std::vector<uint8_t> ready_;        ///< by fd: readable at this Progress
+  std::vector<int> readyList_;        ///< fds set in ready_
+  bool allReadable_ = false;          ///< epoll returned a full batch: try every socket
+  bool watchFailed_ = false;          ///< some socket could not be watched: try every socket
   std::vector<Pending> pending_;
   std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<TcpTarget>> targets_;  ///< (peer worker, connection)
   std::vector<TcpEndpoint*> endpoints_;

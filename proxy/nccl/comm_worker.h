@@ -1,0 +1,118 @@
+// CommWorker: the fabric Worker one NCCL device's comms share, with the lock that
+// serialises it, the dispatch of its events to the comms they belong to, and the
+// helper thread that moves bytes while no caller does (NCCL's proxy thread polls
+// test() in a loop; the helper takes over once it has been quiet for
+// proxy::ProgressGate::kHandoff, as the TCP comms' helpers did).
+//
+// Routing of events: an op's cookie carries the comm id in its top 24 bits; an
+// immediate's value carries the target comm id in its top 24 bits; a Send record
+// is a hello (to a listen comm by listen id) or a close notice (to a comm by id);
+// a peer connection that failed here (kError, op kNone) goes to every comm whose
+// peer is that Worker.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/fabric/domain.h"
+#include "proxy/fabric/event.h"
+#include "proxy/nccl/nccl_records.h"
+#include "proxy/tcp/tcp_progress_gate.h"
+
+namespace railyard::proxy::nccl {
+
+/// A comm driven by a CommWorker. Its methods run with the CommWorker's lock held.
+class CommClient {
+ public:
+  virtual ~CommClient() = default;
+  /// An event for this comm: kDone/kError of its ops, a kImmediate naming it, a
+  /// kRecord close notice naming it, or a kError (op kNone) of its peer's connection.
+  virtual void OnEvent(const fabric::Event& e) = 0;
+  /// The peer Worker's id (0 while unknown: then nothing is routed to it by peer).
+  virtual uint64_t PeerWorker() const = 0;
+};
+
+/// A listen comm's side: hellos arriving for its listen id.
+class HelloSink {
+ public:
+  virtual ~HelloSink() = default;
+  /// A valid hello from Worker `peer` (with the lock held).
+  virtual void OnHello(Hello hello, fabric::RemoteKey fifoKey, uint64_t peer) = 0;
+};
+
+/// Bits of a cookie below the comm id (the comm's own op number).
+inline constexpr int kCookieCommShift = 40;
+/// Bits of an immediate below the comm id (the cell: seq % 32 and slot).
+inline constexpr int kImmCommShift = 8;
+/// Largest comm id (24 bits).
+inline constexpr uint32_t kMaxCommId = (1u << 24) - 1;
+
+/// See file comment. Thread-safe through Lock().
+class CommWorker {
+ public:
+  /// `domain` must outlive this; `device` names the NCCL device in messages.
+  CommWorker(fabric::Domain* domain, std::string device);
+  ~CommWorker();
+  CommWorker(const CommWorker&) = delete;
+  CommWorker& operator=(const CommWorker&) = delete;
+
+  /// Creates the Worker and starts the helper thread. Called once by the owner
+  /// (the plugin's init); SystemError when the Worker cannot listen.
+  Status Start();
+  /// Stops the helper thread and destroys the Worker. Every comm and listen comm
+  /// must be gone. Idempotent; Start may be called again after it.
+  void Stop();
+  /// True between Start and Stop.
+  bool running() const { return worker_ != nullptr; }
+
+  /// The lock every use of the Worker, its Endpoints and the comms takes.
+  /// The helper yields it to a caller that waits (callers_ counts them).
+  std::unique_lock<std::mutex> Lock() {
+    callers_.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> l(mu_);
+    callers_.fetch_sub(1, std::memory_order_relaxed);
+    return l;
+  }
+  /// With the lock held: one Progress pass, its events dispatched. Marks the caller
+  /// as driving (the helper stands by). Returns the events seen.
+  size_t DriveLocked();
+
+  fabric::Worker& worker() { return *worker_; }
+  fabric::Domain& domain() { return *domain_; }
+  const std::string& device() const { return device_; }
+
+  /// With the lock held: a fresh comm id (1..kMaxCommId, unused) for `c`.
+  /// ResourceExhausted-like InternalError when 2^24 comms are open.
+  Status AddClient(CommClient* c, uint32_t* id);
+  void RemoveClient(uint32_t id);
+  void AddListener(uint64_t listenId, HelloSink* sink);
+  void RemoveListener(uint64_t listenId);
+
+ private:
+  void Dispatch(const fabric::Event& e);
+  void HelperLoop();
+
+  fabric::Domain* domain_;
+  std::string device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<fabric::Worker> worker_;
+  std::thread helper_;
+  bool stop_ = false;
+  std::atomic<int> callers_{0};  ///< threads waiting in Lock()
+  ProgressGate gate_;
+  std::unordered_map<uint32_t, CommClient*> clients_;
+  std::unordered_map<uint64_t, HelloSink*> listeners_;
+  uint32_t nextId_ = 1;
+  std::vector<fabric::Event> events_;
+};
+
+}  // namespace railyard::proxy::nccl

@@ -1,0 +1,69 @@
+// The receiving side of an NCCL connection over a fabric Endpoint. irecv posts the
+// buffers in the RecvTable and writes their clear-to-send record into the sender's
+// FIFO (a Write with immediate naming the sender's comm and the slot); the sender
+// writes each message into its buffer with one Write whose immediate names this
+// comm and the (seq % 32, slot) cell. The immediate arrives after every byte of the
+// data; its size (fabric::Event::bytes) is claimed and landed through RecvTable::
+// ClaimLanded, which checks it against the posted buffer, the message rules and the
+// live registration before the receive can complete.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "proxy/comm.h"
+#include "proxy/nccl/comm_worker.h"
+#include "proxy/nccl/fabric_send_comm.h"
+#include "proxy/nccl/mem_handle.h"
+#include "proxy/protocol/recv_table.h"
+
+namespace railyard::proxy::nccl {
+
+/// RecvComm over a fabric Endpoint. Same threading as FabricSendComm.
+class FabricRecvComm final : public RecvComm, public CommClient {
+ public:
+  /// Connects an Endpoint back to the sender's Worker (hello.address) and registers
+  /// the outbox the CTS records are written from. `peerWorker` is the Worker id the
+  /// hello came from. Call with the CommWorker's lock held (from Accept).
+  static Status CreateLocked(CommWorker* cw, size_t deviceIndex, Hello hello, fabric::RemoteKey fifoKey,
+                             uint64_t peerWorker, const MrCache* cache, std::shared_ptr<RankSource> rank,
+                             std::unique_ptr<FabricRecvComm>* out);
+  ~FabricRecvComm() override;
+
+  /// As RecvComm::Irecv with MemHandles (an entry may be NULL only for a 0-byte buffer).
+  Status IrecvFabric(int n, void** data, const size_t* sizes, const int* tags, MemHandle* const* mhs,
+                     Request** request);
+  Status Irecv(int, void**, const size_t*, const int*, MemoryRegion**, Request**) override;
+  Status Test(Request* request, int* done, int* sizes) override;
+  void Close() override;
+
+  void OnEvent(const fabric::Event& e) override;
+  uint64_t PeerWorker() const override { return peerWorker_; }
+
+ private:
+  FabricRecvComm(CommWorker* cw, size_t deviceIndex, const MrCache* cache);
+  /// Records the comm's error, naming the peer (WARN when receives are posted, else INFO).
+  void Poisoned(const Status& s);
+  Status CheckEndpoint();
+
+  CommWorker* cw_;
+  size_t dev_;
+  std::shared_ptr<RankSource> rank_;  ///< this process's rank in the comm's communicator
+  uint32_t id_ = 0;
+  bool registered_ = false;
+  PeerInfo peer_;
+  uint32_t peerCommId_ = 0;
+  uint64_t peerWorker_ = 0;
+  fabric::RemoteKey fifoKey_;
+  std::unique_ptr<fabric::Endpoint> ep_;
+  std::vector<FabricCts> outbox_;  ///< CTS records, by seq % 32
+  const fabric::Region* outboxRegion_ = nullptr;
+  Poison poison_;
+  RecvTable table_;
+  std::array<RecvTable::Entry*, RecvTable::kMaxRequests> posted_{};  ///< by seq % 32
+  std::array<uint64_t, RecvTable::kMaxRequests> postedSeq_{};
+  bool closed_ = false;
+};
+
+}  // namespace railyard::proxy::nccl

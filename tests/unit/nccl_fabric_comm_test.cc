@@ -1,0 +1,274 @@
+// The NCCL comms over the fabric (proxy/nccl/), in one process over two TCP
+// Domains on 127.0.0.1: listen/connect/accept, messages of 0 B to 4 MiB with their
+// contents and sizes, grouped receives matched by tag, a hostile data immediate
+// (refused by RecvTable before the receive can complete), and the record decoders
+// on hostile bytes.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/nccl/comm_worker.h"
+#include "proxy/nccl/fabric_listen_comm.h"
+#include "proxy/nccl/fabric_recv_comm.h"
+#include "proxy/nccl/fabric_send_comm.h"
+#include "proxy/nccl/nccl_records.h"
+
+namespace railyard::proxy::nccl {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A process side: a Domain, its CommWorker, and regMr into both registries.
+struct Side {
+  std::unique_ptr<fabric::Domain> domain;
+  std::unique_ptr<CommWorker> cw;
+
+  explicit Side(const char* name) {
+    fabric::tcp::TcpOptions o;
+    o.rails = {{"lo", "127.0.0.1", 10000}};
+    o.timeoutMs = 3000;
+    EXPECT_TRUE(fabric::tcp::CreateTcpDomain(o, &domain).ok());
+    cw = std::make_unique<CommWorker>(domain.get(), name);
+    EXPECT_TRUE(cw->Start().ok());
+  }
+  MemHandle* Reg(void* data, size_t bytes) {
+    auto* h = new MemHandle();
+    EXPECT_TRUE(GlobalMrCache().Register(data, bytes, 1, &h->legacy).ok());
+    h->devices.resize(1);
+    if (data == nullptr) return h;  // as the plugin: no fabric Region for a NULL address
+    EXPECT_TRUE(domain->Register(data, std::max<size_t>(bytes, 1), fabric::kAccessLocal | fabric::kAccessRemoteWrite,
+                                 fabric::MemoryKind::kHost, &h->devices[0].region)
+                    .ok());
+    h->devices[0].packedKey = h->devices[0].region->Key().Pack();
+    return h;
+  }
+  void Dereg(MemHandle* h) {
+    EXPECT_TRUE(GlobalMrCache().Deregister(h->legacy).ok());
+    if (h->devices[0].region != nullptr) {
+      EXPECT_TRUE(domain->Deregister(h->devices[0].region).ok());
+    }
+    delete h;
+  }
+};
+
+class NcclFabricComm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char handle[128] = {};
+    std::unique_ptr<FabricListenComm> listen;
+    ASSERT_TRUE(FabricListenComm::Create(b_.cw.get(), 0, {"hostB", 222}, &GlobalMrCache(), rankB_, &listen,
+                                         handle).ok());
+    FabricHandle to;
+    ASSERT_TRUE(DecodeFabricHandle(handle, &to).ok());
+    EXPECT_EQ(to.pid, 222u);
+    EXPECT_EQ(to.host, "hostB");
+    ASSERT_TRUE(FabricSendComm::Create(a_.cw.get(), 0, to, {"hostA", 111}, 3000, rankA_, &send_).ok());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    RecvComm* rc = nullptr;
+    while (rc == nullptr && std::chrono::steady_clock::now() < until) {
+      ASSERT_TRUE(listen->Accept(&rc).ok());
+    }
+    ASSERT_NE(rc, nullptr) << "accept never returned a comm";
+    recv_.reset(static_cast<FabricRecvComm*>(rc));
+  }
+  void TearDown() override {
+    if (send_) send_->Close();
+    if (recv_) recv_->Close();
+    send_.reset();
+    recv_.reset();
+  }
+  /// Sends `src` tagged `tag` (retrying isend until a CTS matched), returns the request.
+  Request* PostSend(const std::vector<char>& src, MemHandle* mh, int tag) {
+    Request* r = nullptr;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (r == nullptr && std::chrono::steady_clock::now() < until) {
+      Status s = send_->IsendFabric(src.data(), src.size(), tag, mh, &r);
+      EXPECT_TRUE(s.ok()) << s.message();
+      if (!s.ok()) return nullptr;
+    }
+    return r;
+  }
+  /// Tests `r` on `c` until done (bounded). Returns the status of the last test.
+  static Status Wait(Comm* c, Request* r, int* sizes) {
+    int done = 0;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (!done && std::chrono::steady_clock::now() < until) {
+      Status s = c->Test(r, &done, sizes);
+      if (!s.ok()) return s;
+    }
+    return done ? Status::Ok() : InternalError("not done within 5 s");
+  }
+
+  Side a_{"a"}, b_{"b"};
+  /// The two sides' communicators (as two init contexts of one process would have).
+  std::shared_ptr<RankSource> rankA_ = std::make_shared<RankSource>();
+  std::shared_ptr<RankSource> rankB_ = std::make_shared<RankSource>();
+  std::unique_ptr<FabricSendComm> send_;
+  std::unique_ptr<FabricRecvComm> recv_;
+};
+
+TEST_F(NcclFabricComm, MessagesArriveWhole) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4093}, size_t{65536}, size_t{4} << 20}) {
+    std::vector<char> src(size), dst(size + 64, 'G');
+    for (size_t i = 0; i < size; ++i) src[i] = static_cast<char>(i * 7 + 1);
+    MemHandle* smh = a_.Reg(src.data(), src.size());
+    MemHandle* rmh = b_.Reg(dst.data(), dst.size());
+    void* data = dst.data();
+    size_t cap = size;
+    int tag = 5;
+    Request* rr = nullptr;
+    ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
+    Request* sr = PostSend(src, smh, 5);
+    ASSERT_NE(sr, nullptr) << "size " << size;
+    int sent = -1, got = -1;
+    ASSERT_TRUE(Wait(send_.get(), sr, &sent).ok()) << size;
+    Status s = Wait(recv_.get(), rr, &got);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(sent, static_cast<int>(size));
+    EXPECT_EQ(got, static_cast<int>(size));
+    EXPECT_EQ(std::memcmp(dst.data(), src.data(), size), 0) << size;
+    for (size_t i = size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 'G') << "guard byte " << i << " of size " << size;
+    a_.Dereg(smh);
+    b_.Dereg(rmh);
+  }
+}
+
+TEST_F(NcclFabricComm, GroupedReceiveMatchesByTag) {
+  std::vector<char> dst(3 * 100, 0);
+  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
+  void* data[3] = {dst.data(), dst.data() + 100, dst.data() + 200};
+  size_t caps[3] = {100, 100, 100};
+  int tags[3] = {7, 8, 9};
+  MemHandle* mhs[3] = {rmh, rmh, rmh};
+  Request* rr = nullptr;
+  ASSERT_TRUE(recv_->IrecvFabric(3, data, caps, tags, mhs, &rr).ok());
+  std::vector<std::vector<char>> srcs = {std::vector<char>(10, '9'), std::vector<char>(20, '7'),
+                                         std::vector<char>(30, '8')};
+  const int sendTags[3] = {9, 7, 8};
+  for (int i = 0; i < 3; ++i) {
+    MemHandle* smh = a_.Reg(srcs[i].data(), srcs[i].size());
+    Request* sr = PostSend(srcs[i], smh, sendTags[i]);
+    ASSERT_NE(sr, nullptr);
+    ASSERT_TRUE(Wait(send_.get(), sr, nullptr).ok());
+    a_.Dereg(smh);
+  }
+  int sizes[3] = {-1, -1, -1};
+  ASSERT_TRUE(Wait(recv_.get(), rr, sizes).ok());
+  EXPECT_EQ(sizes[0], 20);  // tag 7
+  EXPECT_EQ(sizes[1], 30);  // tag 8
+  EXPECT_EQ(sizes[2], 10);  // tag 9
+  EXPECT_EQ(dst[0], '7');
+  EXPECT_EQ(dst[100], '8');
+  EXPECT_EQ(dst[200], '9');
+  b_.Dereg(rmh);
+}
+
+TEST_F(NcclFabricComm, DataImmediateLargerThanThePostedBufferIsRefused) {
+  std::vector<char> dst(64, 'G');
+  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
+  void* data = dst.data();
+  size_t cap = 16;
+  int tag = 1;
+  Request* rr = nullptr;
+  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
+  // A hostile sender claims 32 bytes landed in the 16-byte buffer of cell (seq 0, slot 0).
+  fabric::Event e;
+  e.kind = fabric::EventKind::kImmediate;
+  e.op = fabric::OpType::kWrite;
+  e.value = 0;
+  e.bytes = 32;
+  e.peer = recv_->PeerWorker();
+  {
+    auto lock = b_.cw->Lock();
+    recv_->OnEvent(e);
+  }
+  int done = 0;
+  Status s = recv_->Test(rr, &done, nullptr);
+  EXPECT_EQ(done, 0);
+  EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
+  EXPECT_NE(s.message().find("pid 111"), std::string::npos) << "the error names the peer: " << s.message();
+  recv_->Close();
+  b_.Dereg(rmh);
+}
+
+// Two communicators in one process: the receive comm's error names ITS rank (learned
+// from its communicator's sends), not the tag of whichever send went last process-wide.
+TEST_F(NcclFabricComm, ErrorsNameTheRankOfTheirOwnCommunicator) {
+  rankB_->Note(3);       // communicator B: this process is rank 3
+  rankA_->Note(9);       // communicator A: rank 9 ...
+  NoteLocalRank(9);      // ... and its send went last (the old process-wide guess)
+  std::vector<char> dst(16, 'G');
+  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
+  void* data = dst.data();
+  size_t cap = 16;
+  int tag = 1;
+  Request* rr = nullptr;
+  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
+  fabric::Event e;
+  e.kind = fabric::EventKind::kImmediate;
+  e.op = fabric::OpType::kWrite;
+  e.bytes = 17;
+  e.peer = recv_->PeerWorker();
+  {
+    auto lock = b_.cw->Lock();
+    recv_->OnEvent(e);
+  }
+  int done = 0;
+  Status s = recv_->Test(rr, &done, nullptr);
+  EXPECT_NE(s.message().find("rank 3"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("rank 9"), std::string::npos) << s.message();
+  recv_->Close();
+  b_.Dereg(rmh);
+}
+
+TEST(NcclRecords, HostileRecordsAreRefused) {
+  FabricCts rec{};
+  rec.header = MakeHeader(RecordKind::kFabricCts);
+  rec.n = 0;
+  CtsRecord plain;
+  fabric::RemoteKey keys[kMaxRecvs];
+  EXPECT_FALSE(DecodeCts(rec, FabricCtsBytes(1), &plain, keys).ok()) << "n = 0";
+  rec.n = kMaxRecvs + 1;
+  EXPECT_FALSE(DecodeCts(rec, sizeof rec, &plain, keys).ok()) << "n = 9";
+  rec.n = 1;
+  EXPECT_FALSE(DecodeCts(rec, FabricCtsBytes(1), &plain, keys).ok()) << "entry without a key";
+  fabric::RemoteKey k{0x1000, 100, 42, fabric::kAccessRemoteWrite, {}};
+  const auto packed = k.Pack();
+  rec.entries[0].keyBytes = static_cast<uint16_t>(packed.size());
+  std::memcpy(rec.entries[0].key, packed.data(), packed.size());
+  rec.entries[0].addr = 0x1000 + 90;
+  rec.entries[0].size = 20;
+  Status s = DecodeCts(rec, FabricCtsBytes(1), &plain, keys);
+  EXPECT_FALSE(s.ok()) << "buffer outside its region";
+  rec.entries[0].size = 10;
+  EXPECT_FALSE(DecodeCts(rec, FabricCtsBytes(2), &plain, keys).ok()) << "size differs from n";
+  ASSERT_TRUE(DecodeCts(rec, FabricCtsBytes(1), &plain, keys).ok());
+  EXPECT_EQ(plain.entries[0].addr, 0x1000u + 90);
+  EXPECT_EQ(keys[0], k);
+
+  Hello h;
+  h.listenId = 9;
+  h.sendCommId = 3;
+  h.fifoKey = fabric::RemoteKey{0x2000, sizeof(FabricCts) * 32, 5, fabric::kAccessRemoteWrite, {}}.Pack();
+  h.address = {1, 2, 3};
+  std::vector<uint8_t> bytes = EncodeHello(h);
+  Hello out;
+  fabric::RemoteKey fifo;
+  ASSERT_TRUE(DecodeHello(bytes, &out, &fifo).ok());
+  EXPECT_EQ(out.address, h.address);
+  bytes.pop_back();
+  EXPECT_FALSE(DecodeHello(bytes, &out, &fifo).ok()) << "truncated hello";
+  EXPECT_FALSE(DecodeHello(std::vector<uint8_t>(10, 0x42), &out, &fifo).ok());
+
+  char handle[128];
+  std::memset(handle, 0xFF, sizeof handle);
+  FabricHandle fh;
+  EXPECT_EQ(DecodeFabricHandle(handle, &fh).code(), Code::kInvalidUsage);
+}
+
+}  // namespace
+}  // namespace railyard::proxy::nccl
