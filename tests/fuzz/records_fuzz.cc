@@ -32,6 +32,12 @@ size_t RecordBytes(uint16_t kind) {
     case p::RecordKind::kCts: return sizeof(p::CtsRecord);
     case p::RecordKind::kChunk: return sizeof(p::ChunkHeader);
     case p::RecordKind::kRelay: return sizeof(p::RelayRecord);
+    // The fabric comms' records (proxy/nccl/nccl_records.h) travel as fabric Sends and
+    // Writes, never on this wire: the legacy comms refuse them as unknown kinds.
+    case p::RecordKind::kFabricListen:
+    case p::RecordKind::kFabricHello:
+    case p::RecordKind::kFabricCts:
+    case p::RecordKind::kFabricClose: return 0;
   }
   return 0;
 }
@@ -113,6 +119,10 @@ RAILYARD_FUZZ_TARGET(Records) {
       }
       case p::RecordKind::kHello:
       case p::RecordKind::kRelay:
+      case p::RecordKind::kFabricListen:
+      case p::RecordKind::kFabricHello:
+      case p::RecordKind::kFabricCts:
+      case p::RecordKind::kFabricClose:
         break;
     }
   }
