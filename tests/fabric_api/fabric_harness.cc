@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -36,6 +37,9 @@ Status MakeVerbsDomain(const Knobs& k, std::unique_ptr<Domain>* out) {
   verbs::VerbsOptions o = verbs::VerbsOptions::FromConfig(config);
   o.bootstrapAddress = "127.0.0.1";
   o.timeoutMs = k.timeoutMs;
+  // Connection setup under the lane's emulation (a fresh process opening its
+  // devices, QPs to RTS) takes seconds: not what a test's short timeout is about.
+  o.connectTimeoutMs = std::max(k.timeoutMs, 20000);
   o.stripe.thresholdBytes = 64 * 1024;
   o.stripe.chunkBytes = 256 * 1024;
   o.stripe.chunksInFlightPerRail = 4;

@@ -20,11 +20,15 @@ VerbsOptions VerbsOptions::FromConfig(const env::Config& config) {
   o.config = config;
   o.stripe = StripeOptions::FromConfig(config);
   o.timeoutMs = config.timeoutMs;
+  o.connectTimeoutMs = config.timeoutMs;
   return o;
 }
 
 Status VerbsOptions::Validate() const {
   if (timeoutMs < 1) return InvalidArgument("verbs fabric timeout " + std::to_string(timeoutMs) + " ms");
+  if (connectTimeoutMs < 1) {
+    return InvalidArgument("verbs fabric connect timeout " + std::to_string(connectTimeoutMs) + " ms");
+  }
   if (recordCredits < 4 || recordCredits > 4096) {
     return InvalidArgument("verbs fabric record credits " + std::to_string(recordCredits) + " (4..4096)");
   }

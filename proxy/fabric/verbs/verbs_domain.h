@@ -29,8 +29,11 @@ struct VerbsOptions {
   /// Striping (RAILYARD_STRIPE_*).
   StripeOptions stripe;
   /// An Endpoint with work outstanding and no completion for this long fails with
-  /// TIMEOUT; a handshake not done in this long fails (RAILYARD_TIMEOUT_MS).
+  /// TIMEOUT (RAILYARD_TIMEOUT_MS).
   int timeoutMs = 30000;
+  /// A connection setup (bootstrap connect, hello and QP records both ways, QPs to
+  /// RTS) not done in this long fails with TIMEOUT (RAILYARD_TIMEOUT_MS by default).
+  int connectTimeoutMs = 30000;
   /// This process's rank, named in errors (-1: unknown).
   int rank = -1;
   /// IPv4 address the Worker's bootstrap TCP listener binds (QP records are exchanged

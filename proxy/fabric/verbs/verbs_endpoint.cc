@@ -549,7 +549,7 @@ void VerbsEndpoint::StepHandshake() {
                "connection setup with the peer failed: " + s.message()));
     return;
   }
-  const int timeout = worker_->domain().options().timeoutMs;
+  const int timeout = worker_->domain().options().connectTimeoutMs;
   if (Clock::now() - started_ > std::chrono::milliseconds(timeout)) {
     Fail(Error(FabricErrc::kTimeout, 0, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
                "connection setup did not finish within " + std::to_string(timeout) + " ms (RAILYARD_TIMEOUT_MS)"));

@@ -140,7 +140,7 @@ bool VerbsTarget::StepHandshake() {
            "a peer's connection setup failed: " + s.message());
     return false;
   }
-  const int timeout = worker_->domain().options().timeoutMs;
+  const int timeout = worker_->domain().options().connectTimeoutMs;
   if (std::chrono::steady_clock::now() - since_ > std::chrono::milliseconds(timeout)) {
     Failed(FabricErrc::kTimeout, -1,
            "a peer's connection setup did not finish within " + std::to_string(timeout) + " ms (RAILYARD_TIMEOUT_MS)");
