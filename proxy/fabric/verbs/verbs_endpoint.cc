@@ -583,7 +583,12 @@ void VerbsEndpoint::Progress() {
   Poll();
   if (failed_) return;
   bool closed = false;
-  Status s = boot_.Watch(&closed);
+  Status s;
+  const Clock::time_point now = Clock::now();
+  if (now - lastWatch_ >= kWatchInterval) {
+    lastWatch_ = now;
+    s = boot_.Watch(&closed);
+  }
   if (!s.ok() || closed) {
     Fail(Error(FabricErrc::kPeerClosed, 0, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
                closed ? "the peer closed its bootstrap connection (process exited or was killed)" : s.message()));

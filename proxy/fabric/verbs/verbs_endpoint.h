@@ -131,6 +131,13 @@ class VerbsEndpoint : public Endpoint {
   Status status_;
   bool failed_ = false;
   Clock::time_point lastActivity_;
+  Clock::time_point lastWatch_;  ///< last look at the bootstrap socket
 };
+
+/// How often Progress looks at the bootstrap socket (one recv syscall) for a peer
+/// that went away: often enough for a prompt PEER_CLOSED, rarely enough that the
+/// polling loop stays syscall-free (a syscall per call costs latency, most of all
+/// under emulation).
+inline constexpr std::chrono::milliseconds kWatchInterval{10};
 
 }  // namespace railyard::fabric::verbs

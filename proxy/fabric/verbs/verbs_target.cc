@@ -218,7 +218,12 @@ bool VerbsTarget::Progress() {
   ReturnCredits();
   if (state_ != 2) return false;
   bool closed = false;
-  Status s = boot_.Watch(&closed);
+  Status s;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - lastWatch_ >= kWatchInterval) {
+    lastWatch_ = now;
+    s = boot_.Watch(&closed);
+  }
   if (closed) {
     // The peer's Endpoint went away (destroyed or its process died): nothing of
     // ours is under way, so this is not an error here.

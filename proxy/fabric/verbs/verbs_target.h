@@ -53,6 +53,7 @@ class VerbsTarget {
   uint64_t consumed_ = 0;  ///< buffers consumed and re-posted
   uint64_t reported_ = 0;  ///< value of the last credit write posted
   bool creditInFlight_ = false;
+  std::chrono::steady_clock::time_point lastWatch_;  ///< last look at the bootstrap socket
 };
 
 }  // namespace railyard::fabric::verbs
