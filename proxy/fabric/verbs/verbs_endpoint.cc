@@ -189,8 +189,13 @@ Status VerbsEndpoint::Read(const LocalSlice& dst, const RemoteKey& key, uint64_t
   op.keyBase = key.base;
   op.keyLength = key.length;
   op.keyAccess = key.access;
-  op.striped = IsStriped(dst.bytes, rails_, worker_->domain().options().stripe);
-  op.chunks = CutIntoChunks(dst.bytes, op.striped ? rails_ : 1, worker_->domain().options().stripe);
+  // READ chunks are at most kMaxReadWrBytes: a READ's whole response is one burst
+  // from the target's HCA, and under soft-RoCE 1 MiB bursts lose packets (the
+  // requester then waits out the QP ACK timeout); see docs/benchmarks.md.
+  StripeOptions stripe = worker_->domain().options().stripe;
+  stripe.chunkBytes = std::min<uint64_t>(stripe.chunkBytes, kMaxReadWrBytes);
+  op.striped = IsStriped(dst.bytes, rails_, stripe);
+  op.chunks = CutIntoChunks(dst.bytes, op.striped ? rails_ : 1, stripe);
   return Post(std::move(op));
 }
 

@@ -139,5 +139,7 @@ class VerbsEndpoint : public Endpoint {
 /// polling loop stays syscall-free (a syscall per call costs latency, most of all
 /// under emulation).
 inline constexpr std::chrono::milliseconds kWatchInterval{10};
+/// Largest RDMA READ work request, bytes (Reads are cut into chunks of at most this).
+inline constexpr uint64_t kMaxReadWrBytes = 256 * 1024;
 
 }  // namespace railyard::fabric::verbs
