@@ -94,7 +94,7 @@ QpSet QpBundle::Describe() const {
   return s;
 }
 
-Status QpBundle::Connect(const QpSet& remote, const QpLinkAttrs& attrs, uint8_t tc, uint8_t sl) {
+Status QpBundle::Connect(const QpSet& remote, const QpLinkAttrs& attrs, uint8_t tc, uint8_t sl, int rdAtomic) {
   for (size_t i = 0; i < qps_.size(); ++i) {
     Qp& q = qps_[i];
     const IbPort& p = ib_->at(static_cast<size_t>(q.port));
@@ -113,7 +113,7 @@ Status QpBundle::Connect(const QpSet& remote, const QpLinkAttrs& attrs, uint8_t 
     a.path_mtu = static_cast<ibv_mtu>(mtu.mtu);
     a.dest_qp_num = rq.qpn;
     a.rq_psn = rq.psn;
-    a.max_dest_rd_atomic = 1;
+    a.max_dest_rd_atomic = static_cast<uint8_t>(rdAtomic);
     a.min_rnr_timer = attrs.minRnrTimer;
     a.ah_attr.port_num = static_cast<uint8_t>(p.port);
     a.ah_attr.sl = sl;
@@ -144,7 +144,7 @@ Status QpBundle::Connect(const QpSet& remote, const QpLinkAttrs& attrs, uint8_t 
     s.rnr_retry = 0;
     (void)attrs.rnrRetry;
     s.sq_psn = q.psn;
-    s.max_rd_atomic = 1;
+    s.max_rd_atomic = static_cast<uint8_t>(rdAtomic);
     rc = ibv_modify_qp(q.qp, &s,
                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                            IBV_QP_MAX_QP_RD_ATOMIC);

@@ -46,8 +46,12 @@ class QpBundle {
   /// Moves every QP to RTR then RTS against `remote` (already validated by
   /// DecodeQpSet with this bundle's QP count). Path MTU is the min of both ends'
   /// (NegotiateMtu, mismatches logged). `attrs` holds timeout/retry; tc/sl are the
-  /// connector's (sent in its record). SystemError naming QP, device and errno.
-  Status Connect(const QpSet& remote, const QpLinkAttrs& attrs, uint8_t tc, uint8_t sl);
+  /// connector's (sent in its record). `rdAtomic` is the number of RDMA READ /
+  /// atomic requests each QP may have outstanding, both as initiator
+  /// (max_rd_atomic) and as responder (max_dest_rd_atomic); the NCCL comms use 1,
+  /// the fabric's Reads more (at most the device's max_qp_rd_atom).
+  /// SystemError naming QP, device and errno.
+  Status Connect(const QpSet& remote, const QpLinkAttrs& attrs, uint8_t tc, uint8_t sl, int rdAtomic = 1);
 
   std::vector<Qp>& qps() { return qps_; }
   const std::vector<int>& ports() const { return ports_; }

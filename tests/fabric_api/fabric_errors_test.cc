@@ -75,7 +75,8 @@ TEST_P(FabricErrors, WrongKeyIsRefused) {
   const Region* rs = Reg(a_, src.data(), 4096, kAccessLocal);
   const Region* rd = Reg(b_, dst.data(), 4096, kAccessRemoteWrite);
   RemoteKey k = rd->Key();
-  k.softwareKey ^= 0x10;
+  k.softwareKey ^= 0x10;                    // what the TCP target checks
+  for (uint32_t& r : k.railRkeys) r ^= 0x10;  // what an HCA checks (verbs)
   FillPattern(src.data(), 4096, 2);
   ExpectRefused([&] { return ep_->Write({rs, 0, 4096}, k, rd->base, 1); }, FabricErrc::kBadKey);
   EXPECT_TRUE(AllZero(dst.data(), 4096));

@@ -35,8 +35,13 @@ struct TransportCase {
 /// Every transport the suite runs over: TCP on one loopback rail; TCP on two
 /// loopback rails (127.0.0.1, 127.0.0.2, speeds 2:1, two sockets each, small stripe
 /// threshold, chunks and 16 KiB per socket per Progress call, so striping and landings
-/// interleaved across sockets are exercised); the fake in-process transport.
+/// interleaved across sockets are exercised); verbs (every RDMA port of the host, or in
+/// the soft-RoCE lane host h0's and h1's rails in turn; 64 KiB stripe threshold,
+/// 256 KiB chunks; not available, so skipped, on a host without RDMA ports); the fake
+/// in-process transport.
 std::vector<TransportCase> FabricTransports();
+/// The verbs case's Domain maker (exposed for tools and multi-process tests).
+Status MakeVerbsDomain(const Knobs& knobs, std::unique_ptr<Domain>* out);
 /// gtest prints a case by its name.
 inline void PrintTo(const TransportCase& c, std::ostream* os) { *os << c.name; }
 /// The test-name suffix of a case (for INSTANTIATE_TEST_SUITE_P).
@@ -84,8 +89,8 @@ class FabricTest : public ::testing::TestWithParam<TransportCase> {
   void SetUp() override;
   void TearDown() override;
 
-  /// Makes a side with the case's transport and `knobs`; false (and a test failure or
-  /// skip) when it cannot.
+  /// Makes a side with the case's transport and `knobs`; false when it cannot (a test
+  /// failure, or `skip_` set when the transport is not available on this host).
   bool MakeSide(Side* side, const Knobs& knobs);
   /// Progresses both Workers until `done()` holds or `ms` pass; true when it held.
   /// `done` is checked after every Progress call of B, so it sees B's memory at
@@ -103,6 +108,7 @@ class FabricTest : public ::testing::TestWithParam<TransportCase> {
   Knobs knobs_;
   Side a_, b_;
   std::unique_ptr<Endpoint> ep_;
+  std::string skip_;  ///< why the transport is not available here (SetUp skips the test)
 };
 
 /// "every op failed with a named remote-access error": the precise name when the

@@ -1,0 +1,96 @@
+#include "proxy/fabric/verbs/verbs_bootstrap.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace railyard::fabric::verbs {
+
+Status BootstrapChannel::Connect(uint32_t ipv4, uint16_t port) {
+  fd_ = proxy::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd_.valid()) return SystemError("verbs bootstrap: socket: " + proxy::ErrnoText(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = ipv4;
+  sa.sin_port = htons(port);
+  if (::connect(fd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
+    return SystemError("verbs bootstrap: connect: " + proxy::ErrnoText(errno));
+  }
+  return Status::Ok();
+}
+
+Status BootstrapChannel::Connected(bool* done) {
+  *done = false;
+  pollfd p{fd_.get(), POLLOUT, 0};
+  const int n = ::poll(&p, 1, 0);
+  if (n < 0) return errno == EINTR ? Status::Ok() : SystemError("verbs bootstrap: poll: " + proxy::ErrnoText(errno));
+  if (n == 0) return Status::Ok();
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) return SystemError("verbs bootstrap: connect: " + proxy::ErrnoText(err));
+  (void)proxy::TuneTcpSocket(fd_.get(), 0);
+  *done = true;
+  return Status::Ok();
+}
+
+void BootstrapChannel::Queue(const Handshake& h) {
+  const std::vector<char> set = proxy::verbs::EncodeQpSet(h.qps);
+  out_.resize(sizeof h.hello + set.size());
+  std::memcpy(out_.data(), &h.hello, sizeof h.hello);
+  std::memcpy(out_.data() + sizeof h.hello, set.data(), set.size());
+  sent_ = 0;
+}
+
+Status BootstrapChannel::Flush(bool* done) {
+  *done = false;
+  if (sent_ < out_.size()) {
+    RY_RETURN_IF_ERROR(proxy::TrySend(fd_.get(), out_.data() + sent_, out_.size() - sent_, &sent_));
+  }
+  *done = sent_ == out_.size();
+  return Status::Ok();
+}
+
+Status BootstrapChannel::Read(uint16_t role, int expectedQps, Handshake* out, bool* done) {
+  *done = false;
+  if (helloGot_ < sizeof hello_) {
+    size_t got = 0;
+    bool closed = false;
+    RY_RETURN_IF_ERROR(proxy::TryRecv(fd_.get(), hello_ + helloGot_, sizeof hello_ - helloGot_, &got, &closed));
+    helloGot_ += got;
+    if (closed && helloGot_ < sizeof hello_) return SystemError("verbs bootstrap: the peer closed the connection");
+    if (helloGot_ < sizeof hello_) return Status::Ok();
+    std::memcpy(&out->hello, hello_, sizeof hello_);
+    RY_RETURN_IF_ERROR(CheckHello(out->hello, role));
+  }
+  bool whole = false;
+  RY_RETURN_IF_ERROR(reader_.Read(fd_.get(), "the peer", &whole));
+  if (!whole) return Status::Ok();
+  const std::vector<char>& b = reader_.bytes();
+  RY_RETURN_IF_ERROR(proxy::verbs::DecodeQpSet(b.data(), b.size(), expectedQps, &out->qps));
+  *done = true;
+  return Status::Ok();
+}
+
+Status BootstrapChannel::Watch(bool* closed) {
+  *closed = false;
+  char byte = 0;
+  const ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_DONTWAIT);
+  if (n == 0) {
+    *closed = true;
+    return Status::Ok();
+  }
+  if (n > 0) return InvalidArgument("verbs bootstrap: the peer sent bytes after the handshake");
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
+  if (errno == ECONNRESET || errno == EPIPE) {
+    *closed = true;
+    return Status::Ok();
+  }
+  return SystemError("verbs bootstrap: " + proxy::ErrnoText(errno));
+}
+
+}  // namespace railyard::fabric::verbs

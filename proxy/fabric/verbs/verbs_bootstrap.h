@@ -1,0 +1,60 @@
+// The bootstrap TCP connection of one verbs Endpoint: non-blocking connect, one
+// hello + QP record set each way (verbs_wire.h, proxy/verbs/qp_record.h), then it
+// stays open and silent as the liveness watch of the peer (a killed peer's kernel
+// closes it at once). Every byte read is peer data: sizes and fields are checked
+// before anything is used.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "env/status.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
+#include "proxy/socket.h"
+#include "proxy/verbs/qp_record.h"
+#include "proxy/verbs/verbs_setup.h"
+
+namespace railyard::fabric::verbs {
+
+/// One side's handshake message.
+struct Handshake {
+  VerbsHello hello;
+  proxy::verbs::QpSet qps;
+};
+
+/// See file comment. Not thread-safe (its Worker's thread).
+class BootstrapChannel {
+ public:
+  BootstrapChannel() = default;
+  explicit BootstrapChannel(proxy::Fd fd) : fd_(std::move(fd)) {}
+
+  /// Starts a non-blocking connect to ipv4:port (network-order address, host-order port).
+  /// SystemError when no socket can be made.
+  Status Connect(uint32_t ipv4, uint16_t port);
+  /// True once the connect finished; SystemError (e.g. "connection refused") when it failed.
+  Status Connected(bool* done);
+  /// Queues `h` to be sent.
+  void Queue(const Handshake& h);
+  /// Sends what is queued; *done when all of it is out. SystemError when the socket broke.
+  Status Flush(bool* done);
+  /// Reads the peer's hello and QP record set; *done with `out` filled once whole and
+  /// valid. `role` is the role the peer must have; `expectedQps` as DecodeQpSet (0 = any).
+  /// InvalidArgument/InvalidUsage for a bad record (peer data), SystemError when the
+  /// socket broke or closed.
+  Status Read(uint16_t role, int expectedQps, Handshake* out, bool* done);
+  /// After the handshake: Ok while the socket is open and silent; *closed once the
+  /// peer closed it. SystemError when it broke; InvalidArgument when the peer sent bytes.
+  Status Watch(bool* closed);
+  int fd() const { return fd_.get(); }
+
+ private:
+  proxy::Fd fd_;
+  std::vector<char> out_;
+  size_t sent_ = 0;
+  uint8_t hello_[sizeof(VerbsHello)] = {};
+  size_t helloGot_ = 0;
+  proxy::verbs::RecordReader reader_;
+};
+
+}  // namespace railyard::fabric::verbs

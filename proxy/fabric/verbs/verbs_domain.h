@@ -1,0 +1,106 @@
+// The fabric's verbs transport (RoCE v2 / InfiniBand RC): a Domain whose rails are
+// the RDMA ports RAILYARD_HCA selects (proxy/verbs/ib_ports.h: GID selection, MTU,
+// link parameters as the NCCL comms use them). A Region is one MR per rail's PD;
+// one-sided operations are the HCA's own (RDMA WRITE, WRITE WITH IMM, READ, ATOMIC
+// FETCH_AND_ADD), so the target's CPU takes no part in them and the HCA, not
+// software, checks rkey, bounds and rights (one generic REMOTE_ACCESS error).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "env/config.h"
+#include "proxy/fabric/domain.h"
+#include "proxy/fabric/stripe_scheduler.h"
+#include "proxy/verbs/ib_ports.h"
+#include "proxy/verbs/link_params.h"
+
+namespace railyard::fabric::verbs {
+
+/// Options of a verbs Domain.
+struct VerbsOptions {
+  /// The configuration the ports are opened with: RAILYARD_HCA, the GID policy
+  /// (RAILYARD_GID_INDEX, RAILYARD_ROCE_VERSION, RAILYARD_IB_ADDR_FAMILY), TC/SL,
+  /// RAILYARD_IB_TIMEOUT / RETRY_CNT, RAILYARD_DEFAULT_SPEED_MBPS.
+  env::Config config;
+  /// Striping (RAILYARD_STRIPE_*).
+  StripeOptions stripe;
+  /// An Endpoint with work outstanding and no completion for this long fails with
+  /// TIMEOUT (RAILYARD_TIMEOUT_MS).
+  int timeoutMs = 30000;
+  /// A connection setup (bootstrap connect, hello and QP records both ways, QPs to
+  /// RTS) not done in this long fails with TIMEOUT (RAILYARD_TIMEOUT_MS by default).
+  int connectTimeoutMs = 30000;
+  /// This process's rank, named in errors (-1: unknown).
+  int rank = -1;
+  /// IPv4 address the Worker's bootstrap TCP listener binds (QP records are exchanged
+  /// over it). Empty: the first IPv4 address of rail 0, else 127.0.0.1.
+  std::string bootstrapAddress;
+  /// Receive buffers a target posts per connection for records and immediates (the
+  /// initiator's credits): 4..4096.
+  int recordCredits = 64;
+
+  /// Everything from `config` (RAILYARD_TIMEOUT_MS, RAILYARD_STRIPE_*, the port and
+  /// link variables).
+  static VerbsOptions FromConfig(const env::Config& config);
+  /// InvalidArgument naming the first bad field.
+  Status Validate() const;
+};
+
+/// Largest Send record, bytes (one receive buffer).
+inline constexpr size_t kVerbsMaxRecordBytes = 4096;
+/// Largest Write/Read (the HCA's limit is per WR; ops are cut into chunks).
+inline constexpr uint64_t kVerbsMaxOpBytes = 1ull << 40;
+/// Ops one Endpoint keeps posted to the HCA; more wait in its queue.
+inline constexpr int kVerbsOpWindow = 256;
+
+/// Creates a verbs Domain: opens the selected ports (ibv_open_device, ibv_alloc_pd).
+/// InvalidUsage when this host has no usable RDMA port ("not available here": the
+/// message lists the ports left out and why); SystemError when a device cannot be
+/// opened; InvalidArgument for bad options.
+Status CreateVerbsDomain(const VerbsOptions& options, std::unique_ptr<Domain>* out);
+
+/// The verbs Domain (exposed for its Workers and Endpoints).
+class VerbsDomain : public Domain {
+ public:
+  VerbsDomain(VerbsOptions options, std::unique_ptr<proxy::verbs::IbPorts> ports);
+  ~VerbsDomain() override;
+
+  const char* TransportName() const override { return "verbs"; }
+  const Capabilities& capabilities() const override { return caps_; }
+  const std::vector<RailInfo>& rails() const override { return rails_; }
+  /// One ibv_reg_mr per rail's PD (access: see IbvAccess). SystemError naming the
+  /// device and errno when the HCA refuses (nothing stays registered then).
+  Status Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out) override;
+  /// ibv_dereg_mr on every rail: once it returns the HCA refuses every remote access
+  /// to the region (the initiator sees REMOTE_ACCESS).
+  Status Deregister(const Region* region) override;
+  Status CreateWorker(std::unique_ptr<Worker>* out) override;
+
+  const VerbsOptions& options() const { return options_; }
+  proxy::verbs::IbPorts& ports() { return *ports_; }
+  const proxy::verbs::QpLinkAttrs& linkAttrs() const { return link_; }
+  /// Outstanding RDMA READ / atomic requests per QP (min of 16 and every device's limits).
+  int rdAtomic() const { return rdAtomic_; }
+
+ private:
+  VerbsOptions options_;
+  std::unique_ptr<proxy::verbs::IbPorts> ports_;
+  std::vector<RailInfo> rails_;
+  Capabilities caps_;
+  proxy::verbs::QpLinkAttrs link_;
+  int rdAtomic_ = 1;
+  mutable std::mutex mu_;
+  std::map<const Region*, std::unique_ptr<Region>> regions_;
+  uint64_t keyState_ = 0;
+};
+
+/// IBV_ACCESS_* flags for fabric Access flags: local -> LOCAL_WRITE, remote read ->
+/// REMOTE_READ, remote write -> REMOTE_WRITE, remote atomic -> REMOTE_ATOMIC; LOCAL_WRITE
+/// is added with REMOTE_WRITE and REMOTE_ATOMIC because ibv_reg_mr(3) requires it.
+int IbvAccess(uint32_t access);
+
+}  // namespace railyard::fabric::verbs

@@ -1,0 +1,618 @@
+#include "proxy/fabric/verbs/verbs_endpoint.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "proxy/fabric/verbs/verbs_domain.h"
+#include "proxy/fabric/verbs/verbs_worker.h"
+
+namespace railyard::fabric::verbs {
+
+namespace {
+
+/// Record staging / FetchAdd result slots per endpoint, each kVerbsMaxRecordBytes.
+constexpr int kSlots = 64;
+/// Offset of slot 0 in the scratch memory (the credit word comes first).
+constexpr size_t kSlotBase = 64;
+/// Send WRs kept free on every QP.
+constexpr int kSqReserve = 8;
+
+uint64_t LoadCredit(const char* p) {
+  return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(p)).load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+FabricErrc ErrcOfCompletion(ibv_wc_status status) {
+  switch (status) {
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR:
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+      return FabricErrc::kRemoteAccess;
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return FabricErrc::kTimeout;
+    case IBV_WC_WR_FLUSH_ERR:
+      return FabricErrc::kEndpointFailed;
+    case IBV_WC_LOC_LEN_ERR:
+    case IBV_WC_LOC_PROT_ERR:
+      return FabricErrc::kLocalArgument;
+    default:
+      return FabricErrc::kSystem;
+  }
+}
+
+VerbsEndpoint::VerbsEndpoint(VerbsWorker* worker, const VerbsAddress& peer, uint64_t connection)
+    : worker_(worker),
+      peer_(peer),
+      connection_(connection),
+      started_(Clock::now()),
+      scheduler_({1}, 1),
+      lastActivity_(Clock::now()) {}
+
+Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint64_t connection,
+                             std::unique_ptr<VerbsEndpoint>* out) {
+  std::unique_ptr<VerbsEndpoint> ep(new VerbsEndpoint(worker, peer, connection));
+  VerbsDomain& d = worker->domain();
+  ep->rails_ = std::min<int>(static_cast<int>(d.rails().size()), peer.rails);
+  for (int r = 0; r < ep->rails_; ++r) ep->railSpeeds_.push_back(d.rails()[static_cast<size_t>(r)].speedMbps);
+  ep->scheduler_ = StripeScheduler(ep->railSpeeds_, d.options().stripe.chunksInFlightPerRail);
+  ep->writeOut_.assign(static_cast<size_t>(ep->rails_), 0);
+  ep->sqPosted_.assign(static_cast<size_t>(ep->rails_), 0);
+  ep->scratchMem_.assign(kSlotBase + kSlots * kVerbsMaxRecordBytes, 0);
+  RY_RETURN_IF_ERROR(d.Register(ep->scratchMem_.data(), ep->scratchMem_.size(), kAccessLocal | kAccessRemoteWrite,
+                                MemoryKind::kHost, &ep->scratch_));
+  for (int s = kSlots - 1; s >= 0; --s) ep->freeSlots_.push_back(s);
+  std::vector<int> ports;
+  for (int r = 0; r < ep->rails_; ++r) ports.push_back(r);
+  RY_RETURN_IF_ERROR(proxy::verbs::QpBundle::Create(&d.ports(), ports, ep->rails_, 0, 64, &ep->qps_));
+  for (auto& q : ep->qps_->qps()) {
+    ibv_qp_attr a{};
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                        IBV_ACCESS_LOCAL_WRITE;
+    const int rc = ibv_modify_qp(q.qp, &a, IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) return SystemError("verbs fabric: QP access flags: " + proxy::ErrnoText(rc));
+  }
+  RY_RETURN_IF_ERROR(ep->boot_.Connect(peer.ipv4, peer.port));
+  *out = std::move(ep);
+  return Status::Ok();
+}
+
+VerbsEndpoint::~VerbsEndpoint() {
+  if (qps_ != nullptr) {
+    // Stop the HCA touching local memory before the QPs (and their buffers) go.
+    for (auto& q : qps_->qps()) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      (void)ibv_modify_qp(q.qp, &a, IBV_QP_STATE);
+    }
+    qps_.reset();
+  }
+  if (scratch_ != nullptr) (void)worker_->domain().Deregister(scratch_);
+  worker_->Detach(this);
+}
+
+FabricError VerbsEndpoint::Error(FabricErrc errc, int rail, int64_t seq, std::string what) const {
+  FabricError e;
+  e.errc = errc;
+  e.site.rank = worker_->domain().options().rank;
+  e.site.peer = peer_.Name();
+  const int r = rail < 0 ? 0 : rail;
+  if (r < rails_) {
+    e.site.device = worker_->domain().rails()[static_cast<size_t>(r)].device;
+    e.site.rail = r;
+    if (qps_ != nullptr && static_cast<size_t>(r) < qps_->qps().size()) e.site.qp = qps_->qps()[static_cast<size_t>(r)].qp->qp_num;
+  }
+  e.site.qpName = "QP";
+  e.site.seq = seq;
+  e.what = std::move(what);
+  return e;
+}
+
+Status VerbsEndpoint::CheckLocal(const LocalSlice& s, const char* what) const {
+  if (s.region == nullptr) return InvalidArgument(std::string("verbs fabric ") + what + ": no local region");
+  if ((s.region->access & kAccessLocal) == 0) {
+    return InvalidArgument(std::string("verbs fabric ") + what + ": the local region lacks local access");
+  }
+  if (s.offset > s.region->length || s.bytes > s.region->length - s.offset) {
+    return InvalidArgument(std::string("verbs fabric ") + what + ": local [" + std::to_string(s.offset) + ", +" +
+                           std::to_string(s.bytes) + ") outside the local region of " +
+                           std::to_string(s.region->length) + " bytes");
+  }
+  if (s.region->railLkeys.size() < static_cast<size_t>(rails_)) {
+    return InvalidArgument(std::string("verbs fabric ") + what + ": the local region is not a verbs registration");
+  }
+  return Status::Ok();
+}
+
+Status VerbsEndpoint::Post(Op op) {
+  if (failed_) return status_;
+  if (Outstanding() == 0) lastActivity_ = Clock::now();
+  op.seq = nextSeq_++;
+  queue_.push_back({false, op.seq, 0});
+  ops_.emplace(op.seq, std::move(op));
+  Dispatch();
+  return Status::Ok();
+}
+
+Status VerbsEndpoint::Send(std::span<const uint8_t> record, uint64_t cookie) {
+  if (failed_) return status_;
+  if (record.empty() || record.size() > kVerbsMaxRecordBytes) {
+    return InvalidArgument("verbs fabric send: a record of " + std::to_string(record.size()) + " bytes (1.." +
+                           std::to_string(kVerbsMaxRecordBytes) + ")");
+  }
+  Op op;
+  op.type = OpType::kSend;
+  op.cookie = cookie;
+  op.record.assign(record.begin(), record.end());
+  op.bytes = record.size();
+  return Post(std::move(op));
+}
+
+Status VerbsEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                            std::optional<uint32_t> immediate) {
+  if (failed_) return status_;
+  RY_RETURN_IF_ERROR(CheckLocal(src, "write"));
+  Op op;
+  op.type = OpType::kWrite;
+  op.cookie = cookie;
+  op.local = src.region->base + src.offset;
+  op.lkeys = src.region->railLkeys;
+  op.bytes = src.bytes;
+  op.remoteAddr = remoteAddr;
+  op.rkeys = key.railRkeys;
+  op.keyBase = key.base;
+  op.keyLength = key.length;
+  op.keyAccess = key.access;
+  op.hasImm = immediate.has_value();
+  op.imm = immediate.value_or(0);
+  op.striped = IsStriped(src.bytes, rails_, worker_->domain().options().stripe);
+  op.chunks = CutIntoChunks(src.bytes, op.striped ? rails_ : 1, worker_->domain().options().stripe);
+  return Post(std::move(op));
+}
+
+Status VerbsEndpoint::Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) {
+  if (failed_) return status_;
+  RY_RETURN_IF_ERROR(CheckLocal(dst, "read"));
+  Op op;
+  op.type = OpType::kRead;
+  op.cookie = cookie;
+  op.local = dst.region->base + dst.offset;
+  op.lkeys = dst.region->railLkeys;
+  op.bytes = dst.bytes;
+  op.remoteAddr = remoteAddr;
+  op.rkeys = key.railRkeys;
+  op.keyBase = key.base;
+  op.keyLength = key.length;
+  op.keyAccess = key.access;
+  // READ chunks are at most kMaxReadWrBytes: a READ's whole response is one burst
+  // from the target's HCA, and under soft-RoCE 1 MiB bursts lose packets (the
+  // requester then waits out the QP ACK timeout); see docs/benchmarks.md.
+  StripeOptions stripe = worker_->domain().options().stripe;
+  stripe.chunkBytes = std::min<uint64_t>(stripe.chunkBytes, kMaxReadWrBytes);
+  op.striped = IsStriped(dst.bytes, rails_, stripe);
+  op.chunks = CutIntoChunks(dst.bytes, op.striped ? rails_ : 1, stripe);
+  return Post(std::move(op));
+}
+
+Status VerbsEndpoint::FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) {
+  if (failed_) return status_;
+  Op op;
+  op.type = OpType::kFetchAdd;
+  op.cookie = cookie;
+  op.bytes = 8;
+  op.remoteAddr = remoteAddr;
+  op.rkeys = key.railRkeys;
+  op.keyBase = key.base;
+  op.keyLength = key.length;
+  op.keyAccess = key.access;
+  op.add = add;
+  return Post(std::move(op));
+}
+
+Status VerbsEndpoint::Fence(uint64_t cookie) {
+  if (failed_) return status_;
+  if (Outstanding() == 0) lastActivity_ = Clock::now();
+  queue_.push_back({true, nextSeq_, cookie});
+  ++fences_;
+  Dispatch();
+  return Status::Ok();
+}
+
+uint64_t VerbsEndpoint::CreditsFree() const {
+  const uint64_t consumed = LoadCredit(scratchMem_.data());
+  const uint64_t limit = creditsGranted_ + consumed;
+  return limit > creditsUsed_ ? limit - creditsUsed_ : 0;
+}
+
+bool VerbsEndpoint::OtherRailsQuiet(int rail) const {
+  for (int r = 0; r < rails_; ++r) {
+    if (r != rail && writeOut_[static_cast<size_t>(r)] > 0) return false;
+  }
+  return true;
+}
+
+bool VerbsEndpoint::PostWr(int rail, ibv_send_wr* wr, const Op& op) {
+  if (sqPosted_[static_cast<size_t>(rail)] >= static_cast<int>(proxy::verbs::kMaxSendWr) - kSqReserve) return false;
+  wr->send_flags |= IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(qps_->qps()[static_cast<size_t>(rail)].qp, wr, &bad);
+  if (rc != 0) {
+    Fail(Error(FabricErrc::kSystem, rail, static_cast<int64_t>(op.seq),
+               std::string("ibv_post_send(") + OpTypeName(op.type) + "): " + proxy::ErrnoText(rc)));
+    return false;
+  }
+  ++sqPosted_[static_cast<size_t>(rail)];
+  return true;
+}
+
+bool VerbsEndpoint::Advance(Op& op) {
+  const int64_t seq = static_cast<int64_t>(op.seq);
+  if (op.nextChunk == 0 && op.pendingWrs == 0 && !op.immPosted && op.type != OpType::kSend) {
+    // The key the peer gave says what it grants; refuse what it does not before any
+    // byte moves (the HCA checks again: a stale key still fails there).
+    const uint32_t right = op.type == OpType::kWrite  ? kAccessRemoteWrite
+                           : op.type == OpType::kRead ? kAccessRemoteRead
+                                                      : kAccessRemoteAtomic;
+    Region keyRegion;
+    keyRegion.base = op.keyBase;
+    keyRegion.length = op.keyLength;
+    if (op.rkeys.size() < static_cast<size_t>(rails_)) {
+      Fail(Error(FabricErrc::kBadKey, 0, seq,
+                 "the remote key has " + std::to_string(op.rkeys.size()) + " rail rkeys, this endpoint uses " +
+                     std::to_string(rails_) + " rails (not a verbs key of this peer)"));
+      return false;
+    }
+    if ((op.keyAccess & right) == 0) {
+      Fail(Error(FabricErrc::kAccessDenied, 0, seq,
+                 std::string(OpTypeName(op.type)) + " into a region the peer registered for " +
+                     AccessText(op.keyAccess)));
+      return false;
+    }
+    if (!keyRegion.Contains(op.remoteAddr, op.bytes)) {
+      Fail(Error(FabricErrc::kOutOfBounds, 0, seq,
+                 std::string(OpTypeName(op.type)) + " of [0x" + std::to_string(op.remoteAddr) + ", +" +
+                     std::to_string(op.bytes) + ") outside the peer's region [" + std::to_string(op.keyBase) +
+                     ", +" + std::to_string(op.keyLength) + ")"));
+      return false;
+    }
+    if (op.type == OpType::kFetchAdd && op.remoteAddr % 8 != 0) {
+      Fail(Error(FabricErrc::kMisaligned, 0, seq,
+                 "fetch-add target 0x" + std::to_string(op.remoteAddr) + " is not 8-byte aligned"));
+      return false;
+    }
+  }
+  switch (op.type) {
+    case OpType::kWrite:
+    case OpType::kRead: {
+      const bool write = op.type == OpType::kWrite;
+      while (op.nextChunk < op.chunks.size()) {
+        const Chunk& c = op.chunks[op.nextChunk];
+        const bool last = op.nextChunk + 1 == op.chunks.size();
+        int rail = 0;
+        if (op.striped) {
+          rail = scheduler_.Pick();
+        } else if (op.nextChunk > 0 || op.pendingWrs > 0) {
+          rail = op.slot;  // the rail of the op's earlier chunks
+          if (!scheduler_.HasRoom(rail)) rail = -1;
+        } else {
+          rail = write && op.hasImm ? 0 : scheduler_.Pick();
+          if (rail >= 0 && !scheduler_.HasRoom(rail)) rail = -1;
+        }
+        if (rail < 0) return false;
+        const bool withImm = write && op.hasImm && !op.striped && last;
+        // Reads see every earlier Write: those on other rails must have completed.
+        if ((!write || withImm) && !OtherRailsQuiet(rail)) return false;
+        if (withImm && CreditsFree() == 0) return false;
+        ibv_sge sge{};
+        sge.addr = op.local + c.offset;
+        sge.length = static_cast<uint32_t>(c.bytes);
+        sge.lkey = op.lkeys[static_cast<size_t>(rail)];
+        ibv_send_wr wr{};
+        wr.wr_id = MakeWrId(op.seq, write ? WrKind::kWriteChunk : WrKind::kReadChunk);
+        wr.sg_list = c.bytes > 0 ? &sge : nullptr;
+        wr.num_sge = c.bytes > 0 ? 1 : 0;
+        wr.opcode = !write ? IBV_WR_RDMA_READ : withImm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        if (withImm) wr.imm_data = htonl(op.imm);
+        wr.wr.rdma.remote_addr = op.remoteAddr + c.offset;
+        wr.wr.rdma.rkey = op.rkeys[static_cast<size_t>(rail)];
+        if (!PostWr(rail, &wr, op)) return false;
+        if (!op.striped) op.slot = rail;
+        scheduler_.OnQueued(rail);
+        if (write) ++writeOut_[static_cast<size_t>(rail)];
+        if (withImm) ++creditsUsed_;
+        ++op.pendingWrs;
+        ++op.nextChunk;
+      }
+      if (write && op.hasImm && op.striped && !op.immPosted) {
+        // The immediate goes on rail 0 once the chunks on the other rails have landed.
+        if (!OtherRailsQuiet(0) || CreditsFree() == 0) return false;
+        ibv_send_wr wr{};
+        wr.wr_id = MakeWrId(op.seq, WrKind::kWriteImm);
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = htonl(op.imm);
+        wr.wr.rdma.remote_addr = op.remoteAddr;
+        wr.wr.rdma.rkey = op.rkeys[0];
+        if (!PostWr(0, &wr, op)) return false;
+        ++creditsUsed_;
+        ++op.pendingWrs;
+        op.immPosted = true;
+      }
+      return true;
+    }
+    case OpType::kFetchAdd: {
+      if (!OtherRailsQuiet(0) || freeSlots_.empty()) return false;
+      const int slot = freeSlots_.back();
+      char* word = scratchMem_.data() + kSlotBase + static_cast<size_t>(slot) * kVerbsMaxRecordBytes;
+      std::memset(word, 0, 8);
+      ibv_sge sge{reinterpret_cast<uint64_t>(word), 8, scratch_->railLkeys[0]};
+      ibv_send_wr wr{};
+      wr.wr_id = MakeWrId(op.seq, WrKind::kAtomic);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+      wr.wr.atomic.remote_addr = op.remoteAddr;
+      wr.wr.atomic.rkey = op.rkeys[0];
+      wr.wr.atomic.compare_add = op.add;
+      if (!PostWr(0, &wr, op)) return false;
+      freeSlots_.pop_back();
+      op.slot = slot;
+      ++op.pendingWrs;
+      return true;
+    }
+    case OpType::kSend: {
+      if (!OtherRailsQuiet(0) || CreditsFree() == 0 || freeSlots_.empty()) return false;
+      if (op.record.size() > peerRecordBytes_) {
+        Fail(Error(FabricErrc::kLocalArgument, 0, static_cast<int64_t>(op.seq),
+                   "a record of " + std::to_string(op.record.size()) + " bytes, the peer's buffers hold " +
+                       std::to_string(peerRecordBytes_)));
+        return false;
+      }
+      const int slot = freeSlots_.back();
+      char* buf = scratchMem_.data() + kSlotBase + static_cast<size_t>(slot) * kVerbsMaxRecordBytes;
+      std::memcpy(buf, op.record.data(), op.record.size());
+      ibv_sge sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(op.record.size()), scratch_->railLkeys[0]};
+      ibv_send_wr wr{};
+      wr.wr_id = MakeWrId(op.seq, WrKind::kSend);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_SEND;
+      if (!PostWr(0, &wr, op)) return false;
+      freeSlots_.pop_back();
+      op.slot = slot;
+      ++creditsUsed_;
+      ++op.pendingWrs;
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+void VerbsEndpoint::Dispatch() {
+  if (state_ != 3) return;
+  while (!failed_ && !queue_.empty()) {
+    const QueueItem item = queue_.front();
+    if (item.fence) {
+      if (!ops_.empty() && ops_.begin()->first < item.seq) return;
+      queue_.pop_front();
+      --fences_;
+      Event e;
+      e.kind = EventKind::kDone;
+      e.op = OpType::kFence;
+      e.cookie = item.cookie;
+      worker_->Emit(std::move(e));
+      continue;
+    }
+    auto it = ops_.find(item.seq);
+    if (it == ops_.end()) {
+      queue_.pop_front();
+      continue;
+    }
+    if (!Advance(it->second)) return;
+    queue_.pop_front();
+    if (it->second.pendingWrs == 0) Complete(it, 0);  // nothing to post (cannot happen: every op has a WR)
+  }
+}
+
+void VerbsEndpoint::Complete(std::map<uint64_t, Op>::iterator it, uint64_t value) {
+  Event e;
+  e.kind = EventKind::kDone;
+  e.op = it->second.type;
+  e.cookie = it->second.cookie;
+  e.value = value;
+  ops_.erase(it);
+  worker_->Emit(std::move(e));
+}
+
+void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
+  lastActivity_ = Clock::now();
+  --sqPosted_[static_cast<size_t>(rail)];
+  const uint64_t seq = wc.wr_id >> 8;
+  const auto kind = static_cast<WrKind>(wc.wr_id & 0xff);
+  if (failed_) return;
+  if (wc.status != IBV_WC_SUCCESS) {
+    auto it = ops_.find(seq);
+    const char* what = it == ops_.end() ? "work request" : OpTypeName(it->second.type);
+    Fail(Error(ErrcOfCompletion(wc.status), rail, static_cast<int64_t>(seq),
+               std::string(what) + " failed at the HCA: " + ibv_wc_status_str(wc.status) + " (vendor error " +
+                   std::to_string(wc.vendor_err) + ")"));
+    return;
+  }
+  auto it = ops_.find(seq);
+  if (it == ops_.end()) return;
+  Op& op = it->second;
+  if (kind == WrKind::kWriteChunk) {
+    --writeOut_[static_cast<size_t>(rail)];
+    scheduler_.OnWritten(rail);
+  } else if (kind == WrKind::kReadChunk) {
+    scheduler_.OnWritten(rail);
+  }
+  --op.pendingWrs;
+  const bool posted = op.nextChunk == op.chunks.size() && (!op.hasImm || !op.striped || op.immPosted);
+  if (op.pendingWrs > 0 || !posted) return;
+  uint64_t value = 0;
+  if (op.type == OpType::kFetchAdd || op.type == OpType::kSend) {
+    if (op.type == OpType::kFetchAdd) {
+      std::memcpy(&value, scratchMem_.data() + kSlotBase + static_cast<size_t>(op.slot) * kVerbsMaxRecordBytes, 8);
+    }
+    freeSlots_.push_back(op.slot);
+  }
+  Complete(it, value);
+}
+
+void VerbsEndpoint::Fail(FabricError e) {
+  if (failed_) return;
+  failed_ = true;
+  status_ = e.ToStatus();
+  if (qps_ != nullptr) {
+    for (auto& q : qps_->qps()) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      (void)ibv_modify_qp(q.qp, &a, IBV_QP_STATE);
+    }
+  }
+  for (auto& [seq, op] : ops_) {
+    Event ev;
+    ev.kind = EventKind::kError;
+    ev.op = op.type;
+    ev.cookie = op.cookie;
+    ev.error = e;
+    if (static_cast<int64_t>(seq) != e.site.seq) {
+      ev.error.errc = FabricErrc::kEndpointFailed;
+      ev.error.site.seq = static_cast<int64_t>(seq);
+      ev.error.what = "the endpoint failed earlier: " + e.ToString();
+    }
+    worker_->Emit(std::move(ev));
+  }
+  for (const QueueItem& q : queue_) {
+    if (!q.fence) continue;
+    Event ev;
+    ev.kind = EventKind::kError;
+    ev.op = OpType::kFence;
+    ev.cookie = q.cookie;
+    ev.error = e;
+    ev.error.errc = FabricErrc::kEndpointFailed;
+    ev.error.what = "the endpoint failed earlier: " + e.ToString();
+    worker_->Emit(std::move(ev));
+  }
+  ops_.clear();
+  queue_.clear();
+  fences_ = 0;
+}
+
+void VerbsEndpoint::StepHandshake() {
+  Status s;
+  bool done = false;
+  if (state_ == 0) {
+    s = boot_.Connected(&done);
+    if (s.ok() && done) {
+      Handshake h;
+      h.hello.role = VerbsHello::kRoleConnect;
+      h.hello.workerId = worker_->id();
+      h.hello.connection = connection_;
+      h.hello.creditAddr = reinterpret_cast<uint64_t>(scratchMem_.data());
+      h.hello.creditRkey = scratch_->railRkeys[0];
+      h.qps = qps_->Describe();
+      h.qps.trafficClass = worker_->domain().linkAttrs().trafficClass;
+      h.qps.serviceLevel = worker_->domain().linkAttrs().serviceLevel;
+      boot_.Queue(h);
+      state_ = 1;
+    }
+  }
+  if (s.ok() && state_ == 1) {
+    s = boot_.Flush(&done);
+    if (s.ok() && done) state_ = 2;
+  }
+  if (s.ok() && state_ == 2) {
+    Handshake reply;
+    s = boot_.Read(VerbsHello::kRoleAccept, rails_, &reply, &done);
+    if (s.ok() && done) {
+      if (reply.hello.connection != connection_) {
+        s = InvalidArgument("the peer answered connection " + std::to_string(reply.hello.connection) + ", not " +
+                            std::to_string(connection_));
+      } else {
+        const auto& a = worker_->domain().linkAttrs();
+        s = qps_->Connect(reply.qps, a, a.trafficClass, a.serviceLevel, worker_->domain().rdAtomic());
+      }
+      if (s.ok()) {
+        creditsGranted_ = reply.hello.recordCredits;
+        peerRecordBytes_ = reply.hello.recordBytes;
+        state_ = 3;
+        lastActivity_ = Clock::now();
+        Dispatch();
+        return;
+      }
+    }
+  }
+  if (!s.ok()) {
+    Fail(Error(FabricErrc::kConnectFailed, 0, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+               "connection setup with the peer failed: " + s.message()));
+    return;
+  }
+  const int timeout = worker_->domain().options().connectTimeoutMs;
+  if (Clock::now() - started_ > std::chrono::milliseconds(timeout)) {
+    Fail(Error(FabricErrc::kTimeout, 0, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+               "connection setup did not finish within " + std::to_string(timeout) + " ms (RAILYARD_TIMEOUT_MS)"));
+  }
+}
+
+void VerbsEndpoint::Poll() {
+  ibv_wc wcs[32];
+  for (int r = 0; r < rails_ && !failed_; ++r) {
+    for (int round = 0; round < 4; ++round) {
+      const int n = ibv_poll_cq(qps_->cq(r), 32, wcs);
+      if (n < 0) {
+        Fail(Error(FabricErrc::kSystem, r, -1, "ibv_poll_cq failed"));
+        return;
+      }
+      for (int i = 0; i < n; ++i) OnCompletion(r, wcs[i]);
+      if (n < 32) break;
+    }
+  }
+}
+
+void VerbsEndpoint::Progress() {
+  if (failed_) {
+    if (qps_ != nullptr) Poll();  // drain flushed completions
+    return;
+  }
+  if (state_ < 3) {
+    StepHandshake();
+    return;
+  }
+  Poll();
+  if (failed_) return;
+  bool closed = false;
+  Status s;
+  const Clock::time_point now = Clock::now();
+  if (now - lastWatch_ >= kWatchInterval) {
+    lastWatch_ = now;
+    s = boot_.Watch(&closed);
+  }
+  if (!s.ok() || closed) {
+    Fail(Error(FabricErrc::kPeerClosed, 0, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+               closed ? "the peer closed its bootstrap connection (process exited or was killed)" : s.message()));
+    return;
+  }
+  Dispatch();
+  const int timeout = worker_->domain().options().timeoutMs;
+  if (!failed_ && Outstanding() > 0 && Clock::now() - lastActivity_ > std::chrono::milliseconds(timeout)) {
+    int rail = 0;
+    for (int r = 0; r < rails_; ++r) {
+      if (sqPosted_[static_cast<size_t>(r)] > 0) {
+        rail = r;
+        break;
+      }
+    }
+    Fail(Error(FabricErrc::kTimeout, rail, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+               "no completion for " + std::to_string(timeout) +
+                   " ms (RAILYARD_TIMEOUT_MS): the peer's HCA or process stopped answering"));
+  }
+}
+
+}  // namespace railyard::fabric::verbs

@@ -1,0 +1,145 @@
+// Initiator side of the verbs transport: one RC QP per rail shared with the peer
+// (QP i on local rail i to the peer's rail i), the op table and post queue with
+// fences, striping of large Writes/Reads over the rails (StripeScheduler, bounded
+// chunks in flight per rail), and the cross-rail ordering rule of endpoint.h:
+// an immediate, a FetchAdd, a Send or a Read goes out (on rail 0) only once every
+// earlier Write chunk on the OTHER rails has completed; RC order covers rail 0's own.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/fabric/endpoint.h"
+#include "proxy/fabric/event.h"
+#include "proxy/fabric/stripe_scheduler.h"
+#include "proxy/fabric/verbs/verbs_bootstrap.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
+#include "proxy/verbs/qp_bundle.h"
+
+namespace railyard::fabric::verbs {
+
+class VerbsWorker;
+using Clock = std::chrono::steady_clock;
+
+/// Kinds of work requests, in the low 8 bits of wr_id (the op's sequence above).
+enum class WrKind : uint8_t { kWriteChunk = 1, kWriteImm = 2, kReadChunk = 3, kAtomic = 4, kSend = 5, kCredit = 6 };
+inline uint64_t MakeWrId(uint64_t seq, WrKind k) { return (seq << 8) | static_cast<uint8_t>(k); }
+
+/// FabricErrc for a failed work completion: IBV_WC_REM_ACCESS_ERR and the other
+/// remote-request errors -> kRemoteAccess; retry exceeded -> kTimeout (the peer's
+/// HCA stopped answering); flushed -> kEndpointFailed; local errors -> kSystem.
+FabricErrc ErrcOfCompletion(ibv_wc_status status);
+
+/// See file comment and Endpoint. Created by VerbsWorker::Connect.
+class VerbsEndpoint : public Endpoint {
+ public:
+  /// Registers the endpoint's scratch memory (credit word, FetchAdd results, record
+  /// staging) and starts the bootstrap connect. SystemError when that fails.
+  static Status Create(VerbsWorker* worker, const VerbsAddress& peer, uint64_t connection,
+                       std::unique_ptr<VerbsEndpoint>* out);
+  ~VerbsEndpoint() override;
+
+  Status Send(std::span<const uint8_t> record, uint64_t cookie) override;
+  Status Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+               std::optional<uint32_t> immediate) override;
+  Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) override;
+  Status FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) override;
+  Status Fence(uint64_t cookie) override;
+  Status status() const override { return status_; }
+  size_t Outstanding() const override { return ops_.size() + fences_; }
+  std::string PeerName() const override { return peer_.Name(); }
+
+  /// Called by the Worker's Progress: handshake, completions, dispatch, liveness and
+  /// the timeout. Never blocks.
+  void Progress();
+
+ private:
+  struct Op {
+    OpType type = OpType::kNone;
+    uint64_t seq = 0;
+    uint64_t cookie = 0;
+    uint64_t local = 0;                ///< local address
+    std::vector<uint32_t> lkeys;       ///< per rail
+    uint64_t bytes = 0;
+    uint64_t remoteAddr = 0;
+    std::vector<uint32_t> rkeys;       ///< per rail (the peer's key)
+    uint64_t keyBase = 0, keyLength = 0;
+    uint32_t keyAccess = 0;
+    bool hasImm = false;
+    uint32_t imm = 0;
+    uint64_t add = 0;
+    std::vector<uint8_t> record;
+    std::vector<Chunk> chunks;
+    size_t nextChunk = 0;
+    bool striped = false;
+    bool immPosted = false;
+    int pendingWrs = 0;                ///< posted and not completed
+    int slot = -1;                     ///< FetchAdd result word / record staging slot
+  };
+  struct QueueItem {
+    bool fence = false;
+    uint64_t seq = 0;     ///< op seq; for a fence: ops below this must complete first
+    uint64_t cookie = 0;  ///< fence cookie
+  };
+
+  VerbsEndpoint(VerbsWorker* worker, const VerbsAddress& peer, uint64_t connection);
+  Status CheckLocal(const LocalSlice& s, const char* what) const;
+  Status CheckKey(const RemoteKey& key) const;
+  Status Post(Op op);
+  void StepHandshake();
+  void Poll();
+  void OnCompletion(int rail, const ibv_wc& wc);
+  void Dispatch();
+  /// Posts what it can of `op`; true once every WR of it is posted.
+  bool Advance(Op& op);
+  /// True when no earlier Write chunk is outstanding on a rail other than `rail`.
+  bool OtherRailsQuiet(int rail) const;
+  bool PostWr(int rail, ibv_send_wr* wr, const Op& op);
+  void Complete(std::map<uint64_t, Op>::iterator it, uint64_t value);
+  void Fail(FabricError e);
+  FabricError Error(FabricErrc errc, int rail, int64_t seq, std::string what) const;
+  uint64_t CreditsFree() const;
+
+  VerbsWorker* worker_;
+  VerbsAddress peer_;
+  uint64_t connection_;
+  int state_ = 0;  ///< 0 connecting, 1 sending, 2 reading, 3 ready
+  BootstrapChannel boot_;
+  Clock::time_point started_;
+  std::unique_ptr<proxy::verbs::QpBundle> qps_;
+  int rails_ = 0;
+  std::vector<uint32_t> railSpeeds_;
+  const Region* scratch_ = nullptr;  ///< credit word, atomic results, record staging
+  std::vector<char> scratchMem_;
+  std::vector<int> freeSlots_;       ///< record staging / atomic result slots
+  uint64_t creditsGranted_ = 0;
+  uint64_t creditsUsed_ = 0;
+  uint32_t peerRecordBytes_ = 0;
+  StripeScheduler scheduler_;
+  std::vector<int> writeOut_;        ///< Write chunks outstanding per rail
+  std::vector<int> sqPosted_;        ///< send WRs outstanding per rail
+  std::map<uint64_t, Op> ops_;
+  std::deque<QueueItem> queue_;
+  uint64_t nextSeq_ = 0;
+  size_t fences_ = 0;
+  Status status_;
+  bool failed_ = false;
+  Clock::time_point lastActivity_;
+  Clock::time_point lastWatch_;  ///< last look at the bootstrap socket
+};
+
+/// How often Progress looks at the bootstrap socket (one recv syscall) for a peer
+/// that went away: often enough for a prompt PEER_CLOSED, rarely enough that the
+/// polling loop stays syscall-free (a syscall per call costs latency, most of all
+/// under emulation).
+inline constexpr std::chrono::milliseconds kWatchInterval{10};
+/// Largest RDMA READ work request, bytes (Reads are cut into chunks of at most this).
+inline constexpr uint64_t kMaxReadWrBytes = 256 * 1024;
+
+}  // namespace railyard::fabric::verbs

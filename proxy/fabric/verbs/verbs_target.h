@@ -1,0 +1,59 @@
+// Target side of one verbs connection (a peer's Endpoint to this Worker): its QPs,
+// the receive buffers posted for the peer's records and immediates, and the credits
+// returned to the peer (an RDMA WRITE of the count of buffers re-posted into the
+// peer's credit word), so the peer never sends into a receive queue with no buffer
+// and nothing depends on RNR retries. One-sided Writes, Reads and FetchAdds land
+// here with no CPU work: the HCA checks them against the MRs.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/fabric/event.h"
+#include "proxy/fabric/region.h"
+#include "proxy/fabric/verbs/verbs_bootstrap.h"
+#include "proxy/verbs/qp_bundle.h"
+
+namespace railyard::fabric::verbs {
+
+class VerbsWorker;
+
+/// See file comment. Owned by its Worker.
+class VerbsTarget {
+ public:
+  VerbsTarget(VerbsWorker* worker, proxy::Fd fd);
+  ~VerbsTarget();
+
+  /// Runs the handshake, polls the CQs, returns credits and watches the bootstrap
+  /// socket. False once the connection is over (closed by the peer or failed: a
+  /// failure was reported as a kError event with op kNone). Never blocks.
+  bool Progress();
+
+ private:
+  bool StepHandshake();
+  bool Accept(const Handshake& h, std::string* why);
+  bool PostRecv(uint32_t index);
+  void Poll();
+  void ReturnCredits();
+  void Failed(FabricErrc errc, int rail, std::string what);
+
+  VerbsWorker* worker_;
+  BootstrapChannel boot_;
+  int state_ = 0;  ///< 0 reading, 1 sending, 2 ready, 3 over
+  std::chrono::steady_clock::time_point since_;
+  VerbsHello peer_{};
+  std::unique_ptr<proxy::verbs::QpBundle> qps_;
+  std::vector<char> mem_;  ///< credit source word, then the receive buffers
+  const Region* region_ = nullptr;
+  uint32_t credits_ = 0;
+  uint64_t consumed_ = 0;  ///< buffers consumed and re-posted
+  uint64_t reported_ = 0;  ///< value of the last credit write posted
+  bool creditInFlight_ = false;
+  std::chrono::steady_clock::time_point lastWatch_;  ///< last look at the bootstrap socket
+};
+
+}  // namespace railyard::fabric::verbs

@@ -1,0 +1,59 @@
+// What the verbs transport exchanges before any QP leaves INIT: the Worker address
+// (out of band) and, on the bootstrap TCP connection, one hello each way followed
+// by the versioned QP record set of proxy/verbs/qp_record.h. Everything decoded
+// here comes from a peer: checked in full, exact sizes, before use.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "env/status.h"
+
+namespace railyard::fabric::verbs {
+
+/// A verbs Worker's address: its id, the bootstrap listener and its rail count.
+/// Packed little-endian: magic "RYVA", version u16, rails u16, worker id u64,
+/// IPv4 u32 (network order), port u16, reserved u16 (24 bytes).
+struct VerbsAddress {
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kBytes = 24;
+  uint64_t workerId = 0;  ///< never 0
+  uint32_t ipv4 = 0;      ///< bootstrap listener address, network order
+  uint16_t port = 0;      ///< bootstrap listener port, host order, never 0
+  uint16_t rails = 0;     ///< 1..16
+
+  std::vector<uint8_t> Pack() const;
+  /// InvalidArgument (peer data) naming what is wrong: size, magic, version, rails,
+  /// a zero worker id or port.
+  static Status Unpack(std::span<const uint8_t> bytes, VerbsAddress* out);
+  /// "w=<id hex> 10.0.0.1:40121".
+  std::string Name() const;
+};
+
+/// The fixed record each side sends first on the bootstrap connection (48 bytes,
+/// little-endian on every host this runs on; fields are fixed width).
+struct VerbsHello {
+  static constexpr uint32_t kMagic = 0x48565952;  ///< "RYVH"
+  static constexpr uint16_t kVersion = 1;
+  static constexpr uint16_t kRoleConnect = 1;
+  static constexpr uint16_t kRoleAccept = 2;
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t role = 0;
+  uint64_t workerId = 0;       ///< the sender's Worker id
+  uint64_t connection = 0;     ///< connector's connection number (echoed by the acceptor)
+  uint32_t recordCredits = 0;  ///< acceptor: receive buffers posted (records + immediates)
+  uint32_t recordBytes = 0;    ///< acceptor: bytes of each receive buffer
+  uint64_t creditAddr = 0;     ///< connector: address of its credit word (the acceptor writes it)
+  uint32_t creditRkey = 0;     ///< connector: rkey of the credit word on rail 0
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(VerbsHello) == 48);
+
+/// Checks a received hello: magic, version, the expected role, a non-zero worker id;
+/// an acceptor's credits 4..4096 and buffer bytes 1..64 KiB; a connector's credit
+/// address non-zero. InvalidArgument naming the field otherwise.
+Status CheckHello(const VerbsHello& h, uint16_t expectRole);
+
+}  // namespace railyard::fabric::verbs

@@ -1,0 +1,120 @@
+// The verbs transport's peer-data decoders, on any host (no RDMA device needed):
+// the Worker address and the bootstrap hello refuse every malformed field, and the
+// completion-status mapping names the causes the suite relies on.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "proxy/fabric/verbs/verbs_endpoint.h"
+#include "proxy/fabric/verbs/verbs_domain.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
+
+namespace railyard::fabric::verbs {
+namespace {
+
+VerbsAddress Good() {
+  VerbsAddress a;
+  a.workerId = 0x1234;
+  a.ipv4 = 0x0100007f;
+  a.port = 40000;
+  a.rails = 2;
+  return a;
+}
+
+TEST(VerbsWire, AddressRoundTrips) {
+  VerbsAddress out;
+  ASSERT_TRUE(VerbsAddress::Unpack(Good().Pack(), &out).ok());
+  EXPECT_EQ(out.workerId, 0x1234u);
+  EXPECT_EQ(out.ipv4, 0x0100007fu);
+  EXPECT_EQ(out.port, 40000);
+  EXPECT_EQ(out.rails, 2);
+  EXPECT_EQ(out.Name(), "w=0000000000001234 127.0.0.1:40000");
+}
+
+TEST(VerbsWire, AddressRefusesEveryBadField) {
+  const std::vector<uint8_t> good = Good().Pack();
+  auto refused = [](std::vector<uint8_t> b, const char* what) {
+    VerbsAddress out;
+    out.port = 7;
+    Status s = VerbsAddress::Unpack(b, &out);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+    EXPECT_EQ(out.port, 7) << "out changed on error";
+  };
+  refused({good.begin(), good.end() - 1}, "bytes");
+  std::vector<uint8_t> b = good;
+  b.push_back(0);
+  refused(b, "bytes");
+  b = good;
+  b[0] ^= 1;
+  refused(b, "magic");
+  b = good;
+  b[4] = 2;
+  refused(b, "version");
+  b = good;
+  b[6] = 0;
+  refused(b, "rails");
+  b = good;
+  b[6] = 17;
+  refused(b, "rails");
+  b = good;
+  std::memset(b.data() + 8, 0, 8);
+  refused(b, "worker id 0");
+  b = good;
+  std::memset(b.data() + 20, 0, 2);
+  refused(b, "port 0");
+}
+
+TEST(VerbsWire, HelloChecksRoleCreditsAndAddresses) {
+  VerbsHello h;
+  h.role = VerbsHello::kRoleAccept;
+  h.workerId = 9;
+  h.recordCredits = 64;
+  h.recordBytes = 4096;
+  EXPECT_TRUE(CheckHello(h, VerbsHello::kRoleAccept).ok());
+  EXPECT_FALSE(CheckHello(h, VerbsHello::kRoleConnect).ok());
+  VerbsHello bad = h;
+  bad.magic ^= 1;
+  EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
+  bad = h;
+  bad.version = 2;
+  EXPECT_NE(CheckHello(bad, VerbsHello::kRoleAccept).message().find("version 2"), std::string::npos);
+  bad = h;
+  bad.recordCredits = 3;
+  EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
+  bad = h;
+  bad.recordCredits = 5000;
+  EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
+  bad = h;
+  bad.recordBytes = 0;
+  EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
+  bad = h;
+  bad.workerId = 0;
+  EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
+  VerbsHello c;
+  c.role = VerbsHello::kRoleConnect;
+  c.workerId = 3;
+  EXPECT_NE(CheckHello(c, VerbsHello::kRoleConnect).message().find("credit address 0"), std::string::npos);
+  c.creditAddr = 0x1000;
+  EXPECT_TRUE(CheckHello(c, VerbsHello::kRoleConnect).ok());
+}
+
+TEST(VerbsWire, CompletionStatusesMapToNamedCauses) {
+  EXPECT_EQ(ErrcOfCompletion(IBV_WC_REM_ACCESS_ERR), FabricErrc::kRemoteAccess);
+  EXPECT_EQ(ErrcOfCompletion(IBV_WC_REM_INV_REQ_ERR), FabricErrc::kRemoteAccess);
+  EXPECT_EQ(ErrcOfCompletion(IBV_WC_RETRY_EXC_ERR), FabricErrc::kTimeout);
+  EXPECT_EQ(ErrcOfCompletion(IBV_WC_WR_FLUSH_ERR), FabricErrc::kEndpointFailed);
+  EXPECT_EQ(ErrcOfCompletion(IBV_WC_LOC_PROT_ERR), FabricErrc::kLocalArgument);
+  EXPECT_EQ(ErrcOfCompletion(IBV_WC_FATAL_ERR), FabricErrc::kSystem);
+  EXPECT_TRUE(IsRemoteAccess(ErrcOfCompletion(IBV_WC_REM_ACCESS_ERR)));
+}
+
+TEST(VerbsWire, AccessFlagsMapToIbvAccess) {
+  EXPECT_EQ(IbvAccess(kAccessLocal), IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_EQ(IbvAccess(kAccessRemoteRead), IBV_ACCESS_REMOTE_READ);
+  EXPECT_EQ(IbvAccess(kAccessRemoteWrite), IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_EQ(IbvAccess(kAccessRemoteAtomic), IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE);
+}
+
+}  // namespace
+}  // namespace railyard::fabric::verbs
