@@ -83,7 +83,7 @@ TEST(PerfOptions, RejectsBadCombinations) {
   Options o;
   EXPECT_FALSE(Parse({"-e", "2G"}, &o).ok());                       // above 1 GiB
   EXPECT_FALSE(Parse({"-b", "2M", "-e", "1M"}, &o).ok());            // min > max
-  EXPECT_FALSE(Parse({"-p", "allreduce"}, &o).ok());
+  EXPECT_FALSE(Parse({"-p", "allreduce-tree"}, &o).ok());   // no such pattern
   EXPECT_FALSE(Parse({"-c", "2"}, &o).ok());
   EXPECT_FALSE(Parse({"--rank", "0"}, &o).ok());                     // needs --nranks and --root
   EXPECT_FALSE(Parse({"--rank", "2", "--nranks", "2", "--root", "127.0.0.1:5000"}, &o).ok());
