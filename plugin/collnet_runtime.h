@@ -1,8 +1,6 @@
-// The process's fabric for the CollNet tables: one Domain, its RegistrationCache
-// and the CollOptions from the environment, created on first use and destroyed when
-// the last user lets go. This is the ONE place that creates them (DESIGN.md §3):
-// when the runtime object owning the process's Domain lands, re-point
-// collnet_runtime.cc at it and nothing else changes.
+// The CollNet tables' view of the process's shared one-sided fabric
+// (plugin/one_sided_fabric.h: one TCP Domain and RegistrationCache for GIN, RMA and
+// CollNet together) plus their options from the environment.
 #pragma once
 
 #include "env/status.h"
@@ -20,10 +18,8 @@ struct Runtime {
   collectives::CollOptions options;
 };
 
-/// Takes one reference, creating the Domain on the first: a TCP Domain whose rails
-/// are the IPv4 addresses of the RAILYARD_SOCKET_IFNAME interfaces (127.0.0.1 when
-/// none qualifies; at most 6 rails, so the Worker address fits NCCL's 128-byte
-/// handle); RAILYARD_TIMEOUT_MS, RAILYARD_COLLNET_CHUNK_BYTES and _SLOTS for the
+/// Takes one reference on the shared one-sided fabric (AcquireOneSidedFabric: its
+/// rails and errors); RAILYARD_TIMEOUT_MS, RAILYARD_COLLNET_CHUNK_BYTES and _SLOTS for the
 /// collectives. Errors from env::Load and
 /// CreateTcpDomain. Thread-safe.
 Status AcquireRuntime(Runtime* out);
