@@ -172,7 +172,7 @@ int FabricSendComm::TakeBounce(const void* data, size_t size, fabric::LocalSlice
   const int slot = bounceFree_.back();
   bounceFree_.pop_back();
   const uint64_t offset = static_cast<uint64_t>(slot) * kEagerBytes;
-  std::memcpy(bounce_.data() + offset, data, size);
+  if (size > 0) std::memcpy(bounce_.data() + offset, data, size);  // a 0-byte send may carry NULL
   *src = fabric::LocalSlice{bounceRegion_, offset, size};
   return slot;
 }
