@@ -130,7 +130,9 @@ TEST_F(NcclFabricComm, MessagesArriveWhole) {
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_EQ(sent, static_cast<int>(size));
     EXPECT_EQ(got, static_cast<int>(size));
-    if (size > 0) EXPECT_EQ(std::memcmp(dst.data(), src.data(), size), 0) << size;  // src.data() is NULL at 0
+    if (size > 0) {  // src.data() is NULL at size 0
+      EXPECT_EQ(std::memcmp(dst.data(), src.data(), size), 0) << size;
+    }
     for (size_t i = size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 'G') << "guard byte " << i << " of size " << size;
     a_.Dereg(smh);
     b_.Dereg(rmh);
