@@ -326,6 +326,12 @@ void RelayedEndpoint::Pump(std::vector<Event>* out) {
       SendControl(c);
     }
   }
+  // The leg's own failure is sticky in its status even when no leg op was outstanding
+  // to carry an error event (e.g. every Write landed and only credits were awaited).
+  if (state_ != State::kFailed && leg_ != nullptr && !leg_->status().ok()) {
+    Fail(FabricErrc::kPeerClosed, ops_.empty() ? -1 : static_cast<int64_t>(ops_.front().opSeq),
+         "the leg to the relay failed: " + leg_->status().message());
+  }
   if (state_ != State::kFailed && (state_ == State::kOpening || !ops_.empty())) {
     const auto quiet = std::chrono::steady_clock::now() - lastHeard_;
     const int limit = 2 * client_->options().timeoutMs;
