@@ -1,8 +1,6 @@
-// The fabric Domain the expert tier uses until the process runtime object (ncomms
-// branch) owns one: a TCP Domain whose rails are RAILYARD_SOCKET_IFNAME's IPv4
-// addresses, or 127.0.0.1 when it is unset (DESIGN.md §3). railyardd's
-// --expert-store and the railyard_expert_* C API both call it; re-point this one
-// file at the runtime object when it lands.
+// The fabric Domain the expert tier uses (railyardd --expert-store and the
+// railyard_expert_* C API): runtime::CreateProcessDomain over RAILYARD_SOCKET_IFNAME, or
+// 127.0.0.1 when it is unset; verbs when RAILYARD_TRANSPORT chooses it.
 #pragma once
 
 #include <memory>

@@ -1,14 +1,11 @@
 #include "plugin/one_sided_fabric.h"
 
-#include <sys/socket.h>
-
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "env/log.h"
-#include "proxy/fabric/tcp/tcp_domain.h"
-#include "topology/netdev.h"
+#include "proxy/runtime/process_domain.h"
 
 namespace railyard::plugin {
 namespace {
@@ -29,20 +26,13 @@ State& S() {
 Status Create(State& s, const char* who) {
   const env::Config* cfg = nullptr;
   RY_RETURN_IF_ERROR(env::Load(&cfg));
-  std::vector<fabric::RailInfo> rails;
-  std::vector<topology::NetDevice> devs;
-  if (topology::SelectSocketDevices(cfg->socketIfname, &devs).ok()) {
-    for (const auto& d : devs) {
-      if (d.family() != AF_INET || rails.size() == kOneSidedMaxRails) continue;
-      rails.push_back(fabric::RailInfo{d.name, d.addrString, uint32_t(d.SpeedOr(cfg->defaultSpeedMbps))});
-    }
-  }
-  if (rails.empty()) rails.push_back(fabric::RailInfo{"lo", "127.0.0.1", uint32_t(cfg->defaultSpeedMbps)});
-  RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(fabric::tcp::TcpOptions::FromConfig(*cfg, rails), &s.domain));
+  runtime::ProcessDomainOptions o;
+  o.ifname = cfg->socketIfname;  // NCCL's interface choice, as the net plugin's devices
+  o.maxRails = kOneSidedMaxRails;
+  o.who = who;
+  RY_RETURN_IF_ERROR(runtime::CreateProcessDomain(*cfg, o, &s.domain));
   s.cache = std::make_unique<fabric::RegistrationCache>(*s.domain);
   s.config = cfg;
-  RY_INFO(log::kNet | log::kInit, "%s: fabric %s over %zu rail(s), first %s (%s)", who,
-          s.domain->TransportName(), rails.size(), rails[0].device.c_str(), rails[0].address.c_str());
   return Status::Ok();
 }
 

@@ -1,14 +1,11 @@
 #include "plugin/snapshot_runtime.h"
 
-#include <arpa/inet.h>
-
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "env/config.h"
-#include "proxy/fabric/tcp/tcp_domain.h"
-#include "proxy/routing/router.h"
+#include "proxy/runtime/process_domain.h"
 
 namespace railyard::plugin {
 namespace {
@@ -28,22 +25,11 @@ SnapshotFabricState& State() {
 Status Create(SnapshotFabricState& s) {
   const env::Config* cfg = nullptr;
   RY_RETURN_IF_ERROR(env::Load(&cfg));
-  std::vector<fabric::RailInfo> rails;
-  if (!cfg->railIfname.empty()) {
-    std::vector<proxy::FabricRail> found;
-    std::string whyNone;
-    RY_RETURN_IF_ERROR(proxy::SelectFabricRails(cfg->railIfname, cfg->defaultSpeedMbps, &found, &whyNone));
-    for (const proxy::FabricRail& r : found) {
-      if (rails.size() == fabric::RemoteKey::kMaxRails) break;
-      char a[INET_ADDRSTRLEN] = {};
-      ::inet_ntop(AF_INET, &r.addr, a, sizeof a);
-      rails.push_back(fabric::RailInfo{r.ifname, a, static_cast<uint32_t>(r.speedMbps)});
-    }
-    if (rails.empty()) return InvalidUsage("snapshot: RAILYARD_SOCKET_IFNAME leaves no rail: " + whyNone);
-  } else {
-    rails.push_back(fabric::RailInfo{"lo", "127.0.0.1", static_cast<uint32_t>(cfg->defaultSpeedMbps)});
-  }
-  RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(fabric::tcp::TcpOptions::FromConfig(*cfg, rails), &s.domain));
+  runtime::ProcessDomainOptions o;
+  o.ifname = cfg->railIfname;  // RAILYARD_SOCKET_IFNAME; unset: loopback only
+  o.loopbackWhenUnset = true;
+  o.who = "snapshot";
+  RY_RETURN_IF_ERROR(runtime::CreateProcessDomain(*cfg, o, &s.domain));
   s.cache = std::make_unique<fabric::RegistrationCache>(*s.domain);
   return Status::Ok();
 }
