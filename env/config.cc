@@ -69,11 +69,11 @@ std::string ExpectedBytes(const Variable& var) {
 
 constexpr const char* kLevelNames = "one of NONE, VERSION, WARN, INFO, TRACE (any case)";
 
-// Strict decimal: optional sign, at least one digit, nothing else.
+// Strict decimal: an optional '-', at least one digit, nothing else ("+4" and
+// "+-4" are refused: a '+' is no part of the documented syntax).
 // Returns false on syntax error; sets *overflow when the digits do not fit.
 bool ParseDecimal(std::string_view s, std::int64_t* out, bool* overflow) {
   *overflow = false;
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   if (s.empty()) return false;
   if (s.front() == '-' && s.size() == 1) return false;
   if (s.front() != '-' && !std::isdigit(static_cast<unsigned char>(s.front()))) return false;
@@ -344,8 +344,10 @@ Status Load(const Config** out) {
       if (v == nullptr) return std::nullopt;
       return std::string(v);
     };
+    // Not logged here: every caller reports the error it gets back (the plugin's
+    // init through NCCL's log, the tools on stderr), so logging it here too printed
+    // each configuration error twice.
     l.status = Parse(lookup, names, &l.config);
-    if (!l.status.ok()) RY_WARN("configuration error: %s", l.status.message().c_str());
     return l;
   }();
   if (!loaded.status.ok()) return loaded.status;

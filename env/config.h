@@ -145,7 +145,7 @@ struct Variable {
 /// The table, in documentation order.
 std::span<const Variable> Variables();
 
-/// Parses a decimal integer (optional leading '-' or '+', digits only, no
+/// Parses a decimal integer (an optional leading '-', then digits only: no '+', no
 /// whitespace) for `var` within [var.minValue, var.maxValue].
 /// Errors: InvalidUsage "`source`='value': expected ..." naming the range.
 Status ParseIntValue(const Variable& var, const char* source, std::string_view value,
@@ -199,7 +199,8 @@ Status Parse(const Lookup& lookup, std::span<const std::string> names, Config* o
 
 /// The process configuration, parsed from the environment on first use
 /// (thread-safe, once; lookup = getenv, names = RailyardNamesInEnvironment()).
-/// Returns the parse error on every call if it failed; `*out` is then unchanged.
+/// Returns the parse error on every call if it failed (not logged here: the caller
+/// reports it, once); `*out` is then unchanged.
 /// On success `*out` points at a process-lifetime Config.
 Status Load(const Config** out);
 

@@ -45,6 +45,9 @@ Status ConnectRecord::Unpack(std::span<const uint8_t> bytes, ConnectRecord* out)
     return InvalidArgument("collnet connect record: version " + std::to_string(Take<uint16_t>(p + 4)) +
                                    ", this build speaks " + std::to_string(kVersion));
   }
+  // The reserved u16 must be zero: a field this side skipped would pass unseen (a
+  // later version's flag read as nothing; found by the fuzz target coll_wire).
+  if (Take<uint16_t>(p + 6) != 0) return InvalidArgument("collnet connect record: reserved bytes set");
   ConnectRecord r;
   r.rank = Take<uint32_t>(p + 8);
   r.nranks = Take<uint32_t>(p + 12);

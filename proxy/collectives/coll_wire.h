@@ -47,7 +47,7 @@ struct ConnectRecord {
   fabric::RemoteKey staging;
 
   std::vector<uint8_t> Pack() const;
-  /// Validates magic, version, exact length and the key (RemoteKey::Unpack).
+  /// Validates magic, version, zero reserved bytes, exact length and the key (RemoteKey::Unpack).
   /// InvalidArgument naming what is wrong (peer data); `out` unchanged on error.
   static Status Unpack(std::span<const uint8_t> bytes, ConnectRecord* out);
 };

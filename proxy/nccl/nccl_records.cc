@@ -139,28 +139,32 @@ Status DecodeCts(const FabricCts& rec, uint64_t bytes, CtsRecord* plain, fabric:
     return RemoteError("clear-to-send record of " + std::to_string(rec.n) + " buffers arrived in " +
                        std::to_string(bytes) + " bytes, expected " + std::to_string(FabricCtsBytes(rec.n)));
   }
-  *plain = CtsRecord{};
-  plain->header = rec.header;
-  plain->seq = rec.seq;
-  plain->n = rec.n;
+  // Decoded into locals and copied out only when every buffer checks out: a refused
+  // record leaves `plain` and `keys` as they were (the fuzz target nccl_records
+  // found the first buffers' keys written before a later one was refused).
+  CtsRecord decoded{};
+  decoded.header = rec.header;
+  decoded.seq = rec.seq;
+  decoded.n = rec.n;
+  fabric::RemoteKey k[kMaxRecvs];
   for (uint32_t i = 0; i < rec.n; ++i) {
     const FabricCtsEntry& e = rec.entries[i];
     if (e.keyBytes > sizeof e.key) {
       return RemoteError("clear-to-send seq " + std::to_string(rec.seq) + " buffer " + std::to_string(i) +
                          " has a " + std::to_string(e.keyBytes) + "-byte key");
     }
-    fabric::RemoteKey k;
-    if (Status s = fabric::RemoteKey::Unpack({e.key, e.keyBytes}, &k); !s.ok()) {
+    if (Status s = fabric::RemoteKey::Unpack({e.key, e.keyBytes}, &k[i]); !s.ok()) {
       return RemoteError("clear-to-send seq " + std::to_string(rec.seq) + " buffer " + std::to_string(i) + ": " +
                          s.message());
     }
-    if (e.addr < k.base || e.size > k.length || e.addr - k.base > k.length - e.size) {
+    if (e.addr < k[i].base || e.size > k[i].length || e.addr - k[i].base > k[i].length - e.size) {
       return RemoteError("clear-to-send seq " + std::to_string(rec.seq) + " buffer " + std::to_string(i) +
                          " of " + std::to_string(e.size) + " bytes is not inside its region");
     }
-    keys[i] = std::move(k);
-    plain->entries[i] = CtsEntry{e.addr, e.size, 0, e.tag};
+    decoded.entries[i] = CtsEntry{e.addr, e.size, 0, e.tag};
   }
+  *plain = decoded;
+  for (uint32_t i = 0; i < rec.n; ++i) keys[i] = std::move(k[i]);
   return Status::Ok();
 }
 

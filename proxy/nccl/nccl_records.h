@@ -96,7 +96,8 @@ constexpr size_t FabricCtsBytes(uint32_t n) { return 24 + sizeof(FabricCtsEntry)
 
 /// Validates a CTS record of `bytes` bytes as written by the peer: header, kind,
 /// n in 1..kMaxRecvs, bytes == FabricCtsBytes(n), every key unpacks and covers its
-/// buffer. Fills `plain` (for CtsMatcher) and `keys`. RemoteError naming the fault.
+/// buffer. Fills `plain` (for CtsMatcher) and `keys`. RemoteError naming the fault;
+/// `plain` and `keys` unchanged on error.
 Status DecodeCts(const FabricCts& rec, uint64_t bytes, CtsRecord* plain, fabric::RemoteKey (&keys)[kMaxRecvs]);
 
 /// Either side → the other, as a fabric Send record: the comm `commId` (the

@@ -239,10 +239,14 @@ Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* 
       waiting_ = true;
       waitingSince_ = now;
     }
-    Status t = TimedOut("send waiting for a posted receive with a matching tag", 0, tag,
+    // The sequence is the receive this send waits for (the oldest pending, or the
+    // next the peer has yet to post), never a constant.
+    Status t = TimedOut("send waiting for a posted receive with a matching tag", matcher_.NextSeq(), tag,
                         waitingSince_);
     if (!t.ok()) {
-      t = RemoteError(t.message() + "; unmatched posted tags: " + matcher_.OldestUnmatchedTags());
+      t = RemoteError(t.message() + (matcher_.Pending() == 0
+                                         ? "; the peer has posted no receive for it (no clear-to-send arrived)"
+                                         : "; the oldest posted receive wants tags " + matcher_.OldestUnmatchedTags()));
       poison_.Set(t);
       return t;
     }

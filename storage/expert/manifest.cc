@@ -121,6 +121,11 @@ Status Manifest::Parse(std::string_view text, Manifest* out) {
                          "manifest JSON ends early after " + std::to_string(text.size()) + " bytes");
     }
     return Bad(std::string("manifest is not JSON: ") + e.what());
+  } catch (const json::exception& e) {
+    // A number too large for a double ("8E711") throws out_of_range.406, not a
+    // parse_error: uncaught, a peer's manifest ended the process in std::terminate
+    // (found by the fuzz target expert_manifest).
+    return Bad(std::string("manifest is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return Bad("manifest is not a JSON object");
   if (!j.contains("format") || j["format"] != "railyard-expert-store") {

@@ -58,7 +58,7 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for "1E999" (was std::terminate)
     return Bad(path, std::string("malformed header JSON: ") + e.what());
   }
   if (!j.is_object()) return Bad(path, "header is not a JSON object");
@@ -125,7 +125,7 @@ Status ReadCheckpoint(const std::string& path, std::vector<CheckpointTensor>* ou
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for "1E999" (was std::terminate)
     return Bad(index, std::string("malformed JSON: ") + e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) return Bad(index, "no \"weight_map\" object");

@@ -103,6 +103,11 @@ def main():
               "railyard-pack --dry-run prints the layout and writes nothing")
         r = subprocess.run([pack, ck, store, "--align", "256", "--verify", "--no-progress"], capture_output=True, text=True)
         check(r.returncode == 0, f"railyard-pack packs the sharded checkpoint ({r.stderr.strip()})")
+        check("verified" in r.stdout, f"railyard-pack --verify says the store was verified ({r.stdout.strip()})")
+        again = subprocess.run([pack, ck, store, "--align", "256", "--no-progress"], capture_output=True, text=True)
+        check(again.returncode == 1 and "already exists" in again.stderr and "nothing was left" not in again.stderr
+              and os.path.exists(os.path.join(store, "manifest.json")),
+              f"railyard-pack into an existing store refuses and leaves it as it was ({again.stderr.strip()})")
         manifest = json.load(open(os.path.join(store, "manifest.json")))
         stride = manifest["record_stride"]
 
@@ -110,6 +115,10 @@ def main():
         env.pop("RAILYARD_SOCKET_IFNAME", None)
         r = subprocess.run([railyardd, "--expert-only"], capture_output=True, text=True, env=env, timeout=30)
         check(r.returncode == 2 and "--expert-store" in r.stderr, "railyardd --expert-only without a store exits 2")
+        r = subprocess.run([railyardd, "--expert-listen", "127.0.0.1:0"], capture_output=True,
+                           text=True, env=env, timeout=30)
+        check(r.returncode == 2 and "--expert-listen needs --expert-store" in r.stderr,
+              f"railyardd --expert-listen without a store exits 2 ({r.stderr.strip()})")
         r = subprocess.run([railyardd, "--expert-store", os.path.join(tmp, "nope"), "--expert-only",
                             "--expert-listen", "127.0.0.1:0"], capture_output=True, text=True, env=env, timeout=30)
         check(r.returncode == 2 and "manifest.json" in r.stderr, f"railyardd --expert-store of a missing store exits 2 ({r.stderr.strip()})")

@@ -152,5 +152,16 @@ TEST(ExpertStore, FilesInconsistentWithTheManifestAreRefused) {
   EXPECT_EQ(ExpertErrcOf(Store::Open(dir, false, &store)), ExpertErrc::kManifestTooLarge);
 }
 
+// A manifest that is a number too large for a double ("8E711", what the fuzz target
+// expert_manifest found) threw out_of_range.406 past the parse_error handler: a
+// peer's manifest ended the client in std::terminate. Now MANIFEST_INVALID.
+TEST(ExpertManifest, OverflowingNumberIsInvalidNotFatal) {
+  Manifest m;
+  const Status s = Manifest::Parse("8E711", &m);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kManifestInvalid) << s.message();
+  const Status t = Manifest::Parse("{\"format\": \"railyard-expert-store\", \"version\": 1E999}", &m);
+  EXPECT_EQ(ExpertErrcOf(t), ExpertErrc::kManifestInvalid) << t.message();
+}
+
 }  // namespace
 }  // namespace railyard::expert

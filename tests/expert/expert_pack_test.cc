@@ -11,6 +11,7 @@
 
 #include "storage/expert/expert_error.h"
 #include "storage/expert/pack.h"
+#include "storage/expert/safetensors.h"
 #include "storage/expert/store.h"
 #include "tests/expert/expert_test_util.h"
 #include "tests/expert/safetensors_writer.h"
@@ -238,6 +239,24 @@ TEST(ExpertPack, AFailedPackLeavesNothingThatLooksLikeAStore) {
   size_t entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(tmp.path)) entries += e.path().filename() != "m.safetensors";
   EXPECT_EQ(entries, 0u);  // no .partial directory left behind
+}
+
+// A header whose JSON holds a number too large for a double ("1E999") made
+// nlohmann throw out_of_range.406, which only parse_error was caught for:
+// railyard-pack ended in std::terminate (exit 134). Now a named PACK_INPUT error.
+TEST(ExpertPack, HeaderWithAnOverflowingNumberIsRefusedNotFatal) {
+  TempDir tmp;
+  const std::string path = tmp.path + "/overflow.safetensors";
+  std::string header = "{\"x\":1E999}";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  const uint64_t n = header.size();
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(&n), 8).write(header.data(),
+                                                                                       static_cast<long>(n));
+  std::vector<CheckpointTensor> ts;
+  const Status s = ReadSafetensorsHeader(path, &ts);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput) << s.message();
+  EXPECT_NE(s.message().find("malformed header JSON"), std::string::npos) << s.message();
 }
 
 }  // namespace

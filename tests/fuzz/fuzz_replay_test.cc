@@ -27,6 +27,14 @@ bool RelayRecordOneInput(const uint8_t*, size_t);
 bool QpRecordOneInput(const uint8_t*, size_t);
 bool CablingOneInput(const uint8_t*, size_t);
 bool GraphJsonOneInput(const uint8_t*, size_t);
+bool NcclRecordsOneInput(const uint8_t*, size_t);
+bool RelayWireOneInput(const uint8_t*, size_t);
+bool GinWireOneInput(const uint8_t*, size_t);
+bool CollWireOneInput(const uint8_t*, size_t);
+bool SnapshotWireOneInput(const uint8_t*, size_t);
+bool ExpertManifestOneInput(const uint8_t*, size_t);
+bool TcpFrameOneInput(const uint8_t*, size_t);
+bool VerbsWireOneInput(const uint8_t*, size_t);
 }  // namespace railyard::fuzz
 
 namespace {
@@ -88,6 +96,14 @@ TEST(FuzzReplay, QpRecord) { ReplayTarget("qp_record", railyard::fuzz::QpRecordO
 TEST(FuzzReplay, Cabling) { ReplayTarget("cabling", railyard::fuzz::CablingOneInput); }
 
 TEST(FuzzReplay, GraphJson) { ReplayTarget("graph_json", railyard::fuzz::GraphJsonOneInput); }
+TEST(FuzzReplay, NcclRecords) { ReplayTarget("nccl_records", railyard::fuzz::NcclRecordsOneInput); }
+TEST(FuzzReplay, RelayWire) { ReplayTarget("relay_wire", railyard::fuzz::RelayWireOneInput); }
+TEST(FuzzReplay, GinWire) { ReplayTarget("gin_wire", railyard::fuzz::GinWireOneInput); }
+TEST(FuzzReplay, CollWire) { ReplayTarget("coll_wire", railyard::fuzz::CollWireOneInput); }
+TEST(FuzzReplay, SnapshotWire) { ReplayTarget("snapshot_wire", railyard::fuzz::SnapshotWireOneInput); }
+TEST(FuzzReplay, ExpertManifest) { ReplayTarget("expert_manifest", railyard::fuzz::ExpertManifestOneInput); }
+TEST(FuzzReplay, TcpFrame) { ReplayTarget("tcp_frame", railyard::fuzz::TcpFrameOneInput); }
+TEST(FuzzReplay, VerbsWire) { ReplayTarget("verbs_wire", railyard::fuzz::VerbsWireOneInput); }
 
 // Regressions of issue 9, fixed on main and replayed by the tests above:
 //  - item 1 (recv-guard): regressions/chunk_stream/issue9-item1-*: a chunk's payload

@@ -16,7 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "proxy/collectives/coll_wire.h"
+#include "proxy/fabric/relay/relay_wire.h"
+#include "proxy/fabric/remote_key.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
+#include "proxy/gin/gin_wire.h"
 #include "proxy/handle.h"
+#include "proxy/nccl/nccl_records.h"
+#include "storage/expert/manifest.h"
+#include "storage/snapshot/snapshot_wire.h"
 #include "proxy/verbs/qp_record.h"
 #include "proxy/wire.h"
 #include "topology/cluster_key.h"
@@ -219,6 +228,273 @@ Bytes CablingRecord(uint64_t origin, uint64_t seq, const std::string& name, cons
 void Framed(Bytes& out, const Bytes& datagram) {
   Put<uint16_t>(out, static_cast<uint16_t>(datagram.size()));
   out.insert(out.end(), datagram.begin(), datagram.end());
+}
+
+// ---- the decoders above railyard_core: fabric comms records, relayed Endpoints,
+// GIN, collectives, snapshot and expert tiers, the fabric's TCP and verbs wires.
+railyard::fabric::RemoteKey Key(uint64_t base, uint64_t length, size_t rails = 0) {
+  railyard::fabric::RemoteKey k;
+  k.base = base;
+  k.length = length;
+  k.softwareKey = 0x5eed;
+  k.access = 0;
+  for (size_t i = 0; i < rails; ++i) k.railRkeys.push_back(0x100 + static_cast<uint32_t>(i));
+  return k;
+}
+
+Bytes TcpAddress(uint16_t port) {
+  railyard::fabric::tcp::WorkerAddress a;
+  a.workerId = 0x77;
+  a.rails.push_back({htonl(0x7f000001), port, 10000});
+  return a.Pack();
+}
+
+bool FabricSeeds() {
+  namespace n = railyard::proxy::nccl;
+  namespace r = railyard::fabric::relay;
+  namespace g = railyard::gin;
+  namespace c = railyard::collectives;
+  namespace s = railyard::storage::snapshot;
+  namespace e = railyard::expert;
+  namespace t = railyard::fabric::tcp;
+  namespace vw = railyard::fabric::verbs;
+  bool ok = true;
+
+  {  // nccl_records
+    n::FabricHandle fh;
+    fh.listenId = 0x1234;
+    fh.pid = 42;
+    fh.host = "spark-a";
+    fh.address = TcpAddress(40000);
+    Bytes h(128);
+    ok &= n::EncodeFabricHandle(fh, h.data()).ok();
+    ok &= Write("nccl_records", "ok-handle", h);
+    Bytes hv = h;
+    hv[4] = 99;  // another protocol version
+    ok &= Write("nccl_records", "bad-handle-version", hv);
+    n::Hello hello;
+    hello.listenId = 0x1234;
+    hello.sendCommId = 3;
+    hello.pid = 43;
+    hello.host = "spark-b";
+    hello.fifoKey = Key(0x10000, sizeof(n::FabricCts) * 32).Pack();
+    hello.address = TcpAddress(40001);
+    ok &= Write("nccl_records", "ok-hello", n::EncodeHello(hello));
+    hello.fifoKey = Key(0x10000, 4096).Pack();
+    ok &= Write("nccl_records", "bad-hello-small-fifo", n::EncodeHello(hello));
+    n::FabricCts cts{};
+    cts.header = p::MakeHeader(p::RecordKind::kFabricCts);
+    cts.seq = 5;
+    cts.n = 2;
+    cts.recvCommId = 9;
+    for (uint32_t i = 0; i < 2; ++i) {
+      const Bytes k = Key(0x200000, 1 << 20, 2).Pack();
+      cts.entries[i].addr = 0x200000 + i * 4096;
+      cts.entries[i].size = 4096;
+      cts.entries[i].tag = static_cast<int32_t>(i);
+      cts.entries[i].keyBytes = static_cast<uint16_t>(k.size());
+      std::memcpy(cts.entries[i].key, k.data(), k.size());
+    }
+    Bytes cb(reinterpret_cast<const uint8_t*>(&cts), reinterpret_cast<const uint8_t*>(&cts) + n::FabricCtsBytes(2));
+    ok &= Write("nccl_records", "ok-cts-2", cb);
+    cts.entries[1].size = 2 << 20;  // past its region
+    Bytes cbad(reinterpret_cast<const uint8_t*>(&cts), reinterpret_cast<const uint8_t*>(&cts) + n::FabricCtsBytes(2));
+    ok &= Write("nccl_records", "bad-cts-outside-region", cbad);
+    ok &= Write("nccl_records", "ok-close", n::EncodeClose({7}));
+  }
+
+  {  // relay_wire
+    r::Control credit;
+    credit.kind = r::ControlKind::kCredit;
+    credit.route = 2;
+    credit.a = 10;
+    ok &= Write("relay_wire", "ok-credit", r::EncodeControl(credit));
+    r::RouteOpen o;
+    o.slots = 16;
+    o.slotBytes = 4096;
+    o.returnSlots = 8;
+    o.source = TcpAddress(40002);
+    o.target = TcpAddress(40003);
+    o.returnKey = Key(0x300000, 8 * 4096).Pack();
+    o.nonce = 0xabcdef;
+    r::Control open;
+    open.kind = r::ControlKind::kOpen;
+    open.route = 1;
+    open.body = r::EncodeRouteOpen(o);
+    ok &= Write("relay_wire", "ok-open", r::EncodeControl(open));
+    // A ring of 8 slots in one slot's bytes: the control record is accepted, its open refused.
+    o.returnKey = Key(0x300000, 4096).Pack();
+    open.body = r::EncodeRouteOpen(o);
+    ok &= Write("relay_wire", "control-ok-open-refused-small-return-ring", r::EncodeControl(open));
+    // A slot of 257 + 16 * 32 bytes whose expected sequence is its own (shape bit 0).
+    auto slot = [](r::SlotKind kind, uint32_t payload, bool key) {
+      Bytes b;
+      Put<uint8_t>(b, 0x21);
+      Put<uint64_t>(b, 0);
+      Bytes sl(r::kSlotPayloadOffset + 1 + 16 * 32, 0);
+      r::SlotHeader h;
+      h.kind = static_cast<uint8_t>(kind);
+      h.flags = r::kSlotLast;
+      h.payloadBytes = payload;
+      h.slotSeq = 12;
+      h.opSeq = 3;
+      h.addr = 0x400000;
+      const Bytes k = key ? Key(0x400000, 1 << 20, 1).Pack() : Bytes{};
+      (void)r::EncodeSlotHeader(h, k, sl.data());
+      b.insert(b.end(), sl.begin(), sl.end());
+      return b;
+    };
+    ok &= Write("relay_wire", "ok-slot-write", slot(r::SlotKind::kWrite, 500, true));
+    ok &= Write("relay_wire", "ok-slot-record", slot(r::SlotKind::kRecord, 64, false));
+    ok &= Write("relay_wire", "bad-slot-overrun", slot(r::SlotKind::kWrite, 600, true));
+    ok &= Write("relay_wire", "bad-slot-read-with-payload", slot(r::SlotKind::kRead, 8, true));
+  }
+
+  {  // gin_wire
+    Bytes h(g::kHandleBytes);
+    const Bytes a = TcpAddress(40004);
+    ok &= g::PackHandle(a, h.data()).ok();
+    ok &= Write("gin_wire", "ok-handle", h);
+    h[g::kHandleBytes - 1] = 1;
+    ok &= Write("gin_wire", "bad-handle-padding", h);
+    g::Record hello;
+    hello.kind = g::RecordKind::kHello;
+    hello.rank = 1;
+    hello.nranks = 4;
+    hello.meshId = 0x99;
+    ok &= Write("gin_wire", "ok-record-hello", hello.Pack());
+    g::Record w = hello;
+    w.kind = g::RecordKind::kWindow;
+    w.seq = 1;
+    w.bytes = 1 << 20;
+    w.key = Key(0x500000, 1 << 20);
+    ok &= Write("gin_wire", "ok-record-window", w.Pack());
+    w.bytes = 1 << 21;  // the key covers half the window
+    ok &= Write("gin_wire", "bad-record-window-key", w.Pack());
+  }
+
+  {  // coll_wire
+    c::ConnectRecord cr;
+    cr.rank = 1;
+    cr.nranks = 4;
+    cr.chunkBytes = 1 << 20;
+    cr.slots = 4;
+    cr.staging = Key(0x600000, 8 << 20, 2);
+    ok &= Write("coll_wire", "ok-connect", cr.Pack());
+    Bytes b = cr.Pack();
+    b.pop_back();
+    ok &= Write("coll_wire", "bad-connect-short-key", b);
+    Bytes m = cr.Pack();
+    m[0] = 'X';
+    ok &= Write("coll_wire", "bad-connect-magic", m);
+  }
+
+  {  // snapshot_wire: handshake header, request, response
+    s::Header sh;
+    sh.mode = s::Mode::kPaging;
+    sh.kind = "ssm";
+    sh.arenaBytes = 64 << 20;
+    sh.blobBytes = 1 << 20;
+    sh.addressBytes = 28;
+    s::Request rq;
+    rq.op = s::Op::kCommit;
+    rq.key = 5;
+    rq.checksum = 0x1234;
+    s::Response rs;
+    rs.result = s::Response::kOk;
+    rs.offset = 4096;
+    auto all = [](const s::Header& a, const s::Request& b, const s::Response& d) {
+      Bytes out;
+      const auto ha = a.Encode();
+      out.insert(out.end(), ha.begin(), ha.end());
+      const auto rb = b.Encode();
+      out.insert(out.end(), rb.begin(), rb.end());
+      const Bytes rd = d.Encode();
+      out.insert(out.end(), rd.begin(), rd.begin() + s::Response::kBytes);
+      return out;
+    };
+    ok &= Write("snapshot_wire", "ok-paging", all(sh, rq, rs));
+    s::Header bad = sh;
+    bad.arenaBytes = (64 << 20) + 1;  // not a multiple of the blob
+    Bytes b = all(bad, rq, rs);
+    b[64] = 9;  // unknown op
+    b[96] = 7;  // unknown result
+    ok &= Write("snapshot_wire", "bad-all-three", b);
+  }
+
+  {  // expert_manifest
+    e::Manifest m;
+    m.modelId = "tiny-moe";
+    m.scheme = "qwen-moe";
+    m.expertsPerLayer = 2;
+    m.alignment = 64;
+    m.tensors.push_back({"gate_proj.weight", "BF16", {4, 8}, 0, 64});
+    m.tensors.push_back({"down_proj.weight", "F32", {8, 2}, 64, 64});
+    m.recordBytes = 128;
+    m.recordStride = 128;
+    m.layers.push_back({0, "layer-0000.bin", {0x0123456789abcdefull, 0x1111111111111111ull}});
+    m.layers.push_back({1, "layer-0001.bin", {0x2222222222222222ull, 0x3333333333333333ull}});
+    const std::string j = m.ToJson();
+    ok &= Write("expert_manifest", "ok-two-layers", Bytes(j.begin(), j.end()));
+    ok &= Write("expert_manifest", "bad-truncated", Bytes(j.begin(), j.begin() + static_cast<long>(j.size() / 2)));
+    std::string v = j;
+    v.replace(v.find("\"version\": 1"), 12, "\"version\": 2");
+    ok &= Write("expert_manifest", "bad-version-2", Bytes(v.begin(), v.end()));
+    std::string f = j;
+    f.replace(f.find("layer-0001.bin"), 14, "../etc/passwd!");
+    ok &= Write("expert_manifest", "bad-file-name", Bytes(f.begin(), f.end()));
+  }
+
+  {  // tcp_frame: direction byte, 64-byte header, packed worker address
+    auto frame = [](uint8_t dir, const t::FrameHeader& h, const Bytes& addr) {
+      Bytes b;
+      Put<uint8_t>(b, dir);
+      Put(b, h);
+      b.insert(b.end(), addr.begin(), addr.end());
+      return b;
+    };
+    t::FrameHeader w = t::MakeHeader(t::FrameType::kWrite);
+    w.seq = 1;
+    w.addr = 0x700000;
+    w.opBytes = 8192;
+    w.offset = 4096;
+    w.payloadBytes = 4096;
+    w.flags = t::kFlagImmediate;
+    w.imm = 7;
+    ok &= Write("tcp_frame", "ok-write-chunk", frame(0, w, TcpAddress(40005)));
+    t::FrameHeader ack = t::MakeHeader(t::FrameType::kAck);
+    ack.seq = 1;
+    ok &= Write("tcp_frame", "ok-ack", frame(1, ack, TcpAddress(40006)));
+    Bytes badAddr = TcpAddress(0);
+    t::FrameHeader over = w;
+    over.payloadBytes = 8192;  // past the op's end
+    ok &= Write("tcp_frame", "bad-write-overrun-port-0", frame(0, over, badAddr));
+    ok &= Write("tcp_frame", "bad-ack-to-target", frame(0, ack, Bytes{1, 2, 3}));
+  }
+
+  {  // verbs_wire: address, then a hello
+    vw::VerbsAddress a;
+    a.workerId = 0x88;
+    a.ipv4 = htonl(0x0a000001);
+    a.port = 40007;
+    a.rails = 2;
+    vw::VerbsHello h;
+    h.role = vw::VerbsHello::kRoleAccept;
+    h.workerId = 0x89;
+    h.connection = 1;
+    h.recordCredits = 64;
+    h.recordBytes = 4096;
+    Bytes b = a.Pack();
+    Put(b, h);
+    ok &= Write("verbs_wire", "ok-address-accept-hello", b);
+    Bytes bad = a.Pack();
+    bad[6] = 17;  // 17 rails
+    vw::VerbsHello hb = h;
+    hb.recordCredits = 2;
+    Put(bad, hb);
+    ok &= Write("verbs_wire", "bad-rails-credits", bad);
+  }
+  return ok;
 }
 
 }  // namespace
@@ -450,5 +726,6 @@ int main(int argc, char** argv) {
     Framed(t, CablingRecord(kB, 19, "duo2-old", {}));
     ok &= Write("graph_json", "ok-two-cables", t);
   }
+  ok &= FabricSeeds();
   return ok ? 0 : 1;
 }

@@ -6,6 +6,9 @@
 #   tests/fuzz/run.sh [target ...]        (default: every target)
 #
 # RAILYARD_FUZZ_SECONDS    seconds per target (default 60)
+# RAILYARD_FUZZ_TOTAL_SECONDS  instead: target-seconds for the whole run, divided
+#                          evenly among the targets run (at least 10 s each), so
+#                          adding a target does not add time (tools/test.sh: 270)
 # RAILYARD_FUZZ_BUILD_DIR  build directory (default build-fuzz in the source tree)
 # RAILYARD_FUZZ_PARALLEL   targets run at once (default: the number of CPUs)
 # Inputs the fuzzers add go to $build/fuzz-work/<target>/ (never into the source
@@ -18,9 +21,16 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${RAILYARD_FUZZ_BUILD_DIR:-$root/build-fuzz}
 secs=${RAILYARD_FUZZ_SECONDS:-60}
 parallel=${RAILYARD_FUZZ_PARALLEL:-$(nproc)}
-all=(handle records control chunk_stream listener relay_record qp_record cabling graph_json)
+all=(handle records control chunk_stream listener relay_record qp_record cabling graph_json
+     nccl_records relay_wire gin_wire coll_wire snapshot_wire expert_manifest tcp_frame verbs_wire)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
+if [ -n "${RAILYARD_FUZZ_TOTAL_SECONDS:-}" ]; then
+  [[ $RAILYARD_FUZZ_TOTAL_SECONDS =~ ^[0-9]+$ ]] || { echo "fuzz: RAILYARD_FUZZ_TOTAL_SECONDS must be a whole number of seconds" >&2; exit 2; }
+  secs=$((RAILYARD_FUZZ_TOTAL_SECONDS / ${#targets[@]}))
+  ((secs >= 10)) || secs=10
+fi
+[[ $secs =~ ^[0-9]+$ ]] && ((secs > 0)) || { echo "fuzz: RAILYARD_FUZZ_SECONDS must be a positive whole number" >&2; exit 2; }
 cc=$(command -v clang-14 || command -v clang) || { echo "fuzz: clang not found (tools/scripts/install-deps.sh installs clang-14)" >&2; exit 2; }
 cxx=$(command -v clang++-14 || command -v clang++)
 
@@ -38,7 +48,7 @@ run_one() {
   find "$root/tests/fuzz/corpus/$t" "$root/tests/fuzz/regressions/$t" -maxdepth 1 -type f \
        ! -name 'open-*' -exec cp -f -t "$work" {} + 2>/dev/null
   local maxlen=4096
-  case $t in chunk_stream|graph_json|records) maxlen=16384 ;; esac
+  case $t in chunk_stream|graph_json|records|expert_manifest) maxlen=16384 ;; esac
   "$build/tests/fuzz/${t}_fuzz" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
       -max_len="$maxlen" -print_final_stats=1 -artifact_prefix="$found/" \
       "$work" >"$build/findings/$t.log" 2>&1

@@ -81,7 +81,9 @@ int main(int argc, char** argv) {
     };
   }
   if (Status s = expert::ExecutePack(plan, outDir, bar); !s.ok()) {
-    std::fprintf(stderr, "%srailyard-pack: %s (nothing was left at %s)\n", progress ? "\n" : "", s.message().c_str(), outDir.c_str());
+    // "nothing was left at OUT" read as if an existing OUT had been removed: say what holds.
+    std::fprintf(stderr, "%srailyard-pack: %s (%s is as it was before this run)\n", progress ? "\n" : "", s.message().c_str(),
+                 outDir.c_str());
     return 1;
   }
   if (verify) {
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "railyard-pack: verify: %s\n", s.message().c_str());
       return 1;
     }
+    std::printf("verified %s: every record's checksum matches its manifest\n", outDir.c_str());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s in %.2f s\n", outDir.c_str(), secs);

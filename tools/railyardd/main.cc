@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");
-  app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 address:port of its control socket (port 0: any)");
+  app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 address:port of its control socket (port 0: any; default 0.0.0.0:29431, every interface)");
   app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
   app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
   app.footer(
@@ -202,8 +202,10 @@ int main(int argc, char** argv) {
       expertServer->Stop();
       return 0;
     }
-  } else if (expertOnly) {
-    std::fprintf(stderr, "railyardd: --expert-only needs --expert-store DIR\n");
+  } else if (expertOnly || expertVerify || app.count("--expert-listen") > 0) {
+    // --expert-listen / --expert-verify alone used to be ignored without a word.
+    std::fprintf(stderr, "railyardd: %s needs --expert-store DIR\n",
+                 expertOnly ? "--expert-only" : expertVerify ? "--expert-verify" : "--expert-listen");
     return 2;
   }
   if (snapshotOnly) {  // (with --expert-only too, the loop above served both)

@@ -65,6 +65,9 @@ Status EncodeSlotHeader(const SlotHeader& h, std::span<const uint8_t> packedKey,
 }
 
 Status DecodeSlotHeader(const uint8_t* slot, uint64_t slotBytes, uint64_t expectSeq, SlotView* out) {
+  if (slotBytes < kSlotPayloadOffset) {
+    return InvalidArgument("relay slot: a slot of " + std::to_string(slotBytes) + " bytes has no room for its header");
+  }
   SlotHeader h;
   std::memcpy(&h, slot, sizeof h);
   if (h.magic != kSlotMagic) return InvalidArgument("relay slot: not a Railyard relay slot (bad magic)");
@@ -93,11 +96,15 @@ Status DecodeSlotHeader(const uint8_t* slot, uint64_t slotBytes, uint64_t expect
     return InvalidArgument("relay slot: read data outside its read");
   }
   if (h.keyBytes > kSlotPayloadOffset - sizeof h) return InvalidArgument("relay slot: key overruns the header area");
-  out->header = h;
+  // The key is unpacked before anything is written: a refused slot leaves `out` as
+  // it was (the fuzz target relay_wire found the header written before a bad key).
+  RemoteKey key;
   if (h.keyBytes > 0) {
-    Status s = RemoteKey::Unpack(std::span<const uint8_t>(slot + sizeof h, h.keyBytes), &out->key);
+    Status s = RemoteKey::Unpack(std::span<const uint8_t>(slot + sizeof h, h.keyBytes), &key);
     if (!s.ok()) return InvalidArgument("relay slot: " + s.message());
+    out->key = std::move(key);
   }
+  out->header = h;
   return Status::Ok();
 }
 

@@ -86,7 +86,8 @@ Status EncodeSlotHeader(const SlotHeader& h, std::span<const uint8_t> packedKey,
 /// Reads and checks the header of a slot of `slotBytes` bytes received as
 /// slot sequence `expectSeq`: magic, version, a known kind, known flags, the
 /// payload inside the slot, the sequence, and (for kinds that have one) a key that
-/// RemoteKey::Unpack accepts. InvalidArgument naming what is wrong (peer data).
+/// RemoteKey::Unpack accepts. InvalidArgument naming what is wrong (peer data);
+/// `out` unchanged on error. `slotBytes` below kSlotPayloadOffset is refused.
 Status DecodeSlotHeader(const uint8_t* slot, uint64_t slotBytes, uint64_t expectSeq, SlotView* out);
 
 /// The immediate that announces a slot: route id (1..kMaxRouteId) in the high 16

@@ -369,7 +369,13 @@ void TcpEndpoint::Fail(FabricError e) {
   if (failed_) return;
   failed_ = true;
   status_ = e.ToStatus();
-  RY_WARN("%s", e.ToString().c_str());
+  if (e.errc == FabricErrc::kPeerClosed && Outstanding() == 0 && queue_.empty()) {
+    // Nothing was lost: the peer ended first (its rank finished and closed). Not a
+    // WARN, or every clean run ends with one; an op posted later gets the status.
+    RY_INFO(log::kNet, "%s (no operation was outstanding)", e.ToString().c_str());
+  } else {
+    RY_WARN("%s", e.ToString().c_str());
+  }
   for (auto& [seq, op] : ops_) {
     Event ev;
     ev.kind = EventKind::kError;

@@ -49,6 +49,11 @@ Status VerbsAddress::Unpack(std::span<const uint8_t> bytes, VerbsAddress* out) {
   }
   if (a.workerId == 0) return InvalidArgument("verbs worker address with worker id 0");
   if (a.port == 0) return InvalidArgument("verbs worker address with port 0");
+  // The reserved u16 must be zero, as in the TCP Worker address: a field this side
+  // skips would otherwise pass unseen (found by the fuzz target verbs_wire).
+  uint16_t reserved = 0;
+  std::memcpy(&reserved, bytes.data() + 22, 2);
+  if (reserved != 0) return InvalidArgument("verbs worker address with reserved bytes set");
   *out = a;
   return Status::Ok();
 }

@@ -25,7 +25,7 @@ struct VerbsAddress {
 
   std::vector<uint8_t> Pack() const;
   /// InvalidArgument (peer data) naming what is wrong: size, magic, version, rails,
-  /// a zero worker id or port.
+  /// a zero worker id or port, non-zero reserved bytes. `out` unchanged on error.
   static Status Unpack(std::span<const uint8_t> bytes, VerbsAddress* out);
   /// "w=<id hex> 10.0.0.1:40121".
   std::string Name() const;
