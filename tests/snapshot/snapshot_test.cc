@@ -1,5 +1,5 @@
 // The snapshot tier over the fabric (TCP on loopback, or verbs in the soft-RoCE lane
-// with RAILYARD_SNAPSHOT_TEST_TRANSPORT=verbs: snapshot_transport.h), against a real
+// with SNAPSHOT_TEST_TRANSPORT=verbs: snapshot_transport.h), against a real
 // serving process (railyard-snapshot-peer): round trips of more blobs than the arena holds,
 // raw mode, bad input, a malformed handshake, restarts with and without
 // RAILYARD_SWAP_SYNC, torn swap records, a client killed between alloc and commit,

@@ -12,7 +12,7 @@
 namespace railyard::storage::snapshot::testing {
 
 bool TestUsesVerbs() {
-  const char* t = std::getenv("RAILYARD_SNAPSHOT_TEST_TRANSPORT");
+  const char* t = std::getenv("SNAPSHOT_TEST_TRANSPORT");
   return t != nullptr && std::string(t) == "verbs";
 }
 

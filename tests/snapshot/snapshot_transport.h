@@ -1,7 +1,7 @@
 // The fabric transport the snapshot tests run on, chosen by the environment so the
 // same tests (and the same serving process, which inherits it) run over TCP on the
 // host and over verbs in the soft-RoCE lane (tests/lanes/rxe):
-//   RAILYARD_SNAPSHOT_TEST_TRANSPORT unset or "tcp": a TCP Domain on 127.0.0.1.
+//   SNAPSHOT_TEST_TRANSPORT unset or "tcp": a TCP Domain on 127.0.0.1.
 //   "verbs": a verbs Domain; in the lane (RXE_LANE_HOSTS set) the serving process
 //   takes host h0's rails (RXE_LANE_DEVS_H0) and clients host h1's, so the traffic
 //   crosses the rail veths; elsewhere RAILYARD_HCA's ports (all, when unset).
@@ -17,7 +17,7 @@ namespace railyard::storage::snapshot::testing {
 /// Which end of the tier a Domain is for (it picks the lane host).
 enum class Side { kPeer, kClient };
 
-/// True when RAILYARD_SNAPSHOT_TEST_TRANSPORT=verbs.
+/// True when SNAPSHOT_TEST_TRANSPORT=verbs.
 bool TestUsesVerbs();
 
 /// Creates the Domain for `side`; `timeoutMs` is the Endpoints' RAILYARD_TIMEOUT_MS.

@@ -52,7 +52,7 @@ if [[ $LANE == 1 ]]; then
     done
   done
   SWAP=$(mktemp -d /tmp/railyard-snapshot-bench-XXXXXX)
-  RAILYARD_SNAPSHOT_TEST_TRANSPORT=verbs "$BUILD/tests/snapshot/railyard-snapshot-bench" --swap-dir "$SWAP" \
+  SNAPSHOT_TEST_TRANSPORT=verbs "$BUILD/tests/snapshot/railyard-snapshot-bench" --swap-dir "$SWAP" \
     --iters "$ITERS" --sizes "$SIZES" | sed 's/^{/{"what": "snapshot_verbs", /'
   echo "# load after: $(cat /proc/loadavg)" >&2
   exit 0
