@@ -2,11 +2,13 @@
 // each handle is a Worker of the process's snapshot Domain (plugin/snapshot_runtime.h)
 // and a storage::snapshot::SnapshotClient, behind a lock so one thread at a time
 // drives the Worker.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "env/config.h"
 #include "plugin/snapshot_runtime.h"
@@ -119,5 +121,27 @@ int railyard_snapshot_read_at(railyard_snapshot_t* s, unsigned long long offset,
 void railyard_snapshot_close(railyard_snapshot_t* s) { delete s; }
 
 const char* railyard_snapshot_last_error(void) { return t_lastError.c_str(); }
+
+int railyard_snapshot_list(const char* host, unsigned short port, railyard_snapshot_arena_t* out, int max, int* count) {
+  using namespace railyard;
+  if (host == nullptr || count == nullptr || max < 0 || (out == nullptr && max > 0)) {
+    return Fail(InvalidArgument("railyard_snapshot_list: host and count must not be NULL, out may be NULL only with max 0"));
+  }
+  const env::Config* cfg = nullptr;
+  if (Status s = env::Load(&cfg); !s.ok()) return Fail(s);
+  std::vector<storage::snapshot::ArenaInfo> list;
+  if (Status s = storage::snapshot::ListArenas(host, port, cfg->timeoutMs, &list); !s.ok()) return Fail(s);
+  *count = static_cast<int>(list.size());
+  for (int i = 0; i < max && i < *count; ++i) {
+    railyard_snapshot_arena_t& a = out[i];
+    std::memset(&a, 0, sizeof a);
+    std::memcpy(a.kind, list[i].kind.data(), std::min<size_t>(list[i].kind.size(), sizeof a.kind - 1));
+    a.mode = static_cast<int>(list[i].mode);
+    a.blob_bytes = list[i].blobBytes;
+    a.arena_bytes = list[i].arenaBytes;
+    a.max_bytes = list[i].maxBytes;
+  }
+  return Done(Status::Ok());
+}
 
 }  // extern "C"

@@ -178,6 +178,20 @@ RAILYARD_API void railyard_snapshot_close(railyard_snapshot_t* s);
 /** The message of this thread's last failed railyard_snapshot_* call ("" if none);
  *  valid until this thread's next call. */
 RAILYARD_API const char* railyard_snapshot_last_error(void);
+/** One arena a peer serves (railyard_snapshot_list). */
+typedef struct railyard_snapshot_arena {
+  char kind[32];                  /**< NUL-terminated, 1..31 bytes */
+  int mode;                       /**< RAILYARD_SNAPSHOT_RAW or RAILYARD_SNAPSHOT_PAGING */
+  unsigned long long blob_bytes;  /**< bytes per blob */
+  unsigned long long arena_bytes; /**< slots x blob bytes; 0: a raw arena the first client sizes */
+  unsigned long long max_bytes;   /**< for such an arena the largest size allowed, else 0 */
+} railyard_snapshot_arena_t;
+/** Discovery: asks the peer at `host` : `port` which arenas (kinds of blob) it serves.
+ *  Fills up to `max` entries of `out` and sets `*count` to the number the peer has
+ *  (which may exceed `max`: call again with more room). 0 on success; 6 when the peer
+ *  sends a bad list, 5 when it refuses (a peer older than discovery), 2 on network errors. */
+RAILYARD_API int railyard_snapshot_list(const char* host, unsigned short port, railyard_snapshot_arena_t* out,
+                                        int max, int* count);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -27,6 +27,12 @@ class SnapshotError(RuntimeError):
 _c = None
 
 
+class _Arena(ctypes.Structure):
+    """railyard_snapshot_arena_t."""
+    _fields_ = [("kind", ctypes.c_char * 32), ("mode", ctypes.c_int), ("blob_bytes", ctypes.c_ulonglong),
+                ("arena_bytes", ctypes.c_ulonglong), ("max_bytes", ctypes.c_ulonglong)]
+
+
 def _api():
     global _c
     if _c is not None:
@@ -43,7 +49,9 @@ def _api():
     lib.railyard_snapshot_close.argtypes = [vp]
     lib.railyard_snapshot_close.restype = None
     lib.railyard_snapshot_last_error.restype = ctypes.c_char_p
-    for f in ("connect", "put", "get", "remove", "write_at", "read_at"):
+    lib.railyard_snapshot_list.argtypes = [ctypes.c_char_p, ctypes.c_ushort, ctypes.POINTER(_Arena), ctypes.c_int,
+                                           ctypes.POINTER(ctypes.c_int)]
+    for f in ("connect", "put", "get", "remove", "write_at", "read_at", "list"):
         getattr(lib, "railyard_snapshot_" + f).restype = ctypes.c_int
     _c = lib
     return lib
@@ -52,6 +60,21 @@ def _api():
 def _check(rc):
     if rc != 0:
         raise SnapshotError(rc, _api().railyard_snapshot_last_error().decode("utf-8", "replace"))
+
+
+def list_arenas(host, port):
+    """Discovery: the arenas the peer at host:port serves, as a list of dicts
+    {"kind", "mode" (RAW or PAGING), "blob_bytes", "arena_bytes" (0: a raw arena the
+    first client sizes), "max_bytes"}."""
+    count = ctypes.c_int(0)
+    room = 16
+    while True:
+        arr = (_Arena * room)()
+        _check(_api().railyard_snapshot_list(host.encode(), port, arr, room, ctypes.byref(count)))
+        if count.value <= room:
+            return [{"kind": a.kind.decode(), "mode": a.mode, "blob_bytes": a.blob_bytes, "arena_bytes": a.arena_bytes,
+                     "max_bytes": a.max_bytes} for a in arr[:count.value]]
+        room = count.value
 
 
 def _buffer(obj, writable):

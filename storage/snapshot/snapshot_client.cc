@@ -20,10 +20,67 @@ Status RecvBlock(int fd, uint32_t maxBytes, const char* what, std::vector<uint8_
   return Status::Ok();
 }
 
+/// Reads the reply's 8-byte head; a refusal (status != 0) becomes InvalidUsage with
+/// the peer's message, another magic or version a RemoteError.
+Status RecvReplyHead(int fd, const std::string& peer) {
+  uint8_t head[8];
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply"));
+  uint32_t magic = 0;
+  uint16_t version = 0, code = 0;
+  std::memcpy(&magic, head, 4);
+  std::memcpy(&version, head + 4, 2);
+  std::memcpy(&code, head + 6, 2);
+  if (magic != Reply::kMagic) return RemoteError("snapshot: " + peer + " is not a snapshot peer (bad reply magic)");
+  if (code != 0) {
+    std::vector<uint8_t> msg;
+    RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxMessageBytes, "refusal", &msg));
+    return InvalidUsage("snapshot: " + peer + " refused the handshake: " + std::string(msg.begin(), msg.end()));
+  }
+  if (version != Header::kVersion) {
+    return RemoteError("snapshot: " + peer + " replied with version " + std::to_string(version) + ", this client speaks " +
+                       std::to_string(Header::kVersion));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status ListArenas(const std::string& host, uint16_t port, int timeoutMs, std::vector<ArenaInfo>* out) {
+  proxy::Fd fd;
+  RY_RETURN_IF_ERROR(ConnectControl(host, port, timeoutMs, &fd));
+  Header h;
+  h.mode = Mode::kList;
+  auto hb = h.Encode();
+  iovec iov{hb.data(), hb.size()};
+  RY_RETURN_IF_ERROR(proxy::SendAll(fd.get(), &iov, 1, "snapshot list request"));
+  const std::string peer = host + ":" + std::to_string(port);
+  RY_RETURN_IF_ERROR(RecvReplyHead(fd.get(), peer));
+  uint32_t count = 0;
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd.get(), &count, sizeof count, "snapshot arena list"));
+  if (count == 0 || count > ArenaInfo::kMaxArenas) {
+    return RemoteError("snapshot: " + peer + " lists " + std::to_string(count) + " arenas (1.." +
+                       std::to_string(ArenaInfo::kMaxArenas) + ")");
+  }
+  std::vector<ArenaInfo> list;
+  for (uint32_t i = 0; i < count; ++i) {
+    std::array<uint8_t, ArenaInfo::kBytes> e{};
+    RY_RETURN_IF_ERROR(proxy::RecvAll(fd.get(), e.data(), e.size(), "snapshot arena list"));
+    ArenaInfo a;
+    if (Status s = ArenaInfo::Decode(e, &a); !s.ok()) return RemoteError("snapshot: " + peer + ": " + s.message());
+    for (const ArenaInfo& b : list) {
+      if (b.kind == a.kind) return RemoteError("snapshot: " + peer + " lists kind '" + a.kind + "' twice");
+    }
+    list.push_back(std::move(a));
+  }
+  *out = std::move(list);
+  return Status::Ok();
+}
 
 Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker& worker, const ClientOptions& options,
                                std::unique_ptr<SnapshotClient>* out) {
+  if (options.mode != Mode::kRaw && options.mode != Mode::kPaging) {
+    return InvalidArgument("snapshot: connect with mode " + ModeName(options.mode) + " (raw or paging; ListArenas lists)");
+  }
   if (!ValidKind(options.kind)) return InvalidArgument("snapshot: kind '" + options.kind + "' must be 1..31 bytes of [A-Za-z0-9_.-]");
   if (options.blobBytes == 0 || options.arenaBytes == 0 || options.arenaBytes % options.blobBytes != 0) {
     return InvalidArgument("snapshot: arena bytes " + std::to_string(options.arenaBytes) +
@@ -43,24 +100,8 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
   iovec iov[2] = {{hb.data(), hb.size()}, {const_cast<uint8_t*>(address.data()), address.size()}};
   const int fd = c->control_.get();
   RY_RETURN_IF_ERROR(proxy::SendAll(fd, iov, 2, "snapshot handshake"));
-  uint8_t head[8];
-  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply"));
-  uint32_t magic = 0;
-  uint16_t version = 0, code = 0;
-  std::memcpy(&magic, head, 4);
-  std::memcpy(&version, head + 4, 2);
-  std::memcpy(&code, head + 6, 2);
   const std::string peer = options.host + ":" + std::to_string(options.port);
-  if (magic != Reply::kMagic) return RemoteError("snapshot: " + peer + " is not a snapshot peer (bad reply magic)");
-  if (code != 0) {
-    std::vector<uint8_t> msg;
-    RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxMessageBytes, "refusal", &msg));
-    return InvalidUsage("snapshot: " + peer + " refused the handshake: " + std::string(msg.begin(), msg.end()));
-  }
-  if (version != Header::kVersion) {
-    return RemoteError("snapshot: " + peer + " replied with version " + std::to_string(version) + ", this client speaks " +
-                       std::to_string(Header::kVersion));
-  }
+  RY_RETURN_IF_ERROR(RecvReplyHead(fd, peer));
   std::vector<uint8_t> peerAddress, key;
   RY_RETURN_IF_ERROR(RecvBlock(fd, Header::kMaxAddressBytes, "worker address", &peerAddress));
   RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxKeyBytes, "arena key", &key));

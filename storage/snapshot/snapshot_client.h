@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "env/status.h"
 #include "proxy/fabric/registration_cache.h"
@@ -34,6 +35,14 @@ struct ClientOptions {
   int timeoutMs = 30000;           ///< control-channel timeout (RAILYARD_TIMEOUT_MS)
   MoverOptions mover;              ///< chunking of the transfers
 };
+
+/// Asks the snapshot peer at host:port which arenas it serves (a discovery handshake,
+/// Mode::kList): kind, mode, blob bytes, arena bytes and, for raw arenas the first
+/// client sizes, the largest size allowed. Every entry is validated. RemoteError for
+/// a peer that is not a snapshot peer or sends a bad list; InvalidUsage with the
+/// peer's words when it refuses (an older peer: "unknown mode 3"); errors of the
+/// connection (SystemError).
+Status ListArenas(const std::string& host, uint16_t port, int timeoutMs, std::vector<ArenaInfo>* out);
 
 /// See file comment. Not thread-safe; the Worker must be polled by this client only
 /// while a call runs (the calls drive its Progress).
@@ -77,6 +86,13 @@ class SnapshotClient {
   /// its offset; WriteSlot writes the whole blob there (`*checksum` as Stage).
   Status Alloc(uint64_t key, uint64_t* offset);
   Status WriteSlot(uint64_t offset, const void* src, uint64_t bytes, uint64_t* checksum);
+
+  /// Closes the control connection and keeps the fabric Endpoint: the peer takes this
+  /// client for gone (its uncommitted slots and pins are reclaimed, its arena key is
+  /// revoked) while one-sided operations can still be posted, which is what a client
+  /// killed with Writes still in flight looks like to the peer. For tests of that
+  /// case; later control calls (alloc, commit, get, remove) fail.
+  void CloseControl() { control_.Reset(); }
 
   /// Ok, or the error that failed this client.
   Status status() const { return failed_; }

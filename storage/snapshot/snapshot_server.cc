@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -210,12 +211,40 @@ void SnapshotServer::AcceptLoop() {
   }
 }
 
-Status SnapshotServer::Handshake(int fd, Arena** arena) {
+std::vector<uint8_t> SnapshotServer::ArenaList() {
+  Reply head;  // status ok; the head's 8 bytes only
+  std::vector<uint8_t> b = head.Encode();
+  b.resize(8);
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(arenas_.size(), ArenaInfo::kMaxArenas));
+  b.insert(b.end(), reinterpret_cast<const uint8_t*>(&count), reinterpret_cast<const uint8_t*>(&count) + 4);
+  uint32_t n = 0;
+  for (auto& [kind, a] : arenas_) {
+    if (n++ == count) break;
+    ArenaInfo info;
+    {
+      std::lock_guard<std::mutex> lock(a->mu);
+      info.kind = kind;
+      info.mode = a->spec.mode;
+      info.blobBytes = a->spec.blobBytes;
+      info.arenaBytes = a->spec.arenaBytes();
+      info.maxBytes = a->spec.maxBytes;
+    }
+    auto e = info.Encode();
+    b.insert(b.end(), e.begin(), e.end());
+  }
+  return b;
+}
+
+Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed) {
   std::array<uint8_t, Header::kBytes> hb{};
   bool eof = false;
   RY_RETURN_IF_ERROR(proxy::RecvAll(fd, hb.data(), hb.size(), "snapshot handshake", &eof));
   Header h;
   RY_RETURN_IF_ERROR(Header::Decode(hb, &h));
+  if (h.mode == Mode::kList) {
+    *listed = true;
+    return Status::Ok();
+  }
   std::vector<uint8_t> address(h.addressBytes);
   RY_RETURN_IF_ERROR(proxy::RecvAll(fd, address.data(), address.size(), "snapshot handshake address"));
   auto it = arenas_.find(h.kind);
@@ -260,12 +289,30 @@ Status SnapshotServer::Handshake(int fd, Arena** arena) {
 void SnapshotServer::Serve(Connection* c, uint64_t client) {
   const int fd = c->fd.get();
   Arena* arena = nullptr;
-  Status hs = Handshake(fd, &arena);
+  bool listed = false;
+  Status hs = Handshake(fd, &arena, &listed);
+  if (hs.ok() && listed) {
+    std::vector<uint8_t> lb = ArenaList();
+    iovec iov{lb.data(), lb.size()};
+    (void)proxy::SendAll(fd, &iov, 1, "snapshot arena list");
+    std::lock_guard<std::mutex> lock(connMu_);
+    c->fd.Reset();
+    c->done.store(true);
+    return;
+  }
+  // A paging client gets its own registration of the arena (its own key), revoked
+  // before its slots are reclaimed: see RevokeAndDrop.
+  const fabric::Region* own = nullptr;
+  if (hs.ok() && arena->paging) {
+    hs = cache_.domain().Register(arena->memory, arena->spec.arenaBytes(),
+                                  fabric::kAccessLocal | fabric::kAccessRemoteRead | fabric::kAccessRemoteWrite,
+                                  fabric::MemoryKind::kHost, &own);
+  }
   Reply reply;
   reply.status = hs;
   if (hs.ok()) {
     reply.workerAddress = worker_.Address();
-    reply.arenaKey = arena->region->Key().Pack();
+    reply.arenaKey = (own != nullptr ? own : arena->region)->Key().Pack();
   } else {
     RY_INFO(log::kNet, "snapshot: refused a client: %s", hs.message().c_str());
   }
@@ -316,7 +363,22 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       if (!Request::Decode(qb, &q).ok()) break;  // a malformed request ends the connection
     }
   }
-  // The client went away (or broke the protocol): its uncommitted slots and pins go.
+  // The client went away (or broke the protocol): its uncommitted slots and pins go,
+  // but only once its key is revoked. Deregister returns when no byte can land through
+  // that key any more (TCP: a landing under way finishes first and later ones are
+  // refused; verbs: ibv_dereg_mr, after which the HCA refuses the rkey), so a Write the
+  // client posted before it died, still in a socket or on the wire, cannot land in a
+  // slot that Drop hands to another client.
+  if (own != nullptr) {
+    if (Status st = cache_.domain().Deregister(own); !st.ok()) {
+      // The key may still be live: reclaiming now could let a late Write land in a
+      // reused slot, so the client's slots stay taken (leaked, never reused).
+      RY_WARN("snapshot: kind '%s': cannot revoke a gone client's arena key (its slots stay out of use): %s",
+              arena->spec.kind.c_str(), st.message().c_str());
+      own = nullptr;
+      arena = nullptr;
+    }
+  }
   if (arena != nullptr && arena->paging) arena->paging->Drop(client);
   {
     std::lock_guard<std::mutex> lock(connMu_);

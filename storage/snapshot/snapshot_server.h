@@ -88,7 +88,11 @@ class SnapshotServer {
   void AcceptLoop();
   void ProgressLoop();
   void Serve(Connection* c, uint64_t client);
-  Status Handshake(int fd, Arena** arena);
+  /// Reads and checks a client's handshake; a discovery request (Mode::kList) sets
+  /// *listed and leaves *arena null.
+  Status Handshake(int fd, Arena** arena, bool* listed);
+  /// The discovery answer (ArenaInfo list) for a Mode::kList handshake.
+  std::vector<uint8_t> ArenaList();
   /// Maps and registers `a` (spec.slots set).
   Status Materialize(Arena& a);
   void ReapDone();

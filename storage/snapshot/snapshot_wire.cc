@@ -39,6 +39,8 @@ std::string ModeName(Mode mode) {
       return "raw";
     case Mode::kPaging:
       return "paging";
+    case Mode::kList:
+      return "list";
   }
   return "mode " + std::to_string(static_cast<int>(mode));
 }
@@ -81,11 +83,20 @@ Status Header::Decode(std::span<const uint8_t, kBytes> b, Header* out) {
                            std::to_string(kVersion));
   }
   const uint8_t mode = b[6];
-  if (mode != static_cast<uint8_t>(Mode::kRaw) && mode != static_cast<uint8_t>(Mode::kPaging)) {
-    return InvalidArgument("snapshot handshake: unknown mode " + std::to_string(mode) + " (1 = raw, 2 = paging)");
+  if (mode != static_cast<uint8_t>(Mode::kRaw) && mode != static_cast<uint8_t>(Mode::kPaging) &&
+      mode != static_cast<uint8_t>(Mode::kList)) {
+    return InvalidArgument("snapshot handshake: unknown mode " + std::to_string(mode) +
+                           " (1 = raw, 2 = paging, 3 = list)");
   }
   h.mode = static_cast<Mode>(mode);
   if (b[7] != 0 || Get<uint32_t>(&b[60]) != 0) return InvalidArgument("snapshot handshake: reserved bytes are not zero");
+  if (h.mode == Mode::kList) {
+    for (size_t i = 8; i < 60; ++i) {
+      if (b[i] != 0) return InvalidArgument("snapshot handshake: a list request carries no kind, sizes or address");
+    }
+    *out = std::move(h);
+    return Status::Ok();
+  }
   size_t n = 0;
   while (n < 32 && b[8 + n] != 0) ++n;
   for (size_t i = n; i < 32; ++i) {
@@ -131,6 +142,48 @@ std::vector<uint8_t> Reply::Encode() const {
     append(arenaKey.data(), arenaKey.size());
   }
   return b;
+}
+
+std::array<uint8_t, ArenaInfo::kBytes> ArenaInfo::Encode() const {
+  std::array<uint8_t, kBytes> b{};
+  std::memcpy(&b[0], kind.data(), std::min(kind.size(), Header::kMaxKindBytes));
+  b[32] = static_cast<uint8_t>(mode);
+  Put<uint64_t>(&b[40], blobBytes);
+  Put<uint64_t>(&b[48], arenaBytes);
+  Put<uint64_t>(&b[56], maxBytes);
+  return b;
+}
+
+Status ArenaInfo::Decode(std::span<const uint8_t, kBytes> b, ArenaInfo* out) {
+  ArenaInfo a;
+  size_t n = 0;
+  while (n < 32 && b[n] != 0) ++n;
+  for (size_t i = n; i < 32; ++i) {
+    if (b[i] != 0) return InvalidArgument("snapshot arena list: kind is not NUL-padded");
+  }
+  a.kind.assign(reinterpret_cast<const char*>(&b[0]), n);
+  if (!ValidKind(a.kind)) return InvalidArgument("snapshot arena list: kind must be 1..31 bytes of [A-Za-z0-9_.-]");
+  if (b[32] != static_cast<uint8_t>(Mode::kRaw) && b[32] != static_cast<uint8_t>(Mode::kPaging)) {
+    return InvalidArgument("snapshot arena list: kind '" + a.kind + "' has unknown mode " + std::to_string(b[32]));
+  }
+  a.mode = static_cast<Mode>(b[32]);
+  for (size_t i = 33; i < 40; ++i) {
+    if (b[i] != 0) return InvalidArgument("snapshot arena list: reserved bytes are not zero");
+  }
+  a.blobBytes = Get<uint64_t>(&b[40]);
+  a.arenaBytes = Get<uint64_t>(&b[48]);
+  a.maxBytes = Get<uint64_t>(&b[56]);
+  const std::string who = "snapshot arena list: kind '" + a.kind + "': ";
+  if (a.blobBytes == 0) return InvalidArgument(who + "blob bytes is 0");
+  if (a.arenaBytes % a.blobBytes != 0) {
+    return InvalidArgument(who + "arena bytes " + std::to_string(a.arenaBytes) + " is not a multiple of blob bytes " +
+                           std::to_string(a.blobBytes));
+  }
+  if (a.arenaBytes == 0 && (a.mode != Mode::kRaw || a.maxBytes < a.blobBytes)) {
+    return InvalidArgument(who + "an unsized arena must be raw with a max of at least one blob");
+  }
+  *out = std::move(a);
+  return Status::Ok();
 }
 
 const char* OpName(Op op) {

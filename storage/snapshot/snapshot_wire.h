@@ -22,6 +22,10 @@ namespace railyard::storage::snapshot {
 enum class Mode : uint8_t {
   kRaw = 1,     ///< the client owns allocation: whole blobs at offsets it chooses
   kPaging = 2,  ///< the peer owns residency: alloc/commit/get/remove by key
+  /// Not an arena's mode: a discovery handshake (kind empty, sizes and address 0)
+  /// that asks the peer for the list of its arenas (ArenaInfo) and ends there. A peer
+  /// older than discovery refuses it as "unknown mode 3".
+  kList = 3,
 };
 
 /// "raw", "paging", "mode <n>".
@@ -49,7 +53,8 @@ struct Header {
   std::array<uint8_t, kBytes> Encode() const;
   /// Parses and validates: magic, version (another one is refused naming both),
   /// mode, kind charset and padding, reserved bytes zero, blob bytes > 0, arena
-  /// bytes a non-zero multiple of blob bytes, address length 1..kMaxAddressBytes.
+  /// bytes a non-zero multiple of blob bytes, address length 1..kMaxAddressBytes;
+  /// for Mode::kList instead: no kind, zero sizes, no address.
   /// InvalidArgument naming the field; `out` unchanged on error.
   static Status Decode(std::span<const uint8_t, kBytes> bytes, Header* out);
 };
@@ -71,6 +76,28 @@ struct Reply {
   std::vector<uint8_t> arenaKey;
 
   std::vector<uint8_t> Encode() const;
+};
+
+/// One arena in the answer to a discovery handshake (Mode::kList): the reply's
+/// 8-byte head (Reply's magic, version, status 0), a u32 count (1..kMaxArenas), then
+/// count entries of exactly kBytes: kind (32 bytes, NUL padded), mode u8 (raw or
+/// paging), reserved 7 bytes (0), blob bytes u64, arena bytes u64 (0: a raw arena no
+/// client has sized yet), max bytes u64 (the largest size a client may give such an
+/// arena; 0 for arenas of a fixed size).
+struct ArenaInfo {
+  static constexpr size_t kBytes = 64;
+  static constexpr uint32_t kMaxArenas = 256;
+  std::string kind;
+  Mode mode = Mode::kPaging;
+  uint64_t blobBytes = 0;
+  uint64_t arenaBytes = 0;
+  uint64_t maxBytes = 0;
+
+  std::array<uint8_t, kBytes> Encode() const;
+  /// Validates every field (kind charset and padding, mode raw or paging, reserved
+  /// zero, blob bytes > 0, arena bytes a multiple of them, an unsized arena only with
+  /// a max of at least one blob). InvalidArgument naming the field.
+  static Status Decode(std::span<const uint8_t, kBytes> bytes, ArenaInfo* out);
 };
 
 /// Paging-mode operations.

@@ -27,7 +27,7 @@ def main():
     except ImportError:
         print("numpy missing (python3-numpy): skipped")
         return 77
-    from railyard.snapshot import Snapshot, SnapshotError, PAGING, RAW
+    from railyard.snapshot import Snapshot, SnapshotError, PAGING, RAW, list_arenas
 
     swap = tempfile.mkdtemp(prefix="railyard-snapshot-py-")
     env = dict(os.environ, RAILYARD_SWAP_DIR=swap, RAILYARD_SOCKET_IFNAME="")
@@ -50,6 +50,13 @@ def main():
                 elif not line:
                     break
         assert port, "railyardd printed no snapshot port (%r, exit %r)" % (line, d.poll())
+
+        # Discovery: both arenas of the daemon, with their sizes.
+        arenas = {a["kind"]: a for a in list_arenas("127.0.0.1", port)}
+        assert sorted(arenas) == ["kv", "ssm"], arenas
+        assert arenas["ssm"]["mode"] == PAGING and arenas["ssm"]["blob_bytes"] == blob, arenas
+        assert arenas["ssm"]["arena_bytes"] == 4 * blob, arenas
+        assert arenas["kv"]["mode"] == RAW and arenas["kv"]["arena_bytes"] == 8 * 65536, arenas
 
         with Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=4 * blob, blob_bytes=blob) as s:
             state = np.random.default_rng(1).random(blob // 8)

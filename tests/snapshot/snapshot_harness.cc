@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tests/snapshot/snapshot_transport.h"
+
 namespace railyard::storage::snapshot::testing {
 
 PeerProcess::~PeerProcess() { Signal(SIGKILL); }
@@ -83,10 +85,7 @@ ClientSide::~ClientSide() {
 
 Status ClientSide::Connect(const ClientOptions& options, int fabricTimeoutMs) {
   if (!domain) {
-    fabric::tcp::TcpOptions to;
-    to.rails = {fabric::RailInfo{"lo", "127.0.0.1", 10000}};
-    to.timeoutMs = fabricTimeoutMs;
-    RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(to, &domain));
+    RY_RETURN_IF_ERROR(MakeTestDomain(Side::kClient, fabricTimeoutMs, &domain));
     RY_RETURN_IF_ERROR(domain->CreateWorker(&worker));
     cache = std::make_unique<fabric::RegistrationCache>(*domain);
   }

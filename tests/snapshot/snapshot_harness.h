@@ -1,6 +1,6 @@
 // The snapshot tests' harness: a serving process (railyard-snapshot-peer, or
 // railyardd --snapshot-only) started and killed by the test, and a client side (a
-// TCP fabric Domain on 127.0.0.1, its Worker, RegistrationCache and SnapshotClient).
+// fabric Domain of the test's transport (snapshot_transport.h), its Worker, RegistrationCache and SnapshotClient).
 // Waits are bounded polls of a condition, never sleeps.
 #pragma once
 

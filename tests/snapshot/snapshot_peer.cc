@@ -1,6 +1,6 @@
 // railyard-snapshot-peer (tests): a serving process for the snapshot tests, the
-// same storage::snapshot::SnapshotServer that railyardd --snapshot-arena starts, on a
-// TCP fabric Domain over 127.0.0.1. Prints "port N" on stdout once serving, and
+// same storage::snapshot::SnapshotServer that railyardd --snapshot-arena starts, on the
+// test's fabric Domain (snapshot_transport.h: TCP on 127.0.0.1, or verbs). Prints "port N" on stdout once serving, and
 // serves until stdin closes or SIGTERM.
 //
 //   railyard-snapshot-peer --arena kind=kv,mode=paging,blob=1M,slots=8 [--arena ...]
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "proxy/fabric/registration_cache.h"
-#include "proxy/fabric/tcp/tcp_domain.h"
+#include "tests/snapshot/snapshot_transport.h"
 #include "storage/snapshot/snapshot_server.h"
 
 namespace {
@@ -61,12 +61,10 @@ int main(int argc, char** argv) {
       return 77;
     }
   }
-  fabric::tcp::TcpOptions to;
-  to.rails = {fabric::RailInfo{"lo", "127.0.0.1", 10000}};
-  to.timeoutMs = 10000;
   std::unique_ptr<fabric::Domain> domain;
   std::unique_ptr<fabric::Worker> worker;
-  if (Status s = fabric::tcp::CreateTcpDomain(to, &domain); !s.ok()) {
+  if (Status s = storage::snapshot::testing::MakeTestDomain(storage::snapshot::testing::Side::kPeer, 10000, &domain);
+      !s.ok()) {
     std::fprintf(stderr, "snapshot-peer: %s\n", s.message().c_str());
     return 1;
   }

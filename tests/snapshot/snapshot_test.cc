@@ -1,5 +1,6 @@
-// The snapshot tier over the TCP fabric on loopback, against a real serving
-// process (railyard-snapshot-peer): round trips of more blobs than the arena holds,
+// The snapshot tier over the fabric (TCP on loopback, or verbs in the soft-RoCE lane
+// with SNAPSHOT_TEST_TRANSPORT=verbs: snapshot_transport.h), against a real
+// serving process (railyard-snapshot-peer): round trips of more blobs than the arena holds,
 // raw mode, bad input, a malformed handshake, restarts with and without
 // RAILYARD_SWAP_SYNC, torn swap records, a client killed between alloc and commit,
 // the peer killed mid-put and mid-get, a full swap disk. Every check is by content.
@@ -13,21 +14,31 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "storage/snapshot/control_socket.h"
 #include "storage/snapshot/snapshot_wire.h"
 #include "tests/snapshot/snapshot_harness.h"
+#include "tests/snapshot/snapshot_transport.h"
 
 namespace railyard::storage::snapshot::testing {
 namespace {
 
 constexpr uint64_t kBlob = 256 * 1024;
+
+std::string SendHeader(uint16_t port, const std::vector<uint8_t>& bytes);
 constexpr uint64_t kSlots = 8;
 
 class SnapshotTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (TestUsesVerbs()) {
+      std::unique_ptr<fabric::Domain> probe;
+      Status s = MakeTestDomain(Side::kClient, 1000, &probe);
+      if (s.code() == Code::kInvalidUsage) GTEST_SKIP() << "no RDMA port here: " << s.message();
+      ASSERT_TRUE(s.ok()) << s.message();
+    }
     dir_ = MakeTempDir();
     ASSERT_FALSE(dir_.empty());
   }
@@ -208,6 +219,46 @@ TEST_F(SnapshotTest, RawModeRefusesBadOffsetsAndSizesAndWritesNothing) {
   // Paging calls on a raw arena are refused.
   bool found = false;
   EXPECT_EQ(c.Get(1, back.data(), blob, &found).code(), Code::kInvalidUsage);
+}
+
+TEST_F(SnapshotTest, DiscoveryListsEveryArenaOfThePeerWithItsSizes) {
+  StartPeer(false, {"--arena", "kind=sized,mode=raw,blob=64K,max=1M"});
+  std::vector<ArenaInfo> list;
+  Status s = ListArenas("127.0.0.1", peer_->port(), 5000, &list);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(list.size(), 3u);
+  std::map<std::string, ArenaInfo> by;
+  for (const ArenaInfo& a : list) by[a.kind] = a;
+  ASSERT_EQ(by.count("kv"), 1u);
+  EXPECT_EQ(by["kv"].mode, Mode::kPaging);
+  EXPECT_EQ(by["kv"].blobBytes, kBlob);
+  EXPECT_EQ(by["kv"].arenaBytes, kBlob * kSlots);
+  EXPECT_EQ(by["kv"].maxBytes, 0u);
+  EXPECT_EQ(by["raw"].mode, Mode::kRaw);
+  EXPECT_EQ(by["raw"].blobBytes, 65536u);
+  EXPECT_EQ(by["raw"].arenaBytes, 16u * 65536);
+  EXPECT_EQ(by["sized"].arenaBytes, 0u);  // no client has sized it yet
+  EXPECT_EQ(by["sized"].maxBytes, 1u << 20);
+  // What the list says is enough to connect: the first client sizes "sized", and a
+  // later list shows the size it took.
+  ClientOptions o = Raw();
+  o.kind = "sized";
+  o.arenaBytes = 4 * 65536;
+  SnapshotClient& c = Connect(o);
+  EXPECT_TRUE(c.status().ok());
+  ASSERT_TRUE(ListArenas("127.0.0.1", peer_->port(), 5000, &list).ok());
+  for (const ArenaInfo& a : list) {
+    if (a.kind == "sized") {
+      EXPECT_EQ(a.arenaBytes, 4u * 65536);
+    }
+  }
+  // A list request with anything in its kind, size or address fields is refused.
+  Header h;
+  h.mode = Mode::kList;
+  auto bad = h.Encode();
+  bad[8] = 'x';
+  std::vector<uint8_t> bytes(bad.begin(), bad.end());
+  EXPECT_NE(SendHeader(peer_->port(), bytes).find("a list request carries no kind"), std::string::npos);
 }
 
 TEST_F(SnapshotTest, RawArenaSizedByTheFirstClient) {
@@ -452,6 +503,34 @@ TEST_F(SnapshotTest, ClientKilledBetweenAllocAndCommitLosesItsSlots) {
   PutAll(c, 51, kSlots - 1);
   ExpectAll(c, 0, 2);
   ExpectAll(c, 50, kSlots);
+}
+
+TEST_F(SnapshotTest, LateWritesOfAReclaimedClientNeverLandInAnotherClientsBlob) {
+  // Client A allocates every slot, then its control connection goes (as when it is
+  // killed) while its fabric Endpoint still works. Once the peer has reclaimed the
+  // slots and handed them all to client B, a Write A posts to one of them must not
+  // change B's blob: the peer revoked A's arena key before reclaiming.
+  StartPeer(false);
+  ClientSide a;
+  ASSERT_TRUE(a.Connect(Paging()).ok());
+  std::vector<uint64_t> offsets(kSlots);
+  for (uint64_t k = 0; k < kSlots; ++k) ASSERT_TRUE(a.client->Alloc(1000 + k, &offsets[k]).ok()) << k;
+  a.client->CloseControl();
+  SnapshotClient& b = Connect(Paging());
+  std::vector<uint8_t> blob(kBlob);
+  Fill(blob.data(), kBlob, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Status s;
+  do {
+    s = b.Put(0, blob.data(), kBlob);  // refused (no free slot) until the peer reclaims A's
+  } while (!s.ok() && s.code() == Code::kInvalidUsage && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(s.ok()) << s.message();
+  PutAll(b, 1, kSlots - 1);  // B now holds every slot of the arena, A's old ones included
+  std::vector<uint8_t> junk(kBlob, 0xCC);
+  uint64_t sum = 0;
+  Status late = a.client->WriteSlot(offsets[0], junk.data(), kBlob, &sum);
+  EXPECT_FALSE(late.ok()) << "a reclaimed client's Write was accepted";
+  ExpectAll(b, 0, kSlots);  // by content: no byte of A's Write landed
 }
 
 TEST_F(SnapshotTest, PeerKilledMidPutAndMidGetFailsTheCallNotHangs) {

@@ -42,6 +42,49 @@ TEST(SnapshotWire, HeaderRoundTripsAndRefusesEachBadField) {
   }
 }
 
+TEST(SnapshotWire, ArenaListEntriesRoundTripAndRefuseEachBadField) {
+  ArenaInfo a;
+  a.kind = "kv-blocks";
+  a.mode = Mode::kRaw;
+  a.blobBytes = 1 << 20;
+  a.arenaBytes = 0;
+  a.maxBytes = 1 << 30;
+  auto b = a.Encode();
+  ArenaInfo back;
+  ASSERT_TRUE(ArenaInfo::Decode(b, &back).ok());
+  EXPECT_EQ(back.kind, "kv-blocks");
+  EXPECT_EQ(back.mode, Mode::kRaw);
+  EXPECT_EQ(back.blobBytes, 1u << 20);
+  EXPECT_EQ(back.arenaBytes, 0u);
+  EXPECT_EQ(back.maxBytes, 1u << 30);
+  struct Case {
+    size_t at;
+    uint8_t value;
+    const char* names;
+  } cases[] = {{0, 0, "kind"},        {0, '/', "kind"},          {20, 'z', "NUL-padded"},
+               {32, 3, "unknown mode 3"}, {32, 2, "unsized"}, {35, 1, "reserved"},
+               {42, 0, "blob bytes is 0"}, {48, 1, "multiple"},   {58, 0, "unsized"}};
+  for (const Case& c : cases) {
+    auto bad = b;
+    bad[c.at] = c.value;
+    if (c.at == 58) bad[59] = bad[60] = bad[61] = 0;  // max below one blob
+    ArenaInfo out;
+    out.kind = "untouched";
+    Status s = ArenaInfo::Decode(bad, &out);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << c.at;
+    EXPECT_NE(s.message().find(c.names), std::string::npos) << c.at << ": " << s.message();
+    EXPECT_EQ(out.kind, "untouched");
+  }
+  // A list handshake decodes only with every other field empty.
+  Header h;
+  h.mode = Mode::kList;
+  Header hb;
+  ASSERT_TRUE(Header::Decode(h.Encode(), &hb).ok());
+  EXPECT_EQ(hb.mode, Mode::kList);
+  h.blobBytes = 1;
+  EXPECT_NE(Header::Decode(h.Encode(), &hb).message().find("list request"), std::string::npos);
+}
+
 TEST(SnapshotWire, RequestsAndResponsesRefuseUnknownValues) {
   Request q;
   q.op = Op::kCommit;

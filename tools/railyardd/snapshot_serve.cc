@@ -14,7 +14,13 @@ Status SnapshotService::Start(const SnapshotFlags& flags, const env::Config& cfg
   fabric::Domain* domain = nullptr;
   fabric::RegistrationCache* cache = nullptr;
   RY_RETURN_IF_ERROR(plugin::SnapshotFabric(&domain, &cache));
-  so.address = !flags.address.empty() ? flags.address : domain->rails().front().address;
+  // Default: the first rail with an IPv4 address (a verbs rail on an IB port has none),
+  // else loopback.
+  so.address = flags.address;
+  for (const fabric::RailInfo& r : domain->rails()) {
+    if (so.address.empty() && !r.address.empty()) so.address = r.address;
+  }
+  if (so.address.empty()) so.address = "127.0.0.1";
   so.port = flags.port;
   so.swapDir = cfg.swapDir;
   so.swapSync = cfg.swapSync != 0;

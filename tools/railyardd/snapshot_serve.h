@@ -16,7 +16,7 @@ namespace railyard::tools {
 /// The daemon's snapshot flags.
 struct SnapshotFlags {
   std::vector<std::string> arenas;  ///< --snapshot-arena specs (storage::snapshot::ParseArenaSpec)
-  std::string address;              ///< --snapshot-address ("" = the first rail's address)
+  std::string address;              ///< --snapshot-address ("" = the first rail's IPv4 address, else 127.0.0.1)
   uint16_t port = 0;                ///< --snapshot-port (0 = ephemeral)
 };
 
