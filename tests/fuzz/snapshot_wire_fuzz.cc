@@ -7,7 +7,7 @@
 // Invariants: a refusal has a message and leaves the output untouched; an
 // accepted header or request re-encodes to exactly its input bytes (a refused
 // field never hides in a byte the decoder skipped); an accepted header names a
-// valid kind, a known mode, blob bytes > 0, arena bytes a multiple of them and
+// valid kind, a known mode (or is a discovery request: mode list, nothing else set), blob bytes > 0, arena bytes a multiple of them and
 // 1..kMaxAddressBytes of address; an accepted response re-encodes (with a message
 // of the announced length) to the same fixed bytes.
 #include <array>
@@ -32,6 +32,12 @@ bool Header(const std::array<uint8_t, s::Header::kBytes>& b) {
     FUZZ_CHECK(out.kind == "sentinel" && out.arenaBytes == 7 && out.blobBytes == 7 && out.addressBytes == 7 &&
                out.mode == s::Mode::kPaging && out.version == s::Header::kVersion);
     return false;
+  }
+  if (out.mode == s::Mode::kList) {
+    // A discovery request: no kind, no sizes, no address.
+    FUZZ_CHECK(out.kind.empty() && out.blobBytes == 0 && out.arenaBytes == 0 && out.addressBytes == 0);
+    FUZZ_CHECK(out.Encode() == b);
+    return true;
   }
   FUZZ_CHECK(s::ValidKind(out.kind) && (out.mode == s::Mode::kRaw || out.mode == s::Mode::kPaging));
   FUZZ_CHECK(out.blobBytes > 0 && out.arenaBytes > 0 && out.arenaBytes % out.blobBytes == 0);
