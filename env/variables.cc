@@ -249,6 +249,11 @@ const Variable kVariables[] = {
     {"RAILYARD_RELAY_PORT", "int", "29518", "", nullptr,
      "TCP port of the relay (railyardd, or a process using the plugin) on every host.",
      1, 65535, &ApplyInt<&Config::relayPort>},
+    {"RAILYARD_FABRIC_RELAY_PORT", "int", "29519", "", nullptr,
+     "TCP port the fabric relay (the Forwarder of relayed fabric Endpoints, run by the "
+     "process holding the host's relay seat) listens on, on every rail of every host. "
+     "Sources reach a relay only there, and only the seat's holder binds it.",
+     1, 65535, &ApplyInt<&Config::fabricRelayPort>},
     {"RAILYARD_RELAY_BUFFER_BYTES", "bytes", "1M", "bytes", nullptr,
      "Buffering per direction per relayed socket: the most a relay holds for a slow "
      "receiver before it stops reading from the sender.",

@@ -21,6 +21,7 @@
 #include "env/config.h"
 #include "env/log.h"
 #include "proxy/comm.h"
+#include "proxy/fabric/relay/seat_forwarder.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/nccl/comm_worker.h"
 #include "proxy/nccl/fabric_listen_comm.h"
@@ -104,6 +105,8 @@ struct Global {
   std::deque<std::string> retiredNames;  ///< names handed out before (NCCL may keep the pointers)
   std::unique_ptr<proxy::Router> router;
   std::unique_ptr<proxy::RelayService> relay;
+  /// The fabric relay (relayed fabric Endpoints), serving while `relay` holds the seat.
+  std::unique_ptr<fabric::relay::ForwarderHost> forwarder;
   uint32_t connectSalt = 0;
   // Verbs transport (RAILYARD_TRANSPORT): NCCL devices are RDMA ports, or devices
   // fused from several by makeVDevice. Ports stay open for the process's life.
@@ -347,6 +350,12 @@ Status StartFabric(Global& g) {
   if (Status s = proxy::RelayService::Start(g.router.get(), ro, &g.relay); !s.ok()) {
     // Another user's process holds the port, or the seat could not be reached.
     RY_INFO(log::kInit | log::kNet, "fabric: not relaying in this process: %s", s.message().c_str());
+  }
+  if (g.relay != nullptr) {
+    // The fabric relay's thread: serves relayed fabric Endpoints while this process holds the seat.
+    if (Status s = fabric::relay::StartSeatForwarder(*g.router, *g.relay, *g.config, -1, &g.forwarder); !s.ok()) {
+      RY_INFO(log::kInit | log::kNet, "fabric: no fabric relay in this process: %s", s.message().c_str());
+    }
   }
   // Let the agent hear its neighbours first (a few hello periods, woken by every
   // change), so the device NCCL sees leaves out shared segments such as a
@@ -907,6 +916,7 @@ ncclResult_t Finalize(void* ctx) {
   std::vector<PendingConnect*> connects;
   std::unique_ptr<proxy::RelayService> relay;
   std::unique_ptr<proxy::Router> router;
+  std::unique_ptr<fabric::relay::ForwarderHost> forwarder;
   {
     std::lock_guard lock(g.mu);
     auto* c = static_cast<Context*>(ctx);
@@ -923,6 +933,7 @@ ncclResult_t Finalize(void* ctx) {
     g.comms.clear();
     g.listens.clear();
     g.connects.clear();
+    forwarder = std::move(g.forwarder);
     relay = std::move(g.relay);
     router = std::move(g.router);
   }
@@ -938,6 +949,7 @@ ncclResult_t Finalize(void* ctx) {
   if (g.fabric != nullptr) g.fabric->Stop();  // after every fabric comm is closed
   if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
   if (router) proxy::SetAddressNamer(nullptr);
+  forwarder.reset();  // stops the fabric relay's thread (it reads the relay's seat and the router)
   relay.reset();   // hands the relay seat to a process standing by; sockets it relays break
   router.reset();  // stops the cabling agent thread
   return ncclSuccess;

@@ -3,7 +3,7 @@
 --lane ring4x2`): h0 -> h2 through h1, TCP transport, every leg over the rails
 of its cable. fabric_relay_node (tests/fabric_relay/) runs each host's part.
 
-Usage: fabric_relay_lane.py CASE FABRIC_RELAY_NODE
+Usage: fabric_relay_lane.py CASE FABRIC_RELAY_NODE [RAILYARDD]
 Cases:
   relay-suite     the suite's operations through h1 (every size Write/Read with the
                   bytes around checked, FetchAdd old values, records, a fence, a
@@ -16,6 +16,10 @@ Cases:
   target-stopped  SIGSTOP of the target mid-stream
   rail-cut        rail 0 of the h1-h2 cable cut with nftables mid-stripe
   relay-refuses   a target on no cable of h1 (h3) is refused by h1's relay
+  daemon-suite    the suite through the fabric relay railyardd runs on h1 (it holds the
+                  relay seat: proxy/fabric/relay/forwarder_host.h), found at the fixed
+                  RAILYARD_FABRIC_RELAY_PORT on h1's rails, routed by its cabling graph
+  daemon-relay-killed  SIGKILL of that railyardd mid-stream
   relay-bench     (benchmark, not a ctest case) Write GB/s h0 -> h1 direct against
                   h0 -> h1 -> h2 relayed, interleaved rounds in one run, medians
 Each fault must end in one error event at h0 within RAILYARD_TIMEOUT_MS (+ slack)
@@ -27,6 +31,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,6 +40,8 @@ import time
 
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 CASE, NODE = sys.argv[1:3]
+RAILYARDD = sys.argv[3] if len(sys.argv) > 3 else None
+FABRIC_RELAY_PORT = 29519  # RAILYARD_FABRIC_RELAY_PORT's default
 NS = [h["namespace"] for h in TB["hosts"]]
 TIMEOUT_MS = 2000
 SLACK_MS = 2500  # scheduling on a shared box; the bound asserted is TIMEOUT_MS + this
@@ -107,11 +115,56 @@ def wait_file(path, what, timeout=30):
     fail(f"{what} never wrote {path}")
 
 
-def start_route(target_host=2, ordering=False, timeout_ms=TIMEOUT_MS):
+def forwarder_address(host, toward, port):
+    """The packed fabric Worker address (tcp_frame.h) of host's Forwarder on its cable to `toward`."""
+    ips = rails(host, toward).split(",")
+    b = struct.pack("<IHHQ", 0x41575952, 1, len(ips), host + 1)
+    for ip in ips:
+        b += struct.pack("<4sHHI", socket.inet_aton(ip), port, 0, 10000)
+    return b.hex()
+
+
+def listening(host, port):
+    out = subprocess.run(["ip", "netns", "exec", NS[host], "ss", "-Htln"], capture_output=True, text=True).stdout
+    return {l.split()[3] for l in out.splitlines() if l.split()[3].endswith(f":{port}")}
+
+
+def start_daemons():
+    """railyardd on h0..h2 (their cabling agents); only h1's relays (it holds h1's relay
+    seat, so its fabric relay listens at FABRIC_RELAY_PORT on both of h1's cables)."""
+    env = dict(os.environ, RAILYARD_SOCKET_IFNAME="^mgmt0", RAILYARD_TIMEOUT_MS=str(TIMEOUT_MS), RAILYARD_DEBUG="INFO")
+    daemons = []
+    for h in (0, 1, 2):
+        log = open(os.path.join(WORK, f"railyardd{h}.log"), "w")
+        args = [] if h == 1 else ["--no-relay"]
+        p = subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD] + args,
+                             env=dict(env, RAILYARD_HOST_NAME=f"h{h}"), stdout=log, stderr=subprocess.STDOUT)
+        procs.append(p)
+        daemons.append(p)
+    want = {f"{ip}:{FABRIC_RELAY_PORT}" for ip in (rails(1, 0) + "," + rails(1, 2)).split(",")}
+    deadline = time.monotonic() + 30
+    while listening(1, FABRIC_RELAY_PORT) != want and time.monotonic() < deadline:
+        if daemons[1].poll() is not None:
+            fail("railyardd on h1 exited:\n" + log_of("railyardd1"))
+        time.sleep(0.05)  # polling for h1's fabric relay to listen on every rail
+    if listening(1, FABRIC_RELAY_PORT) != want:
+        fail(f"h1's fabric relay listens on {sorted(listening(1, FABRIC_RELAY_PORT))}, want {sorted(want)}:\n" +
+             log_of("railyardd1"))
+    with open(f"{WORK}/relay.tmp", "w") as f:
+        f.write(forwarder_address(1, 0, FABRIC_RELAY_PORT) + "\n")
+    os.rename(f"{WORK}/relay.tmp", f"{WORK}/relay")
+    return daemons[1]
+
+
+def start_route(target_host=2, ordering=False, timeout_ms=TIMEOUT_MS, daemon=False):
     t_args = ["target", "--rails", rails(target_host, 1 if target_host == 2 else 2), "--out", f"{WORK}/target"]
     if ordering:
         t_args += ["--ordering", "16,8,262221"]
     target = start(target_host, t_args, "target")
+    if daemon:
+        relay = start_daemons()
+        wait_file(f"{WORK}/target", "the target")
+        return target, relay
     relay = start(1, ["relay", "--port", rails(1, 0), "--port", rails(1, 2), "--out", f"{WORK}/relay",
                       "--timeout-ms", str(timeout_ms)], "relay")
     wait_file(f"{WORK}/target", "the target")
@@ -159,8 +212,30 @@ def case_relay_suite():
     print(f"ok: suite and ordering (16 immediates, 0 violations) h0 -> h1 -> h2; h1 -> h2 rails carried {carried} bytes")
 
 
+def case_daemon_suite():
+    target, relay = start_route(daemon=True)
+    before = sum(tx_bytes(1, i) for i in ifnames(1, 2))
+    s = source("suite")
+    if s.wait(timeout=120) != 0:
+        fail("suite through railyardd's fabric relay:\n" + log_of("source") + "\nrailyardd:\n" + log_of("railyardd1"))
+    out = log_of("source")
+    print(out)
+    if "suite ok" not in out or not re.search(r"refused fabric BAD_KEY: rank 0 peer .* via relay .* seq \d+", out):
+        fail("the suite's checks did not all pass, or the refusal was not named")
+    carried = sum(tx_bytes(1, i) for i in ifnames(1, 2)) - before
+    # Every byte the suite writes (0 + 1 + 7 + 4095 + 4097 + 65537 + 1000003 + 5242883 B)
+    # crosses h1's rails toward h2 (Reads' data goes the other way).
+    if carried < 6316623:
+        fail(f"h1's rails toward h2 carried only {carried} bytes")
+    print(f"ok: suite h0 -> h1 (railyardd's fabric relay, port {FABRIC_RELAY_PORT}) -> h2; "
+          f"h1 -> h2 rails carried {carried} bytes")
+
+
 def fault_case(fault):
-    target, relay = start_route()
+    daemon = fault.startswith("daemon-")
+    if daemon:
+        fault = fault[len("daemon-"):]
+    target, relay = start_route(daemon=daemon)
     s = source("stream", extra=["--max-seconds", "60"])
     deadline = time.monotonic() + 60
     while "streaming" not in log_of("source") and time.monotonic() < deadline:
@@ -251,6 +326,10 @@ try:
         case_relay_bench()
     elif CASE == "relay-suite":
         case_relay_suite()
+    elif CASE == "daemon-suite":
+        case_daemon_suite()
+    elif CASE == "daemon-relay-killed":
+        fault_case(CASE)
     elif CASE == "relay-refuses":
         case_relay_refuses()
     elif CASE in ("relay-killed", "relay-stopped", "target-killed", "target-stopped", "rail-cut"):

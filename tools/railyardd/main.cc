@@ -29,6 +29,7 @@
 #include "env/log.h"
 #include "plugin/expert_domain.h"
 #include "proxy/routing/router.h"
+#include "proxy/fabric/relay/seat_forwarder.h"
 #include "proxy/relay/relay_seat.h"
 #include "proxy/relay/relay_service.h"
 #include "storage/expert/expert_server.h"
@@ -263,6 +264,14 @@ int main(int argc, char** argv) {
     ro.idleMs = cfg->relayIdleMs;
     ro.maxPerPeer = cfg->relayMaxPerPeer;
     if (Status s = proxy::RelayService::Start(router.get(), ro, &relay); !s.ok()) {
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  // The fabric relay (relayed fabric Endpoints) serves while the relay above holds the seat.
+  std::unique_ptr<fabric::relay::ForwarderHost> forwarder;
+  if (relay != nullptr) {
+    if (Status s = fabric::relay::StartSeatForwarder(*router, *relay, *cfg, -1, &forwarder); !s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;
     }

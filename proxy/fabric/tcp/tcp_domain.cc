@@ -45,7 +45,9 @@ Status CreateTcpDomain(const TcpOptions& options, std::unique_ptr<Domain>* out) 
   return Status::Ok();
 }
 
-TcpDomain::TcpDomain(TcpOptions options) : options_(std::move(options)) {
+TcpDomain::TcpDomain(TcpOptions options)
+    : options_(std::move(options)),
+      regions_(options_.sharedRegions ? options_.sharedRegions : std::make_shared<RegionTable>()) {
   caps_.flags = kCapSend | kCapWrite | kCapWriteImm | kCapRead | kCapFetchAdd | kCapFence | kCapHostMemory |
                 kCapPreciseRemoteErrors | kCapTargetCpuChecks | kCapMultiProcess;
   if (options_.rails.size() > 1) caps_.flags |= kCapStriping;
@@ -59,12 +61,12 @@ Status TcpDomain::Register(void* addr, uint64_t bytes, uint32_t access, MemoryKi
     return InvalidUsage("the TCP fabric transport cannot read device memory (no kCapDeviceMemory)");
   }
   std::shared_ptr<RegionRecord> rec;
-  RY_RETURN_IF_ERROR(regions_.Register(addr, bytes, access, kind, &rec));
+  RY_RETURN_IF_ERROR(regions_->Register(addr, bytes, access, kind, &rec));
   *out = &rec->region();
   return Status::Ok();
 }
 
-Status TcpDomain::Deregister(const Region* region) { return regions_.Deregister(region); }
+Status TcpDomain::Deregister(const Region* region) { return regions_->Deregister(region); }
 
 Status TcpDomain::CreateWorker(std::unique_ptr<Worker>* out) { return TcpWorker::Create(this, out); }
 

@@ -32,6 +32,15 @@ struct TcpOptions {
   /// values move more per call; small ones bound the time one call takes (and let tests
   /// observe landings socket by socket).
   uint64_t pumpBytes = 4ull << 20;
+  /// TCP port every rail of the Domain's Workers listens on; 0 (the default) = an
+  /// ephemeral port per rail. A fixed port (a relay's Forwarder, graph_routes.h) is bound
+  /// without SO_REUSEPORT, so a second Worker on it fails with SystemError (EADDRINUSE).
+  uint16_t listenPort = 0;
+  /// The registrations this Domain's Workers resolve remote accesses against; nullptr
+  /// (the default) = the Domain's own. Set, several Domains (the cables of fabric mode,
+  /// proxy/runtime/cable_set_domain.h) share one table: a Region registered there is
+  /// valid on each, with one RemoteKey.
+  std::shared_ptr<RegionTable> sharedRegions;
 
   /// Striping and timeout from `config`; `rails` as given.
   static TcpOptions FromConfig(const env::Config& config, std::vector<RailInfo> rails);
@@ -55,12 +64,12 @@ class TcpDomain : public Domain {
   Status CreateWorker(std::unique_ptr<Worker>* out) override;
 
   const TcpOptions& options() const { return options_; }
-  RegionTable& regions() { return regions_; }
+  RegionTable& regions() { return *regions_; }
 
  private:
   TcpOptions options_;
   Capabilities caps_;
-  RegionTable regions_;
+  std::shared_ptr<RegionTable> regions_;
 };
 
 }  // namespace railyard::fabric::tcp

@@ -47,6 +47,7 @@ Status TcpWorker::Create(TcpDomain* domain, std::unique_ptr<Worker>* out) {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     inet_pton(AF_INET, rails[i].address.c_str(), &sa.sin_addr);
+    sa.sin_port = htons(domain->options().listenPort);
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
       return SystemError(where + ": bind: " + proxy::ErrnoText(errno));
     }

@@ -1,0 +1,93 @@
+// ForwarderHost: runs the host's fabric relay (a Forwarder, forwarder.h) in the
+// process that holds the host's relay seat (proxy/relay/relay_seat.h: railyardd when
+// it runs, else one rank process), over one TCP Domain per cable of this host, each
+// listening on its cable's rails at the fixed RAILYARD_FABRIC_RELAY_PORT
+// (graph_routes.h: how sources find it, and why a peer cannot stand in for it).
+//
+// One thread, started by Start and stopped by the destructor (nowhere else), owns
+// the Forwarder: while `holding()` says this process holds the seat it builds the
+// Forwarder from the cabling graph's cables (rebuilt, when no route is open, as the
+// cables change) and progresses it; when the seat goes to another process it drops
+// the Forwarder (its routes fail at their sources with named errors) and waits.
+// A port that cannot be bound yet (the seat's previous holder still closing) is
+// retried every RetryMs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "env/config.h"
+#include "proxy/fabric/relay/forwarder.h"
+#include "proxy/fabric/relay/graph_routes.h"
+#include "proxy/fabric/relay/relay_options.h"
+#include "proxy/fabric/tcp/tcp_domain.h"
+
+namespace railyard::fabric::relay {
+
+/// Settings of a ForwarderHost.
+struct ForwarderHostOptions {
+  uint16_t port = 29519;  ///< RAILYARD_FABRIC_RELAY_PORT: every Forwarder rail listens here
+  RelayOptions relay;     ///< slots, limits, timeout, cluster key
+  /// Template of each cable's TCP Domain (striping, timeout, sockets per rail); its
+  /// rails and listenPort are set per cable.
+  tcp::TcpOptions tcp;
+  int retryMs = 200;      ///< between attempts to bind the ports, and to re-read the graph
+
+  /// Everything from `config` (RAILYARD_FABRIC_RELAY_PORT, RAILYARD_TIMEOUT_MS, relay
+  /// limits); `clusterKey` may be nullptr.
+  static ForwarderHostOptions FromConfig(const env::Config& config,
+                                         std::shared_ptr<const topology::ClusterKey> clusterKey);
+};
+
+/// See file comment.
+class ForwarderHost {
+ public:
+  /// Starts the thread. `graph` reads the cabling graph; `self` is this host's id;
+  /// `holding` says whether this process holds the relay seat now (called from the
+  /// thread; must be thread-safe). InvalidArgument for bad options.
+  static Status Start(GraphFn graph, uint64_t self, std::function<bool()> holding, ForwarderHostOptions options,
+                      std::unique_ptr<ForwarderHost>* out);
+  /// Stops the thread and drops the Forwarder.
+  ~ForwarderHost();
+  ForwarderHost(const ForwarderHost&) = delete;
+  ForwarderHost& operator=(const ForwarderHost&) = delete;
+
+  /// Whether a Forwarder is listening now.
+  bool Serving() const { return serving_.load(); }
+  /// The neighbours its ports face (port order), empty while not serving.
+  std::vector<uint64_t> PortNeighbours() const;
+  /// The Forwarder's counters (zeros while not serving); routes of earlier
+  /// Forwarders of this host are not included.
+  ForwarderStats stats() const;
+  /// Why the last build failed or the last route was refused ("" if none), for logs and tests.
+  std::string lastProblem() const;
+
+ private:
+  ForwarderHost(GraphFn graph, uint64_t self, std::function<bool()> holding, ForwarderHostOptions options);
+  void Run();
+  /// Builds the Forwarder over the graph's cables now; false (lastProblem set) when it cannot.
+  bool Build(const topology::ClusterGraph& g);
+  void Drop();
+
+  GraphFn graph_;
+  uint64_t self_;
+  std::function<bool()> holding_;
+  ForwarderHostOptions options_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> serving_{false};
+  mutable std::mutex mu_;  ///< guards the fields below against stats()/PortNeighbours()
+  std::vector<std::unique_ptr<Domain>> domains_;
+  std::unique_ptr<Forwarder> forwarder_;
+  std::vector<uint64_t> neighbours_;
+  std::vector<std::vector<RailInfo>> cables_;  ///< the rails the Forwarder was built on
+  std::string problem_;
+};
+
+}  // namespace railyard::fabric::relay

@@ -1,0 +1,171 @@
+#include "proxy/fabric/relay/graph_routes.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace railyard::fabric::relay {
+
+namespace {
+
+std::string Ipv4Text(uint32_t networkOrder) {
+  in_addr a{};
+  a.s_addr = networkOrder;
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  return text;
+}
+
+std::string HostText(const topology::ClusterGraph& g, uint64_t h) {
+  const std::string name = g.HostName(h);
+  char id[24];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(h));
+  return name.empty() ? std::string(id) : name;
+}
+
+}  // namespace
+
+Status LocateAddress(const topology::ClusterGraph& graph, const tcp::WorkerAddress& address, AddressCable* out) {
+  if (address.rails.empty()) return InvalidUsage("worker address without rails");
+  AddressCable c;
+  for (size_t i = 0; i < address.rails.size(); ++i) {
+    const std::string ip = Ipv4Text(address.rails[i].ipv4);
+    const topology::RailLink* found = nullptr;
+    uint64_t owner = 0;
+    for (const topology::RailLink& l : graph.Links()) {
+      if (l.a.address == ip) {
+        found = &l;
+        owner = l.a.host;
+      } else if (l.b.address == ip) {
+        found = &l;
+        owner = l.b.host;
+      }
+      if (found != nullptr) break;
+    }
+    if (found == nullptr) {
+      return InvalidUsage("rail " + std::to_string(i) + " address " + ip + " is on no cable of the cluster graph");
+    }
+    const uint64_t entry = found->Other(owner).host;
+    if (i == 0) {
+      c.owner = owner;
+      c.entry = entry;
+    } else if (owner != c.owner || entry != c.entry) {
+      return InvalidUsage("rail " + std::to_string(i) + " address " + ip + " is on the cable " + HostText(graph, owner) +
+                          "-" + HostText(graph, entry) + ", not " + HostText(graph, c.owner) + "-" +
+                          HostText(graph, c.entry) + " as rail 0");
+    }
+  }
+  *out = c;
+  return Status::Ok();
+}
+
+Status ForwarderAddress(const topology::ClusterGraph& graph, uint64_t relay, uint64_t toward, uint16_t port,
+                        std::vector<uint8_t>* out) {
+  const std::vector<topology::RailLink> links = graph.LinksBetween(relay, toward);
+  if (links.empty()) {
+    return InvalidUsage("no cable between " + HostText(graph, relay) + " and " + HostText(graph, toward));
+  }
+  tcp::WorkerAddress w;
+  w.workerId = relay != 0 ? relay : 1;
+  for (const topology::RailLink& l : links) {
+    if (w.rails.size() == tcp::WorkerAddress::kMaxRails) break;
+    in_addr a{};
+    if (inet_pton(AF_INET, l.End(relay).address.c_str(), &a) != 1) {
+      return InvalidUsage("rail " + l.End(relay).ifname + " of " + HostText(graph, relay) + " has no IPv4 address");
+    }
+    w.rails.push_back({a.s_addr, port, static_cast<uint32_t>(std::max(0, l.End(relay).speedMbps))});
+  }
+  *out = w.Pack();
+  return Status::Ok();
+}
+
+Status FirstHop(const topology::ClusterGraph& graph, uint64_t from, uint64_t to, uint64_t* out) {
+  const topology::Route r = graph.RouteTo(from, to);
+  if (r.hops == 1) {
+    *out = to;
+    return Status::Ok();
+  }
+  if (r.hops == 0 || r.nextHops.empty()) {
+    return InvalidUsage("no route from " + HostText(graph, from) + " to " + HostText(graph, to) +
+                        " in the cluster graph");
+  }
+  *out = r.nextHops.front();
+  return Status::Ok();
+}
+
+Status PlanSource(const topology::ClusterGraph& graph, uint64_t self, std::span<const uint8_t> target,
+                  uint16_t forwarderPort, SourcePlan* out) {
+  tcp::WorkerAddress w;
+  RY_RETURN_IF_ERROR(tcp::WorkerAddress::Unpack(target, &w));
+  AddressCable c;
+  RY_RETURN_IF_ERROR(LocateAddress(graph, w, &c));
+  SourcePlan plan;
+  if (c.entry == self || c.owner == self) {
+    // A neighbour on this cable, or another process of this host (its rails are ours).
+    plan.neighbour = c.entry == self ? c.owner : c.entry;
+    *out = std::move(plan);
+    return Status::Ok();
+  }
+  RY_RETURN_IF_ERROR(FirstHop(graph, self, c.entry, &plan.neighbour));
+  RY_RETURN_IF_ERROR(ForwarderAddress(graph, plan.neighbour, self, forwarderPort, &plan.relay));
+  *out = std::move(plan);
+  return Status::Ok();
+}
+
+RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint16_t forwarderPort) {
+  return [graph = std::move(graph), self, neighbour, forwarderPort](std::span<const uint8_t> target,
+                                                                    std::vector<uint8_t>* relay) -> Status {
+    const topology::ClusterGraph g = graph();
+    SourcePlan plan;
+    RY_RETURN_IF_ERROR(PlanSource(g, self, target, forwarderPort, &plan));
+    if (plan.neighbour != neighbour) {
+      return InvalidUsage("route leaves by the cable to " + HostText(g, plan.neighbour) + ", not to " +
+                          HostText(g, neighbour));
+    }
+    *relay = std::move(plan.relay);
+    return Status::Ok();
+  };
+}
+
+ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t> portNeighbours,
+                             uint16_t forwarderPort) {
+  return [graph = std::move(graph), self, ports = std::move(portNeighbours), forwarderPort](
+             std::span<const uint8_t> address, NextHop* out) -> Status {
+    tcp::WorkerAddress w;
+    RY_RETURN_IF_ERROR(tcp::WorkerAddress::Unpack(address, &w));
+    const topology::ClusterGraph g = graph();
+    AddressCable c;
+    RY_RETURN_IF_ERROR(LocateAddress(g, w, &c));
+    if (c.owner == self) return InvalidUsage("the address is one of this relay's own rails");
+    uint64_t next = c.owner;
+    if (c.entry != self) RY_RETURN_IF_ERROR(FirstHop(g, self, c.entry, &next));
+    size_t port = ports.size();
+    for (size_t p = 0; p < ports.size(); ++p) {
+      if (ports[p] == next) port = p;
+    }
+    if (port == ports.size()) {
+      return InvalidUsage("the next hop " + HostText(g, next) + " has no port at this relay");
+    }
+    NextHop hop;
+    hop.port = port;
+    if (c.entry != self) RY_RETURN_IF_ERROR(ForwarderAddress(g, next, self, forwarderPort, &hop.via));
+    *out = std::move(hop);
+    return Status::Ok();
+  };
+}
+
+std::vector<RailInfo> CableRails(const topology::ClusterGraph& graph, uint64_t self, uint64_t neighbour) {
+  std::vector<RailInfo> rails;
+  for (const topology::RailLink& l : graph.LinksBetween(self, neighbour)) {
+    RailInfo r;
+    r.device = l.End(self).ifname;
+    r.address = l.End(self).address;
+    r.speedMbps = static_cast<uint32_t>(std::max(0, l.End(self).speedMbps));
+    rails.push_back(std::move(r));
+  }
+  return rails;
+}
+
+}  // namespace railyard::fabric::relay

@@ -1,0 +1,279 @@
+#include "proxy/runtime/cable_set_domain.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "proxy/fabric/relay/relay_client.h"
+#include "proxy/fabric/relay/routed_worker.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
+
+namespace railyard::runtime {
+
+namespace {
+
+constexpr uint32_t kHostMagic = 0x41485952;  // "RYHA"
+constexpr size_t kHostHeader = 16;
+constexpr size_t kHostPerRail = 8;
+
+uint64_t RandomId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return id;
+}
+
+std::string Ipv4Text(uint32_t networkOrder) {
+  in_addr a{};
+  a.s_addr = networkOrder;
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  return text;
+}
+
+/// One cable of a CableSetWorker: its Domain (sharing the set's RegionTable), and
+/// the RoutedWorker over that Domain's TCP Worker and RelayClient.
+struct Cable {
+  uint64_t neighbour = 0;
+  std::unique_ptr<fabric::Domain> domain;
+  std::unique_ptr<fabric::relay::RoutedWorker> worker;
+};
+
+/// See cable_set_domain.h.
+class CableSetWorker : public fabric::Worker {
+ public:
+  CableSetWorker() : id_(RandomId()) {}
+  ~CableSetWorker() override {
+    for (Cable& c : cables_) c.worker.reset();  // Workers before their Domains
+  }
+
+  Status Init(const CableSetOptions& o, const std::shared_ptr<fabric::RegionTable>& regions) {
+    self_ = o.self;
+    graph_ = o.graph;
+    port_ = o.forwarderPort;
+    const topology::ClusterGraph g = graph_();
+    for (uint64_t n : g.Neighbours(self_)) {
+      Cable c;
+      c.neighbour = n;
+      fabric::tcp::TcpOptions t = o.tcp;
+      t.rails = fabric::relay::CableRails(g, self_, n);
+      if (t.rails.empty()) continue;
+      if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
+      t.listenPort = 0;
+      t.sharedRegions = regions;
+      RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.domain));
+      std::unique_ptr<fabric::Worker> direct;
+      RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
+      std::unique_ptr<fabric::relay::RelayClient> client;
+      RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(*c.domain, o.relay, &client));
+      c.worker = std::make_unique<fabric::relay::RoutedWorker>(
+          std::move(direct), std::move(client), fabric::relay::MakeGraphRouteFn(graph_, self_, n, port_));
+      cables_.push_back(std::move(c));
+    }
+    if (cables_.empty()) return InvalidUsage("fabric mode: the cabling graph has no cable of this host yet");
+    HostAddress a;
+    a.workerId = id_;
+    for (const Cable& c : cables_) {
+      fabric::tcp::WorkerAddress w;
+      RY_RETURN_IF_ERROR(fabric::tcp::WorkerAddress::Unpack(c.worker->Address(), &w));
+      for (const auto& r : w.rails) {
+        if (a.rails.size() < HostAddress::kMaxRails) a.rails.push_back({r.ipv4, r.port});
+      }
+    }
+    address_ = a.Pack();
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> Address() const override { return address_; }
+
+  Status Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<fabric::Endpoint>* out) override {
+    HostAddress to;
+    RY_RETURN_IF_ERROR(HostAddress::Unpack(peerAddress, &to));
+    const topology::ClusterGraph g = graph_();
+    std::vector<uint8_t> cableAddress;
+    RY_RETURN_IF_ERROR(PickCable(g, self_, to, &cableAddress));
+    fabric::relay::SourcePlan plan;
+    RY_RETURN_IF_ERROR(fabric::relay::PlanSource(g, self_, cableAddress, port_, &plan));
+    for (Cable& c : cables_) {
+      if (c.neighbour == plan.neighbour) return c.worker->Connect(cableAddress, out);
+    }
+    return InvalidUsage("fabric mode: no Worker on the cable to " + g.HostName(plan.neighbour) +
+                        " (a cable that came up after this process started)");
+  }
+
+  size_t Progress(std::vector<fabric::Event>* events) override {
+    size_t n = 0;
+    for (Cable& c : cables_) n += c.worker->Progress(events);
+    return n;
+  }
+
+  fabric::WorkerStats stats() const override {
+    fabric::WorkerStats s;
+    for (const Cable& c : cables_) {
+      const fabric::WorkerStats x = c.worker->stats();
+      s.bytesLanded += x.bytesLanded;
+      s.bytesServed += x.bytesServed;
+      s.framesRefused += x.framesRefused;
+      s.connectionsFailed += x.connectionsFailed;
+      s.peerConnections += x.peerConnections;
+    }
+    return s;
+  }
+
+ private:
+  uint64_t id_;
+  uint64_t self_ = 0;
+  fabric::relay::GraphFn graph_;
+  uint16_t port_ = 0;
+  std::vector<Cable> cables_;
+  std::vector<uint8_t> address_;
+};
+
+}  // namespace
+
+std::vector<uint8_t> HostAddress::Pack() const {
+  std::vector<uint8_t> out(kHostHeader + kHostPerRail * rails.size());
+  const uint32_t magic = kHostMagic;
+  const uint16_t version = kVersion;
+  const uint16_t n = static_cast<uint16_t>(rails.size());
+  std::memcpy(out.data(), &magic, 4);
+  std::memcpy(out.data() + 4, &version, 2);
+  std::memcpy(out.data() + 6, &n, 2);
+  std::memcpy(out.data() + 8, &workerId, 8);
+  for (size_t i = 0; i < rails.size(); ++i) {
+    uint8_t* p = out.data() + kHostHeader + kHostPerRail * i;
+    std::memcpy(p, &rails[i].ipv4, 4);
+    std::memcpy(p + 4, &rails[i].port, 2);
+  }
+  return out;
+}
+
+Status HostAddress::Unpack(std::span<const uint8_t> b, HostAddress* out) {
+  if (b.size() < kHostHeader) return InvalidArgument("host address of " + std::to_string(b.size()) + " bytes");
+  uint32_t magic;
+  uint16_t version, n;
+  std::memcpy(&magic, b.data(), 4);
+  std::memcpy(&version, b.data() + 4, 2);
+  std::memcpy(&n, b.data() + 6, 2);
+  if (magic != kHostMagic) return InvalidArgument("not a Railyard fabric-mode host address");
+  if (version != kVersion) {
+    return InvalidArgument("host address version " + std::to_string(version) + ", this build speaks " +
+                           std::to_string(kVersion));
+  }
+  if (n == 0 || n > kMaxRails) return InvalidArgument("host address with " + std::to_string(n) + " rails (1..16)");
+  if (b.size() != kHostHeader + kHostPerRail * n) {
+    return InvalidArgument("host address of " + std::to_string(b.size()) + " bytes for " + std::to_string(n) + " rails");
+  }
+  HostAddress a;
+  std::memcpy(&a.workerId, b.data() + 8, 8);
+  if (a.workerId == 0) return InvalidArgument("host address with worker id 0");
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = b.data() + kHostHeader + kHostPerRail * i;
+    Rail r;
+    uint16_t reserved;
+    std::memcpy(&r.ipv4, p, 4);
+    std::memcpy(&r.port, p + 4, 2);
+    std::memcpy(&reserved, p + 6, 2);
+    if (r.ipv4 == 0 || r.ipv4 == 0xffffffffu) {
+      return InvalidArgument("host address rail " + std::to_string(i) + " has no usable IPv4 address");
+    }
+    if (r.port == 0) return InvalidArgument("host address rail " + std::to_string(i) + " has port 0");
+    if (reserved != 0) return InvalidArgument("host address rail " + std::to_string(i) + " has reserved bits set");
+    a.rails.push_back(r);
+  }
+  *out = std::move(a);
+  return Status::Ok();
+}
+
+Status PickCable(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
+                 std::vector<uint8_t>* cableAddress) {
+  // Group the rails by cable (entry host); rails the graph does not know are skipped.
+  struct Group {
+    uint64_t owner = 0, entry = 0;
+    fabric::tcp::WorkerAddress address;
+  };
+  std::vector<Group> groups;
+  for (const HostAddress::Rail& r : to.rails) {
+    fabric::tcp::WorkerAddress one;
+    one.workerId = to.workerId;
+    one.rails.push_back({r.ipv4, r.port, 0});
+    fabric::relay::AddressCable c;
+    if (!fabric::relay::LocateAddress(graph, one, &c).ok()) continue;
+    int speed = 0;
+    for (const topology::RailLink& l : graph.LinksBetween(c.owner, c.entry)) {
+      if (l.End(c.owner).address == Ipv4Text(r.ipv4)) speed = std::min(l.a.speedMbps, l.b.speedMbps);
+    }
+    Group* g = nullptr;
+    for (Group& x : groups) {
+      if (x.owner == c.owner && x.entry == c.entry) g = &x;
+    }
+    if (g == nullptr) {
+      groups.push_back(Group{c.owner, c.entry, {}});
+      g = &groups.back();
+      g->address.workerId = to.workerId;
+    }
+    g->address.rails.push_back({r.ipv4, r.port, static_cast<uint32_t>(std::max(0, speed))});
+  }
+  if (groups.empty()) return InvalidUsage("no rail of the peer's address is on a cable of the cluster graph");
+  for (const Group& g : groups) {
+    if (g.owner != groups.front().owner) return InvalidUsage("the peer's address lists rails of two hosts");
+  }
+  const Group* best = nullptr;
+  int bestHops = std::numeric_limits<int>::max();
+  for (const Group& g : groups) {
+    // Straight: this host is the entry (a neighbour) or the owner (another process here).
+    const int hops = g.entry == self || g.owner == self ? 0 : graph.RouteTo(self, g.entry).hops;
+    if (g.entry != self && g.owner != self && hops == 0) continue;  // unreachable
+    if (hops < bestHops || (hops == bestHops && best != nullptr && g.entry < best->entry)) {
+      best = &g;
+      bestHops = hops;
+    }
+  }
+  if (best == nullptr) return InvalidUsage("no cable of the peer host is reachable from this host");
+  *cableAddress = best->address.Pack();
+  return Status::Ok();
+}
+
+CableSetDomain::CableSetDomain(CableSetOptions options)
+    : options_(std::move(options)), regions_(std::make_shared<fabric::RegionTable>()) {
+  caps_.flags = fabric::kCapSend | fabric::kCapWrite | fabric::kCapWriteImm | fabric::kCapRead |
+                fabric::kCapFetchAdd | fabric::kCapFence | fabric::kCapHostMemory | fabric::kCapPreciseRemoteErrors |
+                fabric::kCapTargetCpuChecks | fabric::kCapMultiProcess;
+  caps_.maxRecordBytes = fabric::tcp::kMaxRecordBytes;
+  caps_.maxOpBytes = fabric::tcp::kMaxOpBytes;
+  caps_.maxOpsInFlight = fabric::tcp::kOpWindow;
+}
+
+Status CableSetDomain::Create(CableSetOptions options, std::unique_ptr<CableSetDomain>* out) {
+  if (!options.graph || options.self == 0 || options.rails.empty()) {
+    return InvalidArgument("fabric mode domain: no cabling graph, host id or rails");
+  }
+  RY_RETURN_IF_ERROR(options.relay.Validate());
+  out->reset(new CableSetDomain(std::move(options)));
+  return Status::Ok();
+}
+
+Status CableSetDomain::Register(void* addr, uint64_t bytes, uint32_t access, fabric::MemoryKind kind,
+                                const fabric::Region** out) {
+  if (kind != fabric::MemoryKind::kHost) {
+    return InvalidUsage("fabric mode runs the TCP fabric transport, which cannot read device memory");
+  }
+  std::shared_ptr<fabric::RegionRecord> rec;
+  RY_RETURN_IF_ERROR(regions_->Register(addr, bytes, access, kind, &rec));
+  *out = &rec->region();
+  return Status::Ok();
+}
+
+Status CableSetDomain::Deregister(const fabric::Region* region) { return regions_->Deregister(region); }
+
+Status CableSetDomain::CreateWorker(std::unique_ptr<fabric::Worker>* out) {
+  auto w = std::make_unique<CableSetWorker>();
+  RY_RETURN_IF_ERROR(w->Init(options_, regions_));
+  *out = std::move(w);
+  return Status::Ok();
+}
+
+}  // namespace railyard::runtime

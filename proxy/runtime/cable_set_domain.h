@@ -1,0 +1,98 @@
+// CableSetDomain: the fabric Domain of fabric mode (RAILYARD_FABRIC), one per
+// process: every rail of the host, grouped by cable, with an Endpoint to any peer
+// host: straight over the rails of the cable to it, or relayed through the
+// Forwarders of the hosts between (proxy/fabric/relay: RoutedWorker, the graph's
+// RouteFn). The NCCL comms (proxy/nccl/) and their CommWorker use it like any
+// Domain.
+//
+//   - Registrations: one RegionTable shared by the per-cable TCP Domains
+//     (TcpOptions::sharedRegions), so a Region registered once is valid on every
+//     cable and its RemoteKey is the same whichever cable a peer arrives on.
+//   - Workers: CreateWorker makes a CableSetWorker with, per cable the graph knows
+//     then, a TCP Worker on the cable's rails (ClusterGraph::LinksBetween order) and
+//     a RelayClient of that cable's Domain, wrapped in a RoutedWorker.
+//   - Address (HostAddress below): every rail's IPv4 and listening port, so a
+//     connector picks the cable itself: the one whose entry host is this host (a
+//     neighbour, or another process of the host), else the one whose entry host is
+//     nearest, reached through relays.
+//
+// Threading: as the Workers it wraps (one thread drives a Worker and its Endpoints).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "proxy/fabric/domain.h"
+#include "proxy/fabric/region_table.h"
+#include "proxy/fabric/relay/graph_routes.h"
+#include "proxy/fabric/relay/relay_options.h"
+#include "proxy/fabric/tcp/tcp_domain.h"
+
+namespace railyard::runtime {
+
+/// A CableSetWorker's packed address: magic "RYHA", version u16, rails u16, worker
+/// id u64, then per rail IPv4 (network order) u32, port u16, reserved u16: 16 + 8 x
+/// rails bytes (48 for 4 rails: fits an NCCL handle's address area).
+struct HostAddress {
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kMaxRails = 16;
+  uint64_t workerId = 0;
+  struct Rail {
+    uint32_t ipv4 = 0;  ///< network order
+    uint16_t port = 0;
+    bool operator==(const Rail&) const = default;
+  };
+  std::vector<Rail> rails;
+
+  std::vector<uint8_t> Pack() const;
+  /// Validates exact size, magic, version, 1..kMaxRails rails, non-zero id, ports and
+  /// addresses, zero reserved bytes. InvalidArgument naming what is wrong.
+  static Status Unpack(std::span<const uint8_t> bytes, HostAddress* out);
+  bool operator==(const HostAddress&) const = default;
+};
+
+/// Settings of a CableSetDomain.
+struct CableSetOptions {
+  uint64_t self = 0;                        ///< this host's id in the graph
+  fabric::relay::GraphFn graph;             ///< the cabling graph now
+  fabric::tcp::TcpOptions tcp;              ///< template of each cable's Domain (its rails are set per cable)
+  fabric::relay::RelayOptions relay;        ///< of the relayed routes (RelayClient per cable)
+  uint16_t forwarderPort = 29519;           ///< RAILYARD_FABRIC_RELAY_PORT
+  std::vector<fabric::RailInfo> rails;      ///< every fabric rail of the host (rails())
+};
+
+/// See file comment.
+class CableSetDomain : public fabric::Domain {
+ public:
+  /// InvalidArgument without a graph, a host id or rails.
+  static Status Create(CableSetOptions options, std::unique_ptr<CableSetDomain>* out);
+
+  const char* TransportName() const override { return "tcp"; }
+  const fabric::Capabilities& capabilities() const override { return caps_; }
+  const std::vector<fabric::RailInfo>& rails() const override { return options_.rails; }
+  /// Host memory only (the TCP transport); errors of RegionTable::Register.
+  Status Register(void* addr, uint64_t bytes, uint32_t access, fabric::MemoryKind kind,
+                  const fabric::Region** out) override;
+  Status Deregister(const fabric::Region* region) override;
+  /// A CableSetWorker over the cables the graph knows now. SystemError when a cable's
+  /// rails cannot be listened on; InvalidUsage when the graph has no cable of this host.
+  Status CreateWorker(std::unique_ptr<fabric::Worker>* out) override;
+
+  const CableSetOptions& options() const { return options_; }
+
+ private:
+  explicit CableSetDomain(CableSetOptions options);
+  CableSetOptions options_;
+  fabric::Capabilities caps_;
+  std::shared_ptr<fabric::RegionTable> regions_;
+};
+
+/// Which of a HostAddress's rails an Endpoint from `self` uses, and how: the cable
+/// (its entry host) and the per-cable TCP Worker address to connect to. InvalidUsage
+/// when no rail of the address is on a cable of the graph or no entry host is reachable.
+Status PickCable(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
+                 std::vector<uint8_t>* cableAddress);
+
+}  // namespace railyard::runtime

@@ -1,0 +1,287 @@
+// The fabric-mode Domain (proxy/runtime/cable_set_domain.h) in one process on
+// loopback addresses: hosts A - R - B (graph by hand), R running the fabric relay
+// (ForwarderHost at a fixed port). An Endpoint from A's Worker reaches R straight
+// and B through R, and B reaches A back through R; Writes with immediates checked
+// by content; one registration serves every cable; host addresses are validated;
+// the NCCL comms (proxy/nccl/) over it, A to B through R, message contents checked.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "proxy/fabric/relay/forwarder_host.h"
+#include "proxy/mr_cache.h"
+#include "proxy/nccl/comm_worker.h"
+#include "proxy/nccl/fabric_listen_comm.h"
+#include "proxy/nccl/fabric_recv_comm.h"
+#include "proxy/nccl/fabric_send_comm.h"
+#include "proxy/nccl/nccl_records.h"
+#include "proxy/runtime/cable_set_domain.h"
+
+namespace railyard::runtime {
+namespace {
+
+constexpr uint64_t kA = 1, kR = 2, kB = 3;
+
+uint16_t FreePort() {
+  for (int tries = 0; tries < 50; ++tries) {
+    uint16_t port = 0;
+    bool ok = true;
+    for (const char* ip : {"127.0.1.2", "127.0.2.2"}) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      inet_pton(AF_INET, ip, &a.sin_addr);
+      a.sin_port = htons(port);
+      socklen_t len = sizeof a;
+      ok = ok && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+           ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+      port = ntohs(a.sin_port);
+      ::close(fd);
+    }
+    if (ok && port != 0) return port;
+  }
+  return 0;
+}
+
+topology::ClusterGraph Graph() {
+  topology::ClusterGraph g;
+  g.AddHost(kA, "hA");
+  g.AddHost(kR, "hR");
+  g.AddHost(kB, "hB");
+  g.AddLink({kA, "a0", "127.0.1.1", 10000}, {kR, "r0", "127.0.1.2", 10000});
+  g.AddLink({kR, "r1", "127.0.2.2", 10000}, {kB, "b0", "127.0.2.3", 10000});
+  return g;
+}
+
+template <class F>
+bool Within(int ms, F cond) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return cond();
+}
+
+class CableSetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    port_ = FreePort();
+    ASSERT_NE(port_, 0);
+    graph_ = Graph();
+    fabric::relay::ForwarderHostOptions fo;
+    fo.port = port_;
+    fo.relay.timeoutMs = 3000;
+    fo.tcp.timeoutMs = 3000;
+    fo.retryMs = 20;
+    ASSERT_TRUE(fabric::relay::ForwarderHost::Start(GraphFn(), kR, [] { return true; }, fo, &relay_).ok());
+    ASSERT_TRUE(Within(5000, [&] { return relay_->Serving(); })) << relay_->lastProblem();
+    a_ = Make(kA, {"127.0.1.1"});
+    r_ = Make(kR, {"127.0.1.2", "127.0.2.2"});
+    b_ = Make(kB, {"127.0.2.3"});
+    ASSERT_TRUE(a_->CreateWorker(&aw_).ok());
+    ASSERT_TRUE(r_->CreateWorker(&rw_).ok());
+    ASSERT_TRUE(b_->CreateWorker(&bw_).ok());
+  }
+  void TearDown() override {
+    aw_.reset();
+    rw_.reset();
+    bw_.reset();
+    relay_.reset();
+  }
+  fabric::relay::GraphFn GraphFn() {
+    return [this] { return graph_; };
+  }
+  std::unique_ptr<CableSetDomain> Make(uint64_t self, std::vector<std::string> ips) {
+    CableSetOptions o;
+    o.self = self;
+    o.graph = GraphFn();
+    o.tcp.timeoutMs = 3000;
+    o.relay.timeoutMs = 3000;
+    o.forwarderPort = port_;
+    for (const auto& ip : ips) o.rails.push_back({"lo", ip, 10000});
+    std::unique_ptr<CableSetDomain> d;
+    EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
+    return d;
+  }
+  /// Writes `bytes` from `from` into `to`'s region with an immediate; checks content.
+  void WriteAndCheck(fabric::Worker& from, fabric::Domain& fromD, fabric::Worker& to, fabric::Domain& toD,
+                     size_t bytes, uint32_t imm) {
+    std::vector<char> src(bytes), dst(bytes + 16, 0);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 13 + imm);
+    const fabric::Region* s = nullptr;
+    const fabric::Region* d = nullptr;
+    ASSERT_TRUE(fromD.Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
+    ASSERT_TRUE(toD.Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
+    std::unique_ptr<fabric::Endpoint> ep;
+    ASSERT_TRUE(from.Connect(to.Address(), &ep).ok());
+    ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 5, imm).ok());
+    bool done = false, arrived = false;
+    std::string err;
+    std::vector<fabric::Event> ev;
+    ASSERT_TRUE(Within(10000, [&] {
+      ev.clear();
+      for (fabric::Worker* w : {aw_.get(), rw_.get(), bw_.get()}) w->Progress(&ev);
+      for (const auto& e : ev) {
+        if (e.kind == fabric::EventKind::kDone && e.cookie == 5) done = true;
+        if (e.kind == fabric::EventKind::kImmediate && e.value == imm) arrived = true;
+        if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
+      }
+      return (done && arrived) || !err.empty();
+    })) << relay_->lastProblem();
+    ASSERT_TRUE(err.empty()) << err;
+    EXPECT_EQ(std::memcmp(dst.data() + 8, src.data(), bytes), 0);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[i], 0) << "guard byte " << i;
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[bytes + 8 + i], 0) << "guard byte after " << i;
+    ep.reset();
+    EXPECT_TRUE(fromD.Deregister(s).ok());
+    EXPECT_TRUE(toD.Deregister(d).ok());
+  }
+
+  /// The NCCL comms over A's and B's Domains, one message of each size A -> B.
+  void RunNccl(const std::vector<size_t>& sizes);
+
+  uint16_t port_ = 0;
+  topology::ClusterGraph graph_;
+  std::unique_ptr<fabric::relay::ForwarderHost> relay_;
+  std::unique_ptr<CableSetDomain> a_, r_, b_;
+  std::unique_ptr<fabric::Worker> aw_, rw_, bw_;
+};
+
+TEST_F(CableSetTest, StraightToANeighbour) {
+  WriteAndCheck(*aw_, *a_, *rw_, *r_, 300000, 11);
+  EXPECT_EQ(relay_->stats().routesOpened, 0u);  // a neighbour: no relay
+}
+
+TEST_F(CableSetTest, RelayedBothWays) {
+  WriteAndCheck(*aw_, *a_, *bw_, *b_, 1 << 20, 21);
+  EXPECT_EQ(relay_->stats().routesOpened, 1u);
+  WriteAndCheck(*bw_, *b_, *aw_, *a_, 4097, 22);
+  EXPECT_EQ(relay_->stats().routesOpened, 2u);
+  EXPECT_GE(relay_->stats().bytesForwarded, (1u << 20) + 4097u);
+}
+
+TEST_F(CableSetTest, TheRelayHostsOwnWorkerHasTwoCables) {
+  HostAddress r;
+  ASSERT_TRUE(HostAddress::Unpack(rw_->Address(), &r).ok());
+  ASSERT_EQ(r.rails.size(), 2u);
+  in_addr x{};
+  inet_pton(AF_INET, "127.0.1.2", &x);
+  EXPECT_EQ(r.rails[0].ipv4, x.s_addr);
+  WriteAndCheck(*bw_, *b_, *rw_, *r_, 1000, 31);  // B reaches R on R's other cable
+}
+
+TEST_F(CableSetTest, HostAddressesAreValidated) {
+  HostAddress h;
+  std::vector<uint8_t> good = aw_->Address();
+  ASSERT_TRUE(HostAddress::Unpack(good, &h).ok());
+  EXPECT_EQ(h.Pack(), good);
+  std::vector<uint8_t> bad = good;
+  bad.pop_back();
+  EXPECT_EQ(HostAddress::Unpack(bad, &h).code(), Code::kInvalidArgument);
+  bad = good;
+  bad[0] ^= 1;
+  EXPECT_EQ(HostAddress::Unpack(bad, &h).code(), Code::kInvalidArgument);
+  bad = good;
+  bad[16 + 6] = 1;  // reserved bits of rail 0
+  EXPECT_EQ(HostAddress::Unpack(bad, &h).code(), Code::kInvalidArgument);
+  // A host address whose rails are on no cable of the graph is refused at Connect.
+  HostAddress off;
+  off.workerId = 9;
+  in_addr x{};
+  inet_pton(AF_INET, "127.0.9.9", &x);
+  off.rails.push_back({x.s_addr, 4000});
+  std::unique_ptr<fabric::Endpoint> ep;
+  Status s = aw_->Connect(off.Pack(), &ep);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("no rail"), std::string::npos) << s.message();
+}
+
+proxy::nccl::MemHandle* Reg(fabric::Domain& d, void* data, size_t bytes) {
+  auto* h = new proxy::nccl::MemHandle();
+  EXPECT_TRUE(proxy::GlobalMrCache().Register(data, bytes, 1, &h->legacy).ok());
+  h->devices.resize(1);
+  EXPECT_TRUE(d.Register(data, std::max<size_t>(bytes, 1), fabric::kAccessLocal | fabric::kAccessRemoteWrite,
+                         fabric::MemoryKind::kHost, &h->devices[0].region)
+                  .ok());
+  h->devices[0].packedKey = h->devices[0].region->Key().Pack();
+  return h;
+}
+void Dereg(fabric::Domain& d, proxy::nccl::MemHandle* h) {
+  EXPECT_TRUE(proxy::GlobalMrCache().Deregister(h->legacy).ok());
+  EXPECT_TRUE(d.Deregister(h->devices[0].region).ok());
+  delete h;
+}
+
+TEST_F(CableSetTest, NcclCommsThroughTheRelay) {
+  // Up to one relay slot (511.75 KiB of payload): the receiver learns the size from
+  // the data Write's immediate event, which the relay delivers with the full size.
+  RunNccl({1, 70000, 500000});
+}
+
+// Known defect (not yet fixed): a message larger than one relay slot is cut into
+// slot-sized Writes at the relay, and the target's immediate event reports only the
+// last chunk's bytes (Event::bytes), so the receiving comm reports a short size (the
+// data itself lands whole). Enable once relayed Writes carry the op's total.
+TEST_F(CableSetTest, DISABLED_NcclCommsMessageLargerThanASlot) { RunNccl({3u << 20}); }
+
+void CableSetTest::RunNccl(const std::vector<size_t>& sizes) {
+  using namespace proxy::nccl;
+  CommWorker ca(a_.get(), "railyard[a0]"), cb(b_.get(), "railyard[b0]");
+  ASSERT_TRUE(ca.Start().ok());
+  ASSERT_TRUE(cb.Start().ok());
+  auto rankA = std::make_shared<proxy::RankSource>(), rankB = std::make_shared<proxy::RankSource>();
+  {
+    char handle[128] = {};
+    std::unique_ptr<FabricListenComm> listen;
+    ASSERT_TRUE(FabricListenComm::Create(&cb, 0, {"hB", 2}, &proxy::GlobalMrCache(), rankB, &listen, handle).ok());
+    FabricHandle to;
+    ASSERT_TRUE(DecodeFabricHandle(handle, &to).ok());
+    std::unique_ptr<FabricSendComm> send;
+    ASSERT_TRUE(FabricSendComm::Create(&ca, 0, to, {"hA", 1}, 3000, rankA, &send).ok());
+    proxy::RecvComm* rc = nullptr;
+    ASSERT_TRUE(Within(10000, [&] { return listen->Accept(&rc).ok() && rc != nullptr; }));
+    std::unique_ptr<FabricRecvComm> recv(static_cast<FabricRecvComm*>(rc));
+    for (size_t size : sizes) {
+      std::vector<char> src(size), dst(size + 64, 'G');
+      for (size_t i = 0; i < size; ++i) src[i] = static_cast<char>(i * 11 + 3);
+      MemHandle* smh = Reg(*a_, src.data(), src.size());
+      MemHandle* rmh = Reg(*b_, dst.data(), dst.size());
+      void* data = dst.data();
+      size_t cap = size;
+      int tag = 9;
+      proxy::Request* rr = nullptr;
+      ASSERT_TRUE(recv->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
+      proxy::Request* sr = nullptr;
+      ASSERT_TRUE(Within(10000, [&] { return send->IsendFabric(src.data(), size, 9, smh, &sr).ok() && sr != nullptr; }));
+      int sent = -1, got = -1, sdone = 0, rdone = 0;
+      Status st;
+      ASSERT_TRUE(Within(20000, [&] {
+        if (!sdone) st = send->Test(sr, &sdone, &sent);
+        if (st.ok() && !rdone) st = recv->Test(rr, &rdone, &got);
+        return !st.ok() || (sdone && rdone);
+      })) << relay_->lastProblem();
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(sent, static_cast<int>(size));
+      EXPECT_EQ(got, static_cast<int>(size));
+      EXPECT_EQ(std::memcmp(dst.data(), src.data(), size), 0) << size;
+      for (size_t i = size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 'G') << "guard byte " << i;
+      Dereg(*a_, smh);
+      Dereg(*b_, rmh);
+    }
+    EXPECT_GE(relay_->stats().routesOpened, 2u);  // A -> B (data) and B -> A (clear-to-send)
+    send->Close();
+    recv->Close();
+  }
+  ca.Stop();
+  cb.Stop();
+}
+
+}  // namespace
+}  // namespace railyard::runtime
