@@ -12,7 +12,11 @@ Status CommWorker::Start() {
   std::lock_guard lock(mu_);
   if (worker_ != nullptr) return Status::Ok();
   RY_RETURN_IF_ERROR(domain_->CreateWorker(&worker_));
-  stop_ = false;
+  {
+    std::lock_guard sl(sleepMu_);
+    stop_.store(false);
+    wake_ = false;
+  }
   helper_ = std::thread([this] { HelperLoop(); });
   return Status::Ok();
 }
@@ -21,9 +25,12 @@ void CommWorker::Stop() {
   {
     std::lock_guard lock(mu_);
     if (worker_ == nullptr) return;
-    stop_ = true;
   }
-  cv_.notify_all();
+  {
+    std::lock_guard sl(sleepMu_);
+    stop_.store(true);
+  }
+  sleepCv_.notify_all();
   if (helper_.joinable()) helper_.join();
   std::lock_guard lock(mu_);
   if (!clients_.empty() || !listeners_.empty()) {
@@ -48,7 +55,7 @@ Status CommWorker::AddClient(CommClient* c, uint32_t* id) {
   }
   *id = nextId_++;
   clients_[*id] = c;
-  cv_.notify_all();  // the helper has comms to serve now
+  WakeHelper();  // the helper has comms to serve now
   return Status::Ok();
 }
 
@@ -56,7 +63,7 @@ void CommWorker::RemoveClient(uint32_t id) { clients_.erase(id); }
 
 void CommWorker::AddListener(uint64_t listenId, HelloSink* sink) {
   listeners_[listenId] = sink;
-  cv_.notify_all();
+  WakeHelper();
 }
 
 void CommWorker::RemoveListener(uint64_t listenId) { listeners_.erase(listenId); }
@@ -125,40 +132,62 @@ void CommWorker::Dispatch(const fabric::Event& e) {
   }
 }
 
+void CommWorker::WakeHelper() {
+  {
+    std::lock_guard sl(sleepMu_);
+    wake_ = true;
+  }
+  sleepCv_.notify_all();
+}
+
+bool CommWorker::HelperSleep(std::chrono::microseconds d) {
+  std::unique_lock sl(sleepMu_);
+  sleepCv_.wait_for(sl, d, [this] { return stop_.load() || wake_; });
+  wake_ = false;
+  return stop_.load();
+}
+
 void CommWorker::HelperLoop() {
-  std::unique_lock lock(mu_);
-  auto idleWait = std::chrono::microseconds(50);
-  while (!stop_) {
-    if (clients_.empty() && listeners_.empty() && idleWait >= std::chrono::milliseconds(2)) {
-      // Nothing of ours is open and peers have been quiet: sleep until a comm or
-      // listen comm appears (peers' connections still get a pass every 2 ms below).
-      cv_.wait_for(lock, std::chrono::milliseconds(2));
-    }
+  using std::chrono::microseconds;
+  auto idleWait = microseconds(50);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    // While a caller drives (it called within kHandoff), stand by without touching
+    // the Worker's lock: the caller never waits for the helper.
     const auto standBy = gate_.StandBy();
     if (standBy > Clock::duration::zero()) {
-      cv_.wait_for(lock, standBy);
+      if (HelperSleep(std::chrono::ceil<microseconds>(standBy))) return;
       continue;
+    }
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      // A caller holds the Worker right now (it is about to note its call).
+      if (HelperSleep(microseconds(50))) return;
+      continue;
+    }
+    if (clients_.empty() && listeners_.empty() && idleWait >= std::chrono::milliseconds(2)) {
+      // Nothing of ours is open and peers have been quiet: sleep until a comm or
+      // listen comm appears (peers' connections still get a pass every 2 ms).
+      lock.unlock();
+      if (HelperSleep(std::chrono::milliseconds(2))) return;
+      if (!lock.try_lock()) continue;
     }
     const uint64_t before = worker_->stats().bytesLanded + worker_->stats().bytesServed;
     events_.clear();
     const size_t n = worker_->Progress(&events_);
     for (const fabric::Event& e : events_) Dispatch(e);
     const uint64_t after = worker_->stats().bytesLanded + worker_->stats().bytesServed;
+    lock.unlock();
     if (n > 0 || after != before) {
-      idleWait = std::chrono::microseconds(50);
+      idleWait = microseconds(50);
       // Data moves: go on pumping, but let a caller that waits for the lock in first.
-      if (callers_.load(std::memory_order_relaxed) > 0) {
-        lock.unlock();
-        const auto until = Clock::now() + std::chrono::milliseconds(1);
-        while (callers_.load(std::memory_order_relaxed) > 0 && Clock::now() < until) std::this_thread::yield();
-        lock.lock();
-      }
+      const auto until = Clock::now() + std::chrono::milliseconds(1);
+      while (callers_.load(std::memory_order_relaxed) > 0 && Clock::now() < until) std::this_thread::yield();
       continue;
     }
     // Quiet: look again after a growing pause (50 us .. 2 ms; the TCP Worker offers
     // no descriptor to wait on), the lock free for callers meanwhile.
-    cv_.wait_for(lock, idleWait);
-    idleWait = std::min<std::chrono::microseconds>(idleWait * 2, std::chrono::milliseconds(2));
+    if (HelperSleep(idleWait)) return;
+    idleWait = std::min<microseconds>(idleWait * 2, std::chrono::milliseconds(2));
   }
 }
 

@@ -4,6 +4,11 @@
 // test() in a loop; the helper takes over once it has been quiet for
 // proxy::ProgressGate::kHandoff, as the TCP comms' helpers did).
 //
+// The helper never makes a polling caller wait: it sleeps on its own condition
+// variable (not the Worker's lock), so its wake-ups while the caller drives cost the
+// caller nothing; it takes the Worker's lock only with try_lock, after the caller has
+// been quiet for kHandoff, and hands it back after each pass a caller waits for.
+//
 // Routing of events: an op's cookie carries the comm id in its top 24 bits; an
 // immediate's value carries the target comm id in its top 24 bits; a Send record
 // is a hello (to a listen comm by listen id) or a close notice (to a comm by id);
@@ -12,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -99,14 +105,20 @@ class CommWorker {
  private:
   void Dispatch(const fabric::Event& e);
   void HelperLoop();
+  /// The helper sleeps up to `d` (without the Worker's lock); true when Stop asks it to end.
+  bool HelperSleep(std::chrono::microseconds d);
+  /// Wakes a sleeping helper (a comm or listen comm appeared, or Stop).
+  void WakeHelper();
 
   fabric::Domain* domain_;
   std::string device_;
   std::mutex mu_;
-  std::condition_variable cv_;
   std::unique_ptr<fabric::Worker> worker_;
   std::thread helper_;
-  bool stop_ = false;
+  std::mutex sleepMu_;                ///< stop_ and wake_ change under it (the helper's sleep)
+  std::condition_variable sleepCv_;   ///< the helper sleeps here, never on mu_
+  std::atomic<bool> stop_{false};
+  bool wake_ = false;
   std::atomic<int> callers_{0};  ///< threads waiting in Lock()
   ProgressGate gate_;
   std::unordered_map<uint32_t, CommClient*> clients_;

@@ -63,7 +63,8 @@ Status FabricRecvComm::IrecvFabric(int n, void** data, const size_t* sizes, cons
   if (n < 1 || n > kMaxRecvs) {
     return InvalidArgument("irecv of " + std::to_string(n) + " buffers (1.." + std::to_string(kMaxRecvs) + ")");
   }
-  cw_->DriveLocked();
+  // No Progress pass before the post: the clear-to-send leaves first, the pass
+  // after it takes in whatever arrived meanwhile.
   RY_RETURN_IF_ERROR(CheckEndpoint());
   MemoryRegion* legacy[kMaxRecvs] = {};
   for (int i = 0; i < n; ++i) {

@@ -122,21 +122,85 @@ FabricError FrameSocket::PumpOut(FrameHandler& handler, uint64_t budget, PumpRes
   return {};
 }
 
+FabricError FrameSocket::HeaderArrived(FrameHandler& handler) {
+  inGot_ = 0;
+  Status s = DecodeFrameHeader(inHeader_, incoming_, &inFrame_);
+  if (!s.ok()) {
+    return {s.code() == Code::kInvalidUsage ? FabricErrc::kVersion : FabricErrc::kMalformed, {}, s.message()};
+  }
+  inSink_ = Sink{};
+  inDone_ = 0;
+  inIntact_ = true;
+  FabricError e = handler.OnHeader(index_, inFrame_, &inSink_);
+  if (!e.ok()) return e;
+  if (inFrame_.payloadBytes == 0) return handler.OnPayload(index_, inFrame_, true);
+  if (inSink_.buffer != nullptr) inSink_.buffer->resize(inFrame_.payloadBytes);
+  inPayload_ = true;
+  return {};
+}
+
+void FrameSocket::DeliverBuffered(const uint8_t* from, uint64_t n) {
+  if (inSink_.dst != nullptr && inIntact_) {
+    if (inSink_.pin) {
+      // Same rule as a recv() into the Region: only while it is registered.
+      if (!inSink_.pin->WithLive([&] { std::memcpy(inSink_.dst + inDone_, from, n); })) inIntact_ = false;
+    } else {
+      std::memcpy(inSink_.dst + inDone_, from, n);
+    }
+  } else if (inSink_.buffer != nullptr) {
+    std::memcpy(inSink_.buffer->data() + inDone_, from, n);
+  }  // else: drained and dropped
+  inDone_ += n;
+}
+
+FabricError FrameSocket::PayloadDone(FrameHandler& handler) {
+  inPayload_ = false;
+  inSink_ = Sink{};
+  return handler.OnPayload(index_, inFrame_, inIntact_);
+}
+
 FabricError FrameSocket::PumpIn(FrameHandler& handler, uint64_t budget, PumpResult* result) {
   uint64_t moved = 0;
-  while (moved < budget && fd_.valid()) {
+  bool drained = false;  // a recv() came back short: nothing more is queued right now
+  while (fd_.valid()) {
+    // Read-ahead bytes first, frame by frame.
+    if (inBufPos_ < inBufLen_) {
+      const size_t avail = inBufLen_ - inBufPos_;
+      FabricError e;
+      if (!inPayload_) {
+        const size_t take = std::min(avail, sizeof inHeader_ - inGot_);
+        std::memcpy(inHeader_ + inGot_, inBuf_.data() + inBufPos_, take);
+        inGot_ += take;
+        inBufPos_ += take;
+        if (inGot_ == sizeof inHeader_) e = HeaderArrived(handler);
+      } else {
+        const uint64_t take = std::min<uint64_t>(avail, inFrame_.payloadBytes - inDone_);
+        DeliverBuffered(inBuf_.data() + inBufPos_, take);
+        inBufPos_ += static_cast<size_t>(take);
+        if (inDone_ == inFrame_.payloadBytes) e = PayloadDone(handler);
+      }
+      if (!e.ok()) return e;
+      continue;
+    }
+    inBufPos_ = inBufLen_ = 0;
+    if (drained || moved >= budget) break;
     ssize_t got = -1;
     int err = 0;
+    uint64_t asked = 0;
     auto recv = [&](void* into, uint64_t bytes) {
+      asked = bytes;
       do {
         got = ::recv(fd_.get(), into, static_cast<size_t>(bytes), MSG_DONTWAIT);
       } while (got < 0 && errno == EINTR);
       err = got < 0 ? errno : 0;
     };
-    if (!inPayload_) {
-      recv(inHeader_ + inGot_, sizeof inHeader_ - inGot_);
+    const uint64_t left = inPayload_ ? inFrame_.payloadBytes - inDone_ : 0;
+    const bool readAhead = !inPayload_ || left < kReadAhead;
+    if (readAhead) {
+      // A header (and what follows it), or the short rest of a payload (and the next header).
+      if (inBuf_.empty()) inBuf_.resize(kReadAhead + sizeof(FrameHeader));
+      recv(inBuf_.data(), inBuf_.size());
     } else {
-      const uint64_t left = inFrame_.payloadBytes - inDone_;
       const uint64_t cap = std::min({left, kMaxSyscallBytes, budget - moved});
       if (inSink_.dst != nullptr && inIntact_) {
         if (inSink_.pin) {
@@ -167,33 +231,14 @@ FabricError FrameSocket::PumpIn(FrameHandler& handler, uint64_t budget, PumpResu
     }
     moved += static_cast<uint64_t>(got);
     result->bytesIn += static_cast<uint64_t>(got);
-    if (!inPayload_) {
-      inGot_ += static_cast<size_t>(got);
-      if (inGot_ < sizeof inHeader_) continue;
-      inGot_ = 0;
-      Status s = DecodeFrameHeader(inHeader_, incoming_, &inFrame_);
-      if (!s.ok()) {
-        return {s.code() == Code::kInvalidUsage ? FabricErrc::kVersion : FabricErrc::kMalformed, {}, s.message()};
-      }
-      inSink_ = Sink{};
-      inDone_ = 0;
-      inIntact_ = true;
-      FabricError e = handler.OnHeader(index_, inFrame_, &inSink_);
-      if (!e.ok()) return e;
-      if (inFrame_.payloadBytes == 0) {
-        e = handler.OnPayload(index_, inFrame_, true);
-        if (!e.ok()) return e;
-        continue;
-      }
-      if (inSink_.buffer != nullptr) inSink_.buffer->resize(inFrame_.payloadBytes);
-      inPayload_ = true;
+    if (static_cast<uint64_t>(got) < asked) drained = true;
+    if (readAhead) {
+      inBufLen_ = static_cast<size_t>(got);
       continue;
     }
     inDone_ += static_cast<uint64_t>(got);
     if (inDone_ == inFrame_.payloadBytes) {
-      inPayload_ = false;
-      inSink_ = Sink{};
-      FabricError e = handler.OnPayload(index_, inFrame_, inIntact_);
+      FabricError e = PayloadDone(handler);
       if (!e.ok()) return e;
     }
   }

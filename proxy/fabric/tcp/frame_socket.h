@@ -9,6 +9,14 @@
 // handler is told (intact = false). Outgoing payloads that are Region memory (Read
 // data) are sent the same way; after a deregistration the rest goes out as zeros
 // and the handler is told, so the peer learns the op failed.
+//
+// Receive syscalls: a header is read with up to kReadAhead bytes after it, so a
+// small frame (header and payload) and the frames queued behind it come in one
+// recv(); read-ahead bytes of a payload are copied to its Sink under the same
+// liveness rule (a pinned destination is written only while registered). A recv()
+// that returns less than it asked for means the socket is drained: the pump stops
+// there instead of asking again for EAGAIN (the Worker's level-triggered epoll
+// reports anything that arrives later).
 #pragma once
 
 #include <chrono>
@@ -59,6 +67,10 @@ class FrameHandler {
 /// Framed I/O on one connected (or connecting) TCP socket. Not thread-safe.
 class FrameSocket {
  public:
+  /// Bytes a header read asks for beyond the header (payloads up to this size come
+  /// with their header in one recv()); larger payloads are received in place.
+  static constexpr size_t kReadAhead = 16 * 1024;
+
   /// `incoming` is the direction of frames this socket receives; `connecting` when a
   /// non-blocking connect() is still under way (writes wait for it).
   FrameSocket(proxy::Fd fd, int index, Direction incoming, bool connecting);
@@ -70,7 +82,7 @@ class FrameSocket {
   void Queue(OutFrame f) { out_.push_back(std::move(f)); }
   size_t QueuedFrames() const { return out_.size(); }
   /// True when a frame is partly received.
-  bool MidFrame() const { return inGot_ > 0 || inPayload_; }
+  bool MidFrame() const { return inGot_ > 0 || inPayload_ || inBufPos_ < inBufLen_; }
 
   struct PumpResult {
     uint64_t bytesIn = 0;
@@ -88,6 +100,12 @@ class FrameSocket {
  private:
   FabricError PumpOut(FrameHandler& handler, uint64_t budget, PumpResult* result);
   FabricError PumpIn(FrameHandler& handler, uint64_t budget, PumpResult* result);
+  /// A complete header is in inHeader_: decode it and ask the handler for its Sink.
+  FabricError HeaderArrived(FrameHandler& handler);
+  /// `n` bytes of the current payload at `from` (read-ahead) go to the Sink.
+  void DeliverBuffered(const uint8_t* from, uint64_t n);
+  /// The current payload is whole: tell the handler.
+  FabricError PayloadDone(FrameHandler& handler);
 
   proxy::Fd fd_;
   int index_;
@@ -106,6 +124,9 @@ class FrameSocket {
   uint64_t inDone_ = 0;
   bool inIntact_ = true;
   std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> inBuf_;  ///< read-ahead (kReadAhead + header), allocated at first use
+  size_t inBufPos_ = 0;         ///< next unconsumed byte of inBuf_
+  size_t inBufLen_ = 0;         ///< bytes of inBuf_ filled by the last recv
 };
 
 }  // namespace railyard::fabric::tcp
