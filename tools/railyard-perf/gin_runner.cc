@@ -67,6 +67,7 @@ std::vector<std::size_t> Sizes(const Options& o) {
 }  // namespace
 
 Status GinBench::Poll(std::vector<void*>* reqs) {
+  const std::size_t before = reqs->size();
   for (std::size_t i = 0; i < reqs->size();) {
     int done = 0;
     ncclResult_t rc = table->Test((*reqs)[i], &done);
@@ -79,6 +80,11 @@ Status GinBench::Poll(std::vector<void*>* reqs) {
     }
   }
   ncclResult_t rc = table->Progress();
+  // Nothing completed: give the CPU away for a moment. Both ranks of a pair spin here,
+  // and on a host with fewer cores than spinning threads (the soft-RoCE guest: rxe's
+  // kernel work needs a CPU too; the TCP fabric's peer needs one to land bytes) a
+  // spin that never yields makes every round trip wait for a scheduler tick.
+  if (reqs->size() == before) std::this_thread::yield();
   return rc == ncclSuccess ? Status::Ok() : Plugin("progress", me, rc);
 }
 
