@@ -7,7 +7,8 @@
 # with ib_atomic_lat beside), then tools/bench/gin_report.py writes the section.
 # Needs BUILD_DIR with nccl-net-railyard, railyard-perf and railyard-fabric-bench built.
 # The lane runs under `flock /tmp/railyard-lane.lock` (one lane machine-wide).
-# Environment: GIN_BENCH_SKIP_LANE=1 keeps the previous OUT_DIR/gin_lane.txt.
+# Environment: GIN_BENCH_SKIP_LANE=1 keeps the previous OUT_DIR/gin_lane.txt;
+# GIN_BENCH_REPORT_ONLY=1 measures nothing and rewrites the section from OUT_DIR.
 set -u
 here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -21,7 +22,7 @@ for f in "$perfbin" "$bench" "$build/lib/libnccl-net-railyard.so"; do
 done
 
 # Loopback TCP: the same sizes and depth as the lane.
-{
+[[ ${GIN_BENCH_REPORT_ONLY:-0} == 1 ]] || {
   echo "# loopback tcp $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) cores $(nproc)"
   for round in 1 2 3; do
     echo "# gin-put-oneway round $round"
@@ -42,7 +43,7 @@ done
   echo "# end $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/gin_loopback.txt" 2>&1
 
-if [[ ${GIN_BENCH_SKIP_LANE:-0} != 1 ]]; then
+if [[ ${GIN_BENCH_SKIP_LANE:-0} != 1 && ${GIN_BENCH_REPORT_ONLY:-0} != 1 ]]; then
   rm -f "$out/gin_lane.txt"
   echo "host load before the lane: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)" > "$out/gin_host_load.txt"
   flock -w 1800 /tmp/railyard-lane.lock "$repo/tests/lanes/rxe/lane.sh" -q -T 2x2 -t 600 -w "$out" \

@@ -111,7 +111,7 @@ def verdict(ratios):
         return "no GIN/raw pair was measured"
     med = statistics.median(big)
     return (f"median GIN/raw over the sizes >= 64 KiB: {med:.2f} "
-            f"({'meets' if med >= 0.9 else 'below'} the issue's 0.9x target)")
+            f"({'at or above' if med >= 0.9 else 'below'} 0.9x in this run)")
 
 
 def main():
@@ -192,6 +192,13 @@ def main():
         p("")
         p(f"Loopback bandwidth (one way): {verdict(r)}.")
         p("")
+    p("Progress policies differ between the two tools, and on this oversubscribed host that "
+      "dominates: railyard-perf's GIN ranks yield (or sleep with --idle-sleep-us) when a poll "
+      "pass completed nothing; railyard-fabric-bench's TCP target spins on Progress without "
+      "yielding, and its verbs target sleeps 200 µs when idle. A loopback ratio far above 1 "
+      "says the raw tool's target lost the CPU, not that GIN is faster than the Write under it "
+      "(GIN adds a window lookup per op and a Test per request, and copies nothing).")
+    p("")
     p("The 0.9x target is judged on `gin-put-oneway` against the raw Write at >= 64 KiB of the "
       "same run; on this shared 2-core host a single run's ratio moves by 2x either way, so "
       "the target is neither met nor refuted here: rerun `tools/bench/gin.sh BUILD_DIR` on a "
