@@ -11,6 +11,7 @@
 # Measures, in this order, each in its own line of OUT_DIR/gin_lane.txt:
 #   railyard-perf gin-put-oneway (RMA v14 table; rank 0 puts, <= 8 in flight)
 #   railyard-fabric-bench write (one direction, depth 8, 3 rounds, median)
+#   railyard-perf gin-put-oneway --idle-sleep-us 50 (idle ranks sleep, as the raw target does)
 #   railyard-perf gin-put (both ranks put at once)
 #   railyard-perf gin-signal 8 B (put + signal one way, answered the same way: one round
 #     trip), polling with sched_yield, then with --idle-sleep-us 50 (frees a vCPU for rxe)
@@ -68,6 +69,8 @@ perf() {  # NAME TOOL ARGS...: perftest server on rxe_h1r0, client on rxe_h0r0
   echo "# raw-write"
   timeout 300 "$bench" --transport verbs --hca-target '=rxe_h1r0' --hca-initiator '=rxe_h0r0' --ops write \
     --min-bytes 64K --max-bytes 1M --factor 4 --depth 8 --bw-bytes 16M --rounds 3 --iters 20 --lat-max-bytes 0
+  echo "# gin-put-oneway-sleep"
+  gin gin-put-oneway "${sizes[@]}" -n 10 -w 3 -c 1 --idle-sleep-us 50
   echo "# gin-put"
   gin gin-put "${sizes[@]}" -n 10 -w 3 -c 1
   echo "# gin-signal"

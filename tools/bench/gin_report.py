@@ -25,7 +25,7 @@ def blocks(path):
         if line.startswith("# lane") or line.startswith("# loopback"):
             header = line[2:]
             continue
-        m = re.match(r"# (gin-put-oneway|gin-put|raw-write|gin-signal-sleep|gin-signal|raw-fetchadd)( round (\d+))?$", line)
+        m = re.match(r"# (gin-put-oneway-sleep|gin-put-oneway|gin-put|raw-write|gin-signal-sleep|gin-signal|raw-fetchadd)( round (\d+))?$", line)
         if m:
             cur = m.group(1) + (":" + m.group(3) if m.group(3) else ":1")
             out.setdefault(cur, [])
@@ -150,6 +150,16 @@ def main():
         for l in t:
             p(l)
         p("")
+        ts, rs = bw_table(lane, [1], gin="gin-put-oneway-sleep")
+        if rs:
+            p("The same with `--idle-sleep-us 50` (a rank whose poll pass completed nothing sleeps 50 µs, "
+              "as railyard-fabric-bench's verbs target sleeps 200 µs; the HCA needs no CPU at the target):")
+            p("")
+            for l in ts:
+                p(l)
+            p("")
+            p(f"One way, idle ranks sleeping: {verdict(rs)}.")
+            p("")
         tb, rb = bw_table(lane, [1], gin="gin-put")
         p("Both directions at once (`gin-put`, per direction, against the same one-way raw Write):")
         p("")
