@@ -25,6 +25,7 @@ constexpr uint64_t kRmaMagic = 0x5259474e524d4158ull;     // "RYGNRMAX"
 struct Ctx {
   uint64_t magic = kCtxMagic;
   void* netCtx = nullptr;
+  Runtime rt;  ///< one reference on the one-sided fabric per ctx (getProperties reads its capabilities)
 };
 struct ListenComm {
   uint64_t magic = kListenMagic;
@@ -76,6 +77,11 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) {
   }
   auto* c = new Ctx;
   c->netCtx = netCtx;
+  if (Status s = AcquireRuntime(&c->rt); !s.ok()) {
+    delete c;
+    (void)plugin::Finalize(netCtx);
+    return Fail(s, "GIN init");
+  }
   *ctx = c;
   return ncclSuccess;
 }
@@ -87,6 +93,7 @@ ncclResult_t Finalize(void* ctx) {
   c->magic = 0;
   ncclResult_t rc = plugin::Finalize(c->netCtx);
   delete c;
+  ReleaseRuntime();
   return rc;
 }
 
@@ -98,7 +105,14 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   if (rc != ncclSuccess) return rc;
   props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
   props->netDeviceVersion = NCCL_GIN_PROXY_VERSION;
-  props->ptrSupport = NCCL_PTR_HOST;  // the TCP fabric cannot read GPU memory
+  // CUDA only where the fabric's transport can read device memory (verbs with a
+  // GPUDirect peer-memory module); the TCP fabric's CPU copies cannot.
+  props->ptrSupport = NCCL_PTR_HOST;
+  Runtime rt;
+  if (AcquireRuntime(&rt).ok()) {
+    if (rt.domain->capabilities().Has(fabric::kCapDeviceMemory)) props->ptrSupport |= NCCL_PTR_CUDA;
+    ReleaseRuntime();
+  }
   int m = 1;
   while (m * 2 <= props->maxRecvs) m *= 2;
   props->maxRecvs = m;  // queue sizes are 32 × maxRecvs, indexed with a mask (2.30 sheet §7.9)
@@ -190,9 +204,21 @@ ncclResult_t RegMrSym(void* collComm, void* data, size_t size, int type, uint64_
   return ncclSuccess;
 }
 
-ncclResult_t RegMrSymDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t /*offset*/, int /*fd*/,
+ncclResult_t RegMrSymDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset, int fd,
                             uint64_t mrFlags, void** mhandle) {
-  return RegMrSym(collComm, data, size, type, mrFlags, mhandle);
+  Coll* c = AsColl(collComm);
+  if (c == nullptr || mhandle == nullptr) {
+    return Bad("GIN regMrSymDmaBuf", "not a Railyard GIN collComm, or mhandle NULL");
+  }
+  *mhandle = nullptr;
+  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
+    return Fail(InvalidArgument("memory type " + std::to_string(type) + " (HOST 1 or CUDA 2)"), "GIN regMrSymDmaBuf");
+  }
+  uint64_t id = 0;
+  Status s = c->comm->RegisterWindowDmaBuf(data, size, fd, offset, KindOf(type), mrFlags, &id);
+  if (!s.ok()) return Fail(s, "GIN regMrSymDmaBuf");
+  *mhandle = reinterpret_cast<void*>(uintptr_t(id));
+  return ncclSuccess;
 }
 
 ncclResult_t DeregMrSym(void* collComm, void* mhandle) {

@@ -29,15 +29,17 @@ namespace railyard::plugin::gin {
 inline constexpr const char* kGinName = "Railyard";
 
 /// Brings up the net plugin's process state (so devices and getProperties use the
-/// net numbering NCCL matches by name, §7.3 of the 2.30 sheet) and returns a ctx.
+/// net numbering NCCL matches by name, §7.3 of the 2.30 sheet) and the one-sided
+/// fabric (one reference per ctx), and returns a ctx. Errors of the Domain's creation
+/// (e.g. RAILYARD_TRANSPORT=verbs without RDMA ports) fail the init.
 ncclResult_t Init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction);
 /// Releases a ctx from Init; NULL is accepted (after a failed init).
 ncclResult_t Finalize(void* ctx);
 /// The net plugin's device count.
 ncclResult_t Devices(int* ndev);
 /// The net plugin's properties of `dev` with netDeviceType GIN_PROXY, version
-/// NCCL_GIN_PROXY_VERSION, ptrSupport HOST (plus CUDA when the fabric can read device
-/// memory), maxRecvs a power of two. Every field written.
+/// NCCL_GIN_PROXY_VERSION, ptrSupport HOST (plus CUDA when the one-sided fabric's
+/// Domain has kCapDeviceMemory), maxRecvs a power of two. Every field written.
 ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props);
 /// The same in the v12 layout (railId = planeId = NCCL_NET_ID_UNDEF).
 ncclResult_t GetPropertiesV12(int dev, ncclNetProperties_v12_t* props);
@@ -53,7 +55,10 @@ ncclResult_t CloseColl(void* collComm);
 /// Collective symmetric registration; type NCCL_PTR_HOST or NCCL_PTR_CUDA.
 ncclResult_t RegMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
                       void** mhandle);
-/// As RegMrSym (the fd is not used by the TCP fabric; NCCL closes it).
+/// RegMrSym for DMA-BUF `fd` (bytes [offset, offset + size), mapped at `data`):
+/// registered through the fabric Domain where it can (GinOptions::acquireDmaBuf),
+/// refused with ncclInvalidUsage naming the transport where it cannot (TCP). The fd
+/// stays NCCL's.
 ncclResult_t RegMrSymDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset,
                             int fd, uint64_t mrFlags, void** mhandle);
 ncclResult_t DeregMrSym(void* collComm, void* mhandle);

@@ -14,6 +14,9 @@ Status AcquireRuntime(Runtime* out) {
   out->options = railyard::gin::GinOptions{};
   out->options.timeoutMs = f.config->timeoutMs;
   out->options.queueDepth = 32 * proxy::kMaxRecvs;
+  // options.acquireDmaBuf stays unset until the Domain interface registers DMA-BUFs
+  // (Domain::RegisterDmaBuf / RegistrationCache::AcquireDmaBuf, the vcomms branch):
+  // then it is `cache->AcquireDmaBuf(data, bytes, fd, offset, kAccessAll, kind, out)`.
   return Status::Ok();
 }
 

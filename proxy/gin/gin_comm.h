@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,7 +45,22 @@ struct GinOptions {
   /// Requests per peer NCCL may keep outstanding (32 × maxRecvs); informational: more
   /// are accepted and queued by the Endpoint.
   int queueDepth = 256;
+  /// Registers a DMA-BUF (regMrSymDmaBuf): bytes [offset, offset + bytes) of `fd`,
+  /// seen at `data`, all access rights; the Region is released with
+  /// RegistrationCache::Release like any other. Unset (the default): the Domain has
+  /// no DMA-BUF registration and RegisterWindowDmaBuf refuses with InvalidUsage.
+  /// The glue (plugin/gin_runtime.cc) sets it where the Domain can (verbs with
+  /// ibv_reg_dmabuf_mr).
+  std::function<Status(void* data, uint64_t bytes, int fd, uint64_t offset, fabric::MemoryKind kind,
+                       const fabric::Region** out)>
+      acquireDmaBuf;
 };
+
+/// What a window's memory is, for the checks made before anything is registered.
+/// InvalidUsage naming the transport and the missing capability when `kind` is device
+/// memory and the Domain cannot reach it (the TCP fabric copies bytes with the CPU,
+/// which cannot read a CUDA pointer); Ok otherwise. `call` opens the message.
+Status CheckWindowMemory(const fabric::Domain& domain, fabric::MemoryKind kind, const std::string& call);
 
 /// One connected comm. Thread-safe (one mutex).
 class GinComm {
@@ -77,6 +93,14 @@ class GinComm {
   /// memory on a transport that cannot read it), a poisoned comm's error.
   Status RegisterWindow(void* data, uint64_t bytes, fabric::MemoryKind kind, uint64_t mrFlags,
                         uint64_t* handle);
+  /// RegisterWindow for a DMA-BUF: bytes [offset, offset + bytes) of `fd`, mapped at
+  /// `data` (regMrSymDmaBuf; nccl-2.30-abi.md §5.3). The region comes from
+  /// GinOptions::acquireDmaBuf. Errors: those of RegisterWindow, InvalidArgument for
+  /// fd < 0, InvalidUsage when the Domain has no DMA-BUF registration (TCP) or cannot
+  /// reach device memory, naming the transport; nothing is registered then and the
+  /// comm stays usable.
+  Status RegisterWindowDmaBuf(void* data, uint64_t bytes, int fd, uint64_t offset, fabric::MemoryKind kind,
+                              uint64_t mrFlags, uint64_t* handle);
   /// Drops window `handle` (local: its region goes back to the cache).
   /// InvalidArgument for an unknown handle.
   Status DeregisterWindow(uint64_t handle);
@@ -131,7 +155,14 @@ class GinComm {
   GinComm(const GinOptions& options, fabric::RegistrationCache& cache, fabric::Worker& worker,
           int rank, int nranks, uint64_t meshId);
 
+  /// Checks `data`/`bytes`/`mrFlags`/`handle` (InvalidArgument naming `call`).
+  static Status CheckWindowArgs(const char* call, void* data, uint64_t bytes, uint64_t mrFlags,
+                                uint64_t* handle);
   // All below run with mu_ held.
+  /// Exchanges the window of `region` over the mesh and records it; releases the
+  /// region on failure.
+  Status ExchangeWindowLocked(const fabric::Region* region, void* data, uint64_t bytes, uint64_t mrFlags,
+                              uint64_t* handle);
   void PumpLocked();
   void DispatchLocked(fabric::Event& e);
   Status PoisonLocked(Status s);

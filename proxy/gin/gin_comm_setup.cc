@@ -78,19 +78,62 @@ Status GinComm::Connect(const GinOptions& options, fabric::RegistrationCache& ca
   return Status::Ok();
 }
 
+Status CheckWindowMemory(const fabric::Domain& domain, fabric::MemoryKind kind, const std::string& call) {
+  if (kind == fabric::MemoryKind::kHost || domain.capabilities().Has(fabric::kCapDeviceMemory)) {
+    return Status::Ok();
+  }
+  const std::string t = domain.TransportName();
+  return InvalidUsage(call + ": a device (CUDA) buffer cannot be registered on the " + t +
+                      " fabric transport: it has no kCapDeviceMemory (" +
+                      (t == "verbs" ? std::string("the HCA reads GPU memory only with a GPUDirect peer-memory "
+                                                  "module such as nvidia_peermem loaded")
+                                    : std::string("its CPU copies cannot read GPU memory; use "
+                                                  "RAILYARD_TRANSPORT=verbs on RDMA ports")) +
+                      "); register host memory, or keep NCCL's GIN off");
+}
+
+Status GinComm::CheckWindowArgs(const char* call, void* data, uint64_t bytes, uint64_t mrFlags, uint64_t* handle) {
+  const std::string c = std::string("GIN ") + call;
+  if (handle == nullptr) return InvalidArgument(c + ": mhandle out-pointer is NULL");
+  if (data == nullptr || bytes == 0) return InvalidArgument(c + ": " + (data == nullptr ? "NULL data" : "0 bytes"));
+  if ((mrFlags & ~(kMrFlagForceSo | kMrFlagSignalNeverReset)) != 0) {
+    return InvalidArgument(c + ": unknown MR flags 0x" + std::to_string(mrFlags));
+  }
+  return Status::Ok();
+}
+
 Status GinComm::RegisterWindow(void* data, uint64_t bytes, fabric::MemoryKind kind, uint64_t mrFlags,
                                uint64_t* handle) {
-  if (handle == nullptr) return InvalidArgument("GIN regMrSym: mhandle out-pointer is NULL");
-  if (data == nullptr || bytes == 0) {
-    return InvalidArgument("GIN regMrSym: " + std::string(data == nullptr ? "NULL data" : "0 bytes"));
-  }
-  if ((mrFlags & ~(kMrFlagForceSo | kMrFlagSignalNeverReset)) != 0) {
-    return InvalidArgument("GIN regMrSym: unknown MR flags 0x" + std::to_string(mrFlags));
-  }
+  RY_RETURN_IF_ERROR(CheckWindowArgs("regMrSym", data, bytes, mrFlags, handle));
   std::lock_guard lock(mu_);
   RY_RETURN_IF_ERROR(CheckUsableLocked());
+  RY_RETURN_IF_ERROR(CheckWindowMemory(cache_.domain(), kind, "GIN regMrSym on rank " + std::to_string(rank_)));
   const fabric::Region* region = nullptr;
   RY_RETURN_IF_ERROR(cache_.Acquire(data, bytes, fabric::kAccessAll, kind, &region));
+  return ExchangeWindowLocked(region, data, bytes, mrFlags, handle);
+}
+
+Status GinComm::RegisterWindowDmaBuf(void* data, uint64_t bytes, int fd, uint64_t offset, fabric::MemoryKind kind,
+                                     uint64_t mrFlags, uint64_t* handle) {
+  RY_RETURN_IF_ERROR(CheckWindowArgs("regMrSymDmaBuf", data, bytes, mrFlags, handle));
+  const std::string call = "GIN regMrSymDmaBuf on rank " + std::to_string(rank_);
+  if (fd < 0) return InvalidArgument(call + ": DMA-BUF fd " + std::to_string(fd));
+  if (offset + bytes < offset) return InvalidArgument(call + ": offset + size wraps");
+  std::lock_guard lock(mu_);
+  RY_RETURN_IF_ERROR(CheckUsableLocked());
+  RY_RETURN_IF_ERROR(CheckWindowMemory(cache_.domain(), kind, call));
+  if (!options_.acquireDmaBuf) {
+    return InvalidUsage(call + ": the " + std::string(cache_.domain().TransportName()) +
+                        " fabric transport cannot register DMA-BUF fd " + std::to_string(fd) +
+                        " (no DMA-BUF registration in this Domain); register the buffer with regMrSym");
+  }
+  const fabric::Region* region = nullptr;
+  RY_RETURN_IF_ERROR(options_.acquireDmaBuf(data, bytes, fd, offset, kind, &region));
+  return ExchangeWindowLocked(region, data, bytes, mrFlags, handle);
+}
+
+Status GinComm::ExchangeWindowLocked(const fabric::Region* region, void* data, uint64_t bytes, uint64_t mrFlags,
+                                     uint64_t* handle) {
   Window w;
   w.seq = ++nextWindowSeq_;
   w.localBase = reinterpret_cast<uint64_t>(data);

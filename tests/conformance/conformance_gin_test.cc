@@ -5,13 +5,18 @@
 // signals and inline puts, polls test, bumps counters and advances the consumer
 // indices. Every landed byte, every signal, every counter and the guard bytes
 // around every window are checked. Also: bad input refused with nothing written,
-// and a peer killed mid-stream failing the others with an error naming it.
+// a peer killed mid-stream failing the others with an error naming it, and a peer
+// frozen with SIGSTOP mid-stream (named error within the timeout on TCP; on verbs
+// the HCA keeps serving a stopped process's memory, so the stream goes on).
 // Multi-host variants (namespace ring, soft-RoCE guests) belong to the lanes.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -342,6 +347,123 @@ TEST_P(ConformanceGinFault, KilledPeerIsNamedNoHang) {
         << CapturedWarnings();
     void* req = nullptr;
     EXPECT_NE(t.Iput(0, dataMh, 8, 0, dataMh, 2, &req), ncclSuccess) << "a poisoned comm must keep failing";
+    (void)t.Close();
+    (void)t.Finalize();
+  });
+}
+
+/// True when process `pid` is stopped (state 'T' or 't' in /proc/pid/stat) or gone.
+bool StoppedOrGone(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return true;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'T' || state == 't';
+}
+
+// Proves a peer frozen mid-stream (SIGSTOP: alive, connections open, its process
+// doing nothing) never hangs the others. 3 ranks; ranks 0 and 1 stream puts with
+// signals to rank 2, which stops itself once 20 signals from each have landed.
+// Over TCP the target's CPU moves the bytes, so requests stop completing: both
+// survivors get a failed call within RAILYARD_TIMEOUT_MS (+ slack) of seeing rank 2
+// stopped, a WARN naming "peer rank 2" and the sequence, and later calls keep
+// failing. Over verbs the HCA serves a stopped process (RDMA needs no target CPU):
+// 200 more requests complete with no error after the stop, and every one of them is
+// tested, so nothing hangs either way.
+TEST_P(ConformanceGinFault, FrozenPeerIsNamedNoHang) {
+  const OneSidedKind kind = GetParam();
+  const bool hcaServes = TransportName() == "verbs";
+  RunRanks({.nranks = 3, .timeout = Ms(40000), .pluginTimeoutMs = 3000}, [kind, hcaServes](Rank& r) {
+    Plugin plugin = OpenPlugin();
+    ASSERT_NE(plugin.lib, nullptr);
+    OneSidedTable t(plugin.lib, kind);
+    int maxRecvs = 0;
+    Connect(r, plugin, t, &maxRecvs);
+    if (::testing::Test::HasFailure()) return;
+    GuardedWindow data(1 << 20);
+    GuardedWindow signals(64);
+    void *dataMh = nullptr, *sigMh = nullptr;
+    ASSERT_EQ(t.RegMrSym(data.data(), data.size, 0, &dataMh), ncclSuccess);
+    ASSERT_EQ(t.RegMrSym(signals.data(), signals.size, NCCL_NET_MR_FLAG_FORCE_SO, &sigMh), ncclSuccess);
+    uint64_t victim = 0;
+    if (r.rank() == 2) {
+      ASSERT_TRUE(r.SendU64(0, uint64_t(getpid())) && r.SendU64(1, uint64_t(getpid())));
+    } else {
+      ASSERT_TRUE(r.RecvU64(2, &victim));
+    }
+    ASSERT_TRUE(BarrierProgressing(r, t));
+    const auto deadline = r.deadline();
+    if (r.rank() == 2) {
+      r.Note("victim progressing until 20 signals from each source, then SIGSTOP");
+      auto landed = [&](int src) {
+        return __atomic_load_n(reinterpret_cast<uint64_t*>(signals.data() + 8 * src), __ATOMIC_ACQUIRE);
+      };
+      while (Clock::now() < deadline && (landed(0) < 20 || landed(1) < 20)) (void)t.Progress();
+      ASSERT_GE(landed(0), 20u);
+      raise(SIGSTOP);  // rank 0 SIGKILLs this process through the parent at the end
+      return;
+    }
+    r.Note("streaming to rank 2");
+    std::deque<void*> inflight;
+    uint64_t completed = 0, completedAtStop = 0;
+    Clock::time_point stoppedAt{};
+    bool stopped = false;
+    ncclResult_t failure = ncclSuccess;
+    while (failure == ncclSuccess && Clock::now() < deadline) {
+      if (!stopped && StoppedOrGone(pid_t(victim))) {
+        stopped = true;
+        stoppedAt = Clock::now();
+        completedAtStop = completed;
+        r.Note("rank 2 is stopped");
+      }
+      if (hcaServes && stopped && completed >= completedAtStop + 200) break;
+      if (inflight.size() < 16) {
+        void* req = nullptr;
+        failure = t.IputSignal(0, dataMh, 65536, 65536, dataMh, 2, 8 * uint64_t(r.rank()), sigMh, 1,
+                               NCCL_NET_SIGNAL_OP_INC, true, &req);
+        if (failure != ncclSuccess) break;
+        inflight.push_back(req);
+      }
+      int done = 0;
+      failure = t.Test(inflight.front(), &done);
+      if (done) {
+        inflight.pop_front();
+        ++completed;
+      }
+    }
+    ASSERT_TRUE(stopped) << "rank 2 never stopped (completed " << completed << ")";
+    if (hcaServes) {
+      EXPECT_EQ(failure, ncclSuccess) << "verbs: a stopped target's HCA still serves RDMA\n" << CapturedWarnings();
+      EXPECT_GE(completed, completedAtStop + 200) << "the stream stalled on a stopped peer";
+      while (failure == ncclSuccess && !inflight.empty() && Clock::now() < deadline) {
+        int done = 0;
+        failure = t.Test(inflight.front(), &done);
+        if (done) inflight.pop_front();
+      }
+      EXPECT_EQ(failure, ncclSuccess);
+      EXPECT_TRUE(inflight.empty()) << inflight.size() << " requests never completed";
+    } else {
+      ASSERT_NE(failure, ncclSuccess) << "no error within the deadline after rank 2 froze (completed " << completed
+                                      << ")";
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stoppedAt).count();
+      EXPECT_LE(took, r.pluginTimeoutMs() + 5000) << "the error came " << took << " ms after rank 2 stopped";
+      const std::string w = WaitForWarning(
+          [](const std::string& m) { return m.find("peer rank 2") != std::string::npos; }, deadline);
+      EXPECT_NE(w, "") << CapturedWarnings();
+      EXPECT_NE(w.find("seq"), std::string::npos) << w;
+      void* req = nullptr;
+      EXPECT_NE(t.Iput(0, dataMh, 8, 0, dataMh, 2, &req), ncclSuccess) << "a poisoned comm must keep failing";
+    }
+    if (r.rank() == 1) {
+      ASSERT_TRUE(r.SendU64(0, 1));  // rank 1 is done with rank 2
+    } else {
+      uint64_t one = 0;
+      ASSERT_TRUE(r.RecvU64(1, &one));
+      r.Note("killing the stopped rank 2");
+      ASSERT_TRUE(r.Kill(2));
+    }
     (void)t.Close();
     (void)t.Finalize();
   });

@@ -204,6 +204,94 @@ TEST_P(GinCommTest, SignalAloneGetAndFlush) {
   EXPECT_TRUE(data[0].GuardsIntact());
 }
 
+// Device memory on a transport that cannot read it (fake and TCP have no
+// kCapDeviceMemory): regMrSym and regMrSymDmaBuf of a CUDA buffer are InvalidUsage
+// naming the transport and the capability, before anything is registered or sent;
+// a DMA-BUF of host memory is refused naming DMA-BUF where the Domain has no DMA-BUF
+// registration; fd < 0 is InvalidArgument. The comm stays usable: a host window
+// registers collectively afterwards.
+TEST_P(GinCommTest, DeviceMemoryAndDmaBufRefusedNamingTransport) {
+  std::vector<RankState> ranks;
+  MakeRanks(GetParam(), 2, &ranks);
+  ConnectAll(ranks);
+  std::vector<Guarded> data;
+  data.emplace_back(4096);
+  data.emplace_back(4096);
+  const std::string transport = ranks[0].domain->TransportName();
+  for (int r = 0; r < 2; ++r) {
+    GinComm& c = *ranks[size_t(r)].comm;
+    uint64_t id = 77;
+    Status s = c.RegisterWindow(data[size_t(r)].data(), 4096, fabric::MemoryKind::kDevice, 0, &id);
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
+    EXPECT_NE(s.message().find("the " + transport + " fabric transport"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("kCapDeviceMemory"), std::string::npos) << s.message();
+    s = c.RegisterWindowDmaBuf(data[size_t(r)].data(), 4096, 0, 0, fabric::MemoryKind::kDevice, 0, &id);
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
+    EXPECT_NE(s.message().find("kCapDeviceMemory"), std::string::npos) << s.message();
+    s = c.RegisterWindowDmaBuf(data[size_t(r)].data(), 4096, 0, 0, fabric::MemoryKind::kHost, 0, &id);
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
+    EXPECT_NE(s.message().find("cannot register DMA-BUF fd 0"), std::string::npos) << s.message();
+    s = c.RegisterWindowDmaBuf(data[size_t(r)].data(), 4096, -1, 0, fabric::MemoryKind::kHost, 0, &id);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
+    EXPECT_EQ(id, 77u) << "a refused registration wrote the handle";
+    EXPECT_EQ(ranks[size_t(r)].cache->stats().registrations, 0u) << "something was registered";
+    EXPECT_TRUE(c.status().ok()) << c.status().message();
+  }
+  std::vector<uint64_t> id;
+  RegisterAll(ranks, data, 0, &id);  // still collective and usable
+  EXPECT_NE(id[0], 0u);
+  EXPECT_TRUE(data[0].GuardsIntact() && data[1].GuardsIntact());
+}
+
+// The DMA-BUF path end to end through GinOptions::acquireDmaBuf (here standing in for
+// the Domain's DMA-BUF registration with a host registration of the same range):
+// the window it makes is exchanged like any other, a put into it lands, and its
+// region goes back to the cache at deregistration.
+TEST_P(GinCommTest, DmaBufWindowThroughTheDomainHook) {
+  std::vector<RankState> ranks;
+  MakeRanks(GetParam(), 2, &ranks);
+  std::vector<int> seenFd(2, -1);
+  std::vector<uint64_t> seenOffset(2, 0);
+  const int n = 2;
+  std::vector<const uint8_t*> hs;
+  for (auto& r : ranks) hs.push_back(r.handle);
+  std::vector<Status> st(2);
+  OnEveryRank(n, [&](int r) {
+    GinOptions o;
+    RankState& rs = ranks[size_t(r)];
+    o.acquireDmaBuf = [&rs, &seenFd, &seenOffset, r](void* d, uint64_t b, int fd, uint64_t off,
+                                                      fabric::MemoryKind k, const fabric::Region** out) {
+      seenFd[size_t(r)] = fd;
+      seenOffset[size_t(r)] = off;
+      return rs.cache->Acquire(d, b, fabric::kAccessAll, k, out);
+    };
+    st[size_t(r)] = GinComm::Connect(o, *rs.cache, *rs.worker, hs, r, &rs.comm);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(st[size_t(r)].ok()) << st[size_t(r)].message();
+  std::vector<Guarded> data;
+  data.emplace_back(4096);
+  data.emplace_back(4096);
+  std::vector<uint64_t> id(2, 0);
+  OnEveryRank(n, [&](int r) {
+    st[size_t(r)] = ranks[size_t(r)].comm->RegisterWindowDmaBuf(data[size_t(r)].data(), 4096, 40 + r, 8192,
+                                                                fabric::MemoryKind::kHost, 0, &id[size_t(r)]);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(st[size_t(r)].ok()) << st[size_t(r)].message();
+  EXPECT_EQ(seenFd[0], 40);
+  EXPECT_EQ(seenFd[1], 41);
+  EXPECT_EQ(seenOffset[1], 8192u);
+  for (int i = 0; i < 512; ++i) data[0].data()[i] = uint8_t(i * 3 + 1);
+  Request* req = nullptr;
+  ASSERT_TRUE(ranks[0].comm->Put(0, id[0], 512, 1024, id[0], 1, &req).ok());
+  ASSERT_TRUE(WaitAll(ranks, 0, req).ok());
+  for (int i = 0; i < 512; ++i) ASSERT_EQ(data[1].data()[1024 + i], uint8_t(i * 3 + 1)) << i;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(ranks[size_t(r)].comm->DeregisterWindow(id[size_t(r)]).ok());
+    EXPECT_EQ(ranks[size_t(r)].cache->stats().live, 0u) << "the DMA-BUF region was not released";
+  }
+  EXPECT_TRUE(data[1].GuardsIntact());
+}
+
 // Offsets or sizes outside the window, unknown handles, peers out of range, a
 // misaligned signal: InvalidArgument, no request, nothing written anywhere.
 TEST_P(GinCommTest, BadInputIsRefusedAndWritesNothing) {

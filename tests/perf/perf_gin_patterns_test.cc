@@ -41,7 +41,7 @@ std::string Slurp(const std::string& path) {
 TEST(PerfGinPatterns, EachPatternRunsOverEachTable) {
   struct Run { const char* pattern; int np; const char* table; };
   for (const Run& run : {Run{"gin-put", 2, "rma-v14"}, Run{"gin-signal", 2, "gin-v11"},
-                         Run{"gin-alltoall", 4, "rma-v13"}}) {
+                         Run{"gin-alltoall", 4, "rma-v13"}, Run{"gin-put-oneway", 2, "rma-v14"}}) {
     SCOPED_TRACE(std::string(run.pattern) + " " + run.table);
     const std::string out = ::testing::TempDir() + "perf_gin_" + std::to_string(getpid()) + ".out";
     const std::string cmd = std::string(RAILYARD_PERF_BIN) + " -np " + std::to_string(run.np) + " -p " + run.pattern +

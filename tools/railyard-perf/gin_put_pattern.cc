@@ -12,9 +12,9 @@ namespace {
 
 constexpr std::size_t kInFlight = 8;
 
-Status Phase(GinBench& b, int partner, std::size_t bytes, int count) {
+Status Phase(GinBench& b, int partner, std::size_t bytes, int count, bool put = true, bool receive = true) {
   std::vector<void*> reqs;
-  for (int k = 0; k < count; ++k) {
+  for (int k = 0; k < count && put; ++k) {
     while (reqs.size() >= kInFlight) RY_RETURN_IF_ERROR(b.Poll(&reqs));
     void* req = nullptr;
     ncclResult_t rc = k + 1 < count
@@ -24,9 +24,11 @@ Status Phase(GinBench& b, int partner, std::size_t bytes, int count) {
     if (rc != ncclSuccess) return SystemError("iput to peer " + std::to_string(partner) + " failed: " + std::to_string(int(rc)));
     reqs.push_back(req);
   }
-  ++b.expected[size_t(partner)];
   std::vector<bool> from(size_t(b.n), false);
-  from[size_t(partner)] = true;
+  if (receive) {
+    ++b.expected[size_t(partner)];
+    from[size_t(partner)] = true;
+  }
   return b.WaitFor(&reqs, from);
 }
 
@@ -44,6 +46,24 @@ Status GinPutSize(GinBench& b, std::size_t bytes, int iters, int warmup, bool ch
   RY_RETURN_IF_ERROR(Phase(b, partner, bytes, iters));
   *usPerIter = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
   *wrong = check ? (long long)CountWrong(reinterpret_cast<const Elem*>(b.data + b.areaBytes), count, partner, 0, 0) : 0;
+  return Status::Ok();
+}
+
+Status GinPutOneWaySize(GinBench& b, std::size_t bytes, int iters, int warmup, bool check, double* usPerIter,
+                        long long* wrong) {
+  const int partner = b.me ^ 1;
+  const bool sender = (b.me & 1) == 0;
+  const std::size_t count = bytes / kElemSize;
+  FillPattern(reinterpret_cast<Elem*>(b.data), count, b.me, 0, 0);
+  if (!sender) Poison(b.data + b.areaBytes, bytes);
+  if (warmup > 0) RY_RETURN_IF_ERROR(Phase(b, partner, bytes, warmup, sender, !sender));
+  RY_RETURN_IF_ERROR(b.Barrier());
+  const auto t0 = std::chrono::steady_clock::now();
+  RY_RETURN_IF_ERROR(Phase(b, partner, bytes, iters, sender, !sender));
+  *usPerIter = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+  *wrong = check && !sender
+               ? (long long)CountWrong(reinterpret_cast<const Elem*>(b.data + b.areaBytes), count, partner, 0, 0)
+               : 0;
   return Status::Ok();
 }
 

@@ -67,6 +67,7 @@ std::vector<std::size_t> Sizes(const Options& o) {
 }  // namespace
 
 Status GinBench::Poll(std::vector<void*>* reqs) {
+  const std::size_t before = reqs->size();
   for (std::size_t i = 0; i < reqs->size();) {
     int done = 0;
     ncclResult_t rc = table->Test((*reqs)[i], &done);
@@ -79,6 +80,17 @@ Status GinBench::Poll(std::vector<void*>* reqs) {
     }
   }
   ncclResult_t rc = table->Progress();
+  // Nothing completed: give the CPU away for a moment. Both ranks of a pair spin here,
+  // and on a host with fewer cores than spinning threads (the soft-RoCE guest: rxe's
+  // kernel work needs a CPU too; the TCP fabric's peer needs one to land bytes) a
+  // spin that never yields makes every round trip wait for a scheduler tick.
+  if (reqs->size() == before) {
+    if (idleSleepUs > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(idleSleepUs));
+    } else {
+      std::this_thread::yield();
+    }
+  }
   return rc == ncclSuccess ? Status::Ok() : Plugin("progress", me, rc);
 }
 
@@ -142,6 +154,7 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   b.me = me;
   b.n = n;
   b.deadline = DeadlineIn(opts.timeoutSec);
+  b.idleSleepUs = opts.idleSleepUs;
   b.areaBytes = (opts.maxBytes + 63) & ~std::size_t{63};
   const std::size_t dataBytes = 2 * b.areaBytes;
   void* mem = ::mmap(nullptr, dataBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -155,6 +168,7 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
     return fail(Plugin("regMrSym", me, rc));
   }
   GinSizeFn fn = opts.pattern == Pattern::kGinPut      ? &GinPutSize
+                 : opts.pattern == Pattern::kGinPutOneWay ? &GinPutOneWaySize
                  : opts.pattern == Pattern::kGinSignal ? &GinSignalSize
                                                        : &GinAllToAllSize;
   const double factor = BusBwFactor(opts.pattern, n);

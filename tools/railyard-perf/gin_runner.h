@@ -32,6 +32,7 @@ struct GinBench {
   uint64_t* signals = nullptr;  ///< one uint64_t per source rank
   void* sigMh = nullptr;
   std::vector<uint64_t> expected;  ///< per source: the signal value reached so far
+  int idleSleepUs = 0;             ///< Poll: sleep when nothing completed (0: yield)
 
   /// The signal word from rank `q` (atomic load).
   uint64_t Signal(int q) const { return __atomic_load_n(&signals[q], __ATOMIC_ACQUIRE); }
@@ -58,6 +59,11 @@ using GinSizeFn = Status (*)(GinBench& b, std::size_t bytes, int iters, int warm
 /// the last of each phase with a strong signal so the target knows they all landed.
 Status GinPutSize(GinBench& b, std::size_t bytes, int iters, int warmup, bool check, double* usPerIter,
                   long long* wrong);
+/// gin-put-oneway: as gin-put, but only the even rank of a pair puts; the odd rank
+/// waits for the phase's signal (the raw Write benchmarks' one direction). Data is
+/// checked on the odd rank.
+Status GinPutOneWaySize(GinBench& b, std::size_t bytes, int iters, int warmup, bool check, double* usPerIter,
+                        long long* wrong);
 /// gin-signal: pairs; the even rank puts `bytes` with a signal, the odd one answers
 /// with the same when the signal arrives: µs per round trip.
 Status GinSignalSize(GinBench& b, std::size_t bytes, int iters, int warmup, bool check, double* usPerIter,

@@ -104,15 +104,20 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration, 0 = off (N/A)")
       ->capture_default_str()->check(CLI::Range(0, 1));
   app.add_option("-p,--pattern", pattern,
-                 "sendrecv | ring | alltoall | allreduce | allgather | reducescatter | gin-put | gin-signal | gin-alltoall")
+                 "sendrecv | ring | alltoall | allreduce | allgather | reducescatter | gin-put | gin-signal | gin-alltoall | "
+                 "gin-put-oneway")
       ->capture_default_str()->check(CLI::IsMember({"sendrecv", "ring", "alltoall", "allreduce", "allgather",
-                                                    "reducescatter", "gin-put", "gin-signal", "gin-alltoall"}));
+                                                    "reducescatter", "gin-put", "gin-signal", "gin-alltoall",
+                                                    "gin-put-oneway"}));
   app.add_option("-d,--datatype", o.datatype,
                  "collectives: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2")
       ->capture_default_str()->check(CLI::IsMember({"int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
                                                     "float", "double", "bfloat16", "f8e4m3", "f8e5m2"}));
   app.add_option("-o,--op", o.op, "collectives: sum prod max min avg")
       ->capture_default_str()->check(CLI::IsMember({"sum", "prod", "max", "min", "avg"}));
+  app.add_option("--idle-sleep-us", o.idleSleepUs,
+                 "gin-* patterns: sleep this many us when a poll pass completed nothing (0: yield)")
+      ->capture_default_str()->check(CLI::Range(0, 100000));
   app.add_option("--one-sided", o.oneSided, "table the gin-* patterns drive: rma-v14 | rma-v13 | gin-v11")
       ->capture_default_str()->check(CLI::IsMember({"rma-v14", "rma-v13", "gin-v11"}));
   app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::Range(0, INT_MAX));

@@ -32,6 +32,9 @@ struct Options {
   Pattern pattern = Pattern::kRing;   ///< -p/--pattern sendrecv|ring|alltoall|allreduce|allgather|reducescatter|gin-put|gin-signal|gin-alltoall
   std::string datatype = "float";     ///< -d/--datatype (collectives; nccl-tests names: int8 .. f8e5m2)
   std::string op = "sum";             ///< -o/--op (collectives): sum, prod, max, min, avg
+  /// --idle-sleep-us: gin-* poll loops sleep this long when a pass completed nothing
+  /// (0 = sched_yield only). For CPU-starved lanes (the soft-RoCE guest), never a barrier.
+  int idleSleepUs = 0;
   std::string oneSided = "rma-v14";   ///< --one-sided: the table gin-* patterns drive (rma-v14|rma-v13|gin-v11)
   int dev = 0;                        ///< --dev: plugin device index
   int timeoutSec = 600;               ///< -T/--timeout: whole-run limit in seconds

@@ -15,6 +15,7 @@ const char* PatternName(Pattern p) {
     case Pattern::kGinPut: return "gin-put";
     case Pattern::kGinSignal: return "gin-signal";
     case Pattern::kGinAllToAll: return "gin-alltoall";
+    case Pattern::kGinPutOneWay: return "gin-put-oneway";
   }
   return "?";
 }
@@ -29,13 +30,14 @@ std::optional<Pattern> ParsePattern(const std::string& name) {
   if (name == "gin-put") return Pattern::kGinPut;
   if (name == "gin-signal") return Pattern::kGinSignal;
   if (name == "gin-alltoall") return Pattern::kGinAllToAll;
+  if (name == "gin-put-oneway") return Pattern::kGinPutOneWay;
   return std::nullopt;
 }
 
 namespace {
 /// The net pattern a gin-* pattern shares its peers, rank rules and factors with.
 Pattern NetShape(Pattern p) {
-  if (p == Pattern::kGinPut || p == Pattern::kGinSignal) return Pattern::kSendRecv;
+  if (p == Pattern::kGinPut || p == Pattern::kGinSignal || p == Pattern::kGinPutOneWay) return Pattern::kSendRecv;
   if (p == Pattern::kGinAllToAll) return Pattern::kAllToAll;
   return p;
 }
@@ -69,6 +71,7 @@ Peers PeersOf(Pattern p, int rank, int nranks) {
     case Pattern::kGinPut:
     case Pattern::kGinSignal:
     case Pattern::kGinAllToAll:
+    case Pattern::kGinPutOneWay:
       break;  // mapped by NetShape above
   }
   return peers;

@@ -18,6 +18,7 @@ enum class Pattern {
   kSendRecv, kRing, kAllToAll,
   kAllReduce, kAllGather, kReduceScatter,
   kGinPut, kGinSignal, kGinAllToAll,
+  kGinPutOneWay,  ///< gin-put-oneway: even ranks put, odd ranks only receive (appended)
 };
 /// True for the CollNet patterns (allreduce, allgather, reducescatter).
 inline bool IsCollective(Pattern p) {
@@ -25,7 +26,8 @@ inline bool IsCollective(Pattern p) {
 }
 /// True for the gin-* patterns.
 inline bool IsGinPattern(Pattern p) {
-  return p == Pattern::kGinPut || p == Pattern::kGinSignal || p == Pattern::kGinAllToAll;
+  return p == Pattern::kGinPut || p == Pattern::kGinSignal || p == Pattern::kGinAllToAll ||
+         p == Pattern::kGinPutOneWay;
 }
 
 /// Element type used for every buffer (nccl-tests' default `float`).
