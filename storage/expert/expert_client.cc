@@ -1,8 +1,10 @@
 #include "storage/expert/expert_client.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -14,6 +16,18 @@ namespace railyard::expert {
 namespace {
 
 constexpr int kLastErrc = static_cast<int>(ExpertErrc::kPackInput);
+
+/// True when the peer closed (or reset) the control connection `fd`, waiting up to
+/// `waitMs` for its FIN. Over READ the peer sends nothing unasked, so a readable
+/// socket means end of stream or a reset.
+bool ControlClosed(int fd, int waitMs) {
+  if (fd < 0) return true;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, waitMs) <= 0) return false;
+  char b = 0;
+  const ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
 
 }  // namespace
 
@@ -242,7 +256,13 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
           const bool withdrawn = e.error.errc == fabric::FabricErrc::kBadKey ||
                                  e.error.errc == fabric::FabricErrc::kDeregistered ||
                                  e.error.errc == fabric::FabricErrc::kRemoteAccess;
-          first = ExpertError(lost ? ExpertErrc::kPeerLost : withdrawn ? ExpertErrc::kStoreChanged : ExpertErrc::kProtocol,
+          // A peer that stops deregisters its layer files before its process (and its
+          // QPs) go: on verbs the HCA then refuses the Reads in flight (REMOTE_ACCESS)
+          // before the peer is seen gone. Its closed control connection tells the two apart.
+          const bool stopped = withdrawn && ControlClosed(fd_, 200);
+          first = ExpertError(lost || stopped ? ExpertErrc::kPeerLost
+                              : withdrawn     ? ExpertErrc::kStoreChanged
+                                              : ExpertErrc::kProtocol,
                               "expert peer " + peer_ + " read of layer " + std::to_string(r.layer) +
                                   " expert " + std::to_string(r.expert) + ": " + e.error.ToString());
         }
