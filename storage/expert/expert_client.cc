@@ -1,10 +1,8 @@
 #include "storage/expert/expert_client.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -16,18 +14,6 @@ namespace railyard::expert {
 namespace {
 
 constexpr int kLastErrc = static_cast<int>(ExpertErrc::kPackInput);
-
-/// True when the peer closed (or reset) the control connection `fd`, waiting up to
-/// `waitMs` for its FIN. Over READ the peer sends nothing unasked, so a readable
-/// socket means end of stream or a reset.
-bool ControlClosed(int fd, int waitMs) {
-  if (fd < 0) return true;
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, waitMs) <= 0) return false;
-  char b = 0;
-  const ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
 
 }  // namespace
 
@@ -256,13 +242,7 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
           const bool withdrawn = e.error.errc == fabric::FabricErrc::kBadKey ||
                                  e.error.errc == fabric::FabricErrc::kDeregistered ||
                                  e.error.errc == fabric::FabricErrc::kRemoteAccess;
-          // A peer that stops deregisters its layer files before its process (and its
-          // QPs) go: on verbs the HCA then refuses the Reads in flight (REMOTE_ACCESS)
-          // before the peer is seen gone. Its closed control connection tells the two apart.
-          const bool stopped = withdrawn && ControlClosed(fd_, 200);
-          first = ExpertError(lost || stopped ? ExpertErrc::kPeerLost
-                              : withdrawn     ? ExpertErrc::kStoreChanged
-                                              : ExpertErrc::kProtocol,
+          first = ExpertError(lost ? ExpertErrc::kPeerLost : withdrawn ? ExpertErrc::kStoreChanged : ExpertErrc::kProtocol,
                               "expert peer " + peer_ + " read of layer " + std::to_string(r.layer) +
                                   " expert " + std::to_string(r.expert) + ": " + e.error.ToString());
         }
@@ -275,7 +255,28 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
                                                     " outstanding)");
     }
   }
-  return first;
+  return first.ok() ? first : AskWhyReadsFailed(first);
+}
+
+Status ExpertClient::AskWhyReadsFailed(const Status& fabricCause) {
+  // The fabric's error alone cannot tell a peer that withdrew its registrations (the
+  // store changed: on verbs the HCA refuses the Read and the target's QP fails too,
+  // which may reach us as the peer's connection closing) from one that stopped or
+  // died (which deregisters as it goes). The control connection can: a live peer
+  // answers kOpStatus, a gone one does not.
+  RequestMessage req{};
+  req.op = kOpStatus;
+  Status s = WireSend(fd_, &req, sizeof req, "expert peer " + peer_ + " status request");
+  uint64_t payload = 0;
+  if (s.ok()) s = ReadReply(fd_, peer_, &payload);
+  if (s.ok() && payload != 0) s = ExpertError(ExpertErrc::kProtocol, "expert peer " + peer_ + " status reply with a payload");
+  const ExpertErrc e = ExpertErrcOf(s);
+  if (e == ExpertErrc::kStoreChanged) return ExpertError(e, s.message() + " (the read: " + fabricCause.message() + ")");
+  if (e == ExpertErrc::kPeerLost) {
+    return ExpertError(e, fabricCause.message() + "; its control connection is gone too (" + s.message() + ")");
+  }
+  // Still serving (or an older peer without kOpStatus): the fabric's cause stands.
+  return fabricCause;
 }
 
 Status ExpertClient::Verify(std::span<const RecordRequest> batch) {

@@ -149,6 +149,16 @@ Status ExpertServer::CheckStore() {
   return Status::Ok();
 }
 
+Status ExpertServer::ServingStatus() {
+  RY_RETURN_IF_ERROR(CheckStore());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!served_) {
+    return ExpertError(ExpertErrc::kStoreChanged,
+                       "the layer registrations were withdrawn (a layer file changed since the store was opened)");
+  }
+  return Status::Ok();
+}
+
 Status ExpertServer::SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who) {
   ReplyHeader h{};
   std::string text;
@@ -312,6 +322,10 @@ Status ExpertServer::ServeReadControl(int fd, const std::string& who) {
         ++stats_.shutdowns;
       }
       return SendReply(fd, Status::Ok(), nullptr, 0, who);
+    }
+    if (req.op == kOpStatus) {
+      RY_RETURN_IF_ERROR(SendReply(fd, ServingStatus(), nullptr, 0, who));
+      continue;
     }
     Status bad = ExpertError(ExpertErrc::kProtocol, "request op " + std::to_string(req.op) +
                                                         " on a read-transport connection (records move as fabric Reads)");

@@ -72,6 +72,9 @@ class ExpertServer {
   /// READ clients are refused. Returns the change found (Ok when none, or when no
   /// layers are registered). Thread-safe.
   Status CheckStore();
+  /// The answer to a READ client's kOpStatus: CheckStore's, or STORE_CHANGED when the
+  /// registrations were withdrawn before; Ok while the layers are served.
+  Status ServingStatus();
 
  private:
   ExpertServer(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker, const ServerOptions& o);
