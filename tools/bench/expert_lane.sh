@@ -5,8 +5,11 @@
 # <!-- expert-lane:begin --> and <!-- expert-lane:end -->).
 #
 # Usage (on the host): tools/bench/expert_lane.sh [--build DIR] [--seconds S] [--write]
+#                                                [--ctest REGEX]
 #   --write  replace that section of docs/benchmarks.md (appended when missing);
 #            default: print it
+#   --ctest  first run `ctest -R REGEX` of the build in the same guest boot (saves a
+#            boot; its output goes to build/expert-lane-ctest.log, its status is reported)
 # It takes /tmp/railyard-lane.lock itself (one lane machine-wide) and gives the guest
 # at most 600 s. Inside the guest: for each record size 64 KiB..64 MiB, ib_read_bw -D 3
 # (server on rxe_h0r0 = the peer's side, client on rxe_h1r0 reading from it), then
@@ -23,6 +26,10 @@ if [[ ${1:-} == --guest ]]; then
   set +e
   [[ -n ${RXE_LANE_HOSTS:-} ]] || { echo "expert_lane: no lane topology" >&2; exit 99; }
   GID=${RXE_LANE_GID_INDEX:-1}
+  if [[ -n ${CTEST_REGEX:-} ]]; then
+    (cd "$BENCH_BUILD" && ctest -R "$CTEST_REGEX" --output-on-failure -j1) >"$WORK/ctest.log" 2>&1
+    echo "ctest rc=$?" >>"$WORK/ctest.log"
+  fi
   : >"$WORK/ib_read_bw.txt"
   port=18700
   for s in $SIZES; do
@@ -46,8 +53,10 @@ fi
 BUILD="$ROOT/build"
 SECS=1
 WRITE=0
+CTEST_REGEX=
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --ctest) CTEST_REGEX="$2"; shift 2 ;;
     --build) BUILD="$2"; shift 2 ;;
     --seconds) SECS="$2"; shift 2 ;;
     --write) WRITE=1; shift ;;
@@ -60,9 +69,14 @@ WORK=$(mktemp -d /tmp/railyard-expert-lane-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cp "$bench" "$WORK/"   # a rebuild during the run does not change what the guest runs
 host_load_before=$(cut -d' ' -f1 /proc/loadavg)
-BENCH_SECONDS=$SECS flock /tmp/railyard-lane.lock "$ROOT/tests/lanes/rxe/lane.sh" -T 2x1 -q -t 600 -e BENCH_SECONDS \
-  -w "$WORK" -C "$WORK" -- "$SELF" --guest "$WORK" >"$WORK/lane.log" 2>&1 || {
+export BENCH_SECONDS=$SECS CTEST_REGEX BENCH_BUILD=$BUILD
+flock /tmp/railyard-lane.lock "$ROOT/tests/lanes/rxe/lane.sh" -T 2x1 -q -t 600 -e BENCH_SECONDS -e CTEST_REGEX \
+  -e BENCH_BUILD -w "$WORK" -C "$WORK" -- "$SELF" --guest "$WORK" >"$WORK/lane.log" 2>&1 || {
   echo "expert_lane.sh: the lane failed (see below)" >&2; tail -30 "$WORK/lane.log" >&2; exit 1; }
+if [[ -n $CTEST_REGEX ]]; then
+  cp "$WORK/ctest.log" "$BUILD/expert-lane-ctest.log"
+  tail -3 "$WORK/ctest.log" >&2
+fi
 host_load_after=$(cut -d' ' -f1 /proc/loadavg)
 [[ -s "$WORK/expert.jsonl" ]] || { echo "expert_lane.sh: no bench output" >&2; cat "$WORK/expert.err" >&2; exit 1; }
 python3 - "$WORK" "$WRITE" "$ROOT/docs/benchmarks.md" "$host_load_before" "$host_load_after" "$(nproc)" <<'PY'
