@@ -114,6 +114,8 @@ for s in sorted({r["record_bytes"] for r in rows}):
         ratio = f"{cell['read']['gbps'] / ref:.2f}" if ref and "read" in cell else "-"
         p(f"| {h(s)} | {b} | " + " | ".join(v) + f" | {ref:.3f} | {ratio} |" if ref else f"| {h(s)} | {b} | " + " | ".join(v) + " | - | - |")
 p()
+p("A `-` under ib_read_bw: perftest reported 0 for that size (with `-D 3` too few reads complete inside its measurement window at this lane's speed; `-n` with a size-scaled count is the fix for the next run). `read` with batch 1 pays one round trip per record (the client posts the next batch only after the last completion and verifies checksums between batches); batch 8 keeps several RDMA READs in flight.")
+p()
 p("<!-- expert-lane:end -->")
 section = out.getvalue()
 if write == "1":
