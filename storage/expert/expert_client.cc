@@ -255,7 +255,28 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
                                                     " outstanding)");
     }
   }
-  return first;
+  return first.ok() ? first : AskWhyReadsFailed(first);
+}
+
+Status ExpertClient::AskWhyReadsFailed(const Status& fabricCause) {
+  // The fabric's error alone cannot tell a peer that withdrew its registrations (the
+  // store changed: on verbs the HCA refuses the Read and the target's QP fails too,
+  // which may reach us as the peer's connection closing) from one that stopped or
+  // died (which deregisters as it goes). The control connection can: a live peer
+  // answers kOpStatus, a gone one does not.
+  RequestMessage req{};
+  req.op = kOpStatus;
+  Status s = WireSend(fd_, &req, sizeof req, "expert peer " + peer_ + " status request");
+  uint64_t payload = 0;
+  if (s.ok()) s = ReadReply(fd_, peer_, &payload);
+  if (s.ok() && payload != 0) s = ExpertError(ExpertErrc::kProtocol, "expert peer " + peer_ + " status reply with a payload");
+  const ExpertErrc e = ExpertErrcOf(s);
+  if (e == ExpertErrc::kStoreChanged) return ExpertError(e, s.message() + " (the read: " + fabricCause.message() + ")");
+  if (e == ExpertErrc::kPeerLost) {
+    return ExpertError(e, fabricCause.message() + "; its control connection is gone too (" + s.message() + ")");
+  }
+  // Still serving (or an older peer without kOpStatus): the fabric's cause stands.
+  return fabricCause;
 }
 
 Status ExpertClient::Verify(std::span<const RecordRequest> batch) {

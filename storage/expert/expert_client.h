@@ -76,6 +76,10 @@ class ExpertClient {
   Status FetchTcp(std::span<const RecordRequest> batch);
   Status FetchRead(std::span<const RecordRequest> batch);
   Status Verify(std::span<const RecordRequest> batch);
+  /// After failed Reads: asks the peer over the control connection (kOpStatus) and
+  /// returns STORE_CHANGED when it withdrew its registrations, PEER_LOST when the
+  /// control connection is gone too, else `fabricCause`.
+  Status AskWhyReadsFailed(const Status& fabricCause);
   char* ArenaPtr(uint64_t offset) const { return static_cast<char*>(arenaBase_) + offset; }
 
   ClientOptions options_;

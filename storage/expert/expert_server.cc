@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -66,12 +65,7 @@ void ExpertServer::Stop() {
   }
   for (ConnThread& t : threads) t.thread.join();
   if (progressThread_.joinable()) progressThread_.join();
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    (void)domain_->Deregister(regions_[i]);
-  }
-  for (size_t i = 0; i < maps_.size(); ++i) ::munmap(maps_[i], store_->manifest().LayerFileBytes());
-  regions_.clear();
-  maps_.clear();
+  served_.reset();  // deregisters, then unmaps
   if (listenFd_ >= 0) ::close(listenFd_);
   listenFd_ = -1;
 }
@@ -120,9 +114,10 @@ void ExpertServer::ProgressLoop() {
   uint64_t lastServed = 0;
   auto lastCheck = std::chrono::steady_clock::now();
   while (!stop_.load()) {
-    if (std::chrono::steady_clock::now() - lastCheck > std::chrono::milliseconds(100)) {
+    if (options_.storeCheckIntervalMs > 0 &&
+        std::chrono::steady_clock::now() - lastCheck > std::chrono::milliseconds(options_.storeCheckIntervalMs)) {
       lastCheck = std::chrono::steady_clock::now();
-      WithdrawIfStoreChanged();
+      (void)CheckStore();
     }
     events.clear();
     const size_t n = worker_->Progress(&events);
@@ -139,22 +134,29 @@ void ExpertServer::ProgressLoop() {
   }
 }
 
-void ExpertServer::WithdrawIfStoreChanged() {
+Status ExpertServer::CheckStore() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!layersRegistered_) return;
+  if (!served_) return Status::Ok();
   for (size_t i = 0; i < store_->manifest().layers.size(); ++i) {
     if (Status s = store_->CheckLayer(i); !s.ok()) {
       RY_WARN("expert store: %s: withdrawing the layer registrations (READ clients' fetches now fail)", s.message().c_str());
-      for (const fabric::Region* r : regions_) (void)domain_->Deregister(r);
-      for (void* p : maps_) ::munmap(p, store_->manifest().LayerFileBytes());
-      regions_.clear();
-      maps_.clear();
-      layersRegistered_ = false;
+      served_.reset();  // deregistered first: no Read reaches the copy afterwards
       ledger_.Release(store_->TotalBytes());
       ++stats_.withdrawals;
-      return;
+      return s;
     }
   }
+  return Status::Ok();
+}
+
+Status ExpertServer::ServingStatus() {
+  RY_RETURN_IF_ERROR(CheckStore());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!served_) {
+    return ExpertError(ExpertErrc::kStoreChanged,
+                       "the layer registrations were withdrawn (a layer file changed since the store was opened)");
+  }
+  return Status::Ok();
 }
 
 Status ExpertServer::SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who) {
@@ -250,36 +252,18 @@ void ExpertServer::Serve(int fd, uint64_t id) {
 Status ExpertServer::EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys) {
   std::lock_guard<std::mutex> lock(mu_);
   const Manifest& m = store_->manifest();
-  if (!layersRegistered_) {
+  if (!served_) {
     RY_RETURN_IF_ERROR(ledger_.Reserve(store_->TotalBytes(), who + " (the store's " + std::to_string(m.layers.size()) +
                                                                  " layer files, registered once for remote read)"));
-    std::vector<void*> maps;
-    std::vector<const fabric::Region*> regions;
-    Status s = Status::Ok();
-    for (size_t i = 0; i < m.layers.size() && s.ok(); ++i) {
-      void* p = ::mmap(nullptr, m.LayerFileBytes(), PROT_READ, MAP_SHARED, store_->LayerFd(i), 0);
-      if (p == MAP_FAILED) {
-        s = ExpertError(ExpertErrc::kSystem, "mmap of " + m.layers[i].file + ": " + std::strerror(errno));
-        break;
-      }
-      maps.push_back(p);
-      const fabric::Region* r = nullptr;
-      s = domain_->Register(p, m.LayerFileBytes(), fabric::kAccessRemoteRead, fabric::MemoryKind::kHost, &r);
-      if (s.ok()) regions.push_back(r);
-    }
-    if (!s.ok()) {
-      for (const fabric::Region* r : regions) (void)domain_->Deregister(r);
-      for (void* p : maps) ::munmap(p, m.LayerFileBytes());
+    if (Status s = ServedLayers::Load(*store_, *domain_, &served_); !s.ok()) {
+      served_.reset();
       ledger_.Release(store_->TotalBytes());
-      return s.message().rfind("expert ", 0) == 0 ? s : ExpertError(ExpertErrc::kSystem, s.message());
+      return s;
     }
-    maps_ = std::move(maps);
-    regions_ = std::move(regions);
-    stats_.layerRegistrations += regions_.size();
-    layersRegistered_ = true;
+    stats_.layerRegistrations += served_->size();
   }
   keys->clear();
-  for (const fabric::Region* r : regions_) keys->push_back(r->Key().Pack());
+  for (size_t i = 0; i < served_->size(); ++i) keys->push_back(served_->region(i)->Key().Pack());
   return Status::Ok();
 }
 
@@ -338,6 +322,10 @@ Status ExpertServer::ServeReadControl(int fd, const std::string& who) {
         ++stats_.shutdowns;
       }
       return SendReply(fd, Status::Ok(), nullptr, 0, who);
+    }
+    if (req.op == kOpStatus) {
+      RY_RETURN_IF_ERROR(SendReply(fd, ServingStatus(), nullptr, 0, who));
+      continue;
     }
     Status bad = ExpertError(ExpertErrc::kProtocol, "request op " + std::to_string(req.op) +
                                                         " on a read-transport connection (records move as fabric Reads)");

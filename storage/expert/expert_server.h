@@ -3,7 +3,7 @@
 //
 // Threads (started by Start, joined by Stop/the destructor): one accepting, one per
 // client connection (blocking I/O, socket timeouts), and one progressing the fabric
-// Worker that serves the clients' Reads of the mapped layer files (explicit progress:
+// Worker that serves the clients' Reads of the peer's copies of the layer files (explicit progress:
 // the TCP transport serves remote reads from Progress; on verbs the HCA does and the
 // CPU touches no record byte).
 #pragma once
@@ -20,6 +20,7 @@
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/worker.h"
 #include "storage/expert/pin_ledger.h"
+#include "storage/expert/served_layers.h"
 #include "storage/expert/store.h"
 
 namespace railyard::expert {
@@ -31,6 +32,10 @@ struct ServerOptions {
   uint64_t pinCapBytes = 0;                 ///< RAILYARD_EXPERT_PIN_CAP (0: no cap)
   int timeoutMs = 30000;                    ///< a client silent mid-message this long is dropped
   size_t maxConnections = 256;              ///< connections served at once; more are refused
+  /// How often (ms) the progress thread checks, while layers are registered for READ,
+  /// that the layer files still match the Store (CheckStore). 0: never (tests call
+  /// CheckStore themselves).
+  int storeCheckIntervalMs = 100;
 };
 
 /// Counters, for tests and logs.
@@ -61,6 +66,15 @@ class ExpertServer {
   const PinLedger& ledger() const { return ledger_; }
   /// Stops accepting, closes every connection and joins every thread. Idempotent.
   void Stop();
+  /// What the progress thread runs every options.storeCheckIntervalMs: when a layer
+  /// file no longer matches (Store::CheckLayer: size, mtime, inode), withdraws the
+  /// layer registrations, so READ clients' later Reads fail (STORE_CHANGED) and new
+  /// READ clients are refused. Returns the change found (Ok when none, or when no
+  /// layers are registered). Thread-safe.
+  Status CheckStore();
+  /// The answer to a READ client's kOpStatus: CheckStore's, or STORE_CHANGED when the
+  /// registrations were withdrawn before; Ok while the layers are served.
+  Status ServingStatus();
 
  private:
   ExpertServer(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker, const ServerOptions& o);
@@ -70,11 +84,8 @@ class ExpertServer {
   Status ServeTcp(int fd, const std::string& who);
   Status ServeReadControl(int fd, const std::string& who);
   Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
-  /// Progress thread, every 100 ms while layers are registered: when a layer file no
-  /// longer matches (Store::CheckLayer), deregisters and unmaps every layer, so READ
-  /// clients' later Reads fail at the target instead of touching a truncated mapping.
-  void WithdrawIfStoreChanged();
-  /// Maps and registers every layer file once (remote read); charges the ledger.
+  /// Loads every layer file into the peer's own read-only copy and registers it once
+  /// (remote read; served_layers.h says why a copy); charges the ledger.
   Status EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys);
 
   std::unique_ptr<Store> store_;
@@ -98,9 +109,7 @@ class ExpertServer {
   std::vector<int> liveFds_;
   size_t live_ = 0;
   std::atomic<int> readClients_{0};
-  bool layersRegistered_ = false;
-  std::vector<void*> maps_;
-  std::vector<const fabric::Region*> regions_;
+  std::unique_ptr<ServedLayers> served_;  ///< set while the layers are registered for READ
 };
 
 }  // namespace railyard::expert

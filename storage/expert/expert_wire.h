@@ -11,8 +11,10 @@
 //   TCP mode, repeated:
 //   client -> peer  Request {op u8 (kOpFetch | kOpShutdown), reserved[3], layer u32, expert u64}
 //   peer -> client  Reply   (payload = the record's stride bytes when errc == 0)
-//   READ mode: only kOpShutdown (answered by an empty Reply); records move as fabric
-//   Reads of the published keys.
+//   READ mode: kOpShutdown and kOpStatus (each answered by an empty Reply; kOpStatus's
+//   carries STORE_CHANGED once the peer has withdrawn its layer registrations); records
+//   move as fabric Reads of the published keys. A peer of an older build answers
+//   kOpStatus with PROTOCOL.
 // A kOpShutdown is answered and the peer closes the connection (a polite close).
 #pragma once
 
@@ -29,6 +31,8 @@ constexpr uint8_t kTransportTcp = 1;
 constexpr uint8_t kTransportRead = 2;
 constexpr uint8_t kOpFetch = 1;
 constexpr uint8_t kOpShutdown = 2;
+/// READ mode: "are you still serving?" (the client asks after a failed Read).
+constexpr uint8_t kOpStatus = 3;
 /// Longest error text a reply may carry.
 constexpr uint32_t kMaxReplyText = 4096;
 /// Longest Worker address / packed key in a READ reply.

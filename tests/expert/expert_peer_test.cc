@@ -1,5 +1,6 @@
 // The expert peer and client end to end on loopback, over both transports (TCP
-// requests; fabric Reads over the TCP fabric on one and two rails), and the faults:
+// requests; fabric Reads over the TCP fabric on one and two rails, and over the verbs
+// fabric: RDMA READ, in the soft-RoCE lane, skipped on a host without RDMA ports), and the faults:
 // unknown transport, out-of-range records, the admission cap, the store changed under
 // the peer, the peer gone mid-batch. Every failure is a named error.
 #include <arpa/inet.h>
@@ -46,31 +47,47 @@ struct Client {
   }
 };
 
-class ExpertPeerTest : public ::testing::TestWithParam<std::tuple<uint8_t, bool>> {
+/// The fabric under the read transport: TCP on one or two loopback rails, or verbs.
+enum class Fabric { kTcp1Rail, kTcp2Rails, kVerbs };
+
+class ExpertPeerTest : public ::testing::TestWithParam<std::tuple<uint8_t, Fabric>> {
  protected:
   void SetUp() override {
+    if (fabric() == Fabric::kVerbs) {
+      std::unique_ptr<fabric::Domain> probe;
+      Status s = testing::VerbsDomain(0, 5000, &probe);
+      if (s.code() == Code::kInvalidUsage) GTEST_SKIP() << "no RDMA port here: " << s.message();
+      ASSERT_TRUE(s.ok()) << s.message();
+    }
     dir_ = tmp_.path + "/store";
     m_ = testing::SmallManifest(3, 6, 40000);  // ~80 KB tensors: a stride of 80128 bytes
     ASSERT_TRUE(testing::WritePatternStore(dir_, m_).ok());
   }
   uint8_t transport() const { return std::get<0>(GetParam()); }
-  bool twoRails() const { return std::get<1>(GetParam()); }
+  Fabric fabric() const { return std::get<1>(GetParam()); }
+  /// The Domain of lane host `host` (0: the peer, 1: the client).
+  Status MakeDomain(int host, std::unique_ptr<fabric::Domain>* out) const {
+    if (fabric() == Fabric::kVerbs) return testing::VerbsDomain(host, 5000, out);
+    return testing::LoopbackDomain(fabric() == Fabric::kTcp2Rails, 5000, out);
+  }
 
-  void StartPeer(Peer* p, uint64_t cap = 0, bool fabric = true) {
+  void StartPeer(Peer* p, uint64_t cap = 0, bool fabric = true, int storeCheckIntervalMs = 100) {
     std::unique_ptr<Store> store;
     ASSERT_TRUE(Store::Open(dir_, true, &store).ok());
     if (fabric) {
-      ASSERT_TRUE(testing::LoopbackDomain(twoRails(), 5000, &p->domain).ok());
+      Status d = MakeDomain(0, &p->domain);
+      ASSERT_TRUE(d.ok()) << d.message();
       ASSERT_TRUE(p->domain->CreateWorker(&p->worker).ok());
     }
     ServerOptions o;
     o.pinCapBytes = cap;
     o.timeoutMs = 5000;
+    o.storeCheckIntervalMs = storeCheckIntervalMs;
     Status s = ExpertServer::Start(std::move(store), p->domain.get(), p->worker.get(), o, &p->server);
     ASSERT_TRUE(s.ok()) << s.message();
   }
   Status OpenClient(const Peer& p, Client* c, uint64_t records, uint8_t transport, bool verify = true) {
-    RY_RETURN_IF_ERROR(testing::LoopbackDomain(twoRails(), 5000, &c->domain));
+    RY_RETURN_IF_ERROR(MakeDomain(1, &c->domain));
     c->cache = std::make_unique<fabric::RegistrationCache>(*c->domain);
     RY_RETURN_IF_ERROR(c->domain->CreateWorker(&c->worker));
     c->arena.assign(records * m_.recordStride, '\x5a');
@@ -118,7 +135,7 @@ TEST_P(ExpertPeerTest, ArenaNcclRegisteredIsNotRegisteredAgain) {
   Peer p;
   StartPeer(&p);
   Client c;
-  ASSERT_TRUE(testing::LoopbackDomain(twoRails(), 5000, &c.domain).ok());
+  ASSERT_TRUE(MakeDomain(1, &c.domain).ok());
   c.cache = std::make_unique<fabric::RegistrationCache>(*c.domain);
   ASSERT_TRUE(c.domain->CreateWorker(&c.worker).ok());
   c.arena.assign(4 * m_.recordStride, 0);
@@ -140,6 +157,56 @@ TEST_P(ExpertPeerTest, ArenaNcclRegisteredIsNotRegisteredAgain) {
   c.client.reset();
   EXPECT_EQ(c.cache->stats().live, 1u);  // NCCL's count stays
   ASSERT_TRUE(c.cache->Release(nccl).ok());
+}
+
+TEST_P(ExpertPeerTest, ArenaRegisteredBeforeIsReusedByEveryClient) {
+  // One RegistrationCache of the client's Domain, as NCCL's regMr and the tiers share
+  // it: a buffer registered first (every right), then two clients (this test's
+  // transport and TCP) whose arenas lie inside it, and a third whose arena sticks out.
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(MakeDomain(1, &c.domain).ok());
+  c.cache = std::make_unique<fabric::RegistrationCache>(*c.domain);
+  ASSERT_TRUE(c.domain->CreateWorker(&c.worker).ok());
+  c.arena.assign(8 * m_.recordStride, 0);
+  const fabric::Region* first = nullptr;
+  ASSERT_TRUE(c.cache->Acquire(c.arena.data(), 6 * m_.recordStride, fabric::kAccessAll, fabric::MemoryKind::kHost, &first).ok());
+  ASSERT_EQ(c.cache->stats().registrations, 1u);
+  ClientOptions o;
+  o.transport = transport();
+  o.timeoutMs = 5000;
+  std::unique_ptr<ExpertClient> a, b, out;
+  ASSERT_TRUE(ExpertClient::Open(p.address(), o, *c.cache, c.worker.get(), c.arena.data(), 2 * m_.recordStride, &a).ok());
+  o.transport = kTransportTcp;
+  ASSERT_TRUE(ExpertClient::Open(p.address(), o, *c.cache, nullptr, c.arena.data() + 3 * m_.recordStride,
+                                 3 * m_.recordStride, &b).ok());
+  EXPECT_EQ(a->arenaRegion(), first);
+  EXPECT_EQ(b->arenaRegion(), first);
+  fabric::RegistrationCache::Stats st = c.cache->stats();
+  EXPECT_EQ(st.registrations, 1u);  // no second Domain::Register, so nothing pinned twice
+  EXPECT_EQ(st.reuses, 2u);
+  EXPECT_EQ(st.live, 1u);
+  EXPECT_EQ(c.cache->References(first), 3u);
+  // Both land where they should through the reused Region.
+  ASSERT_TRUE(a->Fetch(1, 2, m_.recordStride).ok());
+  ASSERT_TRUE(b->Fetch(2, 4, 2 * m_.recordStride).ok());
+  EXPECT_EQ(std::string(c.arena.data() + m_.recordStride, m_.recordStride), testing::ExpectedRecord(m_, 1, 2));
+  EXPECT_EQ(std::string(c.arena.data() + 5 * m_.recordStride, m_.recordStride), testing::ExpectedRecord(m_, 2, 4));
+  // An arena that reaches past the registered range is registered on its own.
+  o.transport = transport();
+  ASSERT_TRUE(ExpertClient::Open(p.address(), o, *c.cache, c.worker.get(), c.arena.data() + 5 * m_.recordStride,
+                                 3 * m_.recordStride, &out).ok());
+  EXPECT_NE(out->arenaRegion(), first);
+  EXPECT_EQ(c.cache->stats().registrations, 2u);
+  // Closing the clients gives back their counts; the first owner's stays.
+  a.reset();
+  b.reset();
+  out.reset();
+  EXPECT_EQ(c.cache->stats().live, 1u);
+  EXPECT_EQ(c.cache->References(first), 1u);
+  ASSERT_TRUE(c.cache->Release(first).ok());
+  EXPECT_EQ(c.cache->stats().live, 0u);
 }
 
 TEST_P(ExpertPeerTest, ChecksumVerificationCanBeSwitchedOff) {
@@ -182,21 +249,30 @@ TEST_P(ExpertPeerTest, OutOfRangeIsRefusedBeforeAnythingMoves) {
 
 TEST_P(ExpertPeerTest, StoreChangedUnderThePeerIsNamed) {
   Peer p;
-  StartPeer(&p);
+  StartPeer(&p, 0, true, /*storeCheckIntervalMs=*/0);  // the test runs the peer's check itself
   Client c;
   ASSERT_TRUE(OpenClient(p, &c, 1, transport()).ok());
   ASSERT_TRUE(c.client->Fetch(0, 1, 0).ok());
-  // Rewrite bytes of expert 1's record in place (same size): the checksum no longer matches.
+  // Rewrite bytes of expert 1's record in place (same size): the file's mtime moves.
   {
     std::fstream f(dir_ + "/layer-0001.bin", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(m_.recordStride + 10));
     f.write("XXXX", 4);
   }
   Status s = c.client->Fetch(0, 1, 0);
-  // TCP: the peer sees the file's mtime moved (STORE_CHANGED); READ: the bytes come
-  // straight from the mapping and the client's checksum catches them.
-  EXPECT_EQ(ExpertErrcOf(s), transport() == kTransportTcp ? ExpertErrc::kStoreChanged : ExpertErrc::kChecksumMismatch)
-      << s.message();
+  if (transport() == kTransportTcp) {
+    // TCP: the peer checks the file before every pread.
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  } else {
+    // READ: the peer serves the copy it loaded, so until it looks the record is the
+    // manifest's, whole (never the rewritten bytes); once it looks it withdraws.
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(std::string(c.arena.data(), m_.recordStride), testing::ExpectedRecord(m_, 0, 1));
+    EXPECT_EQ(ExpertErrcOf(p.server->CheckStore()), ExpertErrc::kStoreChanged);
+    EXPECT_EQ(p.server->stats().withdrawals, 1u);
+    s = c.client->Fetch(0, 1, 0);
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  }
   // A new connection is refused over READ too (the peer re-checks sizes and mtimes).
   Client c3;
   s = OpenClient(p, &c3, 1, transport());
@@ -225,6 +301,92 @@ TEST_P(ExpertPeerTest, LayerFileTruncatedUnderThePeerIsStoreChanged) {
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
 }
 
+TEST_P(ExpertPeerTest, TruncatedBeforeThePeerNoticesNeverCrashesIt) {
+  // The peer's store check is held off (interval 0), so Reads of the part of a layer
+  // file cut off by a truncation reach the peer before it withdraws anything: the
+  // window a periodic check always leaves. Reading the file's mapping there raised
+  // SIGBUS in the peer (this process); the peer serves its own copy instead.
+  Peer p;
+  StartPeer(&p, 0, true, /*storeCheckIntervalMs=*/0);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 6, transport()).ok());
+  ASSERT_TRUE(c.client->Fetch(2, 0, 0).ok());
+  ASSERT_EQ(::truncate((dir_ + "/layer-0005.bin").c_str(), static_cast<off_t>(m_.recordStride / 2)), 0);
+  std::vector<RecordRequest> batch;
+  for (uint64_t e = 0; e < 6; ++e) batch.push_back({2, e, e * m_.recordStride});
+  Status s = c.client->FetchBatch(batch);
+  if (transport() == kTransportTcp) {
+    // TCP: every request is checked and pread, so the change is named at once.
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  } else {
+    // READ: the records are the ones the manifest describes, whole, or nothing.
+    ASSERT_TRUE(s.ok()) << s.message();
+    for (uint64_t e = 0; e < 6; ++e) {
+      ASSERT_EQ(std::string(c.arena.data() + e * m_.recordStride, m_.recordStride), testing::ExpectedRecord(m_, 2, e));
+    }
+    // Once the peer looks, it names the change and withdraws; the client's next
+    // fetch fails with the same cause, and so does a new READ client.
+    Status check = p.server->CheckStore();
+    EXPECT_EQ(ExpertErrcOf(check), ExpertErrc::kStoreChanged) << check.message();
+    s = c.client->FetchBatch(batch);
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+    Client late;
+    s = OpenClient(p, &late, 1, transport());
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  }
+  // The peer is alive and still answers: a TCP client gets the named error.
+  Client tcp;
+  ASSERT_TRUE(OpenClient(p, &tcp, 1, kTransportTcp).ok());
+  EXPECT_EQ(ExpertErrcOf(tcp.client->Fetch(2, 1, 0)), ExpertErrc::kStoreChanged);
+  EXPECT_TRUE(tcp.client->Fetch(0, 1, 0).ok());  // other layers are untouched
+}
+
+TEST_P(ExpertPeerTest, TruncatedMidBatchFailsNamedNeverPartial) {
+  // Batches back to back over all 18 records while another thread truncates layer
+  // index 1's file after the first batch; the peer checks every 10 ms. Every batch is
+  // either Ok with every record byte-identical, or fails with STORE_CHANGED; one fails
+  // within the bound, and the peer survives.
+  Peer p;
+  StartPeer(&p, 0, true, /*storeCheckIntervalMs=*/10);
+  Client c;
+  const uint64_t n = m_.layers.size() * m_.expertsPerLayer;
+  ASSERT_TRUE(OpenClient(p, &c, n, transport()).ok());
+  std::vector<RecordRequest> batch;
+  for (uint64_t i = 0; i < n; ++i) batch.push_back({static_cast<uint32_t>(i % 3), i / 3, i * m_.recordStride});
+  std::atomic<int> done{0};
+  std::thread cutter([&] {
+    while (done.load() == 0) std::this_thread::yield();
+    (void)::truncate((dir_ + "/layer-0003.bin").c_str(), static_cast<off_t>(m_.recordStride + 100));
+  });
+  Status s = Status::Ok();
+  int okBatches = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (s.ok() && std::chrono::steady_clock::now() < deadline) {
+    std::fill(c.arena.begin(), c.arena.end(), '\x5a');
+    s = c.client->FetchBatch(batch);
+    if (!s.ok()) break;
+    ++okBatches;
+    for (uint64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::string(c.arena.data() + i * m_.recordStride, m_.recordStride),
+                testing::ExpectedRecord(m_, i % 3, i / 3)) << "batch " << okBatches << " record " << i;
+    }
+    done.store(1);
+  }
+  done.store(1);
+  cutter.join();
+  EXPECT_GE(okBatches, 1);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  // The peer lives on and names the change to a new client too.
+  Client again;
+  s = OpenClient(p, &again, 1, transport());
+  if (transport() == kTransportRead) {
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  } else {
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(ExpertErrcOf(again.client->Fetch(1, 2, 0)), ExpertErrc::kStoreChanged);
+  }
+}
+
 TEST_P(ExpertPeerTest, PeerGoneMidBatchIsPeerLost) {
   Peer p;
   StartPeer(&p);
@@ -233,19 +395,21 @@ TEST_P(ExpertPeerTest, PeerGoneMidBatchIsPeerLost) {
   ASSERT_TRUE(OpenClient(p, &c, n, transport()).ok());
   std::vector<RecordRequest> batch;
   for (uint64_t i = 0; i < n; ++i) batch.push_back({static_cast<uint32_t>(i % 3), i % 6, i * m_.recordStride});
-  std::atomic<bool> started{false};
+  // Batches back to back; the peer goes away (sockets closed, registrations gone)
+  // once the first batch is in, so a later batch is cut short whatever the speed
+  // (on verbs the peer's CPU serves no byte, so there is nothing to watch on its side).
+  std::atomic<int> done{0};
   std::thread killer([&] {
-    while (!started.load()) std::this_thread::yield();
-    // Wait until some bytes have moved, then take the whole peer away (sockets closed).
-    for (int i = 0; i < 2000; ++i) {
-      if (p.server->stats().recordsServedTcp > 0 || (p.worker && p.worker->stats().bytesServed > 0)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    while (done.load() == 0) std::this_thread::yield();
     p.server->Stop();
     p.worker.reset();
   });
-  started = true;
-  Status s = c.client->FetchBatch(batch);
+  Status s = Status::Ok();
+  for (int i = 0; i < 10000 && s.ok(); ++i) {
+    s = c.client->FetchBatch(batch);
+    if (s.ok()) done.fetch_add(1);
+  }
+  done.fetch_add(1);
   killer.join();
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPeerLost) << s.message();
   // Failed for good: a later fetch says the same, never a stale success.
@@ -286,11 +450,14 @@ TEST_P(ExpertPeerTest, AdmissionCapRefusesAtConnect) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ExpertPeerTest,
-                         ::testing::Values(std::make_tuple(kTransportTcp, false), std::make_tuple(kTransportRead, false),
-                                           std::make_tuple(kTransportRead, true)),
+                         ::testing::Values(std::make_tuple(kTransportTcp, Fabric::kTcp1Rail),
+                                           std::make_tuple(kTransportRead, Fabric::kTcp1Rail),
+                                           std::make_tuple(kTransportRead, Fabric::kTcp2Rails),
+                                           std::make_tuple(kTransportRead, Fabric::kVerbs)),
                          [](const auto& param_info) {
+                           const Fabric f = std::get<1>(param_info.param);
                            return std::string(TransportName(std::get<0>(param_info.param))) +
-                                  (std::get<1>(param_info.param) ? "_2rails" : "_1rail");
+                                  (f == Fabric::kVerbs ? "_verbs" : f == Fabric::kTcp2Rails ? "_2rails" : "_1rail");
                          });
 
 TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
