@@ -273,10 +273,11 @@ const Variable kVariables[] = {
      "always uses TCP sockets (RAILYARD_SOCKET_IFNAME).",
      0, 0, &ApplyTransport, "auto, verbs, tcp"},
     {"RAILYARD_COMMS", "enum", "fabric", "", nullptr,
-     "Which NCCL comms carry plain TCP mode: fabric = the comms written once over the fabric's "
-     "one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with immediate), legacy = "
-     "the older socket comms of proxy/tcp. Verbs mode and fabric mode (RAILYARD_FABRIC) use the "
-     "older comms either way for now. Both ends must use the same value.",
+     "Which NCCL comms carry plain TCP mode and verbs mode: fabric = the comms written once over "
+     "the fabric's one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with "
+     "immediate; over TCP, or over RDMA with one verbs Domain per NCCL device in verbs mode), "
+     "legacy = the older comms of proxy/tcp and proxy/verbs. Fabric mode (RAILYARD_FABRIC) uses "
+     "the older comms either way for now. Both ends must use the same value.",
      0, 0, &ApplyComms, "fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
