@@ -130,14 +130,15 @@ Global& G() {
 
 /// THE one place that chooses between the comms written once over the fabric
 /// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
-/// fabric comms serve plain TCP mode on IPv4 devices and verbs mode (over the
-/// fabric's verbs transport, one verbs Domain per NCCL device); fabric mode
-/// (RAILYARD_FABRIC, relays) keeps the older comms until relayed Endpoints land; so
-/// do IPv6 devices in TCP mode (the fabric's TCP transport binds IPv4 rails).
-/// RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the devices and
-/// the transport choice.
+/// fabric comms serve plain TCP mode on IPv4 devices, and verbs mode (over the
+/// fabric's verbs transport, one verbs Domain per NCCL device) only with
+/// RAILYARD_COMMS=fabric until they pass the conformance suite in the soft-RoCE
+/// lane; fabric mode (RAILYARD_FABRIC, relays) keeps the older comms until relayed
+/// Endpoints land; so do IPv6 devices in TCP mode (the fabric's TCP transport binds
+/// IPv4 rails). RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the
+/// devices and the transport choice.
 bool UsesFabricComms(const Global& g) {
-  if (g.verbsMode) return g.config->comms != "legacy";
+  if (g.verbsMode) return g.config->comms == "fabric";
   if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
   for (const topology::NetDevice& d : g.devices) {
     if (d.family() != AF_INET) return false;
@@ -381,7 +382,7 @@ Status ChooseTransport(Global& g, const env::Config& cfg, bool fabric) {
   }
   // The older comms register in the MR cache's hardware backend; the fabric comms
   // of verbs mode register through their Domains (the MR cache stays software).
-  if (fabric || cfg.comms == "legacy") proxy::GlobalMrCache().SetBackend(g.ib.get());
+  if (fabric || cfg.comms != "fabric") proxy::GlobalMrCache().SetBackend(g.ib.get());
   if (fabric) {
     // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
     // further away go through relays over TCP. NCCL still sees one device.
