@@ -93,8 +93,8 @@ Status ApplyTransport(const Variable& var, const char* source, std::string_view 
 Status ApplyComms(const Variable& var, const char* source, std::string_view value, Config* out) {
   std::string v(value);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (v != "fabric" && v != "legacy") {
-    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of fabric, legacy (" +
+  if (v != "auto" && v != "fabric" && v != "legacy") {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of auto, fabric, legacy (" +
                         var.name + ")");
   }
   out->comms = v;
@@ -277,12 +277,15 @@ const Variable kVariables[] = {
      "verbs carries the peers on a cable and relayed peers go over TCP. Connection setup "
      "always uses TCP sockets (RAILYARD_SOCKET_IFNAME).",
      0, 0, &ApplyTransport, "auto, verbs, tcp"},
-    {"RAILYARD_COMMS", "enum", "fabric", "", nullptr,
-     "Which NCCL comms carry plain TCP mode: fabric = the comms written once over the fabric's "
-     "one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with immediate), legacy = "
-     "the older socket comms of proxy/tcp. Verbs mode and fabric mode (RAILYARD_FABRIC) use the "
-     "older comms either way for now. Both ends must use the same value.",
-     0, 0, &ApplyComms, "fabric, legacy"},
+    {"RAILYARD_COMMS", "enum", "auto", "", nullptr,
+     "Which NCCL comms carry plain TCP mode and verbs mode: fabric = the comms written once over "
+     "the fabric's one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with "
+     "immediate) in both modes (verbs mode: one verbs Domain per NCCL device; EXPERIMENTAL, "
+     "it does not pass the conformance suite in the soft-RoCE lane yet), legacy = the older "
+     "comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode, legacy in "
+     "verbs mode. Fabric mode (RAILYARD_FABRIC) uses the older comms either way for now. Both "
+     "ends must use the same value.",
+     0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
      "(comma list of name[:port]; leading ^ excludes, = matches exact names). Unlike NCCL, a "

@@ -133,11 +133,15 @@ Global& G() {
 
 /// THE one place that chooses between the comms written once over the fabric
 /// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
-/// fabric comms serve plain TCP mode on IPv4 devices; verbs mode and fabric mode
-/// (RAILYARD_FABRIC, relays) keep the older comms until the fabric's verbs
-/// transport and relayed Endpoints land; so do IPv6 devices (the fabric's TCP
-/// transport binds IPv4 rails). Requires the devices and the transport choice.
+/// fabric comms serve plain TCP mode on IPv4 devices, and verbs mode (over the
+/// fabric's verbs transport, one verbs Domain per NCCL device) only with
+/// RAILYARD_COMMS=fabric until they pass the conformance suite in the soft-RoCE
+/// lane; fabric mode (RAILYARD_FABRIC, relays) keeps the older comms until relayed
+/// Endpoints land; so do IPv6 devices in TCP mode (the fabric's TCP transport binds
+/// IPv4 rails). RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the
+/// devices and the transport choice.
 bool UsesFabricComms(const Global& g) {
+  if (g.verbsMode) return g.config->comms == "fabric";
   if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
   for (const topology::NetDevice& d : g.devices) {
     if (d.family() != AF_INET) return false;
@@ -161,9 +165,20 @@ MemoryRegion* Legacy(void* mhandle) {
   return h != nullptr ? h->legacy : nullptr;
 }
 
+/// Access of an NCCL buffer's fabric Region: the peer's data Writes land in it; device
+/// memory is also read by this host's own HCA (the iflush READ through the loopback
+/// Endpoint, FabricRecvComm::IflushFabric).
+uint32_t FabricAccessOf(fabric::MemoryKind kind) {
+  uint32_t a = fabric::kAccessLocal | fabric::kAccessRemoteWrite;
+  if (kind == fabric::MemoryKind::kDevice) a |= fabric::kAccessRemoteRead;
+  return a;
+}
+
 /// Wraps a MrCache registration into a MemHandle, registering [data, data + size)
-/// (at least 1 byte) in every fabric Domain too. Deregisters everything on error.
-Status MakeHandle(MemoryRegion* legacy, void* data, size_t size, void** mhandle) {
+/// (at least 1 byte, memory of `kind`) in every fabric Domain too. Deregisters
+/// everything on error.
+Status MakeHandle(MemoryRegion* legacy, void* data, size_t size, void** mhandle,
+                  fabric::MemoryKind kind = fabric::MemoryKind::kHost) {
   Global& g = G();
   auto h = std::make_unique<proxy::nccl::MemHandle>();
   h->legacy = legacy;
@@ -171,8 +186,7 @@ Status MakeHandle(MemoryRegion* legacy, void* data, size_t size, void** mhandle)
   h->devices.resize(ndev);
   for (size_t i = 0; i < ndev && data != nullptr; ++i) {
     Status s = g.fabric->registrations(i).Acquire(data, std::max<size_t>(size, 1),
-                                                  fabric::kAccessLocal | fabric::kAccessRemoteWrite,
-                                                  fabric::MemoryKind::kHost, &h->devices[i].region);
+                                                  FabricAccessOf(kind), kind, &h->devices[i].region);
     if (!s.ok()) {
       for (size_t j = 0; j < i; ++j) (void)g.fabric->registrations(j).Release(h->devices[j].region);
       (void)proxy::GlobalMrCache().Deregister(legacy);
@@ -237,6 +251,77 @@ int PtrSupport(const Global& g) {
   return PtrSupportFor(f);
 }
 
+/// Verbs mode over the fabric comms: ptrSupport of device `dev` from its verbs
+/// Domain, i.e. from exactly the ports its connections use (every route of a verbs
+/// device is RDMA): CUDA with a peer-memory module (kCapDeviceMemory), DMA-BUF (with
+/// CUDA) when every port of the device registers DMA-BUFs (kCapDmaBuf) and the CUDA
+/// driver exports them. Requires g.fabric and dev < its devices().
+int VerbsFabricPtrSupport(Global& g, int dev) {
+  const fabric::Capabilities& c = g.fabric->domain(static_cast<size_t>(dev)).capabilities();
+  RouteFacts f;
+  f.everyRouteRdma = true;
+  f.gdrPeerMemory = c.Has(fabric::kCapDeviceMemory);
+  f.portsDmaBuf = c.Has(fabric::kCapDmaBuf);
+  f.cudaDmaBuf = f.portsDmaBuf && proxy::verbs::CudaDmaBuf();
+  return PtrSupportFor(f);
+}
+
+/// The verbs device `vd` as the FabricRuntime names it (its ports as "device:port").
+runtime::FabricRuntime::VerbsDevice VerbsRuntimeDevice(const Global& g, const Global::VerbsDev& vd) {
+  runtime::FabricRuntime::VerbsDevice d;
+  d.name = vd.name;
+  for (int p : vd.ports) d.ports.push_back(g.ib->at(static_cast<size_t>(p)).Name());
+  return d;
+}
+
+/// Verbs mode over the fabric comms: the FabricRuntime with one verbs Domain per
+/// NCCL device (g.verbsDevs). Its Workers' bootstrap listeners bind the first
+/// RAILYARD_SOCKET_IFNAME interface when it is IPv4 (where the older verbs comms
+/// put their control sockets), else the first port's address. Requires g.mu.
+Status CreateVerbsRuntime(Global& g, std::unique_ptr<runtime::FabricRuntime>* out) {
+  std::vector<runtime::FabricRuntime::VerbsDevice> devs;
+  for (const Global::VerbsDev& vd : g.verbsDevs) devs.push_back(VerbsRuntimeDevice(g, vd));
+  std::string bootstrap;
+  if (!g.devices.empty() && g.devices[0].family() == AF_INET) bootstrap = g.devices[0].addrString;
+  return runtime::FabricRuntime::CreateVerbs(*g.config, devs, bootstrap, out);
+}
+
+/// regMrDmaBuf of a real DMA-BUF (fd >= 0) in verbs mode over the fabric comms: the
+/// buffer registered through every device's RegistrationCache (AcquireDmaBuf:
+/// ibv_reg_dmabuf_mr on each port), plus a software MrCache entry for RecvTable's
+/// checks. `type` NCCL_PTR_CUDA is device memory, NCCL_PTR_HOST host memory (a
+/// udmabuf). InvalidArgument for a NULL address or 0 bytes; InvalidUsage when a
+/// device's ports cannot register DMA-BUFs; nothing stays registered on error.
+Status RegDmaBufVerbsFabric(void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  Global& g = G();
+  if (data == nullptr || size == 0) {
+    return InvalidArgument("regMrDmaBuf of fd " + std::to_string(fd) + " with " +
+                           (data == nullptr ? "a NULL address" : "0 bytes"));
+  }
+  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
+    return InvalidArgument("regMrDmaBuf of pointer type " + std::to_string(type) + " (NCCL_PTR_HOST or NCCL_PTR_CUDA)");
+  }
+  const fabric::MemoryKind kind = type == NCCL_PTR_CUDA ? fabric::MemoryKind::kDevice : fabric::MemoryKind::kHost;
+  MemoryRegion* legacy = nullptr;
+  RY_RETURN_IF_ERROR(proxy::GlobalMrCache().Register(data, size, type, &legacy));
+  auto h = std::make_unique<proxy::nccl::MemHandle>();
+  h->legacy = legacy;
+  const size_t ndev = g.fabric->devices();
+  h->devices.resize(ndev);
+  for (size_t i = 0; i < ndev; ++i) {
+    Status s = g.fabric->registrations(i).AcquireDmaBuf(data, size, fd, offset, FabricAccessOf(kind), kind,
+                                                        &h->devices[i].region);
+    if (!s.ok()) {
+      for (size_t j = 0; j < i; ++j) (void)g.fabric->registrations(j).Release(h->devices[j].region);
+      (void)proxy::GlobalMrCache().Deregister(legacy);
+      return s;
+    }
+    h->devices[i].packedKey = h->devices[i].region->Key().Pack();
+  }
+  *mhandle = h.release();
+  return Status::Ok();
+}
+
 /// Every open RDMA port (fabric mode with verbs). Requires init.
 std::vector<int> AllPorts() {
   std::vector<int> ports;
@@ -298,7 +383,9 @@ Status ChooseTransport(Global& g, const env::Config& cfg, bool fabric) {
     RY_INFO(log::kInit | log::kNet, "Railyard uses TCP: %s", s.message().c_str());
     return Status::Ok();
   }
-  proxy::GlobalMrCache().SetBackend(g.ib.get());
+  // The older comms register in the MR cache's hardware backend; the fabric comms
+  // of verbs mode register through their Domains (the MR cache stays software).
+  if (fabric || cfg.comms != "fabric") proxy::GlobalMrCache().SetBackend(g.ib.get());
   if (fabric) {
     // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
     // further away go through relays over TCP. NCCL still sees one device.
@@ -434,7 +521,8 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     g.fabricComms = UsesFabricComms(g);
     if (g.fabricComms) {
       std::unique_ptr<runtime::FabricRuntime> rt;
-      if (Status f = runtime::FabricRuntime::Create(*cfg, g.devices, &rt); !f.ok()) return Fail(f, "init");
+      Status f = g.verbsMode ? CreateVerbsRuntime(g, &rt) : runtime::FabricRuntime::Create(*cfg, g.devices, &rt);
+      if (!f.ok()) return Fail(f, "init");
       g.fabric = rt.release();  // never freed (see Global)
       runtime::SetFabric(g.fabric);
     }
@@ -510,7 +598,7 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
     props->speed = d.SpeedOr(g.config->defaultSpeedMbps);
   }
   props->guid = static_cast<uint64_t>(dev);
-  props->ptrSupport = PtrSupport(g);
+  props->ptrSupport = g.verbsMode && g.fabricComms ? VerbsFabricPtrSupport(g, dev) : PtrSupport(g);
   props->regIsGlobal = 1;  // registrations live in the process-wide MR cache
   props->forceFlush = 0;
   props->latency = 0;
@@ -726,7 +814,9 @@ ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle
   }
   MemoryRegion* r = nullptr;
   Status s = proxy::GlobalMrCache().Register(data, size, type, &r);
-  if (s.ok()) s = MakeHandle(r, data, size, mhandle);
+  if (s.ok()) {
+    s = MakeHandle(r, data, size, mhandle, type == NCCL_PTR_CUDA ? fabric::MemoryKind::kDevice : fabric::MemoryKind::kHost);
+  }
   if (!s.ok()) return Fail(s, "regMr");
   return ncclSuccess;
 }
@@ -745,6 +835,10 @@ ncclResult_t RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t
                              "device memory (ptrSupport is NCCL_PTR_HOST); use RAILYARD_TRANSPORT=verbs on "
                              "hosts with RDMA ports"),
                 "regMrDmaBuf");
+  }
+  if (g.verbsMode && g.fabricComms) {
+    Status s = RegDmaBufVerbsFabric(data, size, type, offset, fd, mhandle);
+    return s.ok() ? ncclSuccess : Fail(s, "regMrDmaBuf");
   }
   auto* c = static_cast<Comm*>(comm);
   if (dynamic_cast<proxy::verbs::VerbsSendComm*>(c) == nullptr &&
@@ -822,6 +916,13 @@ ncclResult_t Iflush(void* recvComm, int n, void** data, int* sizes, void** mhand
   *request = nullptr;
   if (recvComm == nullptr || n <= 0 || data == nullptr || sizes == nullptr) return ncclSuccess;
   Request* r = nullptr;
+  if (auto* f = dynamic_cast<proxy::nccl::FabricRecvComm*>(static_cast<Comm*>(recvComm))) {
+    // The fabric comms: a READ of device memory through the device's loopback Endpoint.
+    Status s = f->IflushFabric(n, data, sizes, reinterpret_cast<proxy::nccl::MemHandle* const*>(mhandles), &r);
+    if (!s.ok()) return Fail(s, "iflush");
+    *request = r;
+    return ncclSuccess;
+  }
   MemoryRegion* legacy[proxy::kMaxRecvs] = {};
   for (int i = 0; i < n && i < proxy::kMaxRecvs && mhandles != nullptr; ++i) legacy[i] = Legacy(mhandles[i]);
   Status s = static_cast<RecvComm*>(static_cast<Comm*>(recvComm))
@@ -896,6 +997,17 @@ ncclResult_t MakeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) {
       }
       vd.ports.push_back(p);
       vd.name += (i ? "+" : "") + g.ib->at(static_cast<size_t>(p)).device;
+    }
+    if (g.fabric != nullptr) {
+      // The fabric comms: the fused device gets its own verbs Domain over these ports.
+      size_t index = 0;
+      if (Status s = g.fabric->AddVerbsDevice(VerbsRuntimeDevice(g, vd), &index); !s.ok()) {
+        return Fail(s, "makeVDevice");
+      }
+      if (index != g.verbsDevs.size()) {
+        return Fail(InternalError("makeVDevice: fabric device " + std::to_string(index) + " for NCCL device " +
+                                  std::to_string(g.verbsDevs.size())), "makeVDevice");
+      }
     }
     g.verbsDevs.push_back(std::move(vd));
     *d = static_cast<int>(g.verbsDevs.size()) - 1;

@@ -4,6 +4,10 @@
 // route that cannot read GPU memory (TCP: the CPU copies the bytes) rules them out
 // for the whole device. In fabric mode a device's peers may be relayed over TCP at
 // any time (routes are planned per connection), so fabric mode reports host only.
+// In verbs mode over the fabric comms the facts are those of the device's own verbs
+// Domain (plugin/net.cc VerbsFabricPtrSupport): its ports are every route it has, a
+// peer-memory module gives kCapDeviceMemory, and DMA-BUF needs kCapDmaBuf (every
+// port of THAT device registers DMA-BUFs), not every port of the host.
 #pragma once
 
 #include "plugin/abi/common.h"

@@ -27,6 +27,9 @@ enum Capability : uint64_t {
   kCapTargetCpuChecks = 1ull << 10,
   /// Endpoints reach Workers of other processes (the fake transport is in-process only).
   kCapMultiProcess = 1ull << 11,
+  /// Domain::RegisterDmaBuf works on every rail (verbs: ibv_reg_dmabuf_mr on every
+  /// port's device). Added 2026-12-01 (vcomms).
+  kCapDmaBuf = 1ull << 12,
 };
 
 /// A transport's capabilities and limits.

@@ -44,6 +44,21 @@ class Domain {
   /// (operations using it at the target fail with DEREGISTERED); the memory may be
   /// freed. InvalidArgument for a region that is not registered here.
   virtual Status Deregister(const Region* region) = 0;
+  /// Registers the DMA-BUF `fd` (bytes [offset, offset + bytes) of the buffer) on every
+  /// rail, seen at virtual address `addr` (the iova operations name: Region::base =
+  /// addr, so LocalSlice offsets and RemoteKey addresses work as for Register). The
+  /// Region is of `kind` (kDevice for GPU memory). The fd stays the caller's (it may
+  /// be closed after this returns; the registration keeps the buffer).
+  /// InvalidArgument for fd < 0, NULL addr, 0 bytes, a wrapping range or bad access
+  /// bits; InvalidUsage when the transport lacks kCapDmaBuf (the default: TCP cannot
+  /// read a DMA-BUF); SystemError when the driver refuses the fd.
+  /// Added additively (2026-12-01, vcomms): the default refuses.
+  virtual Status RegisterDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access,
+                                MemoryKind kind, const Region** out) {
+    (void)addr, (void)bytes, (void)offset, (void)access, (void)kind, (void)out;
+    return InvalidUsage(std::string("fabric register of DMA-BUF fd ") + std::to_string(fd) + ": the " +
+                        TransportName() + " transport cannot register DMA-BUFs");
+  }
   /// Creates a Worker (listening on every rail). The Worker must be destroyed before
   /// the Domain.
   virtual Status CreateWorker(std::unique_ptr<Worker>* out) = 0;

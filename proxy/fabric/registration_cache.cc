@@ -20,7 +20,7 @@ Status RegistrationCache::Acquire(void* addr, uint64_t bytes, uint32_t access, M
     for (auto it = byBase_.upper_bound(a); it != byBase_.begin();) {
       --it;
       const Region& r = *it->second.region;
-      if (r.kind == kind && (r.access & access) == access && r.Contains(a, bytes)) {
+      if (!it->second.dmabuf && r.kind == kind && (r.access & access) == access && r.Contains(a, bytes)) {
         ++it->second.refs;
         ++reuses_;
         *out = it->second.region;
@@ -32,6 +32,18 @@ Status RegistrationCache::Acquire(void* addr, uint64_t bytes, uint32_t access, M
   Status s = domain_.Register(addr, bytes, access, kind, &region);
   if (!s.ok()) return s;
   byBase_.emplace(region->base, Entry{region, 1});
+  ++registrations_;
+  *out = region;
+  return Status::Ok();
+}
+
+Status RegistrationCache::AcquireDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access,
+                                        MemoryKind kind, const Region** out) {
+  std::lock_guard lock(mu_);
+  const Region* region = nullptr;
+  Status s = domain_.RegisterDmaBuf(addr, bytes, fd, offset, access, kind, &region);
+  if (!s.ok()) return s;
+  byBase_.emplace(region->base, Entry{region, 1, true});
   ++registrations_;
   *out = region;
   return Status::Ok();

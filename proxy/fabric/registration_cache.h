@@ -43,6 +43,12 @@ class RegistrationCache {
   /// access bits; InvalidUsage for device memory the transport cannot reach);
   /// `*out` is unchanged on error.
   Status Acquire(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out);
+  /// A new Region for DMA-BUF `fd` (Domain::RegisterDmaBuf; never reused: another fd
+  /// may map other memory at the same address), released with Release like any other.
+  /// Plain Acquires never reuse it. Errors as Domain::RegisterDmaBuf; `*out` is
+  /// unchanged on error. Added 2026-12-01 (vcomms).
+  Status AcquireDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access, MemoryKind kind,
+                       const Region** out);
   /// Drops one count taken by Acquire; the last one deregisters the Region (after
   /// which no byte lands in it or leaves it). InvalidArgument for a region this
   /// cache did not hand out or whose counts are all released.
@@ -56,6 +62,7 @@ class RegistrationCache {
   struct Entry {
     const Region* region = nullptr;
     uint64_t refs = 0;
+    bool dmabuf = false;  ///< from AcquireDmaBuf: never handed to a plain Acquire
   };
 
   Domain& domain_;

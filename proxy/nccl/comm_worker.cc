@@ -37,7 +37,25 @@ void CommWorker::Stop() {
     RY_WARN("fabric comms of device %s: %zu comms and %zu listen comms still open at stop", device_.c_str(),
             clients_.size(), listeners_.size());
   }
+  loopback_.reset();  // before its Worker
+  if (flushRegion_ != nullptr) (void)domain_->Deregister(flushRegion_);
+  flushRegion_ = nullptr;
   worker_.reset();
+}
+
+Status CommWorker::LoopbackLocked(fabric::Endpoint** ep, fabric::LocalSlice* word) {
+  if (worker_ == nullptr) return InvalidUsage("fabric comms of " + device_ + ": flush after the worker stopped");
+  if (flushRegion_ == nullptr) {
+    RY_RETURN_IF_ERROR(domain_->Register(flushWord_.data(), flushWord_.size(), fabric::kAccessLocal,
+                                         fabric::MemoryKind::kHost, &flushRegion_));
+  }
+  if (loopback_ == nullptr || !loopback_->status().ok()) {
+    loopback_.reset();
+    RY_RETURN_IF_ERROR(worker_->Connect(worker_->Address(), &loopback_));
+  }
+  *ep = loopback_.get();
+  *word = fabric::LocalSlice{flushRegion_, 0, 1};
+  return Status::Ok();
 }
 
 size_t CommWorker::DriveLocked() {

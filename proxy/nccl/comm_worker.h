@@ -29,6 +29,7 @@
 
 #include "env/status.h"
 #include "proxy/fabric/domain.h"
+#include "proxy/fabric/endpoint.h"
 #include "proxy/fabric/event.h"
 #include "proxy/nccl/nccl_records.h"
 #include "proxy/tcp/tcp_progress_gate.h"
@@ -102,6 +103,14 @@ class CommWorker {
   void AddListener(uint64_t listenId, HelloSink* sink);
   void RemoveListener(uint64_t listenId);
 
+  /// With the lock held: this Worker's Endpoint to itself and a 64-byte host word
+  /// registered for local use, for the GPU flush of receives into device memory
+  /// (an RDMA READ of the received buffer by the local HCA makes the HCA's earlier
+  /// writes into it visible to the GPU, as NCCL's own IB transport does with its
+  /// loopback QP). Made on first use, freed by Stop. The flush READ goes over the
+  /// Endpoint's first rail only. Errors of Worker::Connect and Domain::Register.
+  Status LoopbackLocked(fabric::Endpoint** ep, fabric::LocalSlice* word);
+
  private:
   void Dispatch(const fabric::Event& e);
   void HelperLoop();
@@ -125,6 +134,9 @@ class CommWorker {
   std::unordered_map<uint64_t, HelloSink*> listeners_;
   uint32_t nextId_ = 1;
   std::vector<fabric::Event> events_;
+  std::unique_ptr<fabric::Endpoint> loopback_;  ///< see LoopbackLocked
+  std::vector<uint8_t> flushWord_ = std::vector<uint8_t>(64);
+  const fabric::Region* flushRegion_ = nullptr;
 };
 
 }  // namespace railyard::proxy::nccl

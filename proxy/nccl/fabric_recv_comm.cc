@@ -10,10 +10,55 @@ namespace {
 /// Cookie bits: the CTS Write of slot (low bits), and the close notice.
 constexpr uint64_t kCtsCookie = 1ull << 39;
 constexpr uint64_t kControlCookie = 1ull << 38;
+/// Cookie bit of a flush READ (low bits: its FlushRequest).
+constexpr uint64_t kFlushCookie = 1ull << 37;
 }  // namespace
 
 FabricRecvComm::FabricRecvComm(CommWorker* cw, size_t deviceIndex, const MrCache* cache)
-    : cw_(cw), dev_(deviceIndex), outbox_(RecvTable::kMaxRequests), table_(this, cache, &poison_) {}
+    : cw_(cw), dev_(deviceIndex), outbox_(RecvTable::kMaxRequests), table_(this, cache, &poison_) {
+  for (FlushRequest& f : flushes_) f.owner = this;
+}
+
+FabricRecvComm::FlushRequest* FabricRecvComm::AsFlush(Request* r) {
+  for (FlushRequest& f : flushes_) {
+    if (&f == r) return &f;
+  }
+  return nullptr;
+}
+
+Status FabricRecvComm::IflushFabric(int n, void** data, const int* sizes, MemHandle* const* mhs, Request** request) {
+  *request = nullptr;
+  auto lock = cw_->Lock();
+  if (closed_) return InvalidUsage("iflush on a closed comm");
+  RY_RETURN_IF_ERROR(CheckEndpoint());
+  int last = -1;
+  for (int i = 0; i < n && i < kMaxRecvs; ++i) {
+    if (sizes[i] > 0 && mhs != nullptr && mhs[i] != nullptr && mhs[i]->magic == MemHandle::kMagic) last = i;
+  }
+  if (last < 0) return Status::Ok();
+  const uint64_t addr = reinterpret_cast<uint64_t>(data[last]);
+  const fabric::Region* region = mhs[last]->RegionFor(dev_, addr, 1);
+  if (region == nullptr || region->kind != fabric::MemoryKind::kDevice) return Status::Ok();  // host: nothing to flush
+  FlushRequest* f = nullptr;
+  for (FlushRequest& c : flushes_) {
+    if (!c.inUse) {
+      f = &c;
+      break;
+    }
+  }
+  if (f == nullptr) return InternalError("more than " + std::to_string(flushes_.size()) + " flushes in flight");
+  fabric::Endpoint* loop = nullptr;
+  fabric::LocalSlice word;
+  RY_RETURN_IF_ERROR(cw_->LoopbackLocked(&loop, &word));
+  const uint64_t idx = static_cast<uint64_t>(f - flushes_.data());
+  RY_RETURN_IF_ERROR(loop->Read(word, region->Key(), addr, (uint64_t{id_} << kCookieCommShift) | kFlushCookie | idx));
+  f->inUse = true;
+  f->done = false;
+  f->error = Status::Ok();
+  cw_->DriveLocked();
+  *request = f;
+  return Status::Ok();
+}
 
 Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello hello, fabric::RemoteKey fifoKey,
                                     uint64_t peerWorker, const MrCache* cache, std::shared_ptr<RankSource> rank,
@@ -127,6 +172,17 @@ Status FabricRecvComm::IrecvFabric(int n, void** data, const size_t* sizes, cons
 
 Status FabricRecvComm::Test(Request* request, int* done, int* sizes) {
   *done = 0;
+  if (FlushRequest* f = AsFlush(request)) {
+    auto lock = cw_->Lock();
+    if (!f->inUse) return InternalError("test of a flush request that is not in flight");
+    if (!f->done) cw_->DriveLocked();
+    if (!f->done) return Status::Ok();
+    f->inUse = false;
+    if (!f->error.ok()) return f->error;
+    *done = 1;
+    (void)sizes;  // a flush reports no sizes
+    return Status::Ok();
+  }
   auto* e = static_cast<RecvTable::Entry*>(request);
   if (e->seq.load(std::memory_order_acquire) == RecvTable::kFree) {
     return InternalError("test of a receive request that is not in flight");
@@ -182,6 +238,18 @@ void FabricRecvComm::OnEvent(const fabric::Event& e) {
   }
   if (e.op == fabric::OpType::kNone) {
     Poisoned(e.error.ToStatus());
+    return;
+  }
+  if ((e.cookie & kFlushCookie) != 0 && (e.cookie & kCtsCookie) == 0) {
+    const uint64_t idx = e.cookie & 0xff;
+    if (idx < flushes_.size() && flushes_[idx].inUse) {
+      flushes_[idx].done = true;
+      if (e.kind == EventKind::kError) {
+        flushes_[idx].error = Status(e.error.ToStatus().code(), "receive comm (" + rank_->Text() + ") from " +
+                                                                    peer_.ToString() + ": flush READ: " +
+                                                                    e.error.ToString());
+      }
+    }
     return;
   }
   if (e.kind == EventKind::kError) Poisoned(e.error.ToStatus());

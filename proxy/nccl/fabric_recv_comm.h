@@ -35,6 +35,13 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   Status IrecvFabric(int n, void** data, const size_t* sizes, const int* tags, MemHandle* const* mhs,
                      Request** request);
   Status Irecv(int, void**, const size_t*, const int*, MemoryRegion**, Request**) override;
+  /// iflush (nccl-net-abi.md §2.5): when the last non-empty buffer of a completed
+  /// receive is device memory (its MemHandle's Region of this device is kDevice), one
+  /// 1-byte READ of it through this device's loopback Endpoint (CommWorker::
+  /// LoopbackLocked); *request is then a flush request to test(). NULL otherwise
+  /// (host memory needs no flush). Errors of the loopback's setup and of Read;
+  /// InternalError with more than RecvTable::kMaxRequests flushes in flight.
+  Status IflushFabric(int n, void** data, const int* sizes, MemHandle* const* mhs, Request** request);
   Status Test(Request* request, int* done, int* sizes) override;
   void Close() override;
 
@@ -46,6 +53,15 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   /// Records the comm's error, naming the peer (WARN when receives are posted, else INFO).
   void Poisoned(const Status& s);
   Status CheckEndpoint();
+
+  /// A flush in flight (IflushFabric).
+  struct FlushRequest : Request {
+    bool inUse = false;
+    bool done = false;
+    Status error;
+  };
+  /// The flush request `r` is, or NULL when it is a receive request.
+  FlushRequest* AsFlush(Request* r);
 
   CommWorker* cw_;
   size_t dev_;
@@ -64,6 +80,7 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   std::array<RecvTable::Entry*, RecvTable::kMaxRequests> posted_{};  ///< by seq % 32
   std::array<uint64_t, RecvTable::kMaxRequests> postedSeq_{};
   bool closed_ = false;
+  std::array<FlushRequest, RecvTable::kMaxRequests> flushes_;
 };
 
 }  // namespace railyard::proxy::nccl

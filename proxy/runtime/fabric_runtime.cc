@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/verbs/verbs_domain.h"
 
 namespace railyard::runtime {
 
@@ -27,38 +28,94 @@ Status FabricRuntime::Create(const env::Config& config, const std::vector<topolo
     rail.speedMbps = static_cast<uint32_t>(d.SpeedOr(config.defaultSpeedMbps));
     fabric::tcp::TcpOptions o = fabric::tcp::TcpOptions::FromConfig(config, {rail});
     o.socketsPerRail = std::clamp(config.nsocks, 1, 16);
-    Device dev;
-    RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(o, &dev.domain));
-    dev.cache = std::make_unique<fabric::RegistrationCache>(*dev.domain);
-    dev.comms = std::make_unique<proxy::nccl::CommWorker>(dev.domain.get(), d.name);
-    rt->devices_.push_back(std::move(dev));
+    auto dev = std::make_unique<Device>();
+    RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(o, &dev->domain));
+    dev->cache = std::make_unique<fabric::RegistrationCache>(*dev->domain);
+    dev->comms = std::make_unique<proxy::nccl::CommWorker>(dev->domain.get(), d.name);
+    size_t index = 0;
+    std::lock_guard lock(rt->mu_);
+    RY_RETURN_IF_ERROR(rt->Append(std::move(dev), &index));
   }
   *out = std::move(rt);
+  return Status::Ok();
+}
+
+Status FabricRuntime::CreateVerbs(const env::Config& config, const std::vector<VerbsDevice>& devices,
+                                  const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out) {
+  std::unique_ptr<FabricRuntime> rt(new FabricRuntime());
+  rt->verbs_ = true;
+  rt->config_ = config;
+  rt->bootstrap_ = bootstrapAddress;
+  for (const VerbsDevice& d : devices) {
+    size_t index = 0;
+    RY_RETURN_IF_ERROR(rt->AddVerbsDevice(d, &index));
+  }
+  *out = std::move(rt);
+  return Status::Ok();
+}
+
+Status FabricRuntime::AddVerbsDevice(const VerbsDevice& device, size_t* index) {
+  if (!verbs_) return InvalidUsage("fabric runtime: verbs device " + device.name + " added to a TCP runtime");
+  if (device.ports.empty()) return InvalidArgument("fabric runtime: verbs device " + device.name + " has no port");
+  // Exactly this device's ports: RAILYARD_HCA's exact-name form "=dev:port,dev:port".
+  fabric::verbs::VerbsOptions o = fabric::verbs::VerbsOptions::FromConfig(config_);
+  o.config.hca = "=";
+  for (size_t i = 0; i < device.ports.size(); ++i) o.config.hca += (i ? "," : "") + device.ports[i];
+  o.bootstrapAddress = bootstrap_;
+  auto dev = std::make_unique<Device>();
+  if (Status s = fabric::verbs::CreateVerbsDomain(o, &dev->domain); !s.ok()) {
+    return Status(s.code(), "verbs device " + device.name + ": " + s.message());
+  }
+  if (dev->domain->rails().size() != device.ports.size()) {
+    return InvalidArgument("verbs device " + device.name + ": " + std::to_string(device.ports.size()) +
+                           " ports named, " + std::to_string(dev->domain->rails().size()) + " opened (RAILYARD_HCA='" +
+                           o.config.hca + "')");
+  }
+  dev->cache = std::make_unique<fabric::RegistrationCache>(*dev->domain);
+  dev->comms = std::make_unique<proxy::nccl::CommWorker>(dev->domain.get(), device.name);
+  std::lock_guard lock(mu_);
+  if (running_) RY_RETURN_IF_ERROR(dev->comms->Start());
+  return Append(std::move(dev), index);
+}
+
+Status FabricRuntime::Append(std::unique_ptr<Device> d, size_t* index) {
+  const size_t n = count_.load(std::memory_order_relaxed);
+  if (n >= kMaxDevices) {
+    if (d->comms != nullptr) d->comms->Stop();
+    return InvalidArgument("fabric runtime: more than " + std::to_string(kMaxDevices) + " devices");
+  }
+  devices_[n] = std::move(d);
+  *index = n;
+  count_.store(n + 1, std::memory_order_release);
   return Status::Ok();
 }
 
 FabricRuntime::~FabricRuntime() {
   Stop();
   // Members go in reverse: CommWorkers, then caches, then Domains.
-  for (Device& d : devices_) {
-    d.comms.reset();
-    d.cache.reset();
-    d.domain.reset();
+  for (size_t i = 0; i < devices(); ++i) {
+    devices_[i]->comms.reset();
+    devices_[i]->cache.reset();
+    devices_[i]->domain.reset();
   }
 }
 
 Status FabricRuntime::Start() {
-  for (Device& d : devices_) {
-    if (Status s = d.comms->Start(); !s.ok()) {
-      Stop();
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < devices(); ++i) {
+    if (Status s = devices_[i]->comms->Start(); !s.ok()) {
+      for (size_t j = 0; j < i; ++j) devices_[j]->comms->Stop();
       return s;
     }
   }
+  running_ = true;
   return Status::Ok();
 }
 
 void FabricRuntime::Stop() {
-  for (Device& d : devices_) d.comms->Stop();
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < devices(); ++i) devices_[i]->comms->Stop();
+  running_ = false;
 }
 
 }  // namespace railyard::runtime

@@ -1,5 +1,6 @@
 // FabricRuntime: the process's fabric state, owned in one place. Per NCCL device
-// (plain TCP mode: one IPv4 interface = one rail) a fabric Domain, its
+// (plain TCP mode: one IPv4 interface = one rail; verbs mode: one RDMA port, or the
+// ports of a device fused by makeVDevice = several rails striped) a fabric Domain, its
 // RegistrationCache (DESIGN.md §2: regMr, the tier arenas, GIN/RMA windows and
 // CollNet staging all register through it, so one range is registered once) and the
 // CommWorker the NCCL comms of that device share. The Domains and caches live for
@@ -10,9 +11,12 @@
 // first init created it, or when this process's mode does not use the fabric).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "env/config.h"
@@ -34,6 +38,25 @@ class FabricRuntime {
   /// errors of CreateTcpDomain.
   static Status Create(const env::Config& config, const std::vector<topology::NetDevice>& devices,
                        std::unique_ptr<FabricRuntime>* out);
+  /// One NCCL verbs device: its name (messages) and its RDMA ports, each "device:port"
+  /// as IbPort::Name() gives it (one port, or the ports makeVDevice fused).
+  struct VerbsDevice {
+    std::string name;
+    std::vector<std::string> ports;
+  };
+  /// Verbs mode: one verbs Domain per device in `devices` (fabric/verbs; opened on
+  /// exactly that device's ports, the rest of the RDMA settings from `config`), with
+  /// its cache and CommWorker (not started). The Workers' bootstrap listeners bind
+  /// `bootstrapAddress` (IPv4; empty: the first port's address). Errors of
+  /// AddVerbsDevice; nothing is kept on error.
+  static Status CreateVerbs(const env::Config& config, const std::vector<VerbsDevice>& devices,
+                            const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out);
+  /// Adds one verbs device (makeVDevice) as device devices() (its index in *index);
+  /// its CommWorker starts at once when the runtime runs. InvalidArgument for no
+  /// ports, more than kMaxDevices devices or a port that did not open (RAILYARD_HCA
+  /// must select it); errors of CreateVerbsDomain and CommWorker::Start. Only for a
+  /// runtime made by CreateVerbs. Thread-safe against the accessors.
+  Status AddVerbsDevice(const VerbsDevice& device, size_t* index);
   ~FabricRuntime();
 
   /// Starts every CommWorker (its Worker and helper thread). On error none runs.
@@ -41,14 +64,16 @@ class FabricRuntime {
   /// Stops them (every comm must be closed first). Idempotent.
   void Stop();
 
-  /// Devices (= NCCL devices in plain TCP mode).
-  size_t devices() const { return devices_.size(); }
+  /// Most devices a runtime holds (NCCL's own limit is 32 physical + virtual ones).
+  static constexpr size_t kMaxDevices = 128;
+  /// Devices (= NCCL devices in plain TCP and in verbs mode).
+  size_t devices() const { return count_.load(std::memory_order_acquire); }
   /// The Domain of device `dev` (< devices()).
-  fabric::Domain& domain(size_t dev) { return *devices_[dev].domain; }
+  fabric::Domain& domain(size_t dev) { return *devices_[dev]->domain; }
   /// The RegistrationCache of device `dev`.
-  fabric::RegistrationCache& registrations(size_t dev) { return *devices_[dev].cache; }
+  fabric::RegistrationCache& registrations(size_t dev) { return *devices_[dev]->cache; }
   /// The CommWorker of device `dev` (the NCCL comms' Worker; use its Lock()).
-  proxy::nccl::CommWorker& comms(size_t dev) { return *devices_[dev].comms; }
+  proxy::nccl::CommWorker& comms(size_t dev) { return *devices_[dev]->comms; }
 
  private:
   struct Device {
@@ -57,10 +82,21 @@ class FabricRuntime {
     std::unique_ptr<proxy::nccl::CommWorker> comms;
   };
   FabricRuntime() = default;
-  std::vector<Device> devices_;
+  /// Appends `d` (devices() grows by one once it is in place). Requires mu_.
+  Status Append(std::unique_ptr<Device> d, size_t* index);
+
+  std::mutex mu_;  ///< serialises Append, Start and Stop
+  bool running_ = false;
+  // Fixed slots: readers index them without a lock while AddVerbsDevice appends.
+  std::array<std::unique_ptr<Device>, kMaxDevices> devices_;
+  std::atomic<size_t> count_{0};
+  // Verbs mode only: what AddVerbsDevice builds Domains from.
+  bool verbs_ = false;
+  env::Config config_;
+  std::string bootstrap_;
 };
 
-/// The process's FabricRuntime, NULL when none was created (verbs or fabric mode,
+/// The process's FabricRuntime, NULL when none was created (fabric mode,
 /// RAILYARD_COMMS=legacy, or before the plugin's first init).
 FabricRuntime* Fabric();
 /// Installs the process's FabricRuntime (the plugin's init, once; it is never freed:

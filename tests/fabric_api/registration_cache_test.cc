@@ -101,6 +101,80 @@ TEST_P(RegistrationCacheTest, DeviceMemoryIsNotServedByAHostRegion) {
   }
 }
 
+/// A Domain over another whose RegisterDmaBuf registers the range as plain memory
+/// (the inner transport has no DMA-BUF path): lets the cache's DMA-BUF bookkeeping
+/// run on every host.
+class DmaBufAsPlain : public Domain {
+ public:
+  explicit DmaBufAsPlain(Domain& inner) : inner_(inner) {}
+  const char* TransportName() const override { return inner_.TransportName(); }
+  const Capabilities& capabilities() const override { return inner_.capabilities(); }
+  const std::vector<RailInfo>& rails() const override { return inner_.rails(); }
+  Status Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out) override {
+    return inner_.Register(addr, bytes, access, kind, out);
+  }
+  Status Deregister(const Region* region) override {
+    ++deregistered;
+    return inner_.Deregister(region);
+  }
+  Status RegisterDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t, uint32_t access, MemoryKind kind,
+                        const Region** out) override {
+    if (fd < 0) return InvalidArgument("fd");
+    ++dmabufs;
+    return inner_.Register(addr, bytes, access, kind, out);
+  }
+  Status CreateWorker(std::unique_ptr<Worker>* out) override { return inner_.CreateWorker(out); }
+  int dmabufs = 0;
+  int deregistered = 0;
+
+ private:
+  Domain& inner_;
+};
+
+TEST_P(RegistrationCacheTest, DmaBufRegionsAreNeverReused) {
+  DmaBufAsPlain d(*domain_);
+  RegistrationCache cache(d);
+  const Region* buf1 = nullptr;
+  ASSERT_TRUE(cache.AcquireDmaBuf(mem_.data(), 8192, 5, 0, kAccessAll, MemoryKind::kHost, &buf1).ok());
+  // Another DMA-BUF at the same address (another fd may map other memory there).
+  const Region* buf2 = nullptr;
+  ASSERT_TRUE(cache.AcquireDmaBuf(mem_.data(), 8192, 6, 0, kAccessAll, MemoryKind::kHost, &buf2).ok());
+  EXPECT_NE(buf1, buf2);
+  // A plain Acquire inside them registers anew.
+  const Region* plain = nullptr;
+  ASSERT_TRUE(cache.Acquire(mem_.data() + 16, 64, kAccessLocal, MemoryKind::kHost, &plain).ok());
+  EXPECT_NE(plain, buf1);
+  EXPECT_NE(plain, buf2);
+  EXPECT_EQ(d.dmabufs, 2);
+  auto st = cache.stats();
+  EXPECT_EQ(st.registrations, 3u);
+  EXPECT_EQ(st.reuses, 0u);
+  EXPECT_EQ(st.live, 3u);
+  // Errors pass through and keep nothing.
+  const Region* none = nullptr;
+  EXPECT_EQ(cache.AcquireDmaBuf(mem_.data(), 8192, -1, 0, kAccessAll, MemoryKind::kHost, &none).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(cache.stats().live, 3u);
+  // Each DMA-BUF region goes with its one release.
+  EXPECT_TRUE(cache.Release(buf1).ok());
+  EXPECT_EQ(d.deregistered, 1);
+  EXPECT_FALSE(cache.Release(buf1).ok());
+  EXPECT_TRUE(cache.Release(buf2).ok());
+  EXPECT_TRUE(cache.Release(plain).ok());
+  EXPECT_EQ(d.deregistered, 3);
+  EXPECT_EQ(cache.stats().live, 0u);
+}
+
+TEST_P(RegistrationCacheTest, TransportsWithoutDmaBufRefuseIt) {
+  if (domain_->capabilities().Has(kCapDmaBuf)) GTEST_SKIP() << "this transport registers DMA-BUFs";
+  const Region* r = nullptr;
+  Status s = cache_->AcquireDmaBuf(mem_.data(), 4096, 0, 0, kAccessAll, MemoryKind::kHost, &r);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(r, nullptr);
+  EXPECT_EQ(cache_->stats().live, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RegistrationCacheTest, ::testing::ValuesIn(FabricTransports()), CaseName);
 
 }  // namespace

@@ -227,6 +227,53 @@ TEST_F(NcclFabricComm, ErrorsNameTheRankOfTheirOwnCommunicator) {
   b_.Dereg(rmh);
 }
 
+// iflush: host memory needs none (NULL request); a buffer whose Region is device
+// memory gets one 1-byte READ through the device's loopback Endpoint (its Worker
+// serves the byte to itself), completed by test(). The TCP transport has no device
+// memory, so the Region of a host buffer registered with remote read is marked
+// kDevice here to drive that path (over verbs it is a CUDA or DMA-BUF registration).
+TEST_F(NcclFabricComm, IflushReadsDeviceMemoryThroughTheLoopback) {
+  std::vector<char> dst(4096, 'x');
+  MemHandle* host = b_.Reg(dst.data(), dst.size());
+  void* data = dst.data();
+  int size = 100;
+  Request* r = nullptr;
+  ASSERT_TRUE(recv_->IflushFabric(1, &data, &size, &host, &r).ok());
+  EXPECT_EQ(r, nullptr) << "host memory needs no flush";
+  b_.Dereg(host);
+
+  auto* dev = new MemHandle();
+  ASSERT_TRUE(GlobalMrCache().Register(dst.data(), dst.size(), 2, &dev->legacy).ok());
+  dev->devices.resize(1);
+  ASSERT_TRUE(b_.domain->Register(dst.data(), dst.size(),
+                                  fabric::kAccessLocal | fabric::kAccessRemoteWrite | fabric::kAccessRemoteRead,
+                                  fabric::MemoryKind::kHost, &dev->devices[0].region).ok());
+  const_cast<fabric::Region*>(dev->devices[0].region)->kind = fabric::MemoryKind::kDevice;
+  int empty = 0;
+  ASSERT_TRUE(recv_->IflushFabric(1, &data, &empty, &dev, &r).ok());
+  EXPECT_EQ(r, nullptr) << "an empty receive needs no flush";
+  uint64_t served = 0;
+  {
+    auto lock = b_.cw->Lock();
+    served = b_.cw->worker().stats().bytesServed;
+  }
+  ASSERT_TRUE(recv_->IflushFabric(1, &data, &size, &dev, &r).ok());
+  ASSERT_NE(r, nullptr);
+  int sizes = -7;
+  Status s = Wait(recv_.get(), r, &sizes);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(sizes, -7) << "a flush reports no size";
+  {
+    auto lock = b_.cw->Lock();
+    EXPECT_EQ(b_.cw->worker().stats().bytesServed, served + 1) << "one byte read back by this Worker";
+  }
+  int done = 0;
+  EXPECT_EQ(recv_->Test(r, &done, nullptr).code(), Code::kInternalError) << "a flush request is tested once";
+  EXPECT_TRUE(GlobalMrCache().Deregister(dev->legacy).ok());
+  EXPECT_TRUE(b_.domain->Deregister(dev->devices[0].region).ok());
+  delete dev;
+}
+
 TEST(NcclRecords, HostileRecordsAreRefused) {
   FabricCts rec{};
   rec.header = MakeHeader(RecordKind::kFabricCts);

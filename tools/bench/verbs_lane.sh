@@ -17,6 +17,9 @@
 #   --out PATH   file whose verbs section is (re)written (default docs/benchmarks.md)
 #   --no-report  only run; tools/bench/verbs_report.py report --work DIR --out PATH
 #                renders an existing run folder again
+#   --comms C    RAILYARD_COMMS for railyard-perf in the guest: auto (the default;
+#                verbs mode then runs the older proxy/verbs comms), fabric (the NCCL
+#                comms over the fabric's verbs transport) or legacy, to compare them
 #
 # Inside the guest (lane topology 2x2, flat mode) rank 0 / the perftest client use
 # rxe_h0r0 and rank 1 / the perftest server rxe_h1r0, i.e. rail 0 only; perftest
@@ -47,7 +50,7 @@ guest() {
   mkdir -p "$RAW" "$LOGS"
   : > "$WORK/failures.txt"
   export NCCL_NET_PLUGIN=$WORK/bin/libnccl-net-railyard.so
-  export RAILYARD_TRANSPORT=verbs RAILYARD_SOCKET_IFNAME==lo
+  export RAILYARD_TRANSPORT=verbs RAILYARD_SOCKET_IFNAME==lo RAILYARD_COMMS=${COMMS:-auto}
   unset NCCL_SOCKET_IFNAME NCCL_IB_HCA || true
   local PERF=$WORK/bin/railyard-perf
 
@@ -142,7 +145,7 @@ fi
 # =================================================================================
 # Host side
 # =================================================================================
-ROUNDS=3 ROUNDS_GIVEN=0 QUICK=0 OUT="" BUILD="$ROOT/build" REPORT=1
+ROUNDS=3 ROUNDS_GIVEN=0 QUICK=0 OUT="" BUILD="$ROOT/build" REPORT=1 COMMS=auto
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) ROUNDS="${2:-}"; ROUNDS_GIVEN=1; shift 2 ;;
@@ -150,10 +153,12 @@ while [[ $# -gt 0 ]]; do
     --build) BUILD="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --no-report) REPORT=0; shift ;;
+    --comms) COMMS="${2:-}"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "verbs_lane.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
+[[ "$COMMS" == auto || "$COMMS" == fabric || "$COMMS" == legacy ]] || { echo "verbs_lane.sh: --comms wants auto, fabric or legacy" >&2; exit 2; }
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "verbs_lane.sh: --rounds wants a positive integer" >&2; exit 2; }
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 
@@ -189,6 +194,7 @@ SWEEPS="$SWEEPS"
 LAT_ITERS=$LAT_ITERS
 LAT_WARM=$LAT_WARM
 CHECK_MAX=$CHECK_MAX
+COMMS=$COMMS
 RY_TIMEOUT=300
 PT_TIMEOUT=120
 EOF
@@ -196,6 +202,7 @@ build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/
 cmdline="tools/bench/verbs_lane.sh"
 [[ $QUICK -eq 1 ]] && cmdline+=" --quick"
 [[ $ROUNDS_GIVEN -eq 1 ]] && cmdline+=" --rounds $ROUNDS"
+[[ $COMMS != auto ]] && cmdline+=" --comms $COMMS"
 {
   echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "command=$cmdline"

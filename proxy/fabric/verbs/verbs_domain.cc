@@ -93,9 +93,11 @@ VerbsDomain::VerbsDomain(VerbsOptions options, std::unique_ptr<IbPorts> ports)
                 kCapMultiProcess;
   if (rails_.size() > 1) caps_.flags |= kCapStriping;
   // ibv_reg_mr takes CUDA pointers only with a GPUDirect peer-memory module loaded
-  // (gpu_support.h). DMA-BUF registration needs the buffer's fd, which
-  // Domain::Register does not carry, so it does not count here.
+  // (gpu_support.h). DMA-BUFs (RegisterDmaBuf) need every port to take them.
   if (proxy::verbs::GdrPeerMemory()) caps_.flags |= kCapDeviceMemory;
+  bool dmabuf = ports_->size() > 0;
+  for (size_t i = 0; i < ports_->size(); ++i) dmabuf = dmabuf && ports_->at(i).dmabuf;
+  if (dmabuf) caps_.flags |= kCapDmaBuf;
   caps_.maxRecordBytes = kVerbsMaxRecordBytes;
   caps_.maxOpBytes = kVerbsMaxOpBytes;
   caps_.maxOpsInFlight = kVerbsOpWindow;
@@ -110,20 +112,42 @@ VerbsDomain::~VerbsDomain() {
   }
 }
 
-Status VerbsDomain::Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out) {
-  if (addr == nullptr) return InvalidArgument("verbs fabric register: NULL address");
-  if (bytes == 0) return InvalidArgument("verbs fabric register: 0 bytes");
+Status VerbsDomain::CheckRange(const char* what, void* addr, uint64_t bytes, uint32_t access) const {
+  const std::string w = std::string("verbs fabric ") + what;
+  if (addr == nullptr) return InvalidArgument(w + ": NULL address");
+  if (bytes == 0) return InvalidArgument(w + ": 0 bytes");
   const uint64_t base = reinterpret_cast<uint64_t>(addr);
-  if (base + bytes < base) return InvalidArgument("verbs fabric register: the range wraps");
+  if (base + bytes < base) return InvalidArgument(w + ": the range wraps");
   if (access == 0 || !ValidAccess(access)) {
-    return InvalidArgument("verbs fabric register: access bits 0x" + std::to_string(access) + " (none or unknown)");
+    return InvalidArgument(w + ": access bits 0x" + std::to_string(access) + " (none or unknown)");
   }
+  return Status::Ok();
+}
+
+void VerbsDomain::Keep(std::unique_ptr<Region> r, const Region** out) {
+  std::lock_guard lock(mu_);
+  for (;;) {
+    keyState_ = keyState_ * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t key = keyState_ ^ (keyState_ >> 29);
+    if (key == 0) continue;
+    bool used = false;
+    for (auto& [p, other] : regions_) used = used || other->softwareKey == key;
+    if (used) continue;
+    r->softwareKey = key;
+    break;
+  }
+  *out = r.get();
+  regions_.emplace(r.get(), std::move(r));
+}
+
+Status VerbsDomain::Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out) {
+  RY_RETURN_IF_ERROR(CheckRange("register", addr, bytes, access));
   if (kind == MemoryKind::kDevice && !caps_.Has(kCapDeviceMemory)) {
     return InvalidUsage("verbs fabric register: device memory needs a GPUDirect peer-memory module "
                         "(nvidia_peermem), which this host does not have");
   }
   auto r = std::make_unique<Region>();
-  r->base = base;
+  r->base = reinterpret_cast<uint64_t>(addr);
   r->length = bytes;
   r->access = access;
   r->kind = kind;
@@ -142,19 +166,43 @@ Status VerbsDomain::Register(void* addr, uint64_t bytes, uint32_t access, Memory
     r->railLkeys.push_back(mr->lkey);
     r->railRkeys.push_back(mr->rkey);
   }
-  std::lock_guard lock(mu_);
-  for (;;) {
-    keyState_ = keyState_ * 6364136223846793005ull + 1442695040888963407ull;
-    const uint64_t key = keyState_ ^ (keyState_ >> 29);
-    if (key == 0) continue;
-    bool used = false;
-    for (auto& [p, other] : regions_) used = used || other->softwareKey == key;
-    if (used) continue;
-    r->softwareKey = key;
-    break;
+  Keep(std::move(r), out);
+  return Status::Ok();
+}
+
+Status VerbsDomain::RegisterDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access,
+                                   MemoryKind kind, const Region** out) {
+  if (fd < 0) return InvalidArgument("verbs fabric register of a DMA-BUF: fd " + std::to_string(fd));
+  RY_RETURN_IF_ERROR(CheckRange("register of a DMA-BUF", addr, bytes, access));
+  if (offset + bytes < offset) return InvalidArgument("verbs fabric register of a DMA-BUF: offset + bytes wraps");
+  for (size_t i = 0; i < ports_->size(); ++i) {
+    if (!ports_->at(i).dmabuf) {
+      return InvalidUsage("verbs fabric register of DMA-BUF fd " + std::to_string(fd) + ": rail " + std::to_string(i) +
+                          " (" + ports_->at(i).Name() + ") cannot register DMA-BUFs (its driver has no "
+                          "ibv_reg_dmabuf_mr)");
+    }
   }
-  *out = r.get();
-  regions_.emplace(r.get(), std::move(r));
+  auto r = std::make_unique<Region>();
+  r->base = reinterpret_cast<uint64_t>(addr);
+  r->length = bytes;
+  r->access = access;
+  r->kind = kind;
+  const int flags = IbvAccess(access);
+  for (size_t i = 0; i < ports_->size(); ++i) {
+    IbPort& p = ports_->at(i);
+    ibv_mr* mr = ibv_reg_dmabuf_mr(p.pd, offset, bytes, r->base, fd, flags);
+    if (mr == nullptr) {
+      const int err = errno;
+      for (void* m : r->railMr) ibv_dereg_mr(static_cast<ibv_mr*>(m));
+      return SystemError("verbs fabric register: ibv_reg_dmabuf_mr(fd " + std::to_string(fd) + ", offset " +
+                         std::to_string(offset) + ", " + std::to_string(bytes) + " bytes, " + AccessText(access) +
+                         ") on rail " + std::to_string(i) + " (" + p.Name() + "): " + proxy::ErrnoText(err));
+    }
+    r->railMr.push_back(mr);
+    r->railLkeys.push_back(mr->lkey);
+    r->railRkeys.push_back(mr->rkey);
+  }
+  Keep(std::move(r), out);
   return Status::Ok();
 }
 

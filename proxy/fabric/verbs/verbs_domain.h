@@ -78,6 +78,13 @@ class VerbsDomain : public Domain {
   /// ibv_dereg_mr on every rail: once it returns the HCA refuses every remote access
   /// to the region (the initiator sees REMOTE_ACCESS).
   Status Deregister(const Region* region) override;
+  /// One ibv_reg_dmabuf_mr(pd, offset, bytes, iova = addr, fd) per rail's PD. Needs
+  /// kCapDmaBuf (every port probed DMA-BUF capable at open, IbPort::dmabuf), else
+  /// InvalidUsage naming the first port that cannot; device memory needs no
+  /// peer-memory module on this path. SystemError naming the rail and errno when
+  /// the driver refuses the fd (not a DMA-BUF, too short); nothing stays registered.
+  Status RegisterDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access, MemoryKind kind,
+                        const Region** out) override;
   Status CreateWorker(std::unique_ptr<Worker>* out) override;
 
   const VerbsOptions& options() const { return options_; }
@@ -93,6 +100,10 @@ class VerbsDomain : public Domain {
   Capabilities caps_;
   proxy::verbs::QpLinkAttrs link_;
   int rdAtomic_ = 1;
+  /// Checks of Register and RegisterDmaBuf (`what` opens messages). Requires nothing.
+  Status CheckRange(const char* what, void* addr, uint64_t bytes, uint32_t access) const;
+  /// Gives `r` a fresh software key and keeps it; *out = r. Requires the MRs made.
+  void Keep(std::unique_ptr<Region> r, const Region** out);
   mutable std::mutex mu_;
   std::map<const Region*, std::unique_ptr<Region>> regions_;
   uint64_t keyState_ = 0;

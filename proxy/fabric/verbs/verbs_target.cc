@@ -172,6 +172,9 @@ void VerbsTarget::Poll() {
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         e.kind = EventKind::kImmediate;
         e.value = ntohl(wc.imm_data);
+        // event.h: the completion's byte_len (the bytes of the WRITE WITH IMM work
+        // request itself: a Write cut into chunks, or striped, reports its last one).
+        e.bytes = wc.byte_len;
       } else if (wc.opcode == IBV_WC_RECV && wc.byte_len >= 1 && wc.byte_len <= kVerbsMaxRecordBytes) {
         e.kind = EventKind::kRecord;
         const char* p = mem_.data() + kBufBase + static_cast<size_t>(index) * kVerbsMaxRecordBytes;
