@@ -116,8 +116,12 @@ struct Config {
   // --- CollNet collectives: proxy/collectives/coll_comm.h --------------------------
   /// RAILYARD_COLLNET_CHUNK_BYTES: bytes of one pipelined ring chunk (one staging slot).
   std::size_t collnetChunkBytes = 0;
-  /// RAILYARD_COLLNET_SLOTS: staging slots per ring direction (chunks in flight).
+  /// RAILYARD_COLLNET_SLOTS: staging slots per stream (chunks in flight).
   int collnetSlots = 0;
+  /// RAILYARD_COLLNET_SMALL_BYTES: allreduces up to this size run one-shot (0 = never).
+  std::size_t collnetSmallBytes = 0;
+  /// RAILYARD_COLLNET_SHAPE: "auto", "ring", "chain" or "mesh".
+  std::string collnetShape;
 };
 
 /// One row of the variable table.

@@ -90,6 +90,17 @@ Status ApplyTransport(const Variable& var, const char* source, std::string_view 
   return Status::Ok();
 }
 
+Status ApplyCollnetShape(const Variable& var, const char* source, std::string_view value, Config* out) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v != "auto" && v != "ring" && v != "chain" && v != "mesh") {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) +
+                        "' is not one of auto, ring, chain, mesh (" + var.name + ")");
+  }
+  out->collnetShape = v;
+  return Status::Ok();
+}
+
 Status ApplyComms(const Variable& var, const char* source, std::string_view value, Config* out) {
   std::string v(value);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -374,6 +385,21 @@ const Variable kVariables[] = {
      "CollNet collectives: staging slots per ring direction, i.e. chunks a rank may have in "
      "flight to its neighbour before credits return (the same on every rank).",
      2, 1024, &ApplyInt<&Config::collnetSlots>},
+    {"RAILYARD_COLLNET_SMALL_BYTES", "bytes", "64K", "bytes", nullptr,
+     "CollNet collectives: an allreduce of at most this many bytes runs one-shot (every rank's "
+     "input travels to every rank along the cabling and each rank reduces them in rank order: the "
+     "fewest latency steps); larger ones run the shape's algorithm. 0 = never one-shot. The same on "
+     "every rank. Accepts K, M, G suffixes.",
+     0, 512 * 1024 * 1024, &ApplyBytes<&Config::collnetSmallBytes>},
+    {"RAILYARD_COLLNET_SHAPE", "enum", "auto", "", nullptr,
+     "CollNet collectives: the cabling shape the algorithms follow. auto = from the connect "
+     "handles: two ranks are cabled when one of their rail addresses share a subnet (the prefix "
+     "length of this host's own rail interfaces), and every pair cabled is a mesh (direct "
+     "reduce-scatter + all-gather), a cycle a ring (both directions, in cable order), a path a "
+     "chain (pipelined both ways along it); auto falls back to a ring in rank order when the "
+     "addresses tell nothing (verbs). ring, chain, mesh force the shape in rank order. The same "
+     "on every rank (connect checks it).",
+     0, 0, &ApplyCollnetShape, "auto, ring, chain, mesh"},
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "env/log.h"
 #include "plugin/collnet_runtime.h"
+#include "plugin/collnet_shape.h"
 #include "plugin/net.h"
 #include "proxy/collectives/coll_proxy.h"
 
@@ -231,14 +232,22 @@ ncclResult_t Connect(void* handles[], int nranks, int rank, void* listenComm, vo
     }
     addrs.emplace_back(h + kHandleHeader, h + kHandleHeader + len);
   }
+  collectives::CollOptions options = l->rt.options;
+  if (Status t = CollnetTopology(l->rt.shapeSetting, *l->rt.domain, addrs, &options.topology); !t.ok()) {
+    return Fail(t, "connect");
+  }
   std::unique_ptr<collectives::CollComm> comm;
-  Status s = collectives::CollComm::Connect(*l->worker, *l->rt.cache, rank, nranks, addrs, l->rt.options, &comm);
+  Status s = collectives::CollComm::Connect(*l->worker, *l->rt.cache, rank, nranks, addrs, options, &comm);
   if (!s.ok()) return Fail(s, "connect");
   auto c = std::make_unique<Comm>();
   if (Status a = AcquireRuntime(&c->rt); !a.ok()) return Fail(a, "connect");
   c->worker = std::move(l->worker);
   c->proxy = std::make_unique<collectives::CollProxy>(std::move(comm));
-  RY_INFO(log::kNet | log::kInit, "CollNet: rank %d of %d connected (ring, both directions)", rank, nranks);
+  std::string order;
+  for (int r : options.topology.OrderFor(nranks)) order += (order.empty() ? "" : " ") + std::to_string(r);
+  RY_INFO(log::kNet | log::kInit, "CollNet: rank %d of %d connected (%s, order %s; one-shot up to %llu bytes)", rank,
+          nranks, collectives::ShapeName(options.topology.shape), order.c_str(),
+          static_cast<unsigned long long>(options.smallBytes));
   *collComm = c.release();
   return ncclSuccess;
 }

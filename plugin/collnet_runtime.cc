@@ -14,6 +14,8 @@ Status AcquireRuntime(Runtime* out) {
   out->options.timeoutMs = f.config->timeoutMs;
   out->options.chunkBytes = f.config->collnetChunkBytes / 8 * 8;
   out->options.slots = static_cast<uint32_t>(f.config->collnetSlots);
+  out->options.smallBytes = f.config->collnetSmallBytes;
+  out->shapeSetting = f.config->collnetShape;
   return Status::Ok();
 }
 

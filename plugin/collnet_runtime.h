@@ -3,6 +3,8 @@
 // CollNet together) plus their options from the environment.
 #pragma once
 
+#include <string>
+
 #include "env/status.h"
 #include "proxy/collectives/coll_comm.h"
 #include "proxy/fabric/domain.h"
@@ -15,12 +17,13 @@ namespace railyard::plugin::collnet {
 struct Runtime {
   fabric::Domain* domain = nullptr;
   fabric::RegistrationCache* cache = nullptr;
-  collectives::CollOptions options;
+  collectives::CollOptions options;  ///< topology left to connect (CollnetTopology)
+  std::string shapeSetting;          ///< RAILYARD_COLLNET_SHAPE
 };
 
 /// Takes one reference on the shared one-sided fabric (AcquireOneSidedFabric: its
-/// rails and errors); RAILYARD_TIMEOUT_MS, RAILYARD_COLLNET_CHUNK_BYTES and _SLOTS for the
-/// collectives. Errors from env::Load and
+/// rails and errors); RAILYARD_TIMEOUT_MS, RAILYARD_COLLNET_CHUNK_BYTES, _SLOTS,
+/// _SMALL_BYTES and _SHAPE for the collectives. Errors from env::Load and
 /// CreateTcpDomain. Thread-safe.
 Status AcquireRuntime(Runtime* out);
 /// Drops one reference; the last destroys the cache and the Domain (every Worker

@@ -12,14 +12,15 @@ namespace railyard::collectives {
 namespace {
 using Clock = std::chrono::steady_clock;
 
+// A data Write's cookie: bit 63 set | stream (6 bits) | op serial (17 bits) | item (40 bits).
 constexpr uint64_t kDataCookie = 1ull << 63;
-constexpr int kDirShift = 62;
+constexpr int kStreamShift = 57;
 constexpr int kSerialShift = 40;
 constexpr uint64_t kFlatMask = (1ull << kSerialShift) - 1;
-constexpr uint64_t kSerialMask = (1ull << (kDirShift - kSerialShift)) - 1;
+constexpr uint64_t kSerialMask = (1ull << (kStreamShift - kSerialShift)) - 1;
 
-uint64_t DataCookie(int dir, uint64_t serial, uint64_t flat) {
-  return kDataCookie | (static_cast<uint64_t>(dir) << kDirShift) |
+uint64_t DataCookie(int stream, uint64_t serial, uint64_t flat) {
+  return kDataCookie | (static_cast<uint64_t>(stream) << kStreamShift) |
          ((serial & kSerialMask) << kSerialShift) | (flat & kFlatMask);
 }
 
@@ -41,9 +42,11 @@ Status CollOptions::Validate() const {
   return Status::Ok();
 }
 
-/// One direction of the ring: this rank sends to `right` and receives from `left`.
+/// One stream: this rank sends to `right` and receives from `left` (either -1 at a
+/// chain's end); `remoteRecv` / `remoteSend` tag the immediates (PeersOf).
 struct CollComm::Stream {
   int right = -1, left = -1;
+  int remoteRecv = 0, remoteSend = 0;
   uint64_t sent = 0;        ///< data chunks posted to right since connect (next seq)
   uint64_t credited = 0;    ///< chunks right has consumed (it has room up to credited + slots)
   uint64_t consumed = 0;    ///< chunks from left processed (next seq expected)
@@ -51,7 +54,7 @@ struct CollComm::Stream {
   std::vector<int64_t> slotSeq;  ///< per slot: the seq that landed there, -1 when empty
 };
 
-/// The running op and its progress per direction.
+/// The running op, its plan and its progress per stream.
 struct CollComm::Active {
   CollRequest req;
   CollOp op;
@@ -59,20 +62,29 @@ struct CollComm::Active {
   bool begun = false;
   bool acquiredRecv = false;
   const fabric::Region* recvRegion = nullptr;
-  uint8_t* work = nullptr;  ///< accumulator buffer (global element space, AccumType)
-  const fabric::Region* workRegion = nullptr;
-  size_t tb = 0, ab = 0;
+  Plan plan;
+  uint8_t* work = nullptr;    ///< Buf::kWork (AccumType elements), inside work_
+  uint8_t* gather = nullptr;  ///< Buf::kGather, inside work_
+  uint8_t* scratch = nullptr; ///< one-shot's second accumulator
+  size_t tb = 0, ab = 0, gb = 0;
+  uint64_t rbase = 0;         ///< result index of global element 0 is -rbase (reducescatter)
   int avgDivisor = 1;
-  struct Dir {
-    std::optional<RingSchedule> sched;
-    int sendT = 0, recvT = 0;
-    uint64_t sendK = 0, recvK = 0;
-    std::vector<uint8_t> sendDone, recvDone;
+  struct Progress {
+    uint32_t sendI = 0, recvI = 0;
+    std::vector<uint8_t> recvDone;
     uint64_t posted = 0, completed = 0;
-    bool Finished() const {
-      return !sched || (sendT >= sched->EndStep() && recvT >= sched->EndStep() && completed == posted);
+  };
+  std::vector<Progress> st;
+  bool Finished() const {
+    for (size_t s = 0; s < st.size(); ++s) {
+      const auto& p = st[s];
+      if (p.sendI < plan.streams[s].send.size() || p.recvI < plan.streams[s].recv.size() ||
+          p.completed != p.posted) {
+        return false;
+      }
     }
-  } dir[2];
+    return true;
+  }
 };
 
 CollComm::CollComm(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank, int nranks,
@@ -108,19 +120,26 @@ Status CollComm::Connect(fabric::Worker& worker, fabric::RegistrationCache& cach
                            " addresses for " + std::to_string(nranks) + " ranks");
   }
   RY_RETURN_IF_ERROR(options.Validate());
+  RY_RETURN_IF_ERROR(options.topology.Validate(nranks));
+  const StreamPeers peers = PeersOf(options.topology, nranks, rank);
+  if (peers.size() > kMaxStreams) {
+    return InvalidArgument("collnet connect: a mesh of " + std::to_string(nranks) + " ranks needs " +
+                           std::to_string(peers.size()) + " streams, more than " + std::to_string(kMaxStreams));
+  }
   std::unique_ptr<CollComm> c(new CollComm(worker, cache, rank, nranks, options));
-  const uint64_t stagingBytes = 2ull * options.slots * options.chunkBytes;
+  const uint64_t stagingBytes = std::max<uint64_t>(peers.size(), 1) * options.slots * options.chunkBytes;
   c->stagingMem_ = AllocAligned(stagingBytes);
   if (!c->stagingMem_) return SystemError(c->Where() + ": cannot allocate the staging buffer");
   std::memset(c->stagingMem_, 0, stagingBytes);
   RY_RETURN_IF_ERROR(cache.Acquire(c->stagingMem_, stagingBytes,
                                    fabric::kAccessLocal | fabric::kAccessRemoteWrite,
                                    fabric::MemoryKind::kHost, &c->staging_));
-  for (int d = 0; d < 2; ++d) {
+  for (size_t i = 0; nranks > 1 && i < peers.size(); ++i) {
     auto s = std::make_unique<Stream>();
-    // Direction 0 runs rank -> rank + 1, direction 1 the other way round.
-    s->right = (rank + (d == 0 ? 1 : nranks - 1)) % nranks;
-    s->left = (rank + (d == 0 ? nranks - 1 : 1)) % nranks;
+    s->right = peers.sendPeer[i];
+    s->left = peers.recvPeer[i];
+    s->remoteRecv = peers.remoteRecv[i];
+    s->remoteSend = peers.remoteSend[i];
     s->slotSeq.assign(options.slots, -1);
     c->streams_.push_back(std::move(s));
   }
@@ -130,7 +149,11 @@ Status CollComm::Connect(fabric::Worker& worker, fabric::RegistrationCache& cach
 }
 
 Status CollComm::ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addresses) {
-  std::vector<int> neighbours = {streams_[0]->right, streams_[0]->left};
+  std::vector<int> neighbours;
+  for (const auto& st : streams_) {
+    if (st->right >= 0) neighbours.push_back(st->right);
+    if (st->left >= 0) neighbours.push_back(st->left);
+  }
   std::sort(neighbours.begin(), neighbours.end());
   neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
   ConnectRecord mine;
@@ -139,6 +162,7 @@ Status CollComm::ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addr
   mine.chunkBytes = options_.chunkBytes;
   mine.slots = options_.slots;
   mine.staging = staging_->Key();
+  mine.shape = static_cast<uint16_t>(options_.topology.shape);
   const std::vector<uint8_t> record = mine.Pack();
   for (int peer : neighbours) {
     std::unique_ptr<fabric::Endpoint> ep;
@@ -159,15 +183,16 @@ Status CollComm::ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addr
         const bool neighbour = std::find(neighbours.begin(), neighbours.end(),
                                          static_cast<int>(r.rank)) != neighbours.end();
         if (!neighbour || r.nranks != mine.nranks || r.chunkBytes != mine.chunkBytes ||
-            r.slots != mine.slots) {
+            r.slots != mine.slots || r.shape != mine.shape) {
           return RemoteError(Where() + ": connect record from rank " + std::to_string(r.rank) +
                              " (nranks " + std::to_string(r.nranks) + ", chunk " +
                              std::to_string(r.chunkBytes) + ", slots " + std::to_string(r.slots) +
+                             ", shape " + ShapeName(static_cast<Shape>(r.shape)) +
                              ") does not match this comm (nranks " + std::to_string(nranks_) +
                              ", chunk " + std::to_string(mine.chunkBytes) + ", slots " +
-                             std::to_string(mine.slots) + ")");
+                             std::to_string(mine.slots) + ", shape " + ShapeName(options_.topology.shape) + ")");
         }
-        const uint64_t need = 2ull * mine.slots * mine.chunkBytes;
+        const uint64_t need = static_cast<uint64_t>(streams_.size()) * mine.slots * mine.chunkBytes;
         if (r.staging.length < need) {
           return RemoteError(Where() + ": rank " + std::to_string(r.rank) + "'s staging is " +
                              std::to_string(r.staging.length) + " bytes, less than " + std::to_string(need));
@@ -260,6 +285,21 @@ Status CollComm::EnsureWork(uint64_t bytes) {
   return Status::Ok();
 }
 
+uint8_t* CollComm::Ptr(Active* a, Buf buf, uint64_t first) const {
+  switch (buf) {
+    case Buf::kWork: return a->work + first * a->ab;
+    case Buf::kGather: return a->gather + first * a->gb;
+    case Buf::kResult: return static_cast<uint8_t*>(a->op.recv) + (first - a->rbase) * a->tb;
+  }
+  return nullptr;
+}
+
+fabric::LocalSlice CollComm::Slice(Active* a, Buf buf, uint64_t first, uint64_t elems) const {
+  const fabric::Region* region = buf == Buf::kResult ? a->recvRegion : work_;
+  const size_t eb = buf == Buf::kWork ? a->ab : buf == Buf::kGather ? a->gb : a->tb;
+  return {region, reinterpret_cast<uint64_t>(Ptr(a, buf, first)) - region->base, elems * eb};
+}
+
 Status CollComm::Begin(Active* a) {
   CollOp& op = a->op;
   a->begun = true;
@@ -269,6 +309,7 @@ Status CollComm::Begin(Active* a) {
   const uint64_t total = op.TotalElems();
   const uint64_t myFirst = op.BlockOffset(rank_);
   const uint64_t mine = op.blockElems[static_cast<size_t>(rank_)];
+  a->rbase = op.kind == CollKind::kReduceScatter ? myFirst : 0;
   const uint64_t recvBytes = (op.kind == CollKind::kReduceScatter ? mine : total) * a->tb;
   if (recvBytes) {
     if (op.recvRegion) {
@@ -282,126 +323,107 @@ Status CollComm::Begin(Active* a) {
       a->acquiredRecv = true;
     }
   }
+  const Algorithm algo = nranks_ == 1 ? Algorithm::kRing : ChooseAlgorithm(op, options_.topology.shape, options_.smallBytes);
+  lastAlgorithm_ = algo;
+  if (nranks_ > 1) a->plan = BuildPlan(op, algo, options_.topology, rank_, options_.chunkBytes / a->ab);
+  a->gb = a->plan.gatherAccum ? a->ab : a->tb;
+  // One allocation, one registration: the accumulator (twice for one-shot), then the gather buffer.
+  const bool reduces = op.kind != CollKind::kAllGather;
+  const uint64_t workBytes = reduces ? (total * a->ab + 63) / 64 * 64 : 0;
+  const uint64_t scratchBytes = a->plan.oneShotFinish ? workBytes : 0;
+  const uint64_t gatherBytes = a->plan.gatherElems * a->gb;
+  RY_RETURN_IF_ERROR(EnsureWork(std::max<uint64_t>(workBytes + scratchBytes + gatherBytes, 8)));
+  a->work = workMem_;
+  a->scratch = workMem_ + workBytes;
+  a->gather = workMem_ + workBytes + scratchBytes;
   uint8_t* recv = static_cast<uint8_t*>(op.recv);
   const uint8_t* send = static_cast<const uint8_t*>(op.send);
-  switch (op.kind) {
-    case CollKind::kAllGather:
-      if (mine && recv + myFirst * a->tb != send) std::memmove(recv + myFirst * a->tb, send, mine * a->tb);
-      break;
-    case CollKind::kAllReduce:
-      if (!ReducesInFloat(op.type)) {
-        if (total && recv != send) std::memmove(recv, send, total * a->tb);
-        a->work = recv;
-        a->workRegion = a->recvRegion;
-        break;
-      }
-      [[fallthrough]];
-    case CollKind::kReduceScatter:
-      RY_RETURN_IF_ERROR(EnsureWork(std::max<uint64_t>(total * a->ab, 8)));
-      a->work = workMem_;
-      a->workRegion = work_;
-      ToAccum(op.type, a->work, send, total);
-      break;
+  if (op.kind == CollKind::kAllGather) {
+    if (mine && recv + myFirst * a->tb != send) std::memmove(recv + myFirst * a->tb, send, mine * a->tb);
+  } else if (a->plan.oneShotFinish) {
+    if (total) std::memcpy(a->gather + static_cast<uint64_t>(rank_) * total * a->tb, send, total * a->tb);
+  } else if (total) {
+    ToAccum(op.type, a->work, send, total);
   }
   if (nranks_ == 1) {  // nothing to move: the result is this rank's input
-    if (op.kind != CollKind::kAllGather && total) {
-      if (op.kind == CollKind::kReduceScatter || ReducesInFloat(op.type)) {
-        FromAccum(op.type, recv, a->work, total, 1);
-      }
-    }
+    if (op.kind != CollKind::kAllGather && total) FromAccum(op.type, recv, a->work, total, 1);
     return Status::Ok();
   }
-  const uint64_t chunkElems = options_.chunkBytes / a->ab;
-  std::vector<int> order0(static_cast<size_t>(nranks_)), order1;
-  for (int r = 0; r < nranks_; ++r) order0[static_cast<size_t>(r)] = r;
-  order1.assign(order0.rbegin(), order0.rend());
-  for (int d = 0; d < 2; ++d) {
-    auto& st = a->dir[d];
-    st.sched.emplace(op, d == 0 ? order0 : order1, rank_, d, chunkElems);
-    st.sendT = st.recvT = st.sched->FirstStep();
-    st.sendDone.assign(st.sched->TotalSendChunks(), 0);
-    st.recvDone.assign(st.sched->TotalRecvChunks(), 0);
-  }
+  a->st.assign(a->plan.streams.size(), {});
+  for (size_t s = 0; s < a->st.size(); ++s) a->st[s].recvDone.assign(a->plan.streams[s].recv.size(), 0);
   return Status::Ok();
 }
 
-bool CollComm::Advance(Active* a, int d) {
-  auto& st = a->dir[d];
-  if (!st.sched) return false;
-  const RingSchedule& sc = *st.sched;
-  Stream& sm = *streams_[static_cast<size_t>(d)];
+void CollComm::FinishOneShot(Active* a) {
+  const CollOp& op = a->op;
+  const uint64_t total = op.TotalElems();
+  if (!total) return;
+  const DataType accum = AccumType(op.type);
+  // Every rank reduces the n inputs in rank order: the same bits everywhere.
+  ToAccum(op.type, a->work, a->gather, total);
+  for (int p = 1; p < nranks_; ++p) {
+    ToAccum(op.type, a->scratch, a->gather + static_cast<uint64_t>(p) * total * a->tb, total);
+    ReduceInPlace(accum, op.op, a->work, a->scratch, total);
+  }
+  FromAccum(op.type, op.recv, a->work, total, a->avgDivisor);
+}
+
+bool CollComm::Advance(Active* a, int s) {
+  if (static_cast<size_t>(s) >= a->st.size()) return false;
+  auto& st = a->st[static_cast<size_t>(s)];
+  const StreamPlan& sp = a->plan.streams[static_cast<size_t>(s)];
+  Stream& sm = *streams_[static_cast<size_t>(s)];
   const CollOp& op = a->op;
   const DataType accum = AccumType(op.type);
-  uint8_t* recv = static_cast<uint8_t*>(op.recv);
-  const uint64_t myFirst = op.BlockOffset(rank_);
-  const bool sharedWork = a->work == recv;  // native allreduce: partials live in recv
   bool moved = false;
+  auto ready = [&](const Ref& r) {
+    return !r.valid() || a->st[static_cast<size_t>(r.stream)].recvDone[r.index] != 0;
+  };
 
   // Receive side: process landed chunks in stream order.
-  while (st.recvT < sc.EndStep()) {
-    const int t = st.recvT;
-    const int blk = sc.RecvBlockRank(t);
-    if (st.recvK >= sc.Chunks(blk)) { ++st.recvT; st.recvK = 0; continue; }
+  while (st.recvI < sp.recv.size()) {
+    const RecvItem& it = sp.recv[st.recvI];
     const uint64_t seq = sm.consumed;
     const size_t slot = seq % options_.slots;
     if (sm.slotSeq[slot] != static_cast<int64_t>(seq)) break;
-    const uint64_t k = st.recvK;
-    const uint64_t first = sc.ChunkFirst(blk, k), e = sc.ChunkElems(blk, k);
-    const uint8_t* chunk = stagingMem_ + (static_cast<uint64_t>(d) * options_.slots + slot) * options_.chunkBytes;
-    if (sc.Reduces(t)) {
-      ReduceInPlace(accum, op.op, a->work + first * a->ab, chunk, e);
-      if (t == nranks_ - 2) {  // the last reduce-scatter step: this rank's block is complete
-        if (op.kind == CollKind::kReduceScatter) {
-          FromAccum(op.type, recv + (first - myFirst) * a->tb, a->work + first * a->ab, e, a->avgDivisor);
-        } else if (sharedWork) {
-          FinishAvg(op.type, recv + first * a->tb, e, a->avgDivisor);
-        } else {
-          FromAccum(op.type, recv + first * a->tb, a->work + first * a->ab, e, a->avgDivisor);
-        }
-      }
+    if (!ready(it.after)) break;
+    const uint8_t* chunk = stagingMem_ + (static_cast<uint64_t>(s) * options_.slots + slot) * options_.chunkBytes;
+    uint8_t* dst = Ptr(a, it.buf, it.first);
+    if (it.reduce) {
+      ReduceInPlace(accum, op.op, dst, chunk, it.elems);
     } else {
-      // The same bytes were the source of a reduce-scatter Write (native allreduce):
-      // they may be overwritten only once that Write has completed.
-      const int ts = t + 1 - nranks_;
-      if (sharedWork && op.kind == CollKind::kAllReduce && !st.sendDone[sc.SendFlat(ts, k)]) break;
-      std::memcpy(recv + first * a->tb, chunk, e * a->tb);
+      const size_t eb = it.buf == Buf::kWork ? a->ab : it.buf == Buf::kGather ? a->gb : a->tb;
+      std::memcpy(dst, chunk, it.elems * eb);
     }
-    st.recvDone[sc.RecvFlat(t, k)] = 1;
+    if (it.finalize) FromAccum(op.type, Ptr(a, Buf::kResult, it.first), dst, it.elems, a->avgDivisor);
+    st.recvDone[st.recvI] = 1;
     sm.slotSeq[slot] = -1;
     ++sm.consumed;
-    ++st.recvK;
+    ++st.recvI;
     moved = true;
   }
 
   // Send side: post every chunk whose input is ready, while the right has room.
+  if (st.sendI >= sp.send.size()) return moved;
   fabric::Endpoint* ep = EndpointTo(sm.right);
   const fabric::RemoteKey& key = stagingKeys_[sm.right];
-  while (st.sendT < sc.EndStep()) {
-    const int t = st.sendT;
-    const int blk = sc.SendBlockRank(t);
-    if (st.sendK >= sc.Chunks(blk)) { ++st.sendT; st.sendK = 0; continue; }
-    const uint64_t k = st.sendK;
+  while (st.sendI < sp.send.size()) {
+    const SendItem& it = sp.send[st.sendI];
     if (sm.sent >= sm.credited + options_.slots) break;
-    if (t > sc.FirstStep() && !st.recvDone[sc.RecvFlat(t - 1, k)]) break;
-    const uint64_t first = sc.ChunkFirst(blk, k), e = sc.ChunkElems(blk, k);
-    fabric::LocalSlice src;
-    if (sc.Reduces(t)) {
-      src = {a->workRegion, reinterpret_cast<uint64_t>(a->work) - a->workRegion->base + first * a->ab, e * a->ab};
-    } else {
-      src = {a->recvRegion, reinterpret_cast<uint64_t>(recv) - a->recvRegion->base + first * a->tb, e * a->tb};
-    }
+    if (!ready(it.after)) break;
     const uint64_t seq = sm.sent;
-    const uint64_t remote = key.base + (static_cast<uint64_t>(d) * options_.slots + seq % options_.slots) * options_.chunkBytes;
-    Status s = ep->Write(src, key, remote, DataCookie(d, a->req.serial, sc.SendFlat(t, k)),
-                         PackImm(ImmKind::kData, d, seq));
-    if (!s.ok()) {
-      Fail(Status(s.code(), Where() + ": " + CollKindName(op.kind) + " write to rank " +
-                                std::to_string(sm.right) + ": " + s.message()));
+    const uint64_t remote =
+        key.base + (static_cast<uint64_t>(sm.remoteRecv) * options_.slots + seq % options_.slots) * options_.chunkBytes;
+    Status w = ep->Write(Slice(a, it.buf, it.first, it.elems), key, remote, DataCookie(s, a->req.serial, st.sendI),
+                         PackImm(ImmKind::kData, sm.remoteRecv, seq));
+    if (!w.ok()) {
+      Fail(Status(w.code(), Where() + ": " + CollKindName(op.kind) + " (" + AlgorithmName(a->plan.algorithm) +
+                                ") write to rank " + std::to_string(sm.right) + ": " + w.message()));
       return moved;
     }
     ++sm.sent;
     ++st.posted;
-    ++st.sendK;
+    ++st.sendI;
     moved = true;
   }
   return moved;
@@ -411,15 +433,20 @@ void CollComm::OnEvent(fabric::Event& ev) {
   switch (ev.kind) {
     case fabric::EventKind::kImmediate: {
       const uint32_t imm = static_cast<uint32_t>(ev.value);
-      const int d = ImmDir(imm);
-      Stream& sm = *streams_[static_cast<size_t>(d)];
+      const int d = ImmStream(imm);
+      if (ImmKindOf(imm) != ImmKind::kAbort && static_cast<size_t>(d) >= streams_.size()) {
+        Fail(RemoteError(Where() + ": an immediate names stream " + std::to_string(d) + " of " +
+                         std::to_string(streams_.size())));
+        return;
+      }
+      Stream& sm = *streams_[ImmKindOf(imm) == ImmKind::kAbort ? 0 : static_cast<size_t>(d)];
       switch (ImmKindOf(imm)) {
         case ImmKind::kData: {
           const uint64_t seq = WidenSeq(imm, sm.consumed);
           const size_t slot = seq % options_.slots;
           if (seq >= sm.consumed + options_.slots || sm.slotSeq[slot] >= 0) {
             Fail(RemoteError(Where() + ": rank " + std::to_string(sm.left) + " wrote chunk " +
-                             std::to_string(seq) + " of direction " + std::to_string(d) +
+                             std::to_string(seq) + " of stream " + std::to_string(d) +
                              " outside its credit window (consumed " + std::to_string(sm.consumed) + ")"));
             return;
           }
@@ -430,7 +457,7 @@ void CollComm::OnEvent(fabric::Event& ev) {
           const uint64_t c = WidenSeq(imm, sm.credited);
           if (c > sm.sent) {
             Fail(RemoteError(Where() + ": rank " + std::to_string(sm.right) + " returned credit for " +
-                             std::to_string(c) + " chunks of direction " + std::to_string(d) +
+                             std::to_string(c) + " chunks of stream " + std::to_string(d) +
                              ", only " + std::to_string(sm.sent) + " were sent"));
             return;
           }
@@ -439,7 +466,7 @@ void CollComm::OnEvent(fabric::Event& ev) {
         }
         case ImmKind::kAbort:
           Fail(RemoteError(Where() + ": the collective was aborted: rank " +
-                           std::to_string(imm & kImmSeqMask) + " failed (told by a ring neighbour)"),
+                           std::to_string(imm & kImmSeqMask) + " failed (told by a peer)"),
                true, imm & kImmSeqMask);
           return;
         default:
@@ -455,13 +482,8 @@ void CollComm::OnEvent(fabric::Event& ev) {
         });
         if (it == queue_.end()) return;
         Active* a = it->get();
-        const int d = static_cast<int>((ev.cookie >> kDirShift) & 1);
-        auto& st = a->dir[d];
-        const uint64_t flat = ev.cookie & kFlatMask;
-        if (st.sched && flat < st.sendDone.size() && !st.sendDone[flat]) {
-          st.sendDone[flat] = 1;
-          ++st.completed;
-        }
+        const size_t d = static_cast<size_t>((ev.cookie >> kStreamShift) & (kMaxStreams - 1));
+        if (d < a->st.size() && a->st[d].completed < a->st[d].posted) ++a->st[d].completed;
       }
       return;
     case fabric::EventKind::kError:
@@ -473,13 +495,13 @@ void CollComm::OnEvent(fabric::Event& ev) {
 }
 
 void CollComm::SendCredits() {
-  for (int d = 0; d < 2; ++d) {
-    Stream& sm = *streams_[static_cast<size_t>(d)];
-    if (sm.consumed == sm.creditSent) continue;
+  for (auto& smp : streams_) {
+    Stream& sm = *smp;
+    if (sm.consumed == sm.creditSent || sm.left < 0) continue;
     fabric::Endpoint* ep = EndpointTo(sm.left);
     if (!ep) continue;
     Status s = ep->Write({staging_, 0, 0}, stagingKeys_[sm.left], stagingKeys_[sm.left].base, 0,
-                         PackImm(ImmKind::kCredit, d, sm.consumed));
+                         PackImm(ImmKind::kCredit, sm.remoteSend, sm.consumed));
     if (!s.ok()) {
       Fail(Status(s.code(), Where() + ": credit to rank " + std::to_string(sm.left) + ": " + s.message()));
       return;
@@ -494,7 +516,7 @@ void CollComm::Fail(Status s, bool fromAbort, uint32_t origin) {
   for (auto& a : queue_) {
     if (a->error.ok()) a->error = failed_;
   }
-  // Tell both neighbours (best effort: the endpoint to a dead peer refuses).
+  // Tell every peer (best effort: the endpoint to a dead peer refuses).
   const uint32_t who = fromAbort ? origin : static_cast<uint32_t>(rank_);
   for (auto& [peer, ep] : endpoints_) {
     if (!ep->status().ok() || !stagingKeys_.count(peer)) continue;
@@ -530,8 +552,9 @@ Status CollComm::Progress() {
       }
       moved = true;
     }
-    for (int d = 0; d < 2; ++d) moved |= Advance(a, d);
-    if (!failed_.ok() || !a->dir[0].Finished() || !a->dir[1].Finished()) break;
+    for (size_t d = 0; d < a->st.size(); ++d) moved |= Advance(a, static_cast<int>(d));
+    if (!failed_.ok() || !a->Finished()) break;
+    if (a->plan.oneShotFinish) FinishOneShot(a);
     a->req.done = true;
     if (a->acquiredRecv && a->recvRegion) {
       (void)cache_.Release(a->recvRegion);
@@ -551,12 +574,18 @@ Status CollComm::Progress() {
   } else if (now - lastProgress_ > std::chrono::milliseconds(options_.timeoutMs)) {
     Active* a = running->get();
     std::string at;
-    for (int d = 0; d < 2 && a->dir[d].sched; ++d) {
-      at += " direction " + std::to_string(d) + ": step " + std::to_string(a->dir[d].recvT) +
-            " chunk " + std::to_string(a->dir[d].recvK) + " from rank " +
-            std::to_string(streams_[static_cast<size_t>(d)]->left) + ";";
+    for (size_t d = 0; d < a->st.size(); ++d) {
+      const auto& p = a->st[d];
+      if (p.recvI < a->plan.streams[d].recv.size()) {
+        at += " stream " + std::to_string(d) + ": chunk " + std::to_string(p.recvI) + " of " +
+              std::to_string(a->plan.streams[d].recv.size()) + " from rank " + std::to_string(streams_[d]->left) + ";";
+      } else if (p.completed != p.posted || p.sendI < a->plan.streams[d].send.size()) {
+        at += " stream " + std::to_string(d) + ": sending chunk " + std::to_string(p.sendI) + " to rank " +
+              std::to_string(streams_[d]->right) + ";";
+      }
     }
-    Fail(SystemError(Where() + ": " + CollKindName(a->op.kind) + " made no progress for " +
+    Fail(SystemError(Where() + ": " + CollKindName(a->op.kind) + " (" + AlgorithmName(a->plan.algorithm) +
+                     ") made no progress for " +
                      std::to_string(options_.timeoutMs) + " ms (TIMEOUT), waiting at" + at));
   }
   return failed_;

@@ -1,9 +1,10 @@
 // CollComm: one collective communicator (NCCL's collComm: one rank per node) that
-// runs ring allreduce, allgather and reducescatter over fabric Endpoints to its two
-// ring neighbours. Both directions of the ring run at once, each carrying half of
-// every block (RingSchedule); data moves as one-sided Writes with immediates into the
-// neighbour's staging slots, chunk by chunk, with credits returned by the receiver,
-// and each chunk is reduced as soon as it lands while later chunks are in flight.
+// runs allreduce, allgather and reducescatter over fabric Endpoints to its cable
+// neighbours, with the algorithm the topology calls for (plan.h: ring both ways,
+// chain both ways, direct on a mesh, one-shot for small allreduces). Data moves as
+// one-sided Writes with immediates into the peer's staging slots (one set of slots
+// per stream), chunk by chunk, with credits returned by the receiver, and each chunk
+// is reduced as soon as it lands while later chunks are in flight.
 //
 // The comm itself is single-threaded (Post/Test/Progress on one thread, as the
 // fabric's Endpoints are); CollProxy (coll_proxy.h) gives it its proxy thread, which
@@ -14,8 +15,8 @@
 // Errors are sticky: a fabric error, a peer's abort, malformed peer data or no
 // progress for `timeoutMs` fails the comm; every outstanding and later request
 // reports the error, which names this rank, the op, the step and the peer; the comm
-// tells both neighbours (an abort immediate), which fail and pass it on, so every
-// rank of the ring fails with a named error instead of waiting.
+// tells every peer of its streams (an abort immediate), which fail and pass it on, so
+// every rank fails with a named error instead of waiting.
 #pragma once
 
 #include <chrono>
@@ -29,7 +30,8 @@
 
 #include "env/status.h"
 #include "proxy/collectives/coll_op.h"
-#include "proxy/collectives/ring_schedule.h"
+#include "proxy/collectives/plan.h"
+#include "proxy/collectives/shape.h"
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/endpoint.h"
 #include "proxy/fabric/registration_cache.h"
@@ -42,7 +44,12 @@ struct CollOptions {
   uint64_t chunkBytes = 512 * 1024;  ///< one staging slot (bytes of one chunk on the wire)
   uint32_t slots = 8;                ///< staging slots per direction (chunks in flight)
   int timeoutMs = 30000;             ///< no progress for this long fails the comm (RAILYARD_TIMEOUT_MS)
-  /// InvalidArgument unless chunkBytes in [4 KiB, 64 MiB] (a multiple of 8), slots in [2, 1024].
+  /// The cabling shape and cable order (the same on every rank; connect checks the shape).
+  Topology topology;
+  /// Allreduces of at most this many bytes run one-shot (RAILYARD_COLLNET_SMALL_BYTES).
+  uint64_t smallBytes = 64 * 1024;
+  /// InvalidArgument unless chunkBytes in [4 KiB, 64 MiB] (a multiple of 8), slots in
+  /// [2, 1024], and the topology's order is empty or a permutation (checked at connect).
   Status Validate() const;
 };
 
@@ -57,11 +64,11 @@ class CollComm {
  public:
   /// Blocking and collective (NCCL's CollNet connect): every rank of `nranks` calls it
   /// with the packed Worker::Address() of every rank (index = rank; this rank's own
-  /// included). Registers the staging once, connects to the ring neighbours and
+  /// included). Registers the staging once, connects to the topology's neighbours and
   /// exchanges staging keys with them (ConnectRecord), within options.timeoutMs.
   /// InvalidArgument for bad ranks, addresses or options; SystemError naming the
   /// neighbour when it cannot be reached in time; RemoteError for a neighbour whose
-  /// record is malformed or disagrees on nranks, chunk or slots.
+  /// record is malformed or disagrees on nranks, chunk, slots or shape.
   static Status Connect(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank,
                         int nranks, const std::vector<std::vector<uint8_t>>& addresses,
                         const CollOptions& options, std::unique_ptr<CollComm>* out);
@@ -88,18 +95,24 @@ class CollComm {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  const Topology& topology() const { return options_.topology; }
+  /// The algorithm the last begun collective ran (tests, logs).
+  Algorithm lastAlgorithm() const { return lastAlgorithm_; }
   /// Ok or the error that failed the comm.
   const Status& status() const { return failed_; }
 
  private:
-  struct Stream;  // one direction's sequence numbers and credits
+  struct Stream;  // one stream's peers, sequence numbers and credits
   struct Active;  // the op being run
   CollComm(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank, int nranks,
            CollOptions options);
 
   Status ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addresses);
   Status Begin(Active* a);
-  bool Advance(Active* a, int dir);
+  bool Advance(Active* a, int stream);
+  uint8_t* Ptr(Active* a, Buf buf, uint64_t first) const;
+  fabric::LocalSlice Slice(Active* a, Buf buf, uint64_t first, uint64_t elems) const;
+  void FinishOneShot(Active* a);
   void OnEvent(fabric::Event& ev);
   void SendCredits();
   void Fail(Status s, bool fromAbort = false, uint32_t origin = 0);
@@ -112,14 +125,15 @@ class CollComm {
   const int rank_;
   const int nranks_;
   const CollOptions options_;
-  std::map<int, std::unique_ptr<fabric::Endpoint>> endpoints_;  ///< ring neighbours
-  std::map<int, fabric::RemoteKey> stagingKeys_;                ///< neighbours' staging
+  std::map<int, std::unique_ptr<fabric::Endpoint>> endpoints_;  ///< the streams' peers
+  std::map<int, fabric::RemoteKey> stagingKeys_;                ///< peers' staging
   uint8_t* stagingMem_ = nullptr;
-  const fabric::Region* staging_ = nullptr;  ///< [dir][slot] x chunkBytes
+  const fabric::Region* staging_ = nullptr;  ///< [stream][slot] x chunkBytes
   uint8_t* workMem_ = nullptr;
   uint64_t workBytes_ = 0;
   const fabric::Region* work_ = nullptr;
-  std::vector<std::unique_ptr<Stream>> streams_;  ///< [dir]
+  std::vector<std::unique_ptr<Stream>> streams_;  ///< indexed like PeersOf
+  Algorithm lastAlgorithm_ = Algorithm::kRing;
   std::deque<std::unique_ptr<Active>> queue_;     ///< front = running
   std::vector<fabric::Event> events_, pending_;
   uint64_t nextSerial_ = 1;

@@ -39,6 +39,11 @@ Status CollProxy::Test(CollRequest* req, bool* done, uint64_t* bytes) {
   return comm_->Test(req, done, bytes, /*progress=*/false);
 }
 
+Algorithm CollProxy::lastAlgorithm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return comm_->lastAlgorithm();
+}
+
 void CollProxy::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   int idlePolls = 0;

@@ -31,6 +31,8 @@ class CollProxy {
   Status Post(CollOp op, CollRequest** out);
   /// As CollComm::Test, without progressing on the caller's thread.
   Status Test(CollRequest* req, bool* done, uint64_t* bytes);
+  /// The algorithm of the last collective the comm began (CollComm::lastAlgorithm).
+  Algorithm lastAlgorithm();
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
 

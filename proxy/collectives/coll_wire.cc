@@ -24,7 +24,7 @@ std::vector<uint8_t> ConnectRecord::Pack() const {
   const std::vector<uint8_t> key = staging.Pack();
   std::vector<uint8_t> out(kMagic, kMagic + 4);
   Put<uint16_t>(&out, kVersion);
-  Put<uint16_t>(&out, 0);
+  Put<uint16_t>(&out, shape);
   Put<uint32_t>(&out, rank);
   Put<uint32_t>(&out, nranks);
   Put<uint64_t>(&out, chunkBytes);
@@ -49,6 +49,8 @@ Status ConnectRecord::Unpack(std::span<const uint8_t> bytes, ConnectRecord* out)
   // later version's flag read as nothing; found by the fuzz target coll_wire).
   if (Take<uint16_t>(p + 6) != 0) return InvalidArgument("collnet connect record: reserved bytes set");
   ConnectRecord r;
+  r.shape = Take<uint16_t>(p + 6);
+  if (r.shape > 2) return InvalidArgument("collnet connect record: unknown shape " + std::to_string(r.shape));
   r.rank = Take<uint32_t>(p + 8);
   r.nranks = Take<uint32_t>(p + 12);
   r.chunkBytes = Take<uint64_t>(p + 16);

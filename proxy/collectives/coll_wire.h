@@ -15,31 +15,36 @@ namespace railyard::collectives {
 
 /// Kinds of immediates (the top two bits).
 enum class ImmKind : uint32_t {
-  kData = 0,    ///< a chunk landed in staging slot (seq % slots) of direction `dir`
-  kCredit = 1,  ///< the receiver has consumed `seq` chunks of direction `dir` so far
+  kData = 0,    ///< a chunk landed in staging slot (seq % slots) of the receiver's stream `stream`
+  kCredit = 1,  ///< the receiver has consumed `seq` chunks of the sender's stream `stream` so far
   kAbort = 2,   ///< the sender's collective failed; `seq` is the rank that failed first
 };
 
-/// Sequence numbers travel modulo 2^29 and are widened against what is expected.
-inline constexpr uint32_t kImmSeqBits = 29;
+/// Streams per comm are tagged with 6 bits (a mesh of up to 65 ranks); sequence
+/// numbers travel modulo 2^24 and are widened against what is expected (the credit
+/// window, `slots`, is far smaller).
+inline constexpr uint32_t kImmStreamBits = 6;
+inline constexpr uint32_t kMaxStreams = 1u << kImmStreamBits;
+inline constexpr uint32_t kImmSeqBits = 24;
 inline constexpr uint32_t kImmSeqMask = (1u << kImmSeqBits) - 1;
 
-/// kind (2 bits) | direction (1 bit) | seq (29 bits).
-inline uint32_t PackImm(ImmKind kind, int dir, uint64_t seq) {
-  return (static_cast<uint32_t>(kind) << 30) | (static_cast<uint32_t>(dir & 1) << 29) |
+/// kind (2 bits) | stream (6 bits) | seq (24 bits).
+inline uint32_t PackImm(ImmKind kind, int stream, uint64_t seq) {
+  return (static_cast<uint32_t>(kind) << 30) | ((static_cast<uint32_t>(stream) & (kMaxStreams - 1)) << kImmSeqBits) |
          (static_cast<uint32_t>(seq) & kImmSeqMask);
 }
 inline ImmKind ImmKindOf(uint32_t imm) { return static_cast<ImmKind>(imm >> 30); }
-inline int ImmDir(uint32_t imm) { return static_cast<int>((imm >> 29) & 1); }
-/// The full sequence number nearest at or after `base` whose low 29 bits are `imm`'s.
+inline int ImmStream(uint32_t imm) { return static_cast<int>((imm >> kImmSeqBits) & (kMaxStreams - 1)); }
+/// The full sequence number nearest at or after `base` whose low 24 bits are `imm`'s.
 inline uint64_t WidenSeq(uint32_t imm, uint64_t base) {
   return base + ((static_cast<uint64_t>(imm) - base) & kImmSeqMask);
 }
 
-/// The connect record: magic "RYCN", version u16, reserved u16, rank u32, nranks u32,
+/// The connect record: magic "RYCN", version u16, shape u16 (Shape), rank u32, nranks u32,
 /// chunk bytes u64, slots u32, key length u32, then the packed staging RemoteKey.
 struct ConnectRecord {
-  static constexpr uint16_t kVersion = 1;
+  static constexpr uint16_t kVersion = 2;
+  uint16_t shape = 0;  ///< the sender's Shape (peers must agree)
   uint32_t rank = 0;
   uint32_t nranks = 0;
   uint64_t chunkBytes = 0;

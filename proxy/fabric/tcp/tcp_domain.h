@@ -17,7 +17,10 @@ namespace railyard::fabric::tcp {
 struct TcpOptions {
   /// The rails: an IPv4 address each (sockets bind it), a device name for errors and a
   /// speed that weights striping. 1..16 rails. Endpoints pair local rail i with the
-  /// peer's rail i (as many rails as both have).
+  /// peer's rail i (as many rails as both have) unless such a pair does not share a
+  /// subnet while other local rails do (a switchless host, each rail on its own
+  /// cable's subnet): then each peer rail pairs with the local rail on its subnet
+  /// (tcp_endpoint.cc, PairRails).
   std::vector<RailInfo> rails;
   /// Sockets per rail and Endpoint (1..16).
   int socketsPerRail = 1;

@@ -1,6 +1,7 @@
 #include "proxy/fabric/tcp/tcp_endpoint.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -19,10 +20,69 @@ std::string HexId(uint64_t v) {
   return buf;
 }
 
-std::vector<uint32_t> Speeds(const WorkerAddress& peer, const std::vector<RailInfo>& local) {
-  std::vector<uint32_t> s;
+/// The netmask (network byte order) of this host's interface address `address`
+/// (IPv4 text); 0 when no interface has it.
+uint32_t LocalNetmask(const std::string& address) {
+  in_addr want{};
+  if (inet_pton(AF_INET, address.c_str(), &want) != 1) return 0;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 0;
+  uint32_t mask = 0;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
+    if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != want.s_addr) continue;
+    mask = reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+    break;
+  }
+  freeifaddrs(list);
+  return mask;
+}
+
+/// Which local rail talks to which of the peer's rails. Local rail i with peer rail i
+/// (as many as both have) when each such pair shares a subnet, or the local address
+/// is not found on an interface (the historical pairing; loopback and flat networks
+/// keep it). Otherwise (a switchless host: each rail faces a different peer, on its
+/// own subnet, and rail i of two hosts need not share a cable) each peer rail pairs
+/// with the unused local rail on its subnet, the same-index one first; rails with no
+/// rail on their subnet are left out. When nothing pairs by subnet (routed networks)
+/// the index pairing is kept, and connect reports what the network does with it.
+std::vector<std::pair<int, int>> PairRails(const std::vector<RailInfo>& local, const WorkerAddress& peer) {
   const size_t n = std::min(peer.rails.size(), local.size());
-  for (size_t i = 0; i < n; ++i) s.push_back(std::min(local[i].speedMbps, peer.rails[i].speedMbps));
+  std::vector<uint32_t> addr(local.size(), 0), mask(local.size(), 0);
+  for (size_t i = 0; i < local.size(); ++i) {
+    in_addr a{};
+    if (inet_pton(AF_INET, local[i].address.c_str(), &a) == 1) addr[i] = a.s_addr;
+    mask[i] = LocalNetmask(local[i].address);
+  }
+  auto onLink = [&](size_t i, size_t j) { return mask[i] != 0 && ((peer.rails[j].ipv4 ^ addr[i]) & mask[i]) == 0; };
+  std::vector<std::pair<int, int>> index;
+  bool indexOk = true;
+  for (size_t i = 0; i < n; ++i) {
+    index.emplace_back(static_cast<int>(i), static_cast<int>(i));
+    indexOk = indexOk && (mask[i] == 0 || onLink(i, i));
+  }
+  if (indexOk) return index;
+  std::vector<std::pair<int, int>> bySubnet;
+  std::vector<bool> used(local.size(), false);
+  for (size_t j = 0; j < peer.rails.size(); ++j) {
+    int pick = -1;
+    if (j < local.size() && !used[j] && onLink(j, j)) pick = static_cast<int>(j);
+    for (size_t i = 0; pick < 0 && i < local.size(); ++i) {
+      if (!used[i] && onLink(i, j)) pick = static_cast<int>(i);
+    }
+    if (pick < 0) continue;
+    used[static_cast<size_t>(pick)] = true;
+    bySubnet.emplace_back(pick, static_cast<int>(j));
+  }
+  return bySubnet.empty() ? index : bySubnet;
+}
+
+std::vector<uint32_t> Speeds(const WorkerAddress& peer, const std::vector<RailInfo>& local,
+                             const std::vector<std::pair<int, int>>& pairs) {
+  std::vector<uint32_t> s;
+  for (auto [i, j] : pairs) {
+    s.push_back(std::min(local[static_cast<size_t>(i)].speedMbps, peer.rails[static_cast<size_t>(j)].speedMbps));
+  }
   return s;
 }
 
@@ -32,7 +92,8 @@ TcpEndpoint::TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t 
     : worker_(worker),
       peer_(peer),
       connection_(connection),
-      scheduler_(Speeds(peer, worker->options().rails), worker->options().stripe.chunksInFlightPerRail) {
+      pairs_(PairRails(worker->options().rails, peer)),
+      scheduler_(Speeds(peer, worker->options().rails, pairs_), worker->options().stripe.chunksInFlightPerRail) {
   peerName_ = "w=" + HexId(peer.workerId) + " " + RailAddressText(peer.rails[0]);
   lastActivity_ = Clock::now();
 }
@@ -41,27 +102,29 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
                            std::unique_ptr<TcpEndpoint>* out) {
   std::unique_ptr<TcpEndpoint> ep(new TcpEndpoint(worker, peer, connection));
   const auto& local = worker->options().rails;
-  const int rails = static_cast<int>(std::min(local.size(), peer.rails.size()));
+  const int rails = static_cast<int>(ep->pairs_.size());
   const int perRail = worker->options().socketsPerRail;
   const int total = rails * perRail;
   ep->railSockets_.resize(static_cast<size_t>(rails));
   for (int r = 0; r < rails; ++r) {
-    const std::string where = "fabric connect on rail " + std::to_string(r) + " (" + local[r].device + " " +
-                              local[r].address + ") to " + RailAddressText(peer.rails[r]);
+    const size_t li = static_cast<size_t>(ep->pairs_[static_cast<size_t>(r)].first);
+    const size_t pj = static_cast<size_t>(ep->pairs_[static_cast<size_t>(r)].second);
+    const std::string where = "fabric connect on rail " + std::to_string(r) + " (" + local[li].device + " " +
+                              local[li].address + ") to " + RailAddressText(peer.rails[pj]);
     for (int s = 0; s < perRail; ++s) {
       proxy::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       if (!fd.valid()) return SystemError(where + ": socket: " + proxy::ErrnoText(errno));
       (void)proxy::TuneTcpSocket(fd.get(), 0);
       sockaddr_in me{};
       me.sin_family = AF_INET;
-      inet_pton(AF_INET, local[r].address.c_str(), &me.sin_addr);
+      inet_pton(AF_INET, local[li].address.c_str(), &me.sin_addr);
       if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
         return SystemError(where + ": bind: " + proxy::ErrnoText(errno));
       }
       sockaddr_in to{};
       to.sin_family = AF_INET;
-      to.sin_addr.s_addr = peer.rails[r].ipv4;
-      to.sin_port = htons(peer.rails[r].port);
+      to.sin_addr.s_addr = peer.rails[pj].ipv4;
+      to.sin_port = htons(peer.rails[pj].port);
       if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS) {
         return SystemError(where + ": connect: " + proxy::ErrnoText(errno));
       }
@@ -73,7 +136,7 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
       hello.header.seq = connection;
       hello.header.offset = static_cast<uint64_t>(index);
       hello.header.opBytes = static_cast<uint64_t>(total);
-      hello.header.value = static_cast<uint64_t>(r);
+      hello.header.value = static_cast<uint64_t>(pj);  // the peer's listener (rail) index
       sock->Queue(std::move(hello));
       worker->Watch(sock->fd());
       ep->sockets_.push_back(std::move(sock));
@@ -95,7 +158,7 @@ FabricError TcpEndpoint::Error(FabricErrc errc, int socket, int64_t seq, std::st
   if (socket >= 0 && static_cast<size_t>(socket) < socketRail_.size()) {
     const int rail = socketRail_[static_cast<size_t>(socket)];
     e.site.rail = rail;
-    e.site.device = worker_->options().rails[static_cast<size_t>(rail)].device;
+    e.site.device = worker_->options().rails[static_cast<size_t>(pairs_[static_cast<size_t>(rail)].first)].device;
     const auto& rs = railSockets_[static_cast<size_t>(rail)];
     e.site.qp = std::find(rs.begin(), rs.end(), socket) - rs.begin();
     e.site.qpName = "socket";

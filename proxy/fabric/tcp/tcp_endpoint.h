@@ -86,6 +86,10 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   std::vector<std::unique_ptr<FrameSocket>> sockets_;
   std::vector<int> socketRail_;              ///< socket -> rail
   std::vector<std::vector<int>> railSockets_;  ///< rail -> sockets
+  /// Endpoint rail r joins local rail pairs_[r].first with the peer's rail
+  /// pairs_[r].second (PairRails in tcp_endpoint.cc). Declared before scheduler_,
+  /// which is built from it.
+  std::vector<std::pair<int, int>> pairs_;
   StripeScheduler scheduler_;
   std::map<uint64_t, Op> ops_;  ///< posted and not complete, by seq
   std::deque<QueueItem> queue_; ///< posted and not yet (fully) queued on sockets, in post order

@@ -1,0 +1,249 @@
+// Every algorithm of plan.h (ring, chain, direct, one-shot on ring, chain and mesh)
+// through CollComm with n ranks in one process over the fake transport (every rank
+// reaches every other, so any topology can be declared): every type x op at 1
+// element, counts not divisible by nranks and a count of many chunks; reducescatter
+// and allgather with uneven and empty blocks (NCCL's byte windows); the same bits on
+// every rank and on a second run; the algorithm the comm reports is the one asked for.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "proxy/collectives/reference.h"
+#include "tests/collectives/ring_harness.h"
+
+namespace railyard::collectives {
+namespace {
+using namespace testing;
+
+struct Case {
+  Shape shape;
+  bool small;  ///< one-shot (smallBytes huge) or the shape's own algorithm (smallBytes 0)
+  Algorithm expect;
+  const char* name;
+};
+const Case kCases[] = {
+    {Shape::kRing, false, Algorithm::kRing, "ring"},
+    {Shape::kChain, false, Algorithm::kChain, "chain"},
+    {Shape::kMesh, false, Algorithm::kDirect, "direct"},
+    {Shape::kRing, true, Algorithm::kOneShot, "oneshot_ring"},
+    {Shape::kChain, true, Algorithm::kOneShot, "oneshot_chain"},
+    {Shape::kMesh, true, Algorithm::kOneShot, "oneshot_mesh"},
+};
+
+CollOptions OptionsFor(const Case& c, std::vector<int> order = {}) {
+  CollOptions o;
+  o.chunkBytes = 4096;  // many chunks: pipelining and credits get exercised
+  o.slots = 3;
+  o.timeoutMs = 20000;
+  o.topology.shape = c.shape;
+  if (c.shape != Shape::kMesh) o.topology.order = std::move(order);
+  o.smallBytes = c.small ? (1ull << 40) : 0;
+  return o;
+}
+
+/// Allreduce of `count` elements, twice; checks every element against the double
+/// reference, identical bytes on every rank and between the runs.
+void RunAllReduce(std::vector<RankSide>& ranks, const Case& c, int n, DataType t, RedOp op, uint64_t count) {
+  const size_t tb = TypeBytes(t);
+  const size_t N = static_cast<size_t>(n);
+  std::vector<std::vector<uint8_t>> send(N), recv(N), again(N);
+  std::vector<Status> st(N);
+  for (size_t r = 0; r < N; ++r) {
+    send[r].resize(count * tb + 1);
+    recv[r].assign(count * tb + 1, 0xEE);
+    again[r].assign(count * tb + 1, 0xDD);
+    for (uint64_t i = 0; i < count; ++i) Set(t, send[r].data(), i, InputValue(t, op, static_cast<int>(r), i));
+  }
+  OnEveryRank(n, [&](int r) {
+    const size_t R = static_cast<size_t>(r);
+    for (auto* out : {&recv[R], &again[R]}) {
+      CollOp op_;
+      op_.kind = CollKind::kAllReduce;
+      op_.type = t;
+      op_.op = op;
+      op_.blockElems = EvenBlocks(count, n);
+      op_.send = send[R].data();
+      op_.recv = out->data();
+      st[R] = RunOp(*ranks[R].comm, op_);
+      if (!st[R].ok()) return;
+    }
+  });
+  for (size_t r = 0; r < N; ++r) ASSERT_TRUE(st[r].ok()) << c.name << ": " << st[r].message();
+  EXPECT_EQ(ranks[0].comm->lastAlgorithm(), c.expect) << c.name;
+  for (uint64_t i = 0; i < count; ++i) {
+    const double ref = Reference(t, op, n, i);
+    ASSERT_NEAR(Get(t, recv[0].data(), i), ref, Tolerance(t, ref))
+        << c.name << " " << TypeName(t) << " " << OpName(op) << " n " << n << " count " << count << " element " << i;
+  }
+  for (size_t r = 0; r < N; ++r) {
+    ASSERT_EQ(std::memcmp(recv[0].data(), recv[r].data(), count * tb), 0) << c.name << ": rank " << r << " differs";
+    ASSERT_EQ(std::memcmp(recv[r].data(), again[r].data(), count * tb), 0) << c.name << ": rank " << r << " run 2 differs";
+    EXPECT_EQ(recv[r][count * tb], 0xEE) << c.name << ": byte past the result written";
+  }
+}
+
+void CheckAllReduce(const Case& c, int n, DataType t, RedOp op, uint64_t count, std::vector<int> order = {}) {
+  std::vector<RankSide> ranks;
+  { Status s = MakeRing("fake", n, OptionsFor(c, order), &ranks); ASSERT_TRUE(s.ok()) << s.message(); }
+  RunAllReduce(ranks, c, n, t, op, count);
+  Destroy(&ranks);
+}
+
+class EveryTypeOp : public ::testing::TestWithParam<int> {};
+
+// One comm per algorithm; every type x op at 1 element, 7 (not divisible by 4) and 1003
+// (several 4 KiB chunks) on it, one after another.
+TEST_P(EveryTypeOp, AllReduceOn4Ranks) {
+  const Case& c = kCases[GetParam()];
+  std::vector<RankSide> ranks;
+  { Status s = MakeRing("fake", 4, OptionsFor(c), &ranks); ASSERT_TRUE(s.ok()) << s.message(); }
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    for (int op = 0; op < kNumRedOps; ++op) {
+      for (uint64_t count : {uint64_t{1}, uint64_t{7}, uint64_t{1003}}) {
+        RunAllReduce(ranks, c, 4, static_cast<DataType>(t), static_cast<RedOp>(op), count);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  Destroy(&ranks);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, EveryTypeOp, ::testing::Range(0, 6),
+                         [](const auto& p) { return std::string(kCases[p.param].name); });
+
+TEST(Algorithms, RankCountsOrdersAndLargeCounts) {
+  for (const Case& c : kCases) {
+    for (int n : {2, 3, 5}) {
+      CheckAllReduce(c, n, DataType::kFloat32, RedOp::kSum, 1001);
+      if (HasFatalFailure()) return;
+    }
+    // A cable order that is not rank order (ring and chain follow it).
+    CheckAllReduce(c, 4, DataType::kInt32, RedOp::kSum, 999, {2, 0, 3, 1});
+    if (HasFatalFailure()) return;
+    // Many chunks per block in flight (4 KiB chunks, 3 slots).
+    CheckAllReduce(c, 4, DataType::kBfloat16, RedOp::kSum, 200003);
+    if (HasFatalFailure()) return;
+  }
+}
+
+/// Reducescatter then allgather with the given blocks (elements; bytes for allgather).
+void CheckScatterGather(const Case& c, DataType t, RedOp op, std::vector<uint64_t> blocks) {
+  const int n = static_cast<int>(blocks.size());
+  const size_t N = blocks.size();
+  std::vector<RankSide> ranks;
+  { Status s = MakeRing("fake", n, OptionsFor(c), &ranks); ASSERT_TRUE(s.ok()) << s.message(); }
+  CollOp layout;
+  layout.blockElems = blocks;
+  const uint64_t total = layout.TotalElems();
+  const size_t tb = TypeBytes(t);
+  std::vector<std::vector<uint8_t>> in(N), mine(N), all(N);
+  std::vector<Status> st(N);
+  for (size_t r = 0; r < N; ++r) {
+    in[r].resize(total * tb + 1);
+    for (uint64_t i = 0; i < total; ++i) Set(t, in[r].data(), i, InputValue(t, op, static_cast<int>(r), i));
+    mine[r].assign(blocks[r] * tb + 1, 0xEE);
+    all[r].assign(total * tb + 1, 0xEE);
+  }
+  OnEveryRank(n, [&](int r) {
+    const size_t R = static_cast<size_t>(r);
+    CollOp rs = layout;
+    rs.kind = CollKind::kReduceScatter;
+    rs.type = t;
+    rs.op = op;
+    rs.send = in[R].data();
+    rs.recv = mine[R].data();
+    st[R] = RunOp(*ranks[R].comm, rs);
+    if (!st[R].ok()) return;
+    CollOp ag;
+    ag.kind = CollKind::kAllGather;
+    ag.type = DataType::kUint8;
+    for (uint64_t b : blocks) ag.blockElems.push_back(b * tb);
+    ag.send = mine[R].data();
+    ag.recv = all[R].data();
+    st[R] = RunOp(*ranks[R].comm, ag);
+  });
+  for (size_t r = 0; r < N; ++r) ASSERT_TRUE(st[r].ok()) << c.name << ": " << st[r].message();
+  for (size_t r = 0; r < N; ++r) {
+    const uint64_t first = layout.BlockOffset(static_cast<int>(r));
+    for (uint64_t i = 0; i < blocks[r]; ++i) {
+      const double ref = Reference(t, op, n, first + i);
+      ASSERT_NEAR(Get(t, mine[r].data(), i), ref, Tolerance(t, ref)) << c.name << " reducescatter rank " << r << " element " << i;
+    }
+    EXPECT_EQ(mine[r].back(), 0xEE) << c.name;
+    ASSERT_EQ(std::memcmp(all[r].data(), all[0].data(), total * tb), 0) << c.name << " allgather rank " << r;
+    EXPECT_EQ(all[r].back(), 0xEE) << c.name;
+  }
+  for (uint64_t i = 0; i < total; ++i) {
+    const double ref = Reference(t, op, n, i);
+    ASSERT_NEAR(Get(t, all[0].data(), i), ref, Tolerance(t, ref)) << c.name << " allgather element " << i;
+  }
+  Destroy(&ranks);
+}
+
+TEST(Algorithms, ReduceScatterAllGatherUnevenAndEmptyBlocks) {
+  for (const Case& c : kCases) {
+    CheckScatterGather(c, DataType::kFloat32, RedOp::kSum, {5000, 1, 2999});
+    CheckScatterGather(c, DataType::kInt32, RedOp::kMax, {0, 17, 0, 4096});
+    CheckScatterGather(c, DataType::kFloat8e4m3, RedOp::kSum, {1, 1});
+    CheckScatterGather(c, DataType::kBfloat16, RedOp::kAvg, {100, 200, 0, 300, 7});
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Algorithms, ChooseAlgorithmFollowsShapeAndSmallBytes) {
+  CollOp op;
+  op.type = DataType::kFloat32;
+  op.blockElems = EvenBlocks(16384, 4);  // 64 KiB
+  EXPECT_EQ(ChooseAlgorithm(op, Shape::kRing, 64 * 1024), Algorithm::kOneShot);
+  EXPECT_EQ(ChooseAlgorithm(op, Shape::kRing, 64 * 1024 - 1), Algorithm::kRing);
+  EXPECT_EQ(ChooseAlgorithm(op, Shape::kChain, 0), Algorithm::kChain);
+  EXPECT_EQ(ChooseAlgorithm(op, Shape::kMesh, 0), Algorithm::kDirect);
+  op.kind = CollKind::kReduceScatter;  // one-shot is for allreduce only
+  EXPECT_EQ(ChooseAlgorithm(op, Shape::kMesh, 1 << 30), Algorithm::kDirect);
+}
+
+TEST(Algorithms, ShapeFromAdjacency) {
+  auto adj = [](int n, std::vector<std::pair<int, int>> edges) {
+    std::vector<std::vector<bool>> a(static_cast<size_t>(n), std::vector<bool>(static_cast<size_t>(n), false));
+    for (auto [x, y] : edges) a[static_cast<size_t>(x)][static_cast<size_t>(y)] = a[static_cast<size_t>(y)][static_cast<size_t>(x)] = true;
+    return a;
+  };
+  Topology t;
+  ASSERT_TRUE(ShapeFromAdjacency(adj(3, {{0, 1}, {1, 2}, {0, 2}}), &t).ok());
+  EXPECT_EQ(t.shape, Shape::kMesh);
+  ASSERT_TRUE(ShapeFromAdjacency(adj(4, {{0, 2}, {2, 1}, {1, 3}, {3, 0}}), &t).ok());
+  EXPECT_EQ(t.shape, Shape::kRing);
+  EXPECT_EQ(t.order, (std::vector<int>{0, 2, 1, 3}));
+  ASSERT_TRUE(ShapeFromAdjacency(adj(4, {{3, 1}, {1, 0}, {0, 2}}), &t).ok());
+  EXPECT_EQ(t.shape, Shape::kChain);
+  EXPECT_EQ(t.order, (std::vector<int>{2, 0, 1, 3}));
+  EXPECT_FALSE(ShapeFromAdjacency(adj(4, {{0, 1}, {2, 3}}), &t).ok());  // two islands
+  EXPECT_FALSE(ShapeFromAdjacency(adj(3, {{0, 1}}), &t).ok());          // rank 2 reaches nobody
+}
+
+TEST(Algorithms, ConnectRejectsAShapeMismatch) {
+  // Rank 1 believes in a chain, the others in a ring: connect fails with a named error.
+  std::vector<RankSide> ranks(3);
+  std::vector<std::vector<uint8_t>> addresses;
+  for (RankSide& r : ranks) {
+    ASSERT_TRUE(MakeDomain("fake", 2000, &r.domain).ok());
+    r.cache = std::make_unique<fabric::RegistrationCache>(*r.domain);
+    ASSERT_TRUE(r.domain->CreateWorker(&r.worker).ok());
+    addresses.push_back(r.worker->Address());
+  }
+  std::vector<Status> st(3);
+  OnEveryRank(3, [&](int i) {
+    CollOptions o = OptionsFor(kCases[i == 1 ? 1 : 0]);
+    o.timeoutMs = 2000;
+    std::unique_ptr<CollComm> comm;
+    st[static_cast<size_t>(i)] = CollComm::Connect(*ranks[static_cast<size_t>(i)].worker, *ranks[static_cast<size_t>(i)].cache,
+                                                   i, 3, addresses, o, &comm);
+  });
+  EXPECT_FALSE(st[0].ok());
+  EXPECT_NE(st[0].message().find("shape"), std::string::npos) << st[0].message();
+  Destroy(&ranks);
+}
+
+}  // namespace
+}  // namespace railyard::collectives

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A rank in its own process SIGKILLed mid-collective: three railyard-perf ranks (separate
+# processes, multi-host mode on loopback) run large allreduces through the CollNet
+# table (64 MiB each); once rank 1 has connected and worked 0.5 s of CPU it is SIGKILLed. Ranks 0 and 2 must exit non-zero within RAILYARD_TIMEOUT_MS + 10 s, each
+# with a named collnet error ("collnet rank R/3: ..."), never hang.
+# Usage: collnet_kill.sh <railyard-perf> <libnccl-net-railyard.so> [auto|ring|chain|mesh]
+# (RAILYARD_COLLNET_SHAPE; loopback's auto is a mesh: the direct algorithm).
+set -uo pipefail
+perf="${1:?railyard-perf}" lib="${2:?plugin}" shape="${3:-auto}"
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+port=$((20000 + RANDOM % 20000))
+timeout_ms=5000
+for i in 0 1 2; do
+  RAILYARD_SOCKET_IFNAME="=lo" RAILYARD_FABRIC=off RAILYARD_COLLNET_SHAPE=$shape RAILYARD_TIMEOUT_MS=$timeout_ms NCCL_DEBUG=INFO NCCL_NET_PLUGIN="$lib" \
+    "$perf" --rank $i --nranks 3 --root "127.0.0.1:$port" -p allreduce -d float -o sum -b 64M -e 64M -n 20 -w 0 -c 0 \
+    -T 120 >"$tmp/out.$i" 2>"$tmp/err.$i" &
+  pids+=($!)
+done
+# Wait (bounded) until rank 1 has connected its collComm (its INFO line) and then
+# spent 0.5 s of CPU (/proc/PID/stat utime + stime): it is inside the 64 MiB
+# allreduces (each takes far longer than the bootstrap barrier between iterations).
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+for _ in $(seq 1 1200); do
+  grep -q 'CollNet: rank 1 of 3 connected' "$tmp/err.1" 2>/dev/null && break
+  sleep 0.05
+done
+base=$(cpu "${pids[1]}")
+hz=$(getconf CLK_TCK)
+for _ in $(seq 1 1200); do
+  [ $(( $(cpu "${pids[1]}") - base )) -ge $((hz / 2)) ] && break
+  sleep 0.05
+done
+if ! grep -q 'CollNet: rank 1 of 3 connected' "$tmp/err.1" || [ $(( $(cpu "${pids[1]}") - base )) -lt $((hz / 2)) ]; then
+  echo "FAIL: rank 1 did not connect and run within 120 s"; tail -n 5 "$tmp/err.0" "$tmp/err.1"; exit 1
+fi
+kill -9 "${pids[1]}"
+killed=$(date +%s.%N)
+fail=0
+for i in 0 2; do
+  # Each survivor must end by itself within the bound (polled, not slept).
+  ended=0
+  for _ in $(seq 1 $(( (timeout_ms / 1000 + 10) * 10 ))); do
+    if ! kill -0 "${pids[$i]}" 2>/dev/null; then ended=1; break; fi
+    sleep 0.1
+  done
+  if [ $ended -eq 0 ]; then echo "FAIL: rank $i still running $((timeout_ms / 1000 + 10)) s after rank 1 was killed (hang)"; fail=1; continue; fi
+  wait "${pids[$i]}"; rc=$?
+  took=$(echo "$(date +%s.%N) - $killed" | bc)
+  if [ $rc -eq 0 ]; then echo "FAIL: rank $i exited 0 although rank 1 died"; fail=1; fi
+  msg=$(grep -o 'collnet rank [0-9]/3: .*' "$tmp/err.$i" "$tmp/out.$i" | head -1)
+  if [ -z "$msg" ]; then echo "FAIL: rank $i has no named collnet error:"; tail -5 "$tmp/err.$i"; fail=1; continue; fi
+  echo "ok: rank $i exited $rc after ${took} s: ${msg:0:200}"
+done
+exit $fail
