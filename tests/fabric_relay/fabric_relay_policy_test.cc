@@ -246,8 +246,10 @@ TEST(RelayWire, SlotHeadersFromPeersAreChecked) {
   RemoteKey k{0x1000, 4096, 77, kAccessRemoteWrite, {}};
   SlotHeader h;
   h.kind = static_cast<uint8_t>(SlotKind::kWrite);
+  h.flags = kSlotLast;
   h.slotSeq = 5;
   h.payloadBytes = 1024;
+  h.opBytes = 1024;  // wire version 2: a Write chunk names its Write's total and its offset
   ASSERT_TRUE(EncodeSlotHeader(h, k.Pack(), slot.data()).ok());
   SlotView v;
   ASSERT_TRUE(DecodeSlotHeader(slot.data(), slot.size(), 5, &v).ok());
@@ -270,6 +272,111 @@ TEST(RelayWire, SlotHeadersFromPeersAreChecked) {
   EXPECT_EQ(with([](SlotHeader& x) { x.keyBytes = 200; }), Code::kInvalidArgument);
   EXPECT_EQ(with([](SlotHeader& x) { x.kind = static_cast<uint8_t>(SlotKind::kRead); }), Code::kInvalidArgument);
   EXPECT_EQ(with([](SlotHeader& x) { x.reserved = 1; }), Code::kInvalidArgument);
+  // Version 2 (issue 10): a chunk inside its Write, the last flag exactly where it ends.
+  EXPECT_EQ(with([](SlotHeader& x) { x.flags = kSlotLast | kSlotHasImm; }), Code::kOk);
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.value = 3072; }), Code::kOk);
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.flags = 0; }), Code::kOk);  // a first chunk
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; }), Code::kInvalidArgument);  // last, but 3072 bytes short
+  EXPECT_EQ(with([](SlotHeader& x) { x.flags = 0; }), Code::kInvalidArgument);       // ends it, but not last
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 1000; }), Code::kInvalidArgument);  // past its Write's end
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.value = 3500; }), Code::kInvalidArgument);
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.flags = kSlotHasImm; }), Code::kInvalidArgument);
+  EXPECT_EQ(with([](SlotHeader& x) { x.version = 1; }), Code::kInvalidArgument);  // the pre-total wire
+}
+
+/// A hostile source: opens a route by hand (records and Writes of its own) and writes
+/// slots whose chunks disagree with the Write's total. The relay fails the route with
+/// a named MALFORMED error record, forwards nothing of the bad chunk and delivers no
+/// immediate at the target.
+TEST_F(RelayPolicy, WriteChunksThatDisagreeWithTheirTotalFailTheRouteNamed) {
+  Build(Short(), Short());
+  const RelayOptions o = Short();
+  std::unique_ptr<Worker> w;
+  ASSERT_TRUE(srcD_->CreateWorker(&w).ok());
+  std::vector<uint8_t> ret(o.returnSlots * o.slotBytes, 0), slotA(1024, 0), slotB(1024, 0);
+  const Region *rRet = nullptr, *rA = nullptr, *rB = nullptr;
+  ASSERT_TRUE(srcD_->Register(ret.data(), ret.size(), kAccessLocal | kAccessRemoteWrite, MemoryKind::kHost, &rRet).ok());
+  ASSERT_TRUE(srcD_->Register(slotA.data(), slotA.size(), kAccessLocal, MemoryKind::kHost, &rA).ok());
+  ASSERT_TRUE(srcD_->Register(slotB.data(), slotB.size(), kAccessLocal, MemoryKind::kHost, &rB).ok());
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_TRUE(w->Connect(fwd_->Address(0), &ep).ok());
+  RouteOpen ro;
+  ro.slots = 8;
+  ro.slotBytes = o.slotBytes;
+  ro.returnSlots = o.returnSlots;
+  ro.source = w->Address();
+  ro.target = dstW_->Address();
+  ro.returnKey = rRet->Key().Pack();
+  ro.nonce = 99;
+  Control c;
+  c.kind = ControlKind::kOpen;
+  c.route = 1;
+  c.body = EncodeRouteOpen(ro);
+  ASSERT_TRUE(ep->Send(EncodeControl(c), 1).ok());
+  std::vector<Event> wEv;
+  auto pumpUntil = [&](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      w->Progress(&wEv);
+      fwd_->Progress();
+      dstW_->Progress(&dstEv_);
+      if (done()) return true;
+    }
+    return false;
+  };
+  auto record = [&](ControlKind kind, Control* out) {
+    for (const Event& e : wEv) {
+      Control r;
+      if (e.kind == EventKind::kRecord && DecodeControl(e.record, &r).ok() && r.kind == kind) {
+        *out = r;
+        return true;
+      }
+    }
+    return false;
+  };
+  Control ok;
+  ASSERT_TRUE(pumpUntil([&] { return record(ControlKind::kOpenOk, &ok); })) << fwd_->lastRefusal();
+  uint16_t kb = 0;
+  ASSERT_GE(ok.body.size(), 2u);
+  std::memcpy(&kb, ok.body.data(), 2);
+  RemoteKey up;
+  ASSERT_TRUE(RemoteKey::Unpack(std::span<const uint8_t>(ok.body.data() + 2, kb), &up).ok());
+  const uint32_t relayRoute = static_cast<uint32_t>(ok.a);
+  const std::vector<uint8_t> target = region_->Key().Pack();
+  // One slot: the payload, then the header with the immediate naming the slot.
+  auto put = [&](const Region* r, std::vector<uint8_t>& buf, uint32_t idx, uint64_t value, uint32_t payload,
+                 uint64_t opBytes, uint16_t flags) {
+    std::memset(buf.data() + kSlotPayloadOffset, 0x5a, payload);
+    SlotHeader h;
+    h.kind = static_cast<uint8_t>(SlotKind::kWrite);
+    h.flags = flags;
+    h.imm = 0x77;
+    h.payloadBytes = payload;
+    h.slotSeq = idx;
+    h.opSeq = 4;
+    h.addr = region_->base + value;
+    h.opBytes = opBytes;
+    h.value = value;
+    ASSERT_TRUE(EncodeSlotHeader(h, target, buf.data()).ok());
+    const uint64_t at = up.base + idx * o.slotBytes;
+    ASSERT_TRUE(ep->Write({r, kSlotPayloadOffset, payload}, up, at + kSlotPayloadOffset, 10 + idx).ok());
+    ASSERT_TRUE(ep->Write({r, 0, sizeof(SlotHeader) + target.size()}, up, at, 20 + idx, MakeSlotImmediate(relayRoute, idx)).ok());
+  };
+  put(rA, slotA, 0, 0, 500, 1000, 0);                          // bytes [0, 500) of a 1000-byte Write
+  put(rB, slotB, 1, 500, 700, 1200, kSlotLast | kSlotHasImm);  // ... now "of 1200 bytes"
+  Control err;
+  ASSERT_TRUE(pumpUntil([&] { return record(ControlKind::kError, &err); }));
+  EXPECT_EQ(err.b, static_cast<uint64_t>(FabricErrc::kMalformed));
+  EXPECT_EQ(err.a, 4u) << "the error names the op";
+  const std::string text(err.body.begin(), err.body.end());
+  EXPECT_NE(text.find("disagrees with its write"), std::string::npos) << text;
+  ASSERT_TRUE(pumpUntil([&] { return fwd_->stats().routesFailed == 1; }));
+  EXPECT_EQ(mem_[500], 0) << "the chunk that disagrees was carried";
+  EXPECT_EQ(mem_[1199], 0);
+  for (const Event& e : dstEv_) EXPECT_NE(e.kind, EventKind::kImmediate) << "the target saw an immediate";
+  ep.reset();
+  w.reset();
+  for (const Region* r : {rRet, rA, rB}) EXPECT_TRUE(srcD_->Deregister(r).ok());
 }
 
 TEST(RelayWire, ControlRecordsAndOpensFromPeersAreChecked) {
