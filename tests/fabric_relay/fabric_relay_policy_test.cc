@@ -5,6 +5,7 @@
 // routes the sender does not own, and the wire decoders' checks of peer bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -239,6 +240,79 @@ TEST_F(RelayPolicy, RoutesPerSourceAreCappedAndStraysAreDropped) {
   eps_.clear();
   client_.reset();
   fwd_.reset();
+}
+
+/// Two relays in series (source -> R1 -> R2 -> target, R1 reaching the target through
+/// R2's Forwarder): R1 carries a Write's last chunk on with WriteFinal through its own
+/// RelayedEndpoint, R2 checks it against the chunks before and passes the total on, so
+/// the target still sees one immediate naming the whole Write, after all of its bytes.
+TEST(RelayChain, AWriteLargerThanASlotThroughTwoRelaysReportsItsWholeSize) {
+  std::unique_ptr<Domain> srcD, r1D, r2D, dstD;
+  for (auto* d : {&srcD, &r1D, &r2D, &dstD}) ASSERT_TRUE(fake::CreateFakeDomain({}, d).ok());
+  std::unique_ptr<Worker> dstW;
+  ASSERT_TRUE(dstD->CreateWorker(&dstW).ok());
+  const RelayOptions o;
+  std::unique_ptr<Forwarder> r2, r1;
+  ASSERT_TRUE(Forwarder::Create({r2D.get()}, o, [](std::span<const uint8_t>, NextHop* out) {
+                *out = NextHop{};
+                return Status::Ok();
+              }, &r2).ok());
+  const std::vector<uint8_t> target = dstW->Address(), viaR2 = r2->Address(0);
+  ASSERT_TRUE(Forwarder::Create({r1D.get()}, o, [&](std::span<const uint8_t> a, NextHop* out) {
+                *out = NextHop{};
+                if (std::equal(a.begin(), a.end(), target.begin(), target.end())) out->via = viaR2;
+                return Status::Ok();
+              }, &r1).ok());
+  std::unique_ptr<RelayClient> client;
+  ASSERT_TRUE(RelayClient::Create(*srcD, o, &client).ok());
+  const size_t big = 3u << 20;
+  std::vector<uint8_t> src(big), dst(big + 16, 0);
+  for (size_t i = 0; i < big; ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  const Region *rs = nullptr, *rd = nullptr;
+  ASSERT_TRUE(srcD->Register(src.data(), src.size(), kAccessLocal, MemoryKind::kHost, &rs).ok());
+  ASSERT_TRUE(dstD->Register(dst.data(), dst.size(), kAccessRemoteWrite, MemoryKind::kHost, &rd).ok());
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_TRUE(client->Connect(r1->Address(0), target, &ep).ok());
+  std::vector<Event> ev, dstEv;
+  uint64_t cookie = 1;
+  for (size_t n : {o.PayloadBytes() + 1, big}) {
+    SCOPED_TRACE("bytes " + std::to_string(n));
+    std::fill(dst.begin(), dst.end(), 0);
+    ev.clear();
+    dstEv.clear();
+    ASSERT_TRUE(ep->Write({rs, 0, n}, rd->Key(), rd->base + 8, cookie, static_cast<uint32_t>(0x700 + cookie)).ok());
+    int imms = 0;
+    uint64_t bytes = 0;
+    bool whole = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    bool done = false;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      client->Progress(&ev);
+      r1->Progress();
+      r2->Progress();
+      const size_t had = dstEv.size();
+      dstW->Progress(&dstEv);
+      for (size_t i = had; i < dstEv.size(); ++i) {
+        if (dstEv[i].kind != EventKind::kImmediate) continue;
+        ++imms;
+        bytes = dstEv[i].bytes;
+        EXPECT_EQ(dstEv[i].value, 0x700 + cookie);
+        whole = std::equal(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(n), dst.begin() + 8);
+      }
+      for (const Event& e : ev) done = done || e.cookie == cookie;
+    }
+    ASSERT_TRUE(done) << "no completion; R1: " << r1->lastRefusal() << " R2: " << r2->lastRefusal();
+    for (const Event& e : ev) ASSERT_EQ(e.kind, EventKind::kDone) << e.error.ToString();
+    EXPECT_EQ(imms, 1);
+    EXPECT_EQ(bytes, n);
+    EXPECT_TRUE(whole) << "the immediate came before every byte had landed";
+    EXPECT_EQ(r2->stats().routesFailed, 0u) << r2->lastRefusal();
+    ++cookie;
+  }
+  ep.reset();
+  client.reset();
+  r1.reset();
+  r2.reset();
 }
 
 TEST(RelayWire, SlotHeadersFromPeersAreChecked) {
