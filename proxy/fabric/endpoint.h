@@ -56,6 +56,20 @@ class Endpoint {
   /// landed at the target. `src` must stay registered and unchanged until then.
   virtual Status Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr,
                        uint64_t cookie, std::optional<uint32_t> immediate = std::nullopt) = 0;
+  /// The last piece of one Write that its poster cut into several Writes on this
+  /// Endpoint (a relay forwarding a Write slot by slot, relay/forward_route.h): writes
+  /// `src` to [remoteAddr, + src.bytes) with `immediate`, and the peer's kImmediate
+  /// reports Event::bytes = `opBytes`, the whole Write's size (its earlier bytes were
+  /// Written before this on this Endpoint, so the ordering rule makes them visible
+  /// first). InvalidArgument when opBytes < src.bytes. Added (additively) for issue 10:
+  /// TCP and the fake transport carry opBytes to the target. Default: a plain Write
+  /// with the immediate (the target reports src.bytes: verbs, whose byte_len is the
+  /// completion's own, keeps that limit for relayed Writes larger than one slot).
+  virtual Status WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                            uint32_t immediate, uint64_t opBytes) {
+    if (opBytes < src.bytes) return InvalidArgument("fabric WriteFinal: a whole Write smaller than its last piece");
+    return Write(src, key, remoteAddr, cookie, immediate);
+  }
   /// Reads [remoteAddr, + dst.bytes) of the peer's region `key` into `dst`. kDone when
   /// every byte is in `dst`; on error `dst`'s contents are undefined.
   virtual Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr,

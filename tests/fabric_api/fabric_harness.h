@@ -30,6 +30,8 @@ struct TransportCase {
   std::string name;  ///< test-name suffix, e.g. "tcp_2rails"
   /// Makes a Domain; a Status with code kInvalidUsage means "not available here" (skip).
   std::function<Status(const Knobs&, std::unique_ptr<Domain>*)> make;
+  /// Relayed cases: payload bytes of one relay slot (the chunk a Write is cut into); 0 otherwise.
+  uint64_t relaySlotPayload = 0;
 };
 
 /// Every transport the suite runs over: TCP on one loopback rail; TCP on two

@@ -55,8 +55,12 @@ class TcpWire : public ::testing::Test {
     h.value = 0;
     SendBytes(&h, sizeof h);
   }
-  void SendWrite(uint64_t seq, uint64_t opBytes, uint64_t offset, const std::string& payload) {
+  void SendWrite(uint64_t seq, uint64_t opBytes, uint64_t offset, const std::string& payload, uint16_t flags = 0,
+                 uint64_t value = 0) {
     FrameHeader h = MakeHeader(FrameType::kWrite);
+    h.flags = flags;
+    h.value = value;
+    h.imm = flags != 0 ? 0x42 : 0;
     h.seq = seq;
     h.addr = region_->base;
     h.opBytes = opBytes;
@@ -188,6 +192,38 @@ TEST_F(TcpWire, WriteChunkWithAnotherOpsFieldsIsRefused) {
   const std::string err = NextError();
   EXPECT_NE(err.find("disagrees"), std::string::npos) << err;
   EXPECT_EQ(Landed(), std::string("AAAA\0\0\0\0", 8));
+}
+
+// Endpoint::WriteFinal on the wire (issue 10): the immediate names the whole Write
+// (the frame's value), and every chunk of the op must name the same.
+TEST_F(TcpWire, WriteFinalsImmediateReportsTheWholeWrite) {
+  SendHello();
+  SendWrite(0, 8, 0, "AAAA", kFlagImmediate | kFlagReportBytes, 3u << 20);
+  SendWrite(0, 8, 4, "BBBB", kFlagImmediate | kFlagReportBytes, 3u << 20);
+  uint64_t bytes = 0, imm = 0;
+  ASSERT_TRUE(Pump([&] {
+    for (auto& e : events_) {
+      if (e.kind == EventKind::kImmediate) {
+        bytes = e.bytes;
+        imm = e.value;
+        return true;
+      }
+    }
+    return false;
+  }));
+  EXPECT_EQ(bytes, 3u << 20);
+  EXPECT_EQ(imm, 0x42u);
+  EXPECT_EQ(Landed(), "AAAABBBB");
+}
+
+TEST_F(TcpWire, WriteFinalChunksDisagreeingOnTheWholeWriteAreRefused) {
+  SendHello();
+  SendWrite(0, 8, 0, "AAAA", kFlagImmediate | kFlagReportBytes, 1000);
+  SendWrite(0, 8, 4, "BBBB", kFlagImmediate | kFlagReportBytes, 2000);
+  const std::string err = NextError();
+  EXPECT_NE(err.find("disagrees"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), std::string("AAAA\0\0\0\0", 8));
+  for (auto& e : events_) EXPECT_NE(e.kind, EventKind::kImmediate);
 }
 
 TEST_F(TcpWire, MillionsOfTinyChunksAreCutOffAtTheClaimBudget) {

@@ -99,7 +99,8 @@ TransportCase RelayedCase(std::string name, std::function<Status(const Knobs&, s
             o.timeoutMs = k.timeoutMs;
             *out = std::make_unique<RelayedDomain>(std::move(inner), std::move(host), o);
             return Status::Ok();
-          }};
+          },
+          options.PayloadBytes()};
 }
 
 }  // namespace railyard::fabric::testing

@@ -104,6 +104,7 @@ struct Args {
 constexpr uint64_t kRegion = 64u << 20;
 constexpr uint64_t kFlagsAt = 48u << 20;  // ordering: 8-byte flags from here
 constexpr uint64_t kCounterAt = 60u << 20;
+constexpr uint32_t kBigImmediate = 0xB16000;  // the suite's Write with immediate larger than a relay slot
 
 int RunTarget(const Args& a) {
   std::unique_ptr<Domain> d;
@@ -126,6 +127,10 @@ int RunTarget(const Args& a) {
     w->Progress(&ev);
     for (const Event& e : ev) {
       if (e.kind == EventKind::kRecord) std::printf("record %d bytes %zu\n", ++records, e.record.size());
+      if (e.kind == EventKind::kImmediate && e.value == kBigImmediate) {
+        std::printf("big immediate bytes %lu\n", e.bytes);
+        continue;
+      }
       if (e.kind != EventKind::kImmediate || rounds == 0) continue;
       const int upTo = (static_cast<int>(e.value) + 1) * per;
       for (int i = 0; i < upTo; ++i) {
@@ -267,6 +272,11 @@ class Source {
     }
     if (FirstMismatch(back.data(), 3u << 20, 9) != -1) return Fail("read after fence");
     std::printf("fence ok\n");
+    // Issue 10: a Write with immediate larger than one relay slot (6 chunks): the target
+    // prints its one immediate's bytes ("big immediate bytes N"), which must be the whole.
+    if (!ep_->Write({rs, 0, 3u << 20}, key_, key_.base + (8u << 20), 303, kBigImmediate).ok()) return Fail("post big imm");
+    if (Wait(303).kind != EventKind::kDone) return Fail("big write with immediate");
+    std::printf("big immediate write ok\n");
     // A Write the target refuses (a wrong key): its named error through the relay,
     // and the Endpoint stays failed.
     RemoteKey wrong = key_;

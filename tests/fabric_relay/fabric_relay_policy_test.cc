@@ -5,6 +5,7 @@
 // routes the sender does not own, and the wire decoders' checks of peer bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -241,13 +242,88 @@ TEST_F(RelayPolicy, RoutesPerSourceAreCappedAndStraysAreDropped) {
   fwd_.reset();
 }
 
+/// Two relays in series (source -> R1 -> R2 -> target, R1 reaching the target through
+/// R2's Forwarder): R1 carries a Write's last chunk on with WriteFinal through its own
+/// RelayedEndpoint, R2 checks it against the chunks before and passes the total on, so
+/// the target still sees one immediate naming the whole Write, after all of its bytes.
+TEST(RelayChain, AWriteLargerThanASlotThroughTwoRelaysReportsItsWholeSize) {
+  std::unique_ptr<Domain> srcD, r1D, r2D, dstD;
+  for (auto* d : {&srcD, &r1D, &r2D, &dstD}) ASSERT_TRUE(fake::CreateFakeDomain({}, d).ok());
+  std::unique_ptr<Worker> dstW;
+  ASSERT_TRUE(dstD->CreateWorker(&dstW).ok());
+  const RelayOptions o;
+  std::unique_ptr<Forwarder> r2, r1;
+  ASSERT_TRUE(Forwarder::Create({r2D.get()}, o, [](std::span<const uint8_t>, NextHop* out) {
+                *out = NextHop{};
+                return Status::Ok();
+              }, &r2).ok());
+  const std::vector<uint8_t> target = dstW->Address(), viaR2 = r2->Address(0);
+  ASSERT_TRUE(Forwarder::Create({r1D.get()}, o, [&](std::span<const uint8_t> a, NextHop* out) {
+                *out = NextHop{};
+                if (std::equal(a.begin(), a.end(), target.begin(), target.end())) out->via = viaR2;
+                return Status::Ok();
+              }, &r1).ok());
+  std::unique_ptr<RelayClient> client;
+  ASSERT_TRUE(RelayClient::Create(*srcD, o, &client).ok());
+  const size_t big = 3u << 20;
+  std::vector<uint8_t> src(big), dst(big + 16, 0);
+  for (size_t i = 0; i < big; ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  const Region *rs = nullptr, *rd = nullptr;
+  ASSERT_TRUE(srcD->Register(src.data(), src.size(), kAccessLocal, MemoryKind::kHost, &rs).ok());
+  ASSERT_TRUE(dstD->Register(dst.data(), dst.size(), kAccessRemoteWrite, MemoryKind::kHost, &rd).ok());
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_TRUE(client->Connect(r1->Address(0), target, &ep).ok());
+  std::vector<Event> ev, dstEv;
+  uint64_t cookie = 1;
+  for (size_t n : {o.PayloadBytes() + 1, big}) {
+    SCOPED_TRACE("bytes " + std::to_string(n));
+    std::fill(dst.begin(), dst.end(), 0);
+    ev.clear();
+    dstEv.clear();
+    ASSERT_TRUE(ep->Write({rs, 0, n}, rd->Key(), rd->base + 8, cookie, static_cast<uint32_t>(0x700 + cookie)).ok());
+    int imms = 0;
+    uint64_t bytes = 0;
+    bool whole = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    bool done = false;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      client->Progress(&ev);
+      r1->Progress();
+      r2->Progress();
+      const size_t had = dstEv.size();
+      dstW->Progress(&dstEv);
+      for (size_t i = had; i < dstEv.size(); ++i) {
+        if (dstEv[i].kind != EventKind::kImmediate) continue;
+        ++imms;
+        bytes = dstEv[i].bytes;
+        EXPECT_EQ(dstEv[i].value, 0x700 + cookie);
+        whole = std::equal(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(n), dst.begin() + 8);
+      }
+      for (const Event& e : ev) done = done || e.cookie == cookie;
+    }
+    ASSERT_TRUE(done) << "no completion; R1: " << r1->lastRefusal() << " R2: " << r2->lastRefusal();
+    for (const Event& e : ev) ASSERT_EQ(e.kind, EventKind::kDone) << e.error.ToString();
+    EXPECT_EQ(imms, 1);
+    EXPECT_EQ(bytes, n);
+    EXPECT_TRUE(whole) << "the immediate came before every byte had landed";
+    EXPECT_EQ(r2->stats().routesFailed, 0u) << r2->lastRefusal();
+    ++cookie;
+  }
+  ep.reset();
+  client.reset();
+  r1.reset();
+  r2.reset();
+}
+
 TEST(RelayWire, SlotHeadersFromPeersAreChecked) {
   std::vector<uint8_t> slot(kSlotPayloadOffset + 1024, 0);
   RemoteKey k{0x1000, 4096, 77, kAccessRemoteWrite, {}};
   SlotHeader h;
   h.kind = static_cast<uint8_t>(SlotKind::kWrite);
+  h.flags = kSlotLast;
   h.slotSeq = 5;
   h.payloadBytes = 1024;
+  h.opBytes = 1024;  // wire version 2: a Write chunk names its Write's total and its offset
   ASSERT_TRUE(EncodeSlotHeader(h, k.Pack(), slot.data()).ok());
   SlotView v;
   ASSERT_TRUE(DecodeSlotHeader(slot.data(), slot.size(), 5, &v).ok());
@@ -270,6 +346,111 @@ TEST(RelayWire, SlotHeadersFromPeersAreChecked) {
   EXPECT_EQ(with([](SlotHeader& x) { x.keyBytes = 200; }), Code::kInvalidArgument);
   EXPECT_EQ(with([](SlotHeader& x) { x.kind = static_cast<uint8_t>(SlotKind::kRead); }), Code::kInvalidArgument);
   EXPECT_EQ(with([](SlotHeader& x) { x.reserved = 1; }), Code::kInvalidArgument);
+  // Version 2 (issue 10): a chunk inside its Write, the last flag exactly where it ends.
+  EXPECT_EQ(with([](SlotHeader& x) { x.flags = kSlotLast | kSlotHasImm; }), Code::kOk);
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.value = 3072; }), Code::kOk);
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.flags = 0; }), Code::kOk);  // a first chunk
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; }), Code::kInvalidArgument);  // last, but 3072 bytes short
+  EXPECT_EQ(with([](SlotHeader& x) { x.flags = 0; }), Code::kInvalidArgument);       // ends it, but not last
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 1000; }), Code::kInvalidArgument);  // past its Write's end
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.value = 3500; }), Code::kInvalidArgument);
+  EXPECT_EQ(with([](SlotHeader& x) { x.opBytes = 4096; x.flags = kSlotHasImm; }), Code::kInvalidArgument);
+  EXPECT_EQ(with([](SlotHeader& x) { x.version = 1; }), Code::kInvalidArgument);  // the pre-total wire
+}
+
+/// A hostile source: opens a route by hand (records and Writes of its own) and writes
+/// slots whose chunks disagree with the Write's total. The relay fails the route with
+/// a named MALFORMED error record, forwards nothing of the bad chunk and delivers no
+/// immediate at the target.
+TEST_F(RelayPolicy, WriteChunksThatDisagreeWithTheirTotalFailTheRouteNamed) {
+  Build(Short(), Short());
+  const RelayOptions o = Short();
+  std::unique_ptr<Worker> w;
+  ASSERT_TRUE(srcD_->CreateWorker(&w).ok());
+  std::vector<uint8_t> ret(o.returnSlots * o.slotBytes, 0), slotA(1024, 0), slotB(1024, 0);
+  const Region *rRet = nullptr, *rA = nullptr, *rB = nullptr;
+  ASSERT_TRUE(srcD_->Register(ret.data(), ret.size(), kAccessLocal | kAccessRemoteWrite, MemoryKind::kHost, &rRet).ok());
+  ASSERT_TRUE(srcD_->Register(slotA.data(), slotA.size(), kAccessLocal, MemoryKind::kHost, &rA).ok());
+  ASSERT_TRUE(srcD_->Register(slotB.data(), slotB.size(), kAccessLocal, MemoryKind::kHost, &rB).ok());
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_TRUE(w->Connect(fwd_->Address(0), &ep).ok());
+  RouteOpen ro;
+  ro.slots = 8;
+  ro.slotBytes = o.slotBytes;
+  ro.returnSlots = o.returnSlots;
+  ro.source = w->Address();
+  ro.target = dstW_->Address();
+  ro.returnKey = rRet->Key().Pack();
+  ro.nonce = 99;
+  Control c;
+  c.kind = ControlKind::kOpen;
+  c.route = 1;
+  c.body = EncodeRouteOpen(ro);
+  ASSERT_TRUE(ep->Send(EncodeControl(c), 1).ok());
+  std::vector<Event> wEv;
+  auto pumpUntil = [&](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      w->Progress(&wEv);
+      fwd_->Progress();
+      dstW_->Progress(&dstEv_);
+      if (done()) return true;
+    }
+    return false;
+  };
+  auto record = [&](ControlKind kind, Control* out) {
+    for (const Event& e : wEv) {
+      Control r;
+      if (e.kind == EventKind::kRecord && DecodeControl(e.record, &r).ok() && r.kind == kind) {
+        *out = r;
+        return true;
+      }
+    }
+    return false;
+  };
+  Control ok;
+  ASSERT_TRUE(pumpUntil([&] { return record(ControlKind::kOpenOk, &ok); })) << fwd_->lastRefusal();
+  uint16_t kb = 0;
+  ASSERT_GE(ok.body.size(), 2u);
+  std::memcpy(&kb, ok.body.data(), 2);
+  RemoteKey up;
+  ASSERT_TRUE(RemoteKey::Unpack(std::span<const uint8_t>(ok.body.data() + 2, kb), &up).ok());
+  const uint32_t relayRoute = static_cast<uint32_t>(ok.a);
+  const std::vector<uint8_t> target = region_->Key().Pack();
+  // One slot: the payload, then the header with the immediate naming the slot.
+  auto put = [&](const Region* r, std::vector<uint8_t>& buf, uint32_t idx, uint64_t value, uint32_t payload,
+                 uint64_t opBytes, uint16_t flags) {
+    std::memset(buf.data() + kSlotPayloadOffset, 0x5a, payload);
+    SlotHeader h;
+    h.kind = static_cast<uint8_t>(SlotKind::kWrite);
+    h.flags = flags;
+    h.imm = 0x77;
+    h.payloadBytes = payload;
+    h.slotSeq = idx;
+    h.opSeq = 4;
+    h.addr = region_->base + value;
+    h.opBytes = opBytes;
+    h.value = value;
+    ASSERT_TRUE(EncodeSlotHeader(h, target, buf.data()).ok());
+    const uint64_t at = up.base + idx * o.slotBytes;
+    ASSERT_TRUE(ep->Write({r, kSlotPayloadOffset, payload}, up, at + kSlotPayloadOffset, 10 + idx).ok());
+    ASSERT_TRUE(ep->Write({r, 0, sizeof(SlotHeader) + target.size()}, up, at, 20 + idx, MakeSlotImmediate(relayRoute, idx)).ok());
+  };
+  put(rA, slotA, 0, 0, 500, 1000, 0);                          // bytes [0, 500) of a 1000-byte Write
+  put(rB, slotB, 1, 500, 700, 1200, kSlotLast | kSlotHasImm);  // ... now "of 1200 bytes"
+  Control err;
+  ASSERT_TRUE(pumpUntil([&] { return record(ControlKind::kError, &err); }));
+  EXPECT_EQ(err.b, static_cast<uint64_t>(FabricErrc::kMalformed));
+  EXPECT_EQ(err.a, 4u) << "the error names the op";
+  const std::string text(err.body.begin(), err.body.end());
+  EXPECT_NE(text.find("disagrees with its write"), std::string::npos) << text;
+  ASSERT_TRUE(pumpUntil([&] { return fwd_->stats().routesFailed == 1; }));
+  EXPECT_EQ(mem_[500], 0) << "the chunk that disagrees was carried";
+  EXPECT_EQ(mem_[1199], 0);
+  for (const Event& e : dstEv_) EXPECT_NE(e.kind, EventKind::kImmediate) << "the target saw an immediate";
+  ep.reset();
+  w.reset();
+  for (const Region* r : {rRet, rA, rB}) EXPECT_TRUE(srcD_->Deregister(r).ok());
 }
 
 TEST(RelayWire, ControlRecordsAndOpensFromPeersAreChecked) {

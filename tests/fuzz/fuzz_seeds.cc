@@ -327,14 +327,21 @@ bool FabricSeeds() {
     open.body = r::EncodeRouteOpen(o);
     ok &= Write("relay_wire", "control-ok-open-refused-small-return-ring", r::EncodeControl(open));
     // A slot of 257 + 16 * 32 bytes whose expected sequence is its own (shape bit 0).
-    auto slot = [](r::SlotKind kind, uint32_t payload, bool key) {
+    // A Write chunk names its Write's total (opBytes) and its offset (value): by default
+    // the whole Write in one chunk.
+    auto slot = [](r::SlotKind kind, uint32_t payload, bool key, uint64_t opBytes = ~0ull, uint64_t offset = 0,
+                   uint16_t flags = r::kSlotLast) {
       Bytes b;
       Put<uint8_t>(b, 0x21);
       Put<uint64_t>(b, 0);
       Bytes sl(r::kSlotPayloadOffset + 1 + 16 * 32, 0);
       r::SlotHeader h;
       h.kind = static_cast<uint8_t>(kind);
-      h.flags = r::kSlotLast;
+      h.flags = flags;
+      if (kind == r::SlotKind::kWrite) {
+        h.opBytes = opBytes == ~0ull ? payload : opBytes;
+        h.value = offset;
+      }
       h.payloadBytes = payload;
       h.slotSeq = 12;
       h.opSeq = 3;
@@ -348,6 +355,17 @@ bool FabricSeeds() {
     ok &= Write("relay_wire", "ok-slot-record", slot(r::SlotKind::kRecord, 64, false));
     ok &= Write("relay_wire", "bad-slot-overrun", slot(r::SlotKind::kWrite, 600, true));
     ok &= Write("relay_wire", "bad-slot-read-with-payload", slot(r::SlotKind::kRead, 8, true));
+    // Version 2 (issue 10): chunks of a Write of 1000 bytes, and totals that disagree.
+    ok &= Write("relay_wire", "ok-slot-write-first-chunk", slot(r::SlotKind::kWrite, 500, true, 1000, 0, 0));
+    ok &= Write("relay_wire", "ok-slot-write-last-chunk-imm",
+                slot(r::SlotKind::kWrite, 500, true, 1000, 500, r::kSlotLast | r::kSlotHasImm));
+    ok &= Write("relay_wire", "bad-slot-write-last-before-total", slot(r::SlotKind::kWrite, 500, true, 1000, 0));
+    ok &= Write("relay_wire", "bad-slot-write-ends-without-last", slot(r::SlotKind::kWrite, 500, true, 1000, 500, 0));
+    ok &= Write("relay_wire", "bad-slot-write-past-total", slot(r::SlotKind::kWrite, 500, true, 900, 500));
+    ok &= Write("relay_wire", "bad-slot-write-imm-not-last",
+                slot(r::SlotKind::kWrite, 500, true, 1000, 0, r::kSlotHasImm));
+    ok &= Write("relay_wire", "bad-slot-write-empty-chunk", slot(r::SlotKind::kWrite, 0, true, 1000, 0, 0));
+    ok &= Write("relay_wire", "bad-slot-record-imm", slot(r::SlotKind::kRecord, 64, false, 0, 0, r::kSlotLast | r::kSlotHasImm));
   }
 
   {  // gin_wire
@@ -470,6 +488,16 @@ bool FabricSeeds() {
     over.payloadBytes = 8192;  // past the op's end
     ok &= Write("tcp_frame", "bad-write-overrun-port-0", frame(0, over, badAddr));
     ok &= Write("tcp_frame", "bad-ack-to-target", frame(0, ack, Bytes{1, 2, 3}));
+    // WriteFinal (issue 10): the immediate reports the whole Write (value), never less than the op.
+    t::FrameHeader fin = w;
+    fin.flags = t::kFlagImmediate | t::kFlagReportBytes;
+    fin.value = 3u << 20;
+    ok &= Write("tcp_frame", "ok-write-final", frame(0, fin, TcpAddress(40007)));
+    fin.value = 4096;
+    ok &= Write("tcp_frame", "bad-write-final-below-op-port-0", frame(0, fin, badAddr));
+    fin.flags = t::kFlagReportBytes;
+    fin.value = 3u << 20;
+    ok &= Write("tcp_frame", "bad-write-report-without-imm-port-0", frame(0, fin, badAddr));
   }
 
   {  // verbs_wire: address, then a hello

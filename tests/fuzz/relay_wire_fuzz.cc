@@ -6,6 +6,8 @@
 //   - DecodeControl on the whole input (a control record, a fabric Send), and
 //     DecodeRouteOpen on an accepted kOpen's body and on the whole input.
 // Invariants: a refusal has a message and leaves the output as it was (sentinels);
+// an accepted Write chunk lies inside the Write its header names (version 2), its
+// last-chunk flag exactly on the chunk that ends it, an immediate only there;
 // an accepted slot header re-encodes (EncodeSlotHeader with its key re-packed) to
 // the same header and key bytes, its payload inside the slot; an accepted control
 // record or route open re-encodes to exactly the input bytes.
@@ -103,6 +105,15 @@ bool Slot(const uint8_t* data, size_t size) {
   const r::SlotHeader& h = out.header;
   FUZZ_CHECK(h.magic == r::kSlotMagic && h.version == r::kRelayWireVersion && h.slotSeq == expect);
   FUZZ_CHECK(h.payloadBytes <= slotBytes - r::kSlotPayloadOffset);
+  if (h.kind == static_cast<uint8_t>(r::SlotKind::kWrite)) {
+    // Version 2: a Write chunk lies inside its Write, and only the chunk that ends it
+    // is the last (and may carry the immediate).
+    FUZZ_CHECK(h.value <= h.opBytes && h.payloadBytes <= h.opBytes - h.value);
+    FUZZ_CHECK(((h.flags & r::kSlotLast) != 0) == (h.value + h.payloadBytes == h.opBytes));
+    FUZZ_CHECK(h.payloadBytes > 0 || h.opBytes == 0);
+  }
+  FUZZ_CHECK((h.flags & r::kSlotHasImm) == 0 ||
+             (h.kind == static_cast<uint8_t>(r::SlotKind::kWrite) && (h.flags & r::kSlotLast) != 0));
   std::vector<uint8_t> packed;
   if (h.keyBytes > 0) packed = out.key.Pack();
   FUZZ_CHECK(packed.size() == h.keyBytes);

@@ -33,6 +33,7 @@ struct Request {
   uint64_t key = 0;
   bool hasImm = false;
   uint32_t imm = 0;
+  uint64_t reportBytes = 0;  ///< Write with immediate: Event::bytes at the target (WriteFinal: the whole Write)
   uint64_t add = 0;
   std::vector<uint8_t> record;
 };
@@ -188,6 +189,23 @@ class FakeEndpoint : public Endpoint {
     r.key = key.softwareKey;
     r.hasImm = immediate.has_value();
     r.imm = immediate.value_or(0);
+    r.reportBytes = src.bytes;
+    return Post(std::move(r), cookie);
+  }
+  Status WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                    uint32_t immediate, uint64_t opBytes) override {
+    if (failed_) return status_;
+    if (opBytes < src.bytes) return InvalidArgument("fabric WriteFinal: a whole Write smaller than its last piece");
+    RY_RETURN_IF_ERROR(CheckLocal(src, "fabric Write"));
+    Request r;
+    r.op = OpType::kWrite;
+    r.local = src.data();
+    r.bytes = src.bytes;
+    r.remoteAddr = remoteAddr;
+    r.key = key.softwareKey;
+    r.hasImm = true;
+    r.imm = immediate;
+    r.reportBytes = opBytes;
     return Post(std::move(r), cookie);
   }
   Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) override {
@@ -411,7 +429,7 @@ Reply FakeWorker::Execute(Request& r, std::vector<Event>* events) {
     e.kind = EventKind::kImmediate;
     e.op = OpType::kWrite;
     e.value = r.imm;
-    e.bytes = r.bytes;
+    e.bytes = r.reportBytes;
     e.peer = r.fromWorker;
     events->push_back(std::move(e));
   }

@@ -136,11 +136,18 @@ bool ForwardRoute::Take(uint32_t idx) {
   u.opSeq = h.opSeq;
   const uint64_t cookie = MakeLegCookie(s_.id, LegTag::kDown, idx);
   const uint64_t payloadOff = up_.Offset(idx) + kSlotPayloadOffset;
+  if (!CheckWriteStream(v)) return false;
   switch (static_cast<SlotKind>(h.kind)) {
     case SlotKind::kWrite: {
-      std::optional<uint32_t> imm;
-      if ((h.flags & kSlotHasImm) != 0 && (h.flags & kSlotLast) != 0) imm = h.imm;
-      st = down_->Write({up_.region(DownRegion()), payloadOff, h.payloadBytes}, v.key, h.addr, cookie, imm);
+      const LocalSlice chunk{up_.region(DownRegion()), payloadOff, h.payloadBytes};
+      if ((h.flags & kSlotHasImm) != 0 && h.value > 0) {
+        // The last chunk of a Write of several: the target's immediate names the whole Write.
+        st = down_->WriteFinal(chunk, v.key, h.addr, cookie, h.imm, h.opBytes);
+      } else {
+        std::optional<uint32_t> imm;
+        if ((h.flags & kSlotHasImm) != 0) imm = h.imm;
+        st = down_->Write(chunk, v.key, h.addr, cookie, imm);
+      }
       bytesForwarded_ += h.payloadBytes;
       break;
     }
@@ -175,6 +182,52 @@ bool ForwardRoute::Take(uint32_t idx) {
   ++processNext_;
   if (reading_) PostReadChunks();
   return !failed_;
+}
+
+bool ForwardRoute::CheckWriteStream(const SlotView& v) {
+  const SlotHeader& h = v.header;
+  if (static_cast<SlotKind>(h.kind) != SlotKind::kWrite) {
+    if (inWrite_) {
+      Error(FabricErrc::kMalformed, h.opSeq, "a slot of another op inside the chunks of write op " + std::to_string(write_.opSeq));
+      return false;
+    }
+    run_ = WriteRun{};
+    return true;
+  }
+  if (inWrite_) {
+    if (h.opSeq != write_.opSeq || h.opBytes != write_.bytes || h.value != write_.next || h.addr != write_.nextAddr ||
+        !(v.key == write_.key)) {
+      Error(FabricErrc::kMalformed, h.opSeq,
+            "a write chunk that disagrees with its write (op " + std::to_string(h.opSeq) + ", offset " +
+                std::to_string(h.value) + " of " + std::to_string(h.opBytes) + " bytes, where op " +
+                std::to_string(write_.opSeq) + " offset " + std::to_string(write_.next) + " of " +
+                std::to_string(write_.bytes) + " was due)");
+      return false;
+    }
+  } else if (h.value > 0) {
+    // A WriteFinal from an upstream relay: its first `value` bytes must be the Writes
+    // this route carried just before it, to the same key, ending where it starts.
+    if (!run_.valid || !(v.key == run_.key) || h.addr != run_.end || run_.bytes < h.value) {
+      Error(FabricErrc::kMalformed, h.opSeq,
+            "a write naming " + std::to_string(h.value) + " bytes before it (of " + std::to_string(h.opBytes) +
+                ") that this route did not carry just before");
+      return false;
+    }
+  }
+  const bool contiguous = run_.valid && v.key == run_.key && h.addr == run_.end;
+  run_.bytes = (contiguous ? run_.bytes : 0) + h.payloadBytes;
+  run_.end = h.addr + h.payloadBytes;
+  if (!contiguous) run_.key = v.key;
+  run_.valid = true;
+  inWrite_ = (h.flags & kSlotLast) == 0;
+  if (inWrite_) {
+    write_.opSeq = h.opSeq;
+    write_.bytes = h.opBytes;
+    write_.next = h.value + h.payloadBytes;
+    write_.nextAddr = h.addr + h.payloadBytes;
+    write_.key = v.key;
+  }
+  return true;
 }
 
 void ForwardRoute::PostReadChunks() {

@@ -14,6 +14,11 @@
 // waits for staging/return slots before later slots are taken, so no later op
 // overtakes it on the down leg.
 //
+// A Write's chunks name its total and their offsets; the route checks they agree
+// (CheckWriteStream) and forwards the last chunk of a Write of several with
+// Endpoint::WriteFinal, so the target's one immediate reports the whole Write's bytes
+// after every chunk's (the down leg's ordering rule).
+//
 // Every slot header and control record is peer data (relay_wire.h). Any error
 // fails the route: the error (the down leg's named one, or MALFORMED) goes back
 // to the source as an Error record and nothing more is forwarded.
@@ -98,6 +103,12 @@ class ForwardRoute {
   };
   /// One slot's work; false when the route failed.
   bool Take(uint32_t idx);
+  /// The stream check of Write chunks (peer data): the chunks of one Write come back
+  /// to back, each at the offset and address the one before ends, with the same op,
+  /// total and key; a Write that starts past offset 0 (an upstream relay's
+  /// WriteFinal) must follow Writes of this route that cover those bytes. MALFORMED
+  /// (the route fails) otherwise; false then.
+  bool CheckWriteStream(const SlotView& v);
   void PostReadChunks();
   void SendBack(const Control& c);
   void Error(FabricErrc errc, uint64_t opSeq, const std::string& what, const ErrorSite* site = nullptr);
@@ -115,6 +126,20 @@ class ForwardRoute {
   uint64_t credited_ = 0;
   uint64_t stagingSeq_ = 0;   ///< staging slots used so far
   uint64_t returnCredit_ = 0; ///< return slots the source has freed (cumulative)
+  /// The Write whose chunks are under way (inWrite_): what its next chunk must say.
+  struct WriteState {
+    uint64_t opSeq = 0, bytes = 0, next = 0, nextAddr = 0;
+    RemoteKey key;
+  };
+  /// The contiguous Write bytes this route carried last, to one key, ending at `end`.
+  struct WriteRun {
+    bool valid = false;
+    uint64_t end = 0, bytes = 0;
+    RemoteKey key;
+  };
+  bool inWrite_ = false;
+  WriteState write_;
+  WriteRun run_;
   bool reading_ = false;      ///< a Read's chunks are still being posted
   uint32_t readIdx_ = 0;
   RemoteKey readKey_;

@@ -92,6 +92,21 @@ Status DecodeSlotHeader(const uint8_t* slot, uint64_t slotBytes, uint64_t expect
     return InvalidArgument("relay slot: a read or fetch-add request with a payload");
   }
   if (kind == SlotKind::kRecord && h.payloadBytes == 0) return InvalidArgument("relay slot: an empty record");
+  if (kind == SlotKind::kWrite) {
+    if (h.value > h.opBytes || h.payloadBytes > h.opBytes - h.value) {
+      return InvalidArgument("relay slot: write chunk outside its write (" + std::to_string(h.value) + " + " +
+                             std::to_string(h.payloadBytes) + " of " + std::to_string(h.opBytes) + " bytes)");
+    }
+    if (h.addr + h.payloadBytes < h.addr) return InvalidArgument("relay slot: write chunk wraps the address space");
+    const bool ends = h.value + h.payloadBytes == h.opBytes;
+    if (ends != ((h.flags & kSlotLast) != 0)) return InvalidArgument("relay slot: the last-chunk flag disagrees with the write's total");
+    if (h.payloadBytes == 0 && h.opBytes != 0) return InvalidArgument("relay slot: an empty chunk of a non-empty write");
+  } else if ((h.flags & kSlotHasImm) != 0) {
+    return InvalidArgument("relay slot: an immediate on a slot that is not a write");
+  }
+  if ((h.flags & kSlotHasImm) != 0 && (h.flags & kSlotLast) == 0) {
+    return InvalidArgument("relay slot: an immediate on a write chunk that is not the last");
+  }
   if (kind == SlotKind::kReadData && (h.value > h.opBytes || h.payloadBytes > h.opBytes - h.value)) {
     return InvalidArgument("relay slot: read data outside its read");
   }

@@ -26,8 +26,9 @@
 
 namespace railyard::fabric::relay {
 
-/// Wire version of slots and control records; every other is refused.
-constexpr uint8_t kRelayWireVersion = 1;
+/// Wire version of slots and control records; every other is refused. 2: a kWrite
+/// slot names its Write's total bytes (opBytes) and the chunk's offset in it (value).
+constexpr uint8_t kRelayWireVersion = 2;
 /// Bytes reserved at the start of every slot for its header and the packed target key.
 constexpr uint64_t kSlotPayloadOffset = 256;
 /// Largest number of slots of one ring (the immediate carries a 16-bit slot index).
@@ -39,7 +40,8 @@ constexpr size_t kMaxErrorText = 1024;
 
 /// What a slot carries.
 enum class SlotKind : uint8_t {
-  kWrite = 1,     ///< a chunk of a Write: payload -> target [addr, + payloadBytes)
+  kWrite = 1,     ///< a chunk of a Write: payload -> target [addr, + payloadBytes), bytes
+                  ///< [value, + payloadBytes) of a Write of opBytes bytes
   kRecord = 2,    ///< a Send record: payload = the record
   kRead = 3,      ///< a Read request of opBytes bytes at addr (no payload)
   kFetchAdd = 4,  ///< a FetchAdd of `value` at addr (no payload)
@@ -63,8 +65,8 @@ struct SlotHeader {
   uint64_t slotSeq = 0;       ///< position in the route's slot stream (slot index = slotSeq % slots)
   uint64_t opSeq = 0;         ///< the relayed op's sequence at the source (errors name it)
   uint64_t addr = 0;          ///< target address (kWrite chunk, kRead, kFetchAdd)
-  uint64_t opBytes = 0;       ///< kRead: bytes; kReadData: the Read's total bytes
-  uint64_t value = 0;         ///< kFetchAdd: the addend; kReadData: offset of this chunk in the Read
+  uint64_t opBytes = 0;       ///< kWrite: the Write's total bytes; kRead: bytes; kReadData: the Read's total bytes
+  uint64_t value = 0;         ///< kFetchAdd: the addend; kWrite / kReadData: offset of this chunk in its op
   uint16_t keyBytes = 0;      ///< packed RemoteKey that follows (0 for kRecord, kReadData)
   uint16_t reserved = 0;
   uint32_t reserved2 = 0;
@@ -85,8 +87,11 @@ Status EncodeSlotHeader(const SlotHeader& h, std::span<const uint8_t> packedKey,
 
 /// Reads and checks the header of a slot of `slotBytes` bytes received as
 /// slot sequence `expectSeq`: magic, version, a known kind, known flags, the
-/// payload inside the slot, the sequence, and (for kinds that have one) a key that
-/// RemoteKey::Unpack accepts. InvalidArgument naming what is wrong (peer data);
+/// payload inside the slot, the sequence, a kWrite chunk inside its Write (kSlotLast
+/// exactly on the chunk that ends it, kSlotHasImm only there, an empty chunk only
+/// for an empty Write), and (for kinds that have one) a key that RemoteKey::Unpack
+/// accepts. Whether chunks agree with each other is the relay's stream check
+/// (forward_route.h). InvalidArgument naming what is wrong (peer data);
 /// `out` unchanged on error. `slotBytes` below kSlotPayloadOffset is refused.
 Status DecodeSlotHeader(const uint8_t* slot, uint64_t slotBytes, uint64_t expectSeq, SlotView* out);
 

@@ -154,6 +154,29 @@ Status RelayedEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint6
   return Post(std::move(op));
 }
 
+Status RelayedEndpoint::WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                                   uint32_t immediate, uint64_t opBytes) {
+  if (!status_.ok()) return status_;
+  if (opBytes < src.bytes || remoteAddr < opBytes - src.bytes) {
+    return InvalidArgument("fabric WriteFinal: a whole Write of " + std::to_string(opBytes) + " bytes for a last piece of " +
+                           std::to_string(src.bytes) + " at 0x" + ToHex(remoteAddr));
+  }
+  RY_RETURN_IF_ERROR(CheckLocal(src, "fabric Write"));
+  Op op;
+  op.type = OpType::kWrite;
+  op.cookie = cookie;
+  op.local = src;
+  op.bytes = src.bytes;
+  op.prior = opBytes - src.bytes;
+  op.key = key.Pack();
+  op.keyBase = key.base;
+  op.keyLength = key.length;
+  op.addr = remoteAddr;
+  op.hasImm = true;
+  op.imm = immediate;
+  return Post(std::move(op));
+}
+
 Status RelayedEndpoint::Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) {
   if (!status_.ok()) return status_;
   RY_RETURN_IF_ERROR(CheckLocal(dst, "fabric Read"));
@@ -223,6 +246,8 @@ bool RelayedEndpoint::EmitChunk(Op& op) {
       h.kind = static_cast<uint8_t>(SlotKind::kWrite);
       h.payloadBytes = static_cast<uint32_t>(chunk);
       h.addr = op.addr + op.emitted;
+      h.opBytes = op.prior + op.bytes;  // the whole Write (WriteFinal: with the bytes Written before)
+      h.value = op.prior + op.emitted;
       const bool last = op.emitted + chunk == op.bytes;
       if (last) h.flags = kSlotLast | (op.hasImm ? kSlotHasImm : 0);
       h.imm = op.imm;

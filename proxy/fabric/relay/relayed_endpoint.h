@@ -50,6 +50,11 @@ class RelayedEndpoint : public Endpoint {
   Status Send(std::span<const uint8_t> record, uint64_t cookie) override;
   Status Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
                std::optional<uint32_t> immediate) override;
+  /// Endpoint::WriteFinal (a relay carrying a Write on through a further relay): the
+  /// slots name the whole Write (opBytes) and their offsets in it, so the next relay
+  /// checks them against the Writes before and passes the total on.
+  Status WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                    uint32_t immediate, uint64_t opBytes) override;
   Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) override;
   Status FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) override;
   Status Fence(uint64_t cookie) override;
@@ -79,6 +84,7 @@ class RelayedEndpoint : public Endpoint {
     uint64_t keyBase = 0, keyLength = 0;  ///< the range the key names (pre-check of whole ops)
     uint64_t addr = 0;
     uint64_t bytes = 0;
+    uint64_t prior = 0;           ///< WriteFinal: bytes of the whole Write Written before this op
     bool hasImm = false;
     uint32_t imm = 0;
     uint64_t add = 0;

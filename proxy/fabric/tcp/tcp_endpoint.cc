@@ -231,6 +231,27 @@ Status TcpEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_t 
   return Post(std::move(op));
 }
 
+Status TcpEndpoint::WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                               uint32_t immediate, uint64_t opBytes) {
+  if (failed_) return status_;
+  if (opBytes < src.bytes || opBytes > kMaxOpBytes) {
+    return InvalidArgument("fabric WriteFinal: a whole Write of " + std::to_string(opBytes) + " bytes for a last piece of " +
+                           std::to_string(src.bytes));
+  }
+  RY_RETURN_IF_ERROR(CheckLocal(src, "fabric Write"));
+  Op op;
+  op.type = OpType::kWrite;
+  op.cookie = cookie;
+  op.local = src.data();
+  op.bytes = src.bytes;
+  op.remoteAddr = remoteAddr;
+  op.key = key.softwareKey;
+  op.hasImm = true;
+  op.imm = immediate;
+  op.reportBytes = opBytes;
+  return Post(std::move(op));
+}
+
 Status TcpEndpoint::Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) {
   if (failed_) return status_;
   RY_RETURN_IF_ERROR(CheckLocal(dst, "fabric Read"));
@@ -294,6 +315,10 @@ bool TcpEndpoint::QueueChunks(Op& op) {
         if (op.hasImm) {
           f.header.flags = kFlagImmediate;
           f.header.imm = op.imm;
+        }
+        if (op.reportBytes > 0) {
+          f.header.flags |= kFlagReportBytes;
+          f.header.value = op.reportBytes;
         }
         break;
       case OpType::kRead:

@@ -30,6 +30,9 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   Status Send(std::span<const uint8_t> record, uint64_t cookie) override;
   Status Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
                std::optional<uint32_t> immediate) override;
+  /// Endpoint::WriteFinal: the frames carry kFlagReportBytes with value = opBytes.
+  Status WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                    uint32_t immediate, uint64_t opBytes) override;
   Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) override;
   Status FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) override;
   Status Fence(uint64_t cookie) override;
@@ -51,6 +54,7 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
     uint64_t key = 0;
     bool hasImm = false;
     uint32_t imm = 0;
+    uint64_t reportBytes = 0;  ///< WriteFinal: the whole Write's bytes (0: a plain Write)
     uint64_t add = 0;
     std::vector<uint8_t> record;
     std::vector<Chunk> chunks;

@@ -69,8 +69,9 @@ Status DecodeFrameHeader(const uint8_t* bytes, Direction dir, FrameHeader* out) 
   const bool toInitiator = t == FrameType::kAck || t == FrameType::kReadData || t == FrameType::kNack;
   if (!toTarget && !toInitiator) return Bad(h, "unknown frame type " + std::to_string(h.type));
   if ((dir == Direction::kToTarget) != toTarget) return Bad(h, "frame type sent in the wrong direction");
-  if (h.flags & ~kFlagImmediate) return Bad(h, "unknown flags " + std::to_string(h.flags));
+  if (h.flags & ~(kFlagImmediate | kFlagReportBytes)) return Bad(h, "unknown flags " + std::to_string(h.flags));
   if ((h.flags & kFlagImmediate) && t != FrameType::kWrite) return Bad(h, "immediate flag on a non-write");
+  if ((h.flags & kFlagReportBytes) && !(h.flags & kFlagImmediate)) return Bad(h, "reported bytes without an immediate");
   if (h.payloadBytes > kMaxFramePayload) return Bad(h, "payload above " + std::to_string(kMaxFramePayload));
   switch (t) {
     case FrameType::kHello:
@@ -83,6 +84,9 @@ Status DecodeFrameHeader(const uint8_t* bytes, Direction dir, FrameHeader* out) 
     case FrameType::kWrite:
       if (h.opBytes > kMaxOpBytes) return Bad(h, "op above " + std::to_string(kMaxOpBytes) + " bytes");
       if (h.offset > h.opBytes || h.payloadBytes > h.opBytes - h.offset) return Bad(h, "chunk outside its op");
+      if ((h.flags & kFlagReportBytes) && (h.value < h.opBytes || h.value > kMaxOpBytes)) {
+        return Bad(h, "reported bytes " + std::to_string(h.value) + " outside [op bytes, " + std::to_string(kMaxOpBytes) + "]");
+      }
       break;
     case FrameType::kReadReq:
       if (h.payloadBytes != 0) return Bad(h, "read request with a payload");

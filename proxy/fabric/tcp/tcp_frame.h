@@ -46,6 +46,10 @@ enum class FrameType : uint8_t {
 
 /// Header flag: the Write carries the immediate `imm`.
 constexpr uint16_t kFlagImmediate = 1;
+/// Header flag (with kFlagImmediate, Writes only): `value` is the bytes the target's
+/// immediate event reports (Endpoint::WriteFinal: the whole Write this op ends),
+/// opBytes..kMaxOpBytes. A target without it refuses the frame (unknown flags).
+constexpr uint16_t kFlagReportBytes = 2;
 
 /// The 64-byte header, little-endian on the wire (the host is little-endian).
 struct FrameHeader {

@@ -153,7 +153,8 @@ FabricError TcpTarget::OnHeader(int socket, const FrameHeader& h, Sink* sink) {
       if (errc != FabricErrc::kNone) return Refuse(socket, h.seq, errc, why);
     }
   } else if (s.type != t || s.addr != h.addr || s.bytes != h.opBytes || s.key != h.key || s.flags != h.flags ||
-             s.imm != h.imm || (t != FrameType::kWrite && t != FrameType::kReadReq)) {
+             s.imm != h.imm || (t != FrameType::kWrite && t != FrameType::kReadReq) ||
+             (t == FrameType::kWrite && s.add != h.value)) {
     return Error(FabricErrc::kMalformed, socket, seq, "chunk disagrees with its op (" + DescribeFrame(h) + ")");
   }
   s.lastSocket = socket;
@@ -234,7 +235,7 @@ FabricError TcpTarget::Advance() {
           ev.kind = EventKind::kImmediate;
           ev.op = OpType::kWrite;
           ev.value = s.imm;
-          ev.bytes = s.bytes;
+          ev.bytes = (s.flags & kFlagReportBytes) ? s.add : s.bytes;  // WriteFinal: the whole Write
           ev.peer = peer_;
           worker_->Emit(std::move(ev));
         }
