@@ -45,9 +45,8 @@ Status ConnectRecord::Unpack(std::span<const uint8_t> bytes, ConnectRecord* out)
     return InvalidArgument("collnet connect record: version " + std::to_string(Take<uint16_t>(p + 4)) +
                                    ", this build speaks " + std::to_string(kVersion));
   }
-  // The reserved u16 must be zero: a field this side skipped would pass unseen (a
-  // later version's flag read as nothing; found by the fuzz target coll_wire).
-  if (Take<uint16_t>(p + 6) != 0) return InvalidArgument("collnet connect record: reserved bytes set");
+  // Bytes 6-7 were reserved in version 1 (required zero: the fuzz target coll_wire
+  // found them skipped); version 2 gives them to the shape, checked in full here.
   ConnectRecord r;
   r.shape = Take<uint16_t>(p + 6);
   if (r.shape > 2) return InvalidArgument("collnet connect record: unknown shape " + std::to_string(r.shape));
