@@ -57,19 +57,29 @@ void ConnectOneWay(Rank& r, Net& net, void** send, void** recv) {
 }
 
 /// The receiving side of a stream: kMsgs receives of kMsg bytes posted at once.
+/// Deregisters its buffer before unmapping it, as NCCL does (a registration outlives
+/// the comm it was made on: bytes of the closed comm's sender may still be landing).
 struct Receiver {
   Buffer dst{kMsg * kMsgs};
   void* mh = nullptr;
+  Net* net = nullptr;
   std::vector<void*> reqs;
 
-  void Post(Net& net, void* recv) {
-    ASSERT_EQ(net.RegMr(recv, dst.data(), dst.size(), &mh), ncclSuccess);
+  ~Receiver() {
+    if (net != nullptr && mh != nullptr) {
+      EXPECT_EQ(net->DeregMr(nullptr, mh), ncclSuccess);
+    }
+  }
+
+  void Post(Net& n, void* recv) {
+    net = &n;
+    ASSERT_EQ(n.RegMr(recv, dst.data(), dst.size(), &mh), ncclSuccess);
     for (int k = 0; k < kMsgs; ++k) {
       void* data = dst.data() + kMsg * static_cast<size_t>(k);
       size_t cap = kMsg;
       int tag = 0;
       void* req = nullptr;
-      ASSERT_EQ(net.Irecv(recv, 1, &data, &cap, &tag, &mh, &req), ncclSuccess);
+      ASSERT_EQ(n.Irecv(recv, 1, &data, &cap, &tag, &mh, &req), ncclSuccess);
       reqs.push_back(req);
     }
   }

@@ -86,7 +86,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL",
                                             "RAILYARD_LIB", "RAILYARD_EXPERT_PIN_CAP",
                                             "RAILYARD_SWAP_DIR", "RAILYARD_SWAP_SYNC",
-                                            "RAILYARD_COLLNET_CHUNK_BYTES", "RAILYARD_COLLNET_SLOTS"));
+                                            "RAILYARD_COLLNET_CHUNK_BYTES", "RAILYARD_COLLNET_SLOTS",
+                                            "RAILYARD_COLLNET_SMALL_BYTES", "RAILYARD_COLLNET_SHAPE"));
   for (const Variable& v : Variables()) {
     EXPECT_NE(v.apply, nullptr) << v.name;
     EXPECT_NE(std::string(v.doc), "") << v.name;
