@@ -52,8 +52,9 @@ Status RegistrationCache::AcquireDmaBuf(void* addr, uint64_t bytes, int fd, uint
 Status RegistrationCache::Release(const Region* region) {
   std::lock_guard lock(mu_);
   if (region != nullptr) {
-    auto [lo, hi] = byBase_.equal_range(region->base);
-    for (auto it = lo; it != hi; ++it) {
+    // Found by pointer, never through region->base: a Region released once too often
+    // was freed by its Domain, so it must not be read (found by ASan).
+    for (auto it = byBase_.begin(); it != byBase_.end(); ++it) {
       if (it->second.region != region) continue;
       if (--it->second.refs > 0) return Status::Ok();
       byBase_.erase(it);
@@ -69,9 +70,8 @@ Status RegistrationCache::Release(const Region* region) {
 uint64_t RegistrationCache::References(const Region* region) const {
   std::lock_guard lock(mu_);
   if (region == nullptr) return 0;
-  auto [lo, hi] = byBase_.equal_range(region->base);
-  for (auto it = lo; it != hi; ++it) {
-    if (it->second.region == region) return it->second.refs;
+  for (const auto& [base, entry] : byBase_) {  // by pointer: `region` may be freed
+    if (entry.region == region) return entry.refs;
   }
   return 0;
 }
