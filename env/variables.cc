@@ -393,11 +393,12 @@ const Variable kVariables[] = {
      0, 512 * 1024 * 1024, &ApplyBytes<&Config::collnetSmallBytes>},
     {"RAILYARD_COLLNET_SHAPE", "enum", "auto", "", nullptr,
      "CollNet collectives: the cabling shape the algorithms follow. auto = from the connect "
-     "handles: two ranks are cabled when one of their rail addresses share a subnet (the prefix "
-     "length of this host's own rail interfaces), and every pair cabled is a mesh (direct "
+     "handles: in fabric mode two ranks are cabled when each one's cabling agent lists the "
+     "other's host as a neighbour; otherwise when a rail of each lies in one IPv4 subnet (the "
+     "rails' own prefix lengths, TCP or verbs); every pair cabled is a mesh (direct "
      "reduce-scatter + all-gather), a cycle a ring (both directions, in cable order), a path a "
      "chain (pipelined both ways along it); auto falls back to a ring in rank order when the "
-     "addresses tell nothing (verbs). ring, chain, mesh force the shape in rank order. The same "
+     "handles tell nothing. ring, chain, mesh force the shape in rank order. The same "
      "on every rank (connect checks it).",
      0, 0, &ApplyCollnetShape, "auto, ring, chain, mesh"},
 };
