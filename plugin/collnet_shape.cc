@@ -68,7 +68,7 @@ void FillLocator(const fabric::Domain& domain, CollnetHandle* h) {
     std::set<uint32_t> nb;
     for (uint64_t n : g.graph.Neighbours(g.self)) nb.insert(HostDigest(n));
     nb.erase(h->host);
-    if (!nb.empty() && HostDigest(g.self) == h->host) {
+    if (!nb.empty() && nb.size() <= 255 && HostDigest(g.self) == h->host) {  // the handle's u8 count
       h->hasNeighbours = true;
       h->neighbours.assign(nb.begin(), nb.end());
     }
