@@ -65,6 +65,7 @@ class CableSetWorker : public fabric::Worker {
   Status Init(const CableSetOptions& o, const std::shared_ptr<fabric::RegionTable>& regions) {
     self_ = o.self;
     graph_ = o.graph;
+    multiRoute_ = o.multiRoute;
     port_ = o.forwarderPort;
     const topology::ClusterGraph g = graph_();
     for (uint64_t n : g.Neighbours(self_)) {
@@ -112,6 +113,7 @@ class CableSetWorker : public fabric::Worker {
     // relay on a shortest path (a different first hop), used in turn.
     std::vector<std::unique_ptr<fabric::Endpoint>> routes;
     std::vector<uint64_t> firstHops;
+    if (!multiRoute_) cableAddresses.resize(1);
     for (const std::vector<uint8_t>& cableAddress : cableAddresses) {
       fabric::relay::SourcePlan plan;
       Status s = fabric::relay::PlanSource(g, self_, cableAddress, port_, &plan);
@@ -167,6 +169,7 @@ class CableSetWorker : public fabric::Worker {
   uint64_t self_ = 0;
   fabric::relay::GraphFn graph_;
   uint16_t port_ = 0;
+  bool multiRoute_ = false;
   std::vector<Cable> cables_;
   std::vector<uint8_t> address_;
 };

@@ -378,6 +378,7 @@ TEST(CableSetRingTest, OppositeHostUsesBothRelaysInTurn) {
     o.tcp.timeoutMs = 3000;
     o.relay.timeoutMs = 3000;
     o.forwarderPort = port;
+    o.multiRoute = true;
     for (const char* ip : ips) o.rails.push_back({"lo", ip, 10000});
     std::unique_ptr<CableSetDomain> d;
     EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
