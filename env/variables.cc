@@ -294,8 +294,10 @@ const Variable kVariables[] = {
      "immediate) in both modes (verbs mode: one verbs Domain per NCCL device; EXPERIMENTAL, "
      "it does not pass the conformance suite in the soft-RoCE lane yet), legacy = the older "
      "comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode, legacy in "
-     "verbs mode. Fabric mode (RAILYARD_FABRIC) uses the older comms either way for now. Both "
-     "ends must use the same value.",
+     "verbs mode. In fabric mode (RAILYARD_FABRIC) over TCP rails, fabric selects the comms over "
+     "the host's cable set (cabled peers straight over the cable's rails, the others relayed "
+     "through the Forwarders at RAILYARD_FABRIC_RELAY_PORT); auto and legacy keep the older "
+     "comms and the socket relay there for now. Both ends must use the same value.",
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
