@@ -29,7 +29,7 @@ Status RegistrationCache::Acquire(void* addr, uint64_t bytes, uint32_t access, M
     }
   }
   const Region* region = nullptr;
-  Status s = domain_.Register(addr, bytes, access != 0 && ValidAccess(access) ? access | accessFloor_ : access, kind, &region);
+  Status s = domain_.Register(addr, bytes, ValidAccess(access) ? access | accessFloor_ : access, kind, &region);
   if (!s.ok()) return s;
   byBase_.emplace(region->base, Entry{region, 1});
   ++registrations_;

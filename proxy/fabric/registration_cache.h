@@ -54,8 +54,8 @@ class RegistrationCache {
   /// NCCL's device caches to what regMr asks for (kAccessLocal | kAccessRemoteWrite;
   /// proxy/runtime/process_fabric.h), so an arena a storage tier registered first
   /// (local access only) also serves NCCL's later regMr of memory inside it instead of
-  /// a second registration. Bits outside the Access flags make later registrations
-  /// fail as bad access. Thread-safe. Added 2026-12-01 (shared).
+  /// a second registration. A request with bits outside the Access flags is passed on
+  /// unwidened (the Domain refuses it). Thread-safe. Added 2026-12-01 (shared).
   void SetAccessFloor(uint32_t access);
   /// Drops one count taken by Acquire; the last one deregisters the Region (after
   /// which no byte lands in it or leaves it). InvalidArgument for a region this

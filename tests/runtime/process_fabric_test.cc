@@ -151,6 +151,43 @@ TEST(ProcessFabric, DeviceReachingPicksTheRailThatReachesThePeer) {
   EXPECT_EQ(DeviceReaching(rails, "peer.example", ifs), 0u) << "not numeric: device 0";
 }
 
+// RegistrationCache::SetAccessFloor (what the lease sets on NCCL's device caches): a
+// new registration grants the floor too, so a later request for it is a reuse; the
+// floor never turns bad access bits into good ones.
+TEST(ProcessFabric, AccessFloorWidensNewRegistrationsSoALaterRegMrReusesThem) {
+  std::unique_ptr<fabric::Domain> d;
+  ASSERT_TRUE(expert::testing::LoopbackDomain(false, 5000, &d).ok());
+  std::vector<char> buf(1 << 16);
+  const uint32_t regMrAccess = fabric::kAccessLocal | fabric::kAccessRemoteWrite;
+  {
+    fabric::RegistrationCache plain(*d);
+    const fabric::Region *tier = nullptr, *nccl = nullptr;
+    ASSERT_TRUE(plain.Acquire(buf.data(), buf.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &tier).ok());
+    ASSERT_TRUE(plain.Acquire(buf.data() + 64, 4096, regMrAccess, fabric::MemoryKind::kHost, &nccl).ok());
+    EXPECT_NE(tier, nccl) << "without a floor a local-only region cannot take remote writes";
+    EXPECT_EQ(plain.stats().registrations, 2u);
+    EXPECT_TRUE(plain.Release(tier).ok());
+    EXPECT_TRUE(plain.Release(nccl).ok());
+  }
+  fabric::RegistrationCache cache(*d);
+  cache.SetAccessFloor(regMrAccess);
+  const fabric::Region *tier = nullptr, *nccl = nullptr, *bad = nullptr;
+  ASSERT_TRUE(cache.Acquire(buf.data(), buf.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &tier).ok());
+  EXPECT_EQ(tier->access, regMrAccess);
+  ASSERT_TRUE(cache.Acquire(buf.data() + 64, 4096, regMrAccess, fabric::MemoryKind::kHost, &nccl).ok());
+  EXPECT_EQ(nccl, tier);
+  EXPECT_EQ(cache.stats().registrations, 1u);
+  EXPECT_EQ(cache.stats().reuses, 1u);
+  Status s = cache.Acquire(buf.data(), 0, fabric::kAccessLocal, fabric::MemoryKind::kHost, &bad);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
+  s = cache.Acquire(buf.data(), 4096, 1u << 20, fabric::MemoryKind::kHost, &bad);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << "bad access bits are refused with a floor too: " << s.message();
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_TRUE(cache.Release(nccl).ok());
+  EXPECT_TRUE(cache.Release(tier).ok());
+  EXPECT_EQ(cache.stats().live, 0u);
+}
+
 TEST(ProcessFabric, WithoutNcclLesseesWithTheSameRailsShareAnOwnDomainUntilTheLast) {
   LoopbackTcpEnv();
   if (Fabric() != nullptr) GTEST_SKIP() << "an earlier test in this process made NCCL's runtime";
