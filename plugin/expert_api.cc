@@ -1,6 +1,7 @@
-// The railyard_expert_* C API (include/railyard/railyard.h): each handle owns its
-// fabric Domain, RegistrationCache and Worker (plugin/expert_domain.h) until the
-// process runtime object owns them, and an ExpertClient (storage/expert).
+// The railyard_expert_* C API (include/railyard/railyard.h): each handle holds a lease
+// on the process's shared fabric Domain and RegistrationCache (plugin/expert_domain.h:
+// NCCL's when the plugin runs the fabric comms, so an arena NCCL registered is a cache
+// hit), its own Worker, and an ExpertClient (storage/expert).
 #include <cstring>
 #include <memory>
 #include <string>
@@ -13,15 +14,14 @@
 #include "storage/expert/expert_error.h"
 
 struct railyard_expert {
-  std::unique_ptr<railyard::fabric::Domain> domain;
-  std::unique_ptr<railyard::fabric::RegistrationCache> cache;
+  railyard::runtime::FabricLease lease;  ///< the shared Domain and cache
   std::unique_ptr<railyard::fabric::Worker> worker;
   std::unique_ptr<railyard::expert::ExpertClient> client;
   std::string manifestJson;
   ~railyard_expert() {
-    client.reset();  // releases the arena before the cache and Domain go
-    worker.reset();
-    cache.reset();
+    client.reset();  // releases the arena before the lease goes
+    worker.reset();  // a Worker goes before its Domain
+    railyard::runtime::ReleaseProcessFabric(&lease);
   }
 };
 
@@ -62,18 +62,17 @@ RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verif
   const env::Config* cfg = nullptr;
   if (Status s = env::Load(&cfg); !s.ok()) return Report(expert::ExpertError(ExpertErrc::kInvalidArgument, s.message()));
   auto h = std::make_unique<railyard_expert>();
-  if (Status s = plugin::CreateExpertDomain(*cfg, &h->domain); !s.ok()) {
+  if (Status s = plugin::AcquireExpertFabric(*cfg, peer, &h->lease); !s.ok()) {
     return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
   }
-  h->cache = std::make_unique<fabric::RegistrationCache>(*h->domain);
   if (transport == RAILYARD_EXPERT_TRANSPORT_READ) {
-    if (Status s = h->domain->CreateWorker(&h->worker); !s.ok()) return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
+    if (Status s = h->lease.domain->CreateWorker(&h->worker); !s.ok()) return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
   }
   expert::ClientOptions o;
   o.transport = static_cast<uint8_t>(transport);
   o.verifyChecksums = verify != 0;
   o.timeoutMs = cfg->timeoutMs;
-  if (Status s = expert::ExpertClient::Open(peer, o, *h->cache, h->worker.get(), arena, arenaBytes, &h->client); !s.ok()) {
+  if (Status s = expert::ExpertClient::Open(peer, o, *h->lease.cache, h->worker.get(), arena, arenaBytes, &h->client); !s.ok()) {
     return Report(s);
   }
   h->manifestJson = h->client->manifest().ToJson();

@@ -14,9 +14,15 @@ Status AcquireRuntime(Runtime* out) {
   out->options = railyard::gin::GinOptions{};
   out->options.timeoutMs = f.config->timeoutMs;
   out->options.queueDepth = 32 * proxy::kMaxRecvs;
-  // options.acquireDmaBuf stays unset until the Domain interface registers DMA-BUFs
-  // (Domain::RegisterDmaBuf / RegistrationCache::AcquireDmaBuf, the vcomms branch):
-  // then it is `cache->AcquireDmaBuf(data, bytes, fd, offset, kAccessAll, kind, out)`.
+  // regMrSymDmaBuf registers through the shared cache (never reused: another fd may
+  // map other memory at the same address). A Domain that cannot register DMA-BUFs
+  // (TCP: the CPU cannot read what the fd maps) refuses it with InvalidUsage naming
+  // the transport (Domain::RegisterDmaBuf), and nothing is registered.
+  fabric::RegistrationCache* cache = f.cache;
+  out->options.acquireDmaBuf = [cache](void* data, uint64_t bytes, int fd, uint64_t offset, fabric::MemoryKind kind,
+                                       const fabric::Region** region) {
+    return cache->AcquireDmaBuf(data, bytes, fd, offset, fabric::kAccessAll, kind, region);
+  };
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 // The GIN / RMA tables' view of the process's shared one-sided fabric
-// (plugin/one_sided_fabric.h: one TCP Domain and RegistrationCache for GIN, RMA and
-// CollNet together) plus their options from the environment.
+// (plugin/one_sided_fabric.h: one Domain and RegistrationCache for GIN, RMA, CollNet,
+// NCCL's regMr and the tiers) plus their options from the environment.
 #pragma once
 
 #include <memory>
@@ -22,7 +22,10 @@ struct Runtime {
 
 /// Takes one reference on the shared one-sided fabric (AcquireOneSidedFabric: its
 /// rails and errors), options from the environment (RAILYARD_TIMEOUT_MS, queue depth 32 ×
-/// maxRecvs). Errors from env::Load, the interface choice and CreateTcpDomain.
+/// maxRecvs) and the DMA-BUF hook (options.acquireDmaBuf: RegistrationCache::
+/// AcquireDmaBuf with every access right; InvalidUsage naming the transport where the
+/// Domain cannot register DMA-BUFs). Errors from env::Load, the interface choice and
+/// CreateProcessDomain.
 /// Thread-safe.
 Status AcquireRuntime(Runtime* out);
 /// Drops one reference; the last destroys the cache and the Domain (every Worker

@@ -1,11 +1,9 @@
 #include "plugin/one_sided_fabric.h"
 
-#include <memory>
 #include <mutex>
-#include <vector>
 
 #include "env/log.h"
-#include "proxy/runtime/process_domain.h"
+#include "proxy/runtime/process_fabric.h"
 
 namespace railyard::plugin {
 namespace {
@@ -14,8 +12,7 @@ struct State {
   std::mutex mu;
   int refs = 0;
   const env::Config* config = nullptr;
-  std::unique_ptr<fabric::Domain> domain;
-  std::unique_ptr<fabric::RegistrationCache> cache;
+  runtime::FabricLease lease;  ///< one lease for GIN, RMA and CollNet together
 };
 
 State& S() {
@@ -26,12 +23,12 @@ State& S() {
 Status Create(State& s, const char* who) {
   const env::Config* cfg = nullptr;
   RY_RETURN_IF_ERROR(env::Load(&cfg));
-  runtime::ProcessDomainOptions o;
-  o.ifname = cfg->socketIfname;  // NCCL's interface choice, as the net plugin's devices
-  o.maxRails = kOneSidedMaxRails;
-  o.who = who;
-  RY_RETURN_IF_ERROR(runtime::CreateProcessDomain(*cfg, o, &s.domain));
-  s.cache = std::make_unique<fabric::RegistrationCache>(*s.domain);
+  runtime::LeaseOptions o;
+  o.domain.ifname = cfg->socketIfname;  // NCCL's interface choice, as the net plugin's devices
+  o.domain.maxRails = kOneSidedMaxRails;
+  o.domain.who = who;
+  // No single peer (GIN and CollNet mesh every rank): NCCL's device 0, or an own Domain.
+  RY_RETURN_IF_ERROR(runtime::AcquireProcessFabric(*cfg, o, &s.lease));
   s.config = cfg;
   return Status::Ok();
 }
@@ -42,14 +39,10 @@ Status AcquireOneSidedFabric(const char* who, OneSidedFabric* out) {
   State& s = S();
   std::lock_guard lock(s.mu);
   if (s.refs == 0) {
-    if (Status st = Create(s, who); !st.ok()) {
-      s.cache.reset();
-      s.domain.reset();
-      return st;
-    }
+    RY_RETURN_IF_ERROR(Create(s, who));
   }
   ++s.refs;
-  *out = OneSidedFabric{s.domain.get(), s.cache.get(), s.config};
+  *out = OneSidedFabric{s.lease.domain, s.lease.cache, s.config};
   return Status::Ok();
 }
 
@@ -57,10 +50,7 @@ void ReleaseOneSidedFabric() {
   State& s = S();
   std::lock_guard lock(s.mu);
   if (s.refs == 0) return;
-  if (--s.refs == 0) {
-    s.cache.reset();
-    s.domain.reset();
-  }
+  if (--s.refs == 0) runtime::ReleaseProcessFabric(&s.lease);
 }
 
 }  // namespace railyard::plugin

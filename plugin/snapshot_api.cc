@@ -1,7 +1,7 @@
 // The snapshot tier's C API (include/railyard/railyard.h, railyard_snapshot_*):
-// each handle is a Worker of the process's snapshot Domain (plugin/snapshot_runtime.h)
-// and a storage::snapshot::SnapshotClient, behind a lock so one thread at a time
-// drives the Worker.
+// each handle is a lease on the process's shared fabric (plugin/snapshot_runtime.h),
+// a Worker of its Domain and a storage::snapshot::SnapshotClient, behind a lock so one
+// thread at a time drives the Worker.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -17,11 +17,13 @@
 
 struct railyard_snapshot {
   std::mutex mu;
+  railyard::runtime::FabricLease lease;  ///< the shared Domain and cache
   std::unique_ptr<railyard::fabric::Worker> worker;
   std::unique_ptr<railyard::storage::snapshot::SnapshotClient> client;
   ~railyard_snapshot() {
-    client.reset();  // before its Worker
-    worker.reset();
+    client.reset();  // before its Worker (releases the staging buffer)
+    worker.reset();  // before the lease's Domain may go
+    railyard::runtime::ReleaseProcessFabric(&lease);
   }
 };
 
@@ -55,14 +57,13 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
     return Fail(InvalidArgument("railyard_snapshot_connect: mode " + std::to_string(mode) +
                                 " (RAILYARD_SNAPSHOT_RAW = 1 or RAILYARD_SNAPSHOT_PAGING = 2)"));
   }
-  fabric::Domain* domain = nullptr;
-  fabric::RegistrationCache* cache = nullptr;
-  if (Status s = plugin::SnapshotFabric(&domain, &cache); !s.ok()) return Fail(s);
   const env::Config* cfg = nullptr;
   if (Status s = env::Load(&cfg); !s.ok()) return Fail(s);
   auto h = std::unique_ptr<railyard_snapshot>(new (std::nothrow) railyard_snapshot);
   if (!h) return Fail(SystemError("railyard_snapshot_connect: out of memory"));
-  if (Status s = domain->CreateWorker(&h->worker); !s.ok()) return Fail(s);
+  if (Status s = plugin::AcquireSnapshotFabric(host, &h->lease); !s.ok()) return Fail(s);
+  fabric::RegistrationCache* cache = h->lease.cache;
+  if (Status s = h->lease.domain->CreateWorker(&h->worker); !s.ok()) return Fail(s);
   storage::snapshot::ClientOptions o;
   o.host = host;
   o.port = port;

@@ -1,11 +1,8 @@
 #include "plugin/snapshot_runtime.h"
 
-#include <memory>
 #include <mutex>
-#include <vector>
 
 #include "env/config.h"
-#include "proxy/runtime/process_domain.h"
 
 namespace railyard::plugin {
 namespace {
@@ -13,8 +10,7 @@ namespace {
 struct SnapshotFabricState {
   std::once_flag once;
   Status status;
-  std::unique_ptr<fabric::Domain> domain;
-  std::unique_ptr<fabric::RegistrationCache> cache;
+  runtime::FabricLease lease;
 };
 
 SnapshotFabricState& State() {
@@ -22,26 +18,25 @@ SnapshotFabricState& State() {
   return *s;
 }
 
-Status Create(SnapshotFabricState& s) {
+}  // namespace
+
+Status AcquireSnapshotFabric(const std::string& peerHost, runtime::FabricLease* out) {
   const env::Config* cfg = nullptr;
   RY_RETURN_IF_ERROR(env::Load(&cfg));
-  runtime::ProcessDomainOptions o;
-  o.ifname = cfg->railIfname;  // RAILYARD_SOCKET_IFNAME; unset: loopback only
-  o.loopbackWhenUnset = true;
-  o.who = "snapshot";
-  RY_RETURN_IF_ERROR(runtime::CreateProcessDomain(*cfg, o, &s.domain));
-  s.cache = std::make_unique<fabric::RegistrationCache>(*s.domain);
-  return Status::Ok();
+  runtime::LeaseOptions o;
+  o.domain.ifname = cfg->railIfname;  // RAILYARD_SOCKET_IFNAME; unset: loopback only
+  o.domain.loopbackWhenUnset = true;
+  o.domain.who = "snapshot";
+  o.peerHost = peerHost;
+  return runtime::AcquireProcessFabric(*cfg, o, out);
 }
-
-}  // namespace
 
 Status SnapshotFabric(fabric::Domain** domain, fabric::RegistrationCache** cache) {
   SnapshotFabricState& s = State();
-  std::call_once(s.once, [&] { s.status = Create(s); });
+  std::call_once(s.once, [&] { s.status = AcquireSnapshotFabric("", &s.lease); });
   if (!s.status.ok()) return s.status;
-  *domain = s.domain.get();
-  *cache = s.cache.get();
+  *domain = s.lease.domain;
+  *cache = s.lease.cache;
   return Status::Ok();
 }
 

@@ -1,21 +1,28 @@
-// The process's fabric for the snapshot tier: the ONE place that creates a Domain
-// and RegistrationCache for the snapshot C API (plugin/snapshot_api.cc) and for
-// railyardd's arenas (tools/railyardd/snapshot_serve.cc), until the process runtime
-// object owns them (DESIGN.md §3: the coordinator re-points this file at it).
-//
-// The Domain is TCP: its rails are RAILYARD_SOCKET_IFNAME's addresses (the fabric
-// rail rules of proxy::SelectFabricRails), 127.0.0.1 when the variable is unset.
+// The process's fabric for the snapshot tier: the ONE place the snapshot C API
+// (plugin/snapshot_api.cc) and railyardd's arenas (tools/railyardd/snapshot_serve.cc)
+// get their Domain and RegistrationCache, as leases on the process's shared fabric
+// (proxy/runtime/process_fabric.h): NCCL's device Domain when the plugin runs the
+// fabric comms in this process (so staging NCCL registered is a cache hit), else the
+// process's own Domain over RAILYARD_SOCKET_IFNAME's addresses (the fabric rail rules
+// of proxy::SelectFabricRails), 127.0.0.1 when the variable is unset.
 #pragma once
+
+#include <string>
 
 #include "env/status.h"
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/registration_cache.h"
+#include "proxy/runtime/process_fabric.h"
 
 namespace railyard::plugin {
 
-/// The process-wide snapshot Domain and its RegistrationCache, created on first
-/// use (thread-safe); they live until the process exits. Errors of env::Load,
-/// rail discovery and CreateTcpDomain (the same error on every later call).
+/// A lease for one snapshot client of `peerHost` (numeric IPv4 picks the NCCL device
+/// whose rail reaches it); return it with runtime::ReleaseProcessFabric after the
+/// client and its Worker are gone. Errors of env::Load and AcquireProcessFabric.
+Status AcquireSnapshotFabric(const std::string& peerHost, runtime::FabricLease* out);
+
+/// A process-lifetime lease (railyardd's server: taken on first use, thread-safe,
+/// never returned). Errors of AcquireSnapshotFabric (the same error on every later call).
 Status SnapshotFabric(fabric::Domain** domain, fabric::RegistrationCache** cache);
 
 }  // namespace railyard::plugin

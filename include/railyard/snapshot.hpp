@@ -6,12 +6,14 @@
 //   railyard::Snapshot kv("10.0.0.2", 7070, "kv", RAILYARD_SNAPSHOT_PAGING, 64 << 20, 1 << 20);
 //   kv.Put(42, blob.data(), blob.size());
 //   bool found = kv.Get(42, out.data(), out.size());
+//   for (const railyard_snapshot_arena_t& a : railyard::ListSnapshotArenas("10.0.0.2", 7070)) ...
 #ifndef RAILYARD_SNAPSHOT_HPP_
 #define RAILYARD_SNAPSHOT_HPP_
 
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "railyard/railyard.h"
 
@@ -78,6 +80,26 @@ class Snapshot {
   }
   railyard_snapshot_t* h_ = nullptr;
 };
+
+/// The arenas (kinds of blob) the peer at `host` : `port` serves, in the peer's order
+/// (railyard_snapshot_list, asked again with more room while the peer reports more
+/// than fitted, at most twice). Throws SnapshotError with the C API's code: 2 on network errors, 5
+/// when the peer refuses (older than discovery), 6 for a bad list.
+inline std::vector<railyard_snapshot_arena_t> ListSnapshotArenas(const std::string& host, unsigned short port) {
+  std::vector<railyard_snapshot_arena_t> out(8);
+  for (int tries = 0;; ++tries) {
+    int count = 0;
+    const int rc = railyard_snapshot_list(host.c_str(), port, out.data(), static_cast<int>(out.size()), &count);
+    if (rc != 0) throw SnapshotError(rc, railyard_snapshot_last_error());
+    if (count < 0) throw SnapshotError(6, "railyard_snapshot_list: negative count");
+    if (static_cast<size_t>(count) <= out.size()) {
+      out.resize(static_cast<size_t>(count));
+      return out;
+    }
+    if (tries == 2) throw SnapshotError(6, "railyard_snapshot_list: the peer's arena count kept growing");
+    out.resize(static_cast<size_t>(count));  // the peer holds more: ask again with room for all
+  }
+}
 
 }  // namespace railyard
 

@@ -29,7 +29,7 @@ Status RegistrationCache::Acquire(void* addr, uint64_t bytes, uint32_t access, M
     }
   }
   const Region* region = nullptr;
-  Status s = domain_.Register(addr, bytes, access, kind, &region);
+  Status s = domain_.Register(addr, bytes, ValidAccess(access) ? access | accessFloor_ : access, kind, &region);
   if (!s.ok()) return s;
   byBase_.emplace(region->base, Entry{region, 1});
   ++registrations_;
@@ -47,6 +47,11 @@ Status RegistrationCache::AcquireDmaBuf(void* addr, uint64_t bytes, int fd, uint
   ++registrations_;
   *out = region;
   return Status::Ok();
+}
+
+void RegistrationCache::SetAccessFloor(uint32_t access) {
+  std::lock_guard lock(mu_);
+  accessFloor_ = access;
 }
 
 Status RegistrationCache::Release(const Region* region) {

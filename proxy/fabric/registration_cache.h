@@ -49,6 +49,14 @@ class RegistrationCache {
   /// unchanged on error. Added 2026-12-01 (vcomms).
   Status AcquireDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access, MemoryKind kind,
                        const Region** out);
+  /// Access every NEW registration of Acquire also grants, ORed into the requested
+  /// access (0, the default: exactly what was asked). The process fabric sets it on
+  /// NCCL's device caches to what regMr asks for (kAccessLocal | kAccessRemoteWrite;
+  /// proxy/runtime/process_fabric.h), so an arena a storage tier registered first
+  /// (local access only) also serves NCCL's later regMr of memory inside it instead of
+  /// a second registration. A request with bits outside the Access flags is passed on
+  /// unwidened (the Domain refuses it). Thread-safe. Added 2026-12-01 (shared).
+  void SetAccessFloor(uint32_t access);
   /// Drops one count taken by Acquire; the last one deregisters the Region (after
   /// which no byte lands in it or leaves it). InvalidArgument for a region this
   /// cache did not hand out or whose counts are all released.
@@ -70,6 +78,7 @@ class RegistrationCache {
   std::multimap<uint64_t, Entry> byBase_;  ///< live regions by base address
   uint64_t registrations_ = 0;
   uint64_t reuses_ = 0;
+  uint32_t accessFloor_ = 0;  ///< SetAccessFloor
 };
 
 }  // namespace railyard::fabric
