@@ -62,9 +62,13 @@ std::string ExpectedInt(const Variable& var) {
 }
 
 std::string ExpectedBytes(const Variable& var) {
-  return "a byte count in " + std::to_string(var.minValue) + ".." + std::to_string(var.maxValue) +
-         " (" + FormatBytes(var.minValue) + ".." + FormatBytes(var.maxValue) +
-         "), digits with an optional K, M or G suffix (powers of 1024)";
+  // A row's own `accepted` text (e.g. "0 = no cap" beside the range) is what the table shows
+  // too, so the message and the docs say the same.
+  const std::string range = var.accepted != nullptr
+                                ? std::string(var.accepted)
+                                : std::to_string(var.minValue) + ".." + std::to_string(var.maxValue) + " (" +
+                                      FormatBytes(var.minValue) + ".." + FormatBytes(var.maxValue) + ")";
+  return "a byte count in " + range + ", digits with an optional K, M or G suffix (powers of 1024)";
 }
 
 constexpr const char* kLevelNames = "one of NONE, VERSION, WARN, INFO, TRACE (any case)";

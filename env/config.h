@@ -143,8 +143,8 @@ struct Variable {
   /// function with `defaultValue`, so the table is the only list of defaults.
   Status (*apply)(const Variable& var, const char* source, std::string_view value,
                   Config* out) = nullptr;
-  /// For "string" and "enum" rows: the accepted values, as the docs show them
-  /// (e.g. "auto, on, off"). Numeric and level rows derive theirs from the type.
+  /// "string"/"enum" rows: the accepted values as the docs show them ("auto, on, off"); a
+  /// "bytes" row may give its own range text (docs and errors). Others derive theirs.
   const char* accepted = nullptr;
 };
 

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "env/config.h"
+#include "env/device_list_syntax.h"
 
 namespace railyard::env {
 namespace {
@@ -21,8 +22,10 @@ constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 // One `apply` per Config field: parse with the typed parser, then store.
 Status ApplySocketIfname(const Variable& var, const char* source, std::string_view value, Config* out) {
-  // Kept verbatim: the NCCL_SOCKET_IFNAME grammar does not trim whitespace
-  // (topology/interface_filter.h validates it).
+  // NCCL's forms only (env/device_list_syntax.h: "^" alone, "^=", "eth0,^docker" refused);
+  // kept verbatim: the NCCL_SOCKET_IFNAME grammar does not trim whitespace
+  // (topology/interface_filter.h warns of it).
+  RY_RETURN_IF_ERROR(CheckDeviceListSyntax(value, source));
   out->socketIfname = std::string(value);
   // Fabric-mode rails follow RAILYARD_SOCKET_IFNAME only: NCCL_SOCKET_IFNAME is how NCCL
   // users choose NCCL's own bootstrap network (often the management port), not the cables.
@@ -120,9 +123,10 @@ Status ApplyRelayBuffer(const Variable& var, const char* source, std::string_vie
   return Status::Ok();
 }
 
-Status ApplyHca(const Variable&, const char*, std::string_view value, Config* out) {
-  // Kept verbatim, like RAILYARD_SOCKET_IFNAME: the grammar has no syntax errors
-  // (proxy/verbs/hca_filter.h parses it).
+Status ApplyHca(const Variable&, const char* source, std::string_view value, Config* out) {
+  // NCCL's forms only, like RAILYARD_SOCKET_IFNAME (env/device_list_syntax.h); kept
+  // verbatim (proxy/verbs/hca_filter.h parses it).
+  RY_RETURN_IF_ERROR(CheckDeviceListSyntax(value, source));
   out->hca = std::string(value);
   return Status::Ok();
 }
@@ -189,7 +193,8 @@ Status ApplyDebug(const Variable& var, const char* source, std::string_view valu
 const Variable kVariables[] = {
     {"RAILYARD_SOCKET_IFNAME", "string", "", "", "NCCL_SOCKET_IFNAME",
      "Interfaces, in NCCL_SOCKET_IFNAME syntax (comma list of prefixes; leading ^ excludes, "
-     "= matches exact names; an empty or one-character value = automatic). In fabric mode it "
+     "= matches exact names, in the order ^=; an empty or one-character value = automatic; "
+     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused). In fabric mode it "
      "chooses the rails among the IPv4 ports that are not loopback: a port that carries a "
      "default route is a rail only when named exactly (=eth0, with a warning), and "
      "NCCL_SOCKET_IFNAME is NOT used for rails (it chooses NCCL's bootstrap network, e.g. "
@@ -301,7 +306,8 @@ const Variable kVariables[] = {
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
-     "(comma list of name[:port]; leading ^ excludes, = matches exact names). Unlike NCCL, a "
+     "(comma list of name[:port]; leading ^ excludes, = matches exact names, in the order ^=; "
+     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused). Unlike NCCL, a "
      "prefix never matches a longer number: mlx5_1 selects mlx5_1 but not mlx5_11, while mlx5 "
      "selects every mlx5_N. Empty = every device with an active port and a usable GID.",
      0, 0, &ApplyHca, "NCCL_IB_HCA syntax (prefixes never match a longer number)"},
@@ -365,8 +371,9 @@ const Variable kVariables[] = {
      "Expert store peer (railyardd --expert-store): most bytes all client connections together "
      "may make it pin (the layer files registered for remote read, once, plus one record-sized "
      "buffer per TCP client); a connection that would go over is refused at connect with "
-     "ADMISSION_REFUSED. 0 = no cap. Accepts K, M, G suffixes.",
-     0, kGiB * 1024 * 1024, &ApplyBytes<&Config::expertPinCapBytes>},
+     "ADMISSION_REFUSED. 0 = no cap; at most 1048576G (1 PiB). Accepts K, M, G suffixes.",
+     0, kGiB * 1024 * 1024, &ApplyBytes<&Config::expertPinCapBytes>,
+     "0 (no cap) or 1..1125899906842624 bytes (1..1048576G, 1 PiB)"},
     {"RAILYARD_SWAP_DIR", "string", "", "", nullptr,
      "Snapshot tier (storage/snapshot): directory of the paging arenas' swap files "
      "(railyard-snapshot-<kind>.swap), on the serving host's local disk. Cold blobs are evicted "

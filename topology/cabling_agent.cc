@@ -771,10 +771,15 @@ void CablingAgent::Rebuild() {
 }
 
 void CablingAgent::InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source) {
+  InjectForTesting(railIndex, datagram, source, NowMs());
+}
+
+void CablingAgent::InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source,
+                                    int64_t nowMs) {
   std::vector<std::pair<std::vector<char>, const RailState*>> forward;
   bool dirty = false;
   std::lock_guard lock(mu_);
-  Handle(rails_.at(railIndex), datagram.data(), datagram.size(), source.s_addr, NowMs(), &forward, &dirty);
+  Handle(rails_.at(railIndex), datagram.data(), datagram.size(), source.s_addr, nowMs, &forward, &dirty);
   Rebuild();
 }
 

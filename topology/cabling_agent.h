@@ -201,6 +201,9 @@ class CablingAgent {
   /// into the rails given to Start) from IPv4 `source`, then rebuilds the graph.
   /// Nothing is forwarded. Thread-safe.
   void InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source);
+  /// The same at an injected time `nowMs` (the agent's steady milliseconds) instead of the
+  /// clock's, so a test of the per-period source budget does not depend on how fast it runs.
+  void InjectForTesting(size_t railIndex, const std::vector<char>& datagram, in_addr source, int64_t nowMs);
 
  private:
   struct Neighbour {

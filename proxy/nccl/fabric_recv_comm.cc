@@ -233,6 +233,7 @@ void FabricRecvComm::OnEvent(const fabric::Event& e) {
     return;
   }
   if (e.kind == EventKind::kRecord) {
+    peerClosed_ = true;
     Poisoned(SystemError("the sender closed the comm"));
     return;
   }
@@ -259,10 +260,15 @@ void FabricRecvComm::Close() {
   auto lock = cw_->Lock();
   if (closed_) return;
   closed_ = true;
-  if (ep_ != nullptr && cw_->running() && ep_->status().ok()) {
+  if (ep_ != nullptr && cw_->running() && peerClosed_) {
+    // The sender closed first and is tearing down: no notice it may leave unread (see
+    // FabricSendComm::Close).
+    RY_INFO(log::kNet, "receive comm (%s) from %s: the sender closed first; no close notice sent",
+            rank_->Text().c_str(), peer_.ToString().c_str());
+  } else if (ep_ != nullptr && cw_->running() && ep_->status().ok()) {
     (void)ep_->Send(EncodeClose({peerCommId_}), (uint64_t{id_} << kCookieCommShift) | kControlCookie);
     const auto until = Clock::now() + std::chrono::milliseconds(50);
-    while (ep_->status().ok() && ep_->Outstanding() > 0 && Clock::now() < until) cw_->DriveLocked();
+    while (ep_->status().ok() && ep_->Outstanding() > 0 && !peerClosed_ && Clock::now() < until) cw_->DriveLocked();
   }
   for (auto*& p : posted_) {
     if (p != nullptr) RecvTable::Release(*p);

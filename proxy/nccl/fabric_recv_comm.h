@@ -80,6 +80,9 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   std::array<RecvTable::Entry*, RecvTable::kMaxRequests> posted_{};  ///< by seq % 32
   std::array<uint64_t, RecvTable::kMaxRequests> postedSeq_{};
   bool closed_ = false;
+  /// The peer's close notice arrived: it is tearing its end down, so Close sends no
+  /// notice of its own (one it may never read: its close then resets the connection).
+  bool peerClosed_ = false;
   std::array<FlushRequest, RecvTable::kMaxRequests> flushes_;
 };
 

@@ -226,6 +226,7 @@ void FabricSendComm::OnEvent(const fabric::Event& e) {
   using fabric::EventKind;
   if (e.kind == EventKind::kImmediate) return OnCts(e);
   if (e.kind == EventKind::kRecord) {
+    peerClosed_ = true;
     Poisoned(RemoteError("the receiver closed the comm"));
     return;
   }
@@ -259,13 +260,19 @@ void FabricSendComm::Close() {
   if (closed_) return;
   closed_ = true;
   if (ep_ != nullptr && cw_->running()) {
-    if (ep_->status().ok() && peerCommId_ != 0) {
+    if (peerClosed_) {
+      // The receiver closed first and is tearing down: a notice now would reach a socket
+      // it may close unread (a reset, and a WARN here for the notice outstanding).
+      RY_INFO(log::kNet, "send comm (%s) to %s: the receiver closed first; no close notice sent",
+              rank_->Text().c_str(), peer_.ToString().c_str());
+    } else if (ep_->status().ok() && peerCommId_ != 0) {
       // Tell the receiver (it may wait for data that will never come). Bounded: a
       // notice queued behind large Writes is dropped with the Endpoint, and the
-      // receiver hears the broken connection instead.
+      // receiver hears the broken connection instead. The receiver's own notice
+      // arriving meanwhile (both closed at once) ends the wait: it is going away.
       (void)ep_->Send(EncodeClose({peerCommId_}), (uint64_t{id_} << kCookieCommShift) | kControlCookie);
       const auto until = Clock::now() + std::chrono::milliseconds(50);
-      while (ep_->status().ok() && ep_->Outstanding() > 0 && Clock::now() < until) cw_->DriveLocked();
+      while (ep_->status().ok() && ep_->Outstanding() > 0 && !peerClosed_ && Clock::now() < until) cw_->DriveLocked();
     }
   }
   if (registered_) cw_->RemoveClient(id_);

@@ -96,6 +96,9 @@ class FabricSendComm final : public SendComm, public CommClient {
   Clock::time_point waitingSince_{};
   Clock::time_point created_ = Clock::now();
   bool closed_ = false;
+  /// The peer's close notice arrived: it is tearing its end down, so Close sends no
+  /// notice of its own (one it may never read: its close then resets the connection).
+  bool peerClosed_ = false;
   std::vector<char> bounce_;  ///< kEagerSlots × kEagerBytes, empty until the first small send
   const fabric::Region* bounceRegion_ = nullptr;
   std::vector<int> bounceFree_;

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "proxy/fabric/address_record.h"
 #include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/relay/routed_worker.h"
@@ -18,7 +19,6 @@ namespace railyard::runtime {
 namespace {
 
 constexpr uint32_t kHostMagic = 0x41485952;  // "RYHA"
-constexpr size_t kHostHeader = 16;
 constexpr size_t kHostPerRail = 8;
 
 uint64_t RandomId() {
@@ -191,56 +191,24 @@ CableSetOptions CableSetOptions::FromConfig(const env::Config& config, uint64_t 
   return o;
 }
 
+namespace {
+const fabric::AddressRecordFormat kHostAddressFormat{kHostMagic, HostAddress::kVersion, kHostPerRail,
+                                                     HostAddress::kMaxRails, "host address", [](uint32_t) {
+                                                       return std::string("not a Railyard fabric-mode host address");
+                                                     }};
+}  // namespace
+
 std::vector<uint8_t> HostAddress::Pack() const {
-  std::vector<uint8_t> out(kHostHeader + kHostPerRail * rails.size());
-  const uint32_t magic = kHostMagic;
-  const uint16_t version = kVersion;
-  const uint16_t n = static_cast<uint16_t>(rails.size());
-  std::memcpy(out.data(), &magic, 4);
-  std::memcpy(out.data() + 4, &version, 2);
-  std::memcpy(out.data() + 6, &n, 2);
-  std::memcpy(out.data() + 8, &workerId, 8);
-  for (size_t i = 0; i < rails.size(); ++i) {
-    uint8_t* p = out.data() + kHostHeader + kHostPerRail * i;
-    std::memcpy(p, &rails[i].ipv4, 4);
-    std::memcpy(p + 4, &rails[i].port, 2);
-  }
-  return out;
+  return fabric::PackAddressRecord(kHostAddressFormat, workerId, rails, [](size_t, uint8_t*) {});
 }
 
 Status HostAddress::Unpack(std::span<const uint8_t> b, HostAddress* out) {
-  if (b.size() < kHostHeader) return InvalidArgument("host address of " + std::to_string(b.size()) + " bytes");
-  uint32_t magic;
-  uint16_t version, n;
-  std::memcpy(&magic, b.data(), 4);
-  std::memcpy(&version, b.data() + 4, 2);
-  std::memcpy(&n, b.data() + 6, 2);
-  if (magic != kHostMagic) return InvalidArgument("not a Railyard fabric-mode host address");
-  if (version != kVersion) {
-    return InvalidArgument("host address version " + std::to_string(version) + ", this build speaks " +
-                           std::to_string(kVersion));
-  }
-  if (n == 0 || n > kMaxRails) return InvalidArgument("host address with " + std::to_string(n) + " rails (1..16)");
-  if (b.size() != kHostHeader + kHostPerRail * n) {
-    return InvalidArgument("host address of " + std::to_string(b.size()) + " bytes for " + std::to_string(n) + " rails");
-  }
   HostAddress a;
-  std::memcpy(&a.workerId, b.data() + 8, 8);
-  if (a.workerId == 0) return InvalidArgument("host address with worker id 0");
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* p = b.data() + kHostHeader + kHostPerRail * i;
-    Rail r;
-    uint16_t reserved;
-    std::memcpy(&r.ipv4, p, 4);
-    std::memcpy(&r.port, p + 4, 2);
-    std::memcpy(&reserved, p + 6, 2);
-    if (r.ipv4 == 0 || r.ipv4 == 0xffffffffu) {
-      return InvalidArgument("host address rail " + std::to_string(i) + " has no usable IPv4 address");
-    }
-    if (r.port == 0) return InvalidArgument("host address rail " + std::to_string(i) + " has port 0");
-    if (reserved != 0) return InvalidArgument("host address rail " + std::to_string(i) + " has reserved bits set");
-    a.rails.push_back(r);
-  }
+  RY_RETURN_IF_ERROR(fabric::UnpackAddressRecord(kHostAddressFormat, b, &a.workerId,
+                                                 [&](size_t, uint32_t ipv4, uint16_t port, const uint8_t*) {
+                                                   a.rails.push_back({ipv4, port});
+                                                   return Status::Ok();
+                                                 }));
   *out = std::move(a);
   return Status::Ok();
 }

@@ -16,6 +16,7 @@
 #include "env/config.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/verbs/verbs_domain.h"
+#include "tests/common/lane_verbs_domain.h"
 #include "storage/expert/manifest.h"
 #include "storage/expert/store_writer.h"
 
@@ -86,36 +87,10 @@ inline Status LoopbackDomain(bool twoRails, int timeoutMs, std::unique_ptr<fabri
   return fabric::tcp::CreateTcpDomain(o, out);
 }
 
-/// A verbs fabric Domain for lane host `host` (0: the peer, 1: the client). In the
-/// soft-RoCE lane (tests/lanes/rxe, flat mode: RXE_LANE_HOSTS set) it takes host h's
-/// rxe devices (RXE_LANE_DEVS_H<h>), so Reads cross the rail veths; a lane without its
-/// devices is a SystemError (a failure, never a skip). Elsewhere every usable RDMA port
-/// (RAILYARD_HCA unset): InvalidUsage when the host has none, which tests turn into a skip.
+/// A verbs fabric Domain for lane host `host` (0: the peer, 1: the client), RAILYARD_*
+/// defaults otherwise: tests/common/lane_verbs_domain.h.
 inline Status VerbsDomain(int host, int timeoutMs, std::unique_ptr<fabric::Domain>* out) {
-  const char* lane = std::getenv("RXE_LANE_HOSTS");
-  std::string hca;
-  if (lane != nullptr) {
-    const std::string var = "RXE_LANE_DEVS_H" + std::to_string(host);
-    const char* devs = std::getenv(var.c_str());
-    if (devs == nullptr) return SystemError("in the soft-RoCE lane but " + var + " is unset");
-    hca = "=";
-    for (const char* p = devs; *p != 0; ++p) hca += *p == ' ' ? ',' : *p;
-  }
-  env::Config config;
-  RY_RETURN_IF_ERROR(env::Parse(
-      [&](const char* name) -> std::optional<std::string> {
-        if (std::string(name) == "RAILYARD_HCA" && !hca.empty()) return hca;
-        return std::nullopt;
-      },
-      {}, &config));
-  fabric::verbs::VerbsOptions o = fabric::verbs::VerbsOptions::FromConfig(config);
-  o.bootstrapAddress = "127.0.0.1";
-  o.timeoutMs = timeoutMs;
-  // Connection setup under the lane's emulation takes seconds.
-  o.connectTimeoutMs = std::max(timeoutMs, 20000);
-  Status s = fabric::verbs::CreateVerbsDomain(o, out);
-  if (!s.ok() && lane != nullptr) return SystemError("soft-RoCE lane: " + s.message());
-  return s;
+  return railyard::test_support::LaneVerbsDomain(host, timeoutMs, railyard::test_support::LaneEnv::kDefaults, out);
 }
 
 }  // namespace railyard::expert::testing

@@ -209,6 +209,37 @@ TEST_F(PerfPluginLoad, UnsupportedAndMissing) {
   EXPECT_NE(s.message().find("libnccl-net-definitely-not-a-plugin.so"), std::string::npos) << s.message();
 }
 
+// A name that loads nothing: each entry once, each file dlopen was asked for once, and the
+// source named as given (it said "foo: foo: cannot open ..." per file, and NCCL_NET_PLUGIN
+// for a --plugin value).
+TEST_F(PerfPluginLoad, MissingNamesAreListedOnceEachWithTheirFiles) {
+  auto count = [](const std::string& hay, const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + needle.size())) ++n;
+    return n;
+  };
+  OpenedNet n;
+  Status s = Open("nope-a,/nonexistent/libx.so", &n);
+  ASSERT_FALSE(s.ok());
+  const std::string m = s.message();
+  EXPECT_NE(m.find("(NCCL_NET_PLUGIN='nope-a,/nonexistent/libx.so'):"), std::string::npos) << m;
+  EXPECT_NE(m.find("\n  - 'nope-a': not found: tried nope-a, libnccl-net-nope-a.so (dlopen searched LD_LIBRARY_PATH="),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("\n  - '/nonexistent/libx.so': not found: tried /nonexistent/libx.so\n"), std::string::npos) << m;
+  EXPECT_EQ(count(m, "libnccl-net-nope-a.so"), 1u) << m;
+  EXPECT_EQ(count(m, "/nonexistent/libx.so"), 3u) << m;  // the value, the entry, the one file tried
+  EXPECT_EQ(m.find("nope-a: nope-a"), std::string::npos) << m;
+  EXPECT_EQ(count(m, "\n  - "), 2u) << m;  // one line per entry
+
+  OpenRequest req;
+  req.value = "nope-b";
+  req.source = "--plugin";
+  std::vector<std::string> log;
+  s = OpenNetPlugin(req, &n, &log);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("(--plugin='nope-b'):"), std::string::npos) << s.message();
+}
+
 TEST_F(PerfPluginLoad, DevicesAndDeviceTypeChecks) {
   setenv("FAKE_NET_NDEV", "0", 1);
   OpenedNet n;

@@ -82,4 +82,28 @@ expect_status 2 "railyardd --bogus" "$DAEMON" --bogus
 expect_status 0 "railyardd --help" "$DAEMON" --help
 grep -q "^Exit status: 0 stopped by SIGTERM/SIGINT" "$tmp/out" || { echo "FAIL: railyardd --help has no exit statuses"; failed=1; }
 
+# Trial D13: a missing key file is said (it was passed over in silence when no rail was
+# listened on); exit 1, the report still printed.
+expect_status 1 "railyard-info, key file missing" env -u RAILYARD_SOCKET_IFNAME RAILYARD_CLUSTER_KEY_FILE="$tmp/no-key" "$INFO" --no-hwloc --listen-ms 0
+grep -q "^Cluster key: UNUSABLE: .*$tmp/no-key" "$tmp/out" || { echo "FAIL: no UNUSABLE key line: $(grep -i key "$tmp/out")"; failed=1; }
+grep -q "$tmp/no-key" "$tmp/err" || { echo "FAIL: the key error is not on stderr: $(cat "$tmp/err")"; failed=1; }
+expect_status 0 "railyard-info, no key file" env -u RAILYARD_SOCKET_IFNAME -u RAILYARD_CLUSTER_KEY_FILE "$INFO" --no-hwloc --listen-ms 0
+grep -q "^Cluster key: none (RAILYARD_CLUSTER_KEY_FILE is unset" "$tmp/out" || { echo "FAIL: no 'Cluster key: none' line"; failed=1; }
+# Trial D18: loopback, the tiers' TCP rail while RAILYARD_SOCKET_IFNAME is unset, is listed and
+# marked (it stood in "Skipped" only).
+grep -q "^  LO  *lo (loopback) " "$tmp/out" || { echo "FAIL: no LO row: $(cat "$tmp/out")"; failed=1; }
+grep -q "LO: loopback, never a cabling rail; the default TCP rail (127.0.0.1)" "$tmp/out" || { echo "FAIL: LO not explained"; failed=1; }
+if grep -q "^  lo: loopback" "$tmp/out"; then echo "FAIL: lo still listed as skipped"; failed=1; fi
+expect_status 0 "railyard-info --json, loopback" env -u RAILYARD_SOCKET_IFNAME -u RAILYARD_CLUSTER_KEY_FILE "$INFO" --no-hwloc --listen-ms 0 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["loopback"]["netdev"]=="lo" and "127.0.0.1" in [a["address"] for a in d["loopback"]["addresses"]] and d["cluster_key"]["file"] is None, d["loopback"]' "$tmp/out" ||
+  { echo "FAIL: --json has no loopback/cluster_key"; failed=1; }
+# Trial D14: '^' and '=' only as NCCL writes them; the rest is a usage error naming the flag/variable.
+expect_status 2 "railyard-info --ifname ^" "$INFO" --no-hwloc --ifname '^'
+grep -q -- "--ifname='^': '^' with no name after it" "$tmp/err" || { echo "FAIL: --ifname ^: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "RAILYARD_SOCKET_IFNAME=eth0,^docker railyard-info" env RAILYARD_SOCKET_IFNAME='eth0,^docker' "$INFO" --no-hwloc
+grep -q "RAILYARD_SOCKET_IFNAME='eth0,^docker': '^' may only lead the list" "$tmp/err" || { echo "FAIL: eth0,^docker: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyardd --ifname ^=" "$DAEMON" --ifname '^='
+grep -q -- "--ifname='^=': '^=' with no name after it" "$tmp/err" || { echo "FAIL: railyardd --ifname ^=: $(cat "$tmp/err")"; failed=1; }
+expect_status 0 "railyard-info --ifname ^=mgmt0 (an NCCL form)" "$INFO" --no-hwloc --listen-ms 0 --ifname '^=mgmt0'
+
 exit $failed

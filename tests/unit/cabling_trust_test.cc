@@ -227,11 +227,17 @@ TEST_F(CablingTrust, MadeUpHostsAreCappedAndASourceHasABudget) {
   agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
   agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
   EXPECT_EQ(AddressOfA(), "10.9.0.2");
+  // The budget counts datagrams per hello period. At one injected instant the count alone
+  // decides (at the clock's time, a slow run under ASan let the period end mid-loop and the
+  // limit never tripped); one period later the source has a fresh budget.
   const std::vector<char> junk = Record(0x5000, 1, 1, "x", "10.9.9.9", false);
-  for (int i = 0; i < CablingAgent::kSourceBudget; ++i) agent_->InjectForTesting(0, junk, Addr("10.9.0.8"));
+  const int64_t t0 = int64_t{1} << 40;  // one instant, later than any record's receipt
+  for (int i = 0; i < CablingAgent::kSourceBudget; ++i) agent_->InjectForTesting(0, junk, Addr("10.9.0.8"), t0);
   EXPECT_EQ(agent_->Counters().rateLimited, 0u);
-  agent_->InjectForTesting(0, junk, Addr("10.9.0.8"));
+  agent_->InjectForTesting(0, junk, Addr("10.9.0.8"), t0 + o.intervalMs - 1);
   EXPECT_EQ(agent_->Counters().rateLimited, 1u);
+  agent_->InjectForTesting(0, junk, Addr("10.9.0.8"), t0 + o.intervalMs);
+  EXPECT_EQ(agent_->Counters().rateLimited, 1u) << "a new period gives the source a new budget";
 }
 
 }  // namespace

@@ -8,10 +8,13 @@
 //
 // Rails follow the plugin's fabric rule (proxy::SelectFabricRails): a port that carries a
 // default route is not a rail unless the filter names it exactly. A fixture has no addresses,
-// so --sysfs keeps interfaces without one. Exit status: 0 ok, 1 discovery failed, 2 usage.
+// so --sysfs keeps interfaces without one. Loopback is shown (row LO) while RAILYARD_SOCKET_IFNAME
+// is unset: the tiers' TCP rail. RAILYARD_CLUSTER_KEY_FILE is always checked ("Cluster key").
+// Exit status: 0 ok, 1 discovery failed or the cluster key file is unusable, 2 usage.
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <cstdio>
@@ -27,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "env/config.h"
+#include "env/device_list_syntax.h"
 #include "env/log.h"
 #include "proxy/routing/router.h"
 #include "tools/common/cli_parse.h"
@@ -34,6 +38,8 @@
 #include "topology/discovery.h"
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
+#include "topology/interface_filter.h"
+#include "topology/netdev.h"
 
 namespace railyard::info {
 namespace {
@@ -126,6 +132,13 @@ json RailToJson(const Rail& r) {
   };
 }
 
+/// What the loopback row means (text and JSON "role").
+std::string LoopbackRole(const InfoContext& ctx) {
+  return std::string("loopback, never a cabling rail; the default TCP rail (127.0.0.1) of the expert and "
+                     "snapshot tiers while RAILYARD_SOCKET_IFNAME is unset") +
+         (ctx.loopbackIsSocketDevice ? "; also the plugin's TCP device here (no other interface qualifies)" : "");
+}
+
 /// "rails": one row per rail, in the spirit of `nvidia-smi topo -m`'s NIC legend.
 class RailsSection : public SectionPrinter {
  public:
@@ -135,14 +148,15 @@ class RailsSection : public SectionPrinter {
     out << "Rails (" << ctx.rails.size() << ")\n";
     std::vector<std::vector<std::string>> rows;
     rows.push_back({"", "Netdev", "RDMA", "PCI", "NUMA", "Port", "Speed", "PCIe", "Addresses", "State", "GPU"});
-    for (std::size_t i = 0; i < ctx.rails.size(); ++i) {
-      const Rail& r = ctx.rails[i];
-      rows.push_back({"NIC" + std::to_string(i), r.netdev,
-                      r.rdmaDevice.empty() ? "-" : r.rdmaDevice + ":" + std::to_string(r.rdmaPort),
-                      Or(r.pciBusId), r.numaNode < 0 ? "-" : std::to_string(r.numaNode),
-                      r.physicalPort < 0 ? "-" : std::to_string(r.physicalPort), SpeedText(r), PcieText(r),
-                      AddressesText(r), StateText(r), Or(r.nearestGpu, "none")});
-    }
+    auto rowOf = [](const std::string& label, const Rail& r, const std::string& netdev) {
+      return std::vector<std::string>{label, netdev,
+                                      r.rdmaDevice.empty() ? "-" : r.rdmaDevice + ":" + std::to_string(r.rdmaPort),
+                                      Or(r.pciBusId), r.numaNode < 0 ? "-" : std::to_string(r.numaNode),
+                                      r.physicalPort < 0 ? "-" : std::to_string(r.physicalPort), SpeedText(r),
+                                      PcieText(r), AddressesText(r), StateText(r), Or(r.nearestGpu, "none")};
+    };
+    for (std::size_t i = 0; i < ctx.rails.size(); ++i) rows.push_back(rowOf("NIC" + std::to_string(i), ctx.rails[i], ctx.rails[i].netdev));
+    if (ctx.loopback != nullptr) rows.push_back(rowOf("LO", *ctx.loopback, ctx.loopback->netdev + " (loopback)"));
     std::vector<std::size_t> width(rows[0].size(), 0);
     for (const auto& row : rows) {
       for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -157,6 +171,9 @@ class RailsSection : public SectionPrinter {
     }
     out << "\n  Port: physical (QSFP) port, 0-based. PCIe: trained width/max width, GT/s per lane;\n"
            "  (!) = trained below its maximum. GPU: nearest GPU in hwloc's tree.\n";
+    if (ctx.loopback != nullptr) {
+      out << "  LO: " << LoopbackRole(ctx) << ".\n";
+    }
     for (std::size_t i = 0; i < ctx.rails.size(); ++i) {
       const Rail& r = ctx.rails[i];
       if (!ctx.verbose) continue;
@@ -209,6 +226,45 @@ class SkippedSection : public SectionPrinter {
   }
 };
 
+/// "loopback": the loopback interface when RAILYARD_SOCKET_IFNAME is unset (its row is in
+/// the rails table, marked LO); null otherwise.
+class LoopbackSection : public SectionPrinter {
+ public:
+  std::string name() const override { return "loopback"; }
+  void PrintText(const InfoContext&, std::ostream&) const override {}  // a row of the rails table
+  json ToJson(const InfoContext& ctx) const override {
+    if (ctx.loopback == nullptr) return nullptr;
+    json j = RailToJson(*ctx.loopback);
+    j["role"] = LoopbackRole(ctx);
+    j["plugin_tcp_device"] = ctx.loopbackIsSocketDevice;
+    return j;
+  }
+};
+
+/// "cluster_key": RAILYARD_CLUSTER_KEY_FILE and whether it loads (a missing, unreadable,
+/// world-accessible or too short file is said here, and railyard-info then exits 1).
+class ClusterKeySection : public SectionPrinter {
+ public:
+  std::string name() const override { return "cluster_key"; }
+  void PrintText(const InfoContext& ctx, std::ostream& out) const override {
+    if (ctx.keyFile.empty()) {
+      out << "Cluster key: none (RAILYARD_CLUSTER_KEY_FILE is unset: nothing is authenticated, every host on "
+             "a rail is trusted)\n\n";
+    } else if (!ctx.keyError.empty()) {
+      out << "Cluster key: UNUSABLE: " << ctx.keyError << "\n\n";
+    } else {
+      out << "Cluster key: " << ctx.keyFile << " (fingerprint " << ctx.keyFingerprint << ")\n\n";
+    }
+  }
+  json ToJson(const InfoContext& ctx) const override {
+    if (ctx.keyFile.empty()) return {{"file", nullptr}, {"usable", false}, {"error", nullptr}};
+    return {{"file", ctx.keyFile},
+            {"usable", ctx.keyError.empty()},
+            {"error", ctx.keyError.empty() ? json(nullptr) : json(ctx.keyError)},
+            {"fingerprint", ctx.keyError.empty() ? json(ctx.keyFingerprint) : json(nullptr)}};
+  }
+};
+
 /// The report, in order.
 /// Neighbours, shape and routes: the cabling graph from this host's point of view.
 class CablingSection : public SectionPrinter {
@@ -231,7 +287,9 @@ class CablingSection : public SectionPrinter {
 std::vector<std::unique_ptr<SectionPrinter>> MakeSections() {
   std::vector<std::unique_ptr<SectionPrinter>> sections;
   sections.push_back(std::make_unique<RailsSection>());
+  sections.push_back(std::make_unique<LoopbackSection>());
   sections.push_back(std::make_unique<SkippedSection>());
+  sections.push_back(std::make_unique<ClusterKeySection>());
   sections.push_back(std::make_unique<CablingSection>());  // neighbours, shape, routes
   return sections;
 }
@@ -278,17 +336,34 @@ int Run(int argc, char** argv) {
     log::SetStderrLevel(*level);
   }
   options.skipDefaultRoute = true;  // the plugin's rule: an uplink is not a rail
+  const env::Config* envConfig = nullptr;
+  const Status envStatus = env::Load(&envConfig);
   if (ifnameGiven) {
+    if (Status fs = env::CheckDeviceListSyntax(ifname, "--ifname"); !fs.ok()) {
+      std::cerr << "railyard-info: " << fs.message() << "\n";
+      return 2;
+    }
     options.ifnameFilter = ifname;
     options.ifnameFilterSource = "--ifname";
   } else {
-    const env::Config* config = nullptr;
-    Status s = env::Load(&config);
-    if (!s.ok()) {
-      std::cerr << "railyard-info: " << s.message() << "\n";
+    if (!envStatus.ok()) {
+      std::cerr << "railyard-info: " << envStatus.message() << "\n";
       return 2;
     }
-    options.ifnameFilter = config->railIfname;
+    options.ifnameFilter = envConfig->railIfname;
+  }
+  // The cluster key is checked whatever else runs: a missing or unreadable key file is
+  // reported (section "cluster_key", stderr, exit 1), never passed over in silence.
+  std::string keyFile, keyError, keyFingerprint;
+  std::shared_ptr<const topology::ClusterKey> clusterKey;
+  if (envStatus.ok()) {
+    keyFile = envConfig->clusterKeyFile;
+    if (Status ks = topology::LoadClusterKey(keyFile, &clusterKey); !ks.ok()) {
+      keyError = ks.message();
+      std::cerr << "railyard-info: " << keyError << "\n";
+    } else if (clusterKey != nullptr) {
+      keyFingerprint = clusterKey->Fingerprint();
+    }
   }
   std::error_code ec;
   if (std::filesystem::canonical(options.sysfsRoot, ec) != "/sys") {
@@ -303,13 +378,43 @@ int Run(int argc, char** argv) {
     std::cerr << "railyard-info: " << s.message() << "\n";
     return 1;
   }
+  // Loopback is never a cabling rail, but while RAILYARD_SOCKET_IFNAME is unset it is the
+  // TCP rail of the expert and snapshot tiers: shown (row LO) instead of "skipped".
+  std::vector<Rail> loopbackRails;
+  bool loopbackIsSocketDevice = false;
+  if (!options.interfaces && topology::InterfaceFilter::Parse(options.ifnameFilter).automatic()) {
+    for (auto it = skipped.begin(); it != skipped.end(); ++it) {
+      if (it->find(": loopback (") == std::string::npos) continue;
+      topology::DiscoveryOptions lo = options;
+      lo.ifnameFilter = "=" + it->substr(0, it->find(": "));
+      if (topology::DiscoverRails(lo, &loopbackRails, nullptr).ok() && loopbackRails.size() == 1) {
+        skipped.erase(it);
+        std::vector<topology::NetDevice> socketDevices;
+        if (topology::SelectSocketDevices("", &socketDevices).ok()) {
+          loopbackIsSocketDevice = !socketDevices.empty() &&
+                                   std::all_of(socketDevices.begin(), socketDevices.end(),
+                                               [](const topology::NetDevice& d) { return d.loopback; });
+        }
+      } else {
+        loopbackRails.clear();
+      }
+      break;
+    }
+  }
   InfoContext ctx{options, rails, skipped, verbose};
+  ctx.loopback = loopbackRails.empty() ? nullptr : &loopbackRails.front();
+  ctx.loopbackIsSocketDevice = loopbackIsSocketDevice;
+  ctx.keyFile = keyFile;
+  ctx.keyError = keyError;
+  ctx.keyFingerprint = keyFingerprint;
   std::unique_ptr<proxy::Router> router;
   topology::ClusterGraph graph;
   if (listenMs <= 0) {
     ctx.notListened = "--listen-ms 0";
   } else if (options.interfaces) {
     ctx.notListened = "a fixture: --sysfs";
+  } else if (!keyError.empty()) {
+    ctx.notListened = "the cluster key is unusable (see Cluster key)";
   } else {  // live machine only
     const env::Config* config = nullptr;
     std::vector<proxy::FabricRail> fabricRails;
@@ -340,10 +445,7 @@ int Run(int argc, char** argv) {
       fo.agent.port = static_cast<uint16_t>(config->discoveryPort);
       fo.agent.intervalMs = config->discoveryIntervalMs;
       fo.agent.deadIntervalMs = config->discoveryDeadMs;
-      if (Status ks = topology::LoadClusterKey(config->clusterKeyFile, &fo.agent.key); !ks.ok()) {
-        std::cerr << "railyard-info: " << ks.message() << "\n";
-        return 1;
-      }
+      fo.agent.key = clusterKey;
       if (Status rs = proxy::Router::Start(fabricRails, fo, &router); !rs.ok()) {
         ctx.notListened = "the cabling agent did not start: " + rs.message();
       } else {
@@ -369,7 +471,7 @@ int Run(int argc, char** argv) {
   } else {
     for (const auto& section : sections) section->PrintText(ctx, std::cout);
   }
-  return 0;
+  return keyError.empty() ? 0 : 1;
 }
 
 }  // namespace

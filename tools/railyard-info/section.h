@@ -28,6 +28,19 @@ struct InfoContext {
   /// When graph is NULL: why the cabling protocol was not listened to (e.g. "--listen-ms 0",
   /// "no fabric rail: lo: loopback ..."), printed after "Cabling: not listened".
   std::string notListened;
+  /// The loopback interface (live machine, RAILYARD_SOCKET_IFNAME unset): never a cabling
+  /// rail, but the TCP rail (127.0.0.1) of the expert and snapshot tiers
+  /// (runtime::ProcessDomainOptions::loopbackWhenUnset). NULL when not shown.
+  const topology::Rail* loopback = nullptr;
+  /// True when the plugin's own TCP transport would use loopback too (no other interface
+  /// qualifies, topology::SelectSocketDevices' automatic fallback).
+  bool loopbackIsSocketDevice = false;
+  /// RAILYARD_CLUSTER_KEY_FILE ("" = unset), and what loading it said: keyError is the
+  /// ClusterKey::Load message when the file is missing, unreadable or not a key (empty
+  /// when usable or unset); keyFingerprint its ClusterKey::Fingerprint when usable.
+  std::string keyFile;
+  std::string keyError;
+  std::string keyFingerprint;
 };
 
 /// One section of the report. Sections are printed in registration order (see

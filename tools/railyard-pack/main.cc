@@ -4,19 +4,45 @@
 //   railyard-pack CHECKPOINT OUT_DIR [--scheme auto|qwen-moe|mixtral] [--align BYTES]
 //                 [--model-id ID] [--dry-run] [--progress|--no-progress] [--verify]
 //
-// Exit status: 0 written (or planned, with --dry-run); 1 the checkpoint was refused
-// (the message names the file and the fault) or writing failed; 2 bad arguments.
+// Exit status: 0 written (or planned, with --dry-run); 1 the checkpoint or the output
+// directory was refused (the message names the file and the fault; nothing else is
+// printed: the plan only once the input and the output are known good) or writing
+// failed; 2 bad arguments.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
 #include "storage/expert/expert_error.h"
 #include "storage/expert/pack.h"
 #include "storage/expert/store.h"
+
+namespace {
+
+/// Why `outDir` cannot become the store ("" when it can): it exists already, or its parent
+/// is missing, not a directory or not writable. Checked before the plan is printed, so a
+/// refused run prints nothing that reads as success (WriteStore checks again when it writes).
+std::string OutputRefusal(const std::string& outDir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::symlink_status(outDir, ec).type() != fs::file_type::not_found) {
+    return "output " + outDir + " already exists (railyard-pack writes a new store; remove it or name another)";
+  }
+  fs::path parent = fs::path(outDir).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::is_directory(parent, ec)) return "output " + outDir + ": its directory " + parent.string() + " does not exist";
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    return "output " + outDir + ": its directory " + parent.string() + " is not writable: " + std::strerror(errno);
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace railyard;
@@ -46,6 +72,12 @@ int main(int argc, char** argv) {
   if (!dryRun && outDir.empty()) {
     std::fprintf(stderr, "railyard-pack: an output directory is needed (or --dry-run)\n");
     return 2;
+  }
+  if (!dryRun) {
+    if (const std::string why = OutputRefusal(outDir); !why.empty()) {
+      std::fprintf(stderr, "railyard-pack: %s\n", why.c_str());
+      return 1;
+    }
   }
   if (opts.modelId.empty()) {
     std::filesystem::path p(checkpoint);

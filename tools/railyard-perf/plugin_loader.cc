@@ -14,6 +14,8 @@ namespace railyard::perf {
 namespace {
 
 constexpr const char* kStaticPlugin = "STATIC_PLUGIN";
+/// The reason TryOpen records for a file dlopen did not find (OpenNetPlugin groups them).
+const std::string kNotFound = "\x01not found: ";
 
 bool EqualsIgnoreCase(const std::string& a, const char* b) { return strcasecmp(a.c_str(), b) == 0; }
 
@@ -144,7 +146,9 @@ bool TryOpen(const char* name, const std::string& entry, const OpenRequest& req,
     const bool notFound = msg.find("No such file") != std::string::npos ||
                           msg.find("cannot open shared object file") != std::string::npos;
     log->push_back(notFound ? "NET/Plugin: Could not find: " + shown : "NET/Plugin: dlopen(" + shown + ") failed: " + msg);
-    reasons->push_back(shown + ": " + msg);
+    // dlerror() starts with the name it was given: say it once.
+    const std::string text = msg.rfind(shown + ": ", 0) == 0 ? msg.substr(shown.size() + 2) : msg;
+    reasons->push_back(notFound ? kNotFound + shown : shown + ": " + text);
     return false;
   }
   Found f = FindNetSymbol(lib, req.onlyVersion);
@@ -272,21 +276,46 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
   for (const auto& n : spec.notes) log->push_back(n);
   if (spec.none) {
     return InvalidUsage(
-        "NCCL_NET_PLUGIN=none selects no external plugin; NCCL would use its internal IB/Socket "
+        req.source + "=none selects no external plugin; NCCL would use its internal IB/Socket "
         "transports, but railyard-perf has none: name a plugin (e.g. NCCL_NET_PLUGIN=railyard)");
   }
-  std::vector<std::string> reasons;
+  std::vector<std::string> reasons;   // what TryOpen said, all candidates
+  std::vector<std::string> perEntry;  // one line per candidate, for the error
+  // One line for a candidate: its entry once, and every file dlopen was asked for it.
+  auto summarize = [&](const PluginCandidate& c, size_t from) {
+    std::vector<std::string> missing, other;
+    for (size_t i = from; i < reasons.size(); ++i) {
+      (reasons[i].rfind(kNotFound, 0) == 0 ? missing : other).push_back(reasons[i].substr(
+          reasons[i].rfind(kNotFound, 0) == 0 ? kNotFound.size() : 0));
+    }
+    std::string line = "'" + c.entry + "': ";
+    if (!missing.empty()) {
+      line += "not found: tried ";
+      for (size_t i = 0; i < missing.size(); ++i) line += (i ? ", " : "") + missing[i];
+      const bool bare = std::any_of(missing.begin(), missing.end(), [](const std::string& m) { return m.find('/') == std::string::npos; });
+      if (bare) {
+        const char* ld = std::getenv("LD_LIBRARY_PATH");
+        line += std::string(" (dlopen searched LD_LIBRARY_PATH=") + (ld && *ld ? ld : "<unset>") +
+                ", the ldconfig cache, /lib and /usr/lib)";
+      }
+    }
+    for (size_t i = 0; i < other.size(); ++i) line += (i || !missing.empty() ? "; " : "") + other[i];
+    perEntry.push_back(line);
+  };
   for (const auto& c : spec.candidates) {
     bool won = false;
+    const size_t from = reasons.size();
     if (c.staticPlugin) {
       (void)TryOpen(nullptr, c.entry, req, out, log, &reasons, &won);
       if (won) return Status::Ok();
+      summarize(c, from);
       continue;
     }
     for (const auto& name : c.tries) {
       if (TryOpen(name.c_str(), c.entry, req, out, log, &reasons, &won)) break;  // opened: no fallback name
     }
     if (won) return Status::Ok();
+    summarize(c, from);
   }
   if (spec.isDefault) {
     for (const auto& path : ConvenienceFallbacks(req.exeDir)) {
@@ -294,23 +323,42 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
       log->push_back("NET/Plugin: NCCL_NET_PLUGIN is unset and " + std::string(kDefaultPluginLib) +
                      " did not load; railyard-perf convenience (NCCL itself does not do this): trying " + path);
       bool won = false;
+      const size_t from = reasons.size();
       (void)TryOpen(path.c_str(), "", req, out, log, &reasons, &won);
       if (won) {
         out->convenienceFallback = true;
         return Status::Ok();
       }
+      PluginCandidate fallback;
+      fallback.entry = path + " (railyard-perf's fallback)";
+      summarize(fallback, from);
       break;
     }
   }
-  std::string msg = "no usable net plugin (NCCL_NET_PLUGIN=" + (req.value ? "'" + *req.value + "'" : std::string("<unset>")) + "):";
-  for (const auto& r : reasons) msg += "\n  - " + r;
+  std::string msg = "no usable net plugin (" + req.source + "=" +
+                    (req.value ? "'" + *req.value + "'" : std::string("<unset>: NCCL opens ") + kDefaultPluginLib) + "):";
+  for (const auto& r : perEntry) msg += "\n  - " + r;
+  for (const auto& n : spec.notes) msg += "\n  - " + n;
   const bool loadedButFailed = std::any_of(reasons.begin(), reasons.end(), [](const std::string& r) {
     return r.find(": init failed: ") != std::string::npos;
   });
-  msg += loadedButFailed
-             ? "\n  hint: the library loaded but its init() failed; the plugin's own WARN lines above "
-               "say why (often a malformed RAILYARD_* variable)"
-             : "\n  hint: NCCL_NET_PLUGIN=railyard LD_LIBRARY_PATH=<build>/lib railyard-perf ...";
+  std::string beside;  // the Railyard plugin of this build or install, when it is there
+  for (const auto& path : ConvenienceFallbacks(req.exeDir)) {
+    if (access(path.c_str(), R_OK) == 0) {
+      beside = path;
+      break;
+    }
+  }
+  if (loadedButFailed) {
+    msg += "\n  hint: the library loaded but its init() failed; the plugin's own WARN lines above "
+           "say why (often a malformed RAILYARD_* variable)";
+  } else if (!beside.empty()) {
+    msg += "\n  hint: the Railyard plugin beside this railyard-perf is " + beside + ": " + req.source + "=" + beside +
+           ", or NCCL_NET_PLUGIN=railyard with LD_LIBRARY_PATH=" + beside.substr(0, beside.rfind('/'));
+  } else {
+    msg += "\n  hint: NCCL_NET_PLUGIN=railyard LD_LIBRARY_PATH=<build>/lib railyard-perf ... (NCCL opens "
+           "libnccl-net-<name>.so for a name, or the file a path names)";
+  }
   return InvalidUsage(msg);
 }
 

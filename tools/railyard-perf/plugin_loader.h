@@ -84,6 +84,8 @@ struct OpenRequest {
   /// Testing aid (--net-version): 6..11 = look only for ncclNetPlugin_v<N>, to
   /// exercise a plugin's older tables. 0 = NCCL's rule: the newest one found.
   int onlyVersion = 0;
+  /// Where `value` came from, as the error names it: "NCCL_NET_PLUGIN" or "--plugin".
+  std::string source = "NCCL_NET_PLUGIN";
 };
 
 /// Tries the candidates in order as NCCL's ncclNetInit does: open (§1.2), find
@@ -92,7 +94,11 @@ struct OpenRequest {
 /// or devices() <= 0 call finalize anyway (v11, as NCCL does), close and move
 /// on; check getProperties(0).netDeviceType is HOST. The first candidate that
 /// passes wins. Every step is appended to `log` (one line each). Fails with
-/// InvalidUsage when nothing qualifies, naming every reason.
+/// InvalidUsage when nothing qualifies: "no usable net plugin (<source>='<value>')", then
+/// one line per entry of the list, in order, naming the entry once and every file
+/// dlopen was asked for it ("'foo': not found: tried foo, libnccl-net-foo.so ..."), or
+/// why the library that opened was not used; then a hint naming the Railyard plugin
+/// beside this railyard-perf when there is one.
 Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::string>* log);
 
 }  // namespace railyard::perf

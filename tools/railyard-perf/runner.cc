@@ -180,6 +180,7 @@ Status Runner::OpenPlugin() {
   req.logger = NcclLogger;
   req.exeDir = ExecutableDir();
   req.onlyVersion = opts_.netVersion;
+  req.source = opts_.plugin ? "--plugin" : "NCCL_NET_PLUGIN";
   // NCCL passes the same comm hash to init on every rank: rank 0 draws it.
   std::uint64_t id = me_ == 0 ? std::random_device{}() * 0x100000001ull ^ std::uint64_t(getpid()) : 0;
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(n_));
@@ -190,7 +191,8 @@ Status Runner::OpenPlugin() {
   Status s = OpenNetPlugin(req, &net_, &log);
   const char* dbg = std::getenv("NCCL_DEBUG");
   const bool info = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
-  if (info || (!s.ok() && me_ == 0) || (net_.convenienceFallback && me_ == 0)) {
+  // A failure's message names every entry and file tried: the step log only with NCCL_DEBUG=INFO.
+  if (info || (net_.convenienceFallback && me_ == 0)) {
     for (const auto& l : log) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", me_, l.c_str());
   }
   RY_RETURN_IF_ERROR(s);

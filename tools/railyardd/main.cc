@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "env/config.h"
+#include "env/device_list_syntax.h"
 #include "env/log.h"
 #include "plugin/expert_domain.h"
 #include "proxy/routing/router.h"
@@ -60,26 +61,72 @@ bool SameGraph(const railyard::topology::ClusterGraph& x, const railyard::topolo
   return true;
 }
 
+/// The expert store's control port when --expert-listen names none.
+constexpr uint16_t kDefaultExpertPort = 29431;
+
+/// Where the expert store's control socket binds, from --expert-listen (`listen`, "" when
+/// the flag is absent) and the expert Domain's rails:
+///   ""       the first rail's IPv4 address (RAILYARD_SOCKET_IFNAME's interfaces), or
+///            127.0.0.1 when there is none (the variable unset: the Domain is loopback only),
+///            port 29431: never every interface unasked;
+///   ":P"     that same address, port P (0: ephemeral);
+///   "A:P"    A and P as given; 0.0.0.0 is how an operator asks for every interface.
+/// `why` says which rule chose the address, for the "listening on" line.
+/// InvalidArgument naming the flag for a malformed value.
+railyard::Status ResolveExpertListen(const std::string& listen, const railyard::fabric::Domain& domain,
+                                     std::string* address, uint16_t* port, std::string* why) {
+  std::string rail;
+  for (const railyard::fabric::RailInfo& r : domain.rails()) {
+    if (!r.address.empty()) {
+      rail = r.address;
+      break;
+    }
+  }
+  const std::string safe = rail.empty() ? "127.0.0.1" : rail;
+  const std::string safeWhy = safe.rfind("127.", 0) == 0 ? "loopback: RAILYARD_SOCKET_IFNAME is unset or names only lo"
+                                                        : "the first rail's address (RAILYARD_SOCKET_IFNAME)";
+  const std::string widen = "; --expert-listen 0.0.0.0:PORT serves every interface";
+  if (listen.empty()) {
+    *address = safe;
+    *port = kDefaultExpertPort;
+    *why = safeWhy + widen;
+    return railyard::Status::Ok();
+  }
+  std::string host;
+  if (!railyard::expert::ParseHostPort(listen.front() == ':' ? safe + listen : listen, &host, port, /*allowZero=*/true).ok()) {
+    return railyard::InvalidArgument("--expert-listen '" + listen + "': expected IPv4ADDRESS:PORT or :PORT (port 0..65535, 0: any)");
+  }
+  if (listen.front() == ':') {
+    *address = safe;
+    *why = safeWhy + widen;
+    return railyard::Status::Ok();
+  }
+  *address = host;
+  *why = *address == "0.0.0.0" ? "every interface, as --expert-listen asks" : "--expert-listen";
+  return railyard::Status::Ok();
+}
+
 /// Opens the store in `dir`, creates the expert tier's Domain and Worker and starts
-/// serving on `listen` ("addr:port"); prints where to stderr.
+/// serving where ResolveExpertListen(listen) says; prints where to stderr.
 railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::string& dir, const std::string& listen,
                                   bool verify, std::unique_ptr<railyard::fabric::Domain>* domain,
                                   std::unique_ptr<railyard::fabric::Worker>* worker,
                                   std::unique_ptr<railyard::expert::ExpertServer>* server) {
   using namespace railyard;
   expert::ServerOptions o;
-  RY_RETURN_IF_ERROR(expert::ParseHostPort(listen, &o.listenAddress, &o.port, /*allowZero=*/true));
   o.pinCapBytes = cfg.expertPinCapBytes;
   o.timeoutMs = cfg.timeoutMs;
   std::unique_ptr<expert::Store> store;
   RY_RETURN_IF_ERROR(expert::Store::Open(dir, verify, &store));
   const expert::Manifest m = store->manifest();
   RY_RETURN_IF_ERROR(plugin::CreateExpertDomain(cfg, domain));
+  std::string why;
+  RY_RETURN_IF_ERROR(ResolveExpertListen(listen, **domain, &o.listenAddress, &o.port, &why));
   RY_RETURN_IF_ERROR((*domain)->CreateWorker(worker));
   RY_RETURN_IF_ERROR(expert::ExpertServer::Start(std::move(store), domain->get(), worker->get(), o, server));
-  std::fprintf(stderr, "railyardd: expert store %s (%s: %zu layers x %llu experts, %llu-byte records) listening on %s:%u\n",
+  std::fprintf(stderr, "railyardd: expert store %s (%s: %zu layers x %llu experts, %llu-byte records) listening on %s:%u (%s)\n",
                dir.c_str(), m.modelId.c_str(), m.layers.size(), static_cast<unsigned long long>(m.expertsPerLayer),
-               static_cast<unsigned long long>(m.recordStride), o.listenAddress.c_str(), (*server)->port());
+               static_cast<unsigned long long>(m.recordStride), o.listenAddress.c_str(), (*server)->port(), why.c_str());
   return Status::Ok();
 }
 
@@ -93,7 +140,7 @@ int main(int argc, char** argv) {
   int waitHosts = 0, settleMs = 500, lingerMs = 1000, timeoutMs = 20000;
   bool text = false, noRelay = false;
   uint16_t relayPort = 0;
-  std::string expertStore, expertListen = "0.0.0.0:29431";
+  std::string expertStore, expertListen;  // "": ResolveExpertListen's safe default
   bool expertOnly = false, expertVerify = false;
   app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar (default RAILYARD_SOCKET_IFNAME)");
   app.add_option("--host-name", hostName, "name this host reports (default RAILYARD_HOST_NAME, else the host name)");
@@ -121,7 +168,9 @@ int main(int argc, char** argv) {
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");
-  app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 address:port of its control socket (port 0: any; default 0.0.0.0:29431, every interface)");
+  app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 ADDRESS:PORT of its control socket, or :PORT (port 0: any). Default: the "
+                 "first rail's address (RAILYARD_SOCKET_IFNAME), 127.0.0.1 when the variable is unset, port 29431; "
+                 "0.0.0.0:PORT serves every interface");
   app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
   app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
   app.footer(
@@ -138,6 +187,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (Status s = env::CheckDeviceListSyntax(ifname, "--ifname"); !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    return 2;
+  }
   const env::Config* cfg = nullptr;
   if (Status s = env::Load(&cfg); !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());

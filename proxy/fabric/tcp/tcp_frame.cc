@@ -6,13 +6,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "proxy/fabric/address_record.h"
+
 static_assert(std::endian::native == std::endian::little, "the fabric wire format assumes little-endian hosts");
 
 namespace railyard::fabric::tcp {
 namespace {
 
 constexpr uint32_t kAddressMagic = 0x41575952;  // "RYWA"
-constexpr size_t kAddressHeader = 16;
 constexpr size_t kAddressPerRail = 12;
 
 std::string Hex(uint64_t v) {
@@ -116,57 +117,28 @@ Status DecodeFrameHeader(const uint8_t* bytes, Direction dir, FrameHeader* out) 
   return Status::Ok();
 }
 
+namespace {
+const AddressRecordFormat kWorkerAddressFormat{
+    kAddressMagic, WorkerAddress::kVersion, kAddressPerRail, WorkerAddress::kMaxRails, "worker address",
+    [](uint32_t magic) { return "not a Railyard fabric worker address (magic " + Hex(magic) + ")"; }};
+}  // namespace
+
 std::vector<uint8_t> WorkerAddress::Pack() const {
-  std::vector<uint8_t> out(kAddressHeader + kAddressPerRail * rails.size());
-  const uint32_t magic = kAddressMagic;
-  const uint16_t version = kVersion;
-  const uint16_t n = static_cast<uint16_t>(rails.size());
-  std::memcpy(out.data(), &magic, 4);
-  std::memcpy(out.data() + 4, &version, 2);
-  std::memcpy(out.data() + 6, &n, 2);
-  std::memcpy(out.data() + 8, &workerId, 8);
-  for (size_t i = 0; i < rails.size(); ++i) {
-    uint8_t* p = out.data() + kAddressHeader + kAddressPerRail * i;
-    std::memcpy(p, &rails[i].ipv4, 4);
-    std::memcpy(p + 4, &rails[i].port, 2);
-    std::memcpy(p + 8, &rails[i].speedMbps, 4);
-  }
-  return out;
+  return PackAddressRecord(kWorkerAddressFormat, workerId, rails,
+                           [&](size_t i, uint8_t* p) { std::memcpy(p, &rails[i].speedMbps, 4); });
 }
 
 Status WorkerAddress::Unpack(std::span<const uint8_t> b, WorkerAddress* out) {
-  if (b.size() < kAddressHeader) return InvalidArgument("worker address of " + std::to_string(b.size()) + " bytes");
-  uint32_t magic;
-  uint16_t version, n;
-  std::memcpy(&magic, b.data(), 4);
-  std::memcpy(&version, b.data() + 4, 2);
-  std::memcpy(&n, b.data() + 6, 2);
-  if (magic != kAddressMagic) return InvalidArgument("not a Railyard fabric worker address (magic " + Hex(magic) + ")");
-  if (version != kVersion) {
-    return InvalidArgument("worker address version " + std::to_string(version) + ", this build speaks " +
-                           std::to_string(kVersion));
-  }
-  if (n == 0 || n > kMaxRails) return InvalidArgument("worker address with " + std::to_string(n) + " rails (1..16)");
-  if (b.size() != kAddressHeader + kAddressPerRail * n) {
-    return InvalidArgument("worker address of " + std::to_string(b.size()) + " bytes for " + std::to_string(n) +
-                           " rails");
-  }
   WorkerAddress a;
-  std::memcpy(&a.workerId, b.data() + 8, 8);
-  if (a.workerId == 0) return InvalidArgument("worker address with worker id 0");
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* p = b.data() + kAddressHeader + kAddressPerRail * i;
-    RailAddress r;
-    uint16_t reserved;
-    std::memcpy(&r.ipv4, p, 4);
-    std::memcpy(&r.port, p + 4, 2);
-    std::memcpy(&reserved, p + 6, 2);
-    std::memcpy(&r.speedMbps, p + 8, 4);
-    if (r.ipv4 == 0 || r.ipv4 == 0xffffffffu) return InvalidArgument("worker address rail " + std::to_string(i) + " has no usable IPv4 address");
-    if (r.port == 0) return InvalidArgument("worker address rail " + std::to_string(i) + " has port 0");
-    if (reserved != 0) return InvalidArgument("worker address rail " + std::to_string(i) + " has reserved bits set");
-    a.rails.push_back(r);
-  }
+  RY_RETURN_IF_ERROR(UnpackAddressRecord(kWorkerAddressFormat, b, &a.workerId,
+                                         [&](size_t, uint32_t ipv4, uint16_t port, const uint8_t* p) {
+                                           RailAddress r;
+                                           r.ipv4 = ipv4;
+                                           r.port = port;
+                                           std::memcpy(&r.speedMbps, p, 4);
+                                           a.rails.push_back(r);
+                                           return Status::Ok();
+                                         }));
   *out = std::move(a);
   return Status::Ok();
 }

@@ -1,0 +1,42 @@
+// See device_list_syntax.h.
+#include "env/device_list_syntax.h"
+
+#include <string>
+
+namespace railyard::env {
+
+Status CheckDeviceListSyntax(std::string_view value, std::string_view source) {
+  if (value.empty()) return Status::Ok();
+  const std::string head = std::string(source) + "='" + std::string(value) + "': ";
+  const char* forms =
+      " (NCCL's forms: eth, =eth0, ^docker, ^=docker0, =mlx5_0:1; a comma list of names, each optionally :port)";
+  std::string_view rest = value;
+  if (rest.front() == '^') rest.remove_prefix(1);
+  if (!rest.empty() && rest.front() == '=') rest.remove_prefix(1);
+  const std::string_view header = value.substr(0, value.size() - rest.size());
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == '^' || rest[i] == '=') {
+      return InvalidUsage(head + "'" + std::string(1, rest[i]) + "' may only lead the list ('^' excludes, '=' " +
+                          "matches exact names, in the order ^=), not stand at offset " +
+                          std::to_string(header.size() + i) + forms);
+    }
+  }
+  // At least one name: some entry with a character before its ':' (NCCL skips the rest).
+  bool named = false;
+  size_t pos = 0;
+  while (pos <= rest.size() && !named) {
+    size_t comma = rest.find(',', pos);
+    if (comma == std::string_view::npos) comma = rest.size();
+    const std::string_view item = rest.substr(pos, comma - pos);
+    named = !item.empty() && item.front() != ':';
+    pos = comma + 1;
+  }
+  if (!named) {
+    return InvalidUsage(head + (header.empty() ? std::string("no interface or device name")
+                                               : "'" + std::string(header) + "' with no name after it") +
+                        "; leave it empty (unset) for the automatic choice" + forms);
+  }
+  return Status::Ok();
+}
+
+}  // namespace railyard::env

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""railyard-pack and railyardd --expert-store from an operator's side (trial D12, D16):
+
+- railyard-pack refuses an output directory that exists or cannot be created BEFORE it
+  prints anything: stdout stays empty (it printed the whole plan, then refused);
+- railyardd --expert-store without --expert-listen binds loopback when RAILYARD_SOCKET_IFNAME
+  is unset, never every interface (it bound 0.0.0.0:29431); ":PORT" keeps that address;
+  0.0.0.0 must be asked for and is named so.
+
+Usage: expert_cli_test.py RAILYARD_PACK RAILYARDD
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "expert"))
+from expert_e2e_test import checkpoint  # noqa: E402  (the Mixtral-style checkpoint writer)
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def listen_line(railyardd, store, env, *flags):
+    """Starts railyardd --expert-only, returns (returncode or None while serving, the stderr line)."""
+    p = subprocess.Popen([railyardd, "--expert-store", store, "--expert-only", *flags],
+                         stderr=subprocess.PIPE, text=True, env=env)
+    line = p.stderr.readline()  # the "listening on" line, or the error
+    if "listening on" in line:
+        p.terminate()  # serving: stop it (an error exits by itself)
+    rc = p.wait(timeout=30)
+    return rc, line.strip()
+
+
+def main():
+    pack, railyardd = sys.argv[1:3]
+    tmp = tempfile.mkdtemp(prefix="railyard-expert-cli-")
+    try:
+        ck = os.path.join(tmp, "ckpt")
+        os.mkdir(ck)
+        checkpoint(ck, layers=1, experts=2, rows=8, cols=8)
+        exists = os.path.join(tmp, "exists")
+        os.mkdir(exists)
+        r = subprocess.run([pack, ck, exists, "--no-progress"], capture_output=True, text=True)
+        check(r.returncode == 1 and "already exists" in r.stderr and r.stdout == "",
+              f"pack into an existing directory: exit 1, refused before any plan (exit {r.returncode}, "
+              f"stdout {r.stdout[:60]!r}, stderr {r.stderr.strip()!r})")
+        r = subprocess.run([pack, ck, os.path.join(tmp, "no", "such", "store"), "--no-progress"],
+                           capture_output=True, text=True)
+        check(r.returncode == 1 and "does not exist" in r.stderr and r.stdout == "",
+              f"pack under a missing directory: exit 1, nothing on stdout (exit {r.returncode}, "
+              f"stdout {r.stdout[:60]!r}, stderr {r.stderr.strip()!r})")
+        r = subprocess.run([pack, ck, exists, "--dry-run"], capture_output=True, text=True)
+        check(r.returncode == 0 and "1 MoE layers x 2 experts" in r.stdout,
+              f"--dry-run still prints the plan, whatever OUT is ({r.stdout[:60]!r})")
+        store = os.path.join(tmp, "store")
+        r = subprocess.run([pack, ck, store, "--no-progress"], capture_output=True, text=True)
+        check(r.returncode == 0 and "record layout" in r.stdout and f"wrote {store}" in r.stdout,
+              f"pack into a new directory prints the plan and writes ({r.stderr.strip()!r})")
+
+        env = dict(os.environ)
+        env.pop("RAILYARD_SOCKET_IFNAME", None)
+        env.pop("NCCL_SOCKET_IFNAME", None)
+        env["RAILYARD_TRANSPORT"] = "tcp"
+        rc, line = listen_line(railyardd, store, env)
+        # The default port may be taken on a shared machine: the bind error names the address too.
+        check(re.search(r"(listening on|control socket on) 127\.0\.0\.1:29431", line) is not None and "0.0.0.0" not in line.split("(")[0],
+              f"no --expert-listen, RAILYARD_SOCKET_IFNAME unset: 127.0.0.1:29431 ({line!r})")
+        rc, line = listen_line(railyardd, store, env, "--expert-listen", ":0")
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(loopback", line)
+        check(m is not None and int(m.group(1)) != 0, f"--expert-listen :0 keeps the safe address, any port ({line!r})")
+        rc, line = listen_line(railyardd, store, env, "--expert-listen", "0.0.0.0:0")
+        check(re.search(r"listening on 0\.0\.0\.0:\d+ \(every interface", line) is not None,
+              f"--expert-listen 0.0.0.0:0 widens it and says so ({line!r})")
+        rc, line = listen_line(railyardd, store, env, "--expert-listen", ":x")
+        check(rc == 2 and "--expert-listen ':x': expected" in line, f"--expert-listen :x is refused, exit 2 ({rc}, {line!r})")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
