@@ -82,7 +82,9 @@ def start(host, argv, name, env=None):
 
 
 def node(host, role, name, *args):
-    return start(host, [NODE, role] + list(args), name)
+    # --links: every rail-link of the ring known before the node routes (a settled graph).
+    links = sum(len(c["rails"]) for c in TB["cables"])
+    return start(host, [NODE, role, "--links", str(links)] + list(args), name)
 
 
 def rails(host, toward):

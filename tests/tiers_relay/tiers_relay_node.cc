@@ -15,7 +15,8 @@
 //   expert-fetch   --peer FILE --store DIR [--stream --max-seconds S]
 //   expert-bench   --peer FILE --direct FILE --store DIR --rounds R
 //   snapshot-put   --peer FILE --kind K --blob BYTES --count N [--stream --max-seconds S]
-// Common: --neighbours K (cabled neighbours to wait for; default 2).
+// Common: --neighbours K (cabled neighbours to wait for; default 2), --links N (rail-links
+// of the whole cluster to wait for; default 0).
 // Exit 0: done and checked; 3: the named error of a fault ("error-at-ms", "error");
 // 1: a check failed (bytes differ: "TORN"); 2: set-up failed.
 #include <arpa/inet.h>
@@ -130,7 +131,12 @@ struct Fabric {
     if (Status s = ry::proxy::Router::Start(rails, ro, &router); !s.ok()) Die(s.message());
     const size_t want = static_cast<size_t>(std::stoi(Flag("neighbours", "2")));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (router->Agent().Graph().Neighbours(router->HostId()).size() < want) {
+    // And the whole ring (--links: rail-links of the cluster), so that the route this
+    // process reports is the one its Endpoints take (a tie between relays is broken
+    // the same way once every cable is known).
+    const size_t links = static_cast<size_t>(std::stoi(Flag("links", "0")));
+    while (router->Agent().Graph().Neighbours(router->HostId()).size() < want ||
+           router->Agent().Graph().Links().size() < links) {
       if (std::chrono::steady_clock::now() > deadline) Die("the cabling graph never showed the neighbours");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the cabling graph
     }
