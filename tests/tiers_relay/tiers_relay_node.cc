@@ -253,10 +253,16 @@ void OpenExpert(Fabric& f, const std::string& peerFile, ExpertSide* side) {
   co.timeoutMs = f.cfg->timeoutMs;
   co.verifyChecksums = true;
   side->arena.assign(16 << 20, 0);
-  if (Status s = ry::expert::ExpertClient::Open(side->tunnel->LocalAddress(), co, *f.cache, f.worker.get(),
-                                                side->arena.data(), side->arena.size(), &side->client);
-      !s.ok()) {
-    Die("open: " + s.message());
+  // Set-up is retried (3 tries, 300 ms apart): a relay's ForwarderHost rebuilds its
+  // ports when the cabling graph changes (a link flapping under load), and a route
+  // opened in that window is refused (CONNECT_FAILED). Faults under test come later.
+  for (int attempt = 1;; ++attempt) {
+    Status s = ry::expert::ExpertClient::Open(side->tunnel->LocalAddress(), co, *f.cache, f.worker.get(),
+                                              side->arena.data(), side->arena.size(), &side->client);
+    if (s.ok()) break;
+    if (attempt == 3) Die("open: " + s.message());
+    std::printf("retry open: %s\n", s.message().c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a retry's pause, not a barrier
   }
 }
 
@@ -407,8 +413,12 @@ int SnapshotPut() {
   co.arenaBytes = co.blobBytes * std::stoull(Flag("slots"));
   co.timeoutMs = f.cfg->timeoutMs;
   std::unique_ptr<ry::storage::snapshot::SnapshotClient> client;
-  if (Status s = ry::storage::snapshot::SnapshotClient::Connect(*f.cache, *f.worker, co, &client); !s.ok()) {
-    Die("connect: " + s.message());
+  for (int attempt = 1;; ++attempt) {  // retried as OpenExpert's set-up, for the same reason
+    Status s = ry::storage::snapshot::SnapshotClient::Connect(*f.cache, *f.worker, co, &client);
+    if (s.ok()) break;
+    if (attempt == 3) Die("connect: " + s.message());
+    std::printf("retry connect: %s\n", s.message().c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a retry's pause, not a barrier
   }
   const uint64_t count = std::stoull(Flag("count", "16"));
   std::vector<uint8_t> blob(co.blobBytes), back(co.blobBytes);
