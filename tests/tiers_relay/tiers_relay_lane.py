@@ -236,6 +236,8 @@ def fault_case(tier):
     # The relay is named by its address: one of h{relay}'s rails toward h0.
     if not any(i["ip"] in err for i in rails(relay, 0)):
         fail(f"the error does not name the relay h{relay} ({[i['ip'] for i in rails(relay, 0)]}): {err}")
+    if re.search(r"(expert [A-Z_]+: )\1", err):
+        fail(f"the error repeats its name: {err}")
     if "stays-failed yes" not in out:
         fail("the client took a new call after failing")
     if after > TIMEOUT_MS + SLACK_MS:
