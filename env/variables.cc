@@ -294,8 +294,10 @@ const Variable kVariables[] = {
      "immediate) in both modes (verbs mode: one verbs Domain per NCCL device; EXPERIMENTAL, "
      "it does not pass the conformance suite in the soft-RoCE lane yet), legacy = the older "
      "comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode, legacy in "
-     "verbs mode. Fabric mode (RAILYARD_FABRIC) uses the older comms either way for now. Both "
-     "ends must use the same value.",
+     "verbs mode. In fabric mode (RAILYARD_FABRIC) over TCP rails, fabric selects the comms over "
+     "the host's cable set (cabled peers straight over the cable's rails, the others relayed "
+     "through the Forwarders at RAILYARD_FABRIC_RELAY_PORT); auto and legacy keep the older "
+     "comms and the socket relay there for now. Both ends must use the same value.",
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
@@ -393,11 +395,12 @@ const Variable kVariables[] = {
      0, 512 * 1024 * 1024, &ApplyBytes<&Config::collnetSmallBytes>},
     {"RAILYARD_COLLNET_SHAPE", "enum", "auto", "", nullptr,
      "CollNet collectives: the cabling shape the algorithms follow. auto = from the connect "
-     "handles: two ranks are cabled when one of their rail addresses share a subnet (the prefix "
-     "length of this host's own rail interfaces), and every pair cabled is a mesh (direct "
+     "handles: in fabric mode two ranks are cabled when each one's cabling agent lists the "
+     "other's host as a neighbour; otherwise when a rail of each lies in one IPv4 subnet (the "
+     "rails' own prefix lengths, TCP or verbs); every pair cabled is a mesh (direct "
      "reduce-scatter + all-gather), a cycle a ring (both directions, in cable order), a path a "
      "chain (pipelined both ways along it); auto falls back to a ring in rank order when the "
-     "addresses tell nothing (verbs). ring, chain, mesh force the shape in rank order. The same "
+     "handles tell nothing. ring, chain, mesh force the shape in rank order. The same "
      "on every rank (connect checks it).",
      0, 0, &ApplyCollnetShape, "auto, ring, chain, mesh"},
 };

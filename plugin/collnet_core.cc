@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "env/log.h"
+#include "plugin/collnet_handle.h"
 #include "plugin/collnet_runtime.h"
 #include "plugin/collnet_shape.h"
 #include "plugin/net.h"
@@ -21,9 +22,6 @@ using collectives::CollOp;
 using collectives::DataType;
 using collectives::RedOp;
 
-constexpr uint8_t kHandleMagic[4] = {'R', 'Y', 'C', 'L'};
-constexpr uint16_t kHandleVersion = 1;
-constexpr size_t kHandleHeader = 8;  // magic, version u16, address length u16
 
 struct Ctx {
   Runtime rt;
@@ -66,6 +64,8 @@ std::vector<uint64_t> WindowBlocks(int nranks, size_t bytesPerRank, size_t offse
   }
   return b;
 }
+
+static_assert(kHandleBytes == NCCL_NET_HANDLE_MAXSIZE, "the CollNet handle is NCCL's net handle");
 
 ncclResult_t PostOp(Comm* c, CollOp op, Request* r, void** request) {
   Status s = c->proxy->Post(std::move(op), &r->req);
@@ -190,21 +190,21 @@ ncclResult_t Listen(void* ctx, int dev, void* handle, void** listenComm) {
     ReleaseRuntime();
     return Fail(s, "listen");
   }
-  const std::vector<uint8_t> addr = l->worker->Address();
-  if (addr.size() + kHandleHeader > NCCL_NET_HANDLE_MAXSIZE) {
+  CollnetHandle ch;
+  ch.address = l->worker->Address();
+  FillLocator(*l->rt.domain, &ch);
+  bool dropped = false;
+  if (Status s = ch.Pack(static_cast<uint8_t*>(handle), &dropped); !s.ok()) {
     l->worker.reset();
     ReleaseRuntime();
-    return Fail(InternalError("the Worker address (" + std::to_string(addr.size()) +
-                              " bytes) does not fit NCCL's handle"), "listen");
+    return Fail(s, "listen");
   }
-  uint8_t* h = static_cast<uint8_t*>(handle);
-  std::memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
-  std::memcpy(h, kHandleMagic, 4);
-  h[4] = kHandleVersion & 0xff;
-  h[5] = kHandleVersion >> 8;
-  h[6] = static_cast<uint8_t>(addr.size() & 0xff);
-  h[7] = static_cast<uint8_t>(addr.size() >> 8);
-  std::memcpy(h + kHandleHeader, addr.data(), addr.size());
+  if (dropped) {
+    RY_INFO(log::kNet | log::kInit,
+            "CollNet: listen: the handle has no room for %zu neighbours / %zu rails beside a %zu-byte address "
+            "(the shape is read from what fits)",
+            ch.neighbours.size(), ch.rails.size(), ch.address.size());
+  }
   *listenComm = l.release();
   return ncclSuccess;
 }
@@ -218,22 +218,18 @@ ncclResult_t Connect(void* handles[], int nranks, int rank, void* listenComm, vo
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     return Fail(InvalidArgument("connect: rank " + std::to_string(rank) + " of " + std::to_string(nranks)), "connect");
   }
+  std::vector<CollnetHandle> hs(static_cast<size_t>(nranks));
   std::vector<std::vector<uint8_t>> addrs;
   for (int r = 0; r < nranks; ++r) {
     const uint8_t* h = static_cast<const uint8_t*>(handles[r]);
-    if (h == nullptr || std::memcmp(h, kHandleMagic, 4) != 0 || (h[4] | h[5] << 8) != kHandleVersion) {
-      return Fail(InvalidArgument("connect: rank " + std::to_string(r) + "'s handle is not a Railyard CollNet handle"),
-                  "connect");
-    }
-    const size_t len = h[6] | h[7] << 8;
-    if (len + kHandleHeader > NCCL_NET_HANDLE_MAXSIZE) {
-      return Fail(InvalidArgument("connect: rank " + std::to_string(r) + "'s handle claims " +
-                                  std::to_string(len) + " address bytes"), "connect");
-    }
-    addrs.emplace_back(h + kHandleHeader, h + kHandleHeader + len);
+    Status u = h ? CollnetHandle::Unpack({h, kHandleBytes}, &hs[static_cast<size_t>(r)])
+                 : InvalidArgument("NULL handle");
+    if (!u.ok()) return Fail(InvalidArgument("connect: rank " + std::to_string(r) + "'s handle: " + u.message()), "connect");
+    addrs.push_back(hs[static_cast<size_t>(r)].address);
   }
   collectives::CollOptions options = l->rt.options;
-  if (Status t = CollnetTopology(l->rt.shapeSetting, *l->rt.domain, addrs, &options.topology); !t.ok()) {
+  ShapeSource source = ShapeSource::kRankOrder;
+  if (Status t = CollnetTopology(l->rt.shapeSetting, *l->rt.domain, hs, &options.topology, &source); !t.ok()) {
     return Fail(t, "connect");
   }
   std::unique_ptr<collectives::CollComm> comm;
@@ -245,8 +241,9 @@ ncclResult_t Connect(void* handles[], int nranks, int rank, void* listenComm, vo
   c->proxy = std::make_unique<collectives::CollProxy>(std::move(comm));
   std::string order;
   for (int r : options.topology.OrderFor(nranks)) order += (order.empty() ? "" : " ") + std::to_string(r);
-  RY_INFO(log::kNet | log::kInit, "CollNet: rank %d of %d connected (%s, order %s; one-shot up to %llu bytes)", rank,
-          nranks, collectives::ShapeName(options.topology.shape), order.c_str(),
+  RY_INFO(log::kNet | log::kInit, "CollNet: rank %d of %d connected (%s, order %s, from the %s; %s; one-shot up to %llu bytes)",
+          rank, nranks, collectives::ShapeName(options.topology.shape), order.c_str(), ShapeSourceName(source),
+          l->rt.domain->TransportName(),
           static_cast<unsigned long long>(options.smallBytes));
   *collComm = c.release();
   return ncclSuccess;

@@ -32,10 +32,12 @@ ncclResult_t Devices(int* ndev);
 /// the net table is not initialised. InvalidArgument for another dev or NULL.
 ncclResult_t GetPropertiesV11(int dev, ncclNetProperties_v11_t* props);
 ncclResult_t GetPropertiesV12(int dev, ncclNetProperties_v12_t* props);
-/// Creates this rank's Worker and writes its address into `handle` (<= 128 bytes:
-/// "RYCL", version, length, Worker::Address()). Never blocks.
+/// Creates this rank's Worker and writes `handle` (128 bytes, plugin/collnet_handle.h:
+/// the Worker's address and this rank's locator: host, cabling-graph neighbours, rail
+/// networks). Never blocks.
 ncclResult_t Listen(void* ctx, int dev, void* handle, void** listenComm);
-/// Blocking, collective: validates every handle, connects to the ring neighbours,
+/// Blocking, collective: validates every handle, finds the shape from them
+/// (plugin/collnet_shape.h CollnetTopology), connects to the shape's neighbours,
 /// exchanges staging keys, starts the proxy thread. On any error *collComm = NULL
 /// and an error is returned (NCCL falls back to its own algorithms).
 ncclResult_t Connect(void* handles[], int nranks, int rank, void* listenComm, void** collComm);

@@ -5,15 +5,28 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "topology/cabling_agent.h"
+#include "topology/local_graph.h"
 
 namespace railyard::plugin::collnet {
 namespace {
 
-/// Netmask (network byte order) of this host's interface holding one of `rails`'
-/// addresses, the first found; 0 when none.
+/// Netmask (network byte order) of this host's interface holding IPv4 `want`; 0 when none.
+uint32_t NetmaskOf(const ifaddrs* list, in_addr want) {
+  for (const ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
+    if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != want.s_addr) continue;
+    return reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+  }
+  return 0;
+}
+
+/// Netmask of this host's interface holding one of `rails`' addresses, the first found; 0 when none.
 uint32_t RailNetmask(const std::vector<fabric::RailInfo>& rails) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return 0;
@@ -21,51 +34,144 @@ uint32_t RailNetmask(const std::vector<fabric::RailInfo>& rails) {
   for (const auto& r : rails) {
     in_addr want{};
     if (inet_pton(AF_INET, r.address.c_str(), &want) != 1) continue;
-    for (ifaddrs* i = list; i && !mask; i = i->ifa_next) {
-      if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
-      if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != want.s_addr) continue;
-      mask = reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
-    }
-    if (mask) break;
+    if ((mask = NetmaskOf(list, want)) != 0) break;
   }
   freeifaddrs(list);
   return mask;
 }
 
+/// How long a listen waits for a cabling agent that has just started to settle (ms).
+constexpr int kSettleMs = 3000;
+
+/// Network-order mask of a prefix length 1..32.
+uint32_t PrefixMask(unsigned prefix) { return htonl(prefix >= 32 ? 0xffffffffu : ~(0xffffffffu >> prefix)); }
+
 }  // namespace
 
+const char* ShapeSourceName(ShapeSource s) {
+  switch (s) {
+    case ShapeSource::kSetting: return "RAILYARD_COLLNET_SHAPE";
+    case ShapeSource::kCablingGraph: return "cabling graph";
+    case ShapeSource::kRailSubnets: return "rail subnets";
+    case ShapeSource::kTcpAddresses: return "tcp addresses";
+    case ShapeSource::kRankOrder: return "rank order";
+  }
+  return "unknown";
+}
+
+void FillLocator(const fabric::Domain& domain, CollnetHandle* h) {
+  h->host = HostDigest(topology::LocalHostId());
+  h->hasNeighbours = false;
+  h->neighbours.clear();
+  topology::LocalGraph g;
+  if (topology::LocalCablingGraph(&g, kSettleMs)) {
+    std::set<uint32_t> nb;
+    for (uint64_t n : g.graph.Neighbours(g.self)) nb.insert(HostDigest(n));
+    nb.erase(h->host);
+    if (!nb.empty() && nb.size() <= 255 && HostDigest(g.self) == h->host) {  // the handle's u8 count
+      h->hasNeighbours = true;
+      h->neighbours.assign(nb.begin(), nb.end());
+    }
+  }
+  h->hasRails = false;
+  h->rails.clear();
+  ifaddrs* list = nullptr;
+  if (domain.rails().empty() || getifaddrs(&list) != 0) return;
+  std::vector<HandleRail> rails;
+  bool all = true;
+  for (const auto& r : domain.rails()) {
+    in_addr a{};
+    uint32_t mask = 0;
+    if (inet_pton(AF_INET, r.address.c_str(), &a) != 1 || (mask = NetmaskOf(list, a)) == 0) {
+      all = false;
+      break;
+    }
+    rails.push_back({a.s_addr, static_cast<uint8_t>(__builtin_popcount(mask))});
+  }
+  freeifaddrs(list);
+  if (all) {
+    h->hasRails = true;
+    h->rails = std::move(rails);
+  }
+}
+
+bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector<std::vector<bool>>* adj,
+                          ShapeSource* source) {
+  const size_t n = handles.size();
+  std::set<uint32_t> hosts;
+  for (const auto& h : handles) hosts.insert(h.host);
+  const bool graph = hosts.size() == n && std::all_of(handles.begin(), handles.end(), [](const CollnetHandle& h) {
+                       return h.hasNeighbours;
+                     });
+  const bool rails = std::all_of(handles.begin(), handles.end(), [](const CollnetHandle& h) {
+    return h.hasRails && !h.rails.empty();
+  });
+  if (n == 0 || (!graph && !rails)) return false;
+  auto lists = [](const CollnetHandle& h, uint32_t host) {
+    return std::binary_search(h.neighbours.begin(), h.neighbours.end(), host);
+  };
+  std::vector<std::vector<bool>> m(n, std::vector<bool>(n, false));
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = a + 1; b < n; ++b) {
+      bool cabled = false;
+      if (graph) {
+        cabled = lists(handles[a], handles[b].host) && lists(handles[b], handles[a].host);
+      } else {
+        for (const HandleRail& ra : handles[a].rails) {
+          for (const HandleRail& rb : handles[b].rails) {
+            cabled = cabled || ((ra.ipv4 ^ rb.ipv4) & PrefixMask(std::min(ra.prefix, rb.prefix))) == 0;
+          }
+        }
+      }
+      m[a][b] = m[b][a] = cabled;
+    }
+  }
+  *adj = std::move(m);
+  if (source) *source = graph ? ShapeSource::kCablingGraph : ShapeSource::kRailSubnets;
+  return true;
+}
+
 Status CollnetTopology(const std::string& setting, const fabric::Domain& domain,
-                       const std::vector<std::vector<uint8_t>>& addresses, collectives::Topology* out) {
+                       const std::vector<CollnetHandle>& handles, collectives::Topology* out, ShapeSource* source) {
   collectives::Topology t;
   if (!setting.empty() && setting != "auto") {
     if (!collectives::ParseShape(setting, &t.shape)) {
       return InvalidArgument("RAILYARD_COLLNET_SHAPE '" + setting + "' is not auto, ring, chain or mesh");
     }
+    if (source) *source = ShapeSource::kSetting;
     *out = t;
     return Status::Ok();
   }
-  const uint32_t mask = std::strcmp(domain.TransportName(), "tcp") == 0 ? RailNetmask(domain.rails()) : 0;
-  if (mask == 0) {
-    *out = t;  // nothing to read the cabling from: a ring in rank order
-    return Status::Ok();
-  }
-  std::vector<fabric::tcp::WorkerAddress> wa(addresses.size());
-  for (size_t r = 0; r < addresses.size(); ++r) {
-    Status s = fabric::tcp::WorkerAddress::Unpack(addresses[r], &wa[r]);
-    if (!s.ok()) return InvalidArgument("collnet: rank " + std::to_string(r) + "'s address: " + s.message());
-  }
-  const size_t n = addresses.size();
-  std::vector<std::vector<bool>> adj(n, std::vector<bool>(n, false));
-  for (size_t a = 0; a < n; ++a) {
-    for (size_t b = a + 1; b < n; ++b) {
-      bool cabled = false;
-      for (const auto& ra : wa[a].rails) {
-        for (const auto& rb : wa[b].rails) cabled = cabled || ((ra.ipv4 ^ rb.ipv4) & mask) == 0;
-      }
-      adj[a][b] = adj[b][a] = cabled;
+  std::vector<std::vector<bool>> adj;
+  ShapeSource src = ShapeSource::kRankOrder;
+  if (!AdjacencyFromHandles(handles, &adj, &src)) {
+    const uint32_t mask = std::strcmp(domain.TransportName(), "tcp") == 0 ? RailNetmask(domain.rails()) : 0;
+    if (mask == 0) {
+      if (source) *source = ShapeSource::kRankOrder;
+      *out = t;  // nothing to read the cabling from: a ring in rank order
+      return Status::Ok();
     }
+    std::vector<fabric::tcp::WorkerAddress> wa(handles.size());
+    for (size_t r = 0; r < handles.size(); ++r) {
+      Status s = fabric::tcp::WorkerAddress::Unpack(handles[r].address, &wa[r]);
+      if (!s.ok()) return InvalidArgument("collnet: rank " + std::to_string(r) + "'s address: " + s.message());
+    }
+    const size_t n = handles.size();
+    adj.assign(n, std::vector<bool>(n, false));
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = a + 1; b < n; ++b) {
+        bool cabled = false;
+        for (const auto& ra : wa[a].rails) {
+          for (const auto& rb : wa[b].rails) cabled = cabled || ((ra.ipv4 ^ rb.ipv4) & mask) == 0;
+        }
+        adj[a][b] = adj[b][a] = cabled;
+      }
+    }
+    src = ShapeSource::kTcpAddresses;
   }
-  return collectives::ShapeFromAdjacency(adj, out);
+  RY_RETURN_IF_ERROR(collectives::ShapeFromAdjacency(adj, out));
+  if (source) *source = src;
+  return Status::Ok();
 }
 
 }  // namespace railyard::plugin::collnet

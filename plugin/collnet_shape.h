@@ -1,6 +1,6 @@
 // How a CollNet comm learns its cabling shape (ring, chain, mesh) and cable order:
 // RAILYARD_COLLNET_SHAPE forces one (rank order); "auto" reads it from the ranks'
-// Worker addresses in the connect handles, which every rank holds, so every rank
+// connect handles (plugin/collnet_handle.h), which every rank holds, so every rank
 // reaches the same answer without a further exchange.
 #pragma once
 
@@ -8,20 +8,50 @@
 #include <vector>
 
 #include "env/status.h"
+#include "plugin/collnet_handle.h"
 #include "proxy/collectives/shape.h"
 #include "proxy/fabric/domain.h"
 
 namespace railyard::plugin::collnet {
 
+/// Where an auto shape came from, best first (what CollnetTopology tried).
+enum class ShapeSource {
+  kSetting,       ///< RAILYARD_COLLNET_SHAPE named it
+  kCablingGraph,  ///< every handle carries its cabling agent's neighbours (fabric mode)
+  kRailSubnets,   ///< every handle carries its rails' IPv4 networks (any transport)
+  kTcpAddresses,  ///< TCP Worker addresses' rails under this host's rail netmask
+  kRankOrder,     ///< nothing to read the cabling from: a ring in rank order
+};
+/// "RAILYARD_COLLNET_SHAPE", "cabling graph", "rail subnets", "tcp addresses", "rank order".
+const char* ShapeSourceName(ShapeSource s);
+
+/// Fills this rank's locator in `*h` (host, neighbours, rails; not the address):
+/// host = HostDigest(topology::LocalHostId()); neighbours from this process's cabling
+/// agent (topology::LocalCablingGraph: fabric mode; waiting up to 3 s for an agent that
+/// has just started to settle) when its graph gives this host at least one neighbour;
+/// rails = every rail of `domain` whose address is IPv4, with the prefix length of the
+/// local interface holding it (none at all when one rail has no IPv4 address or no
+/// interface holds it, e.g. an InfiniBand port).
+void FillLocator(const fabric::Domain& domain, CollnetHandle* h);
+
+/// Pure: who is cabled to whom according to the handles alone. Cabling graph: ranks a
+/// and b are cabled when each lists the other's host among its neighbours (needs every
+/// handle with neighbours and every host digest distinct). Rail subnets: when a rail of
+/// a and one of b lie in one network under the shorter of their two prefixes (needs
+/// every handle with rails). False (adj untouched) when the handles tell neither;
+/// `*source` says which rule answered.
+bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector<std::vector<bool>>* adj,
+                          ShapeSource* source);
+
 /// `setting`: "auto", "ring", "chain" or "mesh" (env::Config::collnetShape; empty =
-/// auto). auto over the TCP transport: ranks a and b are cabled when a rail address
-/// of a and one of b lie in one subnet, the prefix being the netmask of this host's
-/// own first rail interface (the same on every host of a switchless cluster: one /24
-/// per cable); then collectives::ShapeFromAdjacency. auto over other transports (their
-/// addresses carry no IPv4 rails) or when no rail interface has a netmask: a ring in
-/// rank order. InvalidArgument for a malformed address or cabling that is no ring,
-/// chain or mesh (connect then fails and NCCL falls back to its own algorithms).
+/// auto). auto: AdjacencyFromHandles, else over the TCP transport the TCP Worker
+/// addresses' rails under the netmask of this host's first rail interface (one /24 per
+/// cable), then collectives::ShapeFromAdjacency; else a ring in rank order.
+/// InvalidArgument for a malformed address or cabling that is no ring, chain or mesh
+/// (connect then fails and NCCL falls back to its own algorithms). `*source` (may be
+/// null) says where the answer came from.
 Status CollnetTopology(const std::string& setting, const fabric::Domain& domain,
-                       const std::vector<std::vector<uint8_t>>& addresses, collectives::Topology* out);
+                       const std::vector<CollnetHandle>& handles, collectives::Topology* out,
+                       ShapeSource* source = nullptr);
 
 }  // namespace railyard::plugin::collnet

@@ -28,6 +28,7 @@
 #include "proxy/nccl/fabric_recv_comm.h"
 #include "proxy/nccl/fabric_send_comm.h"
 #include "proxy/nccl/mem_handle.h"
+#include "proxy/runtime/cable_set_domain.h"
 #include "proxy/runtime/fabric_runtime.h"
 #include "proxy/handle.h"
 #include "proxy/mr_cache.h"
@@ -124,6 +125,11 @@ struct Global {
   // its threads run from the first init to the last finalize.
   bool fabricComms = false;
   runtime::FabricRuntime* fabric = nullptr;
+  // Fabric mode over the fabric comms: the Router whose cabling graph the
+  // CableSetDomain routes by (NULL from the last finalize to the next init). Its own
+  // lock: the Domain reads it from inside init (g.mu held) and from connects.
+  std::mutex graphMu;
+  proxy::Router* graphRouter = nullptr;
 };
 
 Global& G() {
@@ -142,6 +148,9 @@ Global& G() {
 /// devices and the transport choice.
 bool UsesFabricComms(const Global& g) {
   if (g.verbsMode) return g.config->comms == "fabric";
+  // Fabric mode over TCP rails: the comms over the CableSetDomain (relays through the
+  // Forwarder) with RAILYARD_COMMS=fabric; rails with RDMA ports keep the older comms.
+  if (g.fabricMode) return g.config->comms == "fabric" && g.ib == nullptr;
   if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
   for (const topology::NetDevice& d : g.devices) {
     if (d.family() != AF_INET) return false;
@@ -411,6 +420,71 @@ Status CheckDevice(int dev) {
   return Status::Ok();
 }
 
+/// Fabric mode over the fabric comms: the cabling graph of the Router running now
+/// (an empty graph between the last finalize and the next init).
+topology::ClusterGraph FabricModeGraph() {
+  Global& g = G();
+  std::lock_guard lock(g.graphMu);
+  return g.graphRouter != nullptr ? g.graphRouter->Agent().Graph() : topology::ClusterGraph();
+}
+
+/// Fabric mode over the fabric comms, after StartFabric: creates (first init) the
+/// FabricRuntime with one device, the host's CableSetDomain over every rail (routes
+/// from the Router's cabling graph, relays through the hosts' Forwarders at
+/// RAILYARD_FABRIC_RELAY_PORT), and starts its CommWorker, whose Worker gets a TCP
+/// Worker per cable the graph knows now. Requires g.mu and g.router.
+Status StartFabricModeComms(Global& g) {
+  {
+    std::lock_guard lock(g.graphMu);
+    g.graphRouter = g.router.get();
+  }
+  if (g.fabric == nullptr) {
+    std::vector<fabric::RailInfo> rails;
+    for (const proxy::FabricRail& r : g.fabricRails) {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &r.addr, text, sizeof text);
+      rails.push_back({r.ifname, text, static_cast<uint32_t>(std::max(0, r.speedMbps))});
+    }
+    std::shared_ptr<const topology::ClusterKey> key;
+    RY_RETURN_IF_ERROR(topology::LoadClusterKey(g.config->clusterKeyFile, &key));
+    runtime::CableSetOptions o = runtime::CableSetOptions::FromConfig(*g.config, g.router->HostId(), &FabricModeGraph,
+                                                                      std::move(rails), std::move(key));
+    std::unique_ptr<runtime::CableSetDomain> domain;
+    RY_RETURN_IF_ERROR(runtime::CableSetDomain::Create(std::move(o), &domain));
+    std::unique_ptr<runtime::FabricRuntime> rt;
+    RY_RETURN_IF_ERROR(runtime::FabricRuntime::CreateOver(std::move(domain), g.fabricName, &rt));
+    g.fabric = rt.release();  // never freed (see Global)
+    runtime::SetFabric(g.fabric);
+  }
+  RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
+          "relays through the Forwarders at port %d", g.config->fabricRelayPort);
+  return g.fabric->Start();
+}
+
+/// Fabric mode over the fabric comms: whether a connect that found no route
+/// (`why`: the cabling graph has no path to the listener's host yet) should be
+/// tried again, i.e. RAILYARD_TIMEOUT_MS has not passed since the first try on this
+/// handle (kept in the handle's connect-state area, as the older comms keep theirs).
+/// False for every other error, and once the time is up (the error then names it).
+bool FabricModeRouteMayCome(void* handle, Status& why) {
+  const std::string& m = why.message();
+  const bool noRouteYet = m.find("reachable") != std::string::npos || m.find("no route from") != std::string::npos ||
+                          m.find("no rail of the peer") != std::string::npos;
+  if (why.code() != Code::kInvalidUsage || !noRouteYet) return false;
+  auto* wire = static_cast<proxy::nccl::FabricHandleWire*>(handle);
+  const uint64_t now = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(proxy::Clock::now().time_since_epoch()).count());
+  if (wire->stageMagic != proxy::kStageMagic) {
+    wire->stageMagic = proxy::kStageMagic;
+    wire->stageState = now;
+  }
+  const uint64_t waited = now - wire->stageState;
+  if (waited <= static_cast<uint64_t>(G().config->timeoutMs)) return true;
+  why = Status(why.code(), why.message() + " (no route after " + std::to_string(waited) +
+                               " ms: the host is not cabled to this host or any host that can relay)");
+  return false;
+}
+
 /// Starts the cabling agent and the relay (fabric mode). Requires g.mu.
 Status StartFabric(Global& g) {
   proxy::RouterOptions fo;
@@ -519,7 +593,7 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     g.fabricMode = !rails.empty();
     g.fabricRails = std::move(rails);
     g.fabricComms = UsesFabricComms(g);
-    if (g.fabricComms) {
+    if (g.fabricComms && !g.fabricMode) {  // fabric mode: StartFabricModeComms
       std::unique_ptr<runtime::FabricRuntime> rt;
       Status f = g.verbsMode ? CreateVerbsRuntime(g, &rt) : runtime::FabricRuntime::Create(*cfg, g.devices, &rt);
       if (!f.ok()) return Fail(f, "init");
@@ -538,11 +612,14 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     if (Status s = g.ib->StartEvents(); !s.ok()) return Fail(s, "init");
     RY_INFO(log::kInit | log::kNet, "Railyard verbs transport: %zu RDMA ports", g.ib->size());
   }
-  if (g.fabric != nullptr && g.refs == 0) {
+  if (g.fabric != nullptr && g.refs == 0 && !g.fabricMode) {
     if (Status s = g.fabric->Start(); !s.ok()) return Fail(s, "init");  // the comms' helper threads
   }
   if (g.fabricMode && g.refs == 0) {
     if (Status s = StartFabric(g); !s.ok()) return Fail(s, "init");
+    if (g.fabricComms) {
+      if (Status s = StartFabricModeComms(g); !s.ok()) return Fail(s, "init");
+    }
     RY_INFO(log::kInit | log::kNet, "Railyard fabric mode: one device %s over %zu rails",
             g.fabricName.c_str(), g.fabricRails.size());
   }
@@ -697,6 +774,7 @@ ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
     Status s = proxy::nccl::FabricSendComm::Create(&g.fabric->comms(static_cast<size_t>(dev)),
                                                    static_cast<size_t>(dev), to, Self(), g.config->timeoutMs, RankOf(ctx),
                                                    &comm);
+    if (!s.ok() && g.fabricMode && FabricModeRouteMayCome(handle, s)) return ncclSuccess;  // NCCL calls again
     if (!s.ok()) return Fail(s, "connect");
     std::lock_guard lock(g.mu);
     g.comms.insert(comm.get());
@@ -1061,6 +1139,10 @@ ncclResult_t Finalize(void* ctx) {
   if (g.fabric != nullptr) g.fabric->Stop();  // after every fabric comm is closed
   if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
   if (router) proxy::SetAddressNamer(nullptr);
+  {
+    std::lock_guard lock(g.graphMu);
+    g.graphRouter = nullptr;  // the fabric comms are stopped: nothing routes any more
+  }
   forwarder.reset();  // stops the fabric relay's thread (it reads the relay's seat and the router)
   relay.reset();   // hands the relay seat to a process standing by; sockets it relays break
   router.reset();  // stops the cabling agent thread

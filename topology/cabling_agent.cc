@@ -22,6 +22,7 @@
 
 #include "env/log.h"
 #include "topology/graph_json.h"
+#include "topology/local_graph.h"
 #include "topology/netdev.h"
 #include "topology/utf8_name.h"
 
@@ -310,11 +311,13 @@ Status CablingAgent::Start(const std::string& hostName, std::vector<AgentRail> r
           static_cast<unsigned long long>(a->speaker_), a->rails_.size(), unsigned{options.port},
           options.key ? ("cluster key " + options.key->Fingerprint()).c_str()
                       : "no cluster key (every host on a rail is trusted)");
+  PublishLocalAgent(a.get());  // the CollNet tables read the graph (topology/local_graph.h)
   *out = std::move(a);
   return Status::Ok();
 }
 
 CablingAgent::~CablingAgent() {
+  WithdrawLocalAgent(this);  // first: no reader copies the graph of a dying agent
   stop_.store(true);
   if (wakeFd_ >= 0) {
     uint64_t one = 1;

@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 
+#include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/relay/routed_worker.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
@@ -34,6 +36,16 @@ std::string Ipv4Text(uint32_t networkOrder) {
   return text;
 }
 
+/// "h1 (10.0.1.2:29519)": the host of the graph whose Forwarder address `relay` is,
+/// and the address's first rail; "" when the graph does not place it.
+std::string RelayLabel(const topology::ClusterGraph& g, std::span<const uint8_t> relay) {
+  fabric::tcp::WorkerAddress w;
+  if (!fabric::tcp::WorkerAddress::Unpack(relay, &w).ok() || w.rails.empty()) return "";
+  fabric::relay::AddressCable c;
+  if (!fabric::relay::LocateAddress(g, w, &c).ok()) return "";
+  return g.HostName(c.owner) + " (" + fabric::tcp::RailAddressText(w.rails[0]) + ")";
+}
+
 /// One cable of a CableSetWorker: its Domain (sharing the set's RegionTable), and
 /// the RoutedWorker over that Domain's TCP Worker and RelayClient.
 struct Cable {
@@ -53,6 +65,7 @@ class CableSetWorker : public fabric::Worker {
   Status Init(const CableSetOptions& o, const std::shared_ptr<fabric::RegionTable>& regions) {
     self_ = o.self;
     graph_ = o.graph;
+    multiRoute_ = o.multiRoute;
     port_ = o.forwarderPort;
     const topology::ClusterGraph g = graph_();
     for (uint64_t n : g.Neighbours(self_)) {
@@ -69,6 +82,7 @@ class CableSetWorker : public fabric::Worker {
       RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
       std::unique_ptr<fabric::relay::RelayClient> client;
       RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(*c.domain, o.relay, &client));
+      client->SetRelayNamer([graph = graph_](std::span<const uint8_t> relay) { return RelayLabel(graph(), relay); });
       c.worker = std::make_unique<fabric::relay::RoutedWorker>(
           std::move(direct), std::move(client), fabric::relay::MakeGraphRouteFn(graph_, self_, n, port_));
       cables_.push_back(std::move(c));
@@ -93,15 +107,42 @@ class CableSetWorker : public fabric::Worker {
     HostAddress to;
     RY_RETURN_IF_ERROR(HostAddress::Unpack(peerAddress, &to));
     const topology::ClusterGraph g = graph_();
-    std::vector<uint8_t> cableAddress;
-    RY_RETURN_IF_ERROR(PickCable(g, self_, to, &cableAddress));
-    fabric::relay::SourcePlan plan;
-    RY_RETURN_IF_ERROR(fabric::relay::PlanSource(g, self_, cableAddress, port_, &plan));
-    for (Cable& c : cables_) {
-      if (c.neighbour == plan.neighbour) return c.worker->Connect(cableAddress, out);
+    std::vector<std::vector<uint8_t>> cableAddresses;
+    RY_RETURN_IF_ERROR(PickCables(g, self_, to, &cableAddresses));
+    // The nearest cable first; a relayed peer also gets a route through every other
+    // relay on a shortest path (a different first hop), used in turn.
+    std::vector<std::unique_ptr<fabric::Endpoint>> routes;
+    std::vector<uint64_t> firstHops;
+    if (!multiRoute_) cableAddresses.resize(1);
+    for (const std::vector<uint8_t>& cableAddress : cableAddresses) {
+      fabric::relay::SourcePlan plan;
+      Status s = fabric::relay::PlanSource(g, self_, cableAddress, port_, &plan);
+      if (!routes.empty() && (!s.ok() || plan.relay.empty())) continue;
+      RY_RETURN_IF_ERROR(s);
+      if (std::find(firstHops.begin(), firstHops.end(), plan.neighbour) != firstHops.end()) continue;
+      Cable* cable = nullptr;
+      for (Cable& c : cables_) {
+        if (c.neighbour == plan.neighbour) cable = &c;
+      }
+      if (cable == nullptr) {
+        if (!routes.empty()) continue;
+        return InvalidUsage("fabric mode: no Worker on the cable to " + g.HostName(plan.neighbour) +
+                            " (a cable that came up after this process started)");
+      }
+      std::unique_ptr<fabric::Endpoint> ep;
+      Status c = cable->worker->Connect(cableAddress, &ep);
+      if (!c.ok() && routes.empty()) return c;
+      if (!c.ok()) continue;
+      routes.push_back(std::move(ep));
+      firstHops.push_back(plan.neighbour);
+      if (plan.relay.empty()) break;  // straight over a cable: that one only
     }
-    return InvalidUsage("fabric mode: no Worker on the cable to " + g.HostName(plan.neighbour) +
-                        " (a cable that came up after this process started)");
+    if (routes.size() == 1) {
+      *out = std::move(routes.front());
+    } else {
+      *out = std::make_unique<fabric::relay::MultiRouteEndpoint>(std::move(routes));
+    }
+    return Status::Ok();
   }
 
   size_t Progress(std::vector<fabric::Event>* events) override {
@@ -128,11 +169,27 @@ class CableSetWorker : public fabric::Worker {
   uint64_t self_ = 0;
   fabric::relay::GraphFn graph_;
   uint16_t port_ = 0;
+  bool multiRoute_ = false;
   std::vector<Cable> cables_;
   std::vector<uint8_t> address_;
 };
 
 }  // namespace
+
+CableSetOptions CableSetOptions::FromConfig(const env::Config& config, uint64_t self, fabric::relay::GraphFn graph,
+                                            std::vector<fabric::RailInfo> rails,
+                                            std::shared_ptr<const topology::ClusterKey> clusterKey) {
+  CableSetOptions o;
+  o.self = self;
+  o.graph = std::move(graph);
+  o.tcp = fabric::tcp::TcpOptions::FromConfig(config, {});
+  o.tcp.socketsPerRail = std::clamp(config.nsocks, 1, 16);
+  o.relay = fabric::relay::RelayOptions::FromConfig(config);
+  o.relay.clusterKey = std::move(clusterKey);
+  o.forwarderPort = static_cast<uint16_t>(config.fabricRelayPort);
+  o.rails = std::move(rails);
+  return o;
+}
 
 std::vector<uint8_t> HostAddress::Pack() const {
   std::vector<uint8_t> out(kHostHeader + kHostPerRail * rails.size());
@@ -190,6 +247,14 @@ Status HostAddress::Unpack(std::span<const uint8_t> b, HostAddress* out) {
 
 Status PickCable(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
                  std::vector<uint8_t>* cableAddress) {
+  std::vector<std::vector<uint8_t>> all;
+  RY_RETURN_IF_ERROR(PickCables(graph, self, to, &all));
+  *cableAddress = std::move(all.front());
+  return Status::Ok();
+}
+
+Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
+                  std::vector<std::vector<uint8_t>>* cableAddresses) {
   // Group the rails by cable (entry host); rails the graph does not know are skipped.
   struct Group {
     uint64_t owner = 0, entry = 0;
@@ -221,19 +286,22 @@ Status PickCable(const topology::ClusterGraph& graph, uint64_t self, const HostA
   for (const Group& g : groups) {
     if (g.owner != groups.front().owner) return InvalidUsage("the peer's address lists rails of two hosts");
   }
-  const Group* best = nullptr;
+  std::vector<const Group*> best;  // the nearest entries, ascending
   int bestHops = std::numeric_limits<int>::max();
   for (const Group& g : groups) {
     // Straight: this host is the entry (a neighbour) or the owner (another process here).
     const int hops = g.entry == self || g.owner == self ? 0 : graph.RouteTo(self, g.entry).hops;
     if (g.entry != self && g.owner != self && hops == 0) continue;  // unreachable
-    if (hops < bestHops || (hops == bestHops && best != nullptr && g.entry < best->entry)) {
-      best = &g;
+    if (hops < bestHops) {
+      best.clear();
       bestHops = hops;
     }
+    if (hops == bestHops) best.push_back(&g);
   }
-  if (best == nullptr) return InvalidUsage("no cable of the peer host is reachable from this host");
-  *cableAddress = best->address.Pack();
+  if (best.empty()) return InvalidUsage("no cable of the peer host is reachable from this host");
+  std::sort(best.begin(), best.end(), [](const Group* a, const Group* b) { return a->entry < b->entry; });
+  cableAddresses->clear();
+  for (const Group* g : best) cableAddresses->push_back(g->address.Pack());
   return Status::Ok();
 }
 

@@ -11,6 +11,11 @@
 //   - Workers: CreateWorker makes a CableSetWorker with, per cable the graph knows
 //     then, a TCP Worker on the cable's rails (ClusterGraph::LinksBetween order) and
 //     a RelayClient of that cable's Domain, wrapped in a RoutedWorker.
+//   - With CableSetOptions::multiRoute, a peer with no cable to this host, several
+//     shortest paths away through different first hops (the opposite host of a
+//     ring), gets a route through each, used in turn (MultiRouteEndpoint: ordering
+//     kept, every relay carries traffic); else the lowest first hop only.
+//   - Relays are named in errors by their host in the graph ("via h1 (10.0.1.2:29519)").
 //   - Address (HostAddress below): every rail's IPv4 and listening port, so a
 //     connector picks the cable itself: the one whose entry host is this host (a
 //     neighbour, or another process of the host), else the one whose entry host is
@@ -24,6 +29,7 @@
 #include <span>
 #include <vector>
 
+#include "env/config.h"
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/region_table.h"
 #include "proxy/fabric/relay/graph_routes.h"
@@ -61,6 +67,20 @@ struct CableSetOptions {
   fabric::relay::RelayOptions relay;        ///< of the relayed routes (RelayClient per cable)
   uint16_t forwarderPort = 29519;           ///< RAILYARD_FABRIC_RELAY_PORT
   std::vector<fabric::RailInfo> rails;      ///< every fabric rail of the host (rails())
+  /// A relayed peer with several shortest paths through different first hops gets a
+  /// route through each (MultiRouteEndpoint). Off by default: at the target each
+  /// route arrives from a different relay Worker, and the NCCL comms accept a
+  /// connection's immediates from one peer Worker only ("a data immediate for this
+  /// comm came from another worker"), so fabric mode uses the lowest first hop.
+  bool multiRoute = false;
+
+  /// Fabric mode's settings from `config`: RAILYARD_TIMEOUT_MS, striping
+  /// (RAILYARD_STRIPE_*), sockets per rail (RAILYARD_NSOCKS, 1..16) and the relay
+  /// limits; the Forwarder port RAILYARD_FABRIC_RELAY_PORT; `clusterKey` (may be
+  /// nullptr) MACs the relay opens; `rank` is named in relayed routes' errors.
+  static CableSetOptions FromConfig(const env::Config& config, uint64_t self, fabric::relay::GraphFn graph,
+                                    std::vector<fabric::RailInfo> rails,
+                                    std::shared_ptr<const topology::ClusterKey> clusterKey);
 };
 
 /// See file comment.
@@ -94,5 +114,10 @@ class CableSetDomain : public fabric::Domain {
 /// when no rail of the address is on a cable of the graph or no entry host is reachable.
 Status PickCable(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
                  std::vector<uint8_t>* cableAddress);
+/// As PickCable, every cable of the peer whose entry host is nearest (ties: entry
+/// ascending, the first is PickCable's): a relayed peer gets one route per first hop
+/// (fabric::relay::MultiRouteEndpoint).
+Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
+                  std::vector<std::vector<uint8_t>>* cableAddresses);
 
 }  // namespace railyard::runtime

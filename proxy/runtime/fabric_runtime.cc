@@ -40,6 +40,23 @@ Status FabricRuntime::Create(const env::Config& config, const std::vector<topolo
   return Status::Ok();
 }
 
+Status FabricRuntime::CreateOver(std::unique_ptr<fabric::Domain> domain, const std::string& name,
+                                 std::unique_ptr<FabricRuntime>* out) {
+  if (domain == nullptr) return InvalidArgument("fabric runtime: no domain for device " + name);
+  std::unique_ptr<FabricRuntime> rt(new FabricRuntime());
+  auto dev = std::make_unique<Device>();
+  dev->domain = std::move(domain);
+  dev->cache = std::make_unique<fabric::RegistrationCache>(*dev->domain);
+  dev->comms = std::make_unique<proxy::nccl::CommWorker>(dev->domain.get(), name);
+  size_t index = 0;
+  {
+    std::lock_guard lock(rt->mu_);
+    RY_RETURN_IF_ERROR(rt->Append(std::move(dev), &index));
+  }
+  *out = std::move(rt);
+  return Status::Ok();
+}
+
 Status FabricRuntime::CreateVerbs(const env::Config& config, const std::vector<VerbsDevice>& devices,
                                   const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out) {
   std::unique_ptr<FabricRuntime> rt(new FabricRuntime());

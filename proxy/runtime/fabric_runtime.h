@@ -51,6 +51,11 @@ class FabricRuntime {
   /// AddVerbsDevice; nothing is kept on error.
   static Status CreateVerbs(const env::Config& config, const std::vector<VerbsDevice>& devices,
                             const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out);
+  /// One device over a Domain made elsewhere (fabric mode: the process's
+  /// CableSetDomain, every rail of the host as one NCCL device named `name`), with its
+  /// cache and CommWorker (not started). InvalidArgument for a NULL domain.
+  static Status CreateOver(std::unique_ptr<fabric::Domain> domain, const std::string& name,
+                           std::unique_ptr<FabricRuntime>* out);
   /// Adds one verbs device (makeVDevice) as device devices() (its index in *index);
   /// its CommWorker starts at once when the runtime runs. InvalidArgument for no
   /// ports, more than kMaxDevices devices or a port that did not open (RAILYARD_HCA

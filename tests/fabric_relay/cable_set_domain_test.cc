@@ -21,6 +21,7 @@
 #include "proxy/nccl/fabric_recv_comm.h"
 #include "proxy/nccl/fabric_send_comm.h"
 #include "proxy/nccl/nccl_records.h"
+#include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/runtime/cable_set_domain.h"
 
 namespace railyard::runtime {
@@ -28,11 +29,12 @@ namespace {
 
 constexpr uint64_t kA = 1, kR = 2, kB = 3;
 
-uint16_t FreePort() {
+/// A TCP port free on every address of `ips` (0 if none was found).
+uint16_t FreePort(std::vector<const char*> ips = {"127.0.1.2", "127.0.2.2"}) {
   for (int tries = 0; tries < 50; ++tries) {
     uint16_t port = 0;
     bool ok = true;
-    for (const char* ip : {"127.0.1.2", "127.0.2.2"}) {
+    for (const char* ip : ips) {
       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in a{};
       a.sin_family = AF_INET;
@@ -78,6 +80,7 @@ class CableSetTest : public ::testing::Test {
     fabric::relay::ForwarderHostOptions fo;
     fo.port = port_;
     fo.relay.timeoutMs = 3000;
+    fo.relay.idleMs = idleMs_;
     fo.tcp.timeoutMs = 3000;
     fo.retryMs = 20;
     ASSERT_TRUE(fabric::relay::ForwarderHost::Start(GraphFn(), kR, [] { return true; }, fo, &relay_).ok());
@@ -104,6 +107,7 @@ class CableSetTest : public ::testing::Test {
     o.graph = GraphFn();
     o.tcp.timeoutMs = 3000;
     o.relay.timeoutMs = 3000;
+    o.relay.idleMs = idleMs_;
     o.forwarderPort = port_;
     for (const auto& ip : ips) o.rails.push_back({"lo", ip, 10000});
     std::unique_ptr<CableSetDomain> d;
@@ -144,9 +148,11 @@ class CableSetTest : public ::testing::Test {
     EXPECT_TRUE(toD.Deregister(d).ok());
   }
 
-  /// The NCCL comms over A's and B's Domains, one message of each size A -> B.
-  void RunNccl(const std::vector<size_t>& sizes);
+  /// The NCCL comms over A's and B's Domains, one message of each size A -> B, the
+  /// comms left idle for `pauseMs` after each message.
+  void RunNccl(const std::vector<size_t>& sizes, int pauseMs = 0);
 
+  int idleMs_ = 10000;  ///< RAILYARD_RELAY_IDLE_MS of the relay and the sources
   uint16_t port_ = 0;
   topology::ClusterGraph graph_;
   std::unique_ptr<fabric::relay::ForwarderHost> relay_;
@@ -231,7 +237,209 @@ TEST_F(CableSetTest, NcclCommsThroughTheRelay) {
 // chunk's 1536 B for 3 MiB).
 TEST_F(CableSetTest, NcclCommsMessageLargerThanASlot) { RunNccl({3u << 20}); }
 
-void CableSetTest::RunNccl(const std::vector<size_t>& sizes) {
+// NCCL comms sit idle between iterations for as long as the job likes: the relay
+// must not close a route for idleness (RAILYARD_RELAY_IDLE_MS bounds only the socket
+// relay's wait for a socket's first record). A route ends when its source closes it
+// or a leg fails. Here the comms idle for 6x the idle limit, three times, and the
+// same two routes carry every message (none reopened, none failed).
+class CableSetIdleTest : public CableSetTest {
+ protected:
+  void SetUp() override {
+    idleMs_ = 50;
+    CableSetTest::SetUp();
+  }
+};
+
+TEST_F(CableSetIdleTest, RelayedCommsSurviveIdleLongerThanTheIdleLimit) {
+  RunNccl({4096, 70000, 1u << 20}, 6 * idleMs_);
+  EXPECT_EQ(relay_->stats().routesOpened, 2u);  // never reopened
+  EXPECT_EQ(relay_->stats().routesClosed, 2u);  // by their sources, when RunNccl closed the comms
+  EXPECT_EQ(relay_->stats().routesFailed, 0u);
+}
+
+// A chain A - R1 - R2 - B: the route A -> B goes through R1's Forwarder, which
+// carries it on through R2's (each relay host's Forwarder binds the fixed port on its
+// own rails). R1's onward route needs a Worker of its own on the cable to R2: it used
+// to be made on the port Domain listening at the fixed port, and failed with
+// "bind: Address already in use" (fabric.chain-end-to-end over the fabric comms).
+TEST(CableSetChainTest, TwoRelaysCarryARouteEndToEnd) {
+  constexpr uint64_t kA1 = 11, kR1 = 12, kR2 = 13, kB1 = 14;
+  const uint16_t port = FreePort({"127.0.5.2", "127.0.6.1", "127.0.6.2", "127.0.7.1"});
+  ASSERT_NE(port, 0);
+  topology::ClusterGraph graph;
+  graph.AddHost(kA1, "hA");
+  graph.AddHost(kR1, "hR1");
+  graph.AddHost(kR2, "hR2");
+  graph.AddHost(kB1, "hB");
+  graph.AddLink({kA1, "a0", "127.0.5.1", 10000}, {kR1, "r0", "127.0.5.2", 10000});
+  graph.AddLink({kR1, "r1", "127.0.6.1", 10000}, {kR2, "s0", "127.0.6.2", 10000});
+  graph.AddLink({kR2, "s1", "127.0.7.1", 10000}, {kB1, "b0", "127.0.7.2", 10000});
+  fabric::relay::GraphFn gf = [&graph] { return graph; };
+  std::unique_ptr<fabric::relay::ForwarderHost> r1, r2;
+  fabric::relay::ForwarderHostOptions fo;
+  fo.port = port;
+  fo.relay.timeoutMs = 3000;
+  fo.tcp.timeoutMs = 3000;
+  fo.retryMs = 20;
+  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR1, [] { return true; }, fo, &r1).ok());
+  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR2, [] { return true; }, fo, &r2).ok());
+  ASSERT_TRUE(Within(5000, [&] { return r1->Serving() && r2->Serving(); })) << r1->lastProblem() << r2->lastProblem();
+  auto make = [&](uint64_t self, const char* ip) {
+    CableSetOptions o;
+    o.self = self;
+    o.graph = gf;
+    o.tcp.timeoutMs = 3000;
+    o.relay.timeoutMs = 3000;
+    o.forwarderPort = port;
+    o.rails.push_back({"lo", ip, 10000});
+    std::unique_ptr<CableSetDomain> d;
+    EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
+    return d;
+  };
+  std::unique_ptr<CableSetDomain> a = make(kA1, "127.0.5.1"), b = make(kB1, "127.0.7.2");
+  std::unique_ptr<fabric::Worker> aw, bw;
+  ASSERT_TRUE(a->CreateWorker(&aw).ok());
+  ASSERT_TRUE(b->CreateWorker(&bw).ok());
+  const size_t bytes = 1300000;  // several relay slots
+  std::vector<char> src(bytes), dst(bytes + 16, 0);
+  for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 7 + 1);
+  const fabric::Region* s = nullptr;
+  const fabric::Region* d = nullptr;
+  ASSERT_TRUE(a->Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
+  ASSERT_TRUE(b->Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
+  std::unique_ptr<fabric::Endpoint> ep;
+  ASSERT_TRUE(aw->Connect(bw->Address(), &ep).ok());
+  EXPECT_NE(ep->PeerName().find("via hR1 (127.0.5.2:" + std::to_string(port) + ")"), std::string::npos)
+      << ep->PeerName();
+  ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 7, 77u).ok());
+  bool done = false, arrived = false;
+  uint64_t landed = 0;
+  std::string err;
+  std::vector<fabric::Event> ev;
+  ASSERT_TRUE(Within(10000, [&] {
+    ev.clear();
+    aw->Progress(&ev);
+    bw->Progress(&ev);
+    for (const auto& e : ev) {
+      if (e.kind == fabric::EventKind::kDone && e.cookie == 7) done = true;
+      if (e.kind == fabric::EventKind::kImmediate && e.value == 77u) {
+        arrived = true;
+        landed = e.bytes;
+      }
+      if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
+    }
+    return (done && arrived) || !err.empty();
+  })) << r1->lastProblem() << " / " << r2->lastProblem();
+  ASSERT_TRUE(err.empty()) << err;
+  EXPECT_EQ(landed, bytes);
+  EXPECT_EQ(std::memcmp(dst.data() + 8, src.data(), bytes), 0);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[i], 0) << "guard byte " << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[bytes + 8 + i], 0) << "guard byte after " << i;
+  EXPECT_EQ(r1->stats().routesOpened, 1u);
+  EXPECT_EQ(r2->stats().routesOpened, 1u);
+  ep.reset();
+  EXPECT_TRUE(a->Deregister(s).ok());
+  EXPECT_TRUE(b->Deregister(d).ok());
+  aw.reset();
+  bw.reset();
+}
+
+// A ring A - R1 - B - R2 - A: B is two hops from A both ways round. A's Endpoint to B
+// gets a route through each relay and uses them in turn (a Write moves to the other
+// route once everything before it completed), so both relays carry bytes; every
+// Write's data and immediate arrive intact (by content).
+TEST(CableSetRingTest, OppositeHostUsesBothRelaysInTurn) {
+  constexpr uint64_t kA1 = 21, kR1 = 22, kB1 = 23, kR2 = 24;
+  const uint16_t port = FreePort({"127.0.8.2", "127.0.10.1", "127.0.11.1", "127.0.9.2"});
+  ASSERT_NE(port, 0);
+  topology::ClusterGraph graph;
+  graph.AddHost(kA1, "hA");
+  graph.AddHost(kR1, "hR1");
+  graph.AddHost(kB1, "hB");
+  graph.AddHost(kR2, "hR2");
+  graph.AddLink({kA1, "a0", "127.0.8.1", 10000}, {kR1, "r0", "127.0.8.2", 10000});
+  graph.AddLink({kR1, "r1", "127.0.10.1", 10000}, {kB1, "b0", "127.0.10.2", 10000});
+  graph.AddLink({kB1, "b1", "127.0.11.2", 10000}, {kR2, "s0", "127.0.11.1", 10000});
+  graph.AddLink({kR2, "s1", "127.0.9.2", 10000}, {kA1, "a1", "127.0.9.1", 10000});
+  fabric::relay::GraphFn gf = [&graph] { return graph; };
+  std::unique_ptr<fabric::relay::ForwarderHost> r1, r2;
+  fabric::relay::ForwarderHostOptions fo;
+  fo.port = port;
+  fo.relay.timeoutMs = 3000;
+  fo.tcp.timeoutMs = 3000;
+  fo.retryMs = 20;
+  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR1, [] { return true; }, fo, &r1).ok());
+  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR2, [] { return true; }, fo, &r2).ok());
+  ASSERT_TRUE(Within(5000, [&] { return r1->Serving() && r2->Serving(); })) << r1->lastProblem() << r2->lastProblem();
+  auto make = [&](uint64_t self, std::vector<const char*> ips) {
+    CableSetOptions o;
+    o.self = self;
+    o.graph = gf;
+    o.tcp.timeoutMs = 3000;
+    o.relay.timeoutMs = 3000;
+    o.forwarderPort = port;
+    o.multiRoute = true;
+    for (const char* ip : ips) o.rails.push_back({"lo", ip, 10000});
+    std::unique_ptr<CableSetDomain> d;
+    EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
+    return d;
+  };
+  std::unique_ptr<CableSetDomain> a = make(kA1, {"127.0.8.1", "127.0.9.1"});
+  std::unique_ptr<CableSetDomain> b = make(kB1, {"127.0.10.2", "127.0.11.2"});
+  std::unique_ptr<fabric::Worker> aw, bw;
+  ASSERT_TRUE(a->CreateWorker(&aw).ok());
+  ASSERT_TRUE(b->CreateWorker(&bw).ok());
+  const size_t bytes = 700000;  // two relay slots
+  std::vector<char> src(bytes), dst(bytes + 16, 0);
+  const fabric::Region* s = nullptr;
+  const fabric::Region* d = nullptr;
+  ASSERT_TRUE(a->Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
+  ASSERT_TRUE(b->Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
+  std::unique_ptr<fabric::Endpoint> ep;
+  ASSERT_TRUE(aw->Connect(bw->Address(), &ep).ok());
+  auto* multi = dynamic_cast<fabric::relay::MultiRouteEndpoint*>(ep.get());
+  ASSERT_NE(multi, nullptr) << ep->PeerName();
+  EXPECT_EQ(multi->routes(), 2u);
+  EXPECT_NE(ep->PeerName().find("via hR1 ("), std::string::npos) << ep->PeerName();
+  EXPECT_NE(ep->PeerName().find("via hR2 ("), std::string::npos) << ep->PeerName();
+  for (uint32_t k = 0; k < 4; ++k) {
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 5 + k);
+    ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 100 + k, 200 + k).ok());
+    bool done = false, arrived = false;
+    uint64_t landed = 0;
+    std::string err;
+    std::vector<fabric::Event> ev;
+    ASSERT_TRUE(Within(10000, [&] {
+      ev.clear();
+      aw->Progress(&ev);
+      bw->Progress(&ev);
+      for (const auto& e : ev) {
+        if (e.kind == fabric::EventKind::kDone && e.cookie == 100 + k) done = true;
+        if (e.kind == fabric::EventKind::kImmediate && e.value == 200 + k) {
+          arrived = true;
+          landed = e.bytes;
+        }
+        if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
+      }
+      return (done && arrived) || !err.empty();
+    })) << r1->lastProblem() << " / " << r2->lastProblem();
+    ASSERT_TRUE(err.empty()) << err;
+    EXPECT_EQ(landed, bytes);
+    ASSERT_EQ(std::memcmp(dst.data() + 8, src.data(), bytes), 0) << "write " << k;
+  }
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[i], 0) << "guard byte " << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[bytes + 8 + i], 0) << "guard byte after " << i;
+  // Two Writes each way round.
+  EXPECT_GE(r1->stats().bytesForwarded, 2 * bytes);
+  EXPECT_GE(r2->stats().bytesForwarded, 2 * bytes);
+  ep.reset();
+  EXPECT_TRUE(a->Deregister(s).ok());
+  EXPECT_TRUE(b->Deregister(d).ok());
+  aw.reset();
+  bw.reset();
+}
+
+void CableSetTest::RunNccl(const std::vector<size_t>& sizes, int pauseMs) {
   using namespace proxy::nccl;
   CommWorker ca(a_.get(), "railyard[a0]"), cb(b_.get(), "railyard[b0]");
   ASSERT_TRUE(ca.Start().ok());
@@ -274,6 +482,8 @@ void CableSetTest::RunNccl(const std::vector<size_t>& sizes) {
       for (size_t i = size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 'G') << "guard byte " << i;
       Dereg(*a_, smh);
       Dereg(*b_, rmh);
+      // Idle on purpose (the condition under test, not a wait for anything).
+      if (pauseMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pauseMs));
     }
     EXPECT_GE(relay_->stats().routesOpened, 2u);  // A -> B (data) and B -> A (clear-to-send)
     send->Close();

@@ -7,8 +7,10 @@
 #    its 4 rails at once, so busbw <= 4 x RATE;
 #  - Open MPI's MPI_Allreduce (Debian openmpi-bin) on the same four namespaces, the
 #    kernel forwarding IP between non-adjacent hosts (tools/bench/collnet_routes.py);
-#  - latency 8 KiB - 1 MiB beside 2 x the p2p sendrecv time on one cable of the lane.
-# Needs root, the testbed's packages, openmpi-bin + libopenmpi-dev
+#  - latency 8 KiB - 1 MiB beside 2 x the p2p sendrecv time on one cable of the lane;
+#  - the TCP ceiling: iperf3 with one flow on every rail in each direction at once (16
+#    flows, 5 s), what TCP itself gets from the shaped links on the machine as loaded now.
+# Needs root, the testbed's packages, iperf3, openmpi-bin + libopenmpi-dev
 # (tools/scripts/install-deps.sh bench). Usage: tools/bench/collnet.sh [BUILD_DIR] [RATE]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -24,6 +24,30 @@ run_perf() {  # nranks args... (IFN_<rank> overrides a rank's RAILYARD_SOCKET_IF
 }
 echo "## railyard allreduce (CollNet) on the ring of $n, every rail tbf $rate"
 run_perf "$n" -p allreduce -d float -o sum -b 8K -e 16M -f 2 -n 5 -w 1 -c 0 -T 600
+echo "## iperf3 ceiling: one TCP flow on every rail in each direction at once, 5 s"
+iperf_ceiling() {  # prints "iperf3 flows K sum MBITS"
+  local -a A H
+  local h a i j port=5201 cl=()
+  for ((h = 0; h < n; h++)); do
+    for a in $(ip netns exec "$TESTBED_PREFIX-h$h" ip -4 -o addr show | awk '{print $4}' | grep '^10\.201\.' | cut -d/ -f1); do
+      A+=("$a"); H+=("$h")
+    done
+  done
+  for ((i = 0; i < ${#A[@]}; i++)); do
+    for ((j = 0; j < ${#A[@]}; j++)); do
+      [[ ${H[$i]} != "${H[$j]}" && ${A[$i]%.*} == "${A[$j]%.*}" ]] || continue
+      ip netns exec "$TESTBED_PREFIX-h${H[$j]}" iperf3 -s -1 -B "${A[$j]}" -p $port >/dev/null 2>&1 &
+      sleep 0.05  # the server's listen; a refused client shows as a missing flow below
+      ip netns exec "$TESTBED_PREFIX-h${H[$i]}" iperf3 -c "${A[$j]}" -B "${A[$i]}" -p $port -t 5 -J >"$tmp/iperf.$port" 2>/dev/null &
+      cl+=($!); port=$((port + 1))
+    done
+  done
+  for p in "${cl[@]}"; do wait "$p"; done
+  python3 -c 'import json,sys
+t=[json.load(open(f))["end"]["sum_received"]["bits_per_second"] for f in sys.argv[1:]]
+print("iperf3 flows %d sum %.1f" % (len(t), sum(t)/1e6))' "$tmp"/iperf.*
+}
+iperf_ceiling
 echo "## railyard p2p sendrecv h0<->h1 (one cable: h0's port 1, h1's port 0)"
 IFN_0=p1 IFN_1=p0 run_perf 2 -p sendrecv -b 8K -e 1M -f 2 -n 20 -w 2 -c 0 -T 600
 echo "## Open MPI MPI_Allreduce, kernel forwarding between non-adjacent hosts"

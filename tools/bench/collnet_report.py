@@ -7,10 +7,14 @@ rate_txt = sys.argv[1]
 m = re.match(r"(\d+)(k|m|g)bit", rate_txt)
 rate_bps = int(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
 bound = 4 * rate_bps / 8  # bytes/s: a host's 4 rails sending at once
-section, ry, p2p, mpi, loads = None, {}, {}, {}, []
+section, ry, p2p, mpi, loads, ceiling = None, {}, {}, {}, [], None
 for line in sys.stdin:
     if line.startswith("load average"):
         loads.append(line.strip()); continue
+    if line.startswith("iperf3 flows"):
+        f = line.split()
+        ceiling = (int(f[2]), float(f[4]))  # flows, Mbit/s received in all
+        continue
     if line.startswith("## "):
         section = line[3:].split()[1]; continue
     f = line.split()
@@ -24,13 +28,20 @@ print(f"Ring of 4 namespaces (testbed lane ring4x2: 2 rails per cable), every ra
       f"`tc tbf` at {rate_txt}; bound = 4 rails x {rate_txt} = {bound / 1e6:.1f} MB/s busbw (raw line rate; "
       f"TCP/IP headers take ~4.4% of it). float sum, 5 timed iterations after 1 warm-up, one run. "
       f"The machine is shared by up to eight helpers: {'; '.join(loads)}. Ratios only.\n")
-print("| size | Railyard time (us) | Railyard busbw (MB/s) | vs bound | MPI_Allreduce time (us) | MPI busbw (MB/s) | Railyard / MPI |")
-print("|---:|---:|---:|---:|---:|---:|---:|")
+# The TCP ceiling: what iperf3 moved per host with a flow on each of its rails at once.
+tcp = ceiling[1] * 1e6 / 8 / 4 if ceiling and ceiling[0] else None
+if tcp:
+    print(f"TCP ceiling, same run: iperf3 with one flow on every rail in each direction at once "
+          f"({ceiling[0]} flows, 5 s) received {ceiling[1]:.0f} Mbit/s in all = {tcp / 1e6:.1f} MB/s per host = "
+          f"{tcp / bound:.2f}x of the bound: what TCP itself gets from these shaped links on this machine.\n")
+print("| size | Railyard time (us) | Railyard busbw (MB/s) | vs bound | vs TCP ceiling | MPI_Allreduce time (us) | MPI busbw (MB/s) | Railyard / MPI |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
 for b in sorted(ry):
     r = busbw(b, ry[b])
     mp = mpi.get(b)
     mcol = f"{mp:.0f} | {busbw(b, mp) / 1e6:.2f} | {mp / ry[b]:.2f}x" if mp else "- | - | -"
-    print(f"| {size(b)} | {ry[b]:.0f} | {r / 1e6:.2f} | {r / bound:.2f}x | {mcol} |")
+    tcol = f"{r / tcp:.2f}x" if tcp else "-"
+    print(f"| {size(b)} | {ry[b]:.0f} | {r / 1e6:.2f} | {r / bound:.2f}x | {tcol} | {mcol} |")
 print("\nLatency, 8 KiB - 1 MiB: Railyard allreduce time beside 2 x the p2p sendrecv time on one cable "
       "of the same lane (railyard-perf -p sendrecv h0<->h1, same shaping):\n")
 print("| size | allreduce (us) | p2p sendrecv (us) | 2 x p2p (us) | allreduce / (2 x p2p) |")

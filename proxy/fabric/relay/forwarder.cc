@@ -8,17 +8,23 @@ namespace railyard::fabric::relay {
 
 Forwarder::Forwarder(std::vector<Domain*> ports, RelayOptions options, ResolveFn resolve)
     : options_(std::move(options)), resolve_(std::move(resolve)) {
-  for (Domain* d : ports) ports_.push_back(Port{d, nullptr, nullptr});
+  for (Domain* d : ports) ports_.push_back(Port{d, d, nullptr, nullptr});
 }
 
 Status Forwarder::Create(std::vector<Domain*> ports, const RelayOptions& options, ResolveFn resolve,
-                         std::unique_ptr<Forwarder>* out) {
+                         std::unique_ptr<Forwarder>* out, std::vector<Domain*> onward) {
   if (ports.empty() || std::find(ports.begin(), ports.end(), nullptr) != ports.end()) {
     return InvalidArgument("relay forwarder: no ports, or a port without a Domain");
+  }
+  if (!onward.empty() &&
+      (onward.size() != ports.size() || std::find(onward.begin(), onward.end(), nullptr) != onward.end())) {
+    return InvalidArgument("relay forwarder: " + std::to_string(onward.size()) + " onward Domains for " +
+                           std::to_string(ports.size()) + " ports");
   }
   if (!resolve) return InvalidArgument("relay forwarder: no resolver (the relay host's routing)");
   RY_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<Forwarder> f(new Forwarder(std::move(ports), options, std::move(resolve)));
+  for (size_t i = 0; i < onward.size(); ++i) f->ports_[i].onward = onward[i];
   for (Port& p : f->ports_) RY_RETURN_IF_ERROR(p.domain->CreateWorker(&p.worker));
   *out = std::move(f);
   return Status::Ok();
@@ -108,7 +114,7 @@ void Forwarder::Open(size_t port, const Control& c, uint64_t peer) {
     s = ports_[hop.port].worker->Connect(o.target, &down);
   } else {
     Port& p = ports_[hop.port];
-    if (!p.client) s = RelayClient::Create(*p.domain, options_, &p.client);
+    if (!p.client) s = RelayClient::Create(*p.onward, options_, &p.client);
     if (s.ok()) s = p.client->Connect(hop.via, o.target, &down);
   }
   if (!s.ok()) return refuseAnswered("cannot reach the next hop: " + s.message());

@@ -61,9 +61,13 @@ struct ForwarderStats {
 class Forwarder {
  public:
   /// Creates one Worker on each of `ports` (Domains that outlive the Forwarder).
-  /// InvalidArgument for no ports or bad options; errors of Domain::CreateWorker.
+  /// `onward[p]`, when given (same size as `ports`), is the Domain over port p's rails
+  /// whose Workers carry routes on through a further relay (each such route gets its
+  /// own Worker: a port Domain listening at a fixed port cannot make a second one);
+  /// empty: the port's own Domain. InvalidArgument for no ports, a size mismatch or
+  /// bad options; errors of Domain::CreateWorker.
   static Status Create(std::vector<Domain*> ports, const RelayOptions& options, ResolveFn resolve,
-                       std::unique_ptr<Forwarder>* out);
+                       std::unique_ptr<Forwarder>* out, std::vector<Domain*> onward = {});
   ~Forwarder();
   Forwarder(const Forwarder&) = delete;
   Forwarder& operator=(const Forwarder&) = delete;
@@ -79,6 +83,7 @@ class Forwarder {
  private:
   struct Port {
     Domain* domain = nullptr;
+    Domain* onward = nullptr;  ///< the client's Domain (routes on through another relay)
     std::unique_ptr<Worker> worker;
     std::unique_ptr<RelayClient> client;  ///< routes on through another relay (made on first use)
   };

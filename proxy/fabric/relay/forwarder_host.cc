@@ -102,22 +102,31 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
     return false;
   }
   std::vector<std::unique_ptr<Domain>> domains;
-  std::vector<Domain*> ports;
+  std::vector<Domain*> ports, onward;
   for (const auto& rails : cables) {
     tcp::TcpOptions o = options_.tcp;
     o.rails = rails;
     o.listenPort = options_.port;
     o.rank = options_.relay.rank;
-    std::unique_ptr<Domain> d;
-    if (Status s = tcp::CreateTcpDomain(o, &d); !s.ok()) {
+    // The port's Domain listens at the fixed port; routes on through a further relay
+    // get Workers of a second Domain over the same rails at ephemeral ports.
+    tcp::TcpOptions on = o;
+    on.listenPort = 0;
+    std::unique_ptr<Domain> d, od;
+    Status s = tcp::CreateTcpDomain(o, &d);
+    if (s.ok()) s = tcp::CreateTcpDomain(on, &od);
+    if (!s.ok()) {
       problem_ = s.message();
       return false;
     }
     ports.push_back(d.get());
+    onward.push_back(od.get());
     domains.push_back(std::move(d));
+    domains.push_back(std::move(od));
   }
   std::unique_ptr<Forwarder> f;
-  Status s = Forwarder::Create(ports, options_.relay, MakeGraphResolveFn(graph_, self_, neighbours, options_.port), &f);
+  Status s = Forwarder::Create(ports, options_.relay, MakeGraphResolveFn(graph_, self_, neighbours, options_.port), &f,
+                               onward);
   if (!s.ok()) {
     problem_ = s.message();  // e.g. the port still bound by the seat's previous holder
     return false;

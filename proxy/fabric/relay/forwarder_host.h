@@ -83,7 +83,7 @@ class ForwarderHost {
   std::atomic<bool> stop_{false};
   std::atomic<bool> serving_{false};
   mutable std::mutex mu_;  ///< guards the fields below against stats()/PortNeighbours()
-  std::vector<std::unique_ptr<Domain>> domains_;
+  std::vector<std::unique_ptr<Domain>> domains_;  ///< per cable: its port Domain, then its onward Domain
   std::unique_ptr<Forwarder> forwarder_;
   std::vector<uint64_t> neighbours_;
   std::vector<std::vector<RailInfo>> cables_;  ///< the rails the Forwarder was built on

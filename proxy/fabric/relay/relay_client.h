@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -46,6 +47,15 @@ class RelayClient {
   Domain& domain() { return domain_; }
   const RelayOptions& options() const { return options_; }
 
+  /// Names a relay in the routes' peer names and errors: given the relay's packed
+  /// Forwarder address, e.g. "h1 (10.0.1.2:29519)" (empty: unknown). Routes then
+  /// read "... via h1 (10.0.1.2:29519)" instead of "... via relay <leg address>".
+  using RelayNamer = std::function<std::string(std::span<const uint8_t> relay)>;
+  /// Sets the namer for routes connected from now on (call before Connect).
+  void SetRelayNamer(RelayNamer namer) { namer_ = std::move(namer); }
+  /// The namer's label for `relay`, "" without a namer.
+  std::string RelayLabel(std::span<const uint8_t> relay) const { return namer_ ? namer_(relay) : std::string(); }
+
   /// Routes open now (closing ones excluded).
   size_t Routes() const { return routes_.size(); }
 
@@ -70,6 +80,7 @@ class RelayClient {
   std::vector<Closing> closing_;
   uint32_t lastRoute_ = 0;
   std::vector<Event> scratch_;
+  RelayNamer namer_;
 };
 
 }  // namespace railyard::fabric::relay

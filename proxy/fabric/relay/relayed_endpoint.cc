@@ -46,7 +46,9 @@ Status RelayedEndpoint::Init(std::span<const uint8_t> relay) {
   returnDone_.assign(o.returnSlots, 0);
   RY_RETURN_IF_ERROR(d.CreateWorker(&worker_));
   RY_RETURN_IF_ERROR(worker_->Connect(relay, &leg_));
-  peerName_ = "(relayed) via relay " + leg_->PeerName();
+  relayLabel_ = client_->RelayLabel(relay);
+  relayLabel_ = relayLabel_.empty() ? "relay " + leg_->PeerName() : relayLabel_;
+  peerName_ = "(relayed) via " + relayLabel_;
   nonce_ = RandomNonce();
   RouteOpen open;
   open.slots = o.slots;
@@ -458,7 +460,7 @@ void RelayedEndpoint::OnControl(const Control& c, uint64_t peer) {
         if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
       }
       if (name.size() > 256) name.resize(256);
-      peerName_ = name + " via relay " + leg_->PeerName();
+      peerName_ = name + " via " + relayLabel_;
       state_ = State::kOpen;
       break;
     }

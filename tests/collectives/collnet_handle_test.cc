@@ -1,0 +1,221 @@
+// The CollNet connect handle (plugin/collnet_handle.h) and the shape read from the
+// handles alone (plugin/collnet_shape.h AdjacencyFromHandles): round trips, hostile
+// bytes refused, lists that do not fit left out; the cabling graph's neighbours and the
+// rails' IPv4 networks (what a verbs rank's handle carries) giving ring, chain and mesh
+// in cable order; and the process's cabling agent seen through topology/local_graph.h.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "plugin/collnet_handle.h"
+#include "plugin/collnet_shape.h"
+#include "topology/cabling_agent.h"
+#include "topology/local_graph.h"
+
+namespace railyard::plugin::collnet {
+namespace {
+
+uint32_t Ip(const char* text) {
+  in_addr a{};
+  EXPECT_EQ(inet_pton(AF_INET, text, &a), 1) << text;
+  return a.s_addr;
+}
+
+CollnetHandle Sample() {
+  CollnetHandle h;
+  h.address.assign(24, 0x11);  // a verbs Worker address is 24 bytes
+  h.host = 0x1234;
+  h.hasNeighbours = true;
+  h.neighbours = {0x10, 0x2000};
+  h.hasRails = true;
+  h.rails = {{Ip("10.0.0.1"), 24}, {Ip("10.0.3.2"), 24}};
+  return h;
+}
+
+TEST(CollnetHandle, RoundTripAndHostileBytes) {
+  uint8_t buf[kHandleBytes];
+  const CollnetHandle h = Sample();
+  bool dropped = true;
+  ASSERT_TRUE(h.Pack(buf, &dropped).ok());
+  EXPECT_FALSE(dropped);
+  CollnetHandle got;
+  ASSERT_TRUE(CollnetHandle::Unpack(buf, &got).ok());
+  EXPECT_EQ(got.address, h.address);
+  EXPECT_EQ(got.host, 0x1234u);
+  EXPECT_TRUE(got.hasNeighbours);
+  EXPECT_EQ(got.neighbours, h.neighbours);
+  EXPECT_TRUE(got.hasRails);
+  EXPECT_EQ(got.rails, h.rails);
+  // Byte offsets: header 8, address 24, locator 8 (host, flags, counts), 2 neighbours, 2 rails.
+  const size_t loc = 8 + 24;
+  auto refused = [&](auto mutate, const char* what) {
+    uint8_t b[kHandleBytes];
+    std::memcpy(b, buf, sizeof b);
+    mutate(b);
+    CollnetHandle out = Sample();
+    out.host = 77;
+    EXPECT_FALSE(CollnetHandle::Unpack(b, &out).ok()) << what;
+    EXPECT_EQ(out.host, 77u) << what << ": *out changed on error";
+  };
+  refused([](uint8_t* b) { b[0] = 'X'; }, "magic");
+  refused([](uint8_t* b) { b[4] = 1; }, "version 1");
+  refused([](uint8_t* b) { b[6] = 125; }, "address overruns");
+  refused([&](uint8_t* b) { std::memset(b + loc, 0, 4); }, "host 0");
+  refused([&](uint8_t* b) { b[loc + 4] |= 4; }, "unknown flag");
+  refused([&](uint8_t* b) { b[loc + 7] = 1; }, "reserved byte");
+  refused([&](uint8_t* b) { b[loc + 5] = 30; }, "neighbour count overruns");
+  refused([&](uint8_t* b) { b[loc + 6] = 200; }, "rail count overruns");
+  refused([&](uint8_t* b) { b[loc + 4] &= ~1; }, "neighbour count without its flag");
+  refused([&](uint8_t* b) { std::memcpy(b + loc + 8, b + loc + 12, 4); }, "neighbours not ascending");
+  refused([&](uint8_t* b) { std::memcpy(b + loc + 8, b + loc, 4); }, "the host its own neighbour");
+  refused([&](uint8_t* b) { b[loc + 8 + 8 + 4] = 0; }, "prefix 0");
+  refused([&](uint8_t* b) { b[loc + 8 + 8 + 4] = 33; }, "prefix 33");
+  EXPECT_FALSE(CollnetHandle::Unpack(std::span<const uint8_t>(buf, 7), &got).ok());
+  // Packing refuses what it could never encode.
+  CollnetHandle bad = Sample();
+  bad.host = 0;
+  EXPECT_FALSE(bad.Pack(buf).ok());
+  bad = Sample();
+  bad.rails[1].prefix = 0;
+  EXPECT_FALSE(bad.Pack(buf).ok());
+  bad = Sample();
+  bad.address.assign(121, 1);  // 8 + 121 + 8 > 128
+  EXPECT_FALSE(bad.Pack(buf).ok());
+}
+
+TEST(CollnetHandle, ListsThatDoNotFitAreLeftOutWhole) {
+  // A 4-rail TCP address is 80 bytes: 8 + 80 + 8 leaves 32 bytes: 2 neighbours (8) and
+  // 4 rails (20) fit; 6 rails (30) after the neighbours do not.
+  CollnetHandle h = Sample();
+  h.address.assign(80, 2);
+  h.rails.assign(4, {Ip("10.1.0.1"), 24});
+  uint8_t buf[kHandleBytes];
+  bool dropped = true;
+  ASSERT_TRUE(h.Pack(buf, &dropped).ok());
+  EXPECT_FALSE(dropped);
+  CollnetHandle got;
+  ASSERT_TRUE(CollnetHandle::Unpack(buf, &got).ok());
+  EXPECT_EQ(got.rails.size(), 4u);
+  h.rails.assign(6, {Ip("10.1.0.1"), 24});
+  ASSERT_TRUE(h.Pack(buf, &dropped).ok());
+  EXPECT_TRUE(dropped);
+  ASSERT_TRUE(CollnetHandle::Unpack(buf, &got).ok());
+  EXPECT_TRUE(got.hasNeighbours);
+  EXPECT_EQ(got.neighbours.size(), 2u);
+  EXPECT_FALSE(got.hasRails);
+  EXPECT_TRUE(got.rails.empty());
+}
+
+/// Rank r's handle: host 100 + r, neighbours `nb` (ranks), rails `rails`.
+CollnetHandle Rank(int r, std::vector<int> nb, std::vector<HandleRail> rails) {
+  CollnetHandle h;
+  h.address = {1, 2, 3};
+  h.host = HostDigest(100 + static_cast<uint64_t>(r));
+  if (!nb.empty()) {
+    h.hasNeighbours = true;
+    for (int n : nb) h.neighbours.push_back(HostDigest(100 + static_cast<uint64_t>(n)));
+    std::sort(h.neighbours.begin(), h.neighbours.end());
+  }
+  if (!rails.empty()) {
+    h.hasRails = true;
+    h.rails = std::move(rails);
+  }
+  // Through the bytes, as connect sees it.
+  uint8_t buf[kHandleBytes];
+  EXPECT_TRUE(h.Pack(buf).ok());
+  CollnetHandle got;
+  EXPECT_TRUE(CollnetHandle::Unpack(buf, &got).ok());
+  return got;
+}
+
+collectives::Topology ShapeOf(const std::vector<CollnetHandle>& hs, ShapeSource want) {
+  std::vector<std::vector<bool>> adj;
+  ShapeSource src = ShapeSource::kRankOrder;
+  EXPECT_TRUE(AdjacencyFromHandles(hs, &adj, &src));
+  EXPECT_EQ(src, want);
+  collectives::Topology t;
+  EXPECT_TRUE(collectives::ShapeFromAdjacency(adj, &t).ok());
+  return t;
+}
+
+TEST(CollnetShapeFromHandles, CablingGraphGivesRingChainMeshInCableOrder) {
+  // A ring cabled 0-2-1-3-0 (not rank order), as four agents' graphs have it.
+  std::vector<CollnetHandle> ring{Rank(0, {2, 3}, {}), Rank(1, {2, 3}, {}), Rank(2, {0, 1}, {}), Rank(3, {0, 1}, {})};
+  collectives::Topology t = ShapeOf(ring, ShapeSource::kCablingGraph);
+  EXPECT_EQ(t.shape, collectives::Shape::kRing);
+  EXPECT_EQ(t.order, (std::vector<int>{0, 2, 1, 3}));
+  // A chain 3-0-1-2.
+  std::vector<CollnetHandle> chain{Rank(0, {1, 3}, {}), Rank(1, {0, 2}, {}), Rank(2, {1}, {}), Rank(3, {0}, {})};
+  t = ShapeOf(chain, ShapeSource::kCablingGraph);
+  EXPECT_EQ(t.shape, collectives::Shape::kChain);
+  EXPECT_EQ(t.order, (std::vector<int>{2, 1, 0, 3}));
+  std::vector<CollnetHandle> mesh{Rank(0, {1, 2}, {}), Rank(1, {0, 2}, {}), Rank(2, {0, 1}, {})};
+  EXPECT_EQ(ShapeOf(mesh, ShapeSource::kCablingGraph).shape, collectives::Shape::kMesh);
+  // A cable only one end's graph has is no cable: ranks 0 and 2 of the ring disagree
+  // about 0-2, so the rest (2-1-3-0) is a chain.
+  ring[2] = Rank(2, {1}, {});
+  t = ShapeOf(ring, ShapeSource::kCablingGraph);
+  EXPECT_EQ(t.shape, collectives::Shape::kChain);
+  EXPECT_EQ(t.order, (std::vector<int>{0, 3, 1, 2}));
+}
+
+TEST(CollnetShapeFromHandles, RailSubnetsAsVerbsRanksCarryThem) {
+  // Four guests in a ring 0-1-2-3-0, one /24 per cable, two rails each (the verbs
+  // Worker address carries no rail address: the locator's rails are all there is).
+  auto R = [](const char* ip) { return HandleRail{Ip(ip), 24}; };
+  std::vector<CollnetHandle> ring{Rank(0, {}, {R("10.9.0.1"), R("10.9.3.2")}),
+                                  Rank(1, {}, {R("10.9.0.2"), R("10.9.1.1")}),
+                                  Rank(2, {}, {R("10.9.1.2"), R("10.9.2.1")}),
+                                  Rank(3, {}, {R("10.9.2.2"), R("10.9.3.1")})};
+  collectives::Topology t = ShapeOf(ring, ShapeSource::kRailSubnets);
+  EXPECT_EQ(t.shape, collectives::Shape::kRing);
+  EXPECT_EQ(t.order, (std::vector<int>{0, 1, 2, 3}));
+  // The single soft-RoCE guest: every "host" on every rail's subnet: a mesh.
+  std::vector<CollnetHandle> flat;
+  for (int h = 0; h < 4; ++h) {
+    const std::string a = "10.77.0." + std::to_string(h + 1), b = "10.77.1." + std::to_string(h + 1);
+    flat.push_back(Rank(h, {}, {R(a.c_str()), R(b.c_str())}));
+  }
+  EXPECT_EQ(ShapeOf(flat, ShapeSource::kRailSubnets).shape, collectives::Shape::kMesh);
+  // The shorter prefix of the two ends decides: a /16 end reaches a /24 one inside it.
+  std::vector<CollnetHandle> mixed{Rank(0, {}, {HandleRail{Ip("10.5.1.1"), 16}}),
+                                   Rank(1, {}, {HandleRail{Ip("10.5.2.1"), 24}})};
+  EXPECT_EQ(ShapeOf(mixed, ShapeSource::kRailSubnets).shape, collectives::Shape::kMesh);
+  // The graph wins over rails when every rank has it; ranks of one host (one digest)
+  // make the graph useless and the rails answer.
+  std::vector<CollnetHandle> both = ring;
+  for (int r = 0; r < 4; ++r) both[r] = Rank(r, {(r + 2) % 4}, both[r].rails);  // a graph that pairs 0-2, 1-3
+  std::vector<std::vector<bool>> adj;
+  ShapeSource src = ShapeSource::kRankOrder;
+  ASSERT_TRUE(AdjacencyFromHandles(both, &adj, &src));
+  EXPECT_EQ(src, ShapeSource::kCablingGraph);
+  EXPECT_TRUE(adj[0][2]);
+  EXPECT_FALSE(adj[0][1]);
+  both[1].host = both[0].host;
+  ASSERT_TRUE(AdjacencyFromHandles(both, &adj, &src));
+  EXPECT_EQ(src, ShapeSource::kRailSubnets);
+  // One rank without rails and no graph: the handles tell nothing.
+  ring[3].hasRails = false;
+  ring[3].rails.clear();
+  EXPECT_FALSE(AdjacencyFromHandles(ring, &adj, &src));
+}
+
+TEST(CollnetLocalGraph, TheProcessAgentIsSeenWhileItRuns) {
+  topology::LocalGraph g;
+  EXPECT_FALSE(topology::LocalCablingGraph(&g));
+  std::unique_ptr<topology::CablingAgent> agent;
+  topology::AgentOptions o;
+  o.port = 0;
+  ASSERT_TRUE(topology::CablingAgent::Start("h-test", {}, o, &agent, 0xabcdef0123ull).ok());
+  ASSERT_TRUE(topology::LocalCablingGraph(&g));
+  EXPECT_EQ(g.self, 0xabcdef0123ull);
+  EXPECT_EQ(g.graph.Neighbours(g.self).size(), 0u);  // no rails: no neighbour, the locator lists none
+  agent.reset();
+  EXPECT_FALSE(topology::LocalCablingGraph(&g));
+}
+
+}  // namespace
+}  // namespace railyard::plugin::collnet

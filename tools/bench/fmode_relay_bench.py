@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Relayed against direct sendrecv in fabric mode, new comms against old, one run
+(inside `testbed.sh run --lane ring4x2`, unshaped rails).
+
+For each comms path (RAILYARD_COMMS=fabric: the NCCL comms over the cable set and
+the Forwarder; RAILYARD_COMMS=legacy: proxy/tcp comms and the socket relay) and each
+size, railyard-perf sendrecv between neighbours h0<->h1 (direct, one cable) and
+between opposite hosts h0<->h2 (2 hops, relayed by railyardd on h1 and h3), the
+cases interleaved round by round so load changes hit every case alike. Prints and
+writes (argv[1], JSON) the median busbw of each case, the relayed/direct ratio per
+path and the new/old ratio per case, with the load average before and after.
+
+Usage: fmode_relay_bench.py OUT.json PERF RAILYARDD LIBDIR ROUNDS SIZE [SIZE...]
+"""
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+
+TB = json.load(open(os.environ["TESTBED_JSON"]))
+OUT, PERF, RAILYARDD, LIBDIR = sys.argv[1:5]
+ROUNDS = int(sys.argv[5])
+SIZES = [int(s) for s in sys.argv[6:]]
+NS = [h["namespace"] for h in TB["hosts"]]
+MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
+
+
+def env_for(host, comms):
+    env = dict(os.environ)
+    env.update({"RAILYARD_HOST_NAME": f"h{host}", "RAILYARD_SOCKET_IFNAME": "^mgmt0",
+                "RAILYARD_FABRIC": "on", "NCCL_NET_PLUGIN": "railyard", "RAILYARD_COMMS": comms,
+                "LD_LIBRARY_PATH": LIBDIR, "RAILYARD_DEBUG": "WARN"})
+    return env
+
+
+def run_perf(hosts, size, comms):
+    port = random.randint(30000, 39000)
+    root = f"{MGMT[hosts[0]]}:{port}"
+    jpath = f"/tmp/fmode-bench-{os.getpid()}-{port}.json"
+    iters = 20 if size <= 1 << 20 else 6
+    procs = []
+    for r, h in enumerate(hosts):
+        args = [PERF, "--rank", str(r), "--nranks", "2", "--root", root, "-p", "sendrecv",
+                "-b", str(size), "-e", str(size), "-n", str(iters), "-w", "3", "-c", "0", "-T", "300"]
+        if r == 0:
+            args += ["--json", jpath]
+        procs.append(subprocess.Popen(["ip", "netns", "exec", NS[h]] + args, env=env_for(h, comms),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"railyard-perf failed ({comms}, {hosts}, {size} B):\n{err[-2000:]}")
+    rows = json.load(open(jpath))
+    os.unlink(jpath)
+    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
+    return float(rows[-1]["busbw_gbps"])
+
+
+def main():
+    load_before = open("/proc/loadavg").read().split()[:3]
+    relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h, "legacy"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in (1, 3)]
+    cases = [(comms, hops, size) for size in SIZES for comms in ("fabric", "legacy") for hops in ("direct", "relayed")]
+    got = {c: [] for c in cases}
+    try:
+        for _ in range(ROUNDS):
+            for comms, hops, size in cases:
+                got[(comms, hops, size)].append(run_perf([0, 1] if hops == "direct" else [0, 2], size, comms))
+    finally:
+        for p in relays:
+            p.terminate()
+            p.wait()
+    load_after = open("/proc/loadavg").read().split()[:3]
+    med = {c: statistics.median(v) for c, v in got.items()}
+    out = {"load_before": load_before, "load_after": load_after, "rounds": ROUNDS, "rows": []}
+    print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)}; {ROUNDS} rounds, medians")
+    print(f"{'size':>10} {'new direct':>11} {'new relayed':>12} {'new r/d':>8} {'old direct':>11} "
+          f"{'old relayed':>12} {'old r/d':>8} {'new/old d':>10} {'new/old r':>10}")
+    for size in SIZES:
+        nd, nr = med[("fabric", "direct", size)], med[("fabric", "relayed", size)]
+        od, orl = med[("legacy", "direct", size)], med[("legacy", "relayed", size)]
+        row = {"size": size, "new_direct_gbps": nd, "new_relayed_gbps": nr, "old_direct_gbps": od,
+               "old_relayed_gbps": orl, "new_relayed_over_direct": nr / nd, "old_relayed_over_direct": orl / od,
+               "new_over_old_direct": nd / od, "new_over_old_relayed": nr / orl,
+               "samples": {f"{c[0]}-{c[1]}": got[c] for c in got if c[2] == size}}
+        out["rows"].append(row)
+        print(f"{size:>10} {nd:>11.3f} {nr:>12.3f} {nr / nd:>8.2f} {od:>11.3f} {orl:>12.3f} {orl / od:>8.2f} "
+              f"{nd / od:>10.2f} {nr / orl:>10.2f}")
+    json.dump(out, open(OUT, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
