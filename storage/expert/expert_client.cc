@@ -273,7 +273,11 @@ Status ExpertClient::AskWhyReadsFailed(const Status& fabricCause) {
   const ExpertErrc e = ExpertErrcOf(s);
   if (e == ExpertErrc::kStoreChanged) return ExpertError(e, s.message() + " (the read: " + fabricCause.message() + ")");
   if (e == ExpertErrc::kPeerLost) {
-    return ExpertError(e, fabricCause.message() + "; its control connection is gone too (" + s.message() + ")");
+    // fabricCause is itself an expert error ("expert PEER_LOST: ..."): keep one prefix.
+    std::string cause = fabricCause.message();
+    const std::string prefix = std::string("expert ") + ExpertErrcName(ExpertErrcOf(fabricCause)) + ": ";
+    if (cause.rfind(prefix, 0) == 0) cause.erase(0, prefix.size());
+    return ExpertError(e, cause + "; its control connection is gone too (" + s.message() + ")");
   }
   // Still serving (or an older peer without kOpStatus): the fabric's cause stands.
   return fabricCause;

@@ -1,6 +1,9 @@
 #include "storage/snapshot/snapshot_client.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "storage/snapshot/control_socket.h"
@@ -135,6 +138,21 @@ Status SnapshotClient::CheckBlob(uint64_t bytes, const char* what) const {
   return failed_;
 }
 
+Status SnapshotClient::WithRouteCause(Status s) {
+  if (s.ok() || !ep_) return s;
+  // The control connection broke. When it runs over the same route as the data (a
+  // relayed peer: storage/tunnel), the fabric Endpoint has the named cause (peer,
+  // relay, sequence): give it a moment to see it (a killed relay shows at once).
+  std::vector<fabric::Event> events;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(options_.timeoutMs, 1000));
+  while (ep_->status().ok() && std::chrono::steady_clock::now() < deadline) {
+    events.clear();
+    if (worker_.Progress(&events) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (ep_->status().ok()) return s;
+  return Status(s.code(), s.message() + "; the fabric route to the peer failed too: " + ep_->status().message());
+}
+
 Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
   Request q;
   q.op = op;
@@ -144,13 +162,13 @@ Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* ou
   iovec iov{qb.data(), qb.size()};
   const int fd = control_.get();
   const std::string what = std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key);
-  RY_RETURN_IF_ERROR(Sticky(proxy::SendAll(fd, &iov, 1, what)));
+  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::SendAll(fd, &iov, 1, what))));
   std::array<uint8_t, Response::kBytes> rb{};
-  RY_RETURN_IF_ERROR(Sticky(proxy::RecvAll(fd, rb.data(), rb.size(), what)));
+  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, rb.data(), rb.size(), what))));
   uint32_t n = 0;
   if (Status s = Response::DecodeFixed(rb, out, &n); !s.ok()) return Sticky(RemoteError(what + ": " + s.message()));
   out->message.resize(n);
-  if (n > 0) RY_RETURN_IF_ERROR(Sticky(proxy::RecvAll(fd, out->message.data(), n, what)));
+  if (n > 0) RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, out->message.data(), n, what))));
   if (out->result == Response::kError) {
     return Status(static_cast<Code>(out->code), what + ": the peer says: " + out->message);
   }

@@ -106,6 +106,10 @@ class SnapshotClient {
   Status Call(Op op, uint64_t key, uint64_t checksum, Response* out);
   Status CheckBlob(uint64_t bytes, const char* what) const;
   Status Sticky(Status s);
+  /// `s` (a control-connection error) with the fabric Endpoint's error appended when
+  /// the Endpoint fails within min(timeout, 1 s): a relayed route names peer, relay and
+  /// sequence there. Ok and non-errors pass unchanged.
+  Status WithRouteCause(Status s);
 
   fabric::Worker& worker_;
   ClientOptions options_;

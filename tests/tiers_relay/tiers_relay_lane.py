@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""The storage tiers through the fabric relay on the netns ring of 4 (run inside
+`testbed.sh run --lane ring4x2`): an expert client and a snapshot client on h0 reach
+their peer on h2, which has no cable to h0, through the Forwarder railyardd runs on
+h1 or h3 (it holds that host's relay seat; RAILYARD_FABRIC_RELAY_PORT). Control
+records (the tiers' TCP control protocols, carried by storage/tunnel's
+ControlTunnel) and data (fabric Reads and Writes) take the same relayed route.
+tiers_relay_node (tests/tiers_relay/) runs each host's part.
+
+Usage: tiers_relay_lane.py CASE TIERS_RELAY_NODE RAILYARDD
+Cases:
+  expert-relayed         every record of a 2 x 8 x 1 MiB store fetched by RDMA-READ-style
+                         fabric Reads from h2 into h0's arena, checked by content
+                         against the store's files; the relay's rails toward h0
+                         carried the records
+  expert-relay-killed    SIGKILL of the relay's railyardd mid-fetch: the fetch fails
+                         with a named error (peer, relay, seq) within
+                         RAILYARD_TIMEOUT_MS (+ slack), no fetch returned other bytes
+  snapshot-relayed       24 blobs of 1 MiB put into h2's paging arena of 8 slots (the
+                         rest spills to its swap file) and got back, checked by content
+  snapshot-relay-killed  SIGKILL of the relay's railyardd mid-put (the error names the
+                         relayed op's seq, or, killed between a put's data ops, the
+                         control call that broke and the fabric route's failure)
+  bench                  (benchmark, not a ctest case) relayed fetch h0 -> h2 against
+                         direct fetch h0 -> h1 of the same store, interleaved rounds
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TB = json.load(open(os.environ["TESTBED_JSON"]))
+CASE, NODE, RAILYARDD = sys.argv[1:4]
+FABRIC_RELAY_PORT = 29519  # RAILYARD_FABRIC_RELAY_PORT's default
+NS = [h["namespace"] for h in TB["hosts"]]
+TIMEOUT_MS = 2000
+SLACK_MS = 2500  # scheduling on a shared box; the bound asserted is TIMEOUT_MS + this
+WORK = tempfile.mkdtemp(prefix="tiers-relay-")
+ENV = dict(os.environ, RAILYARD_SOCKET_IFNAME="^mgmt0", RAILYARD_TIMEOUT_MS=str(TIMEOUT_MS))
+procs = []
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    cleanup()
+    sys.exit(1)
+
+
+def cleanup():
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    if os.environ.get("TIERS_KEEP_LOGS") is None:
+        shutil.rmtree(WORK, ignore_errors=True)
+    else:
+        print(f"logs kept in {WORK}")
+
+
+def log_of(name):
+    try:
+        return open(os.path.join(WORK, name + ".log")).read()
+    except FileNotFoundError:
+        return ""
+
+
+def start(host, argv, name, env=None):
+    log = open(os.path.join(WORK, name + ".log"), "w")
+    p = subprocess.Popen(["ip", "netns", "exec", NS[host]] + argv, stdout=log, stderr=subprocess.STDOUT,
+                         env=dict(env or ENV, RAILYARD_HOST_NAME=f"h{host}"))
+    procs.append(p)
+    return p
+
+
+def node(host, role, name, *args):
+    # --links: every rail-link of the ring known before the node routes (a settled graph).
+    links = sum(len(c["rails"]) for c in TB["cables"])
+    return start(host, [NODE, role, "--links", str(links)] + list(args), name)
+
+
+def rails(host, toward):
+    return [i for i in TB["hosts"][host]["interfaces"] if i["peer_host"] == toward]
+
+
+def tx_bytes(host, toward):
+    total = 0
+    for i in rails(host, toward):
+        out = subprocess.run(["ip", "netns", "exec", NS[host], "cat", f"/sys/class/net/{i['ifname']}/statistics/tx_bytes"],
+                             capture_output=True, text=True, check=True).stdout
+        total += int(out.strip())
+    return total
+
+
+def listening(host, port):
+    out = subprocess.run(["ip", "netns", "exec", NS[host], "ss", "-Htln"], capture_output=True, text=True).stdout
+    return {l.split()[3] for l in out.splitlines() if l.split()[3].endswith(f":{port}")}
+
+
+def wait_for(pred, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)  # polling a condition, not a barrier
+    fail(f"timed out waiting for {what}")
+
+
+def start_daemons():
+    """railyardd on every host (their cabling agents); h1 and h3 relay (each holds its
+    relay seat, so its fabric relay listens at FABRIC_RELAY_PORT on both cables)."""
+    daemons = {}
+    for h in range(4):
+        args = [] if h in (1, 3) else ["--no-relay"]
+        daemons[h] = start(h, [RAILYARDD] + args, f"railyardd{h}", dict(ENV, RAILYARD_DEBUG="INFO"))
+    for h in (1, 3):
+        want = {f"{i['ip']}:{FABRIC_RELAY_PORT}" for t in (0, 2) for i in rails(h, t)}
+        wait_for(lambda: listening(h, FABRIC_RELAY_PORT) == want or daemons[h].poll() is not None,
+                 f"h{h}'s fabric relay on {sorted(want)}")
+        if daemons[h].poll() is not None:
+            fail(f"railyardd on h{h} exited:\n" + log_of(f"railyardd{h}"))
+    return daemons
+
+
+def start_peer(role, *args):
+    peer = node(2, role, "peer", "--out", f"{WORK}/peer", *args)
+    wait_for(lambda: os.path.exists(f"{WORK}/peer") or peer.poll() is not None, "the peer on h2")
+    if peer.poll() is not None:
+        fail("the peer on h2 exited:\n" + log_of("peer"))
+    return peer
+
+
+def relay_of(out):
+    m = re.search(r"route via relay (h\d)", out)
+    if not m:
+        fail("the client did not go through a relay:\n" + out)
+    return int(m.group(1)[1:])
+
+
+STORE_ARGS = ["--layers", "2", "--experts", "8", "--record-bytes", str(1 << 20)]
+
+
+def case_expert_relayed():
+    start_daemons()
+    start_peer("expert-serve", "--store", f"{WORK}/store", *STORE_ARGS)
+    before = {h: tx_bytes(h, 0) for h in (1, 3)}
+    c = node(0, "expert-fetch", "client", "--peer", f"{WORK}/peer", "--store", f"{WORK}/store")
+    try:
+        rc = c.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("the relayed fetch hung:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if rc != 0 or "expert ok 16777216 bytes" not in out:
+        fail(f"relayed fetch (exit {rc})")
+    relay = relay_of(out)
+    carried = tx_bytes(relay, 0) - before[relay]
+    if carried < 16 << 20:
+        fail(f"h{relay}'s rails toward h0 carried only {carried} bytes of the 16 MiB fetched")
+    print(f"ok: 16 records x 1 MiB fetched h2 -> h{relay} -> h0, checked by content; h{relay} -> h0 rails carried {carried} bytes")
+
+
+def case_snapshot_relayed():
+    start_daemons()
+    os.makedirs(f"{WORK}/swap")
+    start_peer("snapshot-serve", "--arena", "kind=kv,mode=paging,blob=1M,slots=8", "--swap-dir", f"{WORK}/swap")
+    before = {h: tx_bytes(h, 2) for h in (1, 3)}
+    c = node(0, "snapshot-put", "client", "--peer", f"{WORK}/peer", "--kind", "kv", "--blob", str(1 << 20),
+             "--slots", "8", "--count", "24")
+    try:
+        rc = c.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("the relayed puts hung:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if rc != 0 or "snapshot ok" not in out:
+        fail(f"relayed snapshot round trip (exit {rc}):\n" + log_of("peer"))
+    relay = relay_of(out)
+    carried = tx_bytes(relay, 2) - before[relay]
+    if carried < 24 << 20:
+        fail(f"h{relay}'s rails toward h2 carried only {carried} bytes of the 24 MiB put")
+    swap = os.path.getsize(f"{WORK}/swap/railyard-snapshot-kv.swap")
+    if swap < 16 << 20:
+        fail(f"the swap file holds {swap} bytes: the 16 blobs beyond the arena did not spill")
+    print(f"ok: 24 blobs x 1 MiB put h0 -> h{relay} -> h2 into 8 slots (swap {swap} bytes) and got back, "
+          f"checked by content; h{relay} -> h2 rails carried {carried} bytes")
+
+
+def fault_case(tier):
+    daemons = start_daemons()
+    if tier == "expert":
+        start_peer("expert-serve", "--store", f"{WORK}/store", *STORE_ARGS)
+        c = node(0, "expert-fetch", "client", "--peer", f"{WORK}/peer", "--store", f"{WORK}/store", "--stream",
+                 "--max-seconds", "60")
+    else:
+        os.makedirs(f"{WORK}/swap")
+        start_peer("snapshot-serve", "--arena", "kind=kv,mode=paging,blob=1M,slots=8", "--swap-dir", f"{WORK}/swap")
+        c = node(0, "snapshot-put", "client", "--peer", f"{WORK}/peer", "--kind", "kv", "--blob", str(1 << 20),
+                 "--slots", "8", "--count", "12", "--stream", "--max-seconds", "60")
+    wait_for(lambda: "streaming" in log_of("client") or c.poll() is not None, "the stream to be under way", 60)
+    if c.poll() is not None:
+        fail("the stream ended before the fault:\n" + log_of("client"))
+    relay = relay_of(log_of("client"))
+    fault_at = int(time.time() * 1000)
+    daemons[relay].send_signal(signal.SIGKILL)
+    try:
+        rc = c.wait(timeout=(TIMEOUT_MS + SLACK_MS) / 1000 + 20)
+    except subprocess.TimeoutExpired:
+        fail("the client hung after the relay was killed:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if "TORN" in out:
+        fail("a call returned Ok with bytes that differ")
+    m = re.search(r"error-at-ms (\d+)", out)
+    if rc != 3 or not m:
+        fail(f"no named error after the relay was killed (exit {rc})")
+    after = int(m.group(1)) - fault_at
+    err = re.search(r"^error (.*)$", out, re.M).group(1)
+    if "peer" not in err or not re.search(r"via (relay|h\d)", err):
+        fail(f"the error does not name the peer and the relay: {err}")
+    # Killed while a fabric op was in flight, the relayed op's sequence is named; killed
+    # between ops (a snapshot control call: alloc, commit, get), no fabric op had one,
+    # and the error names the call and says the fabric route failed too.
+    control_call = re.search(r"snapshot \w+ of key \d+: .*the fabric route to the peer failed too", err)
+    if not re.search(r"seq \d+", err) and not control_call:
+        fail(f"the error names neither the relayed op's seq nor the control call: {err}")
+    # The relay is named by its address: one of h{relay}'s rails toward h0.
+    if not any(i["ip"] in err for i in rails(relay, 0)):
+        fail(f"the error does not name the relay h{relay} ({[i['ip'] for i in rails(relay, 0)]}): {err}")
+    if re.search(r"(expert [A-Z_]+: )\1", err):
+        fail(f"the error repeats its name: {err}")
+    if "stays-failed yes" not in out:
+        fail("the client took a new call after failing")
+    if after > TIMEOUT_MS + SLACK_MS:
+        fail(f"the error came {after} ms after the fault (timeout {TIMEOUT_MS} ms)")
+    print(f"ok: {tier}: relay h{relay} killed mid-{'fetch' if tier == 'expert' else 'put'}: "
+          f"error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
+
+
+def case_bench():
+    start_daemons()
+    start_peer("expert-serve", "--store", f"{WORK}/store", *STORE_ARGS)
+    direct = node(1, "expert-serve", "direct", "--out", f"{WORK}/direct", "--store", f"{WORK}/store")
+    wait_for(lambda: os.path.exists(f"{WORK}/direct") or direct.poll() is not None, "the direct peer on h1")
+    c = node(0, "expert-bench", "client", "--peer", f"{WORK}/peer", "--direct", f"{WORK}/direct",
+             "--store", f"{WORK}/store", "--rounds", os.environ.get("ROUNDS", "5"))
+    rc = c.wait(timeout=600)
+    print(log_of("client"))
+    with open("/proc/loadavg") as f:
+        print("loadavg " + f.read().strip())
+    if rc != 0:
+        fail("bench")
+
+
+try:
+    if CASE == "expert-relayed":
+        case_expert_relayed()
+    elif CASE == "snapshot-relayed":
+        case_snapshot_relayed()
+    elif CASE == "expert-relay-killed":
+        fault_case("expert")
+    elif CASE == "snapshot-relay-killed":
+        fault_case("snapshot")
+    elif CASE == "bench":
+        case_bench()
+    else:
+        fail(f"unknown case {CASE}")
+finally:
+    cleanup()
