@@ -60,16 +60,12 @@ constexpr uint16_t kFlagReportBytes = 2;
 /// Header flag (Writes only, wire version 2): the initiator does not wait for this op's
 /// own ack (Endpoint::WriteLazy). The target sends it none: the Write is acknowledged
 /// by the cumulative bound (offset) of a later ack, which the target sends at the
-/// latest after kMaxDeferredAcks such Writes, or kDeferredAckMicros after the first.
+/// latest after kMaxDeferredAcks such Writes, or kDeferredAckMicros after the first
+/// (tcp_target.h).
 constexpr uint16_t kFlagLazyAck = 4;
 /// Header flag (acks only, wire version 2): the ack only carries its cumulative bound
 /// (seq 0, no op of its own): the target's flush of deferred lazy acks.
 constexpr uint16_t kFlagBoundOnly = 8;
-/// Lazily acked Writes a target passes before it sends their bound (at most).
-constexpr int kMaxDeferredAcks = 16;
-/// How long a target holds back the bound of a passed lazy Write (at most; checked at
-/// each Progress), microseconds.
-constexpr int kDeferredAckMicros = 200;
 
 /// The 64-byte header, little-endian on the wire (the host is little-endian).
 struct FrameHeader {

@@ -24,6 +24,16 @@
 
 namespace railyard::fabric::tcp {
 
+/// Lazily acked Writes (kFlagLazyAck) a target passes before it sends their bound, at
+/// most (a ping-pong of them costs one ack per this many).
+constexpr int kMaxDeferredAcks = 16;
+/// How long a target holds back the bound of a passed lazy Write, at most (checked at
+/// each Progress), microseconds: far below any RAILYARD_TIMEOUT_MS, so an initiator
+/// with only lazy Writes outstanding never times out, and long against a small-message
+/// round trip, so a ping-pong's bounds go by count. A Fence behind lazy Writes waits
+/// up to this long.
+constexpr int kDeferredAckMicros = 1000;
+
 /// Chunk claims one connection may hold at once (all its ops together): a peer cannot
 /// make a target keep millions of tiny claims (256 MiB in 4 KiB chunks fits).
 constexpr size_t kMaxClaimsPerConnection = 65536;
