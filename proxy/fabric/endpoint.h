@@ -70,6 +70,19 @@ class Endpoint {
     if (opBytes < src.bytes) return InvalidArgument("fabric WriteFinal: a whole Write smaller than its last piece");
     return Write(src, key, remoteAddr, cookie, immediate);
   }
+  /// A Write (as Write) whose caller does not wait for its kDone: the transport may
+  /// report it late, in one batch with other such Writes, so that a Write's completion
+  /// does not cost a message of its own (the receive comm's clear-to-send records, the
+  /// send comm's eager Writes from its bounce slots). Its kDone still comes, and before
+  /// Outstanding() reaches 0: no later than the completion of any later op on this
+  /// Endpoint that is not such a Write, and otherwise within a bounded delay
+  /// (TCP: tcp::kMaxDeferredAcks Writes or tcp::kDeferredAckMicros). Ordering, the
+  /// immediate and errors are exactly as Write's. Added (additively) for issue 10
+  /// "Small messages"; default: a plain Write (verbs, relayed and fake Endpoints).
+  virtual Status WriteLazy(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                           std::optional<uint32_t> immediate = std::nullopt) {
+    return Write(src, key, remoteAddr, cookie, immediate);
+  }
   /// Reads [remoteAddr, + dst.bytes) of the peer's region `key` into `dst`. kDone when
   /// every byte is in `dst`; on error `dst`'s contents are undefined.
   virtual Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr,

@@ -156,7 +156,9 @@ Status FabricRecvComm::IrecvFabric(int n, void** data, const size_t* sizes, cons
   posted_[idx] = entry;
   postedSeq_[idx] = seq;
   fabric::LocalSlice src{outboxRegion_, idx * sizeof(FabricCts), FabricCtsBytes(rec.n)};
-  if (Status s = ep_->Write(src, fifoKey_, fifoKey_.base + idx * sizeof(FabricCts),
+  // Nothing waits for a clear-to-send's kDone (only its error counts): WriteLazy, so
+  // its completion costs the target no ack of its own.
+  if (Status s = ep_->WriteLazy(src, fifoKey_, fifoKey_.base + idx * sizeof(FabricCts),
                             (uint64_t{id_} << kCookieCommShift) | kCtsCookie | idx,
                             (peerCommId_ << kImmCommShift) | idx);
       !s.ok()) {

@@ -131,7 +131,13 @@ Status FabricSendComm::IsendFabric(const void* data, size_t size, int tag, const
   const int bounce = size > 0 && size <= kEagerBytes ? TakeBounce(data, size, &src) : -1;
   const uint64_t cookie = (uint64_t{id_} << kCookieCommShift) |
                           (bounce >= 0 ? kBounceCookie | static_cast<uint64_t>(bounce) : static_cast<uint64_t>(idx));
-  if (Status s = ep_->Write(src, keys_[m.seq % 32][m.slot], m.entry.addr, cookie, imm); !s.ok()) {
+  // An eager Write's kDone only frees its bounce slot: it may come late, batched
+  // (WriteLazy: no ack syscall per op), while half the slots are still free; below
+  // that the Write asks for its ack now, and that ack's bound frees the earlier ones.
+  const bool lazy = bounce >= 0 && bounceFree_.size() >= static_cast<size_t>(kEagerSlots / 2);
+  const fabric::RemoteKey& key = keys_[m.seq % 32][m.slot];
+  if (Status s = lazy ? ep_->WriteLazy(src, key, m.entry.addr, cookie, imm) : ep_->Write(src, key, m.entry.addr, cookie, imm);
+      !s.ok()) {
     if (bounce >= 0) bounceFree_.push_back(bounce);
     return s;
   }

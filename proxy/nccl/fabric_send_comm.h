@@ -9,7 +9,10 @@
 // message of at most kEagerBytes is copied into one of the comm's registered
 // bounce slots and its request is done at once (NCCL may reuse the buffer), so a
 // small send's latency is the receiver's CTS plus one Write, with no wait for the
-// fabric's acknowledgement; the slot is free again when that Write has landed.
+// fabric's acknowledgement; the slot is free again when that Write has landed. While
+// at least half the slots are free the eager Write is a WriteLazy (its kDone may come
+// late, batched: over TCP the target sends it no ack of its own); the Write that takes
+// the slot below half asks for its ack at once, and that ack's bound frees the others.
 #pragma once
 
 #include <array>

@@ -208,6 +208,63 @@ TEST_P(FabricOps, MoreOpsThanTheWindowAllComplete) {
   EXPECT_EQ(ep_->Outstanding(), 0u);
 }
 
+// Endpoint::WriteLazy (issue 10 "Small messages": over TCP no ack of its own, a later
+// ack's cumulative bound completes it): every lazy Write still ends in exactly one
+// kDone with its cookie, its immediate comes in order after its data, and Outstanding()
+// reaches 0, whether a plain Write follows the lazy ones (its ack's bound covers them),
+// a Fence does, or nothing does (the target's deferred bound: bounded delay). 3 rounds
+// of 40 lazy 8-byte Writes with immediates (more than tcp::kMaxDeferredAcks).
+TEST_P(FabricOps, LazyWritesAllCompleteOnceAndInOrder) {
+  if (!Has(kCapWrite | kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
+  const int perRound = 40, rounds = 3, n = perRound * rounds;
+  Guarded src(8 * n), dst(8 * n);
+  FillPattern(src.data(), src.size(), 21);
+  const Region* rs = Reg(a_, src.data(), src.size(), kAccessLocal);
+  const Region* rd = Reg(b_, dst.data(), dst.size(), kAccessRemoteWrite);
+  const RemoteKey k = Exchange(rd);
+  uint64_t cookie = 1;
+  size_t imms = 0;
+  for (int r = 0; r < rounds; ++r) {
+    SCOPED_TRACE("round " + std::to_string(r));
+    const size_t first = a_.events.size();
+    for (int i = r * perRound; i < (r + 1) * perRound; ++i) {
+      ASSERT_TRUE(ep_->WriteLazy({rs, 8u * i, 8}, k, rd->base + 8u * i, cookie++, static_cast<uint32_t>(i)).ok());
+    }
+    size_t expect = perRound;
+    if (r == 0) {  // a plain Write behind them: its ack's bound covers them
+      ASSERT_TRUE(ep_->Write({rs, 0, 8}, k, rd->base, cookie++).ok());
+      ++expect;
+    } else if (r == 1) {  // a Fence: done only once every lazy Write before it is
+      ASSERT_TRUE(ep_->Fence(cookie++).ok());
+      ++expect;
+    }  // r == 2: nothing behind them
+    ASSERT_TRUE(PumpUntil([&] {
+      for (; imms < b_.events.size(); ++imms) {
+        const Event& e = b_.events[imms];
+        EXPECT_EQ(e.kind, EventKind::kImmediate);
+        EXPECT_EQ(e.value, imms) << "immediates out of order";
+        EXPECT_EQ(e.bytes, 8u);
+      }
+      return a_.events.size() - first == expect;
+    }));
+    EXPECT_EQ(ep_->Outstanding(), 0u);
+    std::vector<uint64_t> seen;
+    for (size_t i = first; i < a_.events.size(); ++i) {
+      EXPECT_EQ(a_.events[i].kind, EventKind::kDone) << a_.events[i].error.ToString();
+      seen.push_back(a_.events[i].cookie);
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end()) << "a cookie completed twice";
+    EXPECT_EQ(seen.size(), expect);
+    if (r == 1) {
+      EXPECT_EQ(a_.events.back().op, OpType::kFence) << "the fence completed before a lazy Write";
+    }
+  }
+  EXPECT_EQ(imms, static_cast<size_t>(n));
+  EXPECT_EQ(FirstMismatch(dst.data(), dst.size(), 21), -1);
+  EXPECT_TRUE(dst.GuardsIntact());
+}
+
 // The ordering rule: when the target sees a Write's immediate, a record, or the
 // effect of a FetchAdd, every byte of every Write posted before it is in place,
 // even though those Writes were striped over rails and the immediate's own small

@@ -272,14 +272,50 @@ TEST_F(TcpWire, GarbageInsteadOfAHelloIsDroppedQuietly) {
   EXPECT_EQ(Landed(), std::string(8, '\0'));
 }
 
-TEST_F(TcpWire, HelloOfAnotherVersionIsRefused) {
-  FrameHeader h = MakeHeader(FrameType::kHello);
-  h.version = kWireVersion + 1;
-  h.addr = 1;
-  h.opBytes = 1;
-  SendBytes(&h, sizeof h);
-  EXPECT_TRUE(ClosedByWorker());
-  EXPECT_EQ(worker_->stats().framesRefused, 1u);
+// A peer of another wire version (1: before lazy acks; or a later one) is told why
+// before its socket closes: a NACK of kVersion in this build's version, whose text
+// names both versions (the peer's own decoder refuses the frame as a version error).
+TEST_F(TcpWire, HelloOfAnotherVersionIsRefusedWithAVersionNack) {
+  for (uint8_t version : {uint8_t{1}, static_cast<uint8_t>(kWireVersion + 1)}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    if (version != 1) {
+      close(fd_);
+      WorkerAddress a;
+      ASSERT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
+      fd_ = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_addr.s_addr = a.rails[0].ipv4;
+      to.sin_port = htons(a.rails[0].port);
+      ASSERT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    }
+    FrameHeader h = MakeHeader(FrameType::kHello);
+    h.version = version;
+    h.addr = 1;
+    h.opBytes = 1;
+    SendBytes(&h, sizeof h);
+    std::string got;
+    ASSERT_TRUE(Pump([&] {
+      char buf[2048];
+      ssize_t n = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) got.append(buf, static_cast<size_t>(n));
+      return n == 0 || (n < 0 && errno == ECONNRESET);
+    }));
+    ASSERT_GE(got.size(), sizeof(FrameHeader));
+    FrameHeader nack;
+    std::memcpy(&nack, got.data(), sizeof nack);
+    EXPECT_EQ(nack.frameType(), FrameType::kNack);
+    EXPECT_EQ(nack.version, kWireVersion);
+    EXPECT_EQ(nack.value, static_cast<uint64_t>(FabricErrc::kVersion));
+    ASSERT_EQ(got.size(), sizeof(FrameHeader) + nack.payloadBytes);
+    EXPECT_EQ(got.substr(sizeof(FrameHeader)), "fabric wire version " + std::to_string(version) +
+                                                    " from the peer, this build speaks " + std::to_string(kWireVersion));
+    // A well-formed frame of this version (a peer of another version refuses it by its
+    // version byte as a named version error: FabricFrame.HeaderShapesAreChecked).
+    FrameHeader decoded;
+    EXPECT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(got.data()), Direction::kToInitiator, &decoded).ok());
+  }
+  EXPECT_EQ(worker_->stats().framesRefused, 2u);
 }
 
 TEST_F(TcpWire, WriteOutsideTheRegionIsNackedWithItsName) {

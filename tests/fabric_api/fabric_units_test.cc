@@ -276,11 +276,24 @@ TEST(FabricFrame, HeaderShapesAreChecked) {
   w.magic ^= 1;
   EXPECT_FALSE(Decode(w, Direction::kToTarget).ok());
   w.magic ^= 1;
-  w.version = 2;
+  w.version = tcp::kWireVersion + 1;
   EXPECT_EQ(Decode(w, Direction::kToTarget).code(), Code::kInvalidUsage) << "another version";
+  w.version = 1;  // the version before lazy acks: refused, naming both
+  EXPECT_EQ(Decode(w, Direction::kToTarget).code(), Code::kInvalidUsage) << "wire version 1";
+  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("fabric wire version 1 from the peer, this build speaks 2"),
+            std::string::npos)
+      << Decode(w, Direction::kToTarget).message();
   w.version = tcp::kWireVersion;
   w.flags = 2;
   EXPECT_FALSE(Decode(w, Direction::kToTarget).ok());
+  w.flags = tcp::kFlagLazyAck;
+  EXPECT_TRUE(Decode(w, Direction::kToTarget).ok()) << "a lazily acked write";
+  w.flags = tcp::kFlagLazyAck | tcp::kFlagImmediate;
+  EXPECT_TRUE(Decode(w, Direction::kToTarget).ok()) << "a lazily acked write with immediate";
+  w.flags = tcp::kFlagBoundOnly;
+  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("bound-only flag on a non-ack"), std::string::npos);
+  w.flags = 16;
+  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("unknown flags 16"), std::string::npos);
   w.flags = 0;
   w.type = 99;
   EXPECT_FALSE(Decode(w, Direction::kToTarget).ok());
@@ -301,6 +314,22 @@ TEST(FabricFrame, HeaderShapesAreChecked) {
   rq.offset = 900;
   rq.value = 101;
   EXPECT_FALSE(Decode(rq, Direction::kToTarget).ok());
+  auto ack = Frame(FrameType::kAck);
+  ack.seq = 5;
+  ack.offset = 3;  // the cumulative bound
+  EXPECT_TRUE(Decode(ack, Direction::kToInitiator).ok());
+  ack.flags = tcp::kFlagLazyAck;
+  EXPECT_NE(Decode(ack, Direction::kToInitiator).message().find("lazy-ack flag on a non-write"), std::string::npos);
+  ack.flags = tcp::kFlagBoundOnly;
+  EXPECT_NE(Decode(ack, Direction::kToInitiator).message().find("bound-only ack naming an op"), std::string::npos);
+  ack.seq = 0;
+  EXPECT_TRUE(Decode(ack, Direction::kToInitiator).ok()) << "a bound-only ack";
+  ack.value = 1;
+  EXPECT_FALSE(Decode(ack, Direction::kToInitiator).ok()) << "a bound-only ack with a fetch-add value";
+  auto rec = Frame(FrameType::kRecord);
+  rec.opBytes = rec.payloadBytes = 5;
+  rec.flags = tcp::kFlagLazyAck;
+  EXPECT_FALSE(Decode(rec, Direction::kToTarget).ok()) << "lazy ack on a record";
   auto n = Frame(FrameType::kNack);
   n.payloadBytes = tcp::kMaxNackText + 1;
   EXPECT_FALSE(Decode(n, Direction::kToInitiator).ok());

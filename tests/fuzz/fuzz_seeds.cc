@@ -498,6 +498,29 @@ bool FabricSeeds() {
     fin.flags = t::kFlagReportBytes;
     fin.value = 3u << 20;
     ok &= Write("tcp_frame", "bad-write-report-without-imm-port-0", frame(0, fin, badAddr));
+    // Wire version 2 (issue 10, small messages): lazily acked Writes and ack bounds.
+    t::FrameHeader lazy = w;
+    lazy.flags = t::kFlagImmediate | t::kFlagLazyAck;
+    ok &= Write("tcp_frame", "ok-write-lazy-ack", frame(0, lazy, TcpAddress(40008)));
+    t::FrameHeader bound = t::MakeHeader(t::FrameType::kAck);
+    bound.flags = t::kFlagBoundOnly;
+    bound.offset = 17;
+    ok &= Write("tcp_frame", "ok-ack-bound-only", frame(1, bound, TcpAddress(40009)));
+    t::FrameHeader covering = ack;
+    covering.offset = 1;  // the ack of op 1 also covers the lazy Write 0
+    ok &= Write("tcp_frame", "ok-ack-with-bound", frame(1, covering, TcpAddress(40010)));
+    bound.seq = 3;
+    ok &= Write("tcp_frame", "bad-ack-bound-only-naming-an-op-port-0", frame(1, bound, badAddr));
+    t::FrameHeader lazyRecord = t::MakeHeader(t::FrameType::kRecord);
+    lazyRecord.opBytes = lazyRecord.payloadBytes = 16;
+    lazyRecord.flags = t::kFlagLazyAck;
+    ok &= Write("tcp_frame", "bad-record-lazy-ack-port-0", frame(0, lazyRecord, badAddr));
+    t::FrameHeader boundWrite = w;
+    boundWrite.flags = t::kFlagBoundOnly;
+    ok &= Write("tcp_frame", "bad-write-bound-only-port-0", frame(0, boundWrite, badAddr));
+    t::FrameHeader old = w;
+    old.version = 1;  // a peer from before lazy acks: refused as another version
+    ok &= Write("tcp_frame", "bad-write-wire-version-1-port-0", frame(0, old, badAddr));
   }
 
   {  // verbs_wire: address, then a hello

@@ -6,7 +6,8 @@
 // Invariants: a refusal has a message and leaves the output untouched; an accepted
 // header keeps every size within the documented limits for its type and
 // direction (a Write chunk inside its op, a Read chunk at most kMaxFramePayload, a
-// record's payload its size, a WriteFinal's reported bytes at least its op's, ...),
+// record's payload its size, a WriteFinal's reported bytes at least its op's, lazy
+// acks on Writes only, a bound-only ack naming no op, ...),
 // and DescribeFrame prints it; an accepted
 // address re-packs to exactly its input bytes.
 #include <algorithm>
@@ -32,7 +33,7 @@ bool Frame(const uint8_t (&bytes)[sizeof(t::FrameHeader)], t::Direction dir) {
   FUZZ_CHECK(std::memcmp(&out, bytes, sizeof out) == 0);
   FUZZ_CHECK(out.magic == t::kFrameMagic && out.version == t::kWireVersion);
   FUZZ_CHECK(out.payloadBytes <= t::kMaxFramePayload);
-  FUZZ_CHECK((out.flags & ~(t::kFlagImmediate | t::kFlagReportBytes)) == 0);
+  FUZZ_CHECK((out.flags & ~(t::kFlagImmediate | t::kFlagReportBytes | t::kFlagLazyAck | t::kFlagBoundOnly)) == 0);
   const t::FrameType type = out.frameType();
   const bool toTarget = type == t::FrameType::kHello || type == t::FrameType::kWrite ||
                         type == t::FrameType::kReadReq || type == t::FrameType::kFetchAdd ||
@@ -68,6 +69,9 @@ bool Frame(const uint8_t (&bytes)[sizeof(t::FrameHeader)], t::Direction dir) {
       FUZZ_CHECK(false && "an unknown frame type was accepted");
   }
   if (out.flags & t::kFlagImmediate) FUZZ_CHECK(type == t::FrameType::kWrite);
+  // Wire version 2: lazy acks on Writes only; a bound-only ack names no op and no value.
+  if (out.flags & t::kFlagLazyAck) FUZZ_CHECK(type == t::FrameType::kWrite);
+  if (out.flags & t::kFlagBoundOnly) FUZZ_CHECK(type == t::FrameType::kAck && out.seq == 0 && out.value == 0);
   // WriteFinal (issue 10): the reported bytes cover the op and stay within the op limit.
   if (out.flags & t::kFlagReportBytes) {
     FUZZ_CHECK((out.flags & t::kFlagImmediate) && out.value >= out.opBytes && out.value <= t::kMaxOpBytes);

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "proxy/fabric/fail_outstanding.h"
 #include "proxy/fabric/region_table.h"
 
 namespace railyard::fabric::fake {
@@ -288,28 +289,10 @@ class FakeEndpoint : public Endpoint {
     err.site.seq = seq;
     err.what = what;
     status_ = err.ToStatus();
-    for (auto& [s, op] : ops_) {
-      Event e;
-      e.kind = EventKind::kError;
-      e.op = op.first;
-      e.cookie = op.second;
-      e.error = err;
-      e.error.site.seq = static_cast<int64_t>(s);
-      if (static_cast<int64_t>(s) != seq && (IsRemoteAccess(errc) || errc == FabricErrc::kMalformed)) {
-        e.error.errc = FabricErrc::kEndpointFailed;
-        e.error.what = "the endpoint failed earlier: " + err.ToString();
-      }
-      worker_->Emit(std::move(e));
-    }
-    for (auto& f : fences_) {
-      Event e;
-      e.kind = EventKind::kError;
-      e.op = OpType::kFence;
-      e.cookie = f.second;
-      e.error = err;
-      e.error.errc = FabricErrc::kEndpointFailed;
-      worker_->Emit(std::move(e));
-    }
+    std::vector<OutstandingOp> lost;
+    for (auto& [s, op] : ops_) lost.push_back({op.first, op.second, static_cast<int64_t>(s)});
+    for (auto& f : fences_) lost.push_back({OpType::kFence, f.second, -1});
+    FailOutstanding(err, lost, OthersRule::kKeepCauseUnlessRefusal, [&](Event e) { worker_->Emit(std::move(e)); });
     ops_.clear();
     fences_.clear();
     queue_.clear();

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "proxy/fabric/fail_outstanding.h"
 #include "proxy/fabric/relay/relay_cookie.h"
 
 namespace railyard::fabric::relay {
@@ -531,20 +532,10 @@ void RelayedEndpoint::Fail(FabricErrc errc, int64_t seq, const std::string& what
   err.site.seq = seq;
   err.what = what;
   status_ = err.ToStatus();
-  for (const Op& op : ops_) {
-    Event e;
-    e.kind = EventKind::kError;
-    e.op = op.type;
-    e.cookie = op.cookie;
-    e.error = err;
-    e.error.site.seq = static_cast<int64_t>(op.opSeq);
-    if (op.type == OpType::kFence ||
-        (static_cast<int64_t>(op.opSeq) != seq && (IsRemoteAccess(errc) || errc == FabricErrc::kMalformed))) {
-      e.error.errc = FabricErrc::kEndpointFailed;
-      e.error.what = "the endpoint failed earlier: " + err.ToString();
-    }
-    events_.push_back(std::move(e));
-  }
+  std::vector<OutstandingOp> lost;
+  lost.reserve(ops_.size());
+  for (const Op& op : ops_) lost.push_back({op.type, op.cookie, static_cast<int64_t>(op.opSeq)});
+  FailOutstanding(err, lost, OthersRule::kKeepCauseUnlessRefusal, [&](Event e) { events_.push_back(std::move(e)); });
   ops_.clear();
   emitIdx_ = 0;
 }

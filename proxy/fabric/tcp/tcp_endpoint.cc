@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "env/log.h"
+#include "proxy/fabric/fail_outstanding.h"
 
 namespace railyard::fabric::tcp {
 namespace {
@@ -195,6 +196,7 @@ Status TcpEndpoint::Post(Op op) {
   }
   if (op.type == OpType::kRead) op.claims = ByteClaims(op.bytes);
   const uint64_t seq = op.seq;
+  if (op.lazy) lazy_.push_back(seq);
   ops_.emplace(seq, std::move(op));
   queue_.push_back(QueueItem{false, seq, 0});
   Dispatch();
@@ -228,6 +230,23 @@ Status TcpEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_t 
   op.key = key.softwareKey;
   op.hasImm = immediate.has_value();
   op.imm = immediate.value_or(0);
+  return Post(std::move(op));
+}
+
+Status TcpEndpoint::WriteLazy(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                              std::optional<uint32_t> immediate) {
+  if (failed_) return status_;
+  RY_RETURN_IF_ERROR(CheckLocal(src, "fabric Write"));
+  Op op;
+  op.type = OpType::kWrite;
+  op.cookie = cookie;
+  op.local = src.data();
+  op.bytes = src.bytes;
+  op.remoteAddr = remoteAddr;
+  op.key = key.softwareKey;
+  op.hasImm = immediate.has_value();
+  op.imm = immediate.value_or(0);
+  op.lazy = true;
   return Post(std::move(op));
 }
 
@@ -320,6 +339,7 @@ bool TcpEndpoint::QueueChunks(Op& op) {
           f.header.flags |= kFlagReportBytes;
           f.header.value = op.reportBytes;
         }
+        if (op.lazy) f.header.flags |= kFlagLazyAck;
         break;
       case OpType::kRead:
         f.header = MakeHeader(FrameType::kReadReq);
@@ -414,12 +434,16 @@ FabricError TcpEndpoint::OnPayload(int socket, const FrameHeader& h, bool) {
   const int64_t seq = static_cast<int64_t>(h.seq);
   switch (h.frameType()) {
     case FrameType::kAck: {
+      if (h.flags & kFlagBoundOnly) return ApplyBound(socket, h.offset);
       auto it = ops_.find(h.seq);
       if (it == ops_.end()) return Error(FabricErrc::kMalformed, socket, seq, "ack for an op that is not outstanding");
       Op& op = it->second;
       if (op.nextChunk < op.chunks.size() || op.acked) {
         return Error(FabricErrc::kMalformed, socket, seq, "ack for an op not yet sent (or acked twice)");
       }
+      if (op.lazy) return Error(FabricErrc::kMalformed, socket, seq, "an ack of its own for a lazily acked Write");
+      // The bound completes lazy Writes only: `it` (this op's) stays valid.
+      if (FabricError e = ApplyBound(socket, h.offset); !e.ok()) return e;
       if (op.type == OpType::kRead) {
         op.acked = true;
         if (op.claims.Complete()) Complete(it, 0);
@@ -448,6 +472,24 @@ FabricError TcpEndpoint::OnPayload(int socket, const FrameHeader& h, bool) {
   }
 }
 
+FabricError TcpEndpoint::ApplyBound(int socket, uint64_t bound) {
+  if (bound > nextSeq_) {
+    return Error(FabricErrc::kMalformed, socket, static_cast<int64_t>(bound),
+                 "ack bound " + std::to_string(bound) + " passes ops never posted (next seq " +
+                     std::to_string(nextSeq_) + ")");
+  }
+  while (!lazy_.empty() && lazy_.front() < bound) {
+    auto it = ops_.find(lazy_.front());
+    if (it != ops_.end() && it->second.nextChunk < it->second.chunks.size()) {
+      return Error(FabricErrc::kMalformed, socket, static_cast<int64_t>(it->first),
+                   "ack bound " + std::to_string(bound) + " passes a Write not yet sent whole");
+    }
+    lazy_.pop_front();
+    if (it != ops_.end()) Complete(it, 0);
+  }
+  return {};
+}
+
 FabricError TcpEndpoint::OnWritten(int, const OutFrame& f, bool) {
   if (f.rail >= 0) scheduler_.OnWritten(f.rail);
   return {};
@@ -464,37 +506,15 @@ void TcpEndpoint::Fail(FabricError e) {
   } else {
     RY_WARN("%s", e.ToString().c_str());
   }
-  for (auto& [seq, op] : ops_) {
-    Event ev;
-    ev.kind = EventKind::kError;
-    ev.op = op.type;
-    ev.cookie = op.cookie;
-    if (static_cast<int64_t>(seq) == e.site.seq) {
-      ev.error = e;
-    } else {
-      // Same cause for a lost or frozen peer; an op refused by the target fails only
-      // its own op by name, the others fail because the Endpoint did.
-      ev.error = e;
-      ev.error.site.seq = static_cast<int64_t>(seq);
-      if (IsRemoteAccess(e.errc) || e.errc == FabricErrc::kMalformed) {
-        ev.error.errc = FabricErrc::kEndpointFailed;
-        ev.error.what = "the endpoint failed earlier: " + e.ToString();
-      }
-    }
-    worker_->Emit(std::move(ev));
-  }
+  std::vector<OutstandingOp> lost;
+  lost.reserve(ops_.size() + fences_);
+  for (const auto& [seq, op] : ops_) lost.push_back({op.type, op.cookie, static_cast<int64_t>(seq)});
   for (const QueueItem& item : queue_) {
-    if (!item.fence) continue;
-    Event ev;
-    ev.kind = EventKind::kError;
-    ev.op = OpType::kFence;
-    ev.cookie = item.cookie;
-    ev.error = e;
-    ev.error.errc = FabricErrc::kEndpointFailed;
-    ev.error.what = "endpoint failed: " + e.ToString();
-    worker_->Emit(std::move(ev));
+    if (item.fence) lost.push_back({OpType::kFence, item.cookie, -1});
   }
+  FailOutstanding(e, lost, OthersRule::kKeepCauseUnlessRefusal, [&](Event ev) { worker_->Emit(std::move(ev)); });
   ops_.clear();
+  lazy_.clear();
   queue_.clear();
   fences_ = 0;
   for (auto& s : sockets_) s->Close();

@@ -33,6 +33,10 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   /// Endpoint::WriteFinal: the frames carry kFlagReportBytes with value = opBytes.
   Status WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
                     uint32_t immediate, uint64_t opBytes) override;
+  /// Endpoint::WriteLazy: the frames carry kFlagLazyAck; the op completes when an ack's
+  /// cumulative bound passes it (the target sends it no ack of its own).
+  Status WriteLazy(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                   std::optional<uint32_t> immediate) override;
   Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) override;
   Status FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) override;
   Status Fence(uint64_t cookie) override;
@@ -63,6 +67,7 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
     int rail = -1;  ///< the one rail of an op that is not striped
     ByteClaims claims;  ///< Read: data received
     bool acked = false;
+    bool lazy = false;  ///< WriteLazy: completed by an ack's bound, never by its own ack
   };
   struct QueueItem {
     bool fence = false;
@@ -76,6 +81,9 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   void Dispatch();
   bool QueueChunks(Op& op);
   void Complete(std::map<uint64_t, Op>::iterator it, uint64_t value);
+  /// An ack's cumulative bound: completes every lazy Write below `bound`. MALFORMED
+  /// when it passes ops never posted or a Write not yet sent whole.
+  FabricError ApplyBound(int socket, uint64_t bound);
   void Fail(FabricError e);
   FabricError Error(FabricErrc errc, int socket, int64_t seq, std::string what) const;
 
@@ -97,6 +105,7 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   StripeScheduler scheduler_;
   std::map<uint64_t, Op> ops_;  ///< posted and not complete, by seq
   std::deque<QueueItem> queue_; ///< posted and not yet (fully) queued on sockets, in post order
+  std::deque<uint64_t> lazy_;   ///< seqs of the lazy Writes in ops_, ascending
   uint64_t nextSeq_ = 0;
   size_t fences_ = 0;
   Status status_;

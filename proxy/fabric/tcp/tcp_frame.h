@@ -14,8 +14,12 @@
 
 namespace railyard::fabric::tcp {
 
-/// Wire version; a peer of another version is refused (FabricErrc::kVersion).
-constexpr uint8_t kWireVersion = 1;
+/// Wire version; a peer of another version is refused (FabricErrc::kVersion: its
+/// first frame fails DecodeFrameHeader naming both versions, and a target answers such
+/// a hello with a NACK of kVersion before it closes the socket, so the initiator reads
+/// the same named error). Version 2: lazily acknowledged Writes (kFlagLazyAck) and the
+/// cumulative bound every ack carries (FrameType::kAck).
+constexpr uint8_t kWireVersion = 2;
 /// Largest payload of one frame (a chunk), bytes.
 constexpr uint64_t kMaxFramePayload = 64ull << 20;
 /// Largest Write/Read, bytes (1 TiB).
@@ -39,7 +43,9 @@ enum class FrameType : uint8_t {
   kReadReq = 3,   ///< a chunk of a Read: [offset, + value) of the op's [addr, + opBytes)
   kFetchAdd = 4,  ///< add `value` at addr (opBytes 8)
   kRecord = 5,    ///< a Send record of opBytes (= payload) bytes
-  kAck = 16,      ///< op `seq` is complete at the target (FetchAdd: value = old value)
+  kAck = 16,      ///< op `seq` is complete at the target (FetchAdd: value = old value);
+                  ///< offset = the cumulative bound: every lazily acked Write (kFlagLazyAck)
+                  ///< below it is complete too. With kFlagBoundOnly it names no op of its own.
   kReadData = 17, ///< bytes [offset, + payload) of Read `seq`
   kNack = 18,     ///< op `seq` was refused: value = FabricErrc, payload = text
 };
@@ -50,6 +56,16 @@ constexpr uint16_t kFlagImmediate = 1;
 /// immediate event reports (Endpoint::WriteFinal: the whole Write this op ends),
 /// opBytes..kMaxOpBytes. A target without it refuses the frame (unknown flags).
 constexpr uint16_t kFlagReportBytes = 2;
+
+/// Header flag (Writes only, wire version 2): the initiator does not wait for this op's
+/// own ack (Endpoint::WriteLazy). The target sends it none: the Write is acknowledged
+/// by the cumulative bound (offset) of a later ack, which the target sends at the
+/// latest after kMaxDeferredAcks such Writes, or kDeferredAckMicros after the first
+/// (tcp_target.h).
+constexpr uint16_t kFlagLazyAck = 4;
+/// Header flag (acks only, wire version 2): the ack only carries its cumulative bound
+/// (seq 0, no op of its own): the target's flush of deferred lazy acks.
+constexpr uint16_t kFlagBoundOnly = 8;
 
 /// The 64-byte header, little-endian on the wire (the host is little-endian).
 struct FrameHeader {

@@ -68,12 +68,7 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
   return {};
 }
 
-bool TcpTarget::Busy() const {
-  for (const Slot& s : slots_) {
-    if (s.used) return true;
-  }
-  return false;
-}
+bool TcpTarget::Busy() const { return used_ > 0; }
 
 void TcpTarget::Fail(FabricError e, bool always) {
   if (dead_) return;
@@ -97,7 +92,18 @@ void TcpTarget::QueueAck(int socket, uint64_t seq, uint64_t value) {
   f.header = MakeHeader(FrameType::kAck);
   f.header.seq = seq;
   f.header.value = value;
+  f.header.offset = frontier_;
+  deferred_ = 0;  // the bound covers every lazy Write passed so far (all below frontier_)
   sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+}
+
+void TcpTarget::QueueBound() {
+  OutFrame f;
+  f.header = MakeHeader(FrameType::kAck);
+  f.header.flags = kFlagBoundOnly;
+  f.header.offset = frontier_;
+  deferred_ = 0;
+  sockets_[static_cast<size_t>(deferredSocket_)]->Queue(std::move(f));
 }
 
 FabricError TcpTarget::Refuse(int socket, uint64_t seq, FabricErrc errc, const std::string& why) {
@@ -135,6 +141,7 @@ FabricError TcpTarget::OnHeader(int socket, const FrameHeader& h, Sink* sink) {
   if (!s.used) {
     s = Slot{};
     s.used = true;
+    ++used_;
     s.seq = h.seq;
     s.type = t;
     s.addr = h.addr;
@@ -199,7 +206,7 @@ FabricError TcpTarget::OnPayload(int socket, const FrameHeader& h, bool intact) 
       worker_->counters().bytesLanded += h.payloadBytes;
       if (s.claims.Complete() && !s.complete) {
         s.complete = true;
-        QueueAck(socket, h.seq, 0);
+        if ((s.flags & kFlagLazyAck) == 0) QueueAck(socket, h.seq, 0);  // lazy: a later bound covers it
       }
       break;
     case FrameType::kRecord:
@@ -284,15 +291,26 @@ FabricError TcpTarget::Advance() {
       default:
         return {};
     }
+    const bool lazy = s.type == FrameType::kWrite && (s.flags & kFlagLazyAck) != 0;
+    const int socket = s.lastSocket;
     claims_ -= s.claims.claims();
     s = Slot{};
+    --used_;
     ++frontier_;
+    if (lazy) {
+      if (deferred_++ == 0) deferredSince_ = Clock::now();
+      deferredSocket_ = socket;
+      if (deferred_ >= kMaxDeferredAcks) QueueBound();
+    }
   }
   return {};
 }
 
 void TcpTarget::Progress() {
   if (dead_) return;
+  if (deferred_ > 0 && !refusing_ && Clock::now() - deferredSince_ >= std::chrono::microseconds(kDeferredAckMicros)) {
+    QueueBound();  // goes out in this pass's pump
+  }
   bool moved = false;
   for (auto& s : sockets_) {
     if (!s) continue;

@@ -5,6 +5,13 @@
 // op completes only when every claimed byte has landed; and immediates, records,
 // FetchAdds and Reads take effect in sequence order, after every earlier op of the
 // connection is complete (the Endpoint ordering rule, even across rails).
+//
+// Acks (wire version 2): every ack carries the cumulative bound frontier_ (every op
+// below it has passed). A Write flagged kFlagLazyAck gets no ack of its own: its
+// passing is counted, and the next ack's bound covers it; when no other ack goes out,
+// a bound-only ack does, after kMaxDeferredAcks such Writes or kDeferredAckMicros
+// after the first of them, whichever comes first (so a ping-pong of small Writes
+// costs no ack syscall per op, and nothing waits longer than that for its kDone).
 #pragma once
 
 #include <memory>
@@ -16,6 +23,16 @@
 #include "proxy/fabric/tcp/tcp_worker.h"
 
 namespace railyard::fabric::tcp {
+
+/// Lazily acked Writes (kFlagLazyAck) a target passes before it sends their bound, at
+/// most (a ping-pong of them costs one ack per this many).
+constexpr int kMaxDeferredAcks = 16;
+/// How long a target holds back the bound of a passed lazy Write, at most (checked at
+/// each Progress), microseconds: far below any RAILYARD_TIMEOUT_MS, so an initiator
+/// with only lazy Writes outstanding never times out, and long against a small-message
+/// round trip, so a ping-pong's bounds go by count. A Fence behind lazy Writes waits
+/// up to this long.
+constexpr int kDeferredAckMicros = 1000;
 
 /// Chunk claims one connection may hold at once (all its ops together): a peer cannot
 /// make a target keep millions of tiny claims (256 MiB in 4 KiB chunks fits).
@@ -68,7 +85,10 @@ class TcpTarget : private FrameHandler {
   FabricError Refuse(int socket, uint64_t seq, FabricErrc errc, const std::string& why);
   /// Passes every op at the frontier that is complete, in sequence order.
   FabricError Advance();
+  /// Queues the ack of op `seq` (FetchAdd: `value`) on `socket`, with the bound frontier_.
   void QueueAck(int socket, uint64_t seq, uint64_t value);
+  /// Queues a bound-only ack for the lazy Writes passed since the last ack.
+  void QueueBound();
   FabricError Error(FabricErrc errc, int socket, int64_t seq, std::string what) const;
   bool Busy() const;
 
@@ -82,6 +102,10 @@ class TcpTarget : private FrameHandler {
   std::vector<Slot> slots_;
   uint64_t frontier_ = 0;  ///< lowest sequence not yet passed
   size_t claims_ = 0;      ///< chunk claims held by all slots (bounded: kMaxClaimsPerConnection)
+  size_t used_ = 0;        ///< slots in use (Busy() without a scan)
+  int deferred_ = 0;       ///< lazy Writes passed and not yet under a sent bound
+  int deferredSocket_ = 0; ///< the socket the last of them came on (its bound goes there)
+  Clock::time_point deferredSince_{};  ///< when the first of them passed
   bool refusing_ = false;
   bool dead_ = false;
   Clock::time_point lastActivity_;

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -26,6 +27,22 @@ uint64_t RandomId() {
   uint64_t id = 0;
   while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   return id;
+}
+
+/// Tells a peer whose hello is of another wire version why its socket closes: one
+/// NACK (errc kVersion, `why` as text) in this build's version, which the peer's
+/// DecodeFrameHeader refuses as a version error naming both versions. Best effort: a
+/// fresh socket's buffer takes 64 + 1024 bytes without blocking.
+void SendVersionNack(int fd, const std::string& why) {
+  FrameHeader h = MakeHeader(FrameType::kNack);
+  h.value = static_cast<uint64_t>(FabricErrc::kVersion);
+  const std::string text = why.substr(0, kMaxNackText);
+  h.payloadBytes = static_cast<uint32_t>(text.size());
+  iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(text.data()), text.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  (void)::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 }  // namespace
@@ -163,6 +180,7 @@ void TcpWorker::ReadHellos() {
       }
       if (!s.ok()) {
         RY_WARN("fabric rail %d: refused a connection: %s", p.rail, s.message().c_str());
+        if (s.code() == Code::kInvalidUsage) SendVersionNack(p.fd.get(), s.message());  // another wire version
         ++stats_.framesRefused;
         drop = true;
       } else {

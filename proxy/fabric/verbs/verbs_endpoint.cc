@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "proxy/fabric/fail_outstanding.h"
 #include "proxy/fabric/verbs/verbs_domain.h"
 #include "proxy/fabric/verbs/verbs_worker.h"
 
@@ -476,30 +477,13 @@ void VerbsEndpoint::Fail(FabricError e) {
       (void)ibv_modify_qp(q.qp, &a, IBV_QP_STATE);
     }
   }
-  for (auto& [seq, op] : ops_) {
-    Event ev;
-    ev.kind = EventKind::kError;
-    ev.op = op.type;
-    ev.cookie = op.cookie;
-    ev.error = e;
-    if (static_cast<int64_t>(seq) != e.site.seq) {
-      ev.error.errc = FabricErrc::kEndpointFailed;
-      ev.error.site.seq = static_cast<int64_t>(seq);
-      ev.error.what = "the endpoint failed earlier: " + e.ToString();
-    }
-    worker_->Emit(std::move(ev));
-  }
+  std::vector<OutstandingOp> lost;
+  for (const auto& [seq, op] : ops_) lost.push_back({op.type, op.cookie, static_cast<int64_t>(seq)});
   for (const QueueItem& q : queue_) {
-    if (!q.fence) continue;
-    Event ev;
-    ev.kind = EventKind::kError;
-    ev.op = OpType::kFence;
-    ev.cookie = q.cookie;
-    ev.error = e;
-    ev.error.errc = FabricErrc::kEndpointFailed;
-    ev.error.what = "the endpoint failed earlier: " + e.ToString();
-    worker_->Emit(std::move(ev));
+    if (q.fence) lost.push_back({OpType::kFence, q.cookie, -1});
   }
+  // A QP in error flushes every later work request: the others fail ENDPOINT_FAILED.
+  FailOutstanding(e, lost, OthersRule::kEndpointFailed, [&](Event ev) { worker_->Emit(std::move(ev)); });
   ops_.clear();
   queue_.clear();
   fences_ = 0;
