@@ -4,8 +4,11 @@
 // completion-status mapping names the causes the suite relies on.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
 #include <cstring>
 
+#include "proxy/fabric/verbs/verbs_bootstrap.h"
 #include "proxy/fabric/verbs/verbs_endpoint.h"
 #include "proxy/fabric/verbs/verbs_domain.h"
 #include "proxy/fabric/verbs/verbs_wire.h"
@@ -141,6 +144,43 @@ TEST(VerbsWire, WriteSizeRecordRefusesEveryBadField) {
   WriteSizeRecord out;
   EXPECT_TRUE(WriteSizeRecord::Unpack(good, 4096, &out).ok());
   EXPECT_EQ(out.bytes, 4096u);
+}
+
+// An initiator whose Endpoint goes away with ops under way says so on the bootstrap
+// socket (the target's CPU never sees in-flight Writes): the watch reports it apart
+// from a plain close, and any other byte stays a protocol error.
+TEST(VerbsBootstrap, WatchTellsAnAbandonedEndpointFromAPlainClose) {
+  auto pair = [] {
+    int sv[2] = {-1, -1};
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    return std::pair<BootstrapChannel, BootstrapChannel>(BootstrapChannel(proxy::Fd(sv[0])),
+                                                         BootstrapChannel(proxy::Fd(sv[1])));
+  };
+  bool closed = true, abandoned = true;
+  {
+    auto [initiator, target] = pair();
+    ASSERT_TRUE(target.Watch(&closed, &abandoned).ok());
+    EXPECT_FALSE(closed);
+    EXPECT_FALSE(abandoned);
+    initiator.Abandon();
+    ASSERT_TRUE(target.Watch(&closed, &abandoned).ok());
+    EXPECT_TRUE(closed);
+    EXPECT_TRUE(abandoned);
+  }
+  {
+    auto [initiator, target] = pair();
+    initiator = BootstrapChannel();  // closed with nothing under way
+    ASSERT_TRUE(target.Watch(&closed, &abandoned).ok());
+    EXPECT_TRUE(closed);
+    EXPECT_FALSE(abandoned);
+  }
+  {
+    auto [initiator, target] = pair();
+    ASSERT_EQ(::send(initiator.fd(), "?", 1, 0), 1);
+    Status st = target.Watch(&closed, &abandoned);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.message();
+    EXPECT_FALSE(abandoned);
+  }
 }
 
 TEST(VerbsWire, CompletionStatusesMapToNamedCauses) {

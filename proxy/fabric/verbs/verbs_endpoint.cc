@@ -82,6 +82,9 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
 }
 
 VerbsEndpoint::~VerbsEndpoint() {
+  // Work under way: tell the target (its HCA saw the Writes, its CPU did not), as a
+  // TCP target hears a connection closed mid-op.
+  if (state_ == 3 && !failed_ && Outstanding() > 0) boot_.Abandon();
   if (qps_ != nullptr) {
     // Stop the HCA touching local memory before the QPs (and their buffers) go.
     for (auto& q : qps_->qps()) {

@@ -232,12 +232,17 @@ bool VerbsTarget::Progress() {
   Poll();
   ReturnCredits();
   if (state_ != 2) return false;
-  bool closed = false;
+  bool closed = false, abandoned = false;
   Status s;
   const auto now = std::chrono::steady_clock::now();
   if (now - lastWatch_ >= kWatchInterval) {
     lastWatch_ = now;
-    s = boot_.Watch(&closed);
+    s = boot_.Watch(&closed, &abandoned);
+  }
+  if (abandoned) {
+    if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;
+    Failed(FabricErrc::kPeerClosed, -1, "the peer's Endpoint went away with ops under way (closed or destroyed)");
+    return false;
   }
   if (closed) {
     // The peer's Endpoint went away (destroyed or its process died): nothing of
