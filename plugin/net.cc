@@ -286,13 +286,18 @@ runtime::FabricRuntime::VerbsDevice VerbsRuntimeDevice(const Global& g, const Gl
 /// Verbs mode over the fabric comms: the FabricRuntime with one verbs Domain per
 /// NCCL device (g.verbsDevs). Its Workers' bootstrap listeners bind the first
 /// RAILYARD_SOCKET_IFNAME interface when it is IPv4 (where the older verbs comms
-/// put their control sockets), else the first port's address. Requires g.mu.
+/// put their control sockets), else the first port's address. The Domains are
+/// built on the ports init opened (g.ib), never rediscovered per device (seconds each
+/// under emulation). Requires g.mu and g.ib.
 Status CreateVerbsRuntime(Global& g, std::unique_ptr<runtime::FabricRuntime>* out) {
   std::vector<runtime::FabricRuntime::VerbsDevice> devs;
   for (const Global::VerbsDev& vd : g.verbsDevs) devs.push_back(VerbsRuntimeDevice(g, vd));
   std::string bootstrap;
   if (!g.devices.empty() && g.devices[0].family() == AF_INET) bootstrap = g.devices[0].addrString;
-  return runtime::FabricRuntime::CreateVerbs(*g.config, devs, bootstrap, out);
+  // Non-owning: g.ib stays open for the life of the process (NCCL may still hold
+  // registrations after finalize), longer than the runtime, which is never freed.
+  std::shared_ptr<proxy::verbs::IbPorts> ports(std::shared_ptr<void>(), g.ib.get());
+  return runtime::FabricRuntime::CreateVerbs(*g.config, devs, bootstrap, out, std::move(ports));
 }
 
 /// regMrDmaBuf of a real DMA-BUF (fd >= 0) in verbs mode over the fabric comms: the

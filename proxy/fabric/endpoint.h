@@ -62,9 +62,9 @@ class Endpoint {
   /// reports Event::bytes = `opBytes`, the whole Write's size (its earlier bytes were
   /// Written before this on this Endpoint, so the ordering rule makes them visible
   /// first). InvalidArgument when opBytes < src.bytes. Added (additively) for issue 10:
-  /// TCP and the fake transport carry opBytes to the target. Default: a plain Write
-  /// with the immediate (the target reports src.bytes: verbs, whose byte_len is the
-  /// completion's own, keeps that limit for relayed Writes larger than one slot).
+  /// TCP, verbs (in its write-size record) and the fake transport carry opBytes to the
+  /// target. Default, for a transport that cannot: a plain Write with the immediate
+  /// (the target reports src.bytes).
   virtual Status WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
                             uint32_t immediate, uint64_t opBytes) {
     if (opBytes < src.bytes) return InvalidArgument("fabric WriteFinal: a whole Write smaller than its last piece");

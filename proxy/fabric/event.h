@@ -32,8 +32,9 @@ struct Event {
   uint64_t peer = 0;     ///< kImmediate/kRecord/kError at a target: the peer worker's id
   std::vector<uint8_t> record;  ///< kRecord: the bytes sent
   FabricError error;     ///< kError: what failed and where
-  /// kImmediate: bytes the Write carried (verbs: the completion's byte_len), so a
-  /// receiver can learn a message's size from its one Write. Added for proxy/nccl.
+  /// kImmediate: bytes the Write carried, the whole Write even when it was striped or
+  /// cut into chunks (verbs: byte_len of a one-WR Write, else its write-size record),
+  /// so a receiver can learn a message's size from its one Write. Added for proxy/nccl.
   uint64_t bytes = 0;
 };
 

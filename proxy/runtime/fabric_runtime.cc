@@ -5,6 +5,7 @@
 
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/verbs/verbs_domain.h"
+#include "proxy/verbs/ib_ports.h"
 
 namespace railyard::runtime {
 
@@ -58,11 +59,13 @@ Status FabricRuntime::CreateOver(std::unique_ptr<fabric::Domain> domain, const s
 }
 
 Status FabricRuntime::CreateVerbs(const env::Config& config, const std::vector<VerbsDevice>& devices,
-                                  const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out) {
+                                  const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out,
+                                  std::shared_ptr<proxy::verbs::IbPorts> ports) {
   std::unique_ptr<FabricRuntime> rt(new FabricRuntime());
   rt->verbs_ = true;
   rt->config_ = config;
   rt->bootstrap_ = bootstrapAddress;
+  rt->ports_ = std::move(ports);
   for (const VerbsDevice& d : devices) {
     size_t index = 0;
     RY_RETURN_IF_ERROR(rt->AddVerbsDevice(d, &index));
@@ -74,25 +77,34 @@ Status FabricRuntime::CreateVerbs(const env::Config& config, const std::vector<V
 Status FabricRuntime::AddVerbsDevice(const VerbsDevice& device, size_t* index) {
   if (!verbs_) return InvalidUsage("fabric runtime: verbs device " + device.name + " added to a TCP runtime");
   if (device.ports.empty()) return InvalidArgument("fabric runtime: verbs device " + device.name + " has no port");
-  // Exactly this device's ports: RAILYARD_HCA's exact-name form "=dev:port,dev:port".
   fabric::verbs::VerbsOptions o = fabric::verbs::VerbsOptions::FromConfig(config_);
-  o.config.hca = "=";
-  for (size_t i = 0; i < device.ports.size(); ++i) o.config.hca += (i ? "," : "") + device.ports[i];
   o.bootstrapAddress = bootstrap_;
-  auto dev = std::make_unique<Device>();
-  if (Status s = fabric::verbs::CreateVerbsDomain(o, &dev->domain); !s.ok()) {
-    return Status(s.code(), "verbs device " + device.name + ": " + s.message());
+  // The exact-name form of RAILYARD_HCA that selects this device's ports (messages).
+  std::string exact = "=";
+  for (size_t i = 0; i < device.ports.size(); ++i) exact += (i ? "," : "") + device.ports[i];
+  std::lock_guard lock(mu_);
+  if (ports_ == nullptr) {
+    // Discovered and opened once for the runtime, never per device.
+    std::unique_ptr<proxy::verbs::IbPorts> opened;
+    if (Status s = proxy::verbs::IbPorts::Open(config_, &opened, nullptr); !s.ok()) {
+      return Status(s.code(), "verbs device " + device.name + ": opening the RDMA ports: " + s.message());
+    }
+    ports_ = std::move(opened);
   }
-  if (dev->domain->rails().size() != device.ports.size()) {
-    return InvalidArgument("verbs device " + device.name + ": " + std::to_string(device.ports.size()) +
-                           " ports named, " + std::to_string(dev->domain->rails().size()) + " opened (RAILYARD_HCA='" +
-                           o.config.hca + "')");
+  auto dev = std::make_unique<Device>();
+  if (Status s = fabric::verbs::CreateVerbsDomainOn(o, ports_, device.ports, &dev->domain); !s.ok()) {
+    return Status(s.code(), "verbs device " + device.name + ": " + s.message() + " (its ports: RAILYARD_HCA='" +
+                                exact + "')");
   }
   dev->cache = std::make_unique<fabric::RegistrationCache>(*dev->domain);
   dev->comms = std::make_unique<proxy::nccl::CommWorker>(dev->domain.get(), device.name);
-  std::lock_guard lock(mu_);
   if (running_) RY_RETURN_IF_ERROR(dev->comms->Start());
   return Append(std::move(dev), index);
+}
+
+std::shared_ptr<proxy::verbs::IbPorts> FabricRuntime::verbsPorts() {
+  std::lock_guard lock(mu_);
+  return ports_;
 }
 
 Status FabricRuntime::Append(std::unique_ptr<Device> d, size_t* index) {

@@ -26,6 +26,10 @@
 #include "proxy/nccl/comm_worker.h"
 #include "topology/netdev.h"
 
+namespace railyard::proxy::verbs {
+class IbPorts;
+}
+
 namespace railyard::runtime {
 
 /// See file comment. Thread-safe after Create (the accessors return references to
@@ -44,13 +48,17 @@ class FabricRuntime {
     std::string name;
     std::vector<std::string> ports;
   };
-  /// Verbs mode: one verbs Domain per device in `devices` (fabric/verbs; opened on
-  /// exactly that device's ports, the rest of the RDMA settings from `config`), with
-  /// its cache and CommWorker (not started). The Workers' bootstrap listeners bind
-  /// `bootstrapAddress` (IPv4; empty: the first port's address). Errors of
-  /// AddVerbsDevice; nothing is kept on error.
+  /// Verbs mode: one verbs Domain per device in `devices` (fabric/verbs; on exactly
+  /// that device's ports, the rest of the RDMA settings from `config`), with its cache
+  /// and CommWorker (not started). The Workers' bootstrap listeners bind
+  /// `bootstrapAddress` (IPv4; empty: the first port's address). Every Domain is built
+  /// on `ports`, the RDMA ports this process opened once (the plugin's; discovery
+  /// takes seconds under emulation, and the Domains share the ibv contexts and PDs);
+  /// NULL: the runtime opens them itself once, at the first device (IbPorts::Open with
+  /// `config`'s RAILYARD_HCA). Errors of AddVerbsDevice; nothing is kept on error.
   static Status CreateVerbs(const env::Config& config, const std::vector<VerbsDevice>& devices,
-                            const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out);
+                            const std::string& bootstrapAddress, std::unique_ptr<FabricRuntime>* out,
+                            std::shared_ptr<proxy::verbs::IbPorts> ports = nullptr);
   /// One device over a Domain made elsewhere (fabric mode: the process's
   /// CableSetDomain, every rail of the host as one NCCL device named `name`), with its
   /// cache and CommWorker (not started). InvalidArgument for a NULL domain.
@@ -58,9 +66,10 @@ class FabricRuntime {
                            std::unique_ptr<FabricRuntime>* out);
   /// Adds one verbs device (makeVDevice) as device devices() (its index in *index);
   /// its CommWorker starts at once when the runtime runs. InvalidArgument for no
-  /// ports, more than kMaxDevices devices or a port that did not open (RAILYARD_HCA
-  /// must select it); errors of CreateVerbsDomain and CommWorker::Start. Only for a
-  /// runtime made by CreateVerbs. Thread-safe against the accessors.
+  /// ports, more than kMaxDevices devices or a port that is not among the opened ones
+  /// (RAILYARD_HCA must select it); errors of IbPorts::Open (the first device, when
+  /// CreateVerbs got no ports), CreateVerbsDomainOn and CommWorker::Start. Only for
+  /// a runtime made by CreateVerbs. Thread-safe against the accessors.
   Status AddVerbsDevice(const VerbsDevice& device, size_t* index);
   ~FabricRuntime();
 
@@ -79,6 +88,9 @@ class FabricRuntime {
   fabric::RegistrationCache& registrations(size_t dev) { return *devices_[dev]->cache; }
   /// The CommWorker of device `dev` (the NCCL comms' Worker; use its Lock()).
   proxy::nccl::CommWorker& comms(size_t dev) { return *devices_[dev]->comms; }
+  /// Verbs mode: the opened RDMA ports every verbs Domain of this runtime is built on
+  /// (NULL in TCP mode, or before the first verbs device when none were given).
+  std::shared_ptr<proxy::verbs::IbPorts> verbsPorts();
 
  private:
   struct Device {
@@ -99,6 +111,7 @@ class FabricRuntime {
   bool verbs_ = false;
   env::Config config_;
   std::string bootstrap_;
+  std::shared_ptr<proxy::verbs::IbPorts> ports_;  ///< guarded by mu_ while AddVerbsDevice runs
 };
 
 /// The process's FabricRuntime, NULL when none was created (fabric mode,

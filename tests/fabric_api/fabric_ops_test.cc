@@ -338,11 +338,6 @@ TEST_P(FabricOps, ImmediateRecordAndFetchAddComeAfterEarlierWritesData) {
 // 1 B, one slot, one slot + 1 and 3 MiB, on every transport.
 TEST_P(FabricOps, ImmediateNamesTheWholeWritesBytesAtEverySize) {
   if (!Has(kCapWrite | kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
-  if (GetParam().name.find("verbs") != std::string::npos) {
-    // verbs_target.cc sets no Event::bytes on an immediate yet (issue 10 is the relay's
-    // part; the verbs byte count belongs to the verbs transport's owner).
-    GTEST_SKIP() << "verbs immediates carry no byte count yet";
-  }
   // The case's own slot (the relayed cases use 64 KiB and 256 KiB), else the default's.
   const size_t slot = GetParam().relaySlotPayload > 0 ? GetParam().relaySlotPayload : relay::RelayOptions{}.PayloadBytes();
   ASSERT_GT(slot, 1u);
@@ -387,6 +382,61 @@ TEST_P(FabricOps, ImmediateNamesTheWholeWritesBytesAtEverySize) {
     EXPECT_TRUE(a_.domain->Deregister(rs).ok());
     EXPECT_TRUE(b_.domain->Deregister(rd).ok());
     ++cookie;
+  }
+}
+
+// Issue 10: a Write its poster cut into pieces (a relay carrying a Write on) ends in
+// WriteFinal; the target's one immediate names the whole Write (opBytes), after every
+// piece has landed. Pieces of 4 KiB + 1 B, then a last piece of 1 B, 4 KiB and 3 MiB
+// (one work request, and one striped / cut into chunks where the transport does).
+TEST_P(FabricOps, WriteFinalReportsTheWholeWritesBytes) {
+  if (!Has(kCapWrite | kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
+  const size_t head = 4097;
+  const size_t lasts[] = {1, 4096, 3u << 20};
+  uint64_t cookie = 300;
+  for (size_t last : lasts) {
+    SCOPED_TRACE("last piece " + std::to_string(last));
+    const size_t n = head + last;
+    Guarded src(n), dst(n);
+    FillPattern(src.data(), n, n + 11);
+    const Region* rs = Reg(a_, src.data(), n, kAccessLocal);
+    const Region* rd = Reg(b_, dst.data(), n, kAccessRemoteWrite);
+    ASSERT_TRUE(rs && rd);
+    const RemoteKey key = Exchange(rd);
+    const size_t before = b_.events.size();
+    ASSERT_TRUE(ep_->Write({rs, 0, head}, key, rd->base, cookie).ok());
+    const uint32_t imm = 0x6000u + static_cast<uint32_t>(cookie);
+    ASSERT_TRUE(ep_->WriteFinal({rs, head, last}, key, rd->base + head, cookie + 1, imm, n).ok());
+    int imms = 0;
+    uint64_t bytes = 0, value = 0;
+    bool landedFirst = false;
+    size_t checked = before;
+    ASSERT_TRUE(PumpUntil([&] {
+      for (; checked < b_.events.size(); ++checked) {
+        const Event& e = b_.events[checked];
+        if (e.kind != EventKind::kImmediate) continue;
+        ++imms;
+        bytes = e.bytes;
+        value = e.value;
+        landedFirst = FirstMismatch(dst.data(), n, n + 11) == -1;
+      }
+      return imms >= 1 && ep_->Outstanding() == 0;
+    }));
+    for (uint64_t c : {cookie, cookie + 1}) {
+      Event e = Wait(c);
+      EXPECT_EQ(e.kind, EventKind::kDone) << e.error.ToString();
+    }
+    EXPECT_EQ(imms, 1);
+    EXPECT_EQ(bytes, n) << "the immediate named " << bytes << " bytes, the whole Write was " << n;
+    EXPECT_EQ(value, imm);
+    EXPECT_TRUE(landedFirst) << "the immediate came before every piece had landed";
+    EXPECT_TRUE(dst.GuardsIntact());
+    // A whole smaller than its last piece is refused at post; the Endpoint stays usable.
+    EXPECT_EQ(ep_->WriteFinal({rs, 0, 2}, key, rd->base, cookie + 2, imm, 1).code(), Code::kInvalidArgument);
+    EXPECT_TRUE(ep_->status().ok());
+    EXPECT_TRUE(a_.domain->Deregister(rs).ok());
+    EXPECT_TRUE(b_.domain->Deregister(rd).ok());
+    cookie += 3;
   }
 }
 

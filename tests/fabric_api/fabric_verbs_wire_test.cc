@@ -1,10 +1,14 @@
 // The verbs transport's peer-data decoders, on any host (no RDMA device needed):
-// the Worker address and the bootstrap hello refuse every malformed field, and the
+// the Worker address, the bootstrap hello and the write-size record refuse every
+// malformed field, and the
 // completion-status mapping names the causes the suite relies on.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
 #include <cstring>
 
+#include "proxy/fabric/verbs/verbs_bootstrap.h"
 #include "proxy/fabric/verbs/verbs_endpoint.h"
 #include "proxy/fabric/verbs/verbs_domain.h"
 #include "proxy/fabric/verbs/verbs_wire.h"
@@ -77,8 +81,10 @@ TEST(VerbsWire, HelloChecksRoleCreditsAndAddresses) {
   bad.magic ^= 1;
   EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
   bad = h;
-  bad.version = 2;
-  EXPECT_NE(CheckHello(bad, VerbsHello::kRoleAccept).message().find("version 2"), std::string::npos);
+  bad.version = 1;  // before the write-size record (issue 10): refused, not misread
+  EXPECT_NE(CheckHello(bad, VerbsHello::kRoleAccept).message().find("version 1"), std::string::npos);
+  bad.version = VerbsHello::kVersion + 1;
+  EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
   bad = h;
   bad.recordCredits = 3;
   EXPECT_FALSE(CheckHello(bad, VerbsHello::kRoleAccept).ok());
@@ -97,6 +103,84 @@ TEST(VerbsWire, HelloChecksRoleCreditsAndAddresses) {
   EXPECT_NE(CheckHello(c, VerbsHello::kRoleConnect).message().find("credit address 0"), std::string::npos);
   c.creditAddr = 0x1000;
   EXPECT_TRUE(CheckHello(c, VerbsHello::kRoleConnect).ok());
+}
+
+// Issue 10: a Write of several work requests names its whole size in the SEND WITH
+// IMM after its chunks; the target takes the size only from a well-formed record.
+TEST(VerbsWire, WriteSizeRecordRoundTripsEverySize) {
+  for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 20, (uint64_t{3} << 20) + 7, kVerbsMaxOpBytes}) {
+    const std::vector<uint8_t> b = WriteSizeRecord{n}.Pack();
+    ASSERT_EQ(b.size(), WriteSizeRecord::kBytes);
+    EXPECT_EQ(std::memcmp(b.data(), "RYSZ", 4), 0);
+    WriteSizeRecord out;
+    out.bytes = 99;
+    ASSERT_TRUE(WriteSizeRecord::Unpack(b, kVerbsMaxOpBytes, &out).ok()) << n;
+    EXPECT_EQ(out.bytes, n);
+  }
+}
+
+TEST(VerbsWire, WriteSizeRecordRefusesEveryBadField) {
+  const std::vector<uint8_t> good = WriteSizeRecord{4096}.Pack();
+  auto refused = [](std::vector<uint8_t> b, uint64_t max, const char* what) {
+    WriteSizeRecord out;
+    out.bytes = 7;
+    Status s = WriteSizeRecord::Unpack(b, max, &out);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+    EXPECT_EQ(out.bytes, 7u) << "out changed on error";
+  };
+  refused({good.begin(), good.end() - 1}, kVerbsMaxOpBytes, "15 bytes");
+  std::vector<uint8_t> b = good;
+  b.push_back(0);
+  refused(b, kVerbsMaxOpBytes, "17 bytes");
+  refused({}, kVerbsMaxOpBytes, "0 bytes");
+  b = good;
+  b[3] ^= 1;
+  refused(b, kVerbsMaxOpBytes, "magic");
+  b = good;
+  b[5] = 1;
+  refused(b, kVerbsMaxOpBytes, "reserved");
+  refused(good, 4095, "4096 bytes (at most 4095)");
+  WriteSizeRecord out;
+  EXPECT_TRUE(WriteSizeRecord::Unpack(good, 4096, &out).ok());
+  EXPECT_EQ(out.bytes, 4096u);
+}
+
+// An initiator whose Endpoint goes away with ops under way says so on the bootstrap
+// socket (the target's CPU never sees in-flight Writes): the watch reports it apart
+// from a plain close, and any other byte stays a protocol error.
+TEST(VerbsBootstrap, WatchTellsAnAbandonedEndpointFromAPlainClose) {
+  auto pair = [] {
+    int sv[2] = {-1, -1};
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    return std::pair<BootstrapChannel, BootstrapChannel>(BootstrapChannel(proxy::Fd(sv[0])),
+                                                         BootstrapChannel(proxy::Fd(sv[1])));
+  };
+  bool closed = true, abandoned = true;
+  {
+    auto [initiator, target] = pair();
+    ASSERT_TRUE(target.Watch(&closed, &abandoned).ok());
+    EXPECT_FALSE(closed);
+    EXPECT_FALSE(abandoned);
+    initiator.Abandon();
+    ASSERT_TRUE(target.Watch(&closed, &abandoned).ok());
+    EXPECT_TRUE(closed);
+    EXPECT_TRUE(abandoned);
+  }
+  {
+    auto [initiator, target] = pair();
+    initiator = BootstrapChannel();  // closed with nothing under way
+    ASSERT_TRUE(target.Watch(&closed, &abandoned).ok());
+    EXPECT_TRUE(closed);
+    EXPECT_FALSE(abandoned);
+  }
+  {
+    auto [initiator, target] = pair();
+    ASSERT_EQ(::send(initiator.fd(), "?", 1, 0), 1);
+    Status st = target.Watch(&closed, &abandoned);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.message();
+    EXPECT_FALSE(abandoned);
+  }
 }
 
 TEST(VerbsWire, CompletionStatusesMapToNamedCauses) {

@@ -538,12 +538,21 @@ bool FabricSeeds() {
     Bytes b = a.Pack();
     Put(b, h);
     ok &= Write("verbs_wire", "ok-address-accept-hello", b);
+    // Then a write-size record (issue 10: the SEND WITH IMM ending a striped Write).
+    Bytes sized = b;
+    const Bytes rec = vw::WriteSizeRecord{3u << 20}.Pack();
+    sized.insert(sized.end(), rec.begin(), rec.end());
+    ok &= Write("verbs_wire", "ok-address-hello-size-record", sized);
     Bytes bad = a.Pack();
     bad[6] = 17;  // 17 rails
     vw::VerbsHello hb = h;
     hb.recordCredits = 2;
     Put(bad, hb);
     ok &= Write("verbs_wire", "bad-rails-credits", bad);
+    Bytes badRec = vw::WriteSizeRecord{4096}.Pack();
+    badRec[5] = 1;  // reserved bytes set
+    bad.insert(bad.end(), badRec.begin(), badRec.end());
+    ok &= Write("verbs_wire", "bad-rails-credits-size-record-reserved", bad);
   }
   return ok;
 }

@@ -2,12 +2,14 @@
 // leaves INIT (proxy/fabric/verbs/verbs_wire.h): the first 24 bytes as a packed
 // VerbsAddress (VerbsAddress::Unpack; exchanged out of band), the next 48 as the
 // hello on the bootstrap connection (CheckHello as the connector and as the
-// acceptor read it).
+// acceptor read it), the rest as a write-size record (WriteSizeRecord::Unpack, the
+// SEND WITH IMM ending a Write of several work requests).
 // Invariants: a refused address has a message and leaves the output untouched; an
 // accepted one re-packs to exactly its 24 bytes (no field the decoder skips) and
 // names itself; an accepted hello has the role asked for, a non-zero worker id
 // and, from an acceptor, 4..4096 credits of 1..65536 bytes, from a connector a
-// non-zero credit address.
+// non-zero credit address; an accepted size record is 16 bytes, re-packs to them
+// and names at most the limit asked for.
 #include <algorithm>
 #include <vector>
 
@@ -53,6 +55,22 @@ bool Hello(const v::VerbsHello& h, uint16_t role) {
   return true;
 }
 
+bool SizeRecord(std::span<const uint8_t> bytes) {
+  constexpr uint64_t kMax = uint64_t{1} << 40;
+  v::WriteSizeRecord out;
+  out.bytes = 0x7575;
+  const railyard::Status s = v::WriteSizeRecord::Unpack(bytes, kMax, &out);
+  if (!s.ok()) {
+    FUZZ_CHECK_REFUSAL(s);
+    FUZZ_CHECK(out.bytes == 0x7575);
+    return false;
+  }
+  FUZZ_CHECK(bytes.size() == v::WriteSizeRecord::kBytes && out.bytes <= kMax);
+  const std::vector<uint8_t> again = out.Pack();
+  FUZZ_CHECK(std::equal(again.begin(), again.end(), bytes.begin()));
+  return true;
+}
+
 }  // namespace
 
 RAILYARD_FUZZ_TARGET(VerbsWire) {
@@ -64,5 +82,8 @@ RAILYARD_FUZZ_TARGET(VerbsWire) {
   in.Bytes(&h, sizeof h);
   accepted |= Hello(h, v::VerbsHello::kRoleConnect);
   accepted |= Hello(h, v::VerbsHello::kRoleAccept);
+  size_t rest = 0;
+  const uint8_t* tail = in.Span(v::WriteSizeRecord::kBytes + 1, &rest);
+  accepted |= SizeRecord({tail, rest});
   return accepted;
 }

@@ -1,7 +1,8 @@
 // The plugin's FabricRuntime in verbs mode, in the soft-RoCE lane: one verbs Domain
 // per NCCL device over exactly that device's ports (a fused device = several rails,
 // striped), CommWorkers that start only in Start(), and a device added by
-// makeVDevice while the runtime runs (its CommWorker starts at once).
+// makeVDevice while the runtime runs (its CommWorker starts at once); every Domain on
+// the ports the runtime opened once (one ibv context per port, shared).
 // Exits 77 outside the lane (RXE_LANE_DEVS_H0 unset).
 #include <gtest/gtest.h>
 
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include "env/config.h"
+#include "proxy/fabric/verbs/verbs_domain.h"
 #include "proxy/runtime/fabric_runtime.h"
+#include "proxy/verbs/ib_ports.h"
 
 namespace railyard::runtime {
 namespace {
@@ -48,6 +51,14 @@ TEST(VerbsFabricRuntime, EachDeviceGetsADomainOverExactlyItsPorts) {
   EXPECT_EQ(rt->domain(1).rails()[1].device, ports[1]);
   EXPECT_FALSE(rt->domain(0).capabilities().Has(fabric::kCapStriping));
   EXPECT_TRUE(rt->domain(1).capabilities().Has(fabric::kCapStriping));
+  // Issue 10: discovered and opened once; both Domains on the same opened ports.
+  auto& d0 = static_cast<fabric::verbs::VerbsDomain&>(rt->domain(0));
+  auto& d1 = static_cast<fabric::verbs::VerbsDomain&>(rt->domain(1));
+  ASSERT_NE(rt->verbsPorts(), nullptr);
+  EXPECT_EQ(&d0.ports(), rt->verbsPorts().get());
+  EXPECT_EQ(&d1.ports(), &d0.ports());
+  EXPECT_EQ(d0.RailPort(0).ctx, d1.RailPort(0).ctx) << "port " << ports[0] << " opened twice";
+  EXPECT_EQ(d1.RailPort(1).Name(), ports[1]);
   // No thread before Start.
   EXPECT_FALSE(rt->comms(0).running());
   EXPECT_FALSE(rt->comms(1).running());
@@ -61,6 +72,7 @@ TEST(VerbsFabricRuntime, EachDeviceGetsADomainOverExactlyItsPorts) {
   EXPECT_EQ(index, 2u);
   EXPECT_EQ(rt->devices(), 3u);
   EXPECT_EQ(rt->domain(2).rails()[0].device, ports[1]);
+  EXPECT_EQ(static_cast<fabric::verbs::VerbsDomain&>(rt->domain(2)).RailPort(0).ctx, d1.RailPort(1).ctx);
   EXPECT_TRUE(rt->comms(2).running());
   // A registration through a device's cache is one MR per rail of that device only.
   std::vector<char> buf(1 << 16);

@@ -76,11 +76,21 @@ Status BootstrapChannel::Read(uint16_t role, int expectedQps, Handshake* out, bo
   return Status::Ok();
 }
 
-Status BootstrapChannel::Watch(bool* closed) {
+void BootstrapChannel::Abandon() {
+  if (fd_.valid()) (void)::send(fd_.get(), &kAbandonByte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+Status BootstrapChannel::Watch(bool* closed, bool* abandoned) {
   *closed = false;
+  if (abandoned != nullptr) *abandoned = false;
   char byte = 0;
   const ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_DONTWAIT);
   if (n == 0) {
+    *closed = true;
+    return Status::Ok();
+  }
+  if (n > 0 && byte == kAbandonByte && abandoned != nullptr) {
+    *abandoned = true;
     *closed = true;
     return Status::Ok();
   }

@@ -44,8 +44,16 @@ class BootstrapChannel {
   /// socket broke or closed.
   Status Read(uint16_t role, int expectedQps, Handshake* out, bool* done);
   /// After the handshake: Ok while the socket is open and silent; *closed once the
-  /// peer closed it. SystemError when it broke; InvalidArgument when the peer sent bytes.
-  Status Watch(bool* closed);
+  /// peer closed it; *abandoned (with *closed) when its last byte was kAbandonByte (the
+  /// peer's Endpoint went away with ops under way). SystemError when it broke;
+  /// InvalidArgument when the peer sent any other bytes.
+  Status Watch(bool* closed, bool* abandoned = nullptr);
+  /// Initiator, before it closes the socket with ops outstanding: sends kAbandonByte
+  /// (best effort, never blocks), so the target reports an error as TCP does for a
+  /// connection closed with work half done; a verbs target cannot see in-flight Writes.
+  void Abandon();
+  /// The one byte an initiator may send after the handshake (Abandon).
+  static constexpr char kAbandonByte = 'X';
   int fd() const { return fd_.get(); }
 
  private:

@@ -65,15 +65,48 @@ Status CreateVerbsDomain(const VerbsOptions& options, std::unique_ptr<Domain>* o
     return InvalidArgument("verbs fabric: " + std::to_string(ports->size()) + " RDMA ports, at most " +
                            std::to_string(RemoteKey::kMaxRails) + " (narrow RAILYARD_HCA)");
   }
-  *out = std::make_unique<VerbsDomain>(options, std::move(ports));
+  std::vector<int> rails;
+  for (size_t i = 0; i < ports->size(); ++i) rails.push_back(static_cast<int>(i));
+  *out = std::make_unique<VerbsDomain>(options, std::shared_ptr<IbPorts>(std::move(ports)), std::move(rails));
   return Status::Ok();
 }
 
-VerbsDomain::VerbsDomain(VerbsOptions options, std::unique_ptr<IbPorts> ports)
-    : options_(std::move(options)), ports_(std::move(ports)) {
+Status CreateVerbsDomainOn(const VerbsOptions& options, std::shared_ptr<IbPorts> ports,
+                           const std::vector<std::string>& portNames, std::unique_ptr<Domain>* out) {
+  RY_RETURN_IF_ERROR(options.Validate());
+  if (ports == nullptr) return InvalidArgument("verbs fabric: no opened ports to build a Domain on");
+  if (portNames.empty()) return InvalidArgument("verbs fabric: a Domain over no ports");
+  if (portNames.size() > RemoteKey::kMaxRails) {
+    return InvalidArgument("verbs fabric: " + std::to_string(portNames.size()) + " ports, at most " +
+                           std::to_string(RemoteKey::kMaxRails));
+  }
+  std::vector<int> rails;
+  for (const std::string& name : portNames) {
+    int found = -1;
+    for (size_t i = 0; i < ports->size() && found < 0; ++i) {
+      if (ports->at(i).Name() == name) found = static_cast<int>(i);
+    }
+    if (found < 0) {
+      std::string opened;
+      for (size_t i = 0; i < ports->size(); ++i) opened += (i ? ", " : "") + ports->at(i).Name();
+      return InvalidArgument("verbs fabric: port " + name + " is not among this process's opened RDMA ports (" +
+                             (opened.empty() ? std::string("none") : opened) +
+                             "); RAILYARD_HCA must select it and it must be ACTIVE");
+    }
+    if (std::find(rails.begin(), rails.end(), found) != rails.end()) {
+      return InvalidArgument("verbs fabric: port " + name + " named twice");
+    }
+    rails.push_back(found);
+  }
+  *out = std::make_unique<VerbsDomain>(options, std::move(ports), std::move(rails));
+  return Status::Ok();
+}
+
+VerbsDomain::VerbsDomain(VerbsOptions options, std::shared_ptr<IbPorts> ports, std::vector<int> railPorts)
+    : options_(std::move(options)), ports_(std::move(ports)), railPorts_(std::move(railPorts)) {
   rdAtomic_ = 16;
-  for (size_t i = 0; i < ports_->size(); ++i) {
-    const IbPort& p = ports_->at(i);
+  for (size_t i = 0; i < railPorts_.size(); ++i) {
+    const IbPort& p = RailPort(i);
     RailInfo r;
     r.device = p.Name();
     if (!p.ipv4.empty()) {
@@ -95,8 +128,8 @@ VerbsDomain::VerbsDomain(VerbsOptions options, std::unique_ptr<IbPorts> ports)
   // ibv_reg_mr takes CUDA pointers only with a GPUDirect peer-memory module loaded
   // (gpu_support.h). DMA-BUFs (RegisterDmaBuf) need every port to take them.
   if (proxy::verbs::GdrPeerMemory()) caps_.flags |= kCapDeviceMemory;
-  bool dmabuf = ports_->size() > 0;
-  for (size_t i = 0; i < ports_->size(); ++i) dmabuf = dmabuf && ports_->at(i).dmabuf;
+  bool dmabuf = !railPorts_.empty();
+  for (size_t i = 0; i < railPorts_.size(); ++i) dmabuf = dmabuf && RailPort(i).dmabuf;
   if (dmabuf) caps_.flags |= kCapDmaBuf;
   caps_.maxRecordBytes = kVerbsMaxRecordBytes;
   caps_.maxOpBytes = kVerbsMaxOpBytes;
@@ -152,8 +185,8 @@ Status VerbsDomain::Register(void* addr, uint64_t bytes, uint32_t access, Memory
   r->access = access;
   r->kind = kind;
   const int flags = IbvAccess(access);
-  for (size_t i = 0; i < ports_->size(); ++i) {
-    IbPort& p = ports_->at(i);
+  for (size_t i = 0; i < railPorts_.size(); ++i) {
+    IbPort& p = RailPort(i);
     ibv_mr* mr = ibv_reg_mr(p.pd, addr, bytes, flags);
     if (mr == nullptr) {
       const int err = errno;
@@ -175,10 +208,10 @@ Status VerbsDomain::RegisterDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t 
   if (fd < 0) return InvalidArgument("verbs fabric register of a DMA-BUF: fd " + std::to_string(fd));
   RY_RETURN_IF_ERROR(CheckRange("register of a DMA-BUF", addr, bytes, access));
   if (offset + bytes < offset) return InvalidArgument("verbs fabric register of a DMA-BUF: offset + bytes wraps");
-  for (size_t i = 0; i < ports_->size(); ++i) {
-    if (!ports_->at(i).dmabuf) {
+  for (size_t i = 0; i < railPorts_.size(); ++i) {
+    if (!RailPort(i).dmabuf) {
       return InvalidUsage("verbs fabric register of DMA-BUF fd " + std::to_string(fd) + ": rail " + std::to_string(i) +
-                          " (" + ports_->at(i).Name() + ") cannot register DMA-BUFs (its driver has no "
+                          " (" + RailPort(i).Name() + ") cannot register DMA-BUFs (its driver has no "
                           "ibv_reg_dmabuf_mr)");
     }
   }
@@ -188,8 +221,8 @@ Status VerbsDomain::RegisterDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t 
   r->access = access;
   r->kind = kind;
   const int flags = IbvAccess(access);
-  for (size_t i = 0; i < ports_->size(); ++i) {
-    IbPort& p = ports_->at(i);
+  for (size_t i = 0; i < railPorts_.size(); ++i) {
+    IbPort& p = RailPort(i);
     ibv_mr* mr = ibv_reg_dmabuf_mr(p.pd, offset, bytes, r->base, fd, flags);
     if (mr == nullptr) {
       const int err = errno;

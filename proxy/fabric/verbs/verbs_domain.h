@@ -62,11 +62,23 @@ inline constexpr int kVerbsOpWindow = 256;
 /// message lists the ports left out and why); SystemError when a device cannot be
 /// opened; InvalidArgument for bad options.
 Status CreateVerbsDomain(const VerbsOptions& options, std::unique_ptr<Domain>* out);
+/// Creates a verbs Domain over ports this process has already opened (no discovery,
+/// no ibv_open_device: the plugin opens its ports once, IbPorts::Open takes seconds
+/// under emulation, and every NCCL device's Domain shares those contexts and PDs).
+/// Rail i is the port of `ports` named portNames[i] (IbPort::Name(), "device:port");
+/// options.config's port selection (RAILYARD_HCA) is not used. InvalidArgument for
+/// no names, a duplicate, more than RemoteKey::kMaxRails, or a name not among
+/// `ports` (the message lists those opened); bad options as CreateVerbsDomain.
+/// `ports` stays alive as long as the Domain (shared).
+Status CreateVerbsDomainOn(const VerbsOptions& options, std::shared_ptr<proxy::verbs::IbPorts> ports,
+                           const std::vector<std::string>& portNames, std::unique_ptr<Domain>* out);
 
 /// The verbs Domain (exposed for its Workers and Endpoints).
 class VerbsDomain : public Domain {
  public:
-  VerbsDomain(VerbsOptions options, std::unique_ptr<proxy::verbs::IbPorts> ports);
+  /// Rails: ports->at(railPorts[i]) for each i (indices into `ports`, checked by
+  /// the factories).
+  VerbsDomain(VerbsOptions options, std::shared_ptr<proxy::verbs::IbPorts> ports, std::vector<int> railPorts);
   ~VerbsDomain() override;
 
   const char* TransportName() const override { return "verbs"; }
@@ -88,14 +100,21 @@ class VerbsDomain : public Domain {
   Status CreateWorker(std::unique_ptr<Worker>* out) override;
 
   const VerbsOptions& options() const { return options_; }
+  /// The opened ports the rails are on (possibly shared with other Domains: index
+  /// them through railPorts(), never by rail number).
   proxy::verbs::IbPorts& ports() { return *ports_; }
+  /// Index in ports() of each rail's port (rails().size() entries), as QpBundle takes them.
+  const std::vector<int>& railPorts() const { return railPorts_; }
+  /// The port of rail `rail` (< rails().size()).
+  proxy::verbs::IbPort& RailPort(size_t rail) { return ports_->at(static_cast<size_t>(railPorts_[rail])); }
   const proxy::verbs::QpLinkAttrs& linkAttrs() const { return link_; }
   /// Outstanding RDMA READ / atomic requests per QP (min of 16 and every device's limits).
   int rdAtomic() const { return rdAtomic_; }
 
  private:
   VerbsOptions options_;
-  std::unique_ptr<proxy::verbs::IbPorts> ports_;
+  std::shared_ptr<proxy::verbs::IbPorts> ports_;
+  std::vector<int> railPorts_;
   std::vector<RailInfo> rails_;
   Capabilities caps_;
   proxy::verbs::QpLinkAttrs link_;

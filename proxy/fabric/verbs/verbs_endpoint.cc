@@ -68,8 +68,7 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
   RY_RETURN_IF_ERROR(d.Register(ep->scratchMem_.data(), ep->scratchMem_.size(), kAccessLocal | kAccessRemoteWrite,
                                 MemoryKind::kHost, &ep->scratch_));
   for (int s = kSlots - 1; s >= 0; --s) ep->freeSlots_.push_back(s);
-  std::vector<int> ports;
-  for (int r = 0; r < ep->rails_; ++r) ports.push_back(r);
+  const std::vector<int> ports(d.railPorts().begin(), d.railPorts().begin() + ep->rails_);
   RY_RETURN_IF_ERROR(proxy::verbs::QpBundle::Create(&d.ports(), ports, ep->rails_, 0, 64, &ep->qps_));
   for (auto& q : ep->qps_->qps()) {
     ibv_qp_attr a{};
@@ -84,6 +83,9 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
 }
 
 VerbsEndpoint::~VerbsEndpoint() {
+  // Work under way: tell the target (its HCA saw the Writes, its CPU did not), as a
+  // TCP target hears a connection closed mid-op.
+  if (state_ == 3 && !failed_ && Outstanding() > 0) boot_.Abandon();
   if (qps_ != nullptr) {
     // Stop the HCA touching local memory before the QPs (and their buffers) go.
     for (auto& q : qps_->qps()) {
@@ -156,6 +158,21 @@ Status VerbsEndpoint::Send(std::span<const uint8_t> record, uint64_t cookie) {
 
 Status VerbsEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
                             std::optional<uint32_t> immediate) {
+  return PostWrite(src, key, remoteAddr, cookie, immediate, src.bytes);
+}
+
+Status VerbsEndpoint::WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                                 uint32_t immediate, uint64_t opBytes) {
+  if (failed_) return status_;
+  if (opBytes < src.bytes || opBytes > kVerbsMaxOpBytes) {
+    return InvalidArgument("verbs fabric WriteFinal: a whole Write of " + std::to_string(opBytes) +
+                           " bytes for a last piece of " + std::to_string(src.bytes));
+  }
+  return PostWrite(src, key, remoteAddr, cookie, immediate, opBytes);
+}
+
+Status VerbsEndpoint::PostWrite(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                                std::optional<uint32_t> immediate, uint64_t reportBytes) {
   if (failed_) return status_;
   RY_RETURN_IF_ERROR(CheckLocal(src, "write"));
   Op op;
@@ -173,6 +190,9 @@ Status VerbsEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_
   op.imm = immediate.value_or(0);
   op.striped = IsStriped(src.bytes, rails_, worker_->domain().options().stripe);
   op.chunks = CutIntoChunks(src.bytes, op.striped ? rails_ : 1, worker_->domain().options().stripe);
+  op.reportBytes = reportBytes;
+  // One WRITE WITH IMM reports its own bytes; anything else needs the size record.
+  op.sizeRecord = op.hasImm && (op.striped || op.chunks.size() != 1 || reportBytes != src.bytes);
   return Post(std::move(op));
 }
 
@@ -305,7 +325,7 @@ bool VerbsEndpoint::Advance(Op& op) {
           if (rail >= 0 && !scheduler_.HasRoom(rail)) rail = -1;
         }
         if (rail < 0) return false;
-        const bool withImm = write && op.hasImm && !op.striped && last;
+        const bool withImm = write && op.hasImm && !op.sizeRecord && last;
         // Reads see every earlier Write: those on other rails must have completed.
         if ((!write || withImm) && !OtherRailsQuiet(rail)) return false;
         if (withImm && CreditsFree() == 0) return false;
@@ -329,16 +349,31 @@ bool VerbsEndpoint::Advance(Op& op) {
         ++op.pendingWrs;
         ++op.nextChunk;
       }
-      if (write && op.hasImm && op.striped && !op.immPosted) {
-        // The immediate goes on rail 0 once the chunks on the other rails have landed.
-        if (!OtherRailsQuiet(0) || CreditsFree() == 0) return false;
+      if (write && op.sizeRecord && !op.immPosted) {
+        // The immediate goes on rail 0 once the chunks on the other rails have landed
+        // (RC order puts it after rail 0's own), as a SEND WITH IMM whose 16 bytes
+        // name the whole Write: a WRITE WITH IMM would report only its own bytes.
+        if (!OtherRailsQuiet(0) || CreditsFree() == 0 || freeSlots_.empty()) return false;
+        if (peerRecordBytes_ < WriteSizeRecord::kBytes) {
+          Fail(Error(FabricErrc::kLocalArgument, 0, seq,
+                     "a Write's size record of " + std::to_string(WriteSizeRecord::kBytes) +
+                         " bytes, the peer's buffers hold " + std::to_string(peerRecordBytes_)));
+          return false;
+        }
+        const int slot = freeSlots_.back();
+        char* buf = scratchMem_.data() + kSlotBase + static_cast<size_t>(slot) * kVerbsMaxRecordBytes;
+        const std::vector<uint8_t> rec = WriteSizeRecord{op.reportBytes}.Pack();
+        std::memcpy(buf, rec.data(), rec.size());
+        ibv_sge sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(rec.size()), scratch_->railLkeys[0]};
         ibv_send_wr wr{};
         wr.wr_id = MakeWrId(op.seq, WrKind::kWriteImm);
-        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND_WITH_IMM;
         wr.imm_data = htonl(op.imm);
-        wr.wr.rdma.remote_addr = op.remoteAddr;
-        wr.wr.rdma.rkey = op.rkeys[0];
         if (!PostWr(0, &wr, op)) return false;
+        freeSlots_.pop_back();
+        op.recordSlot = slot;
         ++creditsUsed_;
         ++op.pendingWrs;
         op.immPosted = true;
@@ -454,7 +489,7 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
     scheduler_.OnWritten(rail);
   }
   --op.pendingWrs;
-  const bool posted = op.nextChunk == op.chunks.size() && (!op.hasImm || !op.striped || op.immPosted);
+  const bool posted = op.nextChunk == op.chunks.size() && (!op.sizeRecord || op.immPosted);
   if (op.pendingWrs > 0 || !posted) return;
   uint64_t value = 0;
   if (op.type == OpType::kFetchAdd || op.type == OpType::kSend) {
@@ -463,6 +498,7 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
     }
     freeSlots_.push_back(op.slot);
   }
+  if (op.recordSlot >= 0) freeSlots_.push_back(op.recordSlot);
   Complete(it, value);
 }
 

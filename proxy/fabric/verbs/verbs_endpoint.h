@@ -4,6 +4,11 @@
 // chunks in flight per rail), and the cross-rail ordering rule of endpoint.h:
 // an immediate, a FetchAdd, a Send or a Read goes out (on rail 0) only once every
 // earlier Write chunk on the OTHER rails has completed; RC order covers rail 0's own.
+// A Write with immediate of one work request is one WRITE WITH IMM (the target's
+// byte_len is its size); one of more work requests (striped, cut into chunks, or a
+// WriteFinal) writes its chunks with plain WRITEs and ends in a SEND WITH IMM of a
+// WriteSizeRecord (verbs_wire.h) naming the whole Write, so the target always
+// reports the Write's total as Event::bytes.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -28,6 +33,7 @@ class VerbsWorker;
 using Clock = std::chrono::steady_clock;
 
 /// Kinds of work requests, in the low 8 bits of wr_id (the op's sequence above).
+/// kWriteImm: a Write's SEND WITH IMM of its WriteSizeRecord.
 enum class WrKind : uint8_t { kWriteChunk = 1, kWriteImm = 2, kReadChunk = 3, kAtomic = 4, kSend = 5, kCredit = 6 };
 inline uint64_t MakeWrId(uint64_t seq, WrKind k) { return (seq << 8) | static_cast<uint8_t>(k); }
 
@@ -48,6 +54,11 @@ class VerbsEndpoint : public Endpoint {
   Status Send(std::span<const uint8_t> record, uint64_t cookie) override;
   Status Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
                std::optional<uint32_t> immediate) override;
+  /// Endpoint::WriteFinal: the Write's size record names `opBytes` (a SEND WITH IMM
+  /// even when `src` is one work request). InvalidArgument when opBytes < src.bytes
+  /// or opBytes > kVerbsMaxOpBytes.
+  Status WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                    uint32_t immediate, uint64_t opBytes) override;
   Status Read(const LocalSlice& dst, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie) override;
   Status FetchAdd(const RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) override;
   Status Fence(uint64_t cookie) override;
@@ -73,6 +84,11 @@ class VerbsEndpoint : public Endpoint {
     uint32_t keyAccess = 0;
     bool hasImm = false;
     uint32_t imm = 0;
+    /// With hasImm: the bytes the target's immediate reports (the op's, or WriteFinal's).
+    uint64_t reportBytes = 0;
+    /// With hasImm: the immediate goes as a SEND WITH IMM of a WriteSizeRecord after
+    /// the chunks (more than one WR, or reportBytes != bytes), not on the last chunk.
+    bool sizeRecord = false;
     uint64_t add = 0;
     std::vector<uint8_t> record;
     std::vector<Chunk> chunks;
@@ -80,7 +96,8 @@ class VerbsEndpoint : public Endpoint {
     bool striped = false;
     bool immPosted = false;
     int pendingWrs = 0;                ///< posted and not completed
-    int slot = -1;                     ///< FetchAdd result word / record staging slot
+    int slot = -1;                     ///< FetchAdd result word / record staging slot; Write: its rail
+    int recordSlot = -1;               ///< Write with sizeRecord: the record's staging slot
   };
   struct QueueItem {
     bool fence = false;
@@ -92,6 +109,9 @@ class VerbsEndpoint : public Endpoint {
   Status CheckLocal(const LocalSlice& s, const char* what) const;
   Status CheckKey(const RemoteKey& key) const;
   Status Post(Op op);
+  /// The Write op of Write and WriteFinal (`reportBytes`: what the immediate reports).
+  Status PostWrite(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                   std::optional<uint32_t> immediate, uint64_t reportBytes);
   void StepHandshake();
   void Poll();
   void OnCompletion(int rail, const ibv_wc& wc);

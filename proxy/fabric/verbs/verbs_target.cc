@@ -76,8 +76,7 @@ bool VerbsTarget::Accept(const Handshake& h, std::string* why) {
   credits_ = static_cast<uint32_t>(d.options().recordCredits);
   mem_.assign(kBufBase + static_cast<size_t>(credits_) * kVerbsMaxRecordBytes, 0);
   Status s = d.Register(mem_.data(), mem_.size(), kAccessLocal, MemoryKind::kHost, &region_);
-  std::vector<int> ports;
-  for (size_t i = 0; i < n; ++i) ports.push_back(static_cast<int>(i));
+  const std::vector<int> ports(d.railPorts().begin(), d.railPorts().begin() + static_cast<ptrdiff_t>(n));
   if (s.ok()) s = proxy::verbs::QpBundle::Create(&d.ports(), ports, static_cast<int>(n), credits_, 64, &qps_);
   if (s.ok()) {
     for (auto& q : qps_->qps()) {
@@ -172,9 +171,22 @@ void VerbsTarget::Poll() {
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         e.kind = EventKind::kImmediate;
         e.value = ntohl(wc.imm_data);
-        // event.h: the completion's byte_len (the bytes of the WRITE WITH IMM work
-        // request itself: a Write cut into chunks, or striped, reports its last one).
+        // A Write of one work request: its byte_len is the whole Write (one of more
+        // work requests ends in a size record instead, below).
         e.bytes = wc.byte_len;
+      } else if (wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) != 0) {
+        // A Write of several work requests (striped, chunked, WriteFinal): the SEND
+        // WITH IMM after its chunks carries the whole Write's size (verbs_wire.h).
+        const auto* p = reinterpret_cast<const uint8_t*>(mem_.data() + kBufBase +
+                                                         static_cast<size_t>(index) * kVerbsMaxRecordBytes);
+        WriteSizeRecord rec;
+        if (Status s = WriteSizeRecord::Unpack({p, wc.byte_len}, kVerbsMaxOpBytes, &rec); !s.ok()) {
+          Failed(FabricErrc::kMalformed, static_cast<int>(r), "the peer's Write with immediate: " + s.message());
+          return;
+        }
+        e.kind = EventKind::kImmediate;
+        e.value = ntohl(wc.imm_data);
+        e.bytes = rec.bytes;
       } else if (wc.opcode == IBV_WC_RECV && wc.byte_len >= 1 && wc.byte_len <= kVerbsMaxRecordBytes) {
         e.kind = EventKind::kRecord;
         const char* p = mem_.data() + kBufBase + static_cast<size_t>(index) * kVerbsMaxRecordBytes;
@@ -220,12 +232,17 @@ bool VerbsTarget::Progress() {
   Poll();
   ReturnCredits();
   if (state_ != 2) return false;
-  bool closed = false;
+  bool closed = false, abandoned = false;
   Status s;
   const auto now = std::chrono::steady_clock::now();
   if (now - lastWatch_ >= kWatchInterval) {
     lastWatch_ = now;
-    s = boot_.Watch(&closed);
+    s = boot_.Watch(&closed, &abandoned);
+  }
+  if (abandoned) {
+    if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;
+    Failed(FabricErrc::kPeerClosed, -1, "the peer's Endpoint went away with ops under way (closed or destroyed)");
+    return false;
   }
   if (closed) {
     // The peer's Endpoint went away (destroyed or its process died): nothing of

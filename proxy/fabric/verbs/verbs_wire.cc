@@ -89,4 +89,31 @@ Status CheckHello(const VerbsHello& h, uint16_t expectRole) {
   return Status::Ok();
 }
 
+std::vector<uint8_t> WriteSizeRecord::Pack() const {
+  std::vector<uint8_t> out(kBytes, 0);
+  std::memcpy(out.data(), &kMagic, 4);
+  std::memcpy(out.data() + 8, &bytes, 8);
+  return out;
+}
+
+Status WriteSizeRecord::Unpack(std::span<const uint8_t> data, uint64_t maxBytes, WriteSizeRecord* out) {
+  if (data.size() != kBytes) {
+    return InvalidArgument("verbs write-size record of " + std::to_string(data.size()) + " bytes, expected " +
+                           std::to_string(kBytes));
+  }
+  uint32_t magic = 0, reserved = 0;
+  uint64_t bytes = 0;
+  std::memcpy(&magic, data.data(), 4);
+  std::memcpy(&reserved, data.data() + 4, 4);
+  std::memcpy(&bytes, data.data() + 8, 8);
+  if (magic != kMagic) return InvalidArgument("verbs write-size record: bad magic");
+  if (reserved != 0) return InvalidArgument("verbs write-size record with reserved bytes set");
+  if (bytes > maxBytes) {
+    return InvalidArgument("verbs write-size record names a Write of " + std::to_string(bytes) + " bytes (at most " +
+                           std::to_string(maxBytes) + ")");
+  }
+  out->bytes = bytes;
+  return Status::Ok();
+}
+
 }  // namespace railyard::fabric::verbs

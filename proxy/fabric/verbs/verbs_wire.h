@@ -35,7 +35,10 @@ struct VerbsAddress {
 /// little-endian on every host this runs on; fields are fixed width).
 struct VerbsHello {
   static constexpr uint32_t kMagic = 0x48565952;  ///< "RYVH"
-  static constexpr uint16_t kVersion = 1;
+  /// 2 (issue 10): a Write with immediate of more than one work request ends in a
+  /// SEND WITH IMM carrying a WriteSizeRecord; a version-1 target would take that
+  /// for a Send record, so the versions refuse each other at the hello.
+  static constexpr uint16_t kVersion = 2;
   static constexpr uint16_t kRoleConnect = 1;
   static constexpr uint16_t kRoleAccept = 2;
   uint32_t magic = kMagic;
@@ -50,6 +53,26 @@ struct VerbsHello {
   uint32_t reserved = 0;
 };
 static_assert(sizeof(VerbsHello) == 48);
+
+/// The size record of a Write with immediate that takes more than one work request
+/// (striped over rails, cut into chunks, or an Endpoint::WriteFinal naming a bigger
+/// whole): a WRITE WITH IMM's completion reports only its own work request's bytes
+/// (ibv_wc::byte_len), so the initiator writes the data with plain RDMA WRITEs and
+/// then, on rail 0 once every chunk on the other rails has completed, posts a SEND
+/// WITH IMM of these 16 bytes into one of the target's receive buffers. RC order on
+/// rail 0 places it after that rail's chunks, so the immediate (and the size) become
+/// visible only after every byte of the Write. Little-endian: magic "RYSZ" u32,
+/// reserved u32 (0), bytes u64 (the whole Write's size, the kImmediate's Event::bytes).
+struct WriteSizeRecord {
+  static constexpr uint32_t kMagic = 0x5a535952;  ///< "RYSZ"
+  static constexpr size_t kBytes = 16;
+  uint64_t bytes = 0;
+
+  std::vector<uint8_t> Pack() const;
+  /// Peer data: exactly kBytes, the magic, reserved 0, bytes <= maxBytes; else
+  /// InvalidArgument naming the field. `out` unchanged on error.
+  static Status Unpack(std::span<const uint8_t> data, uint64_t maxBytes, WriteSizeRecord* out);
+};
 
 /// Checks a received hello: magic, version, the expected role, a non-zero worker id;
 /// an acceptor's credits 4..4096 and buffer bytes 1..64 KiB; a connector's credit
