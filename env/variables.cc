@@ -13,6 +13,7 @@
 
 #include "env/config.h"
 #include "env/device_list_syntax.h"
+#include "env/log.h"
 
 namespace railyard::env {
 namespace {
@@ -20,12 +21,24 @@ namespace {
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
+/// CheckDeviceListSyntax for a device-list variable read from `source`. Railyard's own
+/// name refuses a malformed list (InvalidUsage). NCCL's alias (NCCL_SOCKET_IFNAME,
+/// NCCL_IB_HCA) keeps NCCL's reading of it: NCCL 2.28.9 runs with such a value, so a job
+/// that runs on NCCL's own transports must not fail at this plugin's init; a WARN says
+/// how it is read instead.
+Status CheckDeviceListOf(const Variable& var, const char* source, std::string_view value) {
+  Status s = CheckDeviceListSyntax(value, source);
+  if (s.ok() || std::string_view(source) == var.name) return s;
+  RY_WARN("%s; kept as NCCL reads it (set %s to override)", s.message().c_str(), var.name);
+  return Status::Ok();
+}
+
 // One `apply` per Config field: parse with the typed parser, then store.
 Status ApplySocketIfname(const Variable& var, const char* source, std::string_view value, Config* out) {
   // NCCL's forms only (env/device_list_syntax.h: "^" alone, "^=", "eth0,^docker" refused);
   // kept verbatim: the NCCL_SOCKET_IFNAME grammar does not trim whitespace
   // (topology/interface_filter.h warns of it).
-  RY_RETURN_IF_ERROR(CheckDeviceListSyntax(value, source));
+  RY_RETURN_IF_ERROR(CheckDeviceListOf(var, source, value));
   out->socketIfname = std::string(value);
   // Fabric-mode rails follow RAILYARD_SOCKET_IFNAME only: NCCL_SOCKET_IFNAME is how NCCL
   // users choose NCCL's own bootstrap network (often the management port), not the cables.
@@ -123,10 +136,10 @@ Status ApplyRelayBuffer(const Variable& var, const char* source, std::string_vie
   return Status::Ok();
 }
 
-Status ApplyHca(const Variable&, const char* source, std::string_view value, Config* out) {
+Status ApplyHca(const Variable& var, const char* source, std::string_view value, Config* out) {
   // NCCL's forms only, like RAILYARD_SOCKET_IFNAME (env/device_list_syntax.h); kept
   // verbatim (proxy/verbs/hca_filter.h parses it).
-  RY_RETURN_IF_ERROR(CheckDeviceListSyntax(value, source));
+  RY_RETURN_IF_ERROR(CheckDeviceListOf(var, source, value));
   out->hca = std::string(value);
   return Status::Ok();
 }
@@ -194,7 +207,7 @@ const Variable kVariables[] = {
     {"RAILYARD_SOCKET_IFNAME", "string", "", "", "NCCL_SOCKET_IFNAME",
      "Interfaces, in NCCL_SOCKET_IFNAME syntax (comma list of prefixes; leading ^ excludes, "
      "= matches exact names, in the order ^=; an empty or one-character value = automatic; "
-     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused). In fabric mode it "
+     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). In fabric mode it "
      "chooses the rails among the IPv4 ports that are not loopback: a port that carries a "
      "default route is a rail only when named exactly (=eth0, with a warning), and "
      "NCCL_SOCKET_IFNAME is NOT used for rails (it chooses NCCL's bootstrap network, e.g. "
@@ -307,7 +320,7 @@ const Variable kVariables[] = {
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
      "(comma list of name[:port]; leading ^ excludes, = matches exact names, in the order ^=; "
-     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused). Unlike NCCL, a "
+     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). Unlike NCCL, a "
      "prefix never matches a longer number: mlx5_1 selects mlx5_1 but not mlx5_11, while mlx5 "
      "selects every mlx5_N. Empty = every device with an active port and a usable GID.",
      0, 0, &ApplyHca, "NCCL_IB_HCA syntax (prefixes never match a longer number)"},

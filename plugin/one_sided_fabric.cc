@@ -27,7 +27,9 @@ Status Create(State& s, const char* who) {
   o.domain.ifname = cfg->socketIfname;  // NCCL's interface choice, as the net plugin's devices
   o.domain.maxRails = kOneSidedMaxRails;
   o.domain.who = who;
-  // No single peer (GIN and CollNet mesh every rank): NCCL's device 0, or an own Domain.
+  // No single peer (GIN and CollNet mesh every rank): NCCL's device when it is the only
+  // one, else an own Domain over every rail.
+  o.everyRank = true;
   RY_RETURN_IF_ERROR(runtime::AcquireProcessFabric(*cfg, o, &s.lease));
   s.config = cfg;
   return Status::Ok();

@@ -92,7 +92,13 @@ Status AcquireProcessFabric(const env::Config& config, const LeaseOptions& optio
   }
   State& s = S();
   std::lock_guard lock(s.mu);
-  if (FabricRuntime* rt = Fabric(); rt != nullptr && rt->devices() > 0) {
+  FabricRuntime* rt = Fabric();
+  if (rt != nullptr && options.everyRank && rt->devices() > 1) {
+    RY_INFO(log::kNet | log::kInit, "%s: NCCL's %zu devices each hold part of the rails: a Domain of its own",
+            o.who.c_str(), rt->devices());
+    rt = nullptr;
+  }
+  if (rt != nullptr && rt->devices() > 0) {
     // NCCL's devices, those whose rails the lessee can take.
     std::vector<size_t> index;
     std::vector<std::vector<fabric::RailInfo>> rails;

@@ -55,6 +55,11 @@ struct LeaseOptions {
   /// The peer host the lessee talks to (numeric IPv4, e.g. "127.0.0.1"), used to pick
   /// the NCCL device whose rail reaches it; empty or not numeric: device 0.
   std::string peerHost;
+  /// The lessee talks to every rank of a job (GIN/RMA, CollNet), not to one peer. An
+  /// NCCL device then serves only when it is NCCL's only device: with several (TCP mode
+  /// makes one per interface), each holds only its own rails, and on a cabled ring one
+  /// device reaches one neighbour, so the lessee gets a Domain of its own over every rail.
+  bool everyRank = false;
 };
 
 /// A lease on the shared Domain; valid until ReleaseProcessFabric(lease).
