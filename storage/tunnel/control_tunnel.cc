@@ -204,8 +204,13 @@ void ControlTunnel::OnRecord(uint64_t peer, std::span<const uint8_t> bytes) {
       return;  // nowhere to answer
     }
     std::string refusal;
+    size_t ofPeer = 0;
+    for (const auto& x : tunnels_) ofPeer += x->peer == peer && !x->dead ? 1 : 0;
     if (tunnels_.size() >= options_.maxTunnels) {
       refusal = std::to_string(options_.maxTunnels) + " tunnels open already";
+    } else if (ofPeer >= options_.maxTunnelsPerPeer) {
+      refusal = "this peer holds " + std::to_string(ofPeer) + " tunnels already (at most " +
+                std::to_string(options_.maxTunnelsPerPeer) + " per peer)";
     } else {
       const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_in a{};

@@ -44,6 +44,9 @@ namespace railyard::storage::tunnel {
 /// Settings of a ControlTunnel side.
 struct TunnelOptions {
   size_t maxTunnels = 64;           ///< tunnels open at once; more Opens are refused (kClose)
+  /// Accept side: tunnels one peer (Event::peer of its Opens) may hold at once, so that
+  /// one hostile or runaway peer cannot take every tunnel of maxTunnels from the others.
+  size_t maxTunnelsPerPeer = 8;
   uint64_t windowBytes = 1 << 20;   ///< stream bytes in flight per direction per tunnel
   size_t maxRecordsInFlight = 16;   ///< posted Sends per tunnel not yet done
 };

@@ -143,6 +143,46 @@ TEST(ControlTunnel, StreamLargerThanTheWindowEchoesByteForByte) {
   EXPECT_EQ(d.malformed, 0u);
 }
 
+/// Sends one byte on `fd` and waits (bounded) for its echo: true when it came back.
+bool EchoesOneByte(int fd, char c) {
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) return false;
+  char back = 0;
+  return ::recv(fd, &back, 1, 0) == 1 && back == c;
+}
+
+// One peer cannot take every tunnel: past maxTunnelsPerPeer its Opens are refused
+// (the local connection ends), while the tunnels it holds keep working.
+TEST(ControlTunnel, OnePeerIsCappedAtItsShareOfTunnels) {
+  Echo echo;
+  auto serverDomain = Loopback(), clientDomain = Loopback();
+  TunnelOptions o;
+  o.maxTunnelsPerPeer = 2;
+  std::unique_ptr<ControlTunnel> acceptor, dialer;
+  ASSERT_TRUE(ControlTunnel::Accept(*serverDomain, "127.0.0.1", echo.port, o, &acceptor).ok());
+  ASSERT_TRUE(ControlTunnel::Dial(*clientDomain, acceptor->WorkerAddress(), o, &dialer).ok());
+  const int a = ConnectTo(dialer->LocalAddress());
+  ASSERT_TRUE(EchoesOneByte(a, 'a'));
+  const int b = ConnectTo(dialer->LocalAddress());
+  ASSERT_TRUE(EchoesOneByte(b, 'b'));
+  const int c = ConnectTo(dialer->LocalAddress());
+  timeval tv{10, 0};
+  ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char x = 'c';
+  (void)::send(c, &x, 1, MSG_NOSIGNAL);
+  EXPECT_LE(::recv(c, &x, 1, 0), 0) << "a third tunnel of the same peer was served";
+  EXPECT_TRUE(EchoesOneByte(a, 'A'));  // the two it holds still work
+  EXPECT_TRUE(EchoesOneByte(b, 'B'));
+  const TunnelStats st = acceptor->stats();
+  EXPECT_EQ(st.opened, 2u);
+  EXPECT_EQ(st.refused, 1u);
+  EXPECT_NE(acceptor->lastError().find("at most 2 per peer"), std::string::npos) << acceptor->lastError();
+  ::close(a);
+  ::close(b);
+  ::close(c);
+}
+
 /// A pattern store of 2 layers x 6 experts of 64 KiB records.
 std::string WriteStoreDir() {
   char tmpl[] = "/tmp/railyard-tunnel-XXXXXX";
