@@ -1,6 +1,7 @@
 #include "storage/snapshot/swap_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 // Header-only xxHash (XXH_INLINE_ALL): no libxxhash.so dependency for the plugin,
@@ -100,6 +101,19 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
   const std::string path = dir + "/railyard-snapshot-" + kind + ".swap";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return SystemError("swap " + path + ": open failed: " + proxy::ErrnoText(errno));
+  // One owner per swap file: a second arena of the same kind (another railyardd on the
+  // same RAILYARD_SWAP_DIR, or a second arena in this process) is refused here, before
+  // anything is read, truncated or rebuilt, so it can never wipe the owner's blobs.
+  // flock: held by this open file description until the SwapFile closes it.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e == EWOULDBLOCK) {
+      return InvalidUsage("swap " + path + " is in use by another arena (another railyardd on this RAILYARD_SWAP_DIR, "
+                          "or a second '" + kind + "' arena; `fuser " + path + "` names the process): nothing was touched");
+    }
+    return SystemError("swap " + path + ": lock failed: " + proxy::ErrnoText(e));
+  }
   std::unique_ptr<SwapFile> f(new SwapFile(path, fd, blobBytes, sync));
   *rebuild = SwapRebuild{};
   FileHeader fh{};

@@ -47,7 +47,9 @@ class SwapFile {
   SwapFile& operator=(const SwapFile&) = delete;
 
   /// Opens (creating `dir` entries as needed) the swap file of `kind`.
-  /// InvalidUsage when `dir` is empty or not a directory; SystemError on I/O errors.
+  /// InvalidUsage when `dir` is empty or not a directory, or when another open SwapFile
+  /// (any process: an exclusive flock held until the owner closes) has this file: then
+  /// nothing in it is read or changed. SystemError on I/O errors.
   /// With `sync` and an existing file of the same blob bytes, fills `*rebuild`; a
   /// file of another blob size or version is refused (InvalidUsage naming both).
   static Status Open(const std::string& dir, const std::string& kind, uint64_t blobBytes, bool sync,

@@ -1,8 +1,17 @@
 // Units of the snapshot tier: the handshake header and request/response codecs
 // against hostile bytes, and the daemon's arena spec parser.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
 
 #include "storage/snapshot/snapshot_server.h"
+#include "storage/snapshot/swap_file.h"
 #include "storage/snapshot/snapshot_wire.h"
 
 namespace railyard::storage::snapshot {
@@ -150,6 +159,50 @@ TEST(SnapshotSpec, ParsesArenaSpecsAndNamesBadFields) {
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << text;
     EXPECT_NE(st.message().find(names), std::string::npos) << text << ": " << st.message();
   }
+}
+
+}  // namespace
+}  // namespace railyard::storage::snapshot
+
+namespace railyard::storage::snapshot {
+namespace {
+
+// A second arena on the same swap file (a careless second railyardd on the same
+// RAILYARD_SWAP_DIR) used to truncate it: the owner's committed blobs were lost at its
+// next restart. Now it is refused before anything is touched, and the owner's record
+// is still there, byte for byte, after the owner closes and reopens.
+TEST(SwapFileLock, ASecondOpenIsRefusedAndTouchesNothing) {
+  char tmpl[] = "/tmp/railyard-swaplock-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 4096;
+  std::vector<uint8_t> blob(kBlob);
+  for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<uint8_t>(i * 13 + 1);
+  const uint64_t sum = XXH64(blob.data(), blob.size(), 0);
+  std::unique_ptr<SwapFile> owner, second;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &owner, &rebuild).ok());
+  ASSERT_TRUE(owner->Write(0, 42, 1, blob.data(), sum).ok());
+  struct stat before {};
+  const std::string path = dir + "/railyard-snapshot-ssm.swap";
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+
+  const Status st = SwapFile::Open(dir, "ssm", kBlob, /*sync=*/false, &second, &rebuild);
+  EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
+  EXPECT_NE(st.message().find("in use by another arena"), std::string::npos) << st.message();
+  EXPECT_EQ(second, nullptr);
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_EQ(after.st_size, before.st_size);  // not truncated
+
+  owner.reset();  // the owner goes; its file, reopened, still holds the record
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &owner, &rebuild).ok());
+  ASSERT_EQ(rebuild.records.size(), 1u);
+  EXPECT_EQ(rebuild.records[0].key, 42u);
+  std::vector<uint8_t> back(kBlob);
+  ASSERT_TRUE(owner->Read(rebuild.records[0].slot, 42, sum, back.data()).ok());
+  EXPECT_EQ(back, blob);
+  owner.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
