@@ -1,5 +1,6 @@
-"""Finds and loads libnccl-net-railyard.so: $RAILYARD_LIB (a path to the library), then
-the build directory of this checkout (build/lib/), then the dynamic loader's path."""
+"""Finds and loads libnccl-net-railyard.so: $RAILYARD_LIB (a path to the library) when
+set, and then only that (a user who pins a library must never silently get another);
+else the build directory of this checkout (build/lib/), then the dynamic loader's path."""
 import ctypes
 import os
 
@@ -16,8 +17,14 @@ def load():
     here = os.path.dirname(os.path.abspath(__file__))
     tried = []
     candidates = []
-    if os.environ.get("RAILYARD_LIB"):
-        candidates.append(os.environ["RAILYARD_LIB"])
+    pinned = os.environ.get("RAILYARD_LIB")
+    if pinned:
+        try:
+            _LIB = ctypes.CDLL(pinned)
+            return _LIB
+        except OSError as e:
+            raise OSError(f"RAILYARD_LIB={pinned!r} cannot be loaded: {e} "
+                          "(unset RAILYARD_LIB to search the build tree and the loader's path)") from e
     candidates.append(os.path.join(here, "..", "..", "build", "lib", _NAME))
     candidates.append(_NAME)
     for c in candidates:

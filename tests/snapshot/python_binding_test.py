@@ -21,6 +21,15 @@ sys.path.insert(0, os.path.join(here, "..", "..", "python"))
 
 def main():
     railyardd, lib = sys.argv[1], sys.argv[2]
+    # A pinned library that does not load is an error naming it, never a silent
+    # fallback to the build tree's copy (new-user trial).
+    probe = subprocess.run([sys.executable, "-c", "import railyard._lib as l; l.load()"],
+                           env=dict(os.environ, RAILYARD_LIB="/nonexistent/libnccl-net-railyard.so",
+                                    PYTHONPATH=os.path.join(here, "..", "..", "python")),
+                           capture_output=True, text=True)
+    if probe.returncode == 0 or "RAILYARD_LIB='/nonexistent/libnccl-net-railyard.so' cannot be loaded" not in probe.stderr:
+        print(f"FAIL: a RAILYARD_LIB that does not load was not refused (rc {probe.returncode}):\n{probe.stderr[-800:]}")
+        return 1
     os.environ["RAILYARD_LIB"] = lib
     try:
         import numpy as np
