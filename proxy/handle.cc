@@ -56,7 +56,8 @@ Status DecodeHandle(const void* in, ListenAddress* out) {
   RY_RETURN_IF_ERROR(CheckHeader(w.header, "listen handle"));
   if (w.header.kind != static_cast<uint16_t>(RecordKind::kHello)) {
     return InvalidUsage("listen handle has record kind " + std::to_string(w.header.kind) +
-                        ", expected a listen handle");
+                        ", expected a listen handle of the socket comms: the peer runs other comms (set "
+                        "RAILYARD_COMMS, RAILYARD_TRANSPORT and RAILYARD_FABRIC the same on every host)");
   }
   *out = ListenAddress{};
   out->listenId = w.listenId;

@@ -57,8 +57,8 @@ Status DecodeFabricHandle(const void* in, FabricHandle* out) {
   RY_RETURN_IF_ERROR(CheckHeader(w.header, "listen handle"));
   if (w.header.kind != static_cast<uint16_t>(RecordKind::kFabricListen)) {
     return InvalidUsage("listen handle has record kind " + std::to_string(w.header.kind) +
-                        ", expected a fabric listen handle (set RAILYARD_TRANSPORT and RAILYARD_FABRIC the same "
-                        "on every host)");
+                        ", expected a fabric listen handle: the peer runs other comms (set RAILYARD_COMMS, "
+                        "RAILYARD_TRANSPORT and RAILYARD_FABRIC the same on every host)");
   }
   if (w.addressBytes == 0 || w.addressBytes > kHandleAddressBytes) {
     return InvalidUsage("listen handle's worker address has " + std::to_string(w.addressBytes) + " bytes (1.." +

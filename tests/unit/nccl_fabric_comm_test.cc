@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/handle.h"
 #include "proxy/nccl/comm_worker.h"
 #include "proxy/nccl/fabric_listen_comm.h"
 #include "proxy/nccl/fabric_recv_comm.h"
@@ -412,6 +413,38 @@ TEST_F(NcclFabricComm, AReceiverWhoseSenderClosedFirstSendsNoCloseNotice) {
   TearDownSide(&a_);
   TearDownSide(&b_);
   EXPECT_FALSE(LoggedAt(capture, log::Level::kWarn, "PEER_CLOSED")) << "a clean close was a WARN";
+}
+
+}  // namespace
+}  // namespace railyard::proxy::nccl
+
+namespace railyard::proxy::nccl {
+namespace {
+
+// Ranks that disagree on RAILYARD_COMMS hand each other handles of the other comms;
+// both decoders name the variable that differs (new-user trial: they named only
+// RAILYARD_TRANSPORT and RAILYARD_FABRIC, or nothing).
+TEST(NcclHandleKinds, AHandleOfTheOtherCommsNamesRailyardComms) {
+  uint8_t legacy[kHandleBytes] = {};
+  ListenAddress a;
+  a.listenId = 7;
+  EncodeHandle(a, legacy);
+  FabricHandle f;
+  Status st = DecodeFabricHandle(legacy, &f);
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_NE(st.message().find("RAILYARD_COMMS"), std::string::npos) << st.message();
+
+  uint8_t fabricBytes[kHandleBytes] = {};
+  FabricHandle h;
+  h.listenId = 9;
+  h.pid = 1;
+  h.host = "h0";
+  h.address = {1, 2, 3, 4};
+  ASSERT_TRUE(EncodeFabricHandle(h, fabricBytes).ok());
+  ListenAddress back;
+  st = DecodeHandle(fabricBytes, &back);
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_NE(st.message().find("RAILYARD_COMMS"), std::string::npos) << st.message();
 }
 
 }  // namespace
