@@ -217,8 +217,8 @@ Status TcpEndpoint::Send(std::span<const uint8_t> record, uint64_t cookie) {
   return Post(std::move(op));
 }
 
-Status TcpEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
-                          std::optional<uint32_t> immediate) {
+Status TcpEndpoint::PostWrite(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                              std::optional<uint32_t> immediate, bool lazy) {
   if (failed_) return status_;
   RY_RETURN_IF_ERROR(CheckLocal(src, "fabric Write"));
   Op op;
@@ -230,24 +230,18 @@ Status TcpEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_t 
   op.key = key.softwareKey;
   op.hasImm = immediate.has_value();
   op.imm = immediate.value_or(0);
+  op.lazy = lazy;
   return Post(std::move(op));
+}
+
+Status TcpEndpoint::Write(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                          std::optional<uint32_t> immediate) {
+  return PostWrite(src, key, remoteAddr, cookie, immediate, /*lazy=*/false);
 }
 
 Status TcpEndpoint::WriteLazy(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
                               std::optional<uint32_t> immediate) {
-  if (failed_) return status_;
-  RY_RETURN_IF_ERROR(CheckLocal(src, "fabric Write"));
-  Op op;
-  op.type = OpType::kWrite;
-  op.cookie = cookie;
-  op.local = src.data();
-  op.bytes = src.bytes;
-  op.remoteAddr = remoteAddr;
-  op.key = key.softwareKey;
-  op.hasImm = immediate.has_value();
-  op.imm = immediate.value_or(0);
-  op.lazy = true;
-  return Post(std::move(op));
+  return PostWrite(src, key, remoteAddr, cookie, immediate, /*lazy=*/true);
 }
 
 Status TcpEndpoint::WriteFinal(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,

@@ -78,6 +78,10 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection);
   Status CheckLocal(const LocalSlice& s, const char* what) const;
   Status Post(Op op);
+  /// Write and WriteLazy: checks `src`, then posts one Write op (`lazy`: completed by
+  /// an ack's cumulative bound). The Endpoint's error once it failed.
+  Status PostWrite(const LocalSlice& src, const RemoteKey& key, uint64_t remoteAddr, uint64_t cookie,
+                   std::optional<uint32_t> immediate, bool lazy);
   void Dispatch();
   bool QueueChunks(Op& op);
   void Complete(std::map<uint64_t, Op>::iterator it, uint64_t value);
