@@ -63,7 +63,7 @@ grep -qx 'ExecStart=/usr/bin/railyardd' "$R/usr/lib/systemd/system/railyardd.ser
   fail "railyardd.service: $(grep ExecStart "$R/usr/lib/systemd/system/railyardd.service")"
 grep -qx 'prefix=/usr' "$R/usr/$libdir/pkgconfig/railyard.pc" || fail "railyard.pc: $(grep prefix= "$R/usr/$libdir/pkgconfig/railyard.pc")"
 dpkg-deb -e "${deb[railyard-tools]}" "$scratch/ctl-tools"
-if cat "$scratch"/ctl-tools/* | grep -v '^[[:space:]]*#' | grep -qE 'systemctl +(enable|start)|deb-systemd-(helper +enable|invoke)'; then
+if grep -v '^[[:space:]]*#' "$scratch"/ctl-tools/* | grep -E 'systemctl +(enable|start)|deb-systemd-(helper +enable|invoke)'; then
   fail "railyard-tools' maintainer scripts enable or start railyardd"
 fi
 ok "railyardd.service (ExecStart=/usr/bin/railyardd) is shipped and not enabled; railyard.pc prefix=/usr"

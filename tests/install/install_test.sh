@@ -45,7 +45,7 @@ for t in "${tools[@]}"; do want+=("$P/$bindir/$t"); done
 for f in "${want[@]}"; do [[ -e "$f" ]] || fail "not installed: ${f#"$P"/}"; done
 for t in "${tools[@]}"; do [[ -x "$P/$bindir/$t" ]] || fail "not executable: $bindir/$t"; done
 ok "layout: ${#want[@]} files where expected"
-"$P/$bindir/railyard-plot" --help | grep -q '^usage: railyard-plot' || fail "the installed railyard-plot does not run"
+grep -q '^usage: railyard-plot' < <("$P/$bindir/railyard-plot" --help) || fail "the installed railyard-plot does not run"
 ok "the installed railyard-plot runs (--help)"
 if grep -rIl --exclude='*.md' -e "$build" -e "$src" "$P" >"$scratch/leaks.txt" 2>/dev/null; then
   fail "installed text files name the build or source tree: $(cat "$scratch/leaks.txt")"
@@ -78,7 +78,7 @@ unset PKG_CONFIG_LIBDIR
 cc -std=c99 -Wall -Wextra -Werror "$here/consumer/consumer.c" $(pkg-config --cflags --libs railyard) \
   -o "$scratch/consumer-pc" || fail "building the pkg-config consumer"
 out=$(env -i LD_LIBRARY_PATH="$P/$libdir" "$scratch/consumer-pc" "$version") || fail "pkg-config consumer: $out"
-LD_LIBRARY_PATH="$P/$libdir" ldd "$scratch/consumer-pc" | grep -q "libnccl-net-railyard.so => $P/$libdir/" ||
+grep -q "libnccl-net-railyard.so => $P/$libdir/" < <(LD_LIBRARY_PATH="$P/$libdir" ldd "$scratch/consumer-pc") ||
   fail "pkg-config consumer does not load the installed plugin"
 ok "pkg-config consumer (cc \$(pkg-config --cflags --libs railyard)): $out"
 
@@ -96,7 +96,7 @@ ok "find_package(Railyard) consumer (Railyard::nccl-net-railyard from $P/$libdir
 perf=$P/$bindir/railyard-perf
 run_installed_perf "$perf" "$plugin" "$scratch/perf-nccl-way.log" \
   NCCL_NET_PLUGIN=railyard LD_LIBRARY_PATH="$P/$libdir" LD_DEBUG=files
-if grep -F "$build/" "$scratch/perf-nccl-way.log" | grep -q 'file='; then
+if grep -q 'file=' < <(grep -F "$build/" "$scratch/perf-nccl-way.log"); then
   fail "LD_DEBUG: a file from the build tree was loaded: $(grep -F "$build/" "$scratch/perf-nccl-way.log" | head -3)"
 fi
 grep -q "file=.*$P/$libdir/libnccl-net-railyard.so" "$scratch/perf-nccl-way.log" ||

@@ -242,7 +242,7 @@ EOF
   # underneath (docs/architecture.md).
   one_table() {  # KEY PATTERN-ARGS...: run railyard-perf -np 2 on the bundled plugin
     local key=$1; shift
-    if ! nm -D --defined-only "$plugin" 2>/dev/null | grep -q "$table_sym"; then
+    if ! grep -q "$table_sym" < <(nm -D --defined-only "$plugin" 2>/dev/null); then
       step[$key]="skipped: the plugin exports no $table_sym*"
     elif [[ "${step[bundle]}" != ok* ]]; then
       step[$key]="skipped: the bundle check failed"
