@@ -11,6 +11,8 @@
 #                          adding a target does not add time (tools/test.sh: 270)
 # RAILYARD_FUZZ_BUILD_DIR  build directory (default build-fuzz in the source tree)
 # RAILYARD_FUZZ_PARALLEL   targets run at once (default: the number of CPUs)
+# RAILYARD_FUZZ_BUILD_ONLY=1  build the targets and exit (tools/test.sh builds them
+#                          early, in the background; the later run finds them built)
 # Inputs the fuzzers add go to $build/fuzz-work/<target>/ (never into the source
 # tree); a crash or a failed check is saved as $build/findings/<target>/crash-*
 # (replay it with `$build/tests/fuzz/<target>_fuzz FILE`; to keep it as a regression
@@ -39,6 +41,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 bins=()
 for t in "${targets[@]}"; do bins+=("${t}_fuzz"); done
 cmake --build "$build" -j"$(nproc)" --target "${bins[@]}" || exit 2
+[ "${RAILYARD_FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 run_one() {
   local t=$1 work="$build/fuzz-work/$1" found="$build/findings/$1"
