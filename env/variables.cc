@@ -211,7 +211,8 @@ const Variable kVariables[] = {
      "chooses the rails among the IPv4 ports that are not loopback: a port that carries a "
      "default route is a rail only when named exactly (=eth0, with a warning), and "
      "NCCL_SOCKET_IFNAME is NOT used for rails (it chooses NCCL's bootstrap network, e.g. "
-     "mgmt0). Outside fabric mode (RAILYARD_FABRIC=off, or auto without rails) it chooses "
+     "mgmt0): while this variable is unset, the ports NCCL_SOCKET_IFNAME names (not an ^ list) "
+     "are never rails, even when only two hosts speak on them. Outside fabric mode (RAILYARD_FABRIC=off, or auto without rails) it chooses "
      "the TCP transport's devices, and NCCL_SOCKET_IFNAME is honoured when it is unset; "
      "automatic = up, non-loopback interfaces with a routable address, except "
      "docker*/virbr*; else lo.",

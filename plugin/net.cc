@@ -573,7 +573,9 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     if (cfg->fabric != "off") {
       // Rails follow RAILYARD_SOCKET_IFNAME only; NCCL_SOCKET_IFNAME is NCCL's bootstrap choice.
       std::string whyNone;
-      s = proxy::SelectFabricRails(cfg->railIfname, cfg->defaultSpeedMbps, &rails, &whyNone);
+      s = proxy::SelectFabricRails(cfg->railIfname, cfg->defaultSpeedMbps, &rails, &whyNone,
+                                   "RAILYARD_SOCKET_IFNAME",
+                                   proxy::BootstrapIfname(cfg->railIfname, cfg->socketIfname));
       if (!s.ok()) return Fail(s, "init");
       if (rails.empty() && cfg->fabric == "on") {
         return Fail(InvalidUsage("RAILYARD_FABRIC=on but no interface qualifies as a rail (IPv4, not "

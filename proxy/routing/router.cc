@@ -10,6 +10,7 @@
 #include "env/log.h"
 #include "proxy/wire.h"
 #include "topology/discovery.h"
+#include "topology/interface_filter.h"
 
 namespace railyard::proxy {
 
@@ -56,8 +57,10 @@ size_t WeightedPick(const std::vector<int>& speedsMbps, int k) {
 
 Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
                          std::vector<FabricRail>* out, std::string* whyNone,
-                         const std::string& filterSource) {
+                         const std::string& filterSource, const std::string& bootstrapFilter) {
   out->clear();
+  const topology::InterfaceFilter bootstrap = topology::InterfaceFilter::Parse(bootstrapFilter);
+  const bool bootstrapNamed = !bootstrap.automatic() && !bootstrap.list().exclude;
   topology::DiscoveryOptions opt;
   opt.ifnameFilter = ifnameFilter;
   opt.ifnameFilterSource = filterSource;
@@ -70,6 +73,14 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
   for (const topology::Rail& r : rails) {
     if (r.netdev == "lo") {  // loopback is never part of the fabric
       skipped.push_back("lo: loopback is never a fabric rail");
+      continue;
+    }
+    if (bootstrapNamed && bootstrap.Matches(r.netdev)) {
+      const std::string why = r.netdev + ": NCCL_SOCKET_IFNAME='" + bootstrap.text() +
+                              "' makes it NCCL's bootstrap (management) network, never a cable "
+                              "(RAILYARD_SOCKET_IFNAME chooses the rails)";
+      RY_INFO(log::kInit | log::kNet, "fabric: %s", why.c_str());
+      skipped.push_back(why);
       continue;
     }
     bool found = false;

@@ -98,8 +98,24 @@ size_t WeightedPick(const std::vector<int>& speedsMbps, int k);
 /// to run on; then `*whyNone` (when given) says which rule or variable removed which
 /// port: "mgmt0: filtered out by RAILYARD_SOCKET_IFNAME='p'; eth0: carries a default
 /// route ...". Each choice is logged at INFO. Errors: those of topology::DiscoverRails.
+///
+/// `bootstrapFilter` is NCCL_SOCKET_IFNAME when it is what chose NCCL's bootstrap network
+/// (BootstrapIfname): a port it selects by name ("mgmt0", "=eth0", "eno": not an exclusion
+/// list, not automatic) is the management network every rank reaches, so it is never a
+/// rail, even when only two hosts speak on it and it would look like a cable (new-user
+/// trial: the management bridge carried job data when the other hosts' railyardd ran
+/// with RAILYARD_SOCKET_IFNAME=^mgmt0). Its skip reason names the variable.
 Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
                          std::vector<FabricRail>* out, std::string* whyNone = nullptr,
-                         const std::string& filterSource = "RAILYARD_SOCKET_IFNAME");
+                         const std::string& filterSource = "RAILYARD_SOCKET_IFNAME",
+                         const std::string& bootstrapFilter = "");
+
+/// The NCCL_SOCKET_IFNAME value that SelectFabricRails keeps out of the rails: the
+/// effective socket filter (env::Config::socketIfname) when no rail filter
+/// (RAILYARD_SOCKET_IFNAME, or a tool's --ifname) was given, for then it came from
+/// NCCL_SOCKET_IFNAME; "" otherwise (an explicit rail filter decides alone).
+inline std::string BootstrapIfname(const std::string& railFilter, const std::string& socketIfname) {
+  return railFilter.empty() ? socketIfname : std::string();
+}
 
 }  // namespace railyard::proxy

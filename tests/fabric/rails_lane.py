@@ -11,8 +11,9 @@ uplink-never-rail: h0 gets an uplink `eth0` (10.202.0.1/24) that carries the def
   the listener does hear its hellos. railyard-info shows eth0 as skipped, not as a rail; a
   filter that leaves no rail names, in the error, each port and what removed it.
 nccl-ifname-bootstrap: NCCL_SOCKET_IFNAME=mgmt0 (NCCL's bootstrap choice) in fabric mode still
-  gives the cabled rails, and a sendrecv between opposite hosts (through railyardd on the two
-  others) passes its data check.
+  gives the cabled rails, never mgmt0, whether the railyardd on the two other hosts speak on
+  mgmt0 or keep off it (RAILYARD_SOCKET_IFNAME=^mgmt0), and a sendrecv between opposite hosts
+  (through those railyardd) passes its data check.
 
 Usage: rails_lane.py CASE RAILYARD_PERF RAILYARDD RAILYARD_INFO LIBDIR
 """
@@ -214,36 +215,43 @@ def case_uplink_never_rail():
 
 
 def case_nccl_ifname_bootstrap():
+    # Twice: railyardd on h1/h3 as the ranks are set (so four hosts speak on mgmt0, a
+    # shared segment), then with RAILYARD_SOCKET_IFNAME=^mgmt0 as the README recommends
+    # for daemons, so only the two ranks' hosts speak on it and it would look like a cable
+    # (new-user trial: it then became a rail and carried the job's data). The port
+    # NCCL_SOCKET_IFNAME names is NCCL's bootstrap network, never a rail, either way.
     env_common = {"NCCL_SOCKET_IFNAME": "mgmt0", "RAILYARD_FABRIC": "on", "RAILYARD_TIMEOUT_MS": "20000"}
-    relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD],
-                               env={**base_env(env_common), "RAILYARD_HOST_NAME": f"h{h}"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for h in (1, 3)]
-    try:
-        port = random.randint(30000, 39000)
-        procs = [subprocess.Popen(
-            ["ip", "netns", "exec", NS[h], PERF, "--rank", str(r), "--nranks", "2", "--root", f"{MGMT[0]}:{port}",
-             "-p", "sendrecv", "-b", "1K", "-e", "4M", "-f", "16", "-n", "5", "-c", "1", "-T", "60"],
-            env={**base_env(env_common), "RAILYARD_HOST_NAME": f"h{h}"},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r, h in enumerate((0, 2))]
-        results = [p.communicate(timeout=90) + (p.returncode,) for p in procs]
-        for r, (out, err, rc) in enumerate(results):
-            if rc != 0:
-                fail(f"rank {r} exited {rc} with NCCL_SOCKET_IFNAME=mgmt0\n{out[-1500:]}\n{err[-2500:]}")
-        out0 = results[0][0]
-        dev = device_line(out0)
-        if "Out of bounds values : 0 OK" not in out0:
-            fail(f"rank 0 did not report 0 wrong values\n{out0[-1500:]}")
-        if "railyard[" not in dev or "mgmt0" in dev or "p" not in dev.split("railyard[")[1]:
-            fail(f"the fabric device is not made of the cabled rails: {dev}")
-        print(f"ok: NCCL_SOCKET_IFNAME=mgmt0: {dev}; h0<->h2 sendrecv through railyardd passed")
-    finally:
-        for p in relays:
-            p.terminate()
-        for p in relays:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    for daemons, daemon_env in (("railyardd as the ranks", {}),
+                                ("railyardd with RAILYARD_SOCKET_IFNAME=^mgmt0", {"RAILYARD_SOCKET_IFNAME": "^mgmt0"})):
+        relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD],
+                                   env={**base_env(env_common), **daemon_env, "RAILYARD_HOST_NAME": f"h{h}"},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for h in (1, 3)]
+        try:
+            port = random.randint(30000, 39000)
+            procs = [subprocess.Popen(
+                ["ip", "netns", "exec", NS[h], PERF, "--rank", str(r), "--nranks", "2", "--root", f"{MGMT[0]}:{port}",
+                 "-p", "sendrecv", "-b", "1K", "-e", "4M", "-f", "16", "-n", "5", "-c", "1", "-T", "60"],
+                env={**base_env(env_common), "RAILYARD_HOST_NAME": f"h{h}"},
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r, h in enumerate((0, 2))]
+            results = [p.communicate(timeout=90) + (p.returncode,) for p in procs]
+            for r, (out, err, rc) in enumerate(results):
+                if rc != 0:
+                    fail(f"{daemons}: rank {r} exited {rc} with NCCL_SOCKET_IFNAME=mgmt0\n{out[-1500:]}\n{err[-2500:]}")
+            out0 = results[0][0]
+            dev = device_line(out0)
+            if "Out of bounds values : 0 OK" not in out0:
+                fail(f"{daemons}: rank 0 did not report 0 wrong values\n{out0[-1500:]}")
+            if "railyard[" not in dev or "mgmt0" in dev or "p" not in dev.split("railyard[")[1]:
+                fail(f"{daemons}: the fabric device is not made of the cabled rails: {dev}")
+            print(f"ok: NCCL_SOCKET_IFNAME=mgmt0, {daemons}: {dev}; h0<->h2 sendrecv through railyardd passed")
+        finally:
+            for p in relays:
+                p.terminate()
+            for p in relays:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
 
 
 CASES = {"uplink-never-rail": case_uplink_never_rail, "nccl-ifname-bootstrap": case_nccl_ifname_bootstrap}

@@ -423,7 +423,8 @@ int Run(int argc, char** argv) {
     if (Status ls = env::Load(&config); !ls.ok()) {
       ctx.notListened = ls.message();
     } else if (fs = proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails, &whyNone,
-                                             options.ifnameFilterSource);
+                                             options.ifnameFilterSource,
+                                             proxy::BootstrapIfname(options.ifnameFilter, config->socketIfname));
                !fs.ok()) {
       ctx.notListened = "rail selection failed: " + fs.message();
     } else if (fabricRails.empty()) {

@@ -282,9 +282,10 @@ int main(int argc, char** argv) {
   }
   std::vector<proxy::FabricRail> rails;
   std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
-  if (Status s = proxy::SelectFabricRails(ifname.empty() ? cfg->railIfname : ifname, cfg->defaultSpeedMbps,
-                                          &rails, &whyNone,
-                                          ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname");
+  const std::string railFilter = ifname.empty() ? cfg->railIfname : ifname;
+  if (Status s = proxy::SelectFabricRails(railFilter, cfg->defaultSpeedMbps, &rails, &whyNone,
+                                          ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname",
+                                          proxy::BootstrapIfname(railFilter, cfg->socketIfname));
       !s.ok()) {
     std::fprintf(stderr, "railyardd: rail discovery failed: %s\n", s.message().c_str());
     return 2;
