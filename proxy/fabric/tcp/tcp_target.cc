@@ -70,12 +70,17 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
 
 bool TcpTarget::Busy() const { return used_ > 0; }
 
-void TcpTarget::Fail(FabricError e, bool always) {
+void TcpTarget::Fail(FabricError e, bool always, bool warnIdle) {
   if (dead_) return;
   dead_ = true;
   ++worker_->counters().connectionsFailed;
-  if (always || (Busy() && !refusing_)) {
-    RY_WARN("%s", e.ToString().c_str());
+  const bool busy = Busy() && !refusing_;
+  if (always || busy) {
+    if (busy || warnIdle) {
+      RY_WARN("%s", e.ToString().c_str());
+    } else {
+      RY_INFO(log::kNet, "%s (no op of that peer was under way here)", e.ToString().c_str());
+    }
     Event ev;
     ev.kind = EventKind::kError;
     ev.peer = peer_;
@@ -318,7 +323,11 @@ void TcpTarget::Progress() {
     FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, worker_->Readable(s->fd()));
     if (!e.ok()) {
       if (e.site.peer.empty()) e = Error(e.errc, s->index(), e.site.seq, e.what);
-      Fail(std::move(e), !refusing_);
+      // A reset is a close that left our acks unread (a rank that ended first): the
+      // event goes out either way (a comm waiting on that peer names it, kill-relay's
+      // seq), the WARN only when it cut an op here short.
+      const bool reset = e.errc == FabricErrc::kPeerClosed;
+      Fail(std::move(e), !refusing_, !reset);
       return;
     }
     if (r.closed) {

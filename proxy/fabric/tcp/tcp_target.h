@@ -51,8 +51,11 @@ class TcpTarget : private FrameHandler {
   /// Failed or closed: the Worker drops it.
   bool Dead() const { return dead_; }
   /// Fails the connection: an error event at this Worker (when work was under way or
-  /// `always`), every socket closed.
-  void Fail(FabricError e, bool always = true);
+  /// `always`), every socket closed. The failure is logged at WARN when work was under
+  /// way or `warnIdle`; otherwise at INFO (a peer that reset an idle connection after
+  /// its last op, as a rank ending first does: whoever still expects something of that
+  /// peer gets the event and reports it).
+  void Fail(FabricError e, bool always = true, bool warnIdle = true);
 
  private:
   struct PendingRead {
