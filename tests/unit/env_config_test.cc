@@ -272,6 +272,17 @@ TEST(EnvConfig, OutOfRangeValuesFail) {
   EXPECT_EQ(c.timeoutMs, 2147483647);
 }
 
+TEST(EnvConfig, CollnetChunkBytesMustBeAMultipleOf8) {
+  // It used to be accepted and silently rounded down by the collnet runtime.
+  Status st = ParseErr(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "4100"}}});
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_EQ(st.message(),
+            "RAILYARD_COLLNET_CHUNK_BYTES='4100' (4100 bytes) is not a multiple of 8: a chunk holds "
+            "whole 8-byte elements (RAILYARD_COLLNET_CHUNK_BYTES)");
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "4104"}}}).collnetChunkBytes, 4104u);
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "1M"}}}).collnetChunkBytes, 1u << 20);
+}
+
 TEST(EnvConfig, NcclAliasIsUsedWhenOursIsUnset) {
   EXPECT_EQ(ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "=eth0"}}}).socketIfname, "=eth0");
   // Empty counts as unset for ours too.
