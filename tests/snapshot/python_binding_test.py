@@ -31,6 +31,15 @@ def main():
         print(f"FAIL: a RAILYARD_LIB that does not load was not refused (rc {probe.returncode}):\n{probe.stderr[-800:]}")
         return 1
     os.environ["RAILYARD_LIB"] = lib
+    # railyardd's snapshot errors carry one "snapshot: " prefix (it used to print
+    # "railyardd: snapshot: snapshot: listen on ...").
+    for args, want in ((["--snapshot-address", "192.0.2.1", "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=2"],
+                        "railyardd: snapshot: listen on 192.0.2.1:0: Cannot assign requested address (errno 99)"),):
+        r = subprocess.run([railyardd, "--snapshot-only"] + args, capture_output=True, text=True, timeout=30,
+                           env={k: v for k, v in os.environ.items() if k != "RAILYARD_SOCKET_IFNAME"})
+        if r.returncode != 2 or want not in r.stderr.splitlines():
+            print(f"FAIL: railyardd {' '.join(args)}: rc {r.returncode}, wanted the line {want!r} in:\n{r.stderr[-800:]}")
+            return 1
     try:
         import numpy as np
     except ImportError:

@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<tools::SnapshotService> snapshotService;
   if (!snapshot.arenas.empty()) {
     if (Status s = tools::SnapshotService::Start(snapshot, *cfg, &snapshotService); !s.ok()) {
-      std::fprintf(stderr, "railyardd: snapshot: %s\n", s.message().c_str());
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());  // it says "snapshot: "
       return 2;
     }
     std::printf("snapshot-port %u\n", snapshotService->port());
