@@ -34,7 +34,10 @@ def main():
     # railyardd's snapshot errors carry one "snapshot: " prefix (it used to print
     # "railyardd: snapshot: snapshot: listen on ...").
     for args, want in ((["--snapshot-address", "192.0.2.1", "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=2"],
-                        "railyardd: snapshot: listen on 192.0.2.1:0: Cannot assign requested address (errno 99)"),):
+                        "railyardd: snapshot: listen on 192.0.2.1:0: Cannot assign requested address (errno 99)"),
+                       (["--snapshot-address", "127.0.0.1", "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=0"],
+                        "railyardd: snapshot: arena spec 'kind=a,mode=raw,blob=4K,slots=0': slots='0' is out of range: "
+                        "expected an integer of 1 or more (slots x blob at most 1 TiB)")):
         r = subprocess.run([railyardd, "--snapshot-only"] + args, capture_output=True, text=True, timeout=30,
                            env={k: v for k, v in os.environ.items() if k != "RAILYARD_SOCKET_IFNAME"})
         if r.returncode != 2 or want not in r.stderr.splitlines():
