@@ -1,6 +1,8 @@
 // Parsing of the RAILYARD_* variables described by the table in variables.cc.
 #include "env/config.h"
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -262,6 +264,21 @@ Status CheckCombinations(const Config& c) {
                         ": a neighbour would be declared gone between two of its hellos "
                         "(make it a few intervals, e.g. " +
                         std::to_string(std::min(600000, 10 * c.discoveryIntervalMs)) + ")");
+  }
+  if (!c.addrRange.empty()) {
+    // ApplyAddrRange accepted it as a CIDR of one family; a range of the other family than the
+    // GIDs chosen can never match one (verbs GID selection would fail on every device).
+    const std::string addr = c.addrRange.substr(0, c.addrRange.find('/'));
+    unsigned char buf[16];
+    const int rangeFamily = inet_pton(AF_INET, addr.c_str(), buf) == 1 ? AF_INET : AF_INET6;
+    if (rangeFamily != c.addrFamily) {
+      const bool v6 = rangeFamily == AF_INET6;
+      return InvalidUsage("RAILYARD_ADDR_RANGE=" + c.addrRange + " is an " + (v6 ? "IPv6" : "IPv4") +
+                          " range but RAILYARD_ADDR_FAMILY=" + (v6 ? "AF_INET" : "AF_INET6") +
+                          " (or their NCCL_IB_ aliases): no GID of that family can lie in it; set "
+                          "RAILYARD_ADDR_FAMILY=" + (v6 ? "AF_INET6" : "AF_INET") + " or give an " +
+                          (v6 ? "IPv4" : "IPv6") + " range");
+    }
   }
   return Status::Ok();
 }

@@ -181,7 +181,9 @@ const Variable* NearestVariable(std::string_view name);
 
 /// Checks the values that depend on each other, after every variable was parsed:
 /// RAILYARD_DISCOVERY_DEAD_MS must be larger than RAILYARD_DISCOVERY_INTERVAL_MS (else a
-/// neighbour is declared gone between two hellos). Errors: InvalidUsage naming both
+/// neighbour is declared gone between two hellos); a RAILYARD_ADDR_RANGE must be of the
+/// RAILYARD_ADDR_FAMILY family (IPv4 range with AF_INET, IPv6 with AF_INET6; NCCL 2.28.9
+/// ignores a mismatched range with a WARN, Railyard refuses it). Errors: InvalidUsage naming both
 /// variables and their values. Parse() calls it.
 Status CheckCombinations(const Config& config);
 

@@ -70,6 +70,21 @@ Status ApplyBytes(const Variable& var, const char* source, std::string_view valu
   return Status::Ok();
 }
 
+// RAILYARD_COLLNET_CHUNK_BYTES: a byte count in range that is also a multiple of 8 (a chunk
+// holds whole 8-byte elements, the widest NCCL type); refused here, not rounded down later.
+Status ApplyCollnetChunkBytes(const Variable& var, const char* source, std::string_view value,
+                              Config* out) {
+  std::int64_t v = 0;
+  RY_RETURN_IF_ERROR(ParseBytesValue(var, source, value, &v));
+  if (v % 8 != 0) {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' (" + std::to_string(v) +
+                        " bytes) is not a multiple of 8: a chunk holds whole 8-byte elements (" +
+                        var.name + ")");
+  }
+  out->collnetChunkBytes = static_cast<std::size_t>(v);
+  return Status::Ok();
+}
+
 Status ApplyNothing(const Variable&, const char*, std::string_view, Config*) { return Status::Ok(); }
 
 Status ApplyHostName(const Variable&, const char*, std::string_view value, Config* out) {
@@ -403,7 +418,7 @@ const Variable kVariables[] = {
     {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
      "CollNet collectives: bytes of one pipelined ring chunk, the size of one staging slot "
      "(the same on every rank: connect checks it); a multiple of 8. Accepts K, M, G suffixes.",
-     4096, 64 * 1024 * 1024, &ApplyBytes<&Config::collnetChunkBytes>},
+     4096, 64 * 1024 * 1024, &ApplyCollnetChunkBytes},
     {"RAILYARD_COLLNET_SLOTS", "int", "8", "", nullptr,
      "CollNet collectives: staging slots per ring direction, i.e. chunks a rank may have in "
      "flight to its neighbour before credits return (the same on every rank).",

@@ -263,6 +263,9 @@ class CablingAgent {
   std::vector<char> Seal(std::vector<char> datagram) const;
   std::vector<LinkRecord> OwnLinks() const;  ///< requires mu_
   void Rebuild();                            ///< requires mu_
+  /// WARNs when neighbour `nb` (just heard on `r`) announces this host's name or the name
+  /// of another heard host, naming both addresses. Requires mu_.
+  void WarnDuplicateName(const RailState& r, const Neighbour& nb) const;
   /// Counts a refusal and logs it (rate-limited). Requires mu_.
   void Refuse(uint64_t AgentCounters::*counter, const char* kind, const std::string& detail, int64_t nowMs);
 

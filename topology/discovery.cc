@@ -577,7 +577,15 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
       RY_WARN("%s", w.c_str());
       r.warnings.push_back(std::move(w));
     }
-    if (std::string down = DownReason(r); !down.empty() && !options.includeDown) {
+    // A down interface without an address (an idle ifb0, say) is skipped for both, in one
+    // text: railyard-info's table (down skipped) and the fabric's rail list (down kept,
+    // so skipped for the address) used to give it two different reasons.
+    const std::string down = DownReason(r);
+    if (!down.empty() && r.addresses.empty() && (!options.includeDown || !options.includeNoAddress)) {
+      Skip(skipped, name, down + " and no address");
+      continue;
+    }
+    if (!down.empty() && !options.includeDown) {
       Skip(skipped, name, down);
       continue;
     }

@@ -18,7 +18,7 @@ model's layer number). Every failure raises ExpertError with .name (e.g.
 import ctypes
 import json
 
-from railyard import _lib
+from railyard import _args, _lib
 
 TRANSPORTS = {"tcp": 1, "read": 2}
 
@@ -111,20 +111,36 @@ class ExpertClient:
         _check(self._lib, self._lib.railyard_expert_manifest(self._h, text, needed.value, ctypes.byref(needed)))
         self.manifest = json.loads(text.value.decode())
 
+    def _handle(self, call):
+        """The open handle; ExpertError "... is closed" naming `call` once close() ran."""
+        if not self._h:
+            raise ExpertError(0, "CLOSED", f"ExpertClient.{call}: the client is closed (close() was called)")
+        return self._h
+
     def fetch(self, layer, expert, offset=0):
-        """Fetches record (layer, expert) into arena[offset : offset + record_stride]."""
-        _check(self._lib, self._lib.railyard_expert_fetch(self._h, layer, expert, offset))
+        """Fetches record (layer, expert) into arena[offset : offset + record_stride].
+        A negative or too-large layer/expert/offset raises ValueError naming it."""
+        h = self._handle("fetch")
+        layer = _args.unsigned("layer", layer, 32)
+        expert = _args.unsigned("expert", expert)
+        offset = _args.unsigned("offset", offset)
+        _check(self._lib, self._lib.railyard_expert_fetch(h, layer, expert, offset))
 
     def fetch_batch(self, records):
-        """Fetches (layer, expert, offset) triples; all land or ExpertError is raised."""
+        """Fetches (layer, expert, offset) triples; all land or ExpertError is raised.
+        A negative or too-large field raises ValueError naming it and its record."""
+        h = self._handle("fetch_batch")
         arr = (_Record * len(records))()
         for i, (layer, expert, offset) in enumerate(records):
-            arr[i].layer, arr[i].reserved, arr[i].expert, arr[i].arena_offset = layer, 0, expert, offset
-        _check(self._lib, self._lib.railyard_expert_fetch_batch(self._h, arr, len(records)))
+            arr[i].layer = _args.unsigned(f"records[{i}] layer", layer, 32)
+            arr[i].reserved = 0
+            arr[i].expert = _args.unsigned(f"records[{i}] expert", expert)
+            arr[i].arena_offset = _args.unsigned(f"records[{i}] offset", offset)
+        _check(self._lib, self._lib.railyard_expert_fetch_batch(h, arr, len(records)))
 
     def set_verify(self, on):
         """Switches the checksum check of later fetches on or off."""
-        _check(self._lib, self._lib.railyard_expert_set_verify(self._h, 1 if on else 0))
+        _check(self._lib, self._lib.railyard_expert_set_verify(self._handle("set_verify"), 1 if on else 0))
 
     def tensor(self, arena, name, offset=0):
         """A numpy view of tensor `name` of the record at arena[offset:] (numpy needed)."""

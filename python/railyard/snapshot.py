@@ -10,10 +10,11 @@ Every call completes before it returns. Errors raise SnapshotError(code, message
 """
 import ctypes
 
-from railyard import _lib
+from railyard import _args, _lib
 
 RAW = 1
 PAGING = 2
+MODE_NAMES = {RAW: "raw", PAGING: "paging"}
 
 
 class SnapshotError(RuntimeError):
@@ -64,15 +65,17 @@ def _check(rc):
 
 def list_arenas(host, port):
     """Discovery: the arenas the peer at host:port serves, as a list of dicts
-    {"kind", "mode" (RAW or PAGING), "blob_bytes", "arena_bytes" (0: a raw arena the
-    first client sizes), "max_bytes"}."""
+    {"kind", "mode" ("raw" or "paging", the names railyardd --snapshot-arena takes; MODE_NAMES
+    maps RAW and PAGING to them), "blob_bytes", "arena_bytes" (0: a raw arena the first client
+    sizes), "max_bytes"}. ValueError for a port outside 1..65535."""
+    port = _args.port(port)
     count = ctypes.c_int(0)
     room = 16
     while True:
         arr = (_Arena * room)()
         _check(_api().railyard_snapshot_list(host.encode(), port, arr, room, ctypes.byref(count)))
         if count.value <= room:
-            return [{"kind": a.kind.decode(), "mode": a.mode, "blob_bytes": a.blob_bytes, "arena_bytes": a.arena_bytes,
+            return [{"kind": a.kind.decode(), "mode": MODE_NAMES.get(a.mode, str(a.mode)), "blob_bytes": a.blob_bytes, "arena_bytes": a.arena_bytes,
                      "max_bytes": a.max_bytes} for a in arr[:count.value]]
         room = count.value
 
@@ -96,47 +99,75 @@ class Snapshot:
     """One connection to an arena `kind` served by railyardd --snapshot-arena.
 
     mode (RAW or PAGING), arena_bytes (slots x blob bytes) and blob_bytes must equal
-    the peer's arena; the peer refuses anything else naming what differs."""
+    the peer's arena; the peer refuses anything else naming what differs. mode may also be
+    given by name ("raw", "paging"). Integer arguments outside their C range (negative ones
+    included) raise ValueError naming the argument; any call after close() raises
+    SnapshotError "... is closed"."""
 
     def __init__(self, host, port, kind, mode, arena_bytes, blob_bytes):
         self._h = ctypes.c_void_p()
+        port = _args.port(port)
+        if isinstance(mode, str):
+            names = {v: k for k, v in MODE_NAMES.items()}
+            if mode not in names:
+                raise ValueError(f"mode={mode!r} is not one of 'raw', 'paging' (or RAW, PAGING)")
+            mode = names[mode]
+        arena_bytes = _args.unsigned("arena_bytes", arena_bytes)
+        blob_bytes = _args.unsigned("blob_bytes", blob_bytes)
         self.blob_bytes = blob_bytes
         _check(_api().railyard_snapshot_connect(host.encode(), port, kind.encode(), mode, arena_bytes, blob_bytes,
                                                 ctypes.byref(self._h)))
 
+    def _handle(self, call):
+        """The open handle; SnapshotError naming `call` once close() ran."""
+        if not self._h:
+            raise SnapshotError(4, f"Snapshot.{call}: the connection is closed (close() was called)")
+        return self._h
+
     def put(self, key, data):
-        """Paging mode: stores `data` (blob_bytes bytes) under the integer `key`."""
+        """Paging mode: stores `data` (blob_bytes bytes) under the integer `key` (0..2**64-1)."""
+        h = self._handle("put")
+        key = _args.unsigned("key", key)
         addr, n, keep = _buffer(data, False)
-        _check(_api().railyard_snapshot_put(self._h, key, addr, n))
+        _check(_api().railyard_snapshot_put(h, key, addr, n))
         del keep
 
     def get(self, key, out):
         """Paging mode: fills `out` (a writable blob_bytes buffer); False when absent."""
+        h = self._handle("get")
+        key = _args.unsigned("key", key)
         addr, n, keep = _buffer(out, True)
         found = ctypes.c_int(0)
-        _check(_api().railyard_snapshot_get(self._h, key, addr, n, ctypes.byref(found)))
+        _check(_api().railyard_snapshot_get(h, key, addr, n, ctypes.byref(found)))
         del keep
         return bool(found.value)
 
     def remove(self, key):
         """Paging mode: forgets `key`; False when it was not there."""
+        h = self._handle("remove")
+        key = _args.unsigned("key", key)
         found = ctypes.c_int(0)
-        _check(_api().railyard_snapshot_remove(self._h, key, ctypes.byref(found)))
+        _check(_api().railyard_snapshot_remove(h, key, ctypes.byref(found)))
         return bool(found.value)
 
     def write_at(self, offset, data):
         """Raw mode: one whole blob at `offset` (a multiple of blob_bytes)."""
+        h = self._handle("write_at")
+        offset = _args.unsigned("offset", offset)
         addr, n, keep = _buffer(data, False)
-        _check(_api().railyard_snapshot_write_at(self._h, offset, addr, n))
+        _check(_api().railyard_snapshot_write_at(h, offset, addr, n))
         del keep
 
     def read_at(self, offset, out):
         """Raw mode: the whole blob at `offset` into `out`."""
+        h = self._handle("read_at")
+        offset = _args.unsigned("offset", offset)
         addr, n, keep = _buffer(out, True)
-        _check(_api().railyard_snapshot_read_at(self._h, offset, addr, n))
+        _check(_api().railyard_snapshot_read_at(h, offset, addr, n))
         del keep
 
     def close(self):
+        """Closes the connection; a second close() does nothing."""
         if self._h:
             _api().railyard_snapshot_close(self._h)
             self._h = ctypes.c_void_p()

@@ -17,23 +17,32 @@
 namespace railyard::storage::snapshot {
 namespace {
 
-Status ParseCount(const std::string& field, const std::string& v, bool suffixes, uint64_t* out) {
+// What a count field accepts, for its errors: slots= is a plain integer, blob= and max= are bytes.
+std::string Accepted(const std::string& field) {
+  if (field == "slots") return "an integer of 1 or more (slots x blob at most 1 TiB)";
+  return "a byte count of 1 or more with an optional K, M or G suffix (powers of 1024; the arena at most 1 TiB)";
+}
+
+// One count field of the spec `text`; errors name the spec, the field, its value and what it accepts.
+Status ParseCount(const std::string& text, const std::string& field, const std::string& v, bool suffixes,
+                  uint64_t* out) {
+  const std::string where = "arena spec '" + text + "': " + field + "='" + v + "'";
   uint64_t n = 0;
   const char* end = v.data() + v.size();
   auto [p, ec] = std::from_chars(v.data(), end, n);
-  if (ec != std::errc() || p == v.data()) return InvalidArgument("arena spec: " + field + "='" + v + "' is not a number");
+  if (ec != std::errc() || p == v.data()) return InvalidArgument(where + " is not a number: expected " + Accepted(field));
   uint64_t mult = 1;
   if (p != end) {
     const std::string suf(p, end);
-    if (!suffixes || suf.size() != 1) return InvalidArgument("arena spec: " + field + "='" + v + "' has a bad suffix");
+    if (!suffixes || suf.size() != 1) return InvalidArgument(where + " has a bad suffix: expected " + Accepted(field));
     switch (suf[0]) {
       case 'K': case 'k': mult = 1ull << 10; break;
       case 'M': case 'm': mult = 1ull << 20; break;
       case 'G': case 'g': mult = 1ull << 30; break;
-      default: return InvalidArgument("arena spec: " + field + "='" + v + "' has a bad suffix (K, M or G)");
+      default: return InvalidArgument(where + " has a bad suffix (K, M or G): expected " + Accepted(field));
     }
   }
-  if (n == 0 || n > (uint64_t{1} << 62) / mult) return InvalidArgument("arena spec: " + field + "='" + v + "' out of range");
+  if (n == 0 || n > (uint64_t{1} << 62) / mult) return InvalidArgument(where + " is out of range: expected " + Accepted(field));
   *out = n * mult;
   return Status::Ok();
 }
@@ -59,11 +68,11 @@ Status ParseArenaSpec(const std::string& text, ArenaSpec* out) {
       else return InvalidArgument("arena spec: mode '" + v + "' (raw or paging)");
       haveMode = true;
     } else if (k == "blob") {
-      RY_RETURN_IF_ERROR(ParseCount(k, v, true, &s.blobBytes));
+      RY_RETURN_IF_ERROR(ParseCount(text, k, v, true, &s.blobBytes));
     } else if (k == "slots") {
-      RY_RETURN_IF_ERROR(ParseCount(k, v, false, &s.slots));
+      RY_RETURN_IF_ERROR(ParseCount(text, k, v, false, &s.slots));
     } else if (k == "max") {
-      RY_RETURN_IF_ERROR(ParseCount(k, v, true, &s.maxBytes));
+      RY_RETURN_IF_ERROR(ParseCount(text, k, v, true, &s.maxBytes));
     } else {
       return InvalidArgument("arena spec '" + text + "': unknown field '" + k + "' (kind, mode, blob, slots, max)");
     }

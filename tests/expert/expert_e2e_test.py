@@ -148,6 +148,28 @@ def main():
                         check(False, f"{transport}: layer 2 of 2 is refused")
                     except ExpertError as e:
                         check(e.name == "OUT_OF_RANGE", f"{transport}: layer 2 of 2 is OUT_OF_RANGE ({e})")
+                    # Negative indices used to wrap around in ctypes (layer -1 read as 4294967295).
+                    for args, text in (((-1, 0, 0), "layer=-1 is out of range: expected 0..4294967295"),
+                                       ((0, -1, 0), "expert=-1 is out of range: expected 0..18446744073709551615"),
+                                       ((0, 0, -8), "offset=-8 is out of range: expected 0..18446744073709551615")):
+                        try:
+                            c.fetch(*args)
+                            check(False, f"{transport}: fetch{args} is refused")
+                        except ValueError as e:
+                            check(str(e) == text, f"{transport}: fetch{args} is ValueError '{text}' ({e})")
+                    try:
+                        c.fetch_batch([(0, 0, 0), (0, -3, 0)])
+                        check(False, f"{transport}: a batch with expert -3 is refused")
+                    except ValueError as e:
+                        check(str(e).startswith("records[1] expert=-3 is out of range"),
+                              f"{transport}: a batch with expert -3 names records[1] ({e})")
+                c.close()
+                try:
+                    c.fetch(0, 0, 0)
+                    check(False, f"{transport}: fetch after close() is refused")
+                except ExpertError as e:
+                    check(e.name == "CLOSED" and "ExpertClient.fetch: the client is closed" in str(e),
+                          f"{transport}: fetch after close() is CLOSED ({e})")
 
             # SIGKILL the peer while a long batch is in flight: PEER_LOST, never success.
             for transport in ("tcp", "read"):

@@ -64,6 +64,20 @@ TEST(PerfCli, EveryTableVersionNccl2289LoadsRunsEndToEnd) {
   }
 }
 
+// -np sets RAILYARD_SOCKET_IFNAME='=lo' for its ranks when the user set neither variable; a
+// failure naming that value used to read as the user's own setting (new-user trial).
+TEST(PerfCli, AFailureSaysWhichSettingRailyardPerfInjected) {
+  const Result r = RunShell("env -u RAILYARD_SOCKET_IFNAME -u NCCL_SOCKET_IFNAME RAILYARD_FABRIC=on " + kPerf +
+                            " --plugin " + kRailyard + " -np 2 -b 4K -e 4K -n 1 -w 0 -T 60");
+  EXPECT_NE(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("RAILYARD_FABRIC=on but no interface qualifies as a rail"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\nrailyard-perf: note: RAILYARD_SOCKET_IFNAME='=lo' (exactly the loopback interface lo) "
+                       "was set by railyard-perf -np for its local ranks, not taken from your environment; set "
+                       "RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(PerfCli, TestLeavingSizesUnwrittenIsOneWarnNotAnAbort) {
   const Result r = RunShell("FAKE_NET_NO_SIZES=1 " + kPerf + " --plugin " + Lib("7") + kSmallRun);
   EXPECT_EQ(r.status, 0) << r.out << r.err;

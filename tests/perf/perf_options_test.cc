@@ -139,6 +139,22 @@ TEST(PerfOptions, SizeListWalksLikeNcclTests) {
   EXPECT_EQ(SizeList(o), (std::vector<std::size_t>{1u << 20, 2u << 20, 3u << 20}));
 }
 
+// -b 0 is one row of 0 bytes, as in nccl-tests, and no row repeats: with -f 2 the sizes
+// 0, 1, 2 all rounded to a 0-byte row of floats (three rows of 0 before).
+TEST(PerfOptions, SizeZeroIsOneRowAndRowsDoNotRepeat) {
+  Options o;
+  o.minBytes = 0;
+  o.maxBytes = 0;
+  EXPECT_EQ(SizeList(o), (std::vector<std::size_t>{0}));
+  o.maxBytes = 32;
+  o.stepFactor = 2;
+  const auto sizes = SizeList(o);
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{0, 1, 2, 4, 8, 16, 32}));
+  auto floats = [](std::size_t s) { return s / 4 * 4; };
+  EXPECT_EQ(DistinctRows(sizes, floats), (std::vector<std::size_t>{0, 4, 8, 16, 32}));
+  EXPECT_EQ(DistinctRows({0, 0, 8, 8}, [](std::size_t s) { return s; }), (std::vector<std::size_t>{0, 8}));
+}
+
 // Issue 8.6: ranks started with different options are told so, flag by flag.
 TEST(PerfOptions, ShapeDifferenceNamesEveryFlagThatDiffers) {
   Options a, b;

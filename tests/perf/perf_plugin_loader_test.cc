@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "tools/railyard-perf/nccl_logger.h"
 #include "tools/railyard-perf/plugin_loader.h"
 
 namespace railyard::perf {
@@ -184,6 +185,28 @@ TEST_F(PerfPluginLoad, InitFailureStillCallsFinalize) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("init failed: ncclSystemError"), std::string::npos) << s.message();
   EXPECT_EQ(Calls(), "init\nfinalize\n");  // the fake sets *ctx before failing
+}
+
+// A plugin that loads and fails its init: the headline says so and quotes the plugin's
+// first WARN; it used to open with the "not found" lines of the other candidates.
+TEST_F(PerfPluginLoad, InitFailureHeadlineQuotesThePluginsWarn) {
+  setenv("FAKE_NET_INIT_FAIL", "1", 1);
+  OpenRequest req;
+  req.value = "/nonexistent/libnccl-net-x.so," + Lib("11");
+  req.logger = NcclLogger;
+  OpenedNet n;
+  std::vector<std::string> log;
+  Status s = OpenNetPlugin(req, &n, &log);
+  ASSERT_FALSE(s.ok());
+  const std::string head = s.message().substr(0, s.message().find('\n'));
+  const std::string want_start = "net plugin init failed (NCCL_NET_PLUGIN='" + *req.value + "'): ";
+  const std::string want_end = "libnccl-net-fake11.so (ncclNetPlugin_v11, name \"Fake11\"): init failed: "
+                               "ncclSystemError (2): fake: init refused (FAKE_NET_INIT_FAIL=1); finalize after "
+                               "the failed init returned ncclSuccess";
+  EXPECT_EQ(head.rfind(want_start, 0), 0u) << head;
+  ASSERT_GE(head.size(), want_end.size()) << head;
+  EXPECT_EQ(head.substr(head.size() - want_end.size()), want_end) << head;
+  EXPECT_NE(s.message().find("\n  - '/nonexistent/libnccl-net-x.so': not found"), std::string::npos) << s.message();
 }
 
 TEST_F(PerfPluginLoad, CommaListFirstLoadableWins) {

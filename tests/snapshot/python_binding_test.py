@@ -31,6 +31,18 @@ def main():
         print(f"FAIL: a RAILYARD_LIB that does not load was not refused (rc {probe.returncode}):\n{probe.stderr[-800:]}")
         return 1
     os.environ["RAILYARD_LIB"] = lib
+    # railyardd's snapshot errors carry one "snapshot: " prefix (it used to print
+    # "railyardd: snapshot: snapshot: listen on ...").
+    for args, want in ((["--snapshot-address", "192.0.2.1", "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=2"],
+                        "railyardd: snapshot: listen on 192.0.2.1:0: Cannot assign requested address (errno 99)"),
+                       (["--snapshot-address", "127.0.0.1", "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=0"],
+                        "railyardd: snapshot: arena spec 'kind=a,mode=raw,blob=4K,slots=0': slots='0' is out of range: "
+                        "expected an integer of 1 or more (slots x blob at most 1 TiB)")):
+        r = subprocess.run([railyardd, "--snapshot-only"] + args, capture_output=True, text=True, timeout=30,
+                           env={k: v for k, v in os.environ.items() if k != "RAILYARD_SOCKET_IFNAME"})
+        if r.returncode != 2 or want not in r.stderr.splitlines():
+            print(f"FAIL: railyardd {' '.join(args)}: rc {r.returncode}, wanted the line {want!r} in:\n{r.stderr[-800:]}")
+            return 1
     try:
         import numpy as np
     except ImportError:
@@ -63,9 +75,9 @@ def main():
         # Discovery: both arenas of the daemon, with their sizes.
         arenas = {a["kind"]: a for a in list_arenas("127.0.0.1", port)}
         assert sorted(arenas) == ["kv", "ssm"], arenas
-        assert arenas["ssm"]["mode"] == PAGING and arenas["ssm"]["blob_bytes"] == blob, arenas
+        assert arenas["ssm"]["mode"] == "paging" and arenas["ssm"]["blob_bytes"] == blob, arenas
         assert arenas["ssm"]["arena_bytes"] == 4 * blob, arenas
-        assert arenas["kv"]["mode"] == RAW and arenas["kv"]["arena_bytes"] == 8 * 65536, arenas
+        assert arenas["kv"]["mode"] == "raw" and arenas["kv"]["arena_bytes"] == 8 * 65536, arenas
 
         with Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=4 * blob, blob_bytes=blob) as s:
             state = np.random.default_rng(1).random(blob // 8)
@@ -79,6 +91,19 @@ def main():
                 assert s.get(k, back) and (back == k).all(), k
             assert not s.get(12345, back)
             assert s.remove(3) and not s.remove(3)
+            # Negative keys used to wrap to 2**64-1 in ctypes and be stored there (new-user trial).
+            for call, arg in ((lambda: s.put(-1, state), "key=-1"), (lambda: s.get(-1, back), "key=-1"),
+                              (lambda: s.remove(-2), "key=-2"), (lambda: s.get(1 << 64, back), "key=")):
+                try:
+                    call()
+                    raise AssertionError("a key outside 0..2**64-1 was accepted: " + arg)
+                except ValueError as e:
+                    assert str(e).startswith(arg) and "out of range: expected 0..18446744073709551615" in str(e), e
+            try:
+                s.get("1", back)
+                raise AssertionError("a str key was accepted")
+            except TypeError as e:
+                assert str(e) == "key must be an integer, not str", e
             try:
                 s.put(5, np.zeros(10))
                 raise AssertionError("a wrong-size put was accepted")
@@ -95,6 +120,24 @@ def main():
                 raise AssertionError("an out-of-range write was accepted")
             except SnapshotError as e:
                 assert e.code == 4 and "nothing was written" in str(e), e
+            try:
+                r.read_at(-65536, out)
+                raise AssertionError("a negative offset was accepted")
+            except ValueError as e:
+                assert str(e) == "offset=-65536 is out of range: expected 0..18446744073709551615", e
+        # After close(), a clear "closed" error (it used to be "NULL handle or data").
+        try:
+            r.read_at(0, out)
+            raise AssertionError("read_at after close() was accepted")
+        except SnapshotError as e:
+            assert str(e) == ("railyard snapshot error 4: Snapshot.read_at: the connection is closed "
+                              "(close() was called)"), e
+        r.close()  # a second close is harmless
+        try:
+            list_arenas("127.0.0.1", -1)
+            raise AssertionError("port -1 was accepted")
+        except ValueError as e:
+            assert str(e) == "port=-1 is out of range: expected 1..65535", e
         try:
             Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=8 * blob, blob_bytes=blob)
             raise AssertionError("a mismatched arena size was accepted")

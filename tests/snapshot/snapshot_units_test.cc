@@ -161,6 +161,21 @@ TEST(SnapshotSpec, ParsesArenaSpecsAndNamesBadFields) {
   }
 }
 
+// slots=0 used to say only "arena spec: slots='0' out of range" (new-user trial): the spec and
+// what slots= accepts are named.
+TEST(SnapshotSpec, ZeroSlotsNamesTheSpecAndTheRange) {
+  ArenaSpec s;
+  Status st = ParseArenaSpec("kind=kv,mode=raw,blob=4K,slots=0", &s);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "arena spec 'kind=kv,mode=raw,blob=4K,slots=0': slots='0' is out of range: expected an integer of 1 "
+            "or more (slots x blob at most 1 TiB)");
+  st = ParseArenaSpec("kind=kv,mode=raw,blob=0,slots=1", &s);
+  EXPECT_EQ(st.message(),
+            "arena spec 'kind=kv,mode=raw,blob=0,slots=1': blob='0' is out of range: expected a byte count of 1 or "
+            "more with an optional K, M or G suffix (powers of 1024; the arena at most 1 TiB)");
+}
+
 }  // namespace
 }  // namespace railyard::storage::snapshot
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/log_capture.h"
 #include "topology/graph_json.h"
 
 namespace railyard::topology {
@@ -117,6 +118,30 @@ TEST_F(CablingTrust, ACableNeedsAHelloFromItsSourceAndBothEnds) {
   agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
   EXPECT_EQ(AddressOfA(), "10.9.0.2");
   EXPECT_EQ(agent_->Graph().HostName(kA), "a");
+}
+
+// Two hosts announcing one name used to pass without a word (new-user trial): a WARN
+// names both addresses, for another neighbour's name and for this host's own.
+TEST_F(CablingTrust, DuplicateHostNamesAreWarnedNamingBothAddresses) {
+  Start();
+  test_support::LogCapture capture;
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Hello(0x3000, "a", "p0", "10.9.0.3"), Addr("10.9.0.3"));
+  agent_->InjectForTesting(0, Hello(0x4000, "self", "p0", "10.9.0.4"), Addr("10.9.0.4"));
+  std::vector<std::string> warns;
+  for (const std::string& l : capture.lines()) {
+    if (l.find("share a name") != std::string::npos) warns.push_back(l);
+  }
+  ASSERT_EQ(warns.size(), 2u);
+  EXPECT_NE(warns[0].find("host " + HostIdText(0x3000) + " at 10.9.0.3 (rail lo) and host " + HostIdText(kA) +
+                          " at 10.9.0.2 (rail lo) both announce the name 'a'"),
+            std::string::npos)
+      << warns[0];
+  EXPECT_NE(warns[1].find("host " + HostIdText(0x4000) + " at 10.9.0.4 (rail lo) announces the name 'self', which "
+                          "is this host's name (this host is at 10.9.0.1 on lo)"),
+            std::string::npos)
+      << warns[1];
+  EXPECT_EQ(warns[0].rfind("WARN ", 0), 0u) << warns[0];
 }
 
 TEST_F(CablingTrust, HelloClaimingAnotherAddressIsRefused) {

@@ -272,6 +272,35 @@ TEST(EnvConfig, OutOfRangeValuesFail) {
   EXPECT_EQ(c.timeoutMs, 2147483647);
 }
 
+TEST(EnvConfig, CollnetChunkBytesMustBeAMultipleOf8) {
+  // It used to be accepted and silently rounded down by the collnet runtime.
+  Status st = ParseErr(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "4100"}}});
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_EQ(st.message(),
+            "RAILYARD_COLLNET_CHUNK_BYTES='4100' (4100 bytes) is not a multiple of 8: a chunk holds "
+            "whole 8-byte elements (RAILYARD_COLLNET_CHUNK_BYTES)");
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "4104"}}}).collnetChunkBytes, 4104u);
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "1M"}}}).collnetChunkBytes, 1u << 20);
+}
+
+TEST(EnvConfig, AddrRangeOfTheOtherFamilyIsRefused) {
+  // Used to be accepted at parse (and then failed GID selection on every device, or went
+  // unnoticed on TCP rails).
+  Status st = ParseErr(FakeEnv{{{"RAILYARD_ADDR_RANGE", "fd00::/8"}}});
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_EQ(st.message(),
+            "RAILYARD_ADDR_RANGE=fd00::/8 is an IPv6 range but RAILYARD_ADDR_FAMILY=AF_INET (or their "
+            "NCCL_IB_ aliases): no GID of that family can lie in it; set RAILYARD_ADDR_FAMILY=AF_INET6 "
+            "or give an IPv4 range");
+  st = ParseErr(FakeEnv{{{"NCCL_IB_ADDR_FAMILY", "AF_INET6"}, {"RAILYARD_ADDR_RANGE", "10.0.0.0/8"}}});
+  EXPECT_THAT(st.message(), HasSubstr("RAILYARD_ADDR_RANGE=10.0.0.0/8 is an IPv4 range but "
+                                      "RAILYARD_ADDR_FAMILY=AF_INET6"));
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_ADDR_FAMILY", "AF_INET6"}, {"RAILYARD_ADDR_RANGE", "fd00::/8"}}})
+                .addrRange,
+            "fd00::/8");
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_ADDR_RANGE", "10.0.0.0/8"}}}).addrRange, "10.0.0.0/8");
+}
+
 TEST(EnvConfig, NcclAliasIsUsedWhenOursIsUnset) {
   EXPECT_EQ(ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "=eth0"}}}).socketIfname, "=eth0");
   // Empty counts as unset for ours too.

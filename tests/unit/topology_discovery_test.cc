@@ -327,6 +327,26 @@ TEST(TopologyDiscoveryVeth, PlainVethHost) {
   EXPECT_EQ(infos, 4);
 }
 
+// A down interface without an address got "down (interface not up)" in railyard-info's
+// table but "no address" from the fabric's rail selection (which keeps down ones): one
+// reason naming both now, whichever option set is used (new-user trial, an idle ifb0).
+TEST(TopologyDiscoveryVeth, DownWithoutAddressGivesBothReasonsOnce) {
+  DiscoveryOptions o = VethOptions();
+  std::vector<NetDevice> addrs;
+  for (const NetDevice& d : *o.interfaces) {
+    if (d.name != "veth2") addrs.push_back(d);
+  }
+  o.interfaces = addrs;
+  for (bool includeDown : {false, true}) {
+    o.includeDown = includeDown;
+    std::vector<Rail> rails;
+    std::vector<std::string> skipped;
+    ASSERT_TRUE(DiscoverRails(o, &rails, &skipped).ok());
+    EXPECT_THAT(skipped, testing::Contains("veth2: down (interface not up) and no address")) << includeDown;
+    EXPECT_THAT(Names(rails), ElementsAre("veth0", "veth4")) << includeDown;
+  }
+}
+
 TEST(TopologyDiscoveryVeth, IncludeOverrides) {
   std::vector<Rail> rails;
   std::vector<std::string> skipped;

@@ -149,7 +149,8 @@ Status CollRun::Run(long long* wrongTotal) {
 
   const CollPattern& pat = PatternOps(opts_.pattern);
   const std::size_t tb = collectives::TypeBytes(type);
-  const std::vector<std::size_t> sizes = SizeList(opts_);
+  const std::vector<std::size_t> sizes =
+      DistinctRows(SizeList(opts_), [&](std::size_t s) { return pat.shape(s, n_, tb).totalBytes; });
   std::size_t maxSend = 0, maxRecv = 0;
   for (std::size_t s : sizes) {
     const CollShape sh = pat.shape(s, n_, tb);

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -51,17 +52,6 @@ void* OpenLib(const Options& opts, OneSidedKind kind, std::string* path) {
     ::dlclose(lib);
   }
   return nullptr;
-}
-
-std::vector<std::size_t> Sizes(const Options& o) {
-  std::vector<std::size_t> s;
-  for (std::size_t b = o.minBytes; b <= o.maxBytes;) {
-    s.push_back(b);
-    const std::size_t next = o.stepFactor > 1 ? b * o.stepFactor : b + o.stepBytes;
-    if (next <= b) break;
-    b = next;
-  }
-  return s;
 }
 
 }  // namespace
@@ -155,7 +145,7 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   b.n = n;
   b.deadline = DeadlineIn(opts.timeoutSec);
   b.idleSleepUs = opts.idleSleepUs;
-  b.areaBytes = (opts.maxBytes + 63) & ~std::size_t{63};
+  b.areaBytes = std::max<std::size_t>(64, (opts.maxBytes + 63) & ~std::size_t{63});  // -e 0: mmap needs a length
   const std::size_t dataBytes = 2 * b.areaBytes;
   void* mem = ::mmap(nullptr, dataBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return fail(SystemError("mmap of the data window failed"));
@@ -181,7 +171,9 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   }
   std::vector<Row> rows;
   long long wrongTotal = 0;
-  for (std::size_t req : Sizes(opts)) {
+  const std::vector<std::size_t> sizes =
+      DistinctRows(SizeList(opts), [&](std::size_t s) { return LayoutFor(opts.pattern, s, n).totalBytes; });
+  for (std::size_t req : sizes) {
     const Layout l = LayoutFor(opts.pattern, req, n);
     if (Status s = b.Barrier(); !s.ok()) return fail(s);
     double us = 0;

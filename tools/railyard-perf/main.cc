@@ -84,17 +84,28 @@ int main(int argc, char** argv) {
     const char* v = std::getenv(name);
     return v == nullptr || *v == '\0';
   };
+  // What railyard-perf put in the ranks' environment itself: a plugin message naming it
+  // (e.g. "filtered out by RAILYARD_SOCKET_IFNAME='=lo'") is about that, not the user's setting.
+  std::string injected;
   if (unset("RAILYARD_SOCKET_IFNAME")) {
     if (unset("NCCL_SOCKET_IFNAME")) {
       setenv("RAILYARD_SOCKET_IFNAME", "=lo", 1);
+      injected = "RAILYARD_SOCKET_IFNAME='=lo' (exactly the loopback interface lo)";
     } else if (unset("RAILYARD_FABRIC")) {
       setenv("RAILYARD_FABRIC", "off", 1);
+      injected = "RAILYARD_FABRIC='off' (NCCL_SOCKET_IFNAME is set and chooses the devices; it never chooses rails)";
     }
   }
 
   const LaunchResult r = LaunchLocal(opts.np, opts.timeoutSec, [&](Bootstrap& boot) { return RunRank(opts, boot); });
   if (r.exitCode != 0) {
     std::fprintf(stderr, "railyard-perf: FAILED: %s\n", r.message.c_str());
+    if (!injected.empty()) {
+      std::fprintf(stderr,
+                   "railyard-perf: note: %s was set by railyard-perf -np for its local ranks, not taken from "
+                   "your environment; set RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n",
+                   injected.c_str());
+    }
     return r.exitCode;
   }
   return kExitOk;

@@ -8,12 +8,17 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <utility>
 
 namespace railyard::perf {
 namespace {
 
 std::atomic<int> gRank{-1};
+std::mutex gWarnMu;
+std::string gFirstWarn;  // guarded by gWarnMu
+bool gHaveWarn = false;  // guarded by gWarnMu
 
 int Threshold() {
   static const int level = [] {
@@ -44,17 +49,33 @@ const char* LevelName(ncclDebugLogLevel level) {
 
 void SetLoggerRank(int rank) { gRank.store(rank); }
 
+std::string TakeFirstWarn() {
+  std::lock_guard<std::mutex> lock(gWarnMu);
+  gHaveWarn = false;
+  return std::exchange(gFirstWarn, std::string());
+}
+
 void NcclLogger(ncclDebugLogLevel level, unsigned long /*flags*/, const char* file, int line,
                 const char* fmt, ...) {
+  const bool warn = level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT;
   // ABORT is always shown; NCCL also prints aborts regardless of the level.
-  if (level != NCCL_LOG_ABORT && (level == NCCL_LOG_NONE || int(level) > Threshold())) return;
-  char host[64] = "?";
-  (void)gethostname(host, sizeof(host) - 1);
+  const bool shown = level == NCCL_LOG_ABORT || (level != NCCL_LOG_NONE && int(level) <= Threshold());
+  if (!shown && !warn) return;
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
   (void)std::vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  if (warn) {
+    std::lock_guard<std::mutex> lock(gWarnMu);
+    if (!gHaveWarn) {
+      gFirstWarn = msg;
+      gHaveWarn = true;
+    }
+  }
+  if (!shown) return;
+  char host[64] = "?";
+  (void)gethostname(host, sizeof(host) - 1);
   const int rank = gRank.load();
   const std::string r = rank >= 0 ? std::to_string(rank) : "?";
   if (level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT) {

@@ -2,6 +2,8 @@
 // NCCL does ("host:pid:tid [rank] NCCL WARN ..."), filtered by NCCL_DEBUG.
 #pragma once
 
+#include <string>
+
 #include "plugin/abi/common.h"
 
 namespace railyard::perf {
@@ -11,6 +13,11 @@ void SetLoggerRank(int rank);
 
 /// The logger function. Threshold from NCCL_DEBUG (VERSION, WARN, INFO, TRACE;
 /// default WARN), read once. Thread-safe; writes one line per call to stderr.
+/// The text of the first WARN (or ABORT) the logger got since the previous call, whether or
+/// not NCCL_DEBUG showed it; "" when none. The loader takes it around a plugin's init() to
+/// say why the init failed. Thread-safe.
+std::string TakeFirstWarn();
+
 void NcclLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                 const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 

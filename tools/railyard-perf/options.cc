@@ -229,4 +229,17 @@ std::vector<std::size_t> SizeList(const Options& opts) {
   return sizes;
 }
 
+std::vector<std::size_t> DistinctRows(const std::vector<std::size_t>& sizes,
+                                      const std::function<std::size_t(std::size_t)>& rowBytes) {
+  std::vector<std::size_t> out;
+  std::vector<std::size_t> seen;  // row bytes kept so far (sizes grow, so rows do too)
+  for (std::size_t s : sizes) {
+    const std::size_t row = rowBytes(s);
+    if (std::find(seen.begin(), seen.end(), row) != seen.end()) continue;
+    seen.push_back(row);
+    out.push_back(s);
+  }
+  return out;
+}
+
 }  // namespace railyard::perf

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,5 +95,12 @@ std::string ShapeDifference(const RunShape& mine, int myRank, const RunShape& ot
 /// The message sizes to run, as nccl-tests walks them: minBytes, then
 /// ×stepFactor (when > 1) or +stepBytes, while <= maxBytes.
 std::vector<std::size_t> SizeList(const Options& opts);
+
+/// `sizes` less every size whose row would repeat an earlier row: `rowBytes(size)` is the
+/// byte count the row reports (the size rounded down to whole elements by the pattern's
+/// layout), so "-b 0 -e 1K -f 2" with 4-byte floats gives the rows 0, 4, 8, ... once each
+/// (it printed three rows of 0 bytes, for the sizes 0, 1 and 2). Order is kept.
+std::vector<std::size_t> DistinctRows(const std::vector<std::size_t>& sizes,
+                                      const std::function<std::size_t(std::size_t)>& rowBytes);
 
 }  // namespace railyard::perf

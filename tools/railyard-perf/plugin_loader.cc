@@ -10,6 +10,8 @@
 #include <cstring>
 #include <utility>
 
+#include "tools/railyard-perf/nccl_logger.h"
+
 namespace railyard::perf {
 namespace {
 
@@ -95,13 +97,17 @@ Status InitOne(const OpenRequest& req, OpenedNet* o, std::vector<std::string>* l
   }
   ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
   void* ctx = nullptr;
+  (void)TakeFirstWarn();  // only what this init says counts
   const ncclResult_t ri = net.init(&ctx, req.commId, &config, req.logger);
   o->ctx = ctx;
   if (ri != ncclSuccess) {
+    // The plugin's first WARN is the reason (e.g. a malformed RAILYARD_* variable).
+    const std::string warn = req.logger == NcclLogger ? TakeFirstWarn() : std::string();
     const ncclResult_t rf = net.finalize(ctx);  // NCCL calls finalize even after a failed init
     o->ctx = nullptr;
-    return InvalidUsage(who + ": init failed: " + ResultName(ri) + " (" + std::to_string(int(ri)) +
-                        "); finalize after the failed init returned " + ResultName(rf));
+    return InvalidUsage(who + ": init failed: " + ResultName(ri) + " (" + std::to_string(int(ri)) + ")" +
+                        (warn.empty() ? std::string() : ": " + warn) +
+                        "; finalize after the failed init returned " + ResultName(rf));
   }
   int ndev = 0;
   const ncclResult_t rd = net.devices(&ndev);
@@ -335,13 +341,17 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
       break;
     }
   }
-  std::string msg = "no usable net plugin (" + req.source + "=" +
-                    (req.value ? "'" + *req.value + "'" : std::string("<unset>: NCCL opens ") + kDefaultPluginLib) + "):";
-  for (const auto& r : perEntry) msg += "\n  - " + r;
-  for (const auto& n : spec.notes) msg += "\n  - " + n;
-  const bool loadedButFailed = std::any_of(reasons.begin(), reasons.end(), [](const std::string& r) {
+  const auto initFailed = std::find_if(reasons.begin(), reasons.end(), [](const std::string& r) {
     return r.find(": init failed: ") != std::string::npos;
   });
+  const bool loadedButFailed = initFailed != reasons.end();
+  const std::string setting =
+      req.source + "=" + (req.value ? "'" + *req.value + "'" : std::string("<unset>: NCCL opens ") + kDefaultPluginLib);
+  // A plugin that loaded and failed its init is the news, not the names that were not found.
+  std::string msg = loadedButFailed ? "net plugin init failed (" + setting + "): " + *initFailed + "\n  every candidate:"
+                                    : "no usable net plugin (" + setting + "):";
+  for (const auto& r : perEntry) msg += "\n  - " + r;
+  for (const auto& n : spec.notes) msg += "\n  - " + n;
   std::string beside;  // the Railyard plugin of this build or install, when it is there
   for (const auto& path : ConvenienceFallbacks(req.exeDir)) {
     if (access(path.c_str(), R_OK) == 0) {
@@ -350,8 +360,8 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
     }
   }
   if (loadedButFailed) {
-    msg += "\n  hint: the library loaded but its init() failed; the plugin's own WARN lines above "
-           "say why (often a malformed RAILYARD_* variable)";
+    msg += "\n  hint: the library loaded but its init() failed; its first WARN (quoted after the "
+           "result) and the WARN lines above say why (often a malformed RAILYARD_* variable)";
   } else if (!beside.empty()) {
     msg += "\n  hint: the Railyard plugin beside this railyard-perf is " + beside + ": " + req.source + "=" + beside +
            ", or NCCL_NET_PLUGIN=railyard with LD_LIBRARY_PATH=" + beside.substr(0, beside.rfind('/'));

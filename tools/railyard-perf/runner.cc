@@ -450,7 +450,8 @@ Status Runner::Run(long long* wrongTotal) {
   RY_RETURN_IF_ERROR(Agree(OpenPlugin(), "loading and initialising the net plugin"));
 
   peers_ = PeersOf(opts_.pattern, me_, n_);
-  const std::vector<std::size_t> sizes = SizeList(opts_);
+  const std::vector<std::size_t> sizes =
+      DistinctRows(SizeList(opts_), [&](std::size_t s) { return LayoutFor(opts_.pattern, s, n_).totalBytes; });
   std::size_t maxBuf = 0, maxPerPeer = 0;
   for (std::size_t s : sizes) {
     const Layout l = LayoutFor(opts_.pattern, s, n_);

@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<tools::SnapshotService> snapshotService;
   if (!snapshot.arenas.empty()) {
     if (Status s = tools::SnapshotService::Start(snapshot, *cfg, &snapshotService); !s.ok()) {
-      std::fprintf(stderr, "railyardd: snapshot: %s\n", s.message().c_str());
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());  // it says "snapshot: "
       return 2;
     }
     std::printf("snapshot-port %u\n", snapshotService->port());
@@ -272,9 +272,11 @@ int main(int argc, char** argv) {
   // refused here, naming the first, before it binds anything. An inspection run
   // (--wait-hosts with --no-relay) serves nothing, so it takes no seat and may run
   // beside the daemon (it speaks on the cabling port as any process of the host does).
+  // The seat is keyed by the discovery port, and its name says so: it used to read
+  // "railyard-seat:railyardd:29517" beside "relay listening on port 29518", two ports for one relay.
   const bool inspectOnly = waitHosts > 0 && noRelay;
   std::unique_ptr<proxy::RelaySeat> daemonSeat;
-  if (Status s = inspectOnly ? Status::Ok() : proxy::RelaySeat::Claim("railyardd:" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
+  if (Status s = inspectOnly ? Status::Ok() : proxy::RelaySeat::Claim("railyardd:discovery-port-" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
                                          [](std::vector<proxy::Fd>*) { return Status::Ok(); }, &daemonSeat);
       !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());

@@ -1,19 +1,34 @@
 #include "tools/railyardd/snapshot_serve.h"
 
+#include <string>
+#include <string_view>
+
 #include "plugin/snapshot_runtime.h"
 
 namespace railyard::tools {
+namespace {
+
+// The one "snapshot: " prefix of every error Start returns: storage::snapshot's own messages
+// carry it already (they reach C API users too), the others (arena specs, the fabric, the
+// swap directory) get it here; main.cc adds only "railyardd: ".
+Status OnePrefix(Status s) {
+  constexpr std::string_view kPrefix = "snapshot: ";
+  if (s.ok() || std::string_view(s.message()).starts_with(kPrefix)) return s;
+  return Status(s.code(), std::string(kPrefix) + s.message());
+}
+
+}  // namespace
 
 Status SnapshotService::Start(const SnapshotFlags& flags, const env::Config& cfg, std::unique_ptr<SnapshotService>* out) {
   storage::snapshot::ServerOptions so;
   for (const std::string& text : flags.arenas) {
     storage::snapshot::ArenaSpec spec;
-    RY_RETURN_IF_ERROR(storage::snapshot::ParseArenaSpec(text, &spec));
+    RY_RETURN_IF_ERROR(OnePrefix(storage::snapshot::ParseArenaSpec(text, &spec)));
     so.arenas.push_back(spec);
   }
   fabric::Domain* domain = nullptr;
   fabric::RegistrationCache* cache = nullptr;
-  RY_RETURN_IF_ERROR(plugin::SnapshotFabric(&domain, &cache));
+  RY_RETURN_IF_ERROR(OnePrefix(plugin::SnapshotFabric(&domain, &cache)));
   // Default: the first rail with an IPv4 address (a verbs rail on an IB port has none),
   // else loopback.
   so.address = flags.address;
@@ -27,8 +42,8 @@ Status SnapshotService::Start(const SnapshotFlags& flags, const env::Config& cfg
   so.timeoutMs = cfg.timeoutMs;
   std::unique_ptr<SnapshotService> s(new SnapshotService);
   s->address_ = so.address;
-  RY_RETURN_IF_ERROR(domain->CreateWorker(&s->worker_));
-  RY_RETURN_IF_ERROR(storage::snapshot::SnapshotServer::Start(*cache, *s->worker_, so, &s->server_));
+  RY_RETURN_IF_ERROR(OnePrefix(domain->CreateWorker(&s->worker_)));
+  RY_RETURN_IF_ERROR(OnePrefix(storage::snapshot::SnapshotServer::Start(*cache, *s->worker_, so, &s->server_)));
   *out = std::move(s);
   return Status::Ok();
 }

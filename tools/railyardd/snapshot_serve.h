@@ -25,6 +25,7 @@ class SnapshotService {
  public:
   /// Parses the specs, creates the Worker and starts the server with RAILYARD_SWAP_DIR,
   /// RAILYARD_SWAP_SYNC and RAILYARD_TIMEOUT_MS from `cfg`. InvalidArgument naming a bad spec.
+  /// Every error message starts with exactly one "snapshot: ".
   static Status Start(const SnapshotFlags& flags, const env::Config& cfg, std::unique_ptr<SnapshotService>* out);
   ~SnapshotService();
   uint16_t port() const { return server_->port(); }

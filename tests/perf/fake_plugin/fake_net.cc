@@ -8,7 +8,8 @@
 // runs every iteration through it, for every table version.
 //
 // Run-time knobs (environment):
-//   FAKE_NET_INIT_FAIL=1   init returns ncclSystemError
+//   FAKE_NET_INIT_FAIL=1   init WARNs "fake: init refused (FAKE_NET_INIT_FAIL=1)" through the
+//                          logger and returns ncclSystemError
 //   FAKE_NET_NDEV=<n>      devices() reports n (default 2)
 //   FAKE_NET_DEVTYPE=<t>   getProperties reports netDeviceType t (default 0 = HOST; v7+)
 //   FAKE_NET_LOG=<file>    append one line per init/finalize/devices call
@@ -46,9 +47,11 @@ int EnvInt(const char* name, int dflt) {
   return v && *v ? std::atoi(v) : dflt;
 }
 
-ncclResult_t InitCommon() {
+ncclResult_t InitCommon(ncclDebugLogger_t logger) {
   Log("init");
-  return EnvInt("FAKE_NET_INIT_FAIL", 0) ? ncclSystemError : ncclSuccess;
+  if (!EnvInt("FAKE_NET_INIT_FAIL", 0)) return ncclSuccess;
+  if (logger != nullptr) logger(NCCL_LOG_WARN, 0, __FILE__, __LINE__, "fake: init refused (FAKE_NET_INIT_FAIL=%d)", 1);
+  return ncclSystemError;
 }
 
 ncclResult_t Devices(int* ndev) {
@@ -241,10 +244,10 @@ ncclResult_t Iflush(void*, int, void**, int*, void**, void**) { return Fail(); }
 
 #if FAKE_NET_VERSION == 11
 namespace {
-ncclResult_t Init11(void** ctx, uint64_t, ncclNetCommConfig_v11_t*, ncclDebugLogger_t, ncclProfilerCallback_t) {
+ncclResult_t Init11(void** ctx, uint64_t, ncclNetCommConfig_v11_t*, ncclDebugLogger_t logger, ncclProfilerCallback_t) {
   static int token;
   *ctx = &token;
-  return InitCommon();
+  return InitCommon(logger);
 }
 ncclResult_t Props11(int dev, ncclNetProperties_v11_t* p) {
   FillV9(dev, p);
@@ -267,7 +270,7 @@ FAKE_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     Irecv11, Iflush, Test, CloseSend, CloseRecv, CloseListen, nullptr, nullptr, nullptr, Finalize11, nullptr};
 #elif FAKE_NET_VERSION == 8
 namespace {
-ncclResult_t Init8(ncclDebugLogger_t) { return InitCommon(); }
+ncclResult_t Init8(ncclDebugLogger_t logger) { return InitCommon(logger); }
 ncclResult_t Props8(int dev, ncclNetProperties_v8_t* p) {
   FillCommon(dev, p);
   return ncclSuccess;
@@ -279,7 +282,7 @@ FAKE_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     IrecvInt, Iflush, Test, CloseSend, CloseRecv, CloseListen, nullptr, nullptr};
 #elif FAKE_NET_VERSION == 7
 namespace {
-ncclResult_t Init7(ncclDebugLogger_t) { return InitCommon(); }
+ncclResult_t Init7(ncclDebugLogger_t logger) { return InitCommon(logger); }
 ncclResult_t Props7(int dev, ncclNetProperties_v7_t* p) {
   FillCommon(dev, p);
   return ncclSuccess;
@@ -291,7 +294,7 @@ FAKE_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
     IrecvInt, Iflush, Test, CloseSend, CloseRecv, CloseListen, nullptr, nullptr};
 #elif FAKE_NET_VERSION == 6
 namespace {
-ncclResult_t Init6(ncclDebugLogger_t) { return InitCommon(); }
+ncclResult_t Init6(ncclDebugLogger_t logger) { return InitCommon(logger); }
 ncclResult_t Props6(int dev, ncclNetProperties_v6_t* p) {
   FillCommon(dev, p);
   return ncclSuccess;
