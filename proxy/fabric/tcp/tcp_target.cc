@@ -318,10 +318,7 @@ void TcpTarget::Progress() {
     FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, worker_->Readable(s->fd()));
     if (!e.ok()) {
       if (e.site.peer.empty()) e = Error(e.errc, s->index(), e.site.seq, e.what);
-      // A reset is a close that left our acks unread: like a close, an error only
-      // when it left work half done (a rank that ended first resets its relay legs).
-      const bool always = !refusing_ && e.errc != FabricErrc::kPeerClosed;
-      Fail(std::move(e), always);
+      Fail(std::move(e), !refusing_);
       return;
     }
     if (r.closed) {
