@@ -454,6 +454,7 @@ Status StartFabricModeComms(Global& g) {
     RY_RETURN_IF_ERROR(topology::LoadClusterKey(g.config->clusterKeyFile, &key));
     runtime::CableSetOptions o = runtime::CableSetOptions::FromConfig(*g.config, g.router->HostId(), &FabricModeGraph,
                                                                       std::move(rails), std::move(key));
+    o.multiRoute = true;  // the NCCL comms take a peer's ops over every route (proxy/nccl/peer_workers.h)
     std::unique_ptr<runtime::CableSetDomain> domain;
     RY_RETURN_IF_ERROR(runtime::CableSetDomain::Create(std::move(o), &domain));
     std::unique_ptr<runtime::FabricRuntime> rt;

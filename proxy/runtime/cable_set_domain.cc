@@ -169,7 +169,7 @@ class CableSetWorker : public fabric::Worker {
   uint64_t self_ = 0;
   fabric::relay::GraphFn graph_;
   uint16_t port_ = 0;
-  bool multiRoute_ = true;
+  bool multiRoute_ = false;
   std::vector<Cable> cables_;
   std::vector<uint8_t> address_;
 };

@@ -386,7 +386,7 @@ struct Ring {
       o.tcp.timeoutMs = 3000;
       o.relay.timeoutMs = 3000;
       o.forwarderPort = port;
-      EXPECT_TRUE(o.multiRoute);  // fabric mode's default
+      o.multiRoute = true;  // as plugin/net.cc's fabric mode
       for (const char* ip : ips) o.rails.push_back({"lo", ip, 10000});
       std::unique_ptr<CableSetDomain> d;
       EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
