@@ -304,9 +304,11 @@ const Variable kVariables[] = {
      "receiver before it stops reading from the sender.",
      65536, kGiB, &ApplyRelayBuffer},
     {"RAILYARD_RELAY_DRAIN_MS", "int", "10000", "ms", nullptr,
-     "On SIGTERM railyardd's relay accepts no new socket and carries the ones in flight "
-     "this long before it closes them (with RST) and exits; it exits as soon as they end. "
-     "A rank process that relays closes its relayed sockets at finalize without waiting.",
+     "On SIGTERM railyardd's relay accepts no new socket (its fabric relay Forwarder no new "
+     "route) and carries the ones in flight this long, sockets and routes together, before it "
+     "closes them (with RST) and exits; it exits as soon as they end. "
+     "A rank process that relays closes its relayed sockets at finalize without waiting, and "
+     "carries its fabric relay routes up to 2 s (at most this) until their sources close them.",
      0, 3600000, &ApplyInt<&Config::relayDrainMs>},
     {"RAILYARD_RELAY_IDLE_MS", "int", "10000", "ms", nullptr,
      "A socket accepted by a relay that has not sent its relay record and hello within "

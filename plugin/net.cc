@@ -454,6 +454,7 @@ Status StartFabricModeComms(Global& g) {
     RY_RETURN_IF_ERROR(topology::LoadClusterKey(g.config->clusterKeyFile, &key));
     runtime::CableSetOptions o = runtime::CableSetOptions::FromConfig(*g.config, g.router->HostId(), &FabricModeGraph,
                                                                       std::move(rails), std::move(key));
+    o.multiRoute = true;  // the NCCL comms take a peer's ops over every route (proxy/nccl/peer_workers.h)
     std::unique_ptr<runtime::CableSetDomain> domain;
     RY_RETURN_IF_ERROR(runtime::CableSetDomain::Create(std::move(o), &domain));
     std::unique_ptr<runtime::FabricRuntime> rt;
@@ -1106,6 +1107,10 @@ ncclResult_t MakeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) {
               "makeVDevice");
 }
 
+/// How long a rank's finalize carries the fabric relay routes through its host
+/// (at most RAILYARD_RELAY_DRAIN_MS), in ms.
+constexpr int kFinalizeRelayDrainMs = 2000;
+
 ncclResult_t Finalize(void* ctx) {
   Global& g = G();
   std::vector<Comm*> comms;
@@ -1149,6 +1154,13 @@ ncclResult_t Finalize(void* ctx) {
   {
     std::lock_guard lock(g.graphMu);
     g.graphRouter = nullptr;  // the fabric comms are stopped: nothing routes any more
+  }
+  if (forwarder && g.config != nullptr) {
+    // Ranks relaying for each other end together: carry the routes through this
+    // host a moment longer, until their sources close them (else each source's leg
+    // breaks with its close notice outstanding: a WARN at every clean end), bounded.
+    const size_t left = forwarder->Drain(std::min(g.config->relayDrainMs, kFinalizeRelayDrainMs));
+    if (left > 0) RY_INFO(log::kNet, "finalize: %zu fabric relay routes still open; they break now", left);
   }
   forwarder.reset();  // stops the fabric relay's thread (it reads the relay's seat and the router)
   relay.reset();   // hands the relay seat to a process standing by; sockets it relays break

@@ -101,6 +101,12 @@ class Endpoint {
   virtual size_t Outstanding() const = 0;
   /// "w=<id> 127.0.0.2:40121": the peer, as errors name it.
   virtual std::string PeerName() const = 0;
+  /// How many routes this Endpoint spreads its ops over, each reaching the peer from
+  /// a Worker of its own (relay::MultiRouteEndpoint: one per relay on a shortest
+  /// path); 1 for a plain Endpoint. A peer that checks which Worker ops come from
+  /// accepts that many (proxy/nccl/peer_workers.h). Added (additively) for issue 10
+  /// "Relays".
+  virtual size_t Routes() const { return 1; }
 };
 
 }  // namespace railyard::fabric

@@ -94,7 +94,7 @@ void CommWorker::Dispatch(const fabric::Event& e) {
       if (e.kind == EventKind::kError && e.op == fabric::OpType::kNone) {
         // A peer's connection into this Worker failed: every comm of that peer hears it.
         for (auto& [id, c] : clients_) {
-          if (c->PeerWorker() != 0 && c->PeerWorker() == e.peer) c->OnEvent(e);
+          if (c->FromPeer(e.peer)) c->OnEvent(e);
         }
         return;
       }
@@ -140,7 +140,7 @@ void CommWorker::Dispatch(const fabric::Event& e) {
           return;
         }
         auto it = clients_.find(c.commId);
-        if (it != clients_.end() && it->second->PeerWorker() == e.peer) it->second->OnEvent(e);
+        if (it != clients_.end() && it->second->FromPeer(e.peer)) it->second->OnEvent(e);
         return;
       }
       RY_WARN("fabric comms of %s: dropped a %zu-byte record of kind %u from worker %llx", device_.c_str(),

@@ -43,8 +43,9 @@ class CommClient {
   /// An event for this comm: kDone/kError of its ops, a kImmediate naming it, a
   /// kRecord close notice naming it, or a kError (op kNone) of its peer's connection.
   virtual void OnEvent(const fabric::Event& e) = 0;
-  /// The peer Worker's id (0 while unknown: then nothing is routed to it by peer).
-  virtual uint64_t PeerWorker() const = 0;
+  /// Whether `worker` is one this comm takes its peer's ops from (PeerWorkers: one
+  /// per route of the peer; none while unknown, then nothing is routed to it by peer).
+  virtual bool FromPeer(uint64_t worker) const = 0;
 };
 
 /// A listen comm's side: hellos arriving for its listen id.

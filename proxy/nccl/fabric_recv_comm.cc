@@ -69,7 +69,6 @@ Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello he
   c->peer_.pid = hello.pid;
   c->peer_.device = cw->device();
   c->peerCommId_ = hello.sendCommId;
-  c->peerWorker_ = peerWorker;
   c->fifoKey_ = std::move(fifoKey);
   std::memset(c->outbox_.data(), 0, c->outbox_.size() * sizeof(FabricCts));
   RY_RETURN_IF_ERROR(cw->domain().Register(c->outbox_.data(), c->outbox_.size() * sizeof(FabricCts),
@@ -78,6 +77,8 @@ Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello he
     return RemoteError("accept from " + c->peer_.ToString() + ": its hello's worker address: " + s.message());
   }
   c->peer_.address = c->ep_->PeerName();
+  c->peerWorkers_.SetLimit(c->ep_->Routes());
+  (void)c->peerWorkers_.Admit(peerWorker);
   RY_RETURN_IF_ERROR(cw->AddClient(c.get(), &c->id_));
   c->registered_ = true;
   *out = std::move(c);
@@ -207,8 +208,10 @@ Status FabricRecvComm::Test(Request* request, int* done, int* sizes) {
 void FabricRecvComm::OnEvent(const fabric::Event& e) {
   using fabric::EventKind;
   if (e.kind == EventKind::kImmediate) {
-    if (e.peer != peerWorker_) {
-      Poisoned(RemoteError("a data immediate for this comm came from another worker"));
+    if (!peerWorkers_.Admit(e.peer)) {
+      Poisoned(RemoteError("a data immediate for this comm came from another worker (" +
+                           std::to_string(peerWorkers_.size()) + " of the sender's " +
+                           std::to_string(peerWorkers_.limit()) + " routes heard from already)"));
       return;
     }
     const uint32_t cell = static_cast<uint32_t>(e.value & 0xff);

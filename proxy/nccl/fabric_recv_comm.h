@@ -16,6 +16,7 @@
 #include "proxy/nccl/comm_worker.h"
 #include "proxy/nccl/fabric_send_comm.h"
 #include "proxy/nccl/mem_handle.h"
+#include "proxy/nccl/peer_workers.h"
 #include "proxy/protocol/recv_table.h"
 
 namespace railyard::proxy::nccl {
@@ -25,7 +26,8 @@ class FabricRecvComm final : public RecvComm, public CommClient {
  public:
   /// Connects an Endpoint back to the sender's Worker (hello.address) and registers
   /// the outbox the CTS records are written from. `peerWorker` is the Worker id the
-  /// hello came from. Call with the CommWorker's lock held (from Accept).
+  /// hello came from; data immediates are taken from it and from up to as many
+  /// Workers as the Endpoint back has routes (PeerWorkers). Call with the CommWorker's lock held (from Accept).
   static Status CreateLocked(CommWorker* cw, size_t deviceIndex, Hello hello, fabric::RemoteKey fifoKey,
                              uint64_t peerWorker, const MrCache* cache, std::shared_ptr<RankSource> rank,
                              std::unique_ptr<FabricRecvComm>* out);
@@ -46,7 +48,9 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   void Close() override;
 
   void OnEvent(const fabric::Event& e) override;
-  uint64_t PeerWorker() const override { return peerWorker_; }
+  bool FromPeer(uint64_t worker) const override { return peerWorkers_.Has(worker); }
+  /// The Workers data is taken from (tests).
+  const PeerWorkers& peerWorkers() const { return peerWorkers_; }
 
  private:
   FabricRecvComm(CommWorker* cw, size_t deviceIndex, const MrCache* cache);
@@ -70,7 +74,7 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   bool registered_ = false;
   PeerInfo peer_;
   uint32_t peerCommId_ = 0;
-  uint64_t peerWorker_ = 0;
+  PeerWorkers peerWorkers_;  ///< the hello's Worker first, then one per further route of the sender
   fabric::RemoteKey fifoKey_;
   std::unique_ptr<fabric::Endpoint> ep_;
   std::vector<FabricCts> outbox_;  ///< CTS records, by seq % 32

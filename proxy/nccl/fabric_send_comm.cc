@@ -40,6 +40,7 @@ Status FabricSendComm::Create(CommWorker* cw, size_t deviceIndex, const FabricHa
     return InvalidUsage("connect to " + c->peer_.ToString() + ": the handle's worker address: " + s.message());
   }
   c->peer_.address = c->ep_->PeerName();
+  c->peerWorkers_.SetLimit(c->ep_->Routes());
   RY_RETURN_IF_ERROR(cw->AddClient(c.get(), &c->id_));
   c->registered_ = true;
   Hello h;
@@ -61,7 +62,7 @@ void FabricSendComm::Poisoned(const Status& s) {
   // A peer that goes away with nothing in flight is the normal end of a job: INFO.
   const bool inFlight = free_.size() < static_cast<size_t>(kMaxRequests) || waiting_;
   // Never heard from the receiver: the connection itself failed.
-  const std::string what = std::string(peerWorker_ == 0 ? "connect: send comm (" : "send comm (") + rank_->Text() + ") to ";
+  const std::string what = std::string(peerWorkers_.size() == 0 ? "connect: send comm (" : "send comm (") + rank_->Text() + ") to ";
   poison_.Set(Status(s.code(), what + peer_.ToString() + ": " + s.message()), inFlight);
 }
 
@@ -115,7 +116,7 @@ Status FabricSendComm::IsendFabric(const void* data, size_t size, int tag, const
       waiting_ = true;
       waitingSince_ = now;
     } else if (now - std::max(waitingSince_, created_) > std::chrono::milliseconds(timeoutMs_) &&
-               matcher_.Pending() == 0 && peerWorker_ == 0) {
+               matcher_.Pending() == 0 && peerWorkers_.size() == 0) {
       // Never heard from the receiver: the listener is gone or never accepted.
       Poisoned(RemoteError("no clear-to-send from the receiver within " + std::to_string(timeoutMs_) +
                            " ms of connecting (listener closed, or it never accepted)"));
@@ -202,9 +203,10 @@ void FabricSendComm::OnCts(const fabric::Event& e) {
                          " bytes names no FIFO slot"));
     return;
   }
-  if (peerWorker_ == 0) peerWorker_ = e.peer;
-  if (e.peer != peerWorker_) {
-    Poisoned(RemoteError("clear-to-send from another worker than the receiver's"));
+  if (!peerWorkers_.Admit(e.peer)) {
+    Poisoned(RemoteError("clear-to-send from another worker than the receiver's (" +
+                         std::to_string(peerWorkers_.size()) + " of its " + std::to_string(peerWorkers_.limit()) +
+                         " routes heard from already)"));
     return;
   }
   FabricCts rec;

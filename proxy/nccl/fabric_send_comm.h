@@ -22,6 +22,7 @@
 #include "proxy/comm.h"
 #include "proxy/nccl/comm_worker.h"
 #include "proxy/nccl/mem_handle.h"
+#include "proxy/nccl/peer_workers.h"
 #include "proxy/protocol/cts_matcher.h"
 
 namespace railyard::proxy::nccl {
@@ -60,7 +61,7 @@ class FabricSendComm final : public SendComm, public CommClient {
   void Close() override;
 
   void OnEvent(const fabric::Event& e) override;
-  uint64_t PeerWorker() const override { return peerWorker_; }
+  bool FromPeer(uint64_t worker) const override { return peerWorkers_.Has(worker); }
 
  private:
   struct SendRequest : Request {
@@ -91,7 +92,7 @@ class FabricSendComm final : public SendComm, public CommClient {
   CtsMatcher matcher_;
   std::array<std::array<fabric::RemoteKey, kMaxRecvs>, 32> keys_;  ///< by seq % 32, slot
   uint32_t peerCommId_ = 0;
-  uint64_t peerWorker_ = 0;
+  PeerWorkers peerWorkers_;  ///< the first clear-to-send's Worker, then one per further route of the receiver
   std::array<SendRequest, kMaxRequests> requests_;
   std::vector<int> free_;
   Poison poison_;

@@ -11,10 +11,10 @@
 //   - Workers: CreateWorker makes a CableSetWorker with, per cable the graph knows
 //     then, a TCP Worker on the cable's rails (ClusterGraph::LinksBetween order) and
 //     a RelayClient of that cable's Domain, wrapped in a RoutedWorker.
-//   - With CableSetOptions::multiRoute, a peer with no cable to this host, several
-//     shortest paths away through different first hops (the opposite host of a
-//     ring), gets a route through each, used in turn (MultiRouteEndpoint: ordering
-//     kept, every relay carries traffic); else the lowest first hop only.
+//   - With CableSetOptions::multiRoute (fabric mode's NCCL comms), a peer with no cable to this
+//     host, several shortest paths away through different first hops (the opposite
+//     host of a ring), gets a route through each, used in turn (MultiRouteEndpoint:
+//     ordering kept, every relay carries traffic); else the lowest first hop only.
 //   - Relays are named in errors by their host in the graph ("via h1 (10.0.1.2:29519)").
 //   - Address (HostAddress below): every rail's IPv4 and listening port, so a
 //     connector picks the cable itself: the one whose entry host is this host (a
@@ -68,10 +68,12 @@ struct CableSetOptions {
   uint16_t forwarderPort = 29519;           ///< RAILYARD_FABRIC_RELAY_PORT
   std::vector<fabric::RailInfo> rails;      ///< every fabric rail of the host (rails())
   /// A relayed peer with several shortest paths through different first hops gets a
-  /// route through each (MultiRouteEndpoint). Off by default: at the target each
-  /// route arrives from a different relay Worker, and the NCCL comms accept a
-  /// connection's immediates from one peer Worker only ("a data immediate for this
-  /// comm came from another worker"), so fabric mode uses the lowest first hop.
+  /// route through each (MultiRouteEndpoint); false (default): the lowest first hop
+  /// only. At the target each route arrives from a different relay Worker: the NCCL
+  /// comms take a comm's ops from one Worker per route of their own Endpoint back
+  /// (proxy/nccl/peer_workers.h), so plugin/net.cc's fabric mode turns it on; the
+  /// tiers' clients over a cable set (storage/tunnel) bind to one peer Worker and
+  /// keep it off (tiers.relay.*-relayed failed with it on).
   bool multiRoute = false;
 
   /// Fabric mode's settings from `config`: RAILYARD_TIMEOUT_MS, striping

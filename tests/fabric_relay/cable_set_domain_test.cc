@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <tuple>
 #include <thread>
 
 #include "proxy/fabric/relay/forwarder_host.h"
@@ -348,47 +350,60 @@ TEST(CableSetChainTest, TwoRelaysCarryARouteEndToEnd) {
 // gets a route through each relay and uses them in turn (a Write moves to the other
 // route once everything before it completed), so both relays carry bytes; every
 // Write's data and immediate arrive intact (by content).
-TEST(CableSetRingTest, OppositeHostUsesBothRelaysInTurn) {
-  constexpr uint64_t kA1 = 21, kR1 = 22, kB1 = 23, kR2 = 24;
-  const uint16_t port = FreePort({"127.0.8.2", "127.0.10.1", "127.0.11.1", "127.0.9.2"});
-  ASSERT_NE(port, 0);
+/// A ring A - R1 - B - R2 - A on loopback addresses, a ForwarderHost on each relay,
+/// cable-set Domains and Workers for A and B (multiRoute as the options' default).
+struct Ring {
+  static constexpr uint64_t kA1 = 21, kR1 = 22, kB1 = 23, kR2 = 24;
   topology::ClusterGraph graph;
-  graph.AddHost(kA1, "hA");
-  graph.AddHost(kR1, "hR1");
-  graph.AddHost(kB1, "hB");
-  graph.AddHost(kR2, "hR2");
-  graph.AddLink({kA1, "a0", "127.0.8.1", 10000}, {kR1, "r0", "127.0.8.2", 10000});
-  graph.AddLink({kR1, "r1", "127.0.10.1", 10000}, {kB1, "b0", "127.0.10.2", 10000});
-  graph.AddLink({kB1, "b1", "127.0.11.2", 10000}, {kR2, "s0", "127.0.11.1", 10000});
-  graph.AddLink({kR2, "s1", "127.0.9.2", 10000}, {kA1, "a1", "127.0.9.1", 10000});
-  fabric::relay::GraphFn gf = [&graph] { return graph; };
   std::unique_ptr<fabric::relay::ForwarderHost> r1, r2;
-  fabric::relay::ForwarderHostOptions fo;
-  fo.port = port;
-  fo.relay.timeoutMs = 3000;
-  fo.tcp.timeoutMs = 3000;
-  fo.retryMs = 20;
-  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR1, [] { return true; }, fo, &r1).ok());
-  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR2, [] { return true; }, fo, &r2).ok());
-  ASSERT_TRUE(Within(5000, [&] { return r1->Serving() && r2->Serving(); })) << r1->lastProblem() << r2->lastProblem();
-  auto make = [&](uint64_t self, std::vector<const char*> ips) {
-    CableSetOptions o;
-    o.self = self;
-    o.graph = gf;
-    o.tcp.timeoutMs = 3000;
-    o.relay.timeoutMs = 3000;
-    o.forwarderPort = port;
-    o.multiRoute = true;
-    for (const char* ip : ips) o.rails.push_back({"lo", ip, 10000});
-    std::unique_ptr<CableSetDomain> d;
-    EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
-    return d;
-  };
-  std::unique_ptr<CableSetDomain> a = make(kA1, {"127.0.8.1", "127.0.9.1"});
-  std::unique_ptr<CableSetDomain> b = make(kB1, {"127.0.10.2", "127.0.11.2"});
+  std::unique_ptr<CableSetDomain> a, b;
   std::unique_ptr<fabric::Worker> aw, bw;
-  ASSERT_TRUE(a->CreateWorker(&aw).ok());
-  ASSERT_TRUE(b->CreateWorker(&bw).ok());
+
+  void Start() {
+    const uint16_t port = FreePort({"127.0.8.2", "127.0.10.1", "127.0.11.1", "127.0.9.2"});
+    ASSERT_NE(port, 0);
+    graph.AddHost(kA1, "hA");
+    graph.AddHost(kR1, "hR1");
+    graph.AddHost(kB1, "hB");
+    graph.AddHost(kR2, "hR2");
+    graph.AddLink({kA1, "a0", "127.0.8.1", 10000}, {kR1, "r0", "127.0.8.2", 10000});
+    graph.AddLink({kR1, "r1", "127.0.10.1", 10000}, {kB1, "b0", "127.0.10.2", 10000});
+    graph.AddLink({kB1, "b1", "127.0.11.2", 10000}, {kR2, "s0", "127.0.11.1", 10000});
+    graph.AddLink({kR2, "s1", "127.0.9.2", 10000}, {kA1, "a1", "127.0.9.1", 10000});
+    fabric::relay::GraphFn gf = [this] { return graph; };
+    fabric::relay::ForwarderHostOptions fo;
+    fo.port = port;
+    fo.relay.timeoutMs = 3000;
+    fo.tcp.timeoutMs = 3000;
+    fo.retryMs = 20;
+    ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR1, [] { return true; }, fo, &r1).ok());
+    ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR2, [] { return true; }, fo, &r2).ok());
+    ASSERT_TRUE(Within(5000, [&] { return r1->Serving() && r2->Serving(); })) << r1->lastProblem() << r2->lastProblem();
+    auto make = [&](uint64_t self, std::vector<const char*> ips) {
+      CableSetOptions o;
+      o.self = self;
+      o.graph = gf;
+      o.tcp.timeoutMs = 3000;
+      o.relay.timeoutMs = 3000;
+      o.forwarderPort = port;
+      o.multiRoute = true;  // as plugin/net.cc's fabric mode
+      for (const char* ip : ips) o.rails.push_back({"lo", ip, 10000});
+      std::unique_ptr<CableSetDomain> d;
+      EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
+      return d;
+    };
+    a = make(kA1, {"127.0.8.1", "127.0.9.1"});
+    b = make(kB1, {"127.0.10.2", "127.0.11.2"});
+    ASSERT_TRUE(a->CreateWorker(&aw).ok());
+    ASSERT_TRUE(b->CreateWorker(&bw).ok());
+  }
+  std::string Problems() const { return r1->lastProblem() + " / " + r2->lastProblem(); }
+};
+
+TEST(CableSetRingTest, OppositeHostUsesBothRelaysInTurn) {
+  Ring ring;
+  ASSERT_NO_FATAL_FAILURE(ring.Start());
+  auto [a, b, aw, bw, r1, r2] = std::tie(ring.a, ring.b, ring.aw, ring.bw, ring.r1, ring.r2);
   const size_t bytes = 700000;  // two relay slots
   std::vector<char> src(bytes), dst(bytes + 16, 0);
   const fabric::Region* s = nullptr;
@@ -439,9 +454,13 @@ TEST(CableSetRingTest, OppositeHostUsesBothRelaysInTurn) {
   bw.reset();
 }
 
-void CableSetTest::RunNccl(const std::vector<size_t>& sizes, int pauseMs) {
+/// The NCCL comms over A's Domain `a` and B's `b`, one message of each size A -> B
+/// (content and guard bytes checked), the comms left idle for `pauseMs` after each;
+/// `problem` names what the relays last refused, for failure messages.
+void NcclMessages(CableSetDomain* a, CableSetDomain* b, const std::vector<size_t>& sizes, int pauseMs,
+                  const std::function<std::string()>& problem) {
   using namespace proxy::nccl;
-  CommWorker ca(a_.get(), "railyard[a0]"), cb(b_.get(), "railyard[b0]");
+  CommWorker ca(a, "railyard[a0]"), cb(b, "railyard[b0]");
   ASSERT_TRUE(ca.Start().ok());
   ASSERT_TRUE(cb.Start().ok());
   auto rankA = std::make_shared<proxy::RankSource>(), rankB = std::make_shared<proxy::RankSource>();
@@ -459,8 +478,8 @@ void CableSetTest::RunNccl(const std::vector<size_t>& sizes, int pauseMs) {
     for (size_t size : sizes) {
       std::vector<char> src(size), dst(size + 64, 'G');
       for (size_t i = 0; i < size; ++i) src[i] = static_cast<char>(i * 11 + 3);
-      MemHandle* smh = Reg(*a_, src.data(), src.size());
-      MemHandle* rmh = Reg(*b_, dst.data(), dst.size());
+      MemHandle* smh = Reg(*a, src.data(), src.size());
+      MemHandle* rmh = Reg(*b, dst.data(), dst.size());
       void* data = dst.data();
       size_t cap = size;
       int tag = 9;
@@ -474,23 +493,107 @@ void CableSetTest::RunNccl(const std::vector<size_t>& sizes, int pauseMs) {
         if (!sdone) st = send->Test(sr, &sdone, &sent);
         if (st.ok() && !rdone) st = recv->Test(rr, &rdone, &got);
         return !st.ok() || (sdone && rdone);
-      })) << relay_->lastProblem();
+      })) << problem();
       ASSERT_TRUE(st.ok()) << st.message();
       EXPECT_EQ(sent, static_cast<int>(size));
       EXPECT_EQ(got, static_cast<int>(size));
       EXPECT_EQ(std::memcmp(dst.data(), src.data(), size), 0) << size;
       for (size_t i = size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 'G') << "guard byte " << i;
-      Dereg(*a_, smh);
-      Dereg(*b_, rmh);
+      Dereg(*a, smh);
+      Dereg(*b, rmh);
       // Idle on purpose (the condition under test, not a wait for anything).
       if (pauseMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pauseMs));
     }
-    EXPECT_GE(relay_->stats().routesOpened, 2u);  // A -> B (data) and B -> A (clear-to-send)
     send->Close();
     recv->Close();
   }
   ca.Stop();
   cb.Stop();
+}
+
+void CableSetTest::RunNccl(const std::vector<size_t>& sizes, int pauseMs) {
+  NcclMessages(a_.get(), b_.get(), sizes, pauseMs, [this] { return relay_->lastProblem(); });
+  EXPECT_GE(relay_->stats().routesOpened, 2u);  // A -> B (data) and B -> A (clear-to-send)
+}
+
+// The NCCL comms to the opposite host of a ring: the send comm's Endpoint has a
+// route through each relay and the receive comm's Endpoint back has one too, so data
+// immediates reach B from two relay Workers and clear-to-sends reach A from two
+// (PeerWorkers admits one per route); every message arrives intact and both relays
+// carry data (it used to fail with "a data immediate for this comm came from another
+// worker").
+TEST(CableSetRingTest, NcclCommsToTheOppositeHostOverBothRelays) {
+  Ring ring;
+  ASSERT_NO_FATAL_FAILURE(ring.Start());
+  ring.aw.reset();  // NcclMessages makes the Workers of its CommWorkers
+  ring.bw.reset();
+  const std::vector<size_t> sizes = {1, 4096, 70000, 600000, 600000, 1u << 20, 3u << 20, 8, 200000};
+  NcclMessages(ring.a.get(), ring.b.get(), sizes, 0, [&] { return ring.Problems(); });
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  const uint64_t f1 = ring.r1->stats().bytesForwarded, f2 = ring.r2->stats().bytesForwarded;
+  EXPECT_GE(f1 + f2, total);
+  EXPECT_GT(f1, 0u) << "relay 1 carried nothing";
+  EXPECT_GT(f2, 0u) << "relay 2 carried nothing";
+  EXPECT_EQ(ring.r1->stats().routesFailed + ring.r2->stats().routesFailed, 0u);
+}
+
+// A draining relay (railyardd after SIGTERM): the route open already carries on
+// until its source closes it, a new one is refused with the drain named, and Drain
+// returns once no route is open.
+TEST(CableSetRingTest, ADrainingRelayKeepsItsRoutesAndRefusesNewOnes) {
+  Ring ring;
+  ASSERT_NO_FATAL_FAILURE(ring.Start());
+  std::vector<char> src(100000, 'q'), dst(100000, 0);
+  const fabric::Region* s = nullptr;
+  const fabric::Region* d = nullptr;
+  ASSERT_TRUE(ring.a->Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
+  ASSERT_TRUE(ring.b->Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
+  auto write = [&](fabric::Endpoint& ep, uint64_t cookie) {
+    std::string err;
+    bool done = false;
+    EXPECT_TRUE(ep.Write(fabric::LocalSlice{s, 0, src.size()}, d->Key(), d->base, cookie, 7).ok());
+    std::vector<fabric::Event> ev;
+    EXPECT_TRUE(Within(10000, [&] {
+      ev.clear();
+      ring.aw->Progress(&ev);
+      ring.bw->Progress(&ev);
+      for (const auto& e : ev) {
+        if (e.kind == fabric::EventKind::kDone && e.cookie == cookie) done = true;
+        if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
+      }
+      return done || !err.empty();
+    })) << ring.Problems();
+    return err;
+  };
+  std::unique_ptr<fabric::Endpoint> ep;
+  ASSERT_TRUE(ring.aw->Connect(ring.bw->Address(), &ep).ok());
+  ASSERT_EQ(ep->Routes(), 2u);
+  EXPECT_EQ(write(*ep, 1), "");
+  EXPECT_EQ(write(*ep, 2), "");  // the second Write goes round the other way
+  ASSERT_EQ(ring.r1->stats().routesOpen, 1u);
+  ring.r1->BeginDrain();
+  EXPECT_EQ(ring.r1->Drain(0), 1u);  // still open: nothing waits here
+  for (uint64_t k = 3; k < 7; ++k) EXPECT_EQ(write(*ep, k), "") << "write " << k << " while R1 drains";
+  // A new Endpoint: its route through R1 is refused, naming the drain.
+  std::unique_ptr<fabric::Endpoint> late;
+  ASSERT_TRUE(ring.aw->Connect(ring.bw->Address(), &late).ok());
+  std::string refused;
+  for (uint64_t k = 10; k < 12 && refused.empty(); ++k) refused = write(*late, k);
+  EXPECT_NE(refused.find("the relay is draining"), std::string::npos) << refused;
+  late.reset();
+  ep.reset();  // the source closes its routes: the drain ends
+  std::vector<fabric::Event> ev;
+  ASSERT_TRUE(Within(10000, [&] {
+    ev.clear();
+    ring.aw->Progress(&ev);
+    ring.bw->Progress(&ev);
+    return ring.r1->stats().routesOpen == 0;
+  }));
+  EXPECT_EQ(ring.r1->Drain(5000), 0u);
+  EXPECT_TRUE(ring.r1->Serving());  // never dropped while draining
+  EXPECT_TRUE(ring.a->Deregister(s).ok());
+  EXPECT_TRUE(ring.b->Deregister(d).ok());
 }
 
 }  // namespace

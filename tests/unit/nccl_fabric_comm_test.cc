@@ -187,7 +187,7 @@ TEST_F(NcclFabricComm, DataImmediateLargerThanThePostedBufferIsRefused) {
   e.op = fabric::OpType::kWrite;
   e.value = 0;
   e.bytes = 32;
-  e.peer = recv_->PeerWorker();
+  e.peer = recv_->peerWorkers().First();
   {
     auto lock = b_.cw->Lock();
     recv_->OnEvent(e);
@@ -197,6 +197,38 @@ TEST_F(NcclFabricComm, DataImmediateLargerThanThePostedBufferIsRefused) {
   EXPECT_EQ(done, 0);
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
   EXPECT_NE(s.message().find("pid 111"), std::string::npos) << "the error names the peer: " << s.message();
+  recv_->Close();
+  b_.Dereg(rmh);
+}
+
+// Over one route (a plain TCP Endpoint back to the sender) data is taken from the
+// hello's Worker only: an immediate from any other Worker fails the comm, even one
+// that names a posted cell and fits its buffer.
+TEST_F(NcclFabricComm, DataImmediateFromASecondWorkerOverOneRouteIsRefused) {
+  ASSERT_EQ(recv_->peerWorkers().limit(), 1u);
+  std::vector<char> dst(64, 'G');
+  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
+  void* data = dst.data();
+  size_t cap = 16;
+  int tag = 1;
+  Request* rr = nullptr;
+  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
+  fabric::Event e;
+  e.kind = fabric::EventKind::kImmediate;
+  e.op = fabric::OpType::kWrite;
+  e.value = 0;
+  e.bytes = 8;
+  e.peer = recv_->peerWorkers().First() ^ 0x5a5a;
+  {
+    auto lock = b_.cw->Lock();
+    recv_->OnEvent(e);
+  }
+  int done = 0;
+  Status s = recv_->Test(rr, &done, nullptr);
+  EXPECT_EQ(done, 0);
+  EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
+  EXPECT_NE(s.message().find("another worker (1 of the sender's 1 routes"), std::string::npos) << s.message();
+  EXPECT_FALSE(recv_->FromPeer(e.peer));
   recv_->Close();
   b_.Dereg(rmh);
 }
@@ -218,7 +250,7 @@ TEST_F(NcclFabricComm, ErrorsNameTheRankOfTheirOwnCommunicator) {
   e.kind = fabric::EventKind::kImmediate;
   e.op = fabric::OpType::kWrite;
   e.bytes = 17;
-  e.peer = recv_->PeerWorker();
+  e.peer = recv_->peerWorkers().First();
   {
     auto lock = b_.cw->Lock();
     recv_->OnEvent(e);

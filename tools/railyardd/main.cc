@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -417,12 +418,24 @@ int main(int argc, char** argv) {
     printed = true;
   }
   if (relay) {
-    // SIGTERM/SIGINT: accept no new relayed socket, carry the ones in flight for up
-    // to RAILYARD_RELAY_DRAIN_MS, then exit.
+    // SIGTERM/SIGINT: accept no new relayed socket nor fabric relay route, carry the
+    // ones in flight for up to RAILYARD_RELAY_DRAIN_MS (both together), then exit.
+    // The Forwarder stops opening first: the seat RelayService::Stop gives up would
+    // otherwise drop it with its routes.
+    const auto drainEnd = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg->relayDrainMs);
+    if (forwarder) forwarder->BeginDrain();
     const int left = relay->Stop(cfg->relayDrainMs);
     if (left > 0) {
       std::fprintf(stderr, "railyardd: closed %d relayed sockets still open after %d ms (RAILYARD_RELAY_DRAIN_MS)\n",
                    left, cfg->relayDrainMs);
+    }
+    if (forwarder) {
+      const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(drainEnd - std::chrono::steady_clock::now());
+      const size_t routes = forwarder->Drain(static_cast<int>(std::max<int64_t>(0, rest.count())));
+      if (routes > 0) {
+        std::fprintf(stderr, "railyardd: closed %zu fabric relay routes still open after %d ms (RAILYARD_RELAY_DRAIN_MS)\n",
+                     routes, cfg->relayDrainMs);
+      }
     }
   }
   return 0;

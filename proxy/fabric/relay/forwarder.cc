@@ -93,6 +93,7 @@ void Forwarder::Open(size_t port, const Control& c, uint64_t peer) {
     }
     Refuse(why);
   };
+  if (!stopOpening_.empty()) return refuseAnswered(stopOpening_);
   const int fromPeer = static_cast<int>(
       std::count_if(routes_.begin(), routes_.end(), [&](const auto& r) { return r.second->sourcePeer() == peer; }));
   if (fromPeer >= options_.maxRoutesPerPeer) {

@@ -79,6 +79,10 @@ class Forwarder {
   ForwarderStats stats() const;
   /// Why the last open was refused or the last route failed ("" if none), for logs.
   const std::string& lastRefusal() const { return lastRefusal_; }
+  /// From now on every route open is refused, answered to its source with `why`
+  /// (kConnectFailed); the routes open now carry on until their sources close them
+  /// or a leg fails (a draining relay: railyardd after SIGTERM). Not undone.
+  void StopOpening(std::string why) { stopOpening_ = std::move(why); }
 
  private:
   struct Port {
@@ -105,6 +109,7 @@ class Forwarder {
   uint32_t lastRoute_ = 0;
   ForwarderStats stats_;
   std::string lastRefusal_;
+  std::string stopOpening_;  ///< non-empty: refuse every open with this reason
   std::vector<Event> scratch_;
 };
 

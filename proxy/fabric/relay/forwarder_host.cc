@@ -1,6 +1,8 @@
 #include "proxy/fabric/relay/forwarder_host.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "env/log.h"
 
@@ -83,6 +85,22 @@ std::string ForwarderHost::lastProblem() const {
   return problem_;
 }
 
+void ForwarderHost::BeginDrain() {
+  std::lock_guard lock(mu_);
+  if (draining_.exchange(true)) return;
+  if (forwarder_) forwarder_->StopOpening("the relay is draining (its process is stopping)");
+}
+
+size_t ForwarderHost::Drain(int drainMs) {
+  BeginDrain();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, drainMs));
+  for (;;) {
+    const size_t open = stats().routesOpen;
+    if (open == 0 || std::chrono::steady_clock::now() >= deadline) return open;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a counter the thread updates
+  }
+}
+
 void ForwarderHost::Drop() {
   std::lock_guard lock(mu_);
   forwarder_.reset();  // its Workers before their Domains
@@ -150,7 +168,9 @@ void ForwarderHost::Run() {
   int idle = 0;
   while (!stop_.load()) {
     const auto now = Clock::now();
-    if (now >= nextCheck) {
+    if (now >= nextCheck && draining_.load()) {
+      nextCheck = now + retry;  // draining: the Forwarder stays as it is until the end
+    } else if (now >= nextCheck) {
       nextCheck = now + retry;
       const bool hold = holding_();
       if (!hold && serving_.load()) {

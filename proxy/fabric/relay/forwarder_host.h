@@ -67,6 +67,15 @@ class ForwarderHost {
   ForwarderStats stats() const;
   /// Why the last build failed or the last route was refused ("" if none), for logs and tests.
   std::string lastProblem() const;
+  /// Starts draining (railyardd's SIGTERM): the Forwarder refuses every new route
+  /// (its source hears "the relay is draining") and is no longer dropped when the
+  /// seat goes (RelayService::Stop gives it up) nor rebuilt; the routes open now
+  /// carry on. Call before giving the seat up. Idempotent.
+  void BeginDrain();
+  /// BeginDrain, then waits until no route is open or `drainMs` (ms) has passed
+  /// (polled every 10 ms). Returns how many routes were still open then; the
+  /// destructor drops them (their sources see the break).
+  size_t Drain(int drainMs);
 
  private:
   ForwarderHost(GraphFn graph, uint64_t self, std::function<bool()> holding, ForwarderHostOptions options);
@@ -82,6 +91,7 @@ class ForwarderHost {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> serving_{false};
+  std::atomic<bool> draining_{false};
   mutable std::mutex mu_;  ///< guards the fields below against stats()/PortNeighbours()
   std::vector<std::unique_ptr<Domain>> domains_;  ///< per cable: its port Domain, then its onward Domain
   std::unique_ptr<Forwarder> forwarder_;

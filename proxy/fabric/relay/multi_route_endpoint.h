@@ -48,6 +48,8 @@ class MultiRouteEndpoint : public Endpoint {
 
   /// Routes (tests and logs).
   size_t routes() const { return routes_.size(); }
+  /// As routes().
+  size_t Routes() const override { return routes_.size(); }
   /// Which route the next op goes on when some op is still outstanding (tests).
   size_t current() const { return current_; }
 
