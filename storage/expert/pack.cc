@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -83,8 +84,12 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
       ++others;
       continue;
     }
-    const uint64_t layer = std::stoull(m[1].str()), expert = std::stoull(m[2].str());
-    if (layer > (1u << 20) || expert >= kMaxExperts) return Bad("tensor '" + t.name + "' has a layer or expert number out of range");
+    // from_chars, not stoull: a number past 2^64 (a hostile or corrupt name) must be refused, not throw.
+    uint64_t layer = 0, expert = 0;
+    const std::string ls = m[1].str(), es = m[2].str();
+    const bool layerOk = std::from_chars(ls.data(), ls.data() + ls.size(), layer).ec == std::errc();
+    const bool expertOk = std::from_chars(es.data(), es.data() + es.size(), expert).ec == std::errc();
+    if (!layerOk || !expertOk || layer > (1u << 20) || expert >= kMaxExperts) return Bad("tensor '" + t.name + "' has a layer or expert number out of range");
     const std::string proj = m[3].str(), kind = m[4].str();
     const std::string rname = proj + "." + kind;
     int pr = 0;

@@ -171,6 +171,17 @@ TEST(ExpertPack, InconsistentCheckpointsAreRefused) {
     EXPECT_TRUE(PlanOf(t, tmp.path, "qwen-moe").ok());
   }
   {
+    // A layer number past 2^64 is the ordinary refusal, not an uncaught std::out_of_range.
+    for (const char* name : {"model.layers.99999999999999999999.block_sparse_moe.experts.0.w1.weight",
+                             "model.layers.0.block_sparse_moe.experts.99999999999999999999.w1.weight"}) {
+      std::map<std::string, StTensor> t{{name, MakeTensor("w", "BF16", {10, 6})}};
+      Status s = PlanOf(t, tmp.path);
+      EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+      EXPECT_NE(s.message().find(std::string("tensor '") + name + "' has a layer or expert number out of range"), std::string::npos)
+          << s.message();
+    }
+  }
+  {
     std::map<std::string, StTensor> t{{"model.embed_tokens.weight", MakeTensor("e", "F32", {4})}};
     EXPECT_NE(PlanOf(t, tmp.path).message().find("no MoE expert tensors"), std::string::npos);
   }
