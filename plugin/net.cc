@@ -565,6 +565,13 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     const env::Config* cfg = nullptr;
     Status s = env::Load(&cfg);
     if (!s.ok()) return Fail(s, "init");
+    // A set RAILYARD_CLUSTER_KEY_FILE that does not load stops init in every mode, as in
+    // railyard-info and railyardd; only fabric mode used to load it (and then silently not).
+    {
+      std::shared_ptr<const topology::ClusterKey> key;
+      s = topology::LoadClusterKey(cfg->clusterKeyFile, &key);
+      if (!s.ok()) return Fail(s, "init");
+    }
     std::vector<topology::NetDevice> devs;
     s = topology::SelectSocketDevices(cfg->socketIfname, &devs);
     if (!s.ok()) return Fail(s, "init");
