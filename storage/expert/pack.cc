@@ -182,6 +182,18 @@ std::string PackPlan::Describe() const {
   return o.str();
 }
 
+std::string PackPlan::PaddingWarning() const {
+  const Manifest& m = manifest;
+  uint64_t payload = 0;  // the tensors' own bytes, without the padding between them
+  for (const TensorLayout& t : m.tensors) payload += t.bytes;
+  // At the default alignment or below, a small checkpoint's padding is the price of page-aligned reads.
+  if (payload == 0 || m.alignment <= PackOptions().alignment || m.recordStride / payload <= kMaxPaddingRatio) return "";
+  return "record stride " + std::to_string(m.recordStride) + " bytes is " + std::to_string(m.recordStride / payload) +
+         "x the " + std::to_string(payload) + " bytes of its tensors (more than " +
+         std::to_string(kMaxPaddingRatio) + "x): --align " + std::to_string(m.alignment) +
+         " pads every record and tensor; a smaller --align (the default is 4096) wastes less";
+}
+
 Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressFn& progress) {
   std::map<std::string, int> fds;
   auto closeAll = [&] {
