@@ -103,6 +103,7 @@ struct Global {
   std::vector<proxy::FabricRail> fabricRails;
   std::string fabricName;  ///< device name, e.g. "railyard[p0r0+p0r1+p1r0+p1r1]"
   int fabricSpeedMbps = 0; ///< sum of the speeds of the rails in fabricName
+  int fabricNameRails = 0; ///< how many rails fabricName names (shared segments left out)
   std::deque<std::string> retiredNames;  ///< names handed out before (NCCL may keep the pointers)
   std::unique_ptr<proxy::Router> router;
   std::unique_ptr<proxy::RelayService> relay;
@@ -543,6 +544,7 @@ Status StartFabric(Global& g) {
   if (!g.fabricName.empty()) g.retiredNames.push_back(std::move(g.fabricName));
   g.fabricName = name;
   g.fabricSpeedMbps = speed;
+  g.fabricNameRails = n;
   return Status::Ok();
 }
 
@@ -566,6 +568,13 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     const env::Config* cfg = nullptr;
     Status s = env::Load(&cfg);
     if (!s.ok()) return Fail(s, "init");
+    // A set RAILYARD_CLUSTER_KEY_FILE that does not load stops init in every mode, as in
+    // railyard-info and railyardd; only fabric mode used to load it (and then silently not).
+    {
+      std::shared_ptr<const topology::ClusterKey> key;
+      s = topology::LoadClusterKey(cfg->clusterKeyFile, &key);
+      if (!s.ok()) return Fail(s, "init");
+    }
     std::vector<topology::NetDevice> devs;
     s = topology::SelectSocketDevices(cfg->socketIfname, &devs);
     if (!s.ok()) return Fail(s, "init");
@@ -628,8 +637,12 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     if (g.fabricComms) {
       if (Status s = StartFabricModeComms(g); !s.ok()) return Fail(s, "init");
     }
-    RY_INFO(log::kInit | log::kNet, "Railyard fabric mode: one device %s over %zu rails",
-            g.fabricName.c_str(), g.fabricRails.size());
+    // The count is of the rails the name lists; shared segments (a management bridge) are left out of both.
+    const size_t left = g.fabricRails.size() - static_cast<size_t>(g.fabricNameRails);
+    const std::string leftOut =
+        left == 0 ? "" : " (" + std::to_string(left) + " shared segment" + (left == 1 ? "" : "s") + " left out)";
+    RY_INFO(log::kInit | log::kNet, "Railyard fabric mode: one device %s over %d rails%s", g.fabricName.c_str(),
+            g.fabricNameRails, leftOut.c_str());
   }
   auto* c = new Context();
   c->commId = commId;

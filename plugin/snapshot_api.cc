@@ -125,7 +125,8 @@ const char* railyard_snapshot_last_error(void) { return t_lastError.c_str(); }
 
 int railyard_snapshot_list(const char* host, unsigned short port, railyard_snapshot_arena_t* out, int max, int* count) {
   using namespace railyard;
-  if (host == nullptr || count == nullptr || max < 0 || (out == nullptr && max > 0)) {
+  if (max < 0) return Fail(InvalidArgument("railyard_snapshot_list: max must be >= 0, got " + std::to_string(max)));
+  if (host == nullptr || count == nullptr || (out == nullptr && max > 0)) {
     return Fail(InvalidArgument("railyard_snapshot_list: host and count must not be NULL, out may be NULL only with max 0"));
   }
   const env::Config* cfg = nullptr;

@@ -11,6 +11,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace railyard::topology {
 
@@ -56,8 +59,15 @@ Status ClusterKey::Load(const std::string& path, std::shared_ptr<const ClusterKe
     ::close(fd);
     char mode[8];
     std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
-    return Bad(path, std::string("mode ") + mode +
-                         " lets every user read or change it; chmod 600 (or 640 for a group) first");
+    // Name exactly what the "other" bits allow: 644 lets them read, not change, the key.
+    std::vector<std::string> verbs;
+    for (const auto& [bit, verb] : {std::pair<unsigned, const char*>{04, "read"}, {02, "change"}, {01, "execute"}}) {
+      if ((st.st_mode & bit) != 0) verbs.emplace_back(verb);
+    }
+    std::string what = verbs[0];
+    for (size_t i = 1; i < verbs.size(); ++i) what += (i + 1 == verbs.size() ? " and " : ", ") + verbs[i];
+    return Bad(path, std::string("mode ") + mode + " lets every user " + what +
+                         " it; chmod 600 (or 640 for a group) first");
   }
   if (st.st_size > static_cast<off_t>(kMaxBytes)) {
     ::close(fd);

@@ -518,7 +518,9 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
     } else if (r.pciFunction >= 0) {
       r.physicalPort = r.pciFunction;
       r.physicalPortSource = "pci function";
-    } else if (devPort && *devPort == 0) {
+    } else if (devPort && *devPort == 0 && std::filesystem::exists(dir + "/device")) {
+      // dev_port 0 names a port only on a bus device: a virtual netdev (veth, bridge) has
+      // no "device" link and always reads 0, which is no port at all (unknown, -1).
       r.physicalPort = 0;
       r.physicalPortSource = "dev_port";
     }

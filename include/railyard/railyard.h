@@ -1,5 +1,6 @@
 /* Railyard's public C API: the entry points libnccl-net-railyard.so exports next
- * to the NCCL net tables (ncclNetPlugin_v8..v11). Every exported name starts with
+ * to the NCCL plugin tables (ncclNetPlugin_v8..v12, ncclCollNetPlugin_v8..v12,
+ * ncclGinPlugin_v11, ncclRmaPlugin_v13/_v14). Every other exported name starts with
  * `railyard_` (plugin/exports.map; tests/scripts/check_exports.sh checks `nm -D`);
  * the storage tiers' functions (railyard_expert_*, railyard_snapshot_*) follow below.
  *

@@ -15,6 +15,14 @@ namespace {
 
 constexpr int kLastErrc = static_cast<int>(ExpertErrc::kPackInput);
 
+/// An expert error's message without its "expert NAME: " prefix, to quote it inside another.
+std::string WithoutPrefix(const Status& s) {
+  std::string m = s.message();
+  const std::string prefix = std::string("expert ") + ExpertErrcName(ExpertErrcOf(s)) + ": ";
+  if (m.rfind(prefix, 0) == 0) m.erase(0, prefix.size());
+  return m;
+}
+
 }  // namespace
 
 Status ReadReply(int fd, const std::string& who, uint64_t* payloadBytes) {
@@ -142,7 +150,17 @@ Status ExpertClient::Fetch(uint32_t layer, uint64_t expert, uint64_t arenaOffset
 }
 
 Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
-  if (!failed_.ok()) return failed_;
+  if (!failed_.ok()) {
+    // Name this request, then the failure that stopped the client (once, with one prefix).
+    std::string what = "fetch of ";
+    if (batch.size() != 1) what += std::to_string(batch.size()) + " records" + (batch.empty() ? "" : " (first: ");
+    if (!batch.empty()) {
+      what += "layer index " + std::to_string(batch[0].layer) + " expert " + std::to_string(batch[0].expert);
+      if (batch.size() != 1) what += ")";
+    }
+    return ExpertError(ExpertErrcOf(failed_), what + ": not sent, this client stopped at an earlier failure (" +
+                                                  WithoutPrefix(failed_) + "); open a new client");
+  }
   if (closed_) return ExpertError(ExpertErrc::kInvalidArgument, "fetch on a closed expert client");
   const uint64_t stride = manifest_.recordStride;
   for (const RecordRequest& r : batch) {
@@ -271,7 +289,9 @@ Status ExpertClient::AskWhyReadsFailed(const Status& fabricCause) {
   if (s.ok()) s = ReadReply(fd_, peer_, &payload);
   if (s.ok() && payload != 0) s = ExpertError(ExpertErrc::kProtocol, "expert peer " + peer_ + " status reply with a payload");
   const ExpertErrc e = ExpertErrcOf(s);
-  if (e == ExpertErrc::kStoreChanged) return ExpertError(e, s.message() + " (the read: " + fabricCause.message() + ")");
+  if (e == ExpertErrc::kStoreChanged) {
+    return ExpertError(e, WithoutPrefix(s) + " (the read: " + WithoutPrefix(fabricCause) + ")");
+  }
   if (e == ExpertErrc::kPeerLost) {
     // fabricCause is itself an expert error ("expert PEER_LOST: ..."): keep one prefix.
     std::string cause = fabricCause.message();
@@ -301,7 +321,9 @@ Status ExpertClient::Verify(std::span<const RecordRequest> batch) {
 Status ExpertClient::Close() {
   if (closed_) return Status::Ok();
   closed_ = true;
-  if (!failed_.ok() || fd_ < 0) return failed_;
+  // After a sticky failure (already returned by the fetch that hit it) there is no
+  // polite shutdown to send: close quietly rather than report that failure again.
+  if (!failed_.ok() || fd_ < 0) return Status::Ok();
   RequestMessage req{};
   req.op = kOpShutdown;
   RY_RETURN_IF_ERROR(WireSend(fd_, &req, sizeof req, "expert peer " + peer_ + " shutdown"));

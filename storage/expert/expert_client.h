@@ -66,9 +66,11 @@ class ExpertClient {
   /// moves) for a layer/expert outside the store or a slot outside the arena;
   /// PEER_LOST when the peer dies or goes silent; CHECKSUM_MISMATCH naming the first
   /// bad record; STORE_CHANGED / others as the peer names them. After PEER_LOST or a
-  /// protocol error the client is failed (every later call returns that error).
+  /// protocol error the client is failed: every later call fails with that error's code,
+  /// its message naming its own request and quoting the first failure.
   Status FetchBatch(std::span<const RecordRequest> batch);
   /// Sends a shutdown request and waits for its answer (a polite close). Idempotent.
+  /// Ok without a word to the peer on a failed client (its failure was already returned).
   Status Close();
 
  private:

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -83,8 +84,12 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
       ++others;
       continue;
     }
-    const uint64_t layer = std::stoull(m[1].str()), expert = std::stoull(m[2].str());
-    if (layer > (1u << 20) || expert >= kMaxExperts) return Bad("tensor '" + t.name + "' has a layer or expert number out of range");
+    // from_chars, not stoull: a number past 2^64 (a hostile or corrupt name) must be refused, not throw.
+    uint64_t layer = 0, expert = 0;
+    const std::string ls = m[1].str(), es = m[2].str();
+    const bool layerOk = std::from_chars(ls.data(), ls.data() + ls.size(), layer).ec == std::errc();
+    const bool expertOk = std::from_chars(es.data(), es.data() + es.size(), expert).ec == std::errc();
+    if (!layerOk || !expertOk || layer > (1u << 20) || expert >= kMaxExperts) return Bad("tensor '" + t.name + "' has a layer or expert number out of range");
     const std::string proj = m[3].str(), kind = m[4].str();
     const std::string rname = proj + "." + kind;
     int pr = 0;
@@ -175,6 +180,18 @@ std::string PackPlan::Describe() const {
   o << "\nstore size " << m.LayerFileBytes() * m.layers.size() << " bytes in " << m.layers.size()
     << " layer files; " << otherTensors << " other tensors left out\n";
   return o.str();
+}
+
+std::string PackPlan::PaddingWarning() const {
+  const Manifest& m = manifest;
+  uint64_t payload = 0;  // the tensors' own bytes, without the padding between them
+  for (const TensorLayout& t : m.tensors) payload += t.bytes;
+  // At the default alignment or below, a small checkpoint's padding is the price of page-aligned reads.
+  if (payload == 0 || m.alignment <= PackOptions().alignment || m.recordStride / payload <= kMaxPaddingRatio) return "";
+  return "record stride " + std::to_string(m.recordStride) + " bytes is " + std::to_string(m.recordStride / payload) +
+         "x the " + std::to_string(payload) + " bytes of its tensors (more than " +
+         std::to_string(kMaxPaddingRatio) + "x): --align " + std::to_string(m.alignment) +
+         " pads every record and tensor; a smaller --align (the default is 4096) wastes less";
 }
 
 Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressFn& progress) {

@@ -38,6 +38,13 @@ struct PackPlan {
 
   /// Human-readable layout (what --dry-run prints).
   std::string Describe() const;
+  /// Empty, or a warning when the record stride is more than kMaxPaddingRatio times the
+  /// tensors' own bytes (a large --align pads every record: 1 GiB for 1.5 KB of tensors
+  /// plans a 3 GiB stride) and the alignment is above the default 4096; names the stride,
+  /// the tensors' bytes, the ratio and --align.
+  std::string PaddingWarning() const;
+  /// The stride/used ratio above which PaddingWarning warns.
+  static constexpr uint64_t kMaxPaddingRatio = 16;
 };
 
 /// Plans a pack of `tensors`. PACK_INPUT naming the fault: no expert tensors found,

@@ -113,6 +113,21 @@ TEST(ConformanceLoading, ByNameWithoutLibraryPathIsNotFound) {
   EXPECT_NE(r.output.find("libnccl-net-railyard.so"), std::string::npos) << r.output;
 }
 
+// Proves a RAILYARD_CLUSTER_KEY_FILE that does not load stops init (outside fabric mode
+// too) with ClusterKey::Load's message, as railyard-info and railyardd refuse it.
+TEST(ConformanceLoading, AMissingClusterKeyFileStopsInit) {
+  ExecResult r = Load({"path", PluginPath()}, {{"RAILYARD_CLUSTER_KEY_FILE", "/nonexistent/railyard.key"}},
+                      {"LD_LIBRARY_PATH", "LD_PRELOAD"});
+  ASSERT_FALSE(r.timedOut);
+  EXPECT_EQ(r.signal, 0) << r.output;
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_EQ(r.output.find("init=0\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cluster key /nonexistent/railyard.key (RAILYARD_CLUSTER_KEY_FILE): cannot open: "
+                          "No such file or directory"),
+            std::string::npos)
+      << r.output;
+}
+
 // Proves NCCL_NET_PLUGIN=/abs/path/libnccl-net-railyard.so works: dlopen of the
 // path with RTLD_NOW|RTLD_LOCAL resolves every symbol the library needs.
 TEST(ConformanceLoading, ByPath) {

@@ -171,9 +171,44 @@ TEST(ExpertPack, InconsistentCheckpointsAreRefused) {
     EXPECT_TRUE(PlanOf(t, tmp.path, "qwen-moe").ok());
   }
   {
+    // A layer number past 2^64 is the ordinary refusal, not an uncaught std::out_of_range.
+    for (const char* name : {"model.layers.99999999999999999999.block_sparse_moe.experts.0.w1.weight",
+                             "model.layers.0.block_sparse_moe.experts.99999999999999999999.w1.weight"}) {
+      std::map<std::string, StTensor> t{{name, MakeTensor("w", "BF16", {10, 6})}};
+      Status s = PlanOf(t, tmp.path);
+      EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+      EXPECT_NE(s.message().find(std::string("tensor '") + name + "' has a layer or expert number out of range"), std::string::npos)
+          << s.message();
+    }
+  }
+  {
     std::map<std::string, StTensor> t{{"model.embed_tokens.weight", MakeTensor("e", "F32", {4})}};
     EXPECT_NE(PlanOf(t, tmp.path).message().find("no MoE expert tensors"), std::string::npos);
   }
+}
+
+TEST(ExpertPack, AnAlignmentThatPadsRecordsMoreThan16xWarns) {
+  TempDir tmp;
+  testing::WriteSafetensors(tmp.path + "/x.safetensors", MixtralTensors());  // 3 tensors of 120 bytes a record
+  std::vector<CheckpointTensor> ts;
+  ASSERT_TRUE(ReadCheckpoint(tmp.path + "/x.safetensors", &ts).ok());
+  PackOptions o;
+  PackPlan plan;
+  o.alignment = 1u << 30;
+  ASSERT_TRUE(PlanPack(ts, o, &plan).ok());
+  EXPECT_EQ(plan.manifest.recordStride, 3ull << 30);
+  EXPECT_EQ(plan.PaddingWarning(),
+            "record stride 3221225472 bytes is 8947848x the 360 bytes of its tensors (more than 16x): --align 1073741824 "
+            "pads every record and tensor; a smaller --align (the default is 4096) wastes less");
+  o.alignment = 8192;  // stride 3 x 8192 = 24576 bytes, 68x 360
+  ASSERT_TRUE(PlanPack(ts, o, &plan).ok());
+  EXPECT_NE(plan.PaddingWarning().find("is 68x the 360 bytes"), std::string::npos) << plan.PaddingWarning();
+  o.alignment = 4096;  // 34x, but the default alignment: no warning
+  ASSERT_TRUE(PlanPack(ts, o, &plan).ok());
+  EXPECT_EQ(plan.PaddingWarning(), "");
+  o.alignment = 64;  // stride 384 bytes: no warning
+  ASSERT_TRUE(PlanPack(ts, o, &plan).ok());
+  EXPECT_EQ(plan.PaddingWarning(), "");
 }
 
 TEST(ExpertPack, MalformedAndTruncatedSafetensorsAreRefused) {

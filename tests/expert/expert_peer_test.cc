@@ -272,6 +272,21 @@ TEST_P(ExpertPeerTest, StoreChangedUnderThePeerIsNamed) {
     EXPECT_EQ(p.server->stats().withdrawals, 1u);
     s = c.client->Fetch(0, 1, 0);
     EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+    // One prefix (it read "expert STORE_CHANGED: expert STORE_CHANGED: ...").
+    const std::string prefix = "expert STORE_CHANGED: ";
+    EXPECT_EQ(s.message().rfind(prefix, 0), 0u) << s.message();
+    EXPECT_EQ(s.message().find(prefix, 1), std::string::npos) << s.message();
+    // The next fetch names its own request, then the failure that stopped the client.
+    const Status next = c.client->Fetch(0, 2, 0);
+    EXPECT_EQ(ExpertErrcOf(next), ExpertErrc::kStoreChanged) << next.message();
+    EXPECT_EQ(next.message().rfind("expert STORE_CHANGED: fetch of layer index 0 expert 2: not sent, this client "
+                                   "stopped at an earlier failure (",
+                                   0),
+              0u)
+        << next.message();
+    EXPECT_EQ(next.message().find(prefix, 1), std::string::npos) << next.message();
+    // Close after the failure does not report it again.
+    EXPECT_TRUE(c.client->Close().ok());
   }
   // A new connection is refused over READ too (the peer re-checks sizes and mtimes).
   Client c3;

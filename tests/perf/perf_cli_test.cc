@@ -127,6 +127,11 @@ TEST(PerfCli, RanksStartedWithDifferentOptionsSaySo) {
   EXPECT_EQ(r.out, "2 2\n") << Slurp(base + ".e0") << Slurp(base + ".e1");
   const std::string e0 = Slurp(base + ".e0");
   EXPECT_NE(e0.find("the ranks' options differ: -b 1K on rank 1 but 4K on rank 0"), std::string::npos) << e0;
+  // Rank 1 says it too (it exited 2 with nothing but the bootstrap's "waiting for rank 0").
+  const std::string e1 = Slurp(base + ".e1");
+  EXPECT_NE(e1.find("railyard-perf: rank 1: the ranks' options differ: -b 1K on rank 1 but 4K on rank 0"),
+            std::string::npos)
+      << e1;
   EXPECT_EQ(Slurp(base + ".o0").find("Out of bounds"), std::string::npos);
   for (const char* ext : {".o0", ".e0", ".o1", ".e1"}) std::remove((base + ext).c_str());
 }

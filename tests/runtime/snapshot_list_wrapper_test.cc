@@ -106,5 +106,16 @@ TEST(SnapshotListWrapper, AnUnreachablePeerThrowsTheNetworkCode) {
   }
 }
 
+TEST(SnapshotListWrapper, ANegativeMaxIsNamed) {
+  railyard_snapshot_arena_t a[1];
+  int n = 7;
+  EXPECT_NE(railyard_snapshot_list("127.0.0.1", 1, a, -1, &n), 0);
+  EXPECT_STREQ(railyard_snapshot_last_error(), "railyard_snapshot_list: max must be >= 0, got -1");
+  EXPECT_EQ(n, 7);  // untouched
+  EXPECT_NE(railyard_snapshot_list("127.0.0.1", 1, nullptr, 1, &n), 0);
+  EXPECT_STREQ(railyard_snapshot_last_error(),
+               "railyard_snapshot_list: host and count must not be NULL, out may be NULL only with max 0");
+}
+
 }  // namespace
 }  // namespace railyard

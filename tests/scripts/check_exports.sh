@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Usage: check_exports.sh <path/to/libnccl-net-railyard.so>
 # Fails (printing the offenders) if the library defines any dynamic symbol other
-# than ncclNetPlugin_v8..v12, ncclCollNetPlugin_v*, ncclGinPlugin_v11, ncclRmaPlugin_v13/_v14,
-# railyard_*; also fails if one of ncclNetPlugin_v8.._v12, ncclGinPlugin_v11,
-# ncclRmaPlugin_v13 or _v14 is missing.
+# than ncclNetPlugin_v8..v12, ncclCollNetPlugin_v8..v12, ncclGinPlugin_v11, ncclRmaPlugin_v13/_v14,
+# railyard_*; also fails if one of those tables is missing (the list README.md "Using it with NCCL"
+# and include/railyard/railyard.h give).
 set -euo pipefail
 
 lib="${1:?usage: check_exports.sh <shared library>}"
@@ -12,7 +12,7 @@ lib="${1:?usage: check_exports.sh <shared library>}"
 # nm prints "<value> <type> <name>[@version]"; keep the bare names.
 mapfile -t syms < <(nm -D --defined-only "$lib" | awk 'NF >= 3 {print $3}' | sed 's/@.*//' | sort -u)
 
-allowed='^(ncclNetPlugin_v(8|9|10|11|12)|ncclCollNetPlugin_v[0-9]+|ncclGinPlugin_v11|ncclRmaPlugin_v(13|14)|railyard_[A-Za-z0-9_]+)$'
+allowed='^(ncclNetPlugin_v(8|9|10|11|12)|ncclCollNetPlugin_v(8|9|10|11|12)|ncclGinPlugin_v11|ncclRmaPlugin_v(13|14)|railyard_[A-Za-z0-9_]+)$'
 bad=()
 for s in "${syms[@]}"; do
   [[ "$s" =~ $allowed ]] || bad+=("$s")
@@ -20,7 +20,8 @@ done
 
 missing=()
 for want in ncclNetPlugin_v8 ncclNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 \
-            ncclGinPlugin_v11 ncclRmaPlugin_v13 ncclRmaPlugin_v14; do
+            ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclCollNetPlugin_v10 ncclCollNetPlugin_v11 \
+            ncclCollNetPlugin_v12 ncclGinPlugin_v11 ncclRmaPlugin_v13 ncclRmaPlugin_v14; do
   printf '%s\n' "${syms[@]}" | grep -qx "$want" || missing+=("$want")
 done
 

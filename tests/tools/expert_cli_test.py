@@ -5,7 +5,9 @@
   prints anything: stdout stays empty (it printed the whole plan, then refused);
 - railyardd --expert-store without --expert-listen binds loopback when RAILYARD_SOCKET_IFNAME
   is unset, never every interface (it bound 0.0.0.0:29431); ":PORT" keeps that address;
-  0.0.0.0 must be asked for and is named so.
+  0.0.0.0 must be asked for and is named so;
+- railyardd --expert-store without --expert-only on a host with no rail exits 2 with "no rail"
+  before announcing the store (it printed "listening on ..." first).
 
 Usage: expert_cli_test.py RAILYARD_PACK RAILYARDD
 """
@@ -82,6 +84,12 @@ def main():
               f"--expert-listen 0.0.0.0:0 widens it and says so ({line!r})")
         rc, line = listen_line(railyardd, store, env, "--expert-listen", ":x")
         check(rc == 2 and "--expert-listen ':x': expected" in line, f"--expert-listen :x is refused, exit 2 ({rc}, {line!r})")
+        # Without --expert-only on a host with no rail (lo is never one), the daemon stops
+        # before any listener is announced: no "listening on" line, then "no rail".
+        r = subprocess.run([railyardd, "--expert-store", store, "--expert-listen", ":0", "--ifname", "lo"],
+                           capture_output=True, text=True, env=env, timeout=30)
+        check(r.returncode == 2 and "railyardd: no rail" in r.stderr and "listening on" not in r.stderr,
+              f"no rail without --expert-only: exit 2 before announcing the store ({r.returncode}, {r.stderr.strip()!r})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(failures)} failure(s)")

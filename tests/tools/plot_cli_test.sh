@@ -29,4 +29,20 @@ if [ "$got" -ne 2 ] || ! grep -q "missing.json: No such file or directory" "$tmp
 else
   echo "ok: railyard-plot -o run.PNG reads its input"
 fi
+# A malformed input names the format the file claims (railyard-perf) or both accepted formats,
+# not only railyard-tcp-pump's.
+printf '{"tool": "railyard-perf", "rows": [{"size": 8,\n' >"$tmp/perf.json"
+printf '{"size": 8, "algbw_gbps": 1.0}\n{"size": "x"}\n' >"$tmp/pump.json"
+for c in "perf.json|perf.json: railyard-perf --json output that is not valid JSON (line 2 column 1: Expecting" \
+         "pump.json|pump.json:2: neither railyard-perf --json output (one JSON object with \"rows\") nor a railyard-tcp-pump JSON line (an object with size and algbw_gbps)"; do
+  file=${c%%|*} want=${c#*|}
+  python3 "$PLOT" "$tmp/$file" -o run.png >"$tmp/out" 2>"$tmp/err"
+  got=$?
+  if [ "$got" -eq 0 ] || ! grep -qF -- "$want" "$tmp/err"; then
+    echo "FAIL: railyard-plot $file: exit $got, stderr: $(cat "$tmp/err")"
+    failed=1
+  else
+    echo "ok: railyard-plot $file: exit $got, names the format"
+  fi
+done
 exit $failed

@@ -100,10 +100,23 @@ TEST_F(KeyFile, WorldReadableIsRefusedNamingTheModeAndTheVariable) {
   std::shared_ptr<const ClusterKey> k;
   const Status s = ClusterKey::Load(path_, &k);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
-  EXPECT_NE(s.message().find("mode 644"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("mode 644 lets every user read it; chmod 600"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("RAILYARD_CLUSTER_KEY_FILE"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(path_), std::string::npos) << s.message();
   EXPECT_EQ(k, nullptr);
+}
+
+TEST_F(KeyFile, TheRefusalNamesExactlyWhatTheOtherBitsAllow) {
+  for (const auto& [mode, text] : {std::pair<mode_t, const char*>{0602, "mode 602 lets every user change it;"},
+                                   {0666, "mode 666 lets every user read and change it;"},
+                                   {0601, "mode 601 lets every user execute it;"},
+                                   {0607, "mode 607 lets every user read, change and execute it;"}}) {
+    Write(kSecret, mode);
+    std::shared_ptr<const ClusterKey> k;
+    const Status s = ClusterKey::Load(path_, &k);
+    EXPECT_EQ(s.code(), Code::kInvalidUsage);
+    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+  }
 }
 
 TEST_F(KeyFile, ShortFileIsRefused) {

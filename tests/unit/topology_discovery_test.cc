@@ -307,7 +307,7 @@ TEST(TopologyDiscoveryVeth, PlainVethHost) {
   EXPECT_THAT(v0.gids, IsEmpty());
   EXPECT_EQ(v0.numaNode, -1);
   EXPECT_EQ(v0.nearestGpu, "");
-  EXPECT_EQ(v0.physicalPort, -1);
+  EXPECT_EQ(v0.physicalPort, -1);  // its dev_port reads 0, as a real veth's does: no "device" link, no port
   EXPECT_EQ(v0.speedMbps, 10000);
   EXPECT_EQ(v0.mtu, 1500);
   EXPECT_EQ(v0.mac, "2e:7a:01:00:00:01");

@@ -29,6 +29,7 @@ tools/bench/bench_plots.py for the figures of docs/benchmarks.md.
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -168,8 +169,13 @@ def load_run(path, metric="busbw"):
         raise InputError(f"{path}: {e.strerror}") from e
     try:
         doc = json.loads(text)
-    except ValueError:
+    except ValueError as e:
         doc = None
+        # railyard-perf --json writes one object naming its tool; a file that says so but
+        # does not parse is a broken railyard-perf file, not a railyard-tcp-pump one.
+        if re.search(r'"tool"\s*:\s*"railyard-perf"', text):
+            raise InputError(f"{path}: railyard-perf --json output that is not valid JSON "
+                             f"(line {e.lineno} column {e.colno}: {e.msg})") from e
     if isinstance(doc, dict):
         if doc.get("tool") != "railyard-perf" or not isinstance(doc.get("rows"), list):
             raise InputError(f"{path}: a JSON object but not railyard-perf --json output (no \"rows\")")
@@ -192,7 +198,8 @@ def load_run(path, metric="busbw"):
             r = json.loads(line)
             pts[int(r["size"])] = float(r["algbw_gbps"])
         except (ValueError, KeyError, TypeError) as e:
-            raise InputError(f"{path}:{n}: not a railyard-tcp-pump JSON line") from e
+            raise InputError(f"{path}:{n}: neither railyard-perf --json output (one JSON object with \"rows\") "
+                             f"nor a railyard-tcp-pump JSON line (an object with size and algbw_gbps)") from e
         label = label or f"pump {r.get('pattern', '?')}, {r.get('ranks', '?')} ranks"
     if not pts:
         raise InputError(f"{path}: neither railyard-perf --json output nor railyard-tcp-pump JSON lines")

@@ -152,7 +152,7 @@ class RailsSection : public SectionPrinter {
       return std::vector<std::string>{label, netdev,
                                       r.rdmaDevice.empty() ? "-" : r.rdmaDevice + ":" + std::to_string(r.rdmaPort),
                                       Or(r.pciBusId), r.numaNode < 0 ? "-" : std::to_string(r.numaNode),
-                                      r.physicalPort < 0 ? "-" : std::to_string(r.physicalPort), SpeedText(r),
+                                      r.physicalPort < 0 ? "?" : std::to_string(r.physicalPort), SpeedText(r),
                                       PcieText(r), AddressesText(r), StateText(r), Or(r.nearestGpu, "none")};
     };
     for (std::size_t i = 0; i < ctx.rails.size(); ++i) rows.push_back(rowOf("NIC" + std::to_string(i), ctx.rails[i], ctx.rails[i].netdev));
@@ -169,8 +169,9 @@ class RailsSection : public SectionPrinter {
       }
       out << "  " << line << "\n";
     }
-    out << "\n  Port: physical (QSFP) port, 0-based. PCIe: trained width/max width, GT/s per lane;\n"
-           "  (!) = trained below its maximum. GPU: nearest GPU in hwloc's tree.\n";
+    out << "\n  Port: physical (QSFP) port, 0-based; ? = unknown (a virtual netdev such as a veth).\n"
+           "  PCIe: trained width/max width, GT/s per lane; (!) = trained below its maximum.\n"
+           "  GPU: nearest GPU in hwloc's tree.\n";
     if (ctx.loopback != nullptr) {
       out << "  LO: " << LoopbackRole(ctx) << ".\n";
     }

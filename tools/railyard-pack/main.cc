@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   }
   std::fputs(plan.Describe().c_str(), stdout);
   std::fflush(stdout);
+  if (const std::string w = plan.PaddingWarning(); !w.empty()) std::fprintf(stderr, "railyard-pack: warning: %s\n", w.c_str());
   if (dryRun) return 0;
   const auto start = std::chrono::steady_clock::now();
   auto last = start;

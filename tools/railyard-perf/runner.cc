@@ -158,7 +158,8 @@ Status Runner::Agree(const Status& local, const char* step) {
     // The same failure everywhere (a typical bad NCCL_NET_PLUGIN): only rank 0 prints it.
     bool all = s.ok();
     for (int f : flags) all = all && f != 0;
-    quiet_ = all && me_ != 0;
+    // Except the ranks' options differing: each rank's user must see why it exits 2.
+    quiet_ = all && me_ != 0 && !usageError_;
     return local;
   }
   if (!s.ok()) return Together(s);

@@ -225,6 +225,25 @@ int main(int argc, char** argv) {
                  agent.deadIntervalMs, agent.intervalMs);
     return 2;
   }
+  // The rails, before any listener is announced: without one the daemon (neither --expert-only
+  // nor --snapshot-only) stops, and a "listening on" line printed first read as if it served.
+  std::vector<proxy::FabricRail> rails;
+  if (!expertOnly && !snapshotOnly) {
+    std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
+    const std::string railFilter = ifname.empty() ? cfg->railIfname : ifname;
+    if (Status s = proxy::SelectFabricRails(railFilter, cfg->defaultSpeedMbps, &rails, &whyNone,
+                                            ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname",
+                                            proxy::BootstrapIfname(railFilter, cfg->socketIfname));
+        !s.ok()) {
+      std::fprintf(stderr, "railyardd: rail discovery failed: %s\n", s.message().c_str());
+      return 2;
+    }
+    if (rails.empty()) {
+      std::fprintf(stderr, "railyardd: no rail (an IPv4, non-loopback interface without a default route; "
+                           "RAILYARD_SOCKET_IFNAME or --ifname choose): %s\n", whyNone.c_str());
+      return 2;
+    }
+  }
   // Snapshot arenas: started before discovery; "snapshot-port N" on stdout says where.
   std::unique_ptr<tools::SnapshotService> snapshotService;
   if (!snapshot.arenas.empty()) {
@@ -281,21 +300,6 @@ int main(int argc, char** argv) {
                                          [](std::vector<proxy::Fd>*) { return Status::Ok(); }, &daemonSeat);
       !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
-    return 2;
-  }
-  std::vector<proxy::FabricRail> rails;
-  std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
-  const std::string railFilter = ifname.empty() ? cfg->railIfname : ifname;
-  if (Status s = proxy::SelectFabricRails(railFilter, cfg->defaultSpeedMbps, &rails, &whyNone,
-                                          ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname",
-                                          proxy::BootstrapIfname(railFilter, cfg->socketIfname));
-      !s.ok()) {
-    std::fprintf(stderr, "railyardd: rail discovery failed: %s\n", s.message().c_str());
-    return 2;
-  }
-  if (rails.empty()) {
-    std::fprintf(stderr, "railyardd: no rail (an IPv4, non-loopback interface without a default route; "
-                         "RAILYARD_SOCKET_IFNAME or --ifname choose): %s\n", whyNone.c_str());
     return 2;
   }
   proxy::RouterOptions fo;
