@@ -366,6 +366,8 @@ def case_capi_expert_relay_killed():
     err = re.search(r"^error (.*)$", out, re.M).group(1)
     if not re.match(r"(PEER_LOST|PROTOCOL|SYSTEM)\b", err):
         fail(f"the error is not a named cause: {err}")
+    if not re.search(rf"via h{relay}\b", err) or not re.search(r"seq \d+", err):
+        fail(f"the error names neither the relay h{relay} nor the relayed op's seq: {err}")
     if "stays-failed yes" not in out:
         fail("the client took a new call after failing")
     if after > TIMEOUT_MS + SLACK_MS:
