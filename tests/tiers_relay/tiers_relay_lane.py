@@ -265,6 +265,8 @@ def fault_case(tier):
 
 
 def capi_client(*args):
+    """The Python client on h0 (CAPI_CLIENT_HOST=1 puts it on h1, cabled to h2: a debugging aid
+    that tells the relayed path from the rest; the relay checks then fail)."""
     env = dict(ENV, RAILYARD_LIB=LIBRARY, PYTHONPATH=PYTHON_DIR)
     return start(int(os.environ.get("CAPI_CLIENT_HOST", "0")), [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "capi_client.py")] + list(args),
                  "client", env)
