@@ -58,6 +58,7 @@ struct Config {
   /// RAILYARD_RELAY_PORT: TCP port of relays (1..65535).
   int relayPort = 0;
   int fabricRelayPort = 0;  ///< RAILYARD_FABRIC_RELAY_PORT: the fabric Forwarder's port on every rail
+  int tierTunnelPort = 0;   ///< RAILYARD_TIER_TUNNEL_PORT: railyardd's expert tunnel (+1: snapshot) on every rail
   /// RAILYARD_RELAY_BUFFER_BYTES: per direction per relayed socket.
   std::size_t relayBufferBytes = 0;
   /// RAILYARD_RELAY_DRAIN_MS: how long railyardd's relay carries sockets in flight after SIGTERM (ms).

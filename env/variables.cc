@@ -299,6 +299,11 @@ const Variable kVariables[] = {
      "process holding the host's relay seat) listens on, on every rail of every host. "
      "Sources reach a relay only there, and only the seat's holder binds it.",
      1, 65535, &ApplyInt<&Config::fabricRelayPort>},
+    {"RAILYARD_TIER_TUNNEL_PORT", "int", "29520", "", nullptr,
+     "TCP port, on every rail, of railyardd's storage-tier tunnels in fabric mode: a client "
+     "naming its peer as host:NAME reaches the expert store there and the snapshot arenas "
+     "at this port + 1, straight on a cable or through the fabric's relays.",
+     1, 65534, &ApplyInt<&Config::tierTunnelPort>},
     {"RAILYARD_RELAY_BUFFER_BYTES", "bytes", "1M", "bytes", nullptr,
      "Buffering per direction per relayed socket: the most a relay holds for a slow "
      "receiver before it stops reading from the sender.",

@@ -1,13 +1,16 @@
 // The railyard_expert_* C API (include/railyard/railyard.h): each handle holds a lease
 // on the process's shared fabric Domain and RegistrationCache (plugin/expert_domain.h:
 // NCCL's when the plugin runs the fabric comms, so an arena NCCL registered is a cache
-// hit), its own Worker, and an ExpertClient (storage/expert).
+// hit), its own Worker, and an ExpertClient (storage/expert). A peer named "host:NAME"
+// (plugin/tier_route.h) is reached instead through the client fabric's tunnel to
+// railyardd's tier tunnel on that host, straight or relayed.
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "env/config.h"
 #include "plugin/expert_domain.h"
+#include "plugin/tier_route.h"
 #include "proxy/fabric/registration_cache.h"
 #include "railyard/railyard.h"
 #include "storage/expert/expert_client.h"
@@ -16,11 +19,13 @@
 struct railyard_expert {
   railyard::runtime::FabricLease lease;  ///< the shared Domain and cache
   std::unique_ptr<railyard::fabric::Worker> worker;
+  std::unique_ptr<railyard::plugin::TierRoute> route;  ///< host:NAME peers: tunnel and Worker
   std::unique_ptr<railyard::expert::ExpertClient> client;
   std::string manifestJson;
   ~railyard_expert() {
     client.reset();  // releases the arena before the lease goes
     worker.reset();  // a Worker goes before its Domain
+    route.reset();
     railyard::runtime::ReleaseProcessFabric(&lease);
   }
 };
@@ -62,6 +67,29 @@ RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verif
   const env::Config* cfg = nullptr;
   if (Status s = env::Load(&cfg); !s.ok()) return Report(expert::ExpertError(ExpertErrc::kInvalidArgument, s.message()));
   auto h = std::make_unique<railyard_expert>();
+  bool byHost = false;
+  std::string hostName;
+  if (Status s = plugin::ParseTierHost(peer, &byHost, &hostName); !s.ok()) {
+    return Report(expert::ExpertError(ExpertErrc::kInvalidArgument, s.message()));
+  }
+  if (byHost) {
+    expert::ClientOptions o;
+    o.transport = static_cast<uint8_t>(transport);
+    o.verifyChecksums = verify != 0;
+    o.timeoutMs = cfg->timeoutMs;
+    plugin::TierClientFabric* f = nullptr;
+    h->route = std::make_unique<plugin::TierRoute>();
+    Status s = plugin::TierClientFabric::Get(&f);
+    if (s.ok()) s = f->Open(hostName, static_cast<uint16_t>(cfg->tierTunnelPort), h->route.get());
+    if (!s.ok()) return Report(expert::ExpertError(ExpertErrc::kPeerLost, "railyard_expert_open " + std::string(peer) + ": " + s.message()));
+    fabric::Worker* w = transport == RAILYARD_EXPERT_TRANSPORT_READ ? h->route->worker.get() : nullptr;
+    if (Status s2 = expert::ExpertClient::Open(h->route->local(), o, f->cache(), w, arena, arenaBytes, &h->client); !s2.ok()) {
+      return Report(s2);
+    }
+    h->manifestJson = h->client->manifest().ToJson();
+    *out = h.release();
+    return Report(Status::Ok());
+  }
   if (Status s = plugin::AcquireExpertFabric(*cfg, peer, &h->lease); !s.ok()) {
     return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
   }

@@ -12,6 +12,7 @@
 
 #include "env/config.h"
 #include "plugin/snapshot_runtime.h"
+#include "plugin/tier_route.h"
 #include "railyard/railyard.h"
 #include "storage/snapshot/snapshot_client.h"
 
@@ -19,10 +20,12 @@ struct railyard_snapshot {
   std::mutex mu;
   railyard::runtime::FabricLease lease;  ///< the shared Domain and cache
   std::unique_ptr<railyard::fabric::Worker> worker;
+  std::unique_ptr<railyard::plugin::TierRoute> route;  ///< host:NAME peers: tunnel and Worker
   std::unique_ptr<railyard::storage::snapshot::SnapshotClient> client;
   ~railyard_snapshot() {
     client.reset();  // before its Worker (releases the staging buffer)
     worker.reset();  // before the lease's Domain may go
+    route.reset();
     railyard::runtime::ReleaseProcessFabric(&lease);
   }
 };
@@ -61,12 +64,31 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
   if (Status s = env::Load(&cfg); !s.ok()) return Fail(s);
   auto h = std::unique_ptr<railyard_snapshot>(new (std::nothrow) railyard_snapshot);
   if (!h) return Fail(SystemError("railyard_snapshot_connect: out of memory"));
-  if (Status s = plugin::AcquireSnapshotFabric(host, &h->lease); !s.ok()) return Fail(s);
-  fabric::RegistrationCache* cache = h->lease.cache;
-  if (Status s = h->lease.domain->CreateWorker(&h->worker); !s.ok()) return Fail(s);
+  bool byHost = false;
+  std::string hostName;
+  if (Status s = plugin::ParseTierHost(host, &byHost, &hostName); !s.ok()) return Fail(s);
+  fabric::RegistrationCache* cache = nullptr;
+  fabric::Worker* worker = nullptr;
   storage::snapshot::ClientOptions o;
-  o.host = host;
-  o.port = port;
+  if (byHost) {  // through the tunnel to railyardd's snapshot tunnel (RAILYARD_TIER_TUNNEL_PORT + 1); `port` unused
+    plugin::TierClientFabric* f = nullptr;
+    h->route = std::make_unique<plugin::TierRoute>();
+    Status s = plugin::TierClientFabric::Get(&f);
+    if (s.ok()) s = f->Open(hostName, static_cast<uint16_t>(cfg->tierTunnelPort + 1), h->route.get());
+    if (!s.ok()) return Fail(Status(s.code(), "railyard_snapshot_connect " + std::string(host) + ": " + s.message()));
+    cache = &f->cache();
+    worker = h->route->worker.get();
+    const std::string local = h->route->local();
+    o.host = "127.0.0.1";
+    o.port = static_cast<uint16_t>(std::stoi(local.substr(local.rfind(':') + 1)));
+  } else {
+    if (Status s = plugin::AcquireSnapshotFabric(host, &h->lease); !s.ok()) return Fail(s);
+    cache = h->lease.cache;
+    if (Status s = h->lease.domain->CreateWorker(&h->worker); !s.ok()) return Fail(s);
+    worker = h->worker.get();
+    o.host = host;
+    o.port = port;
+  }
   o.kind = kind;
   o.mode = static_cast<storage::snapshot::Mode>(mode);
   o.arenaBytes = arena_bytes;
@@ -74,7 +96,7 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
   o.timeoutMs = cfg->timeoutMs;
   o.mover.chunkBytes = std::min<uint64_t>(std::max<uint64_t>(cfg->stripeChunkBytes, 4096), 64ull << 20);
   o.mover.chunksPerRail = std::min(std::max(cfg->stripeChunksPerRail, 1), 64);
-  if (Status s = storage::snapshot::SnapshotClient::Connect(*cache, *h->worker, o, &h->client); !s.ok()) return Fail(s);
+  if (Status s = storage::snapshot::SnapshotClient::Connect(*cache, *worker, o, &h->client); !s.ok()) return Fail(s);
   *out = h.release();
   return Done(Status::Ok());
 }

@@ -96,7 +96,16 @@ typedef struct railyard_expert_layout {
   uint64_t record_bytes;      /**< bytes of a record the tensors use (<= stride) */
 } railyard_expert_layout;
 
-/** Connects to the expert peer `peer` ("host:port"), receives and validates its
+/** Connects to the expert peer `peer`, receives and validates its manifest (see below).
+ *  `peer` is "IPv4:PORT" (railyardd's --expert-listen: a TCP control connection to it),
+ *  or "host:NAME": the host called NAME (its RAILYARD_HOST_NAME or system host name)
+ *  in this host's cabling graph, reached through railyardd's tier tunnel there
+ *  (RAILYARD_TIER_TUNNEL_PORT), straight on a cable or, when there is none, through
+ *  the fabric's relays; control and data then take the same route. The first host:
+ *  open starts this process's cabling agent over RAILYARD_SOCKET_IFNAME's rails and
+ *  waits up to RAILYARD_TIMEOUT_MS (at least 5 x RAILYARD_DISCOVERY_DEAD_MS) for a
+ *  route (EPEER_LOST naming the host and the hosts known otherwise). Ranks are not
+ *  peer names: name the host. Then: receives and validates its
  *  manifest, chooses `transport` (RAILYARD_EXPERT_TRANSPORT_*) and registers
  *  [arena, arena + arena_bytes) (host memory) for the records to land in. With
  *  `verify_checksums` non-zero every fetched record's XXH3-64 is checked. On success
@@ -149,7 +158,10 @@ typedef struct railyard_snapshot railyard_snapshot_t;
 #define RAILYARD_SNAPSHOT_PAGING 2
 
 /** Connects to the arena `kind` (1..31 bytes of [A-Za-z0-9_.-]) served at
- *  `host` (IPv4 dotted quad) : `port`. `mode`, `arena_bytes` (slots x blob bytes)
+ *  `host` (IPv4 dotted quad) : `port`, or, with `host` "host:NAME" (port ignored),
+ *  by the host called NAME in the cabling graph, through railyardd's snapshot tunnel
+ *  there (RAILYARD_TIER_TUNNEL_PORT + 1), relayed when there is no cable (see
+ *  railyard_expert_open; errors there are 2, or 5 for a host not in the graph). `mode`, `arena_bytes` (slots x blob bytes)
  *  and `blob_bytes` must equal the peer's arena: the peer refuses anything else
  *  naming what differs (returns 5). On success `*out` is a new handle. */
 RAILYARD_API int railyard_snapshot_connect(const char* host, unsigned short port, const char* kind, int mode,

@@ -51,6 +51,9 @@ std::string RelayLabel(const topology::ClusterGraph& g, std::span<const uint8_t>
 struct Cable {
   uint64_t neighbour = 0;
   std::unique_ptr<fabric::Domain> domain;
+  /// With a fixed listenPort: the relayed Endpoints' Domain (each makes its own Worker,
+  /// which cannot bind the fixed port again); ephemeral ports, the same regions.
+  std::unique_ptr<fabric::Domain> relayDomain;
   std::unique_ptr<fabric::relay::RoutedWorker> worker;
 };
 
@@ -75,13 +78,18 @@ class CableSetWorker : public fabric::Worker {
       t.rails = fabric::relay::CableRails(g, self_, n);
       if (t.rails.empty()) continue;
       if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
-      t.listenPort = 0;
+      // 0 (ephemeral) unless the caller fixed one (railyardd's tier tunnels: RAILYARD_TIER_TUNNEL_PORT).
+      t.listenPort = o.tcp.listenPort;
       t.sharedRegions = regions;
       RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.domain));
       std::unique_ptr<fabric::Worker> direct;
       RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
       std::unique_ptr<fabric::relay::RelayClient> client;
-      RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(*c.domain, o.relay, &client));
+      if (t.listenPort != 0) {
+        t.listenPort = 0;
+        RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.relayDomain));
+      }
+      RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(c.relayDomain ? *c.relayDomain : *c.domain, o.relay, &client));
       client->SetRelayNamer([graph = graph_](std::span<const uint8_t> relay) { return RelayLabel(graph(), relay); });
       c.worker = std::make_unique<fabric::relay::RoutedWorker>(
           std::move(direct), std::move(client), fabric::relay::MakeGraphRouteFn(graph_, self_, n, port_));

@@ -63,7 +63,9 @@ struct HostAddress {
 struct CableSetOptions {
   uint64_t self = 0;                        ///< this host's id in the graph
   fabric::relay::GraphFn graph;             ///< the cabling graph now
-  fabric::tcp::TcpOptions tcp;              ///< template of each cable's Domain (its rails are set per cable)
+  /// Template of each cable's Domain (its rails are set per cable). Its listenPort, when
+  /// not 0, is bound on every rail of every cable (railyardd's tier tunnels).
+  fabric::tcp::TcpOptions tcp;
   fabric::relay::RelayOptions relay;        ///< of the relayed routes (RelayClient per cable)
   uint16_t forwarderPort = 29519;           ///< RAILYARD_FABRIC_RELAY_PORT
   std::vector<fabric::RailInfo> rails;      ///< every fabric rail of the host (rails())

@@ -87,7 +87,8 @@ def _writable_address(buf):
 class ExpertClient:
     """One connection to an expert peer; records land in `arena` (kept alive here).
 
-    peer: "host:port"; transport: "read" (fabric Reads of the peer's memory) or "tcp";
+    peer: "IPv4:PORT", or "host:NAME" (a fabric host by its name in the cabling graph,
+    reached through railyardd's tier tunnel, relayed when there is no cable); transport: "read" (fabric Reads of the peer's memory) or "tcp";
     verify: check every record's xxHash against the manifest (default on)."""
 
     def __init__(self, peer, arena, transport="read", verify=True):

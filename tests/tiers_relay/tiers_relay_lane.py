@@ -7,7 +7,7 @@ records (the tiers' TCP control protocols, carried by storage/tunnel's
 ControlTunnel) and data (fabric Reads and Writes) take the same relayed route.
 tiers_relay_node (tests/tiers_relay/) runs each host's part.
 
-Usage: tiers_relay_lane.py CASE TIERS_RELAY_NODE RAILYARDD
+Usage: tiers_relay_lane.py CASE TIERS_RELAY_NODE RAILYARDD [LIBRARY]
 Cases:
   expert-relayed         every record of a 2 x 8 x 1 MiB store fetched by RDMA-READ-style
                          fabric Reads from h2 into h0's arena, checked by content
@@ -21,6 +21,16 @@ Cases:
   snapshot-relay-killed  SIGKILL of the relay's railyardd mid-put (the error names the
                          relayed op's seq, or, killed between a put's data ops, the
                          control call that broke and the fabric route's failure)
+  capi-expert-relayed    the user path: railyardd --expert-store on h2, and on h0 the
+                         Python binding (C API of LIBRARY) opening "host:h2": the library
+                         resolves h2 in its cabling graph and goes through railyardd's
+                         tier tunnel there, relayed; every record compared byte by byte
+                         with the store's files; a relay's rails toward h0 carried them
+  capi-expert-relay-killed  as above, streaming; SIGKILL of the relay carrying the
+                         fetch (the one whose rails toward h0 move bytes): a named
+                         error within RAILYARD_TIMEOUT_MS (+ slack), no torn record
+  capi-snapshot-relayed  railyardd --snapshot-arena on h2; 24 blobs of 1 MiB put from h0
+                         through "host:h2" into 8 slots and got back, byte by byte
   bench                  (benchmark, not a ctest case) relayed fetch h0 -> h2 against
                          direct fetch h0 -> h1 of the same store, interleaved rounds
 """
@@ -36,6 +46,9 @@ import time
 
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 CASE, NODE, RAILYARDD = sys.argv[1:4]
+LIBRARY = sys.argv[4] if len(sys.argv) > 4 else ""
+TIER_TUNNEL_PORT = 29520  # RAILYARD_TIER_TUNNEL_PORT's default (snapshot: + 1)
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 FABRIC_RELAY_PORT = 29519  # RAILYARD_FABRIC_RELAY_PORT's default
 NS = [h["namespace"] for h in TB["hosts"]]
 TIMEOUT_MS = 2000
@@ -114,13 +127,19 @@ def wait_for(pred, what, timeout=30):
     fail(f"timed out waiting for {what}")
 
 
-def start_daemons():
+def start_daemons(peer_args=()):
     """railyardd on every host (their cabling agents); h1 and h3 relay (each holds its
-    relay seat, so its fabric relay listens at FABRIC_RELAY_PORT on both cables)."""
+    relay seat, so its fabric relay listens at FABRIC_RELAY_PORT on both cables).
+    h2's gets `peer_args` (a store or arenas to serve)."""
     daemons = {}
     for h in range(4):
         args = [] if h in (1, 3) else ["--no-relay"]
-        daemons[h] = start(h, [RAILYARDD] + args, f"railyardd{h}", dict(ENV, RAILYARD_DEBUG="INFO"))
+        if h == 2:
+            args += list(peer_args)
+        env = dict(ENV)
+        if h == 2 and peer_args:
+            env["RAILYARD_SWAP_DIR"] = f"{WORK}/swap"
+        daemons[h] = start(h, [RAILYARDD] + args, f"railyardd{h}", env)
     for h in (1, 3):
         want = {f"{i['ip']}:{FABRIC_RELAY_PORT}" for t in (0, 2) for i in rails(h, t)}
         wait_for(lambda: listening(h, FABRIC_RELAY_PORT) == want or daemons[h].poll() is not None,
@@ -245,6 +264,119 @@ def fault_case(tier):
           f"error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
 
 
+def capi_client(*args):
+    """The Python client on h0 (CAPI_CLIENT_HOST=1 puts it on h1, cabled to h2: a debugging aid
+    that tells the relayed path from the rest; the relay checks then fail)."""
+    env = dict(ENV, RAILYARD_LIB=LIBRARY, PYTHONPATH=PYTHON_DIR)
+    return start(int(os.environ.get("CAPI_CLIENT_HOST", "0")), [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "capi_client.py")] + list(args),
+                 "client", env)
+
+
+def start_tier_peer(serve_args, port):
+    """railyardd on every host, h2's serving `serve_args`; waits for h2's tier tunnel
+    at `port` on each of its rails."""
+    os.makedirs(f"{WORK}/swap", exist_ok=True)
+    daemons = start_daemons(serve_args)
+    want = {f"{i['ip']}:{port}" for t in (1, 3) for i in rails(2, t)}
+    wait_for(lambda: listening(2, port) == want or daemons[2].poll() is not None, f"h2's tier tunnel on {sorted(want)}")
+    if daemons[2].poll() is not None:
+        fail("railyardd on h2 exited:\n" + log_of("railyardd2"))
+    return daemons
+
+
+def make_store():
+    p = node(2, "make-store", "make-store", "--store", f"{WORK}/store", *STORE_ARGS)
+    if p.wait(timeout=60) != 0:
+        fail("make-store:\n" + log_of("make-store"))
+
+
+def carrying_relay(toward, before):
+    """The relay (h1 or h3) whose rails toward `toward` moved the most bytes since `before`."""
+    moved = {h: tx_bytes(h, toward) - before[h] for h in (1, 3)}
+    return max(moved, key=moved.get), moved
+
+
+def case_capi_expert_relayed():
+    make_store()
+    start_tier_peer(["--expert-store", f"{WORK}/store"], TIER_TUNNEL_PORT)
+    before = {h: tx_bytes(h, 0) for h in (1, 3)}
+    c = capi_client("expert", "host:h2", f"{WORK}/store")
+    try:
+        rc = c.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("the relayed fetch through the C API hung:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if rc != 0 or "expert ok 16777216 bytes" not in out:
+        fail(f"relayed fetch through the C API (exit {rc}):\n" + log_of("railyardd2"))
+    relay, moved = carrying_relay(0, before)
+    if moved[relay] < 16 << 20:
+        fail(f"no relay's rails toward h0 carried the 16 MiB fetched: {moved}")
+    print(f"ok: Python binding / C API opened host:h2; 16 records x 1 MiB fetched h2 -> h{relay} -> h0, "
+          f"compared byte by byte; rails toward h0 moved {moved}")
+
+
+def case_capi_snapshot_relayed():
+    start_tier_peer(["--snapshot-arena", "kind=kv,mode=paging,blob=1M,slots=8"], TIER_TUNNEL_PORT + 1)
+    before = {h: tx_bytes(h, 2) for h in (1, 3)}
+    c = capi_client("snapshot", "host:h2", "kv", str(1 << 20), "8", "24")
+    try:
+        rc = c.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("the relayed puts through the C API hung:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if rc != 0 or "snapshot ok" not in out:
+        fail(f"relayed snapshot round trip through the C API (exit {rc}):\n" + log_of("railyardd2"))
+    relay, moved = carrying_relay(2, before)
+    if moved[relay] < 24 << 20:
+        fail(f"no relay's rails toward h2 carried the 24 MiB put: {moved}")
+    swap = os.path.getsize(f"{WORK}/swap/fabric/railyard-snapshot-kv.swap")
+    if swap < 16 << 20:
+        fail(f"the swap file holds {swap} bytes: the 16 blobs beyond the arena did not spill")
+    print(f"ok: 24 blobs x 1 MiB put through host:h2 (h0 -> h{relay} -> h2) into 8 slots (swap {swap} bytes) "
+          f"and got back byte by byte; rails toward h2 moved {moved}")
+
+
+def case_capi_expert_relay_killed():
+    make_store()
+    daemons = start_tier_peer(["--expert-store", f"{WORK}/store"], TIER_TUNNEL_PORT)
+    c = capi_client("expert", "host:h2", f"{WORK}/store", "--stream", "60")
+    wait_for(lambda: "streaming" in log_of("client") or c.poll() is not None, "the stream to be under way", 60)
+    if c.poll() is not None:
+        fail("the stream ended before the fault:\n" + log_of("client"))
+    # Which relay carries it: the one whose rails toward h0 move bytes over a short window.
+    before = {h: tx_bytes(h, 0) for h in (1, 3)}
+    time.sleep(0.5)  # a measuring window, not a barrier
+    relay, moved = carrying_relay(0, before)
+    if moved[relay] < 1 << 20:
+        fail(f"no relay is carrying the stream: {moved}")
+    fault_at = int(time.time() * 1000)
+    daemons[relay].send_signal(signal.SIGKILL)
+    try:
+        rc = c.wait(timeout=(TIMEOUT_MS + SLACK_MS) / 1000 + 20)
+    except subprocess.TimeoutExpired:
+        fail("the client hung after the relay was killed:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if "TORN" in out:
+        fail("a call returned success with bytes that differ")
+    m = re.search(r"error-at-ms (\d+)", out)
+    if rc != 3 or not m:
+        fail(f"no named error after the relay was killed (exit {rc})")
+    after = int(m.group(1)) - fault_at
+    err = re.search(r"^error (.*)$", out, re.M).group(1)
+    if not re.match(r"(PEER_LOST|PROTOCOL|SYSTEM)\b", err):
+        fail(f"the error is not a named cause: {err}")
+    if not re.search(rf"via h{relay}\b", err) or not re.search(r"seq \d+", err):
+        fail(f"the error names neither the relay h{relay} nor the relayed op's seq: {err}")
+    if "stays-failed yes" not in out:
+        fail("the client took a new call after failing")
+    if after > TIMEOUT_MS + SLACK_MS:
+        fail(f"the error came {after} ms after the fault (timeout {TIMEOUT_MS} ms)")
+    print(f"ok: C API: relay h{relay} killed mid-fetch: error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
+
+
 def case_bench():
     start_daemons()
     start_peer("expert-serve", "--store", f"{WORK}/store", *STORE_ARGS)
@@ -269,6 +401,12 @@ try:
         fault_case("expert")
     elif CASE == "snapshot-relay-killed":
         fault_case("snapshot")
+    elif CASE == "capi-expert-relayed":
+        case_capi_expert_relayed()
+    elif CASE == "capi-expert-relay-killed":
+        case_capi_expert_relay_killed()
+    elif CASE == "capi-snapshot-relayed":
+        case_capi_snapshot_relayed()
     elif CASE == "bench":
         case_bench()
     else:

@@ -9,6 +9,8 @@
 // the tier's TCP control protocol as records over the same route.
 //
 // Roles (the peer file holds the hex Worker address of the peer's tunnel acceptor):
+//   make-store     --store DIR [--layers L --experts E --record-bytes B] (then exits;
+//                  for railyardd --expert-store in the C API lanes)
 //   expert-serve   --store DIR --out FILE [--layers L --experts E --record-bytes B]
 //                  (writes a pattern store into DIR first when DIR does not exist)
 //   snapshot-serve --arena SPEC --swap-dir DIR --out FILE
@@ -471,6 +473,10 @@ int main(int argc, char** argv) {
     } else {
       g_flags[k] = "1";
     }
+  }
+  if (role == "make-store") {
+    MakeStore(Flag("store"));
+    return 0;
   }
   if (role == "expert-serve") return ExpertServe();
   if (role == "expert-fetch") return ExpertFetch();

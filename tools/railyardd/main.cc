@@ -2,7 +2,9 @@
 // flooding on every rail, see topology/cabling_agent.h) and, when it runs, is the
 // host's relay for connections between hosts with no cable (proxy/relay). With
 // --snapshot-arena it also serves the snapshot tier's arenas (tools/railyardd/
-// snapshot_serve.h; --snapshot-only serves nothing else).
+// snapshot_serve.h; --snapshot-only serves nothing else). Serving either with discovery,
+// it also serves them to clients naming this host "host:NAME" through the fabric's
+// relays (tools/railyardd/tier_tunnels.h), once the cabling graph has settled.
 //
 // Serve mode prints the graph (JSON, or --text) each time what it says changes
 // (hosts, names, rail-links; not a mere refresh), and one stderr line each time
@@ -41,6 +43,7 @@
 #include "topology/graph_json.h"
 #include "topology/utf8_name.h"
 #include "tools/railyardd/snapshot_serve.h"
+#include "tools/railyardd/tier_tunnels.h"
 
 namespace {
 
@@ -403,7 +406,25 @@ int main(int argc, char** argv) {
   bool printed = false;
   topology::ClusterGraph last;
   std::string lastShape;
+  // The tier tunnels (host:NAME clients, through relays): started here, once, when the
+  // agent has settled with a neighbour (their Workers take the cables known then).
+  tools::TierTunnelFlags tierFlags{expertStore, expertVerify, snapshot.arenas};
+  const bool wantTiers = !tierFlags.expertStore.empty() || !tierFlags.snapshotArenas.empty();
+  std::unique_ptr<tools::TierTunnels> tiers;
+  bool tiersFailed = false;
+  size_t tierCables = 0;
   while (!g_stop) {
+    if (wantTiers && !tiers && !tiersFailed && cabling->Settled() &&
+        !cabling->Graph().Neighbours(cabling->HostId()).empty()) {
+      tierCables = cabling->Graph().Neighbours(cabling->HostId()).size();
+      if (Status s = tools::TierTunnels::Start(*cfg, *router, rails, tierFlags, &tiers); !s.ok()) {
+        std::fprintf(stderr, "railyardd: tier tunnels not served (host:NAME clients cannot reach this host): %s\n",
+                     s.message().c_str());
+        tiersFailed = true;
+      } else {
+        std::fprintf(stderr, "railyardd: tier tunnels: %s, over %zu cables\n", tiers->summary().c_str(), tierCables);
+      }
+    }
     // The signal handler cannot wake WaitFor: poll g_stop every 100 ms so SIGTERM
     // takes effect at once.
     cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != seen || g_stop; }, 100);
@@ -412,6 +433,11 @@ int main(int argc, char** argv) {
     const topology::ClusterGraph g = cabling->Graph();
     if (printed && SameGraph(g, last)) continue;
     print(g);
+    if (tiers && g.Neighbours(cabling->HostId()).size() > tierCables) {
+      tierCables = g.Neighbours(cabling->HostId()).size();
+      std::fprintf(stderr, "railyardd: a cable came up after the tier tunnels started: host:NAME clients on it are "
+                           "not served until railyardd restarts\n");
+    }
     const std::string shape = topology::ShapeName(g.DeriveShape());
     if (shape != lastShape) {
       std::fprintf(stderr, "railyardd: %s: cluster shape %s, %zu hosts%s%s\n", hostName.c_str(), shape.c_str(),

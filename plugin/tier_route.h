@@ -1,0 +1,100 @@
+// Tier routes: how the storage tiers' clients (the railyard_expert_* and
+// railyard_snapshot_* C APIs) and railyardd reach a tier peer named by its fabric host
+// rather than by an IP address, straight on a cable or through the fabric's relays.
+//
+// Peer specs (the `peer` of railyard_expert_open, the `host` of railyard_snapshot_connect):
+//   "IPv4:PORT" (expert) / "IPv4" + port (snapshot): as before, a TCP control connection
+//       to that address; the peer must be reachable by IP (on a cable, or routed).
+//   "host:NAME": the host whose cabling agent calls itself NAME (RAILYARD_HOST_NAME, or
+//       its system host name) in this host's cabling graph. The control connection goes
+//       through storage/tunnel's ControlTunnel to railyardd's tier tunnel on that host
+//       (RAILYARD_TIER_TUNNEL_PORT on every rail: the expert store there, the snapshot
+//       arenas at the port + 1), and the data (fabric Reads/Writes) over the same
+//       fabric-mode route (runtime::CableSetDomain): straight on a cable, else relayed.
+// Ranks are not peer names: a tier peer is a host running railyardd, not an NCCL rank
+// (a job's rank-to-host map is NCCL's; name the host it gives).
+//
+// Both sides build fabric-mode Domains over the Router's cabling graph
+// (CreateTierDomain). The tunnel acceptor's Worker binds the fixed port on every rail,
+// so a client builds the acceptor's address from the graph alone (TunnelAddressOf):
+// the peer's rail addresses the graph lists, at that port.
+//
+// Threads: TierClientFabric::Get starts the client process's cabling agent (the
+// Router's thread) once, the first time a host:NAME peer is opened; each ControlTunnel
+// starts its own (storage/tunnel). railyardd starts its tunnels in its main loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "env/config.h"
+#include "env/status.h"
+#include "proxy/fabric/registration_cache.h"
+#include "proxy/fabric/worker.h"
+#include "proxy/routing/router.h"
+#include "proxy/runtime/cable_set_domain.h"
+#include "storage/tunnel/control_tunnel.h"
+
+namespace railyard::plugin {
+
+/// The "host:" prefix of a host-named peer spec.
+inline constexpr const char* kTierHostPrefix = "host:";
+
+/// True when `spec` names its peer by fabric host ("host:NAME"); then *name is NAME.
+/// InvalidArgument for "host:" with an empty name, or one over 64 bytes or with
+/// control characters, ':' or whitespace.
+Status ParseTierHost(const std::string& spec, bool* isHost, std::string* name);
+
+/// The tunnel acceptor's address on the host called `name` in `graph`: a HostAddress
+/// of every rail address the graph lists for it, each at `port`. InvalidUsage when no
+/// host or several have that name, or the host is this one (`self`: use 127.0.0.1).
+Status TunnelAddressOf(const topology::ClusterGraph& graph, uint64_t self, const std::string& name, uint16_t port,
+                       std::vector<uint8_t>* out);
+
+/// A fabric-mode Domain over `router`'s graph and rails (RAILYARD_* settings from
+/// `config`); `listenPort` 0: ephemeral ports, else that port on every rail.
+/// Errors of CableSetDomain::Create and LoadClusterKey.
+Status CreateTierDomain(const env::Config& config, const proxy::Router& router, const std::vector<proxy::FabricRail>& rails,
+                        uint16_t listenPort, std::unique_ptr<runtime::CableSetDomain>* out);
+
+/// A client's route to one tier peer: its Worker (data) and tunnel (control), both of
+/// TierClientFabric's Domain. Destroy the tier client before it.
+struct TierRoute {
+  std::unique_ptr<fabric::Worker> worker;
+  std::unique_ptr<storage::tunnel::ControlTunnel> tunnel;
+  std::string how;  ///< "direct to h1" / "via relay h1": the route's first hop
+  /// The tier client connects here (the tunnel's "127.0.0.1:PORT").
+  std::string local() const { return tunnel->LocalAddress(); }
+  ~TierRoute() {
+    tunnel.reset();  // its Worker before the data Worker; both before the Domain (process-lifetime)
+    worker.reset();
+  }
+};
+
+/// The client process's fabric for host:NAME peers: a Router (cabling agent) over
+/// RAILYARD_SOCKET_IFNAME's rails, a fabric-mode Domain and its RegistrationCache.
+/// Made once, never destroyed (handles may outlive static teardown).
+class TierClientFabric {
+ public:
+  /// The process's instance, started on first use. Errors of SelectFabricRails (none:
+  /// InvalidUsage naming RAILYARD_SOCKET_IFNAME), Router::Start, CreateTierDomain; the
+  /// same error on every later call.
+  static Status Get(TierClientFabric** out);
+  /// Waits up to RAILYARD_TIMEOUT_MS (at least 5 x RAILYARD_DISCOVERY_DEAD_MS) for the
+  /// settled graph to route to host `name`, then makes a
+  /// Worker and a tunnel to its tier tunnel at `port`. InvalidUsage naming the host
+  /// and the hosts known when the graph never routes to it; errors of Dial.
+  Status Open(const std::string& name, uint16_t port, TierRoute* out);
+  fabric::RegistrationCache& cache() { return *cache_; }
+
+ private:
+  TierClientFabric() = default;
+  const env::Config* config_ = nullptr;
+  std::unique_ptr<proxy::Router> router_;
+  std::unique_ptr<runtime::CableSetDomain> domain_;
+  std::unique_ptr<fabric::RegistrationCache> cache_;
+};
+
+}  // namespace railyard::plugin

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""A storage-tier client through the installed user path: the Python binding
+(python/railyard, hence the C API of libnccl-net-railyard.so) naming its peer as
+"host:NAME", so the library resolves the host in its cabling graph and reaches
+railyardd's tier tunnel there, relayed when there is no cable (tiers_relay_lane.py
+runs it on h0 with railyardd serving on h2).
+
+Usage:
+  capi_client.py expert PEER STORE_DIR [--stream SECONDS]
+      every record of the store fetched (fabric Reads) and compared byte by byte
+      with the store's layer files; prints "expert ok BYTES bytes"
+  capi_client.py snapshot PEER KIND BLOB_BYTES SLOTS COUNT [--stream SECONDS]
+      COUNT blobs put into the paging arena and got back, compared byte by byte
+Output on a fault: "error-at-ms MS", "error NAME: SENTENCE", "stays-failed yes|no"; exit 3.
+Exit 1 with "TORN" when a call returned success with other bytes; 2 on a bad set-up.
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+
+from railyard.expert import ExpertClient, ExpertError
+from railyard.snapshot import PAGING, Snapshot, SnapshotError
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def fault(err, again):
+    print(f"error-at-ms {now_ms()}")
+    print(f"error {getattr(err, 'name', 'SNAPSHOT')}: {err}")
+    try:
+        again()
+        print("stays-failed no")
+    except (ExpertError, SnapshotError):
+        print("stays-failed yes")
+    sys.stdout.flush()
+    sys.exit(3)
+
+
+def stream_seconds(argv):
+    return float(argv[argv.index("--stream") + 1]) if "--stream" in argv else None
+
+
+def expert(peer, store, stream):
+    arena = bytearray(16 << 20)
+    c = ExpertClient(peer, arena, transport="read")
+    print(f"opened {peer}: {c.layers} layers x {c.experts_per_layer} experts, stride {c.record_stride}", flush=True)
+    per = max(1, len(arena) // c.record_stride)
+    files = [open(os.path.join(store, l["file"]), "rb") for l in c.manifest["layers"]]
+    start, total, rnd = time.monotonic(), 0, 0
+    while True:
+        for layer in range(c.layers):
+            for e0 in range(0, c.experts_per_layer, per):
+                batch = [(layer, e, (e - e0) * c.record_stride) for e in range(e0, min(e0 + per, c.experts_per_layer))]
+                try:
+                    c.fetch_batch(batch)
+                except ExpertError as err:
+                    fault(err, lambda: c.fetch(0, 0, 0))
+                for (l, e, off) in batch:
+                    files[l].seek(e * c.record_stride)
+                    want = files[l].read(c.record_stride)
+                    if arena[off:off + c.record_stride] != want:
+                        print(f"TORN: record ({l}, {e}) differs from the store's bytes", flush=True)
+                        sys.exit(1)
+                    total += c.record_stride
+        if rnd == 0 and stream is not None:
+            print("streaming", flush=True)
+        rnd += 1
+        if stream is None or time.monotonic() - start > stream:
+            break
+    c.close()
+    print(f"expert ok {total} bytes", flush=True)
+
+
+def blob(key, rnd, n):
+    seed = hashlib.sha256(f"{key}/{rnd}".encode()).digest()
+    return (seed * (n // len(seed) + 1))[:n]
+
+
+def snapshot(peer, kind, blob_bytes, slots, count, stream):
+    s = Snapshot(peer, 0, kind, PAGING, blob_bytes * slots, blob_bytes)
+    print(f"connected {peer} arena {kind}", flush=True)
+    out = bytearray(blob_bytes)
+    start, moved, rnd = time.monotonic(), 0, 0
+    while True:
+        for k in range(count):
+            data = blob(k, rnd, blob_bytes)
+            try:
+                s.put(k, data)
+            except SnapshotError as err:
+                fault(err, lambda: s.put(k, data))
+            moved += blob_bytes
+        for k in range(count):
+            try:
+                found = s.get(k, out)
+            except SnapshotError as err:
+                fault(err, lambda: s.get(k, out))
+            if not found or out != blob(k, rnd, blob_bytes):
+                print(f"TORN: blob {k} of round {rnd} came back {'with other bytes' if found else 'absent'}", flush=True)
+                sys.exit(1)
+            moved += blob_bytes
+        if rnd == 0 and stream is not None:
+            print("streaming", flush=True)
+        rnd += 1
+        if stream is None or time.monotonic() - start > stream:
+            break
+    s.close()
+    print(f"snapshot ok {moved} bytes", flush=True)
+
+
+def main(argv):
+    try:
+        if argv[1] == "expert":
+            expert(argv[2], argv[3], stream_seconds(argv))
+        elif argv[1] == "snapshot":
+            snapshot(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6]), stream_seconds(argv))
+        else:
+            print(f"setup-failed unknown case {argv[1]}")
+            sys.exit(2)
+    except (ExpertError, SnapshotError) as err:  # at open or connect: set-up
+        print(f"setup-failed {getattr(err, 'name', '')}: {err}", flush=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,70 @@
+// plugin/tier_route.h's pure parts: the host:NAME peer spec and the tunnel acceptor's
+// address built from the cabling graph (rails in the acceptor's order, at the port).
+#include "plugin/tier_route.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+namespace {
+
+using railyard::plugin::ParseTierHost;
+using railyard::plugin::TunnelAddressOf;
+using railyard::runtime::HostAddress;
+using railyard::topology::ClusterGraph;
+
+uint32_t Ip(const char* text) {
+  in_addr a{};
+  inet_pton(AF_INET, text, &a);
+  return a.s_addr;
+}
+
+TEST(TierRoute, ParsesHostSpecs) {
+  bool isHost = true;
+  std::string name;
+  ASSERT_TRUE(ParseTierHost("10.0.0.2:29431", &isHost, &name).ok());
+  EXPECT_FALSE(isHost);
+  ASSERT_TRUE(ParseTierHost("host:gpu-node-07", &isHost, &name).ok());
+  EXPECT_TRUE(isHost);
+  EXPECT_EQ(name, "gpu-node-07");
+  EXPECT_FALSE(ParseTierHost("host:", &isHost, &name).ok());
+  EXPECT_FALSE(ParseTierHost("host:a b", &isHost, &name).ok());
+  EXPECT_FALSE(ParseTierHost("host:h2:29431", &isHost, &name).ok());
+  EXPECT_FALSE(ParseTierHost("host:" + std::string(65, 'x'), &isHost, &name).ok());
+}
+
+/// A chain h0 - h1 - h2, two rails per cable.
+ClusterGraph Chain() {
+  ClusterGraph g;
+  g.AddHost(10, "h0");
+  g.AddHost(11, "h1");
+  g.AddHost(12, "h2");
+  g.AddLink({10, "p1r0", "10.1.0.1", 10000}, {11, "p0r0", "10.1.0.2", 10000});
+  g.AddLink({10, "p1r1", "10.1.1.1", 10000}, {11, "p0r1", "10.1.1.2", 10000});
+  g.AddLink({11, "p1r0", "10.2.0.1", 10000}, {12, "p0r0", "10.2.0.2", 10000});
+  g.AddLink({11, "p1r1", "10.2.1.1", 10000}, {12, "p0r1", "10.2.1.2", 10000});
+  return g;
+}
+
+TEST(TierRoute, AcceptorAddressIsThePeersRailsAtThePort) {
+  std::vector<uint8_t> packed;
+  ASSERT_TRUE(TunnelAddressOf(Chain(), 10, "h2", 29520, &packed).ok());
+  HostAddress a;
+  ASSERT_TRUE(HostAddress::Unpack(packed, &a).ok());
+  ASSERT_EQ(a.rails.size(), 2u);  // h2's rails (both on its cable to h1), not h0's or h1's
+  EXPECT_EQ(a.rails[0], (HostAddress::Rail{Ip("10.2.0.2"), 29520}));
+  EXPECT_EQ(a.rails[1], (HostAddress::Rail{Ip("10.2.1.2"), 29520}));
+}
+
+TEST(TierRoute, RefusesUnknownAmbiguousAndSelf) {
+  std::vector<uint8_t> packed;
+  const railyard::Status unknown = TunnelAddressOf(Chain(), 10, "h9", 29520, &packed);
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("hosts known: h0, h1, h2"), std::string::npos) << unknown.message();
+  EXPECT_FALSE(TunnelAddressOf(Chain(), 10, "h0", 29520, &packed).ok());
+  ClusterGraph twice = Chain();
+  twice.AddHost(13, "h2");
+  twice.AddLink({12, "p1r0", "10.3.0.1", 10000}, {13, "p0r0", "10.3.0.2", 10000});
+  EXPECT_FALSE(TunnelAddressOf(twice, 10, "h2", 29520, &packed).ok());
+}
+
+}  // namespace
