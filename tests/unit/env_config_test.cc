@@ -73,7 +73,7 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
                                             "RAILYARD_DISCOVERY_DEAD_MS",
                                             "RAILYARD_CLUSTER_KEY_FILE", "RAILYARD_FABRIC",
-                                            "RAILYARD_RELAY_PORT", "RAILYARD_FABRIC_RELAY_PORT",
+                                            "RAILYARD_RELAY_PORT", "RAILYARD_FABRIC_RELAY_PORT", "RAILYARD_TIER_TUNNEL_PORT",
                                             "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_RELAY_DRAIN_MS",
                                             "RAILYARD_RELAY_IDLE_MS", "RAILYARD_RELAY_MAX_PER_PEER",
                                             "RAILYARD_TRANSPORT", "RAILYARD_COMMS",

@@ -228,6 +228,17 @@ int main(int argc, char** argv) {
                  agent.deadIntervalMs, agent.intervalMs);
     return 2;
   }
+  // Flags that need another flag are refused first, before the rails are looked at.
+  if (expertStore.empty() && (expertOnly || expertVerify || app.count("--expert-listen") > 0)) {
+    // --expert-listen / --expert-verify alone used to be ignored without a word.
+    std::fprintf(stderr, "railyardd: %s needs --expert-store DIR\n",
+                 expertOnly ? "--expert-only" : expertVerify ? "--expert-verify" : "--expert-listen");
+    return 2;
+  }
+  if (snapshotOnly && snapshot.arenas.empty()) {
+    std::fprintf(stderr, "railyardd: --snapshot-only needs at least one --snapshot-arena\n");
+    return 2;
+  }
   // The rails, before any listener is announced: without one the daemon (neither --expert-only
   // nor --snapshot-only) stops, and a "listening on" line printed first read as if it served.
   std::vector<proxy::FabricRail> rails;
@@ -258,9 +269,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "railyardd: snapshot arenas on %s:%u\n", snapshotService->address().c_str(),
                  snapshotService->port());
-  } else if (snapshotOnly) {
-    std::fprintf(stderr, "railyardd: --snapshot-only needs at least one --snapshot-arena\n");
-    return 2;
   }
   // The expert store (storage/expert/expert_server.h), served beside the rest or alone.
   std::unique_ptr<fabric::Domain> expertDomain;
@@ -279,11 +287,6 @@ int main(int argc, char** argv) {
       expertServer->Stop();
       return 0;
     }
-  } else if (expertOnly || expertVerify || app.count("--expert-listen") > 0) {
-    // --expert-listen / --expert-verify alone used to be ignored without a word.
-    std::fprintf(stderr, "railyardd: %s needs --expert-store DIR\n",
-                 expertOnly ? "--expert-only" : expertVerify ? "--expert-verify" : "--expert-listen");
-    return 2;
   }
   if (snapshotOnly) {  // (with --expert-only too, the loop above served both)
     std::signal(SIGINT, OnSignal);
