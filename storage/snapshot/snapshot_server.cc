@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -93,6 +94,26 @@ Status ParseArenaSpec(const std::string& text, ArenaSpec* out) {
   return Status::Ok();
 }
 
+Status CheckArenasFitMemory(const std::vector<ArenaSpec>& arenas, uint64_t memoryBytes) {
+  if (memoryBytes == 0) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return Status::Ok();  // unknown: nothing to compare with
+    memoryBytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  }
+  uint64_t total = 0;
+  std::string each;
+  for (const ArenaSpec& a : arenas) {
+    const uint64_t bytes = a.slots != 0 ? a.arenaBytes() : a.maxBytes;  // each at most 1 TiB (ParseArenaSpec)
+    total += bytes;
+    each += (each.empty() ? "" : ", ") + a.kind + " " + std::to_string(bytes);
+  }
+  if (total <= memoryBytes) return Status::Ok();
+  return InvalidArgument("snapshot: the arenas need " + std::to_string(total) + " bytes of memory (" + each +
+                         ") but this host has " + std::to_string(memoryBytes) +
+                         ": make slots, blob or max smaller (a paging arena spills to its swap file, "
+                         "so its slots are only the part kept in memory)");
+}
+
 Status SnapshotServer::Materialize(Arena& a) {
   const ArenaSpec& spec = a.spec;
   void* p = ::mmap(nullptr, spec.arenaBytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -110,6 +131,7 @@ Status SnapshotServer::Materialize(Arena& a) {
 Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& worker, ServerOptions options,
                              std::unique_ptr<SnapshotServer>* out) {
   if (options.arenas.empty()) return InvalidArgument("snapshot server: no arena");
+  RY_RETURN_IF_ERROR(CheckArenasFitMemory(options.arenas, options.memoryBytes));
   std::unique_ptr<SnapshotServer> s(new SnapshotServer(cache, worker));
   s->options_ = options;
   for (const ArenaSpec& spec : options.arenas) {

@@ -51,7 +51,17 @@ struct ServerOptions {
   std::string swapDir;                 ///< RAILYARD_SWAP_DIR (needed by paging arenas)
   bool swapSync = false;               ///< RAILYARD_SWAP_SYNC
   int timeoutMs = 30000;               ///< control-socket send/receive timeout (RAILYARD_TIMEOUT_MS)
+  /// Memory the arenas may take together, bytes: 0 = this host's physical memory
+  /// (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE). A test sets it to check the refusal.
+  uint64_t memoryBytes = 0;
 };
+
+/// Refuses arenas that together need more than `memoryBytes` (0: the host's physical
+/// memory): each arena's slots x blob bytes, or max= for a client-sized one, is memory the
+/// server maps and writes, so arenas beyond it would end in the OOM killer (new-user trial:
+/// slots=1000000 of 1 MiB on a 23 GiB host started, VSZ 1 TB). InvalidArgument naming each
+/// arena's bytes and the memory. A paging arena's swap file is on disk and not counted.
+Status CheckArenasFitMemory(const std::vector<ArenaSpec>& arenas, uint64_t memoryBytes);
 
 /// See file comment.
 class SnapshotServer {

@@ -176,6 +176,23 @@ TEST(SnapshotSpec, ZeroSlotsNamesTheSpecAndTheRange) {
             "more with an optional K, M or G suffix (powers of 1024; the arena at most 1 TiB)");
 }
 
+// Arenas beyond the host's memory used to start (new-user trial: 1,000,000 slots of 1 MiB on a
+// 23 GiB host) and would have ended in the OOM killer: refused, naming each arena's bytes.
+TEST(SnapshotSpec, ArenasBeyondMemoryAreRefusedNamingEach) {
+  const std::vector<ArenaSpec> arenas = {ArenaSpec{"kv", Mode::kPaging, 1u << 20, 8},
+                                         ArenaSpec{"raw", Mode::kRaw, 4096, 0, 16u << 20}};
+  EXPECT_TRUE(CheckArenasFitMemory(arenas, 24u << 20).ok());  // 8 MiB + 16 MiB fit exactly
+  Status st = CheckArenasFitMemory(arenas, (24u << 20) - 1);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "snapshot: the arenas need 25165824 bytes of memory (kv 8388608, raw 16777216) but this host has 25165823: "
+            "make slots, blob or max smaller (a paging arena spills to its swap file, so its slots are only the "
+            "part kept in memory)");
+  // 0 = the host's physical memory: a 1 TiB arena is beyond any machine these tests run on.
+  EXPECT_EQ(CheckArenasFitMemory({ArenaSpec{"big", Mode::kRaw, 1u << 20, 1u << 20}}, 0).code(),
+            Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace railyard::storage::snapshot
 
