@@ -577,6 +577,11 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
     }
     std::vector<topology::NetDevice> devs;
     s = topology::SelectSocketDevices(cfg->socketIfname, &devs);
+    if (!s.ok() && s.code() == Code::kInvalidUsage && !cfg->socketIfname.empty()) {
+      // Say which variable held the list: NCCL_SOCKET_IFNAME is read only while ours is unset.
+      s = InvalidUsage(std::string(cfg->railIfname.empty() ? "NCCL_SOCKET_IFNAME" : "RAILYARD_SOCKET_IFNAME") +
+                       "='" + cfg->socketIfname + "' chose the socket interfaces: " + s.message());
+    }
     if (!s.ok()) return Fail(s, "init");
     if (devs.empty()) return Fail(SystemError("no network device is usable"), "init");
     std::vector<proxy::FabricRail> rails;

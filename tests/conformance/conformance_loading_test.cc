@@ -128,6 +128,23 @@ TEST(ConformanceLoading, AMissingClusterKeyFileStopsInit) {
       << r.output;
 }
 
+// An interface list that matches nothing stops init naming the variable that held it
+// (new-user trial: the error said "RAILYARD_SOCKET_IFNAME / NCCL_SOCKET_IFNAME").
+TEST(ConformanceLoading, AnUnmatchedInterfaceListNamesItsVariable) {
+  for (const std::string var : {"NCCL_SOCKET_IFNAME", "RAILYARD_SOCKET_IFNAME"}) {
+    const std::string other = var == "NCCL_SOCKET_IFNAME" ? "RAILYARD_SOCKET_IFNAME" : "NCCL_SOCKET_IFNAME";
+    ExecResult r = Load({"path", PluginPath()}, {{var, "=nosuchif0"}, {"RAILYARD_FABRIC", "off"}},
+                        {"LD_LIBRARY_PATH", "LD_PRELOAD", other});
+    ASSERT_FALSE(r.timedOut);
+    EXPECT_EQ(r.signal, 0) << r.output;
+    EXPECT_EQ(r.output.find("init=0\n"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(var + "='=nosuchif0' chose the socket interfaces: socket interface list "
+                                               "'=nosuchif0'"),
+              std::string::npos)
+        << var << ": " << r.output;
+  }
+}
+
 // Proves NCCL_NET_PLUGIN=/abs/path/libnccl-net-railyard.so works: dlopen of the
 // path with RTLD_NOW|RTLD_LOCAL resolves every symbol the library needs.
 TEST(ConformanceLoading, ByPath) {
