@@ -23,9 +23,11 @@
 #include "proxy/fabric/registration_cache.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "storage/expert/expert_client.h"
+#include "storage/expert/expert_error.h"
 #include "storage/expert/expert_server.h"
 #include "storage/expert/store.h"
 #include "storage/expert/store_writer.h"
+#include "storage/snapshot/snapshot_client.h"
 #include "storage/tunnel/control_tunnel.h"
 #include "storage/tunnel/tunnel_wire.h"
 
@@ -348,6 +350,63 @@ TEST(ControlTunnel, AcceptorGoneEndsTheLocalConnectionWithinTheTimeout) {
   EXPECT_EQ(dialer->stats().failed, 1u);
   EXPECT_NE(dialer->lastError().find("Endpoint failed"), std::string::npos) << dialer->lastError();
   ::close(fd);
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on (bound, then closed).
+uint16_t DeadPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A tier client dials the tunnel's local 127.0.0.1:PORT, but its errors name the peer the
+// user asked for (ClientOptions::peerName, as TierRoute::PeerName makes it: the host:NAME
+// and the relay), never that port. Here the tunnel's far end has no server to reach (the
+// tier gone from railyardd), so the expert Open and the snapshot Connect both fail.
+TEST(ControlTunnel, ATierClientsErrorsNameThePeerAskedForNotTheTunnelsPort) {
+  const std::string asked = "host:h2 (via relay h1)";
+  auto serverDomain = Loopback(), clientDomain = Loopback();
+  std::unique_ptr<ControlTunnel> acceptor, dialer;
+  ASSERT_TRUE(ControlTunnel::Accept(*serverDomain, "127.0.0.1", DeadPort(), {}, &acceptor).ok());
+  ASSERT_TRUE(ControlTunnel::Dial(*clientDomain, acceptor->WorkerAddress(), {}, &dialer).ok());
+  const std::string local = dialer->LocalAddress();
+  const std::string localPort = local.substr(local.rfind(':'));
+  std::unique_ptr<fabric::Worker> clientWorker;
+  ASSERT_TRUE(clientDomain->CreateWorker(&clientWorker).ok());
+  fabric::RegistrationCache cache(*clientDomain);
+
+  std::vector<char> arena(65536);
+  expert::ClientOptions eo;
+  eo.timeoutMs = kTimeoutMs;
+  eo.peerName = asked;
+  std::unique_ptr<expert::ExpertClient> expertClient;
+  Status s = expert::ExpertClient::Open(local, eo, cache, clientWorker.get(), arena.data(), arena.size(), &expertClient);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(expert::ExpertErrcOf(s), expert::ExpertErrc::kPeerLost) << s.message();
+  EXPECT_NE(s.message().find("expert peer " + asked), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(localPort), std::string::npos) << "names the tunnel's port: " << s.message();
+
+  snapshot::ClientOptions so;
+  so.host = "127.0.0.1";
+  so.port = static_cast<uint16_t>(std::stoi(local.substr(local.rfind(':') + 1)));
+  so.kind = "kv";
+  so.mode = snapshot::Mode::kPaging;
+  so.blobBytes = 4096;
+  so.arenaBytes = 4 * 4096;
+  so.timeoutMs = kTimeoutMs;
+  so.peerName = asked;
+  std::unique_ptr<snapshot::SnapshotClient> snapshotClient;
+  s = snapshot::SnapshotClient::Connect(cache, *clientWorker, so, &snapshotClient);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(asked), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(localPort), std::string::npos) << "names the tunnel's port: " << s.message();
+  EXPECT_GE(acceptor->stats().refused, 1u) << acceptor->lastError();
 }
 
 TEST(TunnelWire, DecodeRefusesWhatIsNotATunnelRecord) {
