@@ -25,33 +25,15 @@
 #include "proxy/nccl/nccl_records.h"
 #include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/runtime/cable_set_domain.h"
+#include "tests/common/free_port.h"
 
 namespace railyard::runtime {
 namespace {
 
 constexpr uint64_t kA = 1, kR = 2, kB = 3;
 
-/// A TCP port free on every address of `ips` (0 if none was found).
-uint16_t FreePort(std::vector<const char*> ips = {"127.0.1.2", "127.0.2.2"}) {
-  for (int tries = 0; tries < 50; ++tries) {
-    uint16_t port = 0;
-    bool ok = true;
-    for (const char* ip : ips) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      inet_pton(AF_INET, ip, &a.sin_addr);
-      a.sin_port = htons(port);
-      socklen_t len = sizeof a;
-      ok = ok && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-           ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-      port = ntohs(a.sin_port);
-      ::close(fd);
-    }
-    if (ok && port != 0) return port;
-  }
-  return 0;
-}
+/// A TCP port free on every address of `ips` (0 if none was found); by default R's two.
+uint16_t FreePort(std::vector<const char*> ips = {"127.0.1.2", "127.0.2.2"}) { return test_support::FreePort(ips); }
 
 topology::ClusterGraph Graph() {
   topology::ClusterGraph g;

@@ -30,6 +30,7 @@
 #include "storage/snapshot/snapshot_client.h"
 #include "storage/tunnel/control_tunnel.h"
 #include "storage/tunnel/tunnel_wire.h"
+#include "tests/common/free_port.h"
 
 namespace railyard::storage::tunnel {
 namespace {
@@ -352,19 +353,6 @@ TEST(ControlTunnel, AcceptorGoneEndsTheLocalConnectionWithinTheTimeout) {
   ::close(fd);
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on (bound, then closed).
-uint16_t DeadPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A tier client dials the tunnel's local 127.0.0.1:PORT, but its errors name the peer the
 // user asked for (ClientOptions::peerName, as TierRoute::PeerName makes it: the host:NAME
 // and the relay), never that port. Here the tunnel's far end has no server to reach (the
@@ -373,7 +361,7 @@ TEST(ControlTunnel, ATierClientsErrorsNameThePeerAskedForNotTheTunnelsPort) {
   const std::string asked = "host:h2 (via relay h1)";
   auto serverDomain = Loopback(), clientDomain = Loopback();
   std::unique_ptr<ControlTunnel> acceptor, dialer;
-  ASSERT_TRUE(ControlTunnel::Accept(*serverDomain, "127.0.0.1", DeadPort(), {}, &acceptor).ok());
+  ASSERT_TRUE(ControlTunnel::Accept(*serverDomain, "127.0.0.1", test_support::FreePort(), {}, &acceptor).ok());
   ASSERT_TRUE(ControlTunnel::Dial(*clientDomain, acceptor->WorkerAddress(), {}, &dialer).ok());
   const std::string local = dialer->LocalAddress();
   const std::string localPort = local.substr(local.rfind(':'));
