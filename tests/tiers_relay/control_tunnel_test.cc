@@ -361,8 +361,12 @@ TEST(ControlTunnel, ATierClientsErrorsNameThePeerAskedForNotTheTunnelsPort) {
   const std::string asked = "host:h2 (via relay h1)";
   auto serverDomain = Loopback(), clientDomain = Loopback();
   std::unique_ptr<ControlTunnel> acceptor, dialer;
-  ASSERT_TRUE(ControlTunnel::Accept(*serverDomain, "127.0.0.1", test_support::FreePort(), {}, &acceptor).ok());
-  ASSERT_TRUE(ControlTunnel::Dial(*clientDomain, acceptor->WorkerAddress(), {}, &dialer).ok());
+  TunnelOptions ao, dialOptions;
+  ao.targetName = "railyardd's expert store";  // as tools/railyardd/tier_tunnels.cc
+  dialOptions.peerName = asked;                 // as plugin/tier_route.cc
+  const uint16_t targetPort = test_support::FreePort();
+  ASSERT_TRUE(ControlTunnel::Accept(*serverDomain, "127.0.0.1", targetPort, ao, &acceptor).ok());
+  ASSERT_TRUE(ControlTunnel::Dial(*clientDomain, acceptor->WorkerAddress(), dialOptions, &dialer).ok());
   const std::string local = dialer->LocalAddress();
   const std::string localPort = local.substr(local.rfind(':'));
   std::unique_ptr<fabric::Worker> clientWorker;
@@ -379,6 +383,12 @@ TEST(ControlTunnel, ATierClientsErrorsNameThePeerAskedForNotTheTunnelsPort) {
   EXPECT_EQ(expert::ExpertErrcOf(s), expert::ExpertErrc::kPeerLost) << s.message();
   EXPECT_NE(s.message().find("expert peer " + asked), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find(localPort), std::string::npos) << "names the tunnel's port: " << s.message();
+  // The tunnel's own words: the dialer names the peer asked for and what refused there,
+  // not the acceptor's loopback port.
+  EXPECT_NE(dialer->lastError().find("closed by " + asked + ": railyardd's expert store refused the connection"),
+            std::string::npos)
+      << dialer->lastError();
+  EXPECT_EQ(dialer->lastError().find(std::to_string(targetPort)), std::string::npos) << dialer->lastError();
 
   snapshot::ClientOptions so;
   so.host = "127.0.0.1";
