@@ -379,8 +379,9 @@ int Run(int argc, char** argv) {
     std::cerr << "railyard-info: " << s.message() << "\n";
     return 1;
   }
-  // Loopback is never a cabling rail, but while RAILYARD_SOCKET_IFNAME is unset it is the
-  // TCP rail of the expert and snapshot tiers: shown (row LO) instead of "skipped".
+  // Loopback is never a fabric rail (topology/loopback_rail.h), but while
+  // RAILYARD_SOCKET_IFNAME is unset it is the TCP rail of the expert and snapshot
+  // tiers: shown (row LO) instead of "skipped".
   std::vector<Rail> loopbackRails;
   bool loopbackIsSocketDevice = false;
   if (!options.interfaces && topology::InterfaceFilter::Parse(options.ifnameFilter).automatic()) {
