@@ -83,6 +83,7 @@ RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verif
     if (s.ok()) s = f->Open(hostName, static_cast<uint16_t>(cfg->tierTunnelPort), h->route.get());
     if (!s.ok()) return Report(expert::ExpertError(ExpertErrc::kPeerLost, "railyard_expert_open " + std::string(peer) + ": " + s.message()));
     fabric::Worker* w = transport == RAILYARD_EXPERT_TRANSPORT_READ ? h->route->worker.get() : nullptr;
+    o.peerName = h->route->PeerName(peer);  // not the tunnel's local 127.0.0.1:PORT
     if (Status s2 = expert::ExpertClient::Open(h->route->local(), o, f->cache(), w, arena, arenaBytes, &h->client); !s2.ok()) {
       return Report(s2);
     }

@@ -81,6 +81,7 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
     const std::string local = h->route->local();
     o.host = "127.0.0.1";
     o.port = static_cast<uint16_t>(std::stoi(local.substr(local.rfind(':') + 1)));
+    o.peerName = h->route->PeerName(host);  // errors name it, not the tunnel's local port
   } else {
     if (Status s = plugin::AcquireSnapshotFabric(host, &h->lease); !s.ok()) return Fail(s);
     cache = h->lease.cache;

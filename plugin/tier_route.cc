@@ -160,7 +160,9 @@ Status TierClientFabric::Open(const std::string& name, uint16_t port, TierRoute*
   }
   out->how = (plan.relay.empty() ? "direct to " : "via relay ") + g.HostName(plan.neighbour);
   RY_RETURN_IF_ERROR(domain_->CreateWorker(&out->worker));
-  return storage::tunnel::ControlTunnel::Dial(*domain_, address, {}, &out->tunnel);
+  storage::tunnel::TunnelOptions o;
+  o.peerName = out->PeerName(kTierHostPrefix + name);  // its logs name the peer asked for
+  return storage::tunnel::ControlTunnel::Dial(*domain_, address, o, &out->tunnel);
 }
 
 }  // namespace railyard::plugin

@@ -62,11 +62,15 @@ Status CreateTierDomain(const env::Config& config, const proxy::Router& router, 
 /// A client's route to one tier peer: its Worker (data) and tunnel (control), both of
 /// TierClientFabric's Domain. Destroy the tier client before it.
 struct TierRoute {
-  std::unique_ptr<fabric::Worker> worker;
-  std::unique_ptr<storage::tunnel::ControlTunnel> tunnel;
+  std::unique_ptr<fabric::Worker> worker;                  ///< the data (fabric Reads/Writes) Worker
+  std::unique_ptr<storage::tunnel::ControlTunnel> tunnel;  ///< the control connection's dialing side
   std::string how;  ///< "direct to h1" / "via relay h1": the route's first hop
   /// The tier client connects here (the tunnel's "127.0.0.1:PORT").
   std::string local() const { return tunnel->LocalAddress(); }
+  /// What the tier client's errors call the peer the user named as `spec` ("host:h2"):
+  /// the spec and the route's first hop, "host:h2 (via relay h1)" / "host:h2 (direct
+  /// to h2)"; never the tunnel's local port, which means nothing to the user.
+  std::string PeerName(const std::string& spec) const { return spec + " (" + how + ")"; }
   ~TierRoute() {
     tunnel.reset();  // its Worker before the data Worker; both before the Domain (process-lifetime)
     worker.reset();

@@ -23,6 +23,7 @@
 
 #include "env/log.h"
 #include "topology/interface_filter.h"
+#include "topology/loopback_rail.h"
 
 namespace railyard::topology {
 namespace {
@@ -557,8 +558,10 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
 
     // Skip rules.
     const bool explicitlyMatched = !filter.automatic() && !filter.list().exclude && filter.Matches(name);
-    if (flags.loopback && !explicitlyMatched) {
-      Skip(skipped, name, "loopback (a rail only when RAILYARD_SOCKET_IFNAME names it)");
+    // Loopback: a table row only when the filter names it; never a fabric rail
+    // (SelectFabricRails drops it), one wording (topology/loopback_rail.h).
+    if (IsLoopbackInterface(name, flags.loopback) && !explicitlyMatched) {
+      Skip(skipped, name, LoopbackRailRule());  // "<name>: " + the rule: LoopbackSkipReason(name)
       continue;
     }
     if (!filter.Matches(name)) {

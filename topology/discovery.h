@@ -76,7 +76,9 @@ struct DiscoveryOptions {
 /// "<ifname>: <reason>" and logged at INFO; reasons start with "loopback",
 /// "filtered out", "carries a default route", "down", "no address" or
 /// "only link-local addresses"):
-///  - loopback, unless options.ifnameFilter is a non-exclusive list matching it;
+///  - loopback (IsLoopbackInterface), unless options.ifnameFilter is a non-exclusive list
+///    matching it; the reason is LoopbackRailRule() (topology/loopback_rail.h: never a
+///    fabric rail, whatever the filter names; SelectFabricRails drops a named one);
 ///  - not matched by options.ifnameFilter ("filtered out by <ifnameFilterSource>='<filter>'");
 ///  - with options.skipDefaultRoute: carries a default route, unless the filter names it exactly;
 ///  - down (not IFF_UP, no carrier/IFF_RUNNING, operstate "down"/"lowerlayerdown"/"notpresent",

@@ -11,6 +11,7 @@
 #include "proxy/wire.h"
 #include "topology/discovery.h"
 #include "topology/interface_filter.h"
+#include "topology/loopback_rail.h"
 
 namespace railyard::proxy {
 
@@ -69,10 +70,11 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
   opt.crossCheckIbverbs = false;
   std::vector<topology::Rail> rails;
   std::vector<std::string> skipped;
+  std::vector<std::string> namedLoopback;  // loopback the filter named (discovery kept it)
   RY_RETURN_IF_ERROR(topology::DiscoverRails(opt, &rails, &skipped));
   for (const topology::Rail& r : rails) {
-    if (r.netdev == "lo") {  // loopback is never part of the fabric
-      skipped.push_back("lo: loopback is never a fabric rail");
+    if (topology::IsLoopbackInterface(r.netdev, false)) {  // named by the filter: still never a fabric rail
+      namedLoopback.push_back(topology::LoopbackSkipReason(r.netdev));
       continue;
     }
     if (bootstrapNamed && bootstrap.Matches(r.netdev)) {
@@ -101,12 +103,21 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
     if (!found) skipped.push_back(r.netdev + ": no routable IPv4 address");
   }
   if (out->empty() && whyNone != nullptr) {
+    // Loopback the filter named is news (the user asked for it); loopback discovery left
+    // out unasked is not, beside other reasons. Either way in the rule's one wording.
     whyNone->clear();
+    for (const std::string& s : namedLoopback) *whyNone += (whyNone->empty() ? "" : "; ") + s;
     for (const std::string& s : skipped) {
-      if (s.rfind("lo:", 0) == 0) continue;  // loopback is never a rail: not news
+      if (topology::IsLoopbackSkipReason(s)) continue;
       *whyNone += (whyNone->empty() ? "" : "; ") + s;
     }
-    if (whyNone->empty()) *whyNone = "no network interface but loopback";
+    if (whyNone->empty()) {
+      std::string lo = "lo";
+      for (const std::string& s : skipped) {
+        if (topology::IsLoopbackSkipReason(s, &lo)) break;
+      }
+      *whyNone = topology::LoopbackSkipReason(lo) + "; no other network interface";
+    }
   }
   return Status::Ok();
 }

@@ -87,7 +87,8 @@ class Router {
 /// any number of sockets splits as evenly as the weights allow.
 size_t WeightedPick(const std::vector<int>& speedsMbps, int k);
 
-/// Rails for fabric mode from the host's interfaces: IPv4, not loopback, not
+/// Rails for fabric mode from the host's interfaces: IPv4, not loopback (never, even when
+/// the filter names it: topology/loopback_rail.h, whose reason it gives), not
 /// link-local, matched by `ifnameFilter` (NCCL_SOCKET_IFNAME grammar; "" or one character =
 /// automatic), and not carrying a default route (that is the management or uplink port)
 /// unless `ifnameFilter` names it exactly ("=eth0": kept with a WARN, namedUplink set).

@@ -64,38 +64,43 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
   RY_RETURN_IF_ERROR(ParseHostPort(peer, &host, &port));
   std::unique_ptr<ExpertClient> c(new ExpertClient());
   c->options_ = options;
-  c->peer_ = peer;
+  c->peer_ = options.peerName.empty() ? peer : options.peerName;
+  const std::string& who = c->peer_;
   c->cache_ = &cache;
   c->worker_ = worker;
-  RY_RETURN_IF_ERROR(WireConnect(host, port, options.timeoutMs, &c->fd_));
+  if (Status s = WireConnect(host, port, options.timeoutMs, &c->fd_); !s.ok()) {
+    if (options.peerName.empty()) return s;
+    // The cause kept; the peer asked for named before the address dialed.
+    return ExpertError(ExpertErrcOf(s), "expert peer " + who + ": " + WithoutPrefix(s));
+  }
   HelloHeader hello{};
-  RY_RETURN_IF_ERROR(WireRecv(c->fd_, &hello, sizeof hello, "expert peer " + peer + " hello"));
-  if (hello.magic != kHelloMagic) return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " is not an expert store (bad hello magic)");
+  RY_RETURN_IF_ERROR(WireRecv(c->fd_, &hello, sizeof hello, "expert peer " + who + " hello"));
+  if (hello.magic != kHelloMagic) return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " is not an expert store (bad hello magic)");
   if (hello.version != kWireVersion) {
-    return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " speaks wire version " + std::to_string(hello.version) +
+    return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " speaks wire version " + std::to_string(hello.version) +
                                                   " (this build: " + std::to_string(kWireVersion) + ")");
   }
   if (hello.manifestBytes > kMaxManifestBytes) {
-    return ExpertError(ExpertErrc::kManifestTooLarge, "expert peer " + peer + " announces a manifest of " +
+    return ExpertError(ExpertErrc::kManifestTooLarge, "expert peer " + who + " announces a manifest of " +
                                                           std::to_string(hello.manifestBytes) + " bytes (at most " +
                                                           std::to_string(kMaxManifestBytes) + ")");
   }
   std::string text(hello.manifestBytes, '\0');
-  if (Status s = WireRecv(c->fd_, text.data(), text.size(), "expert peer " + peer + " manifest"); !s.ok()) {
+  if (Status s = WireRecv(c->fd_, text.data(), text.size(), "expert peer " + who + " manifest"); !s.ok()) {
     return ExpertError(ExpertErrc::kManifestTruncated, s.message());
   }
   RY_RETURN_IF_ERROR(Manifest::Parse(text, &c->manifest_));
   ChooseMessage choose{};
   choose.transport = options.transport;
-  RY_RETURN_IF_ERROR(WireSend(c->fd_, &choose, sizeof choose, "expert peer " + peer + " transport choice"));
+  RY_RETURN_IF_ERROR(WireSend(c->fd_, &choose, sizeof choose, "expert peer " + who + " transport choice"));
   uint64_t payload = 0;
-  RY_RETURN_IF_ERROR(ReadReply(c->fd_, peer, &payload));
+  RY_RETURN_IF_ERROR(ReadReply(c->fd_, who, &payload));
   if (options.transport == kTransportRead) {
     if (payload > 8 + kMaxAddressBytes + c->manifest_.layers.size() * (4 + kMaxAddressBytes)) {
-      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " sent a " + std::to_string(payload) + "-byte key table");
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " sent a " + std::to_string(payload) + "-byte key table");
     }
     std::vector<uint8_t> p(payload);
-    RY_RETURN_IF_ERROR(WireRecv(c->fd_, p.data(), p.size(), "expert peer " + peer + " key table"));
+    RY_RETURN_IF_ERROR(WireRecv(c->fd_, p.data(), p.size(), "expert peer " + who + " key table"));
     size_t at = 0;
     auto get32 = [&](uint32_t* v) {
       if (p.size() - at < 4) return false;
@@ -105,35 +110,35 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
     };
     uint32_t addrBytes = 0, layers = 0;
     if (!get32(&addrBytes) || addrBytes > kMaxAddressBytes || p.size() - at < addrBytes) {
-      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table: bad worker address length");
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " key table: bad worker address length");
     }
     std::vector<uint8_t> addr(p.begin() + static_cast<long>(at), p.begin() + static_cast<long>(at + addrBytes));
     at += addrBytes;
     if (!get32(&layers) || layers != c->manifest_.layers.size()) {
-      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table: layer count differs from its manifest");
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " key table: layer count differs from its manifest");
     }
     for (uint32_t i = 0; i < layers; ++i) {
       uint32_t kb = 0;
       if (!get32(&kb) || kb > kMaxAddressBytes || p.size() - at < kb) {
-        return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table: bad key length");
+        return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " key table: bad key length");
       }
       fabric::RemoteKey k;
       if (Status s = fabric::RemoteKey::Unpack(std::span<const uint8_t>(p.data() + at, kb), &k); !s.ok()) {
-        return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " layer " + std::to_string(i) + " key: " + s.message());
+        return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " layer " + std::to_string(i) + " key: " + s.message());
       }
       if (k.length < c->manifest_.LayerFileBytes()) {
-        return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " layer " + std::to_string(i) + " key covers " +
+        return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " layer " + std::to_string(i) + " key covers " +
                                                       std::to_string(k.length) + " bytes, fewer than its file");
       }
       at += kb;
       c->layerKeys_.push_back(std::move(k));
     }
-    if (at != p.size()) return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " key table has trailing bytes");
+    if (at != p.size()) return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " key table has trailing bytes");
     if (Status s = worker->Connect(addr, &c->endpoint_); !s.ok()) {
-      return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " worker address: " + s.message());
+      return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " worker address: " + s.message());
     }
   } else if (payload != 0) {
-    return ExpertError(ExpertErrc::kProtocol, "expert peer " + peer + " sent a payload with its tcp accept");
+    return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " sent a payload with its tcp accept");
   }
   if (Status s = cache.Acquire(arena, arenaBytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &c->arena_); !s.ok()) {
     return ExpertError(ExpertErrc::kSystem, "registering the arena: " + s.message());

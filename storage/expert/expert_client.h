@@ -28,6 +28,11 @@ struct ClientOptions {
   uint8_t transport = 2;        ///< kTransportRead (2) or kTransportTcp (1); other values are sent as is (tests)
   bool verifyChecksums = true;  ///< compare every fetched record's XXH3-64 with the manifest
   int timeoutMs = 30000;        ///< a peer silent this long mid-request is lost (PEER_LOST)
+  /// What errors call the peer: "" = the `peer` address Open connects to. A peer reached
+  /// through a ControlTunnel (plugin/tier_route.h) is connected to at the tunnel's local
+  /// "127.0.0.1:PORT", which is not what the user asked for: the caller names it here
+  /// ("host:h2 (via relay h1)").
+  std::string peerName;
 };
 
 /// One record of a batch: (layer index into manifest().layers, expert) lands at

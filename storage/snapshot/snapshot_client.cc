@@ -27,7 +27,7 @@ Status RecvBlock(int fd, uint32_t maxBytes, const char* what, std::vector<uint8_
 /// the peer's message, another magic or version a RemoteError.
 Status RecvReplyHead(int fd, const std::string& peer) {
   uint8_t head[8];
-  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply"));
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply from " + peer));
   uint32_t magic = 0;
   uint16_t version = 0, code = 0;
   std::memcpy(&magic, head, 4);
@@ -91,7 +91,12 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
   }
   std::unique_ptr<SnapshotClient> c(new SnapshotClient(worker, options));
   RY_RETURN_IF_ERROR(BlobMover::Create(cache, worker, options.mover, &c->mover_));
-  RY_RETURN_IF_ERROR(ConnectControl(options.host, options.port, options.timeoutMs, &c->control_));
+  const std::string peer =
+      options.peerName.empty() ? options.host + ":" + std::to_string(options.port) : options.peerName;
+  if (Status s = ConnectControl(options.host, options.port, options.timeoutMs, &c->control_); !s.ok()) {
+    if (options.peerName.empty()) return s;
+    return Status(s.code(), "snapshot: " + peer + ": " + s.message());
+  }
   const std::vector<uint8_t> address = worker.Address();
   Header h;
   h.mode = options.mode;
@@ -102,8 +107,7 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
   auto hb = h.Encode();
   iovec iov[2] = {{hb.data(), hb.size()}, {const_cast<uint8_t*>(address.data()), address.size()}};
   const int fd = c->control_.get();
-  RY_RETURN_IF_ERROR(proxy::SendAll(fd, iov, 2, "snapshot handshake"));
-  const std::string peer = options.host + ":" + std::to_string(options.port);
+  RY_RETURN_IF_ERROR(proxy::SendAll(fd, iov, 2, "snapshot handshake to " + peer));
   RY_RETURN_IF_ERROR(RecvReplyHead(fd, peer));
   std::vector<uint8_t> peerAddress, key;
   RY_RETURN_IF_ERROR(RecvBlock(fd, Header::kMaxAddressBytes, "worker address", &peerAddress));
@@ -161,7 +165,8 @@ Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* ou
   auto qb = q.Encode();
   iovec iov{qb.data(), qb.size()};
   const int fd = control_.get();
-  const std::string what = std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key);
+  const std::string what = std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key) +
+                           (options_.peerName.empty() ? "" : " to " + options_.peerName);
   RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::SendAll(fd, &iov, 1, what))));
   std::array<uint8_t, Response::kBytes> rb{};
   RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, rb.data(), rb.size(), what))));

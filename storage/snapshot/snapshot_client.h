@@ -34,6 +34,11 @@ struct ClientOptions {
   uint64_t blobBytes = 0;          ///< must equal the peer's blob bytes
   int timeoutMs = 30000;           ///< control-channel timeout (RAILYARD_TIMEOUT_MS)
   MoverOptions mover;              ///< chunking of the transfers
+  /// What errors call the peer: "" = host:port. A peer reached through a ControlTunnel
+  /// (plugin/tier_route.h) is dialed at the tunnel's local 127.0.0.1:PORT, which is not
+  /// what the user asked for: the caller names it here ("host:h2 (via relay h1)"), and
+  /// every control call's error then says "to <peerName>".
+  std::string peerName;
 };
 
 /// Asks the snapshot peer at host:port which arenas it serves (a discovery handshake,

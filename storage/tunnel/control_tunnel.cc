@@ -130,7 +130,8 @@ void ControlTunnel::SendRecord(Tunnel& t, int type, uint64_t value, std::vector<
 
 void ControlTunnel::Fail(Tunnel& t, const std::string& why, bool endpointError) {
   if (t.dead) return;
-  RY_WARN("control tunnel %016llx: %s", static_cast<unsigned long long>(t.id), why.c_str());
+  const std::string to = options_.peerName.empty() ? std::string() : " to " + options_.peerName;
+  RY_WARN("control tunnel %016llx%s: %s", static_cast<unsigned long long>(t.id), to.c_str(), why.c_str());
   {
     std::lock_guard<std::mutex> lock(mu_);
     lastError_ = why;
@@ -164,7 +165,8 @@ void ControlTunnel::AcceptLocal() {
       ::close(fd);
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.refused;
-      lastError_ = "control tunnel: connecting to the peer: " + s.message();
+      lastError_ = "control tunnel: connecting to " + (options_.peerName.empty() ? "the peer" : options_.peerName) +
+                   ": " + s.message();
       RY_WARN("%s", lastError_.c_str());
       continue;
     }
@@ -218,7 +220,9 @@ void ControlTunnel::OnRecord(uint64_t peer, std::span<const uint8_t> bytes) {
       a.sin_port = htons(targetPort_);
       inet_pton(AF_INET, targetHost_.c_str(), &a.sin_addr);
       if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        refusal = "the control port " + targetHost_ + ":" + std::to_string(targetPort_) + " refused: " + std::strerror(errno);
+        refusal = (options_.targetName.empty() ? "the control port " + targetHost_ + ":" + std::to_string(targetPort_)
+                                               : options_.targetName) +
+                  " refused the connection: " + std::strerror(errno);
         if (fd >= 0) ::close(fd);
       } else {
         const int one = 1;
@@ -278,7 +282,14 @@ void ControlTunnel::OnRecord(uint64_t peer, std::span<const uint8_t> bytes) {
       t->remoteClosed = true;
       if (!r.payload.empty()) {
         std::lock_guard<std::mutex> lock(mu_);
-        lastError_ = "control tunnel closed by the peer: " + std::string(r.payload.begin(), r.payload.end());
+        // The peer's reason, at most kMaxReasonBytes (Decode): shown, never interpreted;
+        // bytes outside printable ASCII become '?'.
+        std::string reason(r.payload.begin(), r.payload.end());
+        for (char& ch : reason) {
+          if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
+        }
+        lastError_ = "control tunnel closed by " + (options_.peerName.empty() ? "the peer" : options_.peerName) +
+                     ": " + reason;
       }
       break;
     case TunnelRecordType::kOpen:

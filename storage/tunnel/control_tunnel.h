@@ -49,6 +49,12 @@ struct TunnelOptions {
   size_t maxTunnelsPerPeer = 8;
   uint64_t windowBytes = 1 << 20;   ///< stream bytes in flight per direction per tunnel
   size_t maxRecordsInFlight = 16;   ///< posted Sends per tunnel not yet done
+  /// Dial side: what logs and lastError() call the Accept side, as the user named it
+  /// ("host:h2 (via relay h1)", plugin/tier_route.h); "" = "the peer".
+  std::string peerName;
+  /// Accept side: what its one local control port serves, in the refusal a dialer is
+  /// sent when it cannot be reached ("railyardd's expert store"); "" = its address.
+  std::string targetName;
 };
 
 /// Counters, for tests and logs.

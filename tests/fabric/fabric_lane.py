@@ -19,6 +19,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import netns_lane  # noqa: E402
+from netns_lane import stop  # noqa: E402,F401  (relay_lane.py takes it from here)
+
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 CASE, PERF, RAILYARDD, LIBDIR = sys.argv[1:5]
 NS = [h["namespace"] for h in TB["hosts"]]
@@ -65,17 +69,6 @@ def wait_all(procs, timeout=90):
     return out
 
 
-def stop(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-
-
 def rails_between(a, b):
     """Rail interfaces on host a whose cable goes to host b."""
     out = [r["ifname"] for r in TB["rails"] if r["host"] == a and r["peer_host"] == b]
@@ -84,10 +77,8 @@ def rails_between(a, b):
 
 
 def tx_bytes(host, ifname):
-    out = subprocess.run(["ip", "netns", "exec", NS[host], "cat",
-                          f"/sys/class/net/{ifname}/statistics/tx_bytes"],
-                         capture_output=True, text=True, check=True).stdout
-    return int(out)
+    """Bytes interface `ifname` of host `host` has sent."""
+    return netns_lane.tx_bytes(NS[host], ifname)
 
 
 def expect_ok(results, what):

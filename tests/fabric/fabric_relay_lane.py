@@ -27,69 +27,40 @@ Each fault must end in one error event at h0 within RAILYARD_TIMEOUT_MS (+ slack
 naming rank, peer, device, rail and sequence; the Endpoint stays failed and the
 source exits at once.
 """
-import json
 import os
 import re
-import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
-TB = json.load(open(os.environ["TESTBED_JSON"]))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from netns_lane import Lane  # noqa: E402
+
+LANE = Lane("frelay-", "FRELAY_KEEP_LOGS")
+TB, NS, WORK = LANE.tb, LANE.ns, LANE.work
+fail, cleanup, log_of, listening, tx_bytes = LANE.fail, LANE.cleanup, LANE.log_of, LANE.listening, LANE.tx_bytes
 CASE, NODE = sys.argv[1:3]
 RAILYARDD = sys.argv[3] if len(sys.argv) > 3 else None
 FABRIC_RELAY_PORT = 29519  # RAILYARD_FABRIC_RELAY_PORT's default
-NS = [h["namespace"] for h in TB["hosts"]]
 TIMEOUT_MS = 2000
 SLACK_MS = 2500  # scheduling on a shared box; the bound asserted is TIMEOUT_MS + this
-WORK = tempfile.mkdtemp(prefix="frelay-")
-procs = []
-
-
-def fail(msg):
-    print(f"FAIL: {msg}", flush=True)
-    cleanup()
-    sys.exit(1)
-
-
-def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.kill(p.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-            p.kill()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    if os.environ.get("FRELAY_KEEP_LOGS") is None:
-        shutil.rmtree(WORK, ignore_errors=True)
 
 
 def rails(host, toward):
-    """Host's rail addresses on its cable to `toward`, in rail order."""
-    ifs = [i for i in TB["hosts"][host]["interfaces"] if i["peer_host"] == toward]
-    return ",".join(i["ip"] for i in sorted(ifs, key=lambda i: i["rail"]))
+    """Host's rail addresses on its cable to `toward`, in rail order, comma-separated."""
+    return ",".join(i["ip"] for i in LANE.interfaces(host, toward))
 
 
 def ifnames(host, toward):
-    return [i["ifname"] for i in TB["hosts"][host]["interfaces"] if i["peer_host"] == toward]
-
-
-def tx_bytes(host, ifname):
-    out = subprocess.run(["ip", "netns", "exec", NS[host], "cat", f"/sys/class/net/{ifname}/statistics/tx_bytes"],
-                         capture_output=True, text=True, check=True).stdout
-    return int(out.strip())
+    """Host `host`'s rail interface names on its cable to `toward`, in rail order."""
+    return [i["ifname"] for i in LANE.interfaces(host, toward)]
 
 
 def cable(a, b):
+    """The id of the cable between hosts `a` and `b` (KeyError when there is none)."""
     for c in TB["cables"]:
         if sorted(c["hosts"]) == sorted([a, b]):
             return c["id"]
@@ -97,23 +68,13 @@ def cable(a, b):
 
 
 def start(host, args, name):
-    log = open(os.path.join(WORK, name + ".log"), "w")
-    p = subprocess.Popen(["ip", "netns", "exec", NS[host], NODE] + args, stdout=log, stderr=subprocess.STDOUT)
-    procs.append(p)
-    return p
-
-
-def log_of(name):
-    return open(os.path.join(WORK, name + ".log")).read()
+    """fabric_relay_node `args` on host `host`, logging to NAME.log."""
+    return LANE.start(host, [NODE] + args, name)
 
 
 def wait_file(path, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            return
-        time.sleep(0.02)  # polling for a file, not a barrier
-    fail(f"{what} never wrote {path}")
+    """Waits for `what` to write `path`; fails the lane after `timeout` seconds."""
+    LANE.wait_for(lambda: os.path.exists(path), f"{what} to write {path}", timeout)
 
 
 def forwarder_address(host, toward, port):
@@ -125,23 +86,14 @@ def forwarder_address(host, toward, port):
     return b.hex()
 
 
-def listening(host, port):
-    out = subprocess.run(["ip", "netns", "exec", NS[host], "ss", "-Htln"], capture_output=True, text=True).stdout
-    return {l.split()[3] for l in out.splitlines() if l.split()[3].endswith(f":{port}")}
-
-
 def start_daemons():
     """railyardd on h0..h2 (their cabling agents); only h1's relays (it holds h1's relay
     seat, so its fabric relay listens at FABRIC_RELAY_PORT on both of h1's cables)."""
     env = dict(os.environ, RAILYARD_SOCKET_IFNAME="^mgmt0", RAILYARD_TIMEOUT_MS=str(TIMEOUT_MS), RAILYARD_DEBUG="INFO")
     daemons = []
     for h in (0, 1, 2):
-        log = open(os.path.join(WORK, f"railyardd{h}.log"), "w")
         args = [] if h == 1 else ["--no-relay"]
-        p = subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD] + args,
-                             env=dict(env, RAILYARD_HOST_NAME=f"h{h}"), stdout=log, stderr=subprocess.STDOUT)
-        procs.append(p)
-        daemons.append(p)
+        daemons.append(LANE.start(h, [RAILYARDD] + args, f"railyardd{h}", dict(env, RAILYARD_HOST_NAME=f"h{h}")))
     want = {f"{ip}:{FABRIC_RELAY_PORT}" for ip in (rails(1, 0) + "," + rails(1, 2)).split(",")}
     deadline = time.monotonic() + 30
     while listening(1, FABRIC_RELAY_PORT) != want and time.monotonic() < deadline:
@@ -158,6 +110,8 @@ def start_daemons():
 
 
 def start_route(target_host=2, ordering=False, timeout_ms=TIMEOUT_MS, daemon=False):
+    """The target on `target_host` and the relay on h1 (fabric_relay_node relay, or with
+    `daemon` railyardd's fabric relay); returns (target, relay) once both wrote their addresses."""
     t_args = ["target", "--rails", rails(target_host, 1 if target_host == 2 else 2), "--out", f"{WORK}/target"]
     if ordering:
         t_args += ["--ordering", "16,8,262221"]
@@ -174,6 +128,7 @@ def start_route(target_host=2, ordering=False, timeout_ms=TIMEOUT_MS, daemon=Fal
 
 
 def source(scenario, name="source", extra=()):
+    """The source on h0 running `scenario` toward the target through the relay."""
     return start(0, ["source", "--rails", rails(0, 1), "--relay", f"{WORK}/relay", "--target", f"{WORK}/target",
                      "--scenario", scenario, "--timeout-ms", str(TIMEOUT_MS), "--rank", "0"] + list(extra), name)
 

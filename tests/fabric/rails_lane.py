@@ -25,6 +25,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from netns_lane import stop  # noqa: E402
+
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 CASE, PERF, RAILYARDD, INFO, LIBDIR = sys.argv[1:6]
 NS = [h["namespace"] for h in TB["hosts"]]
@@ -245,13 +248,7 @@ def case_nccl_ifname_bootstrap():
                 fail(f"{daemons}: the fabric device is not made of the cabled rails: {dev}")
             print(f"ok: NCCL_SOCKET_IFNAME=mgmt0, {daemons}: {dev}; h0<->h2 sendrecv through railyardd passed")
         finally:
-            for p in relays:
-                p.terminate()
-            for p in relays:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop(relays)
 
 
 CASES = {"uplink-never-rail": case_uplink_never_rail, "nccl-ifname-bootstrap": case_nccl_ifname_bootstrap}

@@ -25,33 +25,15 @@
 #include "proxy/nccl/nccl_records.h"
 #include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/runtime/cable_set_domain.h"
+#include "tests/common/free_port.h"
 
 namespace railyard::runtime {
 namespace {
 
 constexpr uint64_t kA = 1, kR = 2, kB = 3;
 
-/// A TCP port free on every address of `ips` (0 if none was found).
-uint16_t FreePort(std::vector<const char*> ips = {"127.0.1.2", "127.0.2.2"}) {
-  for (int tries = 0; tries < 50; ++tries) {
-    uint16_t port = 0;
-    bool ok = true;
-    for (const char* ip : ips) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      inet_pton(AF_INET, ip, &a.sin_addr);
-      a.sin_port = htons(port);
-      socklen_t len = sizeof a;
-      ok = ok && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-           ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-      port = ntohs(a.sin_port);
-      ::close(fd);
-    }
-    if (ok && port != 0) return port;
-  }
-  return 0;
-}
+/// A TCP port free on every address of `ips` (0 if none was found); by default R's two.
+uint16_t FreePort(std::vector<const char*> ips = {"127.0.1.2", "127.0.2.2"}) { return test_support::FreePort(ips); }
 
 topology::ClusterGraph Graph() {
   topology::ClusterGraph g;
@@ -73,19 +55,92 @@ bool Within(int ms, F cond) {
   return cond();
 }
 
+/// The options of the tests' relays: the fixed `port`, 3 s timeouts (relay legs and
+/// TCP), `idleMs` before a socket's first record, a retry every 20 ms.
+fabric::relay::ForwarderHostOptions RelayOptions(uint16_t port, int idleMs) {
+  fabric::relay::ForwarderHostOptions fo;
+  fo.port = port;
+  fo.relay.timeoutMs = 3000;
+  fo.relay.idleMs = idleMs;
+  fo.tcp.timeoutMs = 3000;
+  fo.retryMs = 20;
+  return fo;
+}
+
+/// Starts a ForwarderHost (options `fo`, graph `gf`) as host r1Id into `*r1` and
+/// another as r2Id into `*r2`; fails the test unless both serve within 5 s.
+void StartTwoRelays(const fabric::relay::GraphFn& gf, const fabric::relay::ForwarderHostOptions& fo,
+                    uint64_t r1Id, std::unique_ptr<fabric::relay::ForwarderHost>* r1, uint64_t r2Id,
+                    std::unique_ptr<fabric::relay::ForwarderHost>* r2) {
+  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, r1Id, [] { return true; }, fo, r1).ok());
+  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, r2Id, [] { return true; }, fo, r2).ok());
+  ASSERT_TRUE(Within(5000, [&] { return (*r1)->Serving() && (*r2)->Serving(); }))
+      << (*r1)->lastProblem() << " / " << (*r2)->lastProblem();
+}
+
+/// A cable-set Domain for host `self` (graph `gf`, relays at `port`), one rail on
+/// interface lo at each address of `ips`, 3 s timeouts, `idleMs` as the sources'
+/// relay idle limit; `multiRoute` as CableSetOptions'. Null (test failed) if refused.
+std::unique_ptr<CableSetDomain> MakeDomain(uint64_t self, const fabric::relay::GraphFn& gf, uint16_t port,
+                                           const std::vector<std::string>& ips, bool multiRoute = false,
+                                           int idleMs = 10000) {
+  CableSetOptions o;
+  o.self = self;
+  o.graph = gf;
+  o.tcp.timeoutMs = 3000;
+  o.relay.timeoutMs = 3000;
+  o.relay.idleMs = idleMs;
+  o.forwarderPort = port;
+  o.multiRoute = multiRoute;
+  for (const auto& ip : ips) o.rails.push_back({"lo", ip, 10000});
+  std::unique_ptr<CableSetDomain> d;
+  EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
+  return d;
+}
+
+/// Progresses `workers` (at most 10 s) until the Write posted with `cookie` is done
+/// and the immediate `imm` it carried arrived, or an error event came. Returns that
+/// error's text ("" when both came; "neither done nor failed within 10 s" else);
+/// `*landed` gets the byte count the immediate reported.
+std::string AwaitWrite(const std::vector<fabric::Worker*>& workers, uint64_t cookie, uint64_t imm, uint64_t* landed) {
+  bool done = false, arrived = false;
+  std::string err;
+  std::vector<fabric::Event> ev;
+  const bool ended = Within(10000, [&] {
+    ev.clear();
+    for (fabric::Worker* w : workers) w->Progress(&ev);
+    for (const auto& e : ev) {
+      if (e.kind == fabric::EventKind::kDone && e.cookie == cookie) done = true;
+      if (e.kind == fabric::EventKind::kImmediate && e.value == imm) {
+        arrived = true;
+        *landed = e.bytes;
+      }
+      if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
+    }
+    return (done && arrived) || !err.empty();
+  });
+  if (!ended) return "neither done nor failed within 10 s";
+  return err;
+}
+
+/// Checks that `dst` holds `src` at offset 8 with 8 zero guard bytes either side.
+void ExpectLandedWithGuards(const std::vector<char>& dst, const std::vector<char>& src) {
+  const size_t bytes = src.size();
+  ASSERT_EQ(dst.size(), bytes + 16);
+  EXPECT_EQ(std::memcmp(dst.data() + 8, src.data(), bytes), 0);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[i], 0) << "guard byte " << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[bytes + 8 + i], 0) << "guard byte after " << i;
+}
+
 class CableSetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     port_ = FreePort();
     ASSERT_NE(port_, 0);
     graph_ = Graph();
-    fabric::relay::ForwarderHostOptions fo;
-    fo.port = port_;
-    fo.relay.timeoutMs = 3000;
-    fo.relay.idleMs = idleMs_;
-    fo.tcp.timeoutMs = 3000;
-    fo.retryMs = 20;
-    ASSERT_TRUE(fabric::relay::ForwarderHost::Start(GraphFn(), kR, [] { return true; }, fo, &relay_).ok());
+    ASSERT_TRUE(
+        fabric::relay::ForwarderHost::Start(GraphFn(), kR, [] { return true; }, RelayOptions(port_, idleMs_), &relay_)
+            .ok());
     ASSERT_TRUE(Within(5000, [&] { return relay_->Serving(); })) << relay_->lastProblem();
     a_ = Make(kA, {"127.0.1.1"});
     r_ = Make(kR, {"127.0.1.2", "127.0.2.2"});
@@ -104,17 +159,7 @@ class CableSetTest : public ::testing::Test {
     return [this] { return graph_; };
   }
   std::unique_ptr<CableSetDomain> Make(uint64_t self, std::vector<std::string> ips) {
-    CableSetOptions o;
-    o.self = self;
-    o.graph = GraphFn();
-    o.tcp.timeoutMs = 3000;
-    o.relay.timeoutMs = 3000;
-    o.relay.idleMs = idleMs_;
-    o.forwarderPort = port_;
-    for (const auto& ip : ips) o.rails.push_back({"lo", ip, 10000});
-    std::unique_ptr<CableSetDomain> d;
-    EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
-    return d;
+    return MakeDomain(self, GraphFn(), port_, ips, false, idleMs_);
   }
   /// Writes `bytes` from `from` into `to`'s region with an immediate; checks content.
   void WriteAndCheck(fabric::Worker& from, fabric::Domain& fromD, fabric::Worker& to, fabric::Domain& toD,
@@ -128,23 +173,11 @@ class CableSetTest : public ::testing::Test {
     std::unique_ptr<fabric::Endpoint> ep;
     ASSERT_TRUE(from.Connect(to.Address(), &ep).ok());
     ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 5, imm).ok());
-    bool done = false, arrived = false;
-    std::string err;
-    std::vector<fabric::Event> ev;
-    ASSERT_TRUE(Within(10000, [&] {
-      ev.clear();
-      for (fabric::Worker* w : {aw_.get(), rw_.get(), bw_.get()}) w->Progress(&ev);
-      for (const auto& e : ev) {
-        if (e.kind == fabric::EventKind::kDone && e.cookie == 5) done = true;
-        if (e.kind == fabric::EventKind::kImmediate && e.value == imm) arrived = true;
-        if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
-      }
-      return (done && arrived) || !err.empty();
-    })) << relay_->lastProblem();
-    ASSERT_TRUE(err.empty()) << err;
-    EXPECT_EQ(std::memcmp(dst.data() + 8, src.data(), bytes), 0);
-    for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[i], 0) << "guard byte " << i;
-    for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[bytes + 8 + i], 0) << "guard byte after " << i;
+    uint64_t landed = 0;
+    const std::string err = AwaitWrite({aw_.get(), rw_.get(), bw_.get()}, 5, imm, &landed);
+    ASSERT_TRUE(err.empty()) << err << " (" << relay_->lastProblem() << ")";
+    EXPECT_EQ(landed, bytes);
+    ExpectLandedWithGuards(dst, src);
     ep.reset();
     EXPECT_TRUE(fromD.Deregister(s).ok());
     EXPECT_TRUE(toD.Deregister(d).ok());
@@ -278,27 +311,9 @@ TEST(CableSetChainTest, TwoRelaysCarryARouteEndToEnd) {
   graph.AddLink({kR2, "s1", "127.0.7.1", 10000}, {kB1, "b0", "127.0.7.2", 10000});
   fabric::relay::GraphFn gf = [&graph] { return graph; };
   std::unique_ptr<fabric::relay::ForwarderHost> r1, r2;
-  fabric::relay::ForwarderHostOptions fo;
-  fo.port = port;
-  fo.relay.timeoutMs = 3000;
-  fo.tcp.timeoutMs = 3000;
-  fo.retryMs = 20;
-  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR1, [] { return true; }, fo, &r1).ok());
-  ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR2, [] { return true; }, fo, &r2).ok());
-  ASSERT_TRUE(Within(5000, [&] { return r1->Serving() && r2->Serving(); })) << r1->lastProblem() << r2->lastProblem();
-  auto make = [&](uint64_t self, const char* ip) {
-    CableSetOptions o;
-    o.self = self;
-    o.graph = gf;
-    o.tcp.timeoutMs = 3000;
-    o.relay.timeoutMs = 3000;
-    o.forwarderPort = port;
-    o.rails.push_back({"lo", ip, 10000});
-    std::unique_ptr<CableSetDomain> d;
-    EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
-    return d;
-  };
-  std::unique_ptr<CableSetDomain> a = make(kA1, "127.0.5.1"), b = make(kB1, "127.0.7.2");
+  ASSERT_NO_FATAL_FAILURE(StartTwoRelays(gf, RelayOptions(port, 10000), kR1, &r1, kR2, &r2));
+  std::unique_ptr<CableSetDomain> a = MakeDomain(kA1, gf, port, {"127.0.5.1"});
+  std::unique_ptr<CableSetDomain> b = MakeDomain(kB1, gf, port, {"127.0.7.2"});
   std::unique_ptr<fabric::Worker> aw, bw;
   ASSERT_TRUE(a->CreateWorker(&aw).ok());
   ASSERT_TRUE(b->CreateWorker(&bw).ok());
@@ -314,29 +329,11 @@ TEST(CableSetChainTest, TwoRelaysCarryARouteEndToEnd) {
   EXPECT_NE(ep->PeerName().find("via hR1 (127.0.5.2:" + std::to_string(port) + ")"), std::string::npos)
       << ep->PeerName();
   ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 7, 77u).ok());
-  bool done = false, arrived = false;
   uint64_t landed = 0;
-  std::string err;
-  std::vector<fabric::Event> ev;
-  ASSERT_TRUE(Within(10000, [&] {
-    ev.clear();
-    aw->Progress(&ev);
-    bw->Progress(&ev);
-    for (const auto& e : ev) {
-      if (e.kind == fabric::EventKind::kDone && e.cookie == 7) done = true;
-      if (e.kind == fabric::EventKind::kImmediate && e.value == 77u) {
-        arrived = true;
-        landed = e.bytes;
-      }
-      if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
-    }
-    return (done && arrived) || !err.empty();
-  })) << r1->lastProblem() << " / " << r2->lastProblem();
-  ASSERT_TRUE(err.empty()) << err;
+  const std::string err = AwaitWrite({aw.get(), bw.get()}, 7, 77u, &landed);
+  ASSERT_TRUE(err.empty()) << err << " (" << r1->lastProblem() << " / " << r2->lastProblem() << ")";
   EXPECT_EQ(landed, bytes);
-  EXPECT_EQ(std::memcmp(dst.data() + 8, src.data(), bytes), 0);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[i], 0) << "guard byte " << i;
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[bytes + 8 + i], 0) << "guard byte after " << i;
+  ExpectLandedWithGuards(dst, src);
   EXPECT_EQ(r1->stats().routesOpened, 1u);
   EXPECT_EQ(r2->stats().routesOpened, 1u);
   ep.reset();
@@ -371,29 +368,10 @@ struct Ring {
     graph.AddLink({kB1, "b1", "127.0.11.2", 10000}, {kR2, "s0", "127.0.11.1", 10000});
     graph.AddLink({kR2, "s1", "127.0.9.2", 10000}, {kA1, "a1", "127.0.9.1", 10000});
     fabric::relay::GraphFn gf = [this] { return graph; };
-    fabric::relay::ForwarderHostOptions fo;
-    fo.port = port;
-    fo.relay.timeoutMs = 3000;
-    fo.tcp.timeoutMs = 3000;
-    fo.retryMs = 20;
-    ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR1, [] { return true; }, fo, &r1).ok());
-    ASSERT_TRUE(fabric::relay::ForwarderHost::Start(gf, kR2, [] { return true; }, fo, &r2).ok());
-    ASSERT_TRUE(Within(5000, [&] { return r1->Serving() && r2->Serving(); })) << r1->lastProblem() << r2->lastProblem();
-    auto make = [&](uint64_t self, std::vector<const char*> ips) {
-      CableSetOptions o;
-      o.self = self;
-      o.graph = gf;
-      o.tcp.timeoutMs = 3000;
-      o.relay.timeoutMs = 3000;
-      o.forwarderPort = port;
-      o.multiRoute = true;  // as plugin/net.cc's fabric mode
-      for (const char* ip : ips) o.rails.push_back({"lo", ip, 10000});
-      std::unique_ptr<CableSetDomain> d;
-      EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
-      return d;
-    };
-    a = make(kA1, {"127.0.8.1", "127.0.9.1"});
-    b = make(kB1, {"127.0.10.2", "127.0.11.2"});
+    ASSERT_NO_FATAL_FAILURE(StartTwoRelays(gf, RelayOptions(port, 10000), kR1, &r1, kR2, &r2));
+    // multiRoute: as plugin/net.cc's fabric mode.
+    a = MakeDomain(kA1, gf, port, {"127.0.8.1", "127.0.9.1"}, /*multiRoute=*/true);
+    b = MakeDomain(kB1, gf, port, {"127.0.10.2", "127.0.11.2"}, /*multiRoute=*/true);
     ASSERT_TRUE(a->CreateWorker(&aw).ok());
     ASSERT_TRUE(b->CreateWorker(&bw).ok());
   }
@@ -420,25 +398,9 @@ TEST(CableSetRingTest, OppositeHostUsesBothRelaysInTurn) {
   for (uint32_t k = 0; k < 4; ++k) {
     for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 5 + k);
     ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 100 + k, 200 + k).ok());
-    bool done = false, arrived = false;
     uint64_t landed = 0;
-    std::string err;
-    std::vector<fabric::Event> ev;
-    ASSERT_TRUE(Within(10000, [&] {
-      ev.clear();
-      aw->Progress(&ev);
-      bw->Progress(&ev);
-      for (const auto& e : ev) {
-        if (e.kind == fabric::EventKind::kDone && e.cookie == 100 + k) done = true;
-        if (e.kind == fabric::EventKind::kImmediate && e.value == 200 + k) {
-          arrived = true;
-          landed = e.bytes;
-        }
-        if (e.kind == fabric::EventKind::kError) err = e.error.ToString();
-      }
-      return (done && arrived) || !err.empty();
-    })) << r1->lastProblem() << " / " << r2->lastProblem();
-    ASSERT_TRUE(err.empty()) << err;
+    const std::string err = AwaitWrite({aw.get(), bw.get()}, 100 + k, 200 + k, &landed);
+    ASSERT_TRUE(err.empty()) << err << " (" << ring.Problems() << ")";
     EXPECT_EQ(landed, bytes);
     ASSERT_EQ(std::memcmp(dst.data() + 8, src.data(), bytes), 0) << "write " << k;
   }

@@ -20,6 +20,7 @@
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/relay/routed_worker.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "tests/common/free_port.h"
 
 namespace railyard::fabric::relay {
 namespace {
@@ -27,28 +28,7 @@ namespace {
 constexpr uint64_t kA = 1, kR = 2, kB = 3;
 
 /// A port free on 127.0.1.2 and 127.0.2.2 right now (bound, then closed).
-uint16_t FreePort() {
-  for (int tries = 0; tries < 50; ++tries) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.1.2", &a.sin_addr);
-    socklen_t len = sizeof a;
-    uint16_t port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port = ntohs(a.sin_port);
-    }
-    ::close(fd);
-    int fd2 = ::socket(AF_INET, SOCK_STREAM, 0);
-    inet_pton(AF_INET, "127.0.2.2", &a.sin_addr);
-    a.sin_port = htons(port);
-    const bool ok = port != 0 && ::bind(fd2, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd2);
-    if (ok) return port;
-  }
-  return 0;
-}
+uint16_t FreePort() { return test_support::FreePort({"127.0.1.2", "127.0.2.2"}); }
 
 topology::ClusterGraph Graph() {
   topology::ClusterGraph g;

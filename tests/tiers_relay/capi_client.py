@@ -25,10 +25,12 @@ from railyard.snapshot import PAGING, Snapshot, SnapshotError
 
 
 def now_ms():
+    """Wall-clock milliseconds (the lane compares them with its own fault time)."""
     return int(time.time() * 1000)
 
 
 def fault(err, again):
+    """Prints the named error `err` and whether calling `again` fails too, then exits 3."""
     print(f"error-at-ms {now_ms()}")
     print(f"error {getattr(err, 'name', 'SNAPSHOT')}: {err}")
     try:
@@ -41,17 +43,34 @@ def fault(err, again):
 
 
 def stream_seconds(argv):
+    """The seconds after --stream in `argv`, None without it."""
     return float(argv[argv.index("--stream") + 1]) if "--stream" in argv else None
 
 
+def rounds(stream):
+    """Round numbers 0, 1, ...: one round when `stream` is None, else rounds until
+    `stream` seconds have passed, printing "streaming" (the lane's cue to inject its
+    fault) once round 0 is done."""
+    start, rnd = time.monotonic(), 0
+    while True:
+        yield rnd
+        if rnd == 0 and stream is not None:
+            print("streaming", flush=True)
+        rnd += 1
+        if stream is None or time.monotonic() - start > stream:
+            return
+
+
 def expert(peer, store, stream):
+    """Fetches every record of `peer`'s store into an arena (fabric Reads), each compared
+    with the store's files in `store`; rounds of it for `stream` seconds when given."""
     arena = bytearray(16 << 20)
     c = ExpertClient(peer, arena, transport="read")
     print(f"opened {peer}: {c.layers} layers x {c.experts_per_layer} experts, stride {c.record_stride}", flush=True)
     per = max(1, len(arena) // c.record_stride)
     files = [open(os.path.join(store, l["file"]), "rb") for l in c.manifest["layers"]]
-    start, total, rnd = time.monotonic(), 0, 0
-    while True:
+    total = 0
+    for _ in rounds(stream):
         for layer in range(c.layers):
             for e0 in range(0, c.experts_per_layer, per):
                 batch = [(layer, e, (e - e0) * c.record_stride) for e in range(e0, min(e0 + per, c.experts_per_layer))]
@@ -66,26 +85,24 @@ def expert(peer, store, stream):
                         print(f"TORN: record ({l}, {e}) differs from the store's bytes", flush=True)
                         sys.exit(1)
                     total += c.record_stride
-        if rnd == 0 and stream is not None:
-            print("streaming", flush=True)
-        rnd += 1
-        if stream is None or time.monotonic() - start > stream:
-            break
     c.close()
     print(f"expert ok {total} bytes", flush=True)
 
 
 def blob(key, rnd, n):
+    """The `n` bytes put under `key` in round `rnd`: a SHA-256 of both, repeated."""
     seed = hashlib.sha256(f"{key}/{rnd}".encode()).digest()
     return (seed * (n // len(seed) + 1))[:n]
 
 
 def snapshot(peer, kind, blob_bytes, slots, count, stream):
+    """Puts `count` blobs into `peer`'s paging arena `kind` and gets each back, compared
+    byte by byte; rounds of it for `stream` seconds when given."""
     s = Snapshot(peer, 0, kind, PAGING, blob_bytes * slots, blob_bytes)
     print(f"connected {peer} arena {kind}", flush=True)
     out = bytearray(blob_bytes)
-    start, moved, rnd = time.monotonic(), 0, 0
-    while True:
+    moved = 0
+    for rnd in rounds(stream):
         for k in range(count):
             data = blob(k, rnd, blob_bytes)
             try:
@@ -102,16 +119,12 @@ def snapshot(peer, kind, blob_bytes, slots, count, stream):
                 print(f"TORN: blob {k} of round {rnd} came back {'with other bytes' if found else 'absent'}", flush=True)
                 sys.exit(1)
             moved += blob_bytes
-        if rnd == 0 and stream is not None:
-            print("streaming", flush=True)
-        rnd += 1
-        if stream is None or time.monotonic() - start > stream:
-            break
     s.close()
     print(f"snapshot ok {moved} bytes", flush=True)
 
 
 def main(argv):
+    """Runs the case argv[1] names; exit 2 on a bad set-up (see the module's usage)."""
     try:
         if argv[1] == "expert":
             expert(argv[2], argv[3], stream_seconds(argv))

@@ -23,11 +23,14 @@
 #include "proxy/fabric/registration_cache.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "storage/expert/expert_client.h"
+#include "storage/expert/expert_error.h"
 #include "storage/expert/expert_server.h"
 #include "storage/expert/store.h"
 #include "storage/expert/store_writer.h"
+#include "storage/snapshot/snapshot_client.h"
 #include "storage/tunnel/control_tunnel.h"
 #include "storage/tunnel/tunnel_wire.h"
+#include "tests/common/free_port.h"
 
 namespace railyard::storage::tunnel {
 namespace {
@@ -348,6 +351,60 @@ TEST(ControlTunnel, AcceptorGoneEndsTheLocalConnectionWithinTheTimeout) {
   EXPECT_EQ(dialer->stats().failed, 1u);
   EXPECT_NE(dialer->lastError().find("Endpoint failed"), std::string::npos) << dialer->lastError();
   ::close(fd);
+}
+
+// A tier client dials the tunnel's local 127.0.0.1:PORT, but its errors name the peer the
+// user asked for (ClientOptions::peerName, as TierRoute::PeerName makes it: the host:NAME
+// and the relay), never that port. Here the tunnel's far end has no server to reach (the
+// tier gone from railyardd), so the expert Open and the snapshot Connect both fail.
+TEST(ControlTunnel, ATierClientsErrorsNameThePeerAskedForNotTheTunnelsPort) {
+  const std::string asked = "host:h2 (via relay h1)";
+  auto serverDomain = Loopback(), clientDomain = Loopback();
+  std::unique_ptr<ControlTunnel> acceptor, dialer;
+  TunnelOptions ao, dialOptions;
+  ao.targetName = "railyardd's expert store";  // as tools/railyardd/tier_tunnels.cc
+  dialOptions.peerName = asked;                 // as plugin/tier_route.cc
+  const uint16_t targetPort = test_support::FreePort();
+  ASSERT_TRUE(ControlTunnel::Accept(*serverDomain, "127.0.0.1", targetPort, ao, &acceptor).ok());
+  ASSERT_TRUE(ControlTunnel::Dial(*clientDomain, acceptor->WorkerAddress(), dialOptions, &dialer).ok());
+  const std::string local = dialer->LocalAddress();
+  const std::string localPort = local.substr(local.rfind(':'));
+  std::unique_ptr<fabric::Worker> clientWorker;
+  ASSERT_TRUE(clientDomain->CreateWorker(&clientWorker).ok());
+  fabric::RegistrationCache cache(*clientDomain);
+
+  std::vector<char> arena(65536);
+  expert::ClientOptions eo;
+  eo.timeoutMs = kTimeoutMs;
+  eo.peerName = asked;
+  std::unique_ptr<expert::ExpertClient> expertClient;
+  Status s = expert::ExpertClient::Open(local, eo, cache, clientWorker.get(), arena.data(), arena.size(), &expertClient);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(expert::ExpertErrcOf(s), expert::ExpertErrc::kPeerLost) << s.message();
+  EXPECT_NE(s.message().find("expert peer " + asked), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(localPort), std::string::npos) << "names the tunnel's port: " << s.message();
+  // The tunnel's own words: the dialer names the peer asked for and what refused there,
+  // not the acceptor's loopback port.
+  EXPECT_NE(dialer->lastError().find("closed by " + asked + ": railyardd's expert store refused the connection"),
+            std::string::npos)
+      << dialer->lastError();
+  EXPECT_EQ(dialer->lastError().find(std::to_string(targetPort)), std::string::npos) << dialer->lastError();
+
+  snapshot::ClientOptions so;
+  so.host = "127.0.0.1";
+  so.port = static_cast<uint16_t>(std::stoi(local.substr(local.rfind(':') + 1)));
+  so.kind = "kv";
+  so.mode = snapshot::Mode::kPaging;
+  so.blobBytes = 4096;
+  so.arenaBytes = 4 * 4096;
+  so.timeoutMs = kTimeoutMs;
+  so.peerName = asked;
+  std::unique_ptr<snapshot::SnapshotClient> snapshotClient;
+  s = snapshot::SnapshotClient::Connect(cache, *clientWorker, so, &snapshotClient);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(asked), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(localPort), std::string::npos) << "names the tunnel's port: " << s.message();
+  EXPECT_GE(acceptor->stats().refused, 1u) << acceptor->lastError();
 }
 
 TEST(TunnelWire, DecodeRefusesWhatIsNotATunnelRecord) {

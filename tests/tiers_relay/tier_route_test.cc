@@ -67,4 +67,15 @@ TEST(TierRoute, RefusesUnknownAmbiguousAndSelf) {
   EXPECT_FALSE(TunnelAddressOf(twice, 10, "h2", 29520, &packed).ok());
 }
 
+// What a tier client's errors call a host:NAME peer: the spec the user gave and the
+// route's first hop (storage/tunnel's local 127.0.0.1:PORT is never named).
+TEST(TierRoute, PeerNameIsTheSpecAndTheRoutesFirstHop) {
+  railyard::plugin::TierRoute relayed;
+  relayed.how = "via relay h1";
+  EXPECT_EQ(relayed.PeerName("host:h2"), "host:h2 (via relay h1)");
+  railyard::plugin::TierRoute direct;
+  direct.how = "direct to h2";
+  EXPECT_EQ(direct.PeerName("host:h2"), "host:h2 (direct to h2)");
+}
+
 }  // namespace

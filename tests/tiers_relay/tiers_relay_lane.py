@@ -34,97 +34,49 @@ Cases:
   bench                  (benchmark, not a ctest case) relayed fetch h0 -> h2 against
                          direct fetch h0 -> h1 of the same store, interleaved rounds
 """
-import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-TB = json.load(open(os.environ["TESTBED_JSON"]))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from netns_lane import Lane  # noqa: E402
+
+LANE = Lane("tiers-relay-", "TIERS_KEEP_LOGS")
+TB, NS, WORK = LANE.tb, LANE.ns, LANE.work
+fail, cleanup, log_of, listening, wait_for = LANE.fail, LANE.cleanup, LANE.log_of, LANE.listening, LANE.wait_for
 CASE, NODE, RAILYARDD = sys.argv[1:4]
 LIBRARY = sys.argv[4] if len(sys.argv) > 4 else ""
 TIER_TUNNEL_PORT = 29520  # RAILYARD_TIER_TUNNEL_PORT's default (snapshot: + 1)
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 FABRIC_RELAY_PORT = 29519  # RAILYARD_FABRIC_RELAY_PORT's default
-NS = [h["namespace"] for h in TB["hosts"]]
 TIMEOUT_MS = 2000
 SLACK_MS = 2500  # scheduling on a shared box; the bound asserted is TIMEOUT_MS + this
-WORK = tempfile.mkdtemp(prefix="tiers-relay-")
 ENV = dict(os.environ, RAILYARD_SOCKET_IFNAME="^mgmt0", RAILYARD_TIMEOUT_MS=str(TIMEOUT_MS))
-procs = []
-
-
-def fail(msg):
-    print(f"FAIL: {msg}", flush=True)
-    cleanup()
-    sys.exit(1)
-
-
-def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    if os.environ.get("TIERS_KEEP_LOGS") is None:
-        shutil.rmtree(WORK, ignore_errors=True)
-    else:
-        print(f"logs kept in {WORK}")
-
-
-def log_of(name):
-    try:
-        return open(os.path.join(WORK, name + ".log")).read()
-    except FileNotFoundError:
-        return ""
 
 
 def start(host, argv, name, env=None):
-    log = open(os.path.join(WORK, name + ".log"), "w")
-    p = subprocess.Popen(["ip", "netns", "exec", NS[host]] + argv, stdout=log, stderr=subprocess.STDOUT,
-                         env=dict(env or ENV, RAILYARD_HOST_NAME=f"h{host}"))
-    procs.append(p)
-    return p
+    """`argv` on host `host` as RAILYARD_HOST_NAME hN, in ENV (or `env`)."""
+    return LANE.start(host, argv, name, dict(env or ENV, RAILYARD_HOST_NAME=f"h{host}"))
 
 
 def node(host, role, name, *args):
+    """tiers_relay_node `role` on host `host` (log NAME.log), told the ring's link count."""
     # --links: every rail-link of the ring known before the node routes (a settled graph).
     links = sum(len(c["rails"]) for c in TB["cables"])
     return start(host, [NODE, role, "--links", str(links)] + list(args), name)
 
 
 def rails(host, toward):
-    return [i for i in TB["hosts"][host]["interfaces"] if i["peer_host"] == toward]
+    """Host `host`'s rail interfaces on its cable to `toward`, in rail order."""
+    return LANE.interfaces(host, toward)
 
 
 def tx_bytes(host, toward):
-    total = 0
-    for i in rails(host, toward):
-        out = subprocess.run(["ip", "netns", "exec", NS[host], "cat", f"/sys/class/net/{i['ifname']}/statistics/tx_bytes"],
-                             capture_output=True, text=True, check=True).stdout
-        total += int(out.strip())
-    return total
-
-
-def listening(host, port):
-    out = subprocess.run(["ip", "netns", "exec", NS[host], "ss", "-Htln"], capture_output=True, text=True).stdout
-    return {l.split()[3] for l in out.splitlines() if l.split()[3].endswith(f":{port}")}
-
-
-def wait_for(pred, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)  # polling a condition, not a barrier
-    fail(f"timed out waiting for {what}")
+    """Bytes host `host` has sent on its rails toward host `toward`."""
+    return sum(LANE.tx_bytes(host, i["ifname"]) for i in rails(host, toward))
 
 
 def start_daemons(peer_args=()):
@@ -150,6 +102,7 @@ def start_daemons(peer_args=()):
 
 
 def start_peer(role, *args):
+    """The tiers_relay_node peer on h2 in `role`; waits until it wrote its address file."""
     peer = node(2, role, "peer", "--out", f"{WORK}/peer", *args)
     wait_for(lambda: os.path.exists(f"{WORK}/peer") or peer.poll() is not None, "the peer on h2")
     if peer.poll() is not None:
@@ -158,10 +111,34 @@ def start_peer(role, *args):
 
 
 def relay_of(out):
+    """The relay host (1 or 3) the client's output says its route goes through."""
     m = re.search(r"route via relay (h\d)", out)
     if not m:
         fail("the client did not go through a relay:\n" + out)
     return int(m.group(1)[1:])
+
+
+def client_ok(c, what, want, also_log):
+    """Waits (60 s) for client `c`, prints what it wrote and returns it; fails the lane,
+    naming `what` (and with `also_log`'s log), unless it exited 0 having written `want`."""
+    try:
+        rc = c.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail(f"{what} hung:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if rc != 0 or want not in out:
+        fail(f"{what} (exit {rc}):\n" + log_of(also_log))
+    return out
+
+
+def spilled(path):
+    """The size of the swap file at `path`; fails the lane unless the 16 blobs of 1 MiB
+    put beyond the arena's 8 slots are in it."""
+    swap = os.path.getsize(path)
+    if swap < 16 << 20:
+        fail(f"the swap file holds {swap} bytes: the 16 blobs beyond the arena did not spill")
+    return swap
 
 
 STORE_ARGS = ["--layers", "2", "--experts", "8", "--record-bytes", str(1 << 20)]
@@ -172,14 +149,7 @@ def case_expert_relayed():
     start_peer("expert-serve", "--store", f"{WORK}/store", *STORE_ARGS)
     before = {h: tx_bytes(h, 0) for h in (1, 3)}
     c = node(0, "expert-fetch", "client", "--peer", f"{WORK}/peer", "--store", f"{WORK}/store")
-    try:
-        rc = c.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        fail("the relayed fetch hung:\n" + log_of("client"))
-    out = log_of("client")
-    print(out)
-    if rc != 0 or "expert ok 16777216 bytes" not in out:
-        fail(f"relayed fetch (exit {rc})")
+    out = client_ok(c, "the relayed fetch", "expert ok 16777216 bytes", "peer")
     relay = relay_of(out)
     carried = tx_bytes(relay, 0) - before[relay]
     if carried < 16 << 20:
@@ -194,23 +164,42 @@ def case_snapshot_relayed():
     before = {h: tx_bytes(h, 2) for h in (1, 3)}
     c = node(0, "snapshot-put", "client", "--peer", f"{WORK}/peer", "--kind", "kv", "--blob", str(1 << 20),
              "--slots", "8", "--count", "24")
-    try:
-        rc = c.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        fail("the relayed puts hung:\n" + log_of("client"))
-    out = log_of("client")
-    print(out)
-    if rc != 0 or "snapshot ok" not in out:
-        fail(f"relayed snapshot round trip (exit {rc}):\n" + log_of("peer"))
+    out = client_ok(c, "the relayed snapshot round trip", "snapshot ok", "peer")
     relay = relay_of(out)
     carried = tx_bytes(relay, 2) - before[relay]
     if carried < 24 << 20:
         fail(f"h{relay}'s rails toward h2 carried only {carried} bytes of the 24 MiB put")
-    swap = os.path.getsize(f"{WORK}/swap/railyard-snapshot-kv.swap")
-    if swap < 16 << 20:
-        fail(f"the swap file holds {swap} bytes: the 16 blobs beyond the arena did not spill")
+    swap = spilled(f"{WORK}/swap/railyard-snapshot-kv.swap")
     print(f"ok: 24 blobs x 1 MiB put h0 -> h{relay} -> h2 into 8 slots (swap {swap} bytes) and got back, "
           f"checked by content; h{relay} -> h2 rails carried {carried} bytes")
+
+
+def kill_relay(daemon, client):
+    """SIGKILLs the relay's railyardd `daemon` while `client` streams, and checks what
+    the client printed: no call returned other bytes (TORN), it exited 3 with a named
+    error ("error-at-ms MS", "error TEXT") and failed the call it tried again
+    ("stays-failed yes"), all within RAILYARD_TIMEOUT_MS + SLACK_MS of the kill.
+    Returns (the error's TEXT, the ms from the kill to the error)."""
+    fault_at = int(time.time() * 1000)
+    daemon.send_signal(signal.SIGKILL)
+    try:
+        rc = client.wait(timeout=(TIMEOUT_MS + SLACK_MS) / 1000 + 20)
+    except subprocess.TimeoutExpired:
+        fail("the client hung after the relay was killed:\n" + log_of("client"))
+    out = log_of("client")
+    print(out)
+    if "TORN" in out:
+        fail("a call returned success with bytes that differ")
+    m = re.search(r"error-at-ms (\d+)", out)
+    e = re.search(r"^error (.*)$", out, re.M)
+    if rc != 3 or not m or not e:
+        fail(f"no named error after the relay was killed (exit {rc})")
+    after = int(m.group(1)) - fault_at
+    if "stays-failed yes" not in out:
+        fail("the client took a new call after failing")
+    if after > TIMEOUT_MS + SLACK_MS:
+        fail(f"the error came {after} ms after the fault (timeout {TIMEOUT_MS} ms): {e.group(1)}")
+    return e.group(1), after
 
 
 def fault_case(tier):
@@ -228,21 +217,7 @@ def fault_case(tier):
     if c.poll() is not None:
         fail("the stream ended before the fault:\n" + log_of("client"))
     relay = relay_of(log_of("client"))
-    fault_at = int(time.time() * 1000)
-    daemons[relay].send_signal(signal.SIGKILL)
-    try:
-        rc = c.wait(timeout=(TIMEOUT_MS + SLACK_MS) / 1000 + 20)
-    except subprocess.TimeoutExpired:
-        fail("the client hung after the relay was killed:\n" + log_of("client"))
-    out = log_of("client")
-    print(out)
-    if "TORN" in out:
-        fail("a call returned Ok with bytes that differ")
-    m = re.search(r"error-at-ms (\d+)", out)
-    if rc != 3 or not m:
-        fail(f"no named error after the relay was killed (exit {rc})")
-    after = int(m.group(1)) - fault_at
-    err = re.search(r"^error (.*)$", out, re.M).group(1)
+    err, after = kill_relay(daemons[relay], c)
     if "peer" not in err or not re.search(r"via (relay|h\d)", err):
         fail(f"the error does not name the peer and the relay: {err}")
     # Killed while a fabric op was in flight, the relayed op's sequence is named; killed
@@ -256,10 +231,6 @@ def fault_case(tier):
         fail(f"the error does not name the relay h{relay} ({[i['ip'] for i in rails(relay, 0)]}): {err}")
     if re.search(r"(expert [A-Z_]+: )\1", err):
         fail(f"the error repeats its name: {err}")
-    if "stays-failed yes" not in out:
-        fail("the client took a new call after failing")
-    if after > TIMEOUT_MS + SLACK_MS:
-        fail(f"the error came {after} ms after the fault (timeout {TIMEOUT_MS} ms)")
     print(f"ok: {tier}: relay h{relay} killed mid-{'fetch' if tier == 'expert' else 'put'}: "
           f"error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
 
@@ -285,6 +256,7 @@ def start_tier_peer(serve_args, port):
 
 
 def make_store():
+    """Writes the 2 x 8 x 1 MiB expert store on h2 (tiers_relay_node make-store)."""
     p = node(2, "make-store", "make-store", "--store", f"{WORK}/store", *STORE_ARGS)
     if p.wait(timeout=60) != 0:
         fail("make-store:\n" + log_of("make-store"))
@@ -301,14 +273,7 @@ def case_capi_expert_relayed():
     start_tier_peer(["--expert-store", f"{WORK}/store"], TIER_TUNNEL_PORT)
     before = {h: tx_bytes(h, 0) for h in (1, 3)}
     c = capi_client("expert", "host:h2", f"{WORK}/store")
-    try:
-        rc = c.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        fail("the relayed fetch through the C API hung:\n" + log_of("client"))
-    out = log_of("client")
-    print(out)
-    if rc != 0 or "expert ok 16777216 bytes" not in out:
-        fail(f"relayed fetch through the C API (exit {rc}):\n" + log_of("railyardd2"))
+    client_ok(c, "the relayed fetch through the C API", "expert ok 16777216 bytes", "railyardd2")
     relay, moved = carrying_relay(0, before)
     if moved[relay] < 16 << 20:
         fail(f"no relay's rails toward h0 carried the 16 MiB fetched: {moved}")
@@ -320,20 +285,11 @@ def case_capi_snapshot_relayed():
     start_tier_peer(["--snapshot-arena", "kind=kv,mode=paging,blob=1M,slots=8"], TIER_TUNNEL_PORT + 1)
     before = {h: tx_bytes(h, 2) for h in (1, 3)}
     c = capi_client("snapshot", "host:h2", "kv", str(1 << 20), "8", "24")
-    try:
-        rc = c.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        fail("the relayed puts through the C API hung:\n" + log_of("client"))
-    out = log_of("client")
-    print(out)
-    if rc != 0 or "snapshot ok" not in out:
-        fail(f"relayed snapshot round trip through the C API (exit {rc}):\n" + log_of("railyardd2"))
+    client_ok(c, "the relayed snapshot round trip through the C API", "snapshot ok", "railyardd2")
     relay, moved = carrying_relay(2, before)
     if moved[relay] < 24 << 20:
         fail(f"no relay's rails toward h2 carried the 24 MiB put: {moved}")
-    swap = os.path.getsize(f"{WORK}/swap/fabric/railyard-snapshot-kv.swap")
-    if swap < 16 << 20:
-        fail(f"the swap file holds {swap} bytes: the 16 blobs beyond the arena did not spill")
+    swap = spilled(f"{WORK}/swap/fabric/railyard-snapshot-kv.swap")
     print(f"ok: 24 blobs x 1 MiB put through host:h2 (h0 -> h{relay} -> h2) into 8 slots (swap {swap} bytes) "
           f"and got back byte by byte; rails toward h2 moved {moved}")
 
@@ -351,29 +307,11 @@ def case_capi_expert_relay_killed():
     relay, moved = carrying_relay(0, before)
     if moved[relay] < 1 << 20:
         fail(f"no relay is carrying the stream: {moved}")
-    fault_at = int(time.time() * 1000)
-    daemons[relay].send_signal(signal.SIGKILL)
-    try:
-        rc = c.wait(timeout=(TIMEOUT_MS + SLACK_MS) / 1000 + 20)
-    except subprocess.TimeoutExpired:
-        fail("the client hung after the relay was killed:\n" + log_of("client"))
-    out = log_of("client")
-    print(out)
-    if "TORN" in out:
-        fail("a call returned success with bytes that differ")
-    m = re.search(r"error-at-ms (\d+)", out)
-    if rc != 3 or not m:
-        fail(f"no named error after the relay was killed (exit {rc})")
-    after = int(m.group(1)) - fault_at
-    err = re.search(r"^error (.*)$", out, re.M).group(1)
+    err, after = kill_relay(daemons[relay], c)
     if not re.match(r"(PEER_LOST|PROTOCOL|SYSTEM)\b", err):
         fail(f"the error is not a named cause: {err}")
     if not re.search(rf"via h{relay}\b", err) or not re.search(r"seq \d+", err):
         fail(f"the error names neither the relay h{relay} nor the relayed op's seq: {err}")
-    if "stays-failed yes" not in out:
-        fail("the client took a new call after failing")
-    if after > TIMEOUT_MS + SLACK_MS:
-        fail(f"the error came {after} ms after the fault (timeout {TIMEOUT_MS} ms)")
     print(f"ok: C API: relay h{relay} killed mid-fetch: error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
 
 

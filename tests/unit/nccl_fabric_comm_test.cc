@@ -82,8 +82,33 @@ class NcclFabricComm : public ::testing::Test {
   void TearDown() override {
     if (send_) send_->Close();
     if (recv_) recv_->Close();
+    if (hostileMh_ != nullptr) b_.Dereg(hostileMh_);
     send_.reset();
     recv_.reset();
+  }
+  /// Posts one receive of 16 bytes (tag 1) on recv_, then hands recv_ a data immediate
+  /// for its cell (seq 0, slot 0) as the CommWorker's loop would, claiming `bytes`
+  /// bytes from Worker `peer`: what a hostile sender can forge. Returns the receive's
+  /// Test status; `*done` is its done flag. The buffer is deregistered at TearDown.
+  Status DeliverImmediate(uint64_t bytes, uint64_t peer, int* done) {
+    hostileMh_ = b_.Reg(hostileDst_.data(), hostileDst_.size());
+    void* data = hostileDst_.data();
+    size_t cap = hostileDst_.size();
+    int tag = 1;
+    Request* rr = nullptr;
+    EXPECT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &hostileMh_, &rr).ok());
+    fabric::Event e;
+    e.kind = fabric::EventKind::kImmediate;
+    e.op = fabric::OpType::kWrite;
+    e.value = 0;
+    e.bytes = bytes;
+    e.peer = peer;
+    {
+      auto lock = b_.cw->Lock();
+      recv_->OnEvent(e);
+    }
+    *done = 0;
+    return recv_->Test(rr, done, nullptr);
   }
   /// Sends `src` tagged `tag` (retrying isend until a CTS matched), returns the request.
   Request* PostSend(const std::vector<char>& src, MemHandle* mh, int tag) {
@@ -113,6 +138,8 @@ class NcclFabricComm : public ::testing::Test {
   std::shared_ptr<RankSource> rankB_ = std::make_shared<RankSource>();
   std::unique_ptr<FabricSendComm> send_;
   std::unique_ptr<FabricRecvComm> recv_;
+  std::vector<char> hostileDst_ = std::vector<char>(16, 'G');  ///< DeliverImmediate's buffer
+  MemHandle* hostileMh_ = nullptr;
 };
 
 TEST_F(NcclFabricComm, MessagesArriveWhole) {
@@ -174,31 +201,12 @@ TEST_F(NcclFabricComm, GroupedReceiveMatchesByTag) {
 }
 
 TEST_F(NcclFabricComm, DataImmediateLargerThanThePostedBufferIsRefused) {
-  std::vector<char> dst(64, 'G');
-  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
-  void* data = dst.data();
-  size_t cap = 16;
-  int tag = 1;
-  Request* rr = nullptr;
-  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
   // A hostile sender claims 32 bytes landed in the 16-byte buffer of cell (seq 0, slot 0).
-  fabric::Event e;
-  e.kind = fabric::EventKind::kImmediate;
-  e.op = fabric::OpType::kWrite;
-  e.value = 0;
-  e.bytes = 32;
-  e.peer = recv_->peerWorkers().First();
-  {
-    auto lock = b_.cw->Lock();
-    recv_->OnEvent(e);
-  }
-  int done = 0;
-  Status s = recv_->Test(rr, &done, nullptr);
+  int done = -1;
+  Status s = DeliverImmediate(32, recv_->peerWorkers().First(), &done);
   EXPECT_EQ(done, 0);
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
   EXPECT_NE(s.message().find("pid 111"), std::string::npos) << "the error names the peer: " << s.message();
-  recv_->Close();
-  b_.Dereg(rmh);
 }
 
 // Over one route (a plain TCP Endpoint back to the sender) data is taken from the
@@ -206,31 +214,13 @@ TEST_F(NcclFabricComm, DataImmediateLargerThanThePostedBufferIsRefused) {
 // that names a posted cell and fits its buffer.
 TEST_F(NcclFabricComm, DataImmediateFromASecondWorkerOverOneRouteIsRefused) {
   ASSERT_EQ(recv_->peerWorkers().limit(), 1u);
-  std::vector<char> dst(64, 'G');
-  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
-  void* data = dst.data();
-  size_t cap = 16;
-  int tag = 1;
-  Request* rr = nullptr;
-  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
-  fabric::Event e;
-  e.kind = fabric::EventKind::kImmediate;
-  e.op = fabric::OpType::kWrite;
-  e.value = 0;
-  e.bytes = 8;
-  e.peer = recv_->peerWorkers().First() ^ 0x5a5a;
-  {
-    auto lock = b_.cw->Lock();
-    recv_->OnEvent(e);
-  }
-  int done = 0;
-  Status s = recv_->Test(rr, &done, nullptr);
+  const uint64_t stranger = recv_->peerWorkers().First() ^ 0x5a5a;
+  int done = -1;
+  Status s = DeliverImmediate(8, stranger, &done);
   EXPECT_EQ(done, 0);
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
   EXPECT_NE(s.message().find("another worker (1 of the sender's 1 routes"), std::string::npos) << s.message();
-  EXPECT_FALSE(recv_->FromPeer(e.peer));
-  recv_->Close();
-  b_.Dereg(rmh);
+  EXPECT_FALSE(recv_->FromPeer(stranger));
 }
 
 // Two communicators in one process: the receive comm's error names ITS rank (learned
@@ -239,28 +229,11 @@ TEST_F(NcclFabricComm, ErrorsNameTheRankOfTheirOwnCommunicator) {
   rankB_->Note(3);       // communicator B: this process is rank 3
   rankA_->Note(9);       // communicator A: rank 9 ...
   NoteLocalRank(9);      // ... and its send went last (the old process-wide guess)
-  std::vector<char> dst(16, 'G');
-  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
-  void* data = dst.data();
-  size_t cap = 16;
-  int tag = 1;
-  Request* rr = nullptr;
-  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
-  fabric::Event e;
-  e.kind = fabric::EventKind::kImmediate;
-  e.op = fabric::OpType::kWrite;
-  e.bytes = 17;
-  e.peer = recv_->peerWorkers().First();
-  {
-    auto lock = b_.cw->Lock();
-    recv_->OnEvent(e);
-  }
-  int done = 0;
-  Status s = recv_->Test(rr, &done, nullptr);
+  int done = -1;
+  Status s = DeliverImmediate(17, recv_->peerWorkers().First(), &done);
+  EXPECT_EQ(done, 0);
   EXPECT_NE(s.message().find("rank 3"), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find("rank 9"), std::string::npos) << s.message();
-  recv_->Close();
-  b_.Dereg(rmh);
 }
 
 // iflush: host memory needs none (NULL request); a buffer whose Region is device

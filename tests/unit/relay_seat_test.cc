@@ -3,6 +3,7 @@
 // pid, a leaving holder hands over to a standby, and a standby claims the seat when
 // its holder is killed.
 #include "proxy/relay/relay_seat.h"
+#include "tests/common/free_port.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -32,14 +33,9 @@ std::string UniqueKey() {
 
 /// A free TCP port on 127.0.0.1 (bound once, then released).
 uint16_t FreePort() {
-  Fd s(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
+  const uint16_t port = test_support::FreePort();
+  EXPECT_NE(port, 0) << "no free port on 127.0.0.1";
+  return port;
 }
 
 /// Opens one exclusive listener on 127.0.0.1:port (no SO_REUSEPORT), as the relay does.

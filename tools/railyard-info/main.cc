@@ -39,6 +39,7 @@
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
 #include "topology/interface_filter.h"
+#include "topology/loopback_rail.h"
 #include "topology/netdev.h"
 
 namespace railyard::info {
@@ -134,8 +135,7 @@ json RailToJson(const Rail& r) {
 
 /// What the loopback row means (text and JSON "role").
 std::string LoopbackRole(const InfoContext& ctx) {
-  return std::string("loopback, never a cabling rail; the default TCP rail (127.0.0.1) of the expert and "
-                     "snapshot tiers while RAILYARD_SOCKET_IFNAME is unset") +
+  return topology::LoopbackRailRule() +
          (ctx.loopbackIsSocketDevice ? "; also the plugin's TCP device here (no other interface qualifies)" : "");
 }
 
@@ -379,15 +379,17 @@ int Run(int argc, char** argv) {
     std::cerr << "railyard-info: " << s.message() << "\n";
     return 1;
   }
-  // Loopback is never a cabling rail, but while RAILYARD_SOCKET_IFNAME is unset it is the
-  // TCP rail of the expert and snapshot tiers: shown (row LO) instead of "skipped".
+  // Loopback is never a fabric rail (topology/loopback_rail.h), but while
+  // RAILYARD_SOCKET_IFNAME is unset it is the TCP rail of the expert and snapshot
+  // tiers: shown (row LO) instead of "skipped".
   std::vector<Rail> loopbackRails;
   bool loopbackIsSocketDevice = false;
   if (!options.interfaces && topology::InterfaceFilter::Parse(options.ifnameFilter).automatic()) {
     for (auto it = skipped.begin(); it != skipped.end(); ++it) {
-      if (it->find(": loopback (") == std::string::npos) continue;
+      std::string loName;
+      if (!topology::IsLoopbackSkipReason(*it, &loName)) continue;
       topology::DiscoveryOptions lo = options;
-      lo.ifnameFilter = "=" + it->substr(0, it->find(": "));
+      lo.ifnameFilter = "=" + loName;
       if (topology::DiscoverRails(lo, &loopbackRails, nullptr).ok() && loopbackRails.size() == 1) {
         skipped.erase(it);
         std::vector<topology::NetDevice> socketDevices;
@@ -433,7 +435,9 @@ int Run(int argc, char** argv) {
       // runs only on fabric rails (IPv4, not loopback, no default route unless named exactly).
       std::string why = whyNone;
       for (const Rail& r : rails) {  // table rails SelectFabricRails drops without a reason
-        if (r.netdev == "lo") why += (why.empty() ? "" : "; ") + r.netdev + ": loopback (never a cabling rail)";
+        if (topology::IsLoopbackInterface(r.netdev, false) && why.find(topology::LoopbackSkipReason(r.netdev)) == std::string::npos) {
+          why += (why.empty() ? "" : "; ") + topology::LoopbackSkipReason(r.netdev);
+        }
       }
       ctx.notListened = "no fabric rail: " + (why.empty() ? std::string("none found") : why);
     } else {

@@ -41,6 +41,7 @@
 #include "topology/cabling_agent.h"
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
+#include "topology/loopback_rail.h"
 #include "topology/utf8_name.h"
 #include "tools/railyardd/snapshot_serve.h"
 #include "tools/railyardd/tier_tunnels.h"
@@ -253,8 +254,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (rails.empty()) {
-      std::fprintf(stderr, "railyardd: no rail (an IPv4, non-loopback interface without a default route; "
-                           "RAILYARD_SOCKET_IFNAME or --ifname choose): %s\n", whyNone.c_str());
+      std::fprintf(stderr, "railyardd: no rail (%s): %s\n",
+                   topology::FabricRailRequirement(ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname").c_str(),
+                   whyNone.c_str());
       return 2;
     }
   }

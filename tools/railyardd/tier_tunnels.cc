@@ -24,7 +24,9 @@ Status TierTunnels::Start(const env::Config& cfg, const proxy::Router& router, c
     RY_RETURN_IF_ERROR(t->data_->CreateWorker(&t->expertWorker_));
     RY_RETURN_IF_ERROR(expert::ExpertServer::Start(std::move(store), t->data_.get(), t->expertWorker_.get(), o, &t->expert_));
     RY_RETURN_IF_ERROR(plugin::CreateTierDomain(cfg, router, rails, port, &t->expertAcceptDomain_));
-    RY_RETURN_IF_ERROR(storage::tunnel::ControlTunnel::Accept(*t->expertAcceptDomain_, "127.0.0.1", t->expert_->port(), {},
+    storage::tunnel::TunnelOptions to;
+    to.targetName = "railyardd's expert store";  // a dialer is told this, not its loopback port
+    RY_RETURN_IF_ERROR(storage::tunnel::ControlTunnel::Accept(*t->expertAcceptDomain_, "127.0.0.1", t->expert_->port(), to,
                                                               &t->expertTunnel_));
     t->summary_ += "expert store " + flags.expertStore + " at tier tunnel port " + std::to_string(port);
   }
@@ -47,8 +49,10 @@ Status TierTunnels::Start(const env::Config& cfg, const proxy::Router& router, c
     RY_RETURN_IF_ERROR(t->data_->CreateWorker(&t->snapshotWorker_));
     RY_RETURN_IF_ERROR(storage::snapshot::SnapshotServer::Start(*t->cache_, *t->snapshotWorker_, so, &t->snapshot_));
     RY_RETURN_IF_ERROR(plugin::CreateTierDomain(cfg, router, rails, static_cast<uint16_t>(port + 1), &t->snapshotAcceptDomain_));
+    storage::tunnel::TunnelOptions to;
+    to.targetName = "railyardd's snapshot arenas";  // a dialer is told this, not its loopback port
     RY_RETURN_IF_ERROR(storage::tunnel::ControlTunnel::Accept(*t->snapshotAcceptDomain_, "127.0.0.1", t->snapshot_->port(),
-                                                              {}, &t->snapshotTunnel_));
+                                                              to, &t->snapshotTunnel_));
     t->summary_ += std::string(t->summary_.empty() ? "" : "; ") + "snapshot arenas at tier tunnel port " +
                    std::to_string(port + 1) + (so.swapDir.empty() ? "" : " (swap in " + so.swapDir + ")");
   }

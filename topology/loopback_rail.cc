@@ -1,0 +1,31 @@
+#include "topology/loopback_rail.h"
+
+namespace railyard::topology {
+
+bool IsLoopbackInterface(const std::string& ifname, bool iffLoopback) { return iffLoopback || ifname == "lo"; }
+
+const std::string& LoopbackRailRule() {
+  static const std::string rule =
+      "loopback, never a fabric rail (its packets never leave this host), whatever RAILYARD_SOCKET_IFNAME names; "
+      "the tiers' TCP rail (127.0.0.1) while RAILYARD_SOCKET_IFNAME is unset";
+  return rule;
+}
+
+std::string LoopbackSkipReason(const std::string& ifname) { return ifname + ": " + LoopbackRailRule(); }
+
+bool IsLoopbackSkipReason(const std::string& skipReason, std::string* ifname) {
+  const std::string tail = ": " + LoopbackRailRule();
+  if (skipReason.size() <= tail.size() ||
+      skipReason.compare(skipReason.size() - tail.size(), tail.size(), tail) != 0) {
+    return false;
+  }
+  if (ifname != nullptr) *ifname = skipReason.substr(0, skipReason.size() - tail.size());
+  return true;
+}
+
+std::string FabricRailRequirement(const std::string& filterSource) {
+  return "an IPv4 interface, not loopback (never a fabric rail), without a default route unless " + filterSource +
+         " names it exactly (=NAME); " + filterSource + " chooses";
+}
+
+}  // namespace railyard::topology
