@@ -2,9 +2,22 @@
 #include "plugin/gin_runtime.h"
 
 #include "plugin/one_sided_fabric.h"
+#include "proxy/runtime/cable_set_domain.h"
 #include "proxy/wire.h"
 
 namespace railyard::plugin::gin {
+namespace {
+
+/// A CableSetWorker::Connect refusal that a fuller cabling graph clears: the peer's
+/// rails on no cable known yet, or no route to its host yet.
+bool NoRouteYet(const Status& s) {
+  const std::string& m = s.message();
+  return s.code() == Code::kInvalidUsage &&
+         (m.find("reachable") != std::string::npos || m.find("no route from") != std::string::npos ||
+          m.find("no rail of the peer") != std::string::npos);
+}
+
+}  // namespace
 
 Status AcquireRuntime(Runtime* out) {
   OneSidedFabric f;
@@ -23,6 +36,10 @@ Status AcquireRuntime(Runtime* out) {
                                        const fabric::Region** region) {
     return cache->AcquireDmaBuf(data, bytes, fd, offset, fabric::kAccessAll, kind, region);
   };
+  // Fabric mode's Domain routes by the cabling graph, which fills in as the agents
+  // hear each other: a peer it cannot route to yet is tried again until the timeout
+  // (as plugin/net.cc's fabric-mode connect does for the NCCL comms).
+  if (dynamic_cast<runtime::CableSetDomain*>(f.domain) != nullptr) out->options.routeMayCome = &NoRouteYet;
   return Status::Ok();
 }
 

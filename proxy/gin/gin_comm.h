@@ -54,6 +54,13 @@ struct GinOptions {
   std::function<Status(void* data, uint64_t bytes, int fd, uint64_t offset, fabric::MemoryKind kind,
                        const fabric::Region** out)>
       acquireDmaBuf;
+  /// Whether a Worker::Connect error may clear by itself: fabric mode's Domain
+  /// (runtime::CableSetDomain) refuses a peer whose host its cabling graph cannot
+  /// route to yet (InvalidUsage), and the graph fills in as the cabling agents hear
+  /// each other. When set and true, Connect tries that peer again (every 5 ms, the
+  /// Worker progressed meanwhile) until timeoutMs from the call's start; then the
+  /// error names the wait. Unset (the default): every Connect error is final.
+  std::function<bool(const Status& connectError)> routeMayCome;
 };
 
 /// What a window's memory is, for the checks made before anything is registered.

@@ -59,11 +59,24 @@ Status GinComm::Connect(const GinOptions& options, fabric::RegistrationCache& ca
   }
   std::unique_ptr<GinComm> comm(new GinComm(options, cache, worker, rank, nranks, MeshId(addresses)));
   std::lock_guard lock(comm->mu_);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options.timeoutMs);
   for (int r = 0; r < nranks; ++r) {
-    Status s = worker.Connect(addresses[static_cast<size_t>(r)], &comm->endpoints_[static_cast<size_t>(r)]);
-    if (!s.ok()) {
-      return Status(s.code(), "GIN connect: rank " + std::to_string(rank) + " to peer rank " +
-                                  std::to_string(r) + ": " + s.message());
+    const auto first = Clock::now();
+    while (true) {
+      Status s = worker.Connect(addresses[static_cast<size_t>(r)], &comm->endpoints_[static_cast<size_t>(r)]);
+      if (s.ok()) break;
+      const bool retry = options.routeMayCome && options.routeMayCome(s);
+      if (!retry || Clock::now() > deadline) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - first).count();
+        return Status(s.code(), "GIN connect: rank " + std::to_string(rank) + " to peer rank " + std::to_string(r) +
+                                    ": " + s.message() +
+                                    (retry ? " (no route after " + std::to_string(waited) +
+                                                 " ms, RAILYARD_TIMEOUT_MS: the peer's host is not cabled to this "
+                                                 "host or to any host that relays)"
+                                           : std::string()));
+      }
+      comm->PumpLocked();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
   Record hello;
