@@ -1,6 +1,9 @@
 // See gin_runtime.h: the GIN/RMA tables' view of the shared one-sided fabric.
 #include "plugin/gin_runtime.h"
 
+#include <string>
+
+#include "plugin/net.h"
 #include "plugin/one_sided_fabric.h"
 #include "proxy/runtime/cable_set_domain.h"
 #include "proxy/wire.h"
@@ -36,6 +39,22 @@ Status AcquireRuntime(Runtime* out) {
                                        const fabric::Region** region) {
     return cache->AcquireDmaBuf(data, bytes, fd, offset, fabric::kAccessAll, kind, region);
   };
+  // Fabric mode over TCP rails reaches other hosts only through the cable set (relays
+  // included); without it the lease is this process's own TCP Domain (plain TCP
+  // rails, 127.0.0.1 when the interface choice names none), which would connect to
+  // nothing on the other hosts, or to cabled neighbours only. Refused, naming why.
+  if (plugin::InFabricMode() && dynamic_cast<runtime::CableSetDomain*>(f.domain) == nullptr &&
+      std::string(f.domain->TransportName()) == "tcp") {
+    const auto& rails = f.domain->rails();  // read before the release may destroy the Domain
+    const std::string count = std::to_string(rails.size());
+    const std::string first = rails.empty() ? "none" : rails[0].device + " " + rails[0].address;
+    ReleaseOneSidedFabric();
+    return InvalidUsage(
+        "GIN/RMA in fabric mode runs over the host's cable set (relays to ranks on hosts with no cable), "
+        "which exists only with RAILYARD_COMMS=fabric and at most " + std::to_string(kOneSidedMaxRails) +
+        " rails; this process's one-sided fabric is its own TCP Domain over " + count +
+        " rail(s) (first " + first + "), which relays nothing: set RAILYARD_COMMS=fabric, or RAILYARD_FABRIC=off");
+  }
   // Fabric mode's Domain routes by the cabling graph, which fills in as the agents
   // hear each other: a peer it cannot route to yet is tried again until the timeout
   // (as plugin/net.cc's fabric-mode connect does for the NCCL comms).

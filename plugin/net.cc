@@ -1190,4 +1190,10 @@ ncclResult_t SetNetAttr(void* /*ctx*/, ncclNetAttr_v11_t* /*netAttr*/) {
   return ncclSuccess;  // a hint (§2.5 "setNetAttr"); the TCP transport has no use for it
 }
 
+bool InFabricMode() {
+  Global& g = G();
+  std::lock_guard lock(g.mu);
+  return g.refs > 0 && g.fabricMode;
+}
+
 }  // namespace railyard::plugin

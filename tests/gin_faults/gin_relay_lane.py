@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""GIN/RMA over relays in fabric mode on the switchless ring of 4 (run inside
+`testbed.sh run --lane ring4x2`): h0 and h2 have no cable (nor h1 and h3), so the
+mesh's Endpoints to the opposite host are relayed through the Forwarders of the
+hosts between (proxy/runtime/cable_set_domain.h, RAILYARD_COMMS=fabric).
+gin_mesh_node (tests/gin_faults/) runs each rank, loading the plugin as NCCL does
+(RMA v14 table), bootstrap over the management network.
+
+Usage: gin_relay_lane.py CASE GIN_MESH_NODE RAILYARDD PLUGIN_LIB
+Cases:
+  mesh-relayed  4 ranks, one per host, relaying for each other (no railyardd): NCCL's
+                GIN proxy loop over every rank, itself included; 3 rounds of 1 MiB
+                iputSignal to every rank, each chunk checked by content once its
+                signal arrived; then an iget of the opposite rank's bytes and an
+                iflush, checked by content. Every rank must print "mesh ok".
+                Repeated with the GIN v11 table (NCCL 2.28: no iget).
+  relay-killed  ranks on h0 and h2 only, railyardd on h1 and h3 holding the relay
+                seats; the ranks stream 1 MiB puts to each other through the relays;
+                once h1's rails toward h2 carried 16 MiB, h1's railyardd is SIGKILLed.
+                Both ranks must fail within RAILYARD_TIMEOUT_MS + 10 s, each naming
+                its rank, the peer rank, a rail and a sequence (no hang).
+  bench         (not a ctest case) rank 0's iput GB/s to rank 1 (cabled) and to rank 2
+                (relayed) in one run, 4 ranks relaying for each other.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+TB = json.load(open(os.environ["TESTBED_JSON"]))
+CASE, NODE, RAILYARDD, LIB = sys.argv[1:5]
+NS = [h["namespace"] for h in TB["hosts"]]
+MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
+TIMEOUT_MS = 3000
+
+
+def fail(msg):
+    print(f"FAIL [{CASE}]: {msg}", flush=True)
+    sys.exit(1)
+
+
+def env_for(host, extra=None):
+    env = dict(os.environ)
+    env.update({
+        "RAILYARD_HOST_NAME": f"h{host}",
+        "RAILYARD_SOCKET_IFNAME": "^mgmt0",
+        "RAILYARD_FABRIC": "on",
+        "RAILYARD_COMMS": "fabric",
+        "RAILYARD_TRANSPORT": "tcp",
+        "RAILYARD_TIMEOUT_MS": str(TIMEOUT_MS),
+        "RAILYARD_DEBUG": "WARN",
+    })
+    env.update(extra or {})
+    return env
+
+
+def nodes(hosts, mode, size, count, extra=None):
+    """One rank per listed host (rank i on hosts[i]); bootstrap hub on hosts[0]'s management address."""
+    port = random.randint(30000, 39000)
+    return [subprocess.Popen(
+        ["ip", "netns", "exec", NS[h], NODE, LIB, mode, str(r), str(len(hosts)), MGMT[hosts[0]], str(port),
+         str(size), str(count)],
+        env=env_for(h, extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r, h in enumerate(hosts)]
+
+
+def railyardd(hosts):
+    return [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for h in hosts]
+
+
+def finish(procs, timeout):
+    out = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            o, e = p.communicate()
+            fail(f"a rank did not exit within {timeout:.0f} s (hang)\n{e[-3000:]}")
+        out.append((p.returncode, o, e))
+    return out
+
+
+def stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def rails_between(a, b):
+    out = [r["ifname"] for r in TB["rails"] if r["host"] == a and r["peer_host"] == b]
+    out += [r["peer_ifname"] for r in TB["rails"] if r["peer_host"] == a and r["host"] == b]
+    return sorted(out)
+
+
+def tx_bytes(host, ifnames):
+    total = 0
+    for ifname in ifnames:
+        total += int(subprocess.run(["ip", "netns", "exec", NS[host], "cat",
+                                     f"/sys/class/net/{ifname}/statistics/tx_bytes"],
+                                    capture_output=True, text=True, check=True).stdout)
+    return total
+
+
+def case_mesh_relayed():
+    for table in ("rma-v14", "gin-v11"):
+        results = finish(nodes([0, 1, 2, 3], "mesh", 1 << 20, 3, {"GIN_MESH_TABLE": table}), 150)
+        for rank, (rc, out, err) in enumerate(results):
+            if rc != 0 or "mesh ok" not in out:
+                fail(f"{table}: rank {rank} exited {rc}\n--- stdout\n{out[-2000:]}\n--- stderr\n{err[-4000:]}")
+            print(out.strip().splitlines()[-1])
+        print(f"ok: {table}: every rank iputSignalled every rank (itself and the opposite host, relayed); "
+              "every chunk checked after its signal")
+
+
+def case_relay_killed():
+    relays = railyardd([1, 3])
+    procs = []
+    try:
+        procs = nodes([0, 2], "stream", 1 << 20, 90)
+        toward = rails_between(1, 2)
+        base = tx_bytes(1, toward)
+        deadline = time.monotonic() + 60
+        while tx_bytes(1, toward) - base < 16 * 2**20:
+            for p in procs:
+                if p.poll() is not None:
+                    fail(f"a rank exited ({p.returncode}) before the fault:\n{p.stderr.read()[-3000:]}")
+            if time.monotonic() > deadline:
+                fail("h1 never relayed 16 MiB toward h2")
+            time.sleep(0.05)  # polling a counter, not a barrier
+        t0 = time.monotonic()
+        relays[0].kill()
+        bound = TIMEOUT_MS / 1000 + 10
+        results = finish(procs, bound + 5)
+        took = time.monotonic() - t0
+        for rank, (rc, out, err) in enumerate(results):
+            if rc != 3:
+                fail(f"rank {rank} exited {rc}, not 3 (a plugin error in the stream)\n{out[-1000:]}\n{err[-3000:]}")
+            words = [f"GIN rank {rank} to peer rank {1 - rank}", "seq", "rail"]
+            for w in words:
+                if w not in err:
+                    fail(f"rank {rank}'s error does not name '{w}':\n{err[-3000:]}")
+            line = next((l for l in err.splitlines() if f"GIN rank {rank} to peer rank" in l), "")
+            print(f"rank {rank}: {line.split('WARN ')[-1][:400]}")
+        if took > bound:
+            fail(f"ranks took {took:.1f} s to fail after the relay was killed (RAILYARD_TIMEOUT_MS={TIMEOUT_MS})")
+        print(f"ok: h1's relay killed under a relayed GIN stream h0<->h2: both ranks failed in {took:.1f} s, "
+              "naming rank, peer, rail and seq")
+    finally:
+        stop(procs)
+        stop(relays)
+
+
+def case_bench():
+    size = int(os.environ.get("GIN_BENCH_BYTES", str(4 << 20)))
+    puts = int(os.environ.get("GIN_BENCH_PUTS", "64"))
+    results = finish(nodes([0, 1, 2, 3], "bench", size, puts), 170)
+    for rank, (rc, out, err) in enumerate(results):
+        if rc != 0:
+            fail(f"rank {rank} exited {rc}\n{out[-1000:]}\n{err[-3000:]}")
+    print(results[0][1].strip())
+
+
+CASES = {"mesh-relayed": case_mesh_relayed, "relay-killed": case_relay_killed, "bench": case_bench}
+if CASE not in CASES:
+    fail(f"unknown case; known: {', '.join(CASES)}")
+CASES[CASE]()
