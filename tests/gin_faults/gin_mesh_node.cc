@@ -17,13 +17,15 @@
 //           --seconds pass (the fault cases: a relay killed mid-stream); exits 3
 //           with the plugin's first WARN on stderr after a failure.
 //   bench   rank 0 only: iput bandwidth to rank 1 (cabled) and to rank 2 (relayed on
-//           a ring of 4), 8 puts in flight, the last with a strong signal; prints
-//           "bench direct X GB/s relayed Y GB/s ratio Z".
+//           a ring of 4), 8 puts in flight, the last of each batch with a strong
+//           signal; 5 interleaved rounds (direct, relayed, ...); prints each round
+//           and "bench medians: direct X GB/s relayed Y GB/s ratio (relayed / direct) Z".
 //
 // Usage: gin_mesh_node PLUGIN_LIB MODE RANK NRANKS ROOT_HOST ROOT_PORT [BYTES] [ROUNDS|SECONDS]
 // Exit: 0 ok, 1 setup or plugin error, 2 wrong data, 3 plugin error in stream mode.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -253,15 +255,28 @@ Status TimePuts(Node& nd, int peer, int count, double* seconds) {
 
 int Bench(Node& nd, int count) {
   if (nd.n < 3) return Die(nd.me, "bench needs 3 or more ranks (rank 1 cabled, rank 2 relayed)");
+  constexpr int kRounds = 5;
   if (nd.me == 0) {
-    double direct = 0, relayed = 0, warm = 0;
+    double warm = 0;
     if (Status s = TimePuts(nd, 1, 4, &warm); !s.ok()) return Die(0, s.message());
     if (Status s = TimePuts(nd, 2, 4, &warm); !s.ok()) return Die(0, s.message());
-    if (Status s = TimePuts(nd, 1, count, &direct); !s.ok()) return Die(0, s.message());
-    if (Status s = TimePuts(nd, 2, count, &relayed); !s.ok()) return Die(0, s.message());
+    // Interleaved rounds (direct, relayed, direct, ...) so both see the same load; medians.
+    std::vector<double> direct, relayed;
     const double gb = double(nd.chunk) * count / 1e9;
-    std::printf("bench direct %.3f GB/s relayed %.3f GB/s ratio %.2f (%d puts of %zu B each)\n", gb / direct,
-                gb / relayed, direct / relayed, count, nd.chunk);
+    for (int round = 0; round < kRounds; ++round) {
+      double d = 0, r = 0;
+      if (Status s = TimePuts(nd, 1, count, &d); !s.ok()) return Die(0, s.message());
+      if (Status s = TimePuts(nd, 2, count, &r); !s.ok()) return Die(0, s.message());
+      direct.push_back(gb / d);
+      relayed.push_back(gb / r);
+      std::printf("round %d: direct %.3f GB/s relayed %.3f GB/s\n", round, gb / d, gb / r);
+    }
+    std::sort(direct.begin(), direct.end());
+    std::sort(relayed.begin(), relayed.end());
+    const double md = direct[kRounds / 2], mr = relayed[kRounds / 2];
+    std::printf("bench medians: direct %.3f GB/s relayed %.3f GB/s ratio (relayed / direct) %.2f "
+                "(%d rounds of %d puts of %zu B, 8 in flight)\n",
+                md, mr, mr / md, kRounds, count, nd.chunk);
   }
   if (Status s = nd.WithProgress([&] { return nd.boot.Barrier(); }); !s.ok()) return Die(nd.me, s.message());
   return 0;

@@ -158,6 +158,7 @@ def case_relay_killed():
 
 
 def case_bench():
+    print(f"load average before: {open('/proc/loadavg').read().split()[:3]}")
     size = int(os.environ.get("GIN_BENCH_BYTES", str(4 << 20)))
     puts = int(os.environ.get("GIN_BENCH_PUTS", "64"))
     results = finish(nodes([0, 1, 2, 3], "bench", size, puts), 170)
@@ -165,6 +166,7 @@ def case_bench():
         if rc != 0:
             fail(f"rank {rank} exited {rc}\n{out[-1000:]}\n{err[-3000:]}")
     print(results[0][1].strip())
+    print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
 
 
 CASES = {"mesh-relayed": case_mesh_relayed, "relay-killed": case_relay_killed, "bench": case_bench}
