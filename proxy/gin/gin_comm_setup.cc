@@ -198,6 +198,7 @@ Status GinComm::SendRecordLocked(uint32_t peer, const Record& r) {
   Status s = endpoints_[peer]->Send(bytes, cookie);
   if (!s.ok()) return PoisonLocked(Status(s.code(), Where(peer) + ": record send: " + s.message()));
   ops_[cookie] = OpInfo{nullptr, fabric::OpType::kSend, peer};
+  ++recordSendsOutstanding_;
   return Status::Ok();
 }
 
@@ -230,21 +231,37 @@ Status GinComm::WaitRecordsLocked(RecordKind kind, uint64_t seq, const char* wha
       ++count;
       it = inbox_.erase(it);
     }
-    if (count == nranks_) break;
+    // Done once every rank's record is here and this rank's own records have been
+    // delivered: a relayed route opens (and a TCP connection completes) only while its
+    // source progresses, and the caller may not progress again for a while after a
+    // collective call returns, while a peer still waits for this rank's record.
+    if (count == nranks_ && recordSendsOutstanding_ == 0) break;
     RY_RETURN_IF_ERROR(CheckUsableLocked());
     if (Clock::now() > deadline) {
       std::string missing;
       for (int r = 0; r < nranks_; ++r) {
         if (!have[size_t(r)]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
       }
+      std::string undelivered;
+      for (const auto& [cookie, info] : ops_) {
+        if (info.request == nullptr && info.type == fabric::OpType::kSend) {
+          undelivered += (undelivered.empty() ? "" : ",") + std::to_string(info.peer);
+        }
+      }
+      const std::string why = !missing.empty() ? "no record from peer rank(s) " + missing
+                                               : "this rank's record to peer rank(s) " + undelivered +
+                                                     " not delivered";
       return PoisonLocked(SystemError("GIN " + std::string(what) + " timed out on rank " +
                                       std::to_string(rank_) + " after " + std::to_string(options_.timeoutMs) +
-                                      " ms: no record from peer rank(s) " + missing + " (rails " +
-                                      RailsText() + ", registration seq " + std::to_string(seq) + ")"));
+                                      " ms: " + why + " (rails " + RailsText() + ", registration seq " +
+                                      std::to_string(seq) + ")"));
     }
     PumpLocked();
     if (events_.empty()) std::this_thread::yield();
   }
+  // A few more rounds, so the acks of the records this rank received last leave
+  // before the call returns (bounded work).
+  for (int i = 0; i < 4; ++i) PumpLocked();
   *byRank = std::move(got);
   return Status::Ok();
 }
@@ -285,6 +302,7 @@ void GinComm::DispatchLocked(fabric::Event& e) {
       }
       const OpInfo info = it->second;
       ops_.erase(it);
+      if (info.request == nullptr && info.type == fabric::OpType::kSend) --recordSendsOutstanding_;
       if (info.type == fabric::OpType::kRead || info.type == fabric::OpType::kFetchAdd) {
         --unorderedOutstanding_[info.peer];
       }
