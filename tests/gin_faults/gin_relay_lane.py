@@ -16,15 +16,20 @@ Cases:
                 Repeated with the GIN v11 table (NCCL 2.28: no iget).
   relay-killed  ranks on h0 and h2 only, railyardd on h1 and h3 holding the relay
                 seats; the ranks stream 1 MiB puts to each other through the relays;
-                once h1's rails toward h2 carried 16 MiB, h1's railyardd is SIGKILLed.
+                once the rails of h1 (or h3) toward h2 carried 16 MiB, that host's
+                railyardd is SIGKILLed.
                 Both ranks must fail within RAILYARD_TIMEOUT_MS + 10 s, each naming
                 its rank, the peer rank, a rail and a sequence (no hang).
+  relay-stopped as relay-killed, but that railyardd is SIGSTOPped (a frozen relay: its
+                sockets stay open, nothing moves): the same named errors within the
+                same bound (the ranks' own request timeout, RAILYARD_TIMEOUT_MS).
   bench         (not a ctest case) rank 0's iput GB/s to rank 1 (cabled) and to rank 2
                 (relayed) in one run, 4 ranks relaying for each other.
 """
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -120,22 +125,41 @@ def case_mesh_relayed():
 
 
 def case_relay_killed():
+    relay_fault("killed")
+
+
+def case_relay_stopped():
+    relay_fault("stopped")
+
+
+def relay_fault(how):
     relays = railyardd([1, 3])
     procs = []
     try:
         procs = nodes([0, 2], "stream", 1 << 20, 90)
-        toward = rails_between(1, 2)
-        base = tx_bytes(1, toward)
+        # A stream that never drains stays on one of its two routes (via h1 or h3):
+        # the fault goes to the relay that carries it.
+        toward = {1: rails_between(1, 2), 3: rails_between(3, 2)}
+        base = {h: tx_bytes(h, r) for h, r in toward.items()}
         deadline = time.monotonic() + 60
-        while tx_bytes(1, toward) - base < 16 * 2**20:
+        busy = None
+        while busy is None:
+            for h, r in toward.items():
+                if tx_bytes(h, r) - base[h] >= 16 * 2**20:
+                    busy = h
             for p in procs:
                 if p.poll() is not None:
                     fail(f"a rank exited ({p.returncode}) before the fault:\n{p.stderr.read()[-3000:]}")
             if time.monotonic() > deadline:
-                fail("h1 never relayed 16 MiB toward h2")
+                fail("neither h1 nor h3 relayed 16 MiB toward h2")
             time.sleep(0.05)  # polling a counter, not a barrier
+        victim = relays[0] if busy == 1 else relays[1]
         t0 = time.monotonic()
-        relays[0].kill()
+        if how == "killed":
+            victim.kill()
+        else:
+            # `ip netns exec` execs railyardd: the Popen pid is the daemon.
+            os.kill(victim.pid, signal.SIGSTOP)
         bound = TIMEOUT_MS / 1000 + 10
         results = finish(procs, bound + 5)
         took = time.monotonic() - t0
@@ -149,11 +173,14 @@ def case_relay_killed():
             line = next((l for l in err.splitlines() if f"GIN rank {rank} to peer rank" in l), "")
             print(f"rank {rank}: {line.split('WARN ')[-1][:400]}")
         if took > bound:
-            fail(f"ranks took {took:.1f} s to fail after the relay was killed (RAILYARD_TIMEOUT_MS={TIMEOUT_MS})")
-        print(f"ok: h1's relay killed under a relayed GIN stream h0<->h2: both ranks failed in {took:.1f} s, "
+            fail(f"ranks took {took:.1f} s to fail after the relay was {how} (RAILYARD_TIMEOUT_MS={TIMEOUT_MS})")
+        print(f"ok: h{busy}'s relay {how} under a relayed GIN stream h0<->h2: both ranks failed in {took:.1f} s, "
               "naming rank, peer, rail and seq")
     finally:
         stop(procs)
+        for r in relays:
+            if how == "stopped" and r.poll() is None:
+                os.kill(r.pid, signal.SIGCONT)
         stop(relays)
 
 
@@ -169,7 +196,8 @@ def case_bench():
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
 
 
-CASES = {"mesh-relayed": case_mesh_relayed, "relay-killed": case_relay_killed, "bench": case_bench}
+CASES = {"mesh-relayed": case_mesh_relayed, "relay-killed": case_relay_killed, "relay-stopped": case_relay_stopped,
+         "bench": case_bench}
 if CASE not in CASES:
     fail(f"unknown case; known: {', '.join(CASES)}")
 CASES[CASE]()
