@@ -1,8 +1,12 @@
 // See gin_runtime.h: the GIN/RMA tables' view of the shared one-sided fabric.
 #include "plugin/gin_runtime.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 
+#include "env/log.h"
 #include "plugin/net.h"
 #include "plugin/one_sided_fabric.h"
 #include "proxy/runtime/cable_set_domain.h"
@@ -60,6 +64,30 @@ Status AcquireRuntime(Runtime* out) {
   // (as plugin/net.cc's fabric-mode connect does for the NCCL comms).
   if (dynamic_cast<runtime::CableSetDomain*>(f.domain) != nullptr) out->options.routeMayCome = &NoRouteYet;
   return Status::Ok();
+}
+
+void AwaitCables(fabric::Domain& domain, int timeoutMs) {
+  auto* cs = dynamic_cast<runtime::CableSetDomain*>(&domain);
+  if (cs == nullptr) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(timeoutMs, 5000));
+  std::string unplaced;
+  while (true) {
+    const topology::ClusterGraph g = cs->options().graph();
+    const uint64_t self = cs->options().self;
+    unplaced.clear();
+    for (const fabric::RailInfo& r : cs->rails()) {
+      bool placed = false;
+      for (uint64_t n : g.Neighbours(self)) {
+        for (const topology::RailLink& l : g.LinksBetween(self, n)) placed = placed || l.End(self).address == r.address;
+      }
+      if (!placed) unplaced += (unplaced.empty() ? "" : ",") + r.device + " " + r.address;
+    }
+    if (unplaced.empty()) return;
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the cabling agent's thread fills the graph
+  }
+  RY_INFO(log::kNet | log::kInit, "GIN/RMA listen: the cabling graph places no cable on rail(s) %s yet: the comm's "
+          "Worker leaves them out", unplaced.c_str());
 }
 
 void ReleaseRuntime() { ReleaseOneSidedFabric(); }

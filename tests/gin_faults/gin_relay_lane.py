@@ -116,9 +116,12 @@ def tx_bytes(host, ifnames):
 def case_mesh_relayed():
     for table in ("rma-v14", "gin-v11"):
         results = finish(nodes([0, 1, 2, 3], "mesh", 1 << 20, 3, {"GIN_MESH_TABLE": table}), 150)
-        for rank, (rc, out, err) in enumerate(results):
-            if rc != 0 or "mesh ok" not in out:
-                fail(f"{table}: rank {rank} exited {rc}\n--- stdout\n{out[-2000:]}\n--- stderr\n{err[-4000:]}")
+        bad = [rank for rank, (rc, out, _) in enumerate(results) if rc != 0 or "mesh ok" not in out]
+        if bad:
+            fail(f"{table}: rank(s) {bad} failed\n" + "\n".join(
+                f"--- rank {rank} exited {rc}: stdout\n{out[-1500:]}\n--- rank {rank} stderr\n{err[-3000:]}"
+                for rank, (rc, out, err) in enumerate(results)))
+        for _, out, _ in results:
             print(out.strip().splitlines()[-1])
         print(f"ok: {table}: every rank iputSignalled every rank (itself and the opposite host, relayed); "
               "every chunk checked after its signal")
