@@ -14,6 +14,9 @@ Cases:
                 signal arrived; then an iget of the opposite rank's bytes and an
                 iflush, checked by content. Every rank must print "mesh ok".
                 Repeated with the GIN v11 table (NCCL 2.28: no iget).
+  refused-without-cable-set  RAILYARD_COMMS=legacy in fabric mode: no cable set for GIN
+                to lease, so every rank's GIN init is refused naming RAILYARD_COMMS=fabric
+                (it used to take a TCP Domain on 127.0.0.1 and fail the connect obscurely).
   relay-killed  ranks on h0 and h2 only, railyardd on h1 and h3 holding the relay
                 seats; the ranks stream 1 MiB puts to each other through the relays;
                 once the rails of h1 (or h3) toward h2 carried 16 MiB, that host's
@@ -127,6 +130,19 @@ def case_mesh_relayed():
               "every chunk checked after its signal")
 
 
+def case_refused_without_cable_set():
+    results = finish(nodes([0, 1, 2, 3], "mesh", 4096, 1, {"RAILYARD_COMMS": "legacy"}), 60)
+    for rank, (rc, out, err) in enumerate(results):
+        if rc == 0:
+            fail(f"rank {rank} ran GIN in fabric mode without the cable set (RAILYARD_COMMS=legacy)")
+        for w in ["GIN init", "RAILYARD_COMMS=fabric", "relays nothing"]:
+            if w not in err:
+                fail(f"rank {rank}'s error does not say '{w}':\n{err[-3000:]}")
+    line = next(l for l in results[0][2].splitlines() if "GIN init" in l)
+    print(f"rank 0: {line.split('WARN ')[-1][:300]}")
+    print("ok: fabric mode without the cable set: every rank's GIN init refused, naming RAILYARD_COMMS=fabric")
+
+
 def case_relay_killed():
     relay_fault("killed")
 
@@ -199,7 +215,7 @@ def case_bench():
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
 
 
-CASES = {"mesh-relayed": case_mesh_relayed, "relay-killed": case_relay_killed, "relay-stopped": case_relay_stopped,
+CASES = {"mesh-relayed": case_mesh_relayed, "refused-without-cable-set": case_refused_without_cable_set, "relay-killed": case_relay_killed, "relay-stopped": case_relay_stopped,
          "bench": case_bench}
 if CASE not in CASES:
     fail(f"unknown case; known: {', '.join(CASES)}")
