@@ -137,6 +137,7 @@ ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
   auto l = std::make_unique<ListenComm>();
   Status s = AcquireRuntime(&l->rt);
   if (!s.ok()) return Fail(s, "GIN listen");
+  AwaitCables(*l->rt.domain, l->rt.options.timeoutMs);  // fabric mode: a Worker over every cable
   s = l->rt.domain->CreateWorker(&l->worker);
   if (s.ok()) s = railyard::gin::PackHandle(l->worker->Address(), static_cast<uint8_t*>(handle));
   if (!s.ok()) {

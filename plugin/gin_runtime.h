@@ -28,6 +28,14 @@ struct Runtime {
 /// CreateProcessDomain.
 /// Thread-safe.
 Status AcquireRuntime(Runtime* out);
+/// Fabric mode (a runtime::CableSetDomain): waits, up to min(timeoutMs, 5000) ms, until
+/// the cabling graph places every rail of the Domain on a cable, so that a Worker made
+/// now (listen) has a per-cable Worker on every cable and its address lists every rail
+/// (a CableSetWorker covers only the cables its graph knows when it is made; a peer
+/// behind a cable it lacks fails the connect "no Worker on the cable"). Returns at once
+/// for any other Domain; after the bound it returns anyway (a rail with no cable: an
+/// INFO line names the rails the graph has not placed).
+void AwaitCables(fabric::Domain& domain, int timeoutMs);
 /// Drops one reference; the last destroys the cache and the Domain (every Worker
 /// made from it must be gone).
 void ReleaseRuntime();

@@ -465,6 +465,17 @@ Status StartFabricModeComms(Global& g) {
   }
   RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
           "relays through the Forwarders at port %d", g.config->fabricRelayPort);
+  // The CommWorker's Worker needs a cable of this host in the graph: a host whose
+  // neighbours' processes started later may have heard none yet when StartFabric's
+  // settle wait ended (init failed "no cable of this host yet"). Wait for a first
+  // neighbour, up to RAILYARD_TIMEOUT_MS; woken by every graph change.
+  const uint64_t self = g.router->HostId();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(g.config->timeoutMs);
+  while (std::chrono::steady_clock::now() < until &&
+         !g.router->Agent().WaitFor([self](const topology::ClusterGraph& graph,
+                                           uint64_t) { return !graph.Neighbours(self).empty(); },
+                                    g.config->discoveryIntervalMs)) {
+  }
   return g.fabric->Start();
 }
 
@@ -1188,6 +1199,12 @@ ncclResult_t Finalize(void* ctx) {
 
 ncclResult_t SetNetAttr(void* /*ctx*/, ncclNetAttr_v11_t* /*netAttr*/) {
   return ncclSuccess;  // a hint (§2.5 "setNetAttr"); the TCP transport has no use for it
+}
+
+bool InFabricMode() {
+  Global& g = G();
+  std::lock_guard lock(g.mu);
+  return g.refs > 0 && g.fabricMode;
 }
 
 }  // namespace railyard::plugin

@@ -54,5 +54,9 @@ ncclResult_t MakeVDevice(int* d, ncclNetVDeviceProps_v11_t* props);
 ncclResult_t Finalize(void* ctx);
 /// A hint; ignored.
 ncclResult_t SetNetAttr(void* ctx, ncclNetAttr_v11_t* netAttr);
+/// Whether the initialised plugin runs fabric mode (RAILYARD_FABRIC: the rails as one
+/// device, routes, relays); false before the first init. Thread-safe. Added for the
+/// GIN/RMA glue (plugin/gin_runtime.cc), which refuses a fabric-mode Domain with no relays.
+bool InFabricMode();
 
 }  // namespace railyard::plugin

@@ -54,6 +54,13 @@ struct GinOptions {
   std::function<Status(void* data, uint64_t bytes, int fd, uint64_t offset, fabric::MemoryKind kind,
                        const fabric::Region** out)>
       acquireDmaBuf;
+  /// Whether a Worker::Connect error may clear by itself: fabric mode's Domain
+  /// (runtime::CableSetDomain) refuses a peer whose host its cabling graph cannot
+  /// route to yet (InvalidUsage), and the graph fills in as the cabling agents hear
+  /// each other. When set and true, Connect tries that peer again (every 5 ms, the
+  /// Worker progressed meanwhile) until timeoutMs from the call's start; then the
+  /// error names the wait. Unset (the default): every Connect error is final.
+  std::function<bool(const Status& connectError)> routeMayCome;
 };
 
 /// What a window's memory is, for the checks made before anything is registered.
@@ -167,7 +174,8 @@ class GinComm {
   void DispatchLocked(fabric::Event& e);
   Status PoisonLocked(Status s);
   Status SendRecordLocked(uint32_t peer, const Record& r);
-  /// Waits (pumping, until the deadline) for one record of `kind`/`seq` from every rank.
+  /// Waits (pumping, until the deadline) for one record of `kind`/`seq` from every rank
+  /// and for every record this rank sent to have been delivered.
   Status WaitRecordsLocked(RecordKind kind, uint64_t seq, const char* what, std::vector<Record>* byRank);
   Status CheckUsableLocked() const;
   Status FindWindowLocked(uint64_t handle, const char* role, const Window** out) const;
@@ -189,6 +197,7 @@ class GinComm {
   std::vector<std::unique_ptr<fabric::Endpoint>> endpoints_;  ///< by rank (self included)
   std::vector<uint64_t> peerSeq_;              ///< requests posted per peer
   std::vector<int> unorderedOutstanding_;      ///< Reads/adds outstanding per peer
+  int recordSendsOutstanding_ = 0;             ///< hello/window records not yet delivered
   std::unordered_map<uint64_t, OpInfo> ops_;   ///< by cookie
   std::unordered_set<Request*> live_;
   std::set<uint64_t> outstandingNumbers_;      ///< Request::number of unfinished non-flush requests

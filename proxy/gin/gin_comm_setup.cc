@@ -59,11 +59,24 @@ Status GinComm::Connect(const GinOptions& options, fabric::RegistrationCache& ca
   }
   std::unique_ptr<GinComm> comm(new GinComm(options, cache, worker, rank, nranks, MeshId(addresses)));
   std::lock_guard lock(comm->mu_);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options.timeoutMs);
   for (int r = 0; r < nranks; ++r) {
-    Status s = worker.Connect(addresses[static_cast<size_t>(r)], &comm->endpoints_[static_cast<size_t>(r)]);
-    if (!s.ok()) {
-      return Status(s.code(), "GIN connect: rank " + std::to_string(rank) + " to peer rank " +
-                                  std::to_string(r) + ": " + s.message());
+    const auto first = Clock::now();
+    while (true) {
+      Status s = worker.Connect(addresses[static_cast<size_t>(r)], &comm->endpoints_[static_cast<size_t>(r)]);
+      if (s.ok()) break;
+      const bool retry = options.routeMayCome && options.routeMayCome(s);
+      if (!retry || Clock::now() > deadline) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - first).count();
+        return Status(s.code(), "GIN connect: rank " + std::to_string(rank) + " to peer rank " + std::to_string(r) +
+                                    ": " + s.message() +
+                                    (retry ? " (no route after " + std::to_string(waited) +
+                                                 " ms, RAILYARD_TIMEOUT_MS: the peer's host is not cabled to this "
+                                                 "host or to any host that relays)"
+                                           : std::string()));
+      }
+      comm->PumpLocked();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
   Record hello;
@@ -185,6 +198,7 @@ Status GinComm::SendRecordLocked(uint32_t peer, const Record& r) {
   Status s = endpoints_[peer]->Send(bytes, cookie);
   if (!s.ok()) return PoisonLocked(Status(s.code(), Where(peer) + ": record send: " + s.message()));
   ops_[cookie] = OpInfo{nullptr, fabric::OpType::kSend, peer};
+  ++recordSendsOutstanding_;
   return Status::Ok();
 }
 
@@ -217,21 +231,37 @@ Status GinComm::WaitRecordsLocked(RecordKind kind, uint64_t seq, const char* wha
       ++count;
       it = inbox_.erase(it);
     }
-    if (count == nranks_) break;
+    // Done once every rank's record is here and this rank's own records have been
+    // delivered: a relayed route opens (and a TCP connection completes) only while its
+    // source progresses, and the caller may not progress again for a while after a
+    // collective call returns, while a peer still waits for this rank's record.
+    if (count == nranks_ && recordSendsOutstanding_ == 0) break;
     RY_RETURN_IF_ERROR(CheckUsableLocked());
     if (Clock::now() > deadline) {
       std::string missing;
       for (int r = 0; r < nranks_; ++r) {
         if (!have[size_t(r)]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
       }
+      std::string undelivered;
+      for (const auto& [cookie, info] : ops_) {
+        if (info.request == nullptr && info.type == fabric::OpType::kSend) {
+          undelivered += (undelivered.empty() ? "" : ",") + std::to_string(info.peer);
+        }
+      }
+      const std::string why = !missing.empty() ? "no record from peer rank(s) " + missing
+                                               : "this rank's record to peer rank(s) " + undelivered +
+                                                     " not delivered";
       return PoisonLocked(SystemError("GIN " + std::string(what) + " timed out on rank " +
                                       std::to_string(rank_) + " after " + std::to_string(options_.timeoutMs) +
-                                      " ms: no record from peer rank(s) " + missing + " (rails " +
-                                      RailsText() + ", registration seq " + std::to_string(seq) + ")"));
+                                      " ms: " + why + " (rails " + RailsText() + ", registration seq " +
+                                      std::to_string(seq) + ")"));
     }
     PumpLocked();
     if (events_.empty()) std::this_thread::yield();
   }
+  // A few more rounds, so the acks of the records this rank received last leave
+  // before the call returns (bounded work).
+  for (int i = 0; i < 4; ++i) PumpLocked();
   *byRank = std::move(got);
   return Status::Ok();
 }
@@ -272,6 +302,7 @@ void GinComm::DispatchLocked(fabric::Event& e) {
       }
       const OpInfo info = it->second;
       ops_.erase(it);
+      if (info.request == nullptr && info.type == fabric::OpType::kSend) --recordSendsOutstanding_;
       if (info.type == fabric::OpType::kRead || info.type == fabric::OpType::kFetchAdd) {
         --unorderedOutstanding_[info.peer];
       }

@@ -406,5 +406,79 @@ TEST(GinConnect, AbsentPeerTimesOutNamed) {
   }
 }
 
+// A Worker whose Connect refuses one peer's address as fabric mode's Domain does
+// before its cabling graph knows a route ("no route from ..."), `refusals` times,
+// then connects; everything else is the wrapped Worker's.
+class UnroutedWorker : public fabric::Worker {
+ public:
+  UnroutedWorker(fabric::Worker& inner, std::vector<uint8_t> unrouted, int refusals)
+      : inner_(inner), unrouted_(std::move(unrouted)), refusals_(refusals) {}
+  std::vector<uint8_t> Address() const override { return inner_.Address(); }
+  Status Connect(std::span<const uint8_t> peer, std::unique_ptr<fabric::Endpoint>* out) override {
+    if (std::vector<uint8_t>(peer.begin(), peer.end()) == unrouted_ && refusals_ != 0) {
+      if (refusals_ > 0) --refusals_;
+      ++refused_;
+      return InvalidUsage("no route from h0 to h2 in the cabling graph");
+    }
+    return inner_.Connect(peer, out);
+  }
+  size_t Progress(std::vector<fabric::Event>* events) override { return inner_.Progress(events); }
+  fabric::WorkerStats stats() const override { return inner_.stats(); }
+  int refused() const { return refused_; }
+
+ private:
+  fabric::Worker& inner_;
+  std::vector<uint8_t> unrouted_;
+  int refusals_;  ///< < 0: for ever
+  int refused_ = 0;
+};
+
+bool NoRouteYet(const Status& s) { return s.message().find("no route from") != std::string::npos; }
+
+// Connect tries a peer the Worker cannot route to yet again (GinOptions::routeMayCome)
+// until it can: the comm connects and a put to that peer lands. Without the option the
+// first refusal is final, naming the rank, the peer and the Worker's reason; with it and
+// a route that never comes, the error says how long it waited.
+TEST(GinConnect, UnroutedPeerIsRetriedUntilItsRouteComes) {
+  for (const int refusals : {3, -1, 1}) {
+    const bool retry = refusals != 1;  // the last round: no routeMayCome
+    std::vector<RankState> ranks;
+    MakeRanks(Transports()[0], 2, &ranks);
+    UnroutedWorker w0(*ranks[0].worker, ranks[1].worker->Address(), refusals);
+    std::vector<const uint8_t*> hs = {ranks[0].handle, ranks[1].handle};
+    GinOptions opts;
+    opts.timeoutMs = 500;
+    if (retry) opts.routeMayCome = &NoRouteYet;
+    std::vector<Status> st(2);
+    OnEveryRank(2, [&](int r) {
+      fabric::Worker& w = r == 0 ? static_cast<fabric::Worker&>(w0) : *ranks[1].worker;
+      st[size_t(r)] = GinComm::Connect(opts, *ranks[size_t(r)].cache, w, hs, r, &ranks[size_t(r)].comm);
+    });
+    if (refusals == 3) {
+      ASSERT_TRUE(st[0].ok()) << st[0].message();
+      ASSERT_TRUE(st[1].ok()) << st[1].message();
+      EXPECT_EQ(w0.refused(), 3);
+      std::vector<Guarded> data;
+      data.emplace_back(256);
+      data.emplace_back(256);
+      std::vector<uint64_t> id;
+      RegisterAll(ranks, data, 0, &id);
+      for (int i = 0; i < 64; ++i) data[0].data()[i] = uint8_t(i + 9);
+      Request* req = nullptr;
+      ASSERT_TRUE(ranks[0].comm->Put(0, id[0], 64, 128, id[0], 1, &req).ok());
+      ASSERT_TRUE(WaitAll(ranks, 0, req).ok());
+      for (int i = 0; i < 64; ++i) ASSERT_EQ(data[1].data()[128 + i], uint8_t(i + 9)) << i;
+      continue;
+    }
+    EXPECT_EQ(st[0].code(), Code::kInvalidUsage) << st[0].message();
+    EXPECT_NE(st[0].message().find("rank 0 to peer rank 1: no route from h0 to h2"), std::string::npos)
+        << st[0].message();
+    EXPECT_EQ(st[0].message().find("no route after") != std::string::npos, retry) << st[0].message();
+    EXPECT_EQ(w0.refused() > 1, retry) << w0.refused();
+    EXPECT_EQ(ranks[0].comm, nullptr);
+    EXPECT_FALSE(st[1].ok()) << "rank 1 connected to a rank that never connected";
+  }
+}
+
 }  // namespace
 }  // namespace railyard::gin
