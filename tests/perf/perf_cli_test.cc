@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/free_port.h"
+
 namespace {
 
 const std::string kPerf = RAILYARD_PERF_BIN;
@@ -101,22 +103,8 @@ TEST(PerfCli, UnwritableJsonFailsBeforeTheRun) {
   std::remove(json.c_str());
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    return 0;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 TEST(PerfCli, RanksStartedWithDifferentOptionsSaySo) {
-  const int port = FreePort();
+  const int port = railyard::test_support::FreePort();
   ASSERT_GT(port, 0);
   const std::string base = ::testing::TempDir() + "perf_cli_ranks_" + std::to_string(getpid());
   const std::string common = " --plugin " + Lib("11") + " --nranks 2 --root 127.0.0.1:" + std::to_string(port) +
@@ -156,7 +144,7 @@ TEST(PerfCli, HelpDocumentsEveryExitStatus) {
 // another rank failed first"). They exited 1, like rank 0, when that happened in a
 // barrier ("bootstrap: recv while barrier #N (waiting for rank 0): Connection reset").
 TEST(PerfCli, RanksStoppedByAnotherRanksFailureExit4) {
-  const int port = FreePort();
+  const int port = railyard::test_support::FreePort();
   ASSERT_GT(port, 0);
   const std::string base = ::testing::TempDir() + "perf_cli_peer_" + std::to_string(getpid());
   const std::string common = " --plugin " + kRailyard + " --nranks 4 --root 127.0.0.1:" + std::to_string(port) +
@@ -180,7 +168,7 @@ TEST(PerfCli, RanksStoppedByAnotherRanksFailureExit4) {
 // A rank started without its rank 0 says at once what it waits for (it was silent until -T:
 // 10 minutes by default), then times out naming rank 0's address (exit 1).
 TEST(PerfCli, RankWithoutRank0SaysWhatItWaitsFor) {
-  const int port = FreePort();
+  const int port = railyard::test_support::FreePort();
   ASSERT_GT(port, 0);
   const std::string where = "127.0.0.1:" + std::to_string(port);
   const Result r = RunShell(kPerf + " --plugin " + Lib("11") + " --rank 1 --nranks 2 --root " + where + " -T 1");

@@ -188,9 +188,14 @@ TEST(SnapshotSpec, ArenasBeyondMemoryAreRefusedNamingEach) {
             "snapshot: the arenas need 25165824 bytes of memory (kv 8388608, raw 16777216) but this host has 25165823: "
             "make slots, blob or max smaller (a paging arena spills to its swap file, so its slots are only the "
             "part kept in memory)");
-  // 0 = the host's physical memory: a 1 TiB arena is beyond any machine these tests run on.
-  EXPECT_EQ(CheckArenasFitMemory({ArenaSpec{"big", Mode::kRaw, 1u << 20, 1u << 20}}, 0).code(),
+  // 0 = the host's physical memory: an arena of twice this host's pages is refused, and one
+  // of a single page fits.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t physical = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * page;
+  ASSERT_GT(physical, 0u);
+  EXPECT_EQ(CheckArenasFitMemory({ArenaSpec{"big", Mode::kRaw, 1u << 20, 0, 2 * physical}}, 0).code(),
             Code::kInvalidArgument);
+  EXPECT_TRUE(CheckArenasFitMemory({ArenaSpec{"small", Mode::kRaw, 4096, 0, page}}, 0).ok());
 }
 
 }  // namespace
