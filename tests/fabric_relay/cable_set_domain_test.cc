@@ -386,7 +386,7 @@ struct Ring {
       o.tcp.timeoutMs = 3000;
       o.relay.timeoutMs = 3000;
       o.forwarderPort = port;
-      o.multiRoute = true;  // as plugin/net.cc's fabric mode
+      o.multiRoute = true;  // as the NetRuntime's fabric mode (proxy/runtime/net_fabric_mode.cc)
       for (const char* ip : ips) o.rails.push_back({"lo", ip, 10000});
       std::unique_ptr<CableSetDomain> d;
       EXPECT_TRUE(CableSetDomain::Create(o, &d).ok());
