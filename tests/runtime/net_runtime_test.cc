@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "proxy/handle.h"
+#include "proxy/nccl/nccl_records.h"
 #include "proxy/runtime/net_runtime.h"
 #include "proxy/runtime/net_state.h"
 
@@ -68,6 +70,41 @@ TEST(NetRuntimeTransport, DeviceCountFollowsTheMode) {
   g.verbsDevs.push_back({{0}, "mlx5_0"});
   g.verbsDevs.push_back({{1}, "mlx5_1"});
   EXPECT_EQ(detail::DeviceCount(g), 2) << "verbs mode: one device per RDMA port (or fused set)";
+}
+
+TEST(NetRuntimeFabricMode, ANoRouteConnectIsRetriedUntilTheTimeoutAndThenNamesTheWait) {
+  env::Config cfg;
+  cfg.timeoutMs = 60000;
+  NetState g;
+  g.config = &cfg;
+  alignas(8) unsigned char handle[128] = {};
+  Status other = InvalidArgument("handle of another plugin");
+  EXPECT_FALSE(detail::FabricModeRouteMayCome(g, handle, other)) << "only a missing route is retried";
+  Status noRoute = InvalidUsage("host 0x2 is not reachable from 0x1");
+  EXPECT_TRUE(detail::FabricModeRouteMayCome(g, handle, noRoute)) << "the cabling graph may still converge";
+  auto* wire = reinterpret_cast<proxy::nccl::FabricHandleWire*>(handle);
+  EXPECT_EQ(wire->stageMagic, proxy::kStageMagic) << "the first try is stamped in the handle";
+  wire->stageState -= 120000;  // the first try was two minutes ago
+  EXPECT_FALSE(detail::FabricModeRouteMayCome(g, handle, noRoute));
+  EXPECT_EQ(noRoute.code(), Code::kInvalidUsage);
+  EXPECT_NE(noRoute.message().find("no route after 12"), std::string::npos) << noRoute.message();
+  EXPECT_NE(noRoute.message().find("not cabled to this host"), std::string::npos) << noRoute.message();
+}
+
+TEST(NetRuntimeDevices, OlderCommsNameTheInterfaceOrTheFabricDevice) {
+  env::Config cfg;
+  cfg.nsocks = 3;
+  cfg.timeoutMs = 1234;
+  NetState g;
+  g.config = &cfg;
+  g.devices = {DeviceOfFamily(AF_INET), DeviceOfFamily(AF_INET6)};
+  proxy::TcpOptions o = detail::OptionsFor(g, 1);
+  EXPECT_EQ(o.device, "eth6");
+  EXPECT_EQ(o.nsocks, 3);
+  EXPECT_EQ(o.timeoutMs, 1234);
+  g.fabricMode = true;
+  g.fabricName = "railyard[p0r0+p0r1]";
+  EXPECT_EQ(detail::OptionsFor(g, 0).device, "railyard[p0r0+p0r1]");
 }
 
 /// Runs one send of `tag` from `send` to `recv` (both made by the runtime) to done.
