@@ -40,6 +40,19 @@ std::shared_ptr<proxy::RankSource> RankOf(const CommContext* ctx) {
 
 int TrafficClassOf(const CommContext* ctx) { return ctx != nullptr ? ctx->trafficClass : -1; }
 
+/// The older comms' settings `o` naming the context's rank in their errors.
+template <typename Options>
+Options WithRank(Options o, const CommContext* ctx) {
+  o.rank = RankOf(ctx);
+  return o;
+}
+
+/// A verbs setup whose comms name the context's rank in their errors.
+proxy::verbs::VerbsDeviceSetup WithRank(proxy::verbs::VerbsDeviceSetup v, const CommContext* ctx) {
+  v.options.rank = RankOf(ctx);
+  return v;
+}
+
 }  // namespace
 
 Status NetRuntime::Listen(CommContext* ctx, int dev, void* handle, ListenComm** listenComm) {
@@ -63,8 +76,8 @@ Status NetRuntime::Listen(CommContext* ctx, int dev, void* handle, ListenComm** 
     const topology::NetDevice& d = g.devices[0];
     const socklen_t len = d.family() == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
     std::unique_ptr<proxy::verbs::VerbsListenComm> vl;
-    RY_RETURN_IF_ERROR(proxy::verbs::VerbsListenComm::Create(d.addr, len, VerbsSetupFor(g, dev, -1),
-                                                             OptionsFor(g, 0), g.host, &vl, &addr));
+    RY_RETURN_IF_ERROR(proxy::verbs::VerbsListenComm::Create(d.addr, len, WithRank(VerbsSetupFor(g, dev, -1), ctx),
+                                                             WithRank(OptionsFor(g, 0), ctx), g.host, &vl, &addr));
     proxy::EncodeHandle(addr, handle);
     std::lock_guard lock(g.mu);
     g.listens.insert(vl.get());
@@ -81,11 +94,12 @@ Status NetRuntime::Listen(CommContext* ctx, int dev, void* handle, ListenComm** 
       // Cabled peers arrive for a verbs handshake, relayed ones with TCP sockets.
       std::unique_ptr<proxy::verbs::VerbsListenComm> vl;
       RY_RETURN_IF_ERROR(proxy::verbs::VerbsListenComm::Create(any, sizeof(sockaddr_in),
-                                                               FabricVerbsSetup(g, AllPorts(g), -1), OptionsFor(g, dev),
+                                                               WithRank(FabricVerbsSetup(g, AllPorts(g), -1), ctx),
+                                                               WithRank(OptionsFor(g, dev), ctx),
                                                                g.router->HostName(), &vl, &addr));
       verbsListen = std::move(vl);
     } else {
-      RY_RETURN_IF_ERROR(proxy::TcpListenComm::Create(any, sizeof(sockaddr_in), OptionsFor(g, dev),
+      RY_RETURN_IF_ERROR(proxy::TcpListenComm::Create(any, sizeof(sockaddr_in), WithRank(OptionsFor(g, dev), ctx),
                                                       g.router->HostName(), &proxy::GlobalMrCache(), &l, &addr));
     }
     addr.hostId = g.router->HostId();
@@ -96,7 +110,7 @@ Status NetRuntime::Listen(CommContext* ctx, int dev, void* handle, ListenComm** 
   } else {
     const topology::NetDevice& d = g.devices[static_cast<size_t>(dev)];
     const socklen_t len = d.family() == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    RY_RETURN_IF_ERROR(proxy::TcpListenComm::Create(d.addr, len, OptionsFor(g, dev), g.host,
+    RY_RETURN_IF_ERROR(proxy::TcpListenComm::Create(d.addr, len, WithRank(OptionsFor(g, dev), ctx), g.host,
                                                     &proxy::GlobalMrCache(), &l, &addr));
   }
   proxy::EncodeHandle(addr, handle);
@@ -156,11 +170,11 @@ Status NetRuntime::ConnectOlder(CommContext* ctx, int dev, void* handle, SendCom
     wire->stageState = 0;
     if (comm != nullptr) g.comms.insert(comm);
   };
-  proxy::TcpOptions options = OptionsFor(g, g.verbsMode ? 0 : dev);
+  proxy::TcpOptions options = WithRank(OptionsFor(g, g.verbsMode ? 0 : dev), ctx);
   Status s;
   if (g.verbsMode) {
     if (pc->verbs == nullptr) {
-      s = proxy::verbs::VerbsConnector::Start(to, VerbsSetupFor(g, dev, TrafficClassOf(ctx)), options, g.host,
+      s = proxy::verbs::VerbsConnector::Start(to, WithRank(VerbsSetupFor(g, dev, TrafficClassOf(ctx)), ctx), options, g.host,
                                               &pc->verbs);
     }
     SendComm* comm = nullptr;
@@ -193,7 +207,7 @@ Status NetRuntime::ConnectOlder(CommContext* ctx, int dev, void* handle, SendCom
       if (s.ok() && g.fabricVerbs && to.verbsRails > 0) ports = CablePorts(g, targets);
       if (s.ok() && !ports.empty()) {
         // A neighbour: verbs QPs on the cable's ports; the control socket on the cable.
-        s = proxy::verbs::VerbsConnector::Start(to, FabricVerbsSetup(g, ports, TrafficClassOf(ctx)), options,
+        s = proxy::verbs::VerbsConnector::Start(to, WithRank(FabricVerbsSetup(g, ports, TrafficClassOf(ctx)), ctx), options,
                                                 g.router->HostName(), targets[0], &pc->verbs);
       } else if (s.ok()) {
         s = proxy::TcpConnector::Start(to, std::move(targets), options, g.router->HostName(), &pc->connector);
