@@ -85,7 +85,8 @@ Status StartFabricModeComms(NetState& g) {
     std::shared_ptr<const topology::ClusterKey> key;
     RY_RETURN_IF_ERROR(topology::LoadClusterKey(g.config->clusterKeyFile, &key));
     runtime::CableSetOptions o = runtime::CableSetOptions::FromConfig(
-        *g.config, g.router->HostId(), [&g] { return FabricModeGraph(g); }, std::move(rails), std::move(key));
+        *g.config, g.router->HostId(), [state = &g] { return FabricModeGraph(*state); }, std::move(rails),
+        std::move(key));  // the state is the process's, never freed
     o.multiRoute = true;  // the NCCL comms take a peer's ops over every route (proxy/nccl/peer_workers.h)
     std::unique_ptr<runtime::CableSetDomain> domain;
     RY_RETURN_IF_ERROR(runtime::CableSetDomain::Create(std::move(o), &domain));
