@@ -5,24 +5,18 @@
 // for the whole device. In fabric mode a device's peers may be relayed over TCP at
 // any time (routes are planned per connection), so fabric mode reports host only.
 // In verbs mode over the fabric comms the facts are those of the device's own verbs
-// Domain (plugin/net.cc VerbsFabricPtrSupport): its ports are every route it has, a
+// Domain (proxy/runtime/net_devices.cc): its ports are every route it has, a
 // peer-memory module gives kCapDeviceMemory, and DMA-BUF needs kCapDmaBuf (every
 // port of THAT device registers DMA-BUFs), not every port of the host.
 #pragma once
 
 #include "plugin/abi/common.h"
+#include "proxy/runtime/route_facts.h"
 
 namespace railyard::plugin {
 
-/// Facts about one NCCL device of this process.
-struct RouteFacts {
-  /// Every peer this device can reach goes over RDMA ports (verbs mode; never in TCP
-  /// mode, never in fabric mode where relayed peers go over TCP).
-  bool everyRouteRdma = false;
-  bool gdrPeerMemory = false;  ///< a GPUDirect peer-memory module is loaded (CUDA pointers)
-  bool portsDmaBuf = false;    ///< every RDMA port of the device registers DMA-BUFs
-  bool cudaDmaBuf = false;     ///< the CUDA driver exports DMA-BUFs
-};
+/// The facts (proxy/runtime/route_facts.h), as NetRuntime::Device reports them.
+using runtime::RouteFacts;
 
 /// NCCL_PTR_HOST, plus NCCL_PTR_CUDA with GPUDirect peer memory, plus
 /// NCCL_PTR_CUDA | NCCL_PTR_DMABUF with DMA-BUF on ports and driver, all only when

@@ -48,15 +48,18 @@ class RankSource {
   std::atomic<int> rank_{-1};
 };
 
-/// Process-wide guess kept for the older comms (proxy/tcp, proxy/verbs): the tag of
-/// the last send of any communicator. Wrong with two communicators; the fabric comms
-/// use their RankSource.
+/// Process-wide guess, kept for older comms made without a RankSource (tests, tools):
+/// the tag of the last send of any communicator. Wrong with two communicators; the
+/// comms the NetRuntime makes carry their communicator's RankSource (RankFor).
 /// This process's rank as NCCL numbers it, learned from the tags of its sends
 /// (NCCL tags every isend with the sender's rank, nccl-net-abi.md §2.5 "isend");
 /// -1 until the first send. Receive-side errors use it to name "this rank".
 int LocalRank();
 /// Records the tag of a send (called by every transport's isend).
 void NoteLocalRank(int tag);
+/// The rank an older comm's errors name: its communicator's, when the runtime gave
+/// the comm one (TcpOptions::rank, VerbsOptions::rank), else the process-wide guess.
+inline int RankFor(const RankSource* rank) { return rank != nullptr ? rank->Get() : LocalRank(); }
 
 /// The opaque request handed to NCCL. Owned by the comm that made it.
 struct Request {

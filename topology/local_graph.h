@@ -1,6 +1,6 @@
 // The cabling graph of this process's own cabling agent, for readers that cannot be
 // handed the agent (the CollNet tables live beside the net table, which starts the
-// agent in fabric mode: plugin/net.cc StartFabric -> proxy::Router -> CablingAgent).
+// agent in fabric mode: proxy/runtime/net_fabric_mode.cc StartFabric -> proxy::Router -> CablingAgent).
 // A CablingAgent publishes itself here when Start succeeds and withdraws first thing in
 // its destructor, so a reader never sees a dying agent. With several live agents in one
 // process (tests), the one published first answers.

@@ -26,6 +26,13 @@ struct MemHandle {
   };
   std::vector<PerDevice> devices;
 
+  /// The MemHandle behind an mhandle NCCL passes back, or NULL when it is not one
+  /// (NULL, or a foreign pointer: the magic does not match).
+  static MemHandle* From(void* mhandle) {
+    auto* h = static_cast<MemHandle*>(mhandle);
+    return h != nullptr && h->magic == kMagic ? h : nullptr;
+  }
+
   /// The Region of device `dev` when it holds [addr, addr + bytes); NULL otherwise.
   const fabric::Region* RegionFor(size_t dev, uint64_t addr, uint64_t bytes) const {
     if (dev >= devices.size() || devices[dev].region == nullptr) return nullptr;

@@ -169,7 +169,7 @@ Status RecvTable::EndWrite(ChunkClaim* c, size_t bytes) {
   return Status::Ok();
 }
 
-std::string RecvTable::DescribeOldest() const {
+std::string RecvTable::DescribeOldest(int me) const {
   const Entry* oldest = nullptr;
   uint64_t best = kFree;
   for (const Entry& e : entries_) {
@@ -182,7 +182,6 @@ std::string RecvTable::DescribeOldest() const {
   if (oldest == nullptr) return "no receive posted";
   std::string tags;
   for (int i = 0; i < oldest->n; ++i) tags += (i ? "," : "") + std::to_string(oldest->tag[i]);
-  const int me = LocalRank();
   return "seq " + std::to_string(best) + " (rank " + (me >= 0 ? std::to_string(me) : std::string("?")) +
          " from rank " + tags + ")";
 }

@@ -137,7 +137,9 @@ class RecvTable {
   }
   /// "seq S (from rank T[,T...])" for the oldest posted receive, or "no receive
   /// posted" (for error messages).
-  std::string DescribeOldest() const;
+  std::string DescribeOldest() const { return DescribeOldest(LocalRank()); }
+  /// As DescribeOldest(), naming `me` (-1: "?") as this process's rank.
+  std::string DescribeOldest(int me) const;
   /// Entries currently posted (for diagnostics and tests).
   int InFlight() const;
   /// Next sequence number Post will use.

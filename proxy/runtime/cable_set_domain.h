@@ -73,7 +73,7 @@ struct CableSetOptions {
   /// route through each (MultiRouteEndpoint); false (default): the lowest first hop
   /// only. At the target each route arrives from a different relay Worker: the NCCL
   /// comms take a comm's ops from one Worker per route of their own Endpoint back
-  /// (proxy/nccl/peer_workers.h), so plugin/net.cc's fabric mode turns it on; the
+  /// (proxy/nccl/peer_workers.h), so the NetRuntime's fabric mode turns it on; the
   /// tiers' clients over a cable set (storage/tunnel) bind to one peer Worker and
   /// keep it off (tiers.relay.*-relayed failed with it on).
   bool multiRoute = false;

@@ -110,7 +110,7 @@ Status AcquireProcessFabric(const env::Config& config, const LeaseOptions& optio
     if (!index.empty()) {
       const size_t pick = index[DeviceReaching(rails, options.peerHost,
                                                options.peerHost.empty() ? decltype(LocalInterfaces()){} : LocalInterfaces())];
-      // What regMr asks for host memory (plugin/net.cc FabricAccessOf): a region a tier
+      // What regMr asks for host memory (proxy/runtime/net_registrations.cc FabricAccessOf): a region a tier
       // registers first then serves NCCL's regMr too (RegistrationCache::SetAccessFloor).
       rt->registrations(pick).SetAccessFloor(fabric::kAccessLocal | fabric::kAccessRemoteWrite);
       *out = FabricLease{&rt->domain(pick), &rt->registrations(pick), static_cast<int>(pick), s.nextId++};

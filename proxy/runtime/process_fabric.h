@@ -10,7 +10,7 @@
 //   cache of ONE NCCL device: the device one of whose rails reaches the lessee's peer
 //   (the rail's address is the peer's, or the peer is on the rail interface's IPv4
 //   subnet), else device 0. NCCL's regMr registers every buffer in every device's
-//   cache (plugin/net.cc MakeHandle), so any device gives the cache hit; the peer
+//   cache (proxy/runtime/net_registrations.cc MakeHandle), so any device gives the cache hit; the peer
 //   rule only makes the tier's Endpoint leave on a rail that reaches its peer. A fused
 //   Domain over all rails was not chosen: it would be a second Domain beside NCCL's,
 //   i.e. every NCCL buffer registered (and, over verbs, pinned) twice.

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace railyard::proxy {
+
+class RankSource;
 
 /// Per-connection TCP transport settings (see docs/configuration.md).
 struct TcpOptions {
@@ -22,6 +25,9 @@ struct TcpOptions {
   /// (RAILYARD_ACCEPT_MAX_PENDING).
   int maxPendingSockets = 256;
   std::string device;               ///< rail (interface) name, for error messages
+  /// This process's rank in the comm's communicator (errors name it; sends note it);
+  /// NULL: the process-wide guess (LocalRank). Accepted comms share their listener's.
+  std::shared_ptr<RankSource> rank;
   /// Listener only: also accept control-only connections (the verbs handshake) while
   /// nsocks > 0; fabric mode with the verbs transport takes both kinds on one port.
   bool acceptControlOnly = false;

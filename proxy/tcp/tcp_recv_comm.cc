@@ -98,7 +98,7 @@ bool TcpRecvComm::ProgressLocked(Group& g) {
       g.dead = true;
       // A break with nothing posted loses nothing yet (a relay that exited at a job's end
       // resets its sockets): WARN only once a receive runs into it.
-      PoisonQuietly(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest()),
+      PoisonQuietly(Status(s.code(), s.message() + "; waiting for " + table_.DescribeOldest(RankFor(options_.rank.get()))),
                     /*matters=*/table_.InFlight() > 0);
       break;
     }
@@ -114,7 +114,7 @@ bool TcpRecvComm::ProgressLocked(Group& g) {
         // posted: INFO. Only when someone then waits for one of them (test()) is it a fault
         // (a sender that exited or died first), logged at WARN there.
         PoisonQuietly(SystemError(conn_.peer.ToString() + " closed the connection; waiting for " +
-                                  table_.DescribeOldest()),
+                                  table_.DescribeOldest(RankFor(options_.rank.get()))),
                       /*matters=*/false);
       }
     }
@@ -241,7 +241,7 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
       const std::string which = k >= 0 ? readers_[static_cast<size_t>(k)].what() : conn_.peer.ToString();
       Status lost = SystemError(which + " closed" +
                                 (closed > 1 ? " (with " + std::to_string(closed - 1) + " more data socket(s))" : "") +
-                                " while " + table_.DescribeOldest() + " was pending");
+                                " while " + table_.DescribeOldest(RankFor(options_.rank.get())) + " was pending");
       poison_.Set(lost);
       return lost;
     }
@@ -255,7 +255,7 @@ Status TcpRecvComm::Test(Request* request, int* done, int* sizes) {
   if (idle.count() > options_.timeoutMs) {
     std::string tags;
     for (int i = 0; i < e->n; ++i) tags += (i ? "," : "") + std::to_string(e->tag[i]);
-    const int me = LocalRank();
+    const int me = RankFor(options_.rank.get());
     Status t = RemoteError("receive (rank " + (me >= 0 ? std::to_string(me) : std::string("?")) +
                            " from rank " + tags + ", " + conn_.peer.ToString() + ", seq " +
                            std::to_string(e->seq.load()) + ") made no progress for " +

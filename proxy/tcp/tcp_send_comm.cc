@@ -219,6 +219,7 @@ Status TcpSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* 
   *request = nullptr;
   gate_.NoteCall();
   NoteLocalRank(tag);
+  if (options_.rank != nullptr) options_.rank->Note(tag);
   if (poison_.IsSet()) return poison_.Get();
   if (Status s = PollControl(); !s.ok()) {
     s = Status(s.code(), s.message() + " (rank " + std::to_string(tag) + " sending seq " +

@@ -26,6 +26,9 @@ struct VerbsOptions {
   int timeoutMs = 30000;   ///< RAILYARD_TIMEOUT_MS: no-progress limit of a request
   bool useInline = true;   ///< RAILYARD_IB_USE_INLINE: records go inline when the QP allows
   std::string device;      ///< the NCCL device name, for messages
+  /// This process's rank in the comm's communicator (errors name it; sends note it);
+  /// NULL: the process-wide guess (LocalRank).
+  std::shared_ptr<RankSource> rank;
 };
 
 /// Memory of `bytes` bytes, page-aligned, zeroed, registered in the MR cache on

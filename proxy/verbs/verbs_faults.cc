@@ -7,7 +7,7 @@
 namespace railyard::proxy::verbs {
 
 std::string FaultContext(const VerbsLink& link, uint32_t qpn, uint64_t seq) {
-  const int me = LocalRank();
+  const int me = RankFor(link.options.rank.get());
   std::string rail = link.qps->RailsText();
   for (const Qp& q : link.qps->qps()) {
     if (q.qp != nullptr && q.qp->qp_num == qpn) {

@@ -259,7 +259,7 @@ Status VerbsRecvComm::Test(Request* request, int* done, int* sizes) {
   if (!s.ok()) return s;
   if (eofAt_ != Clock::time_point{} &&
       Clock::now() - eofAt_ > std::chrono::milliseconds(kEofGraceMs)) {
-    Status lost = SystemError("the sender closed the connection while " + table_.DescribeOldest() +
+    Status lost = SystemError("the sender closed the connection while " + table_.DescribeOldest(RankFor(link_.options.rank.get())) +
                               " was pending " + FaultContext(link_, 0, e->seq.load()));
     poison_.Set(lost);
     return lost;

@@ -250,6 +250,7 @@ Status VerbsSendComm::PostPart(size_t qi, const Part& part) {
 Status VerbsSendComm::Isend(const void* data, size_t size, int tag, MemoryRegion* mr, Request** request) {
   *request = nullptr;
   NoteLocalRank(tag);
+  if (link_.options.rank != nullptr) link_.options.rank->Note(tag);
   RY_RETURN_IF_ERROR(Progress());
   SendMatch m;
   bool found = false;

@@ -369,7 +369,7 @@ struct Ring {
     graph.AddLink({kR2, "s1", "127.0.9.2", 10000}, {kA1, "a1", "127.0.9.1", 10000});
     fabric::relay::GraphFn gf = [this] { return graph; };
     ASSERT_NO_FATAL_FAILURE(StartTwoRelays(gf, RelayOptions(port, 10000), kR1, &r1, kR2, &r2));
-    // multiRoute: as plugin/net.cc's fabric mode.
+    // multiRoute: as the NetRuntime's fabric mode (proxy/runtime/net_fabric_mode.cc).
     a = MakeDomain(kA1, gf, port, {"127.0.8.1", "127.0.9.1"}, /*multiRoute=*/true);
     b = MakeDomain(kB1, gf, port, {"127.0.10.2", "127.0.11.2"}, /*multiRoute=*/true);
     ASSERT_TRUE(a->CreateWorker(&aw).ok());

@@ -1,0 +1,97 @@
+// The transport choice of the process's NetRuntime: which RDMA ports open (verbs
+// mode, fabric mode with verbs, or TCP only) and which comms serve NCCL (the comms
+// written once over the fabric, proxy/nccl/, or the older per-transport ones).
+#include <arpa/inet.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "env/log.h"
+#include "proxy/mr_cache.h"
+#include "proxy/runtime/net_state.h"
+
+namespace railyard::runtime::detail {
+
+using Global = NetState;  // UsesFabricComms keeps its signature's shape (plugin/net.cc history)
+
+/// THE one place that chooses between the comms written once over the fabric
+/// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
+/// fabric comms serve plain TCP mode on IPv4 devices, and verbs mode (over the
+/// fabric's verbs transport, one verbs Domain per NCCL device) only with
+/// RAILYARD_COMMS=fabric until they pass the conformance suite in the soft-RoCE
+/// lane; fabric mode (RAILYARD_FABRIC, relays) keeps the older comms until relayed
+/// Endpoints land; so do IPv6 devices in TCP mode (the fabric's TCP transport binds
+/// IPv4 rails). RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the
+/// devices and the transport choice.
+bool UsesFabricComms(const Global& g) {
+  if (g.verbsMode) return g.config->comms == "fabric";
+  // Fabric mode over TCP rails: the comms over the CableSetDomain (relays through the
+  // Forwarder) with RAILYARD_COMMS=fabric; rails with RDMA ports keep the older comms.
+  if (g.fabricMode) return g.config->comms == "fabric" && g.ib == nullptr;
+  if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
+  for (const topology::NetDevice& d : g.devices) {
+    if (d.family() != AF_INET) return false;
+  }
+  return !g.devices.empty();
+}
+
+Status ChooseTransport(NetState& g, const env::Config& cfg, bool fabric) {
+  if (cfg.transport == "tcp") return Status::Ok();
+  std::vector<std::string> skipped;
+  Status s = proxy::verbs::IbPorts::Open(cfg, &g.ib, &skipped);
+  if (s.ok() && g.ib->size() == 0) {
+    std::string why;
+    for (const auto& k : skipped) why += "; " + k;
+    s = SystemError("no usable RDMA port" + (why.empty() ? std::string(" (no RDMA device)") : why));
+  }
+  if (!s.ok()) {
+    g.ib.reset();
+    if (cfg.transport == "verbs") {
+      return Status(s.code(), "RAILYARD_TRANSPORT=verbs: " + s.message() +
+                                  " (use RAILYARD_TRANSPORT=auto or tcp on hosts without RDMA, or run "
+                                  "the soft-RoCE lane: tests/lanes/rxe/README.md)");
+    }
+    RY_INFO(log::kInit | log::kNet, "Railyard uses TCP: %s", s.message().c_str());
+    return Status::Ok();
+  }
+  // The older comms register in the MR cache's hardware backend; the fabric comms
+  // of verbs mode register through their Domains (the MR cache stays software).
+  if (fabric || cfg.comms != "fabric") proxy::GlobalMrCache().SetBackend(g.ib.get());
+  if (fabric) {
+    // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
+    // further away go through relays over TCP. NCCL still sees one device.
+    g.fabricVerbs = true;
+    return Status::Ok();
+  }
+  g.verbsMode = true;
+  for (size_t i = 0; i < g.ib->size(); ++i) {
+    g.verbsDevs.push_back({{static_cast<int>(i)}, g.ib->at(i).device});
+  }
+  return Status::Ok();
+}
+
+runtime::FabricRuntime::VerbsDevice VerbsRuntimeDevice(const NetState& g, const NetState::VerbsDev& vd) {
+  runtime::FabricRuntime::VerbsDevice d;
+  d.name = vd.name;
+  for (int p : vd.ports) d.ports.push_back(g.ib->at(static_cast<size_t>(p)).Name());
+  return d;
+}
+
+/// Its Workers' bootstrap listeners bind the first RAILYARD_SOCKET_IFNAME interface
+/// when it is IPv4 (where the older verbs comms put their control sockets), else the
+/// first port's address. The Domains are built on the ports init opened (g.ib), never
+/// rediscovered per device (seconds each under emulation).
+Status CreateVerbsRuntime(NetState& g, std::unique_ptr<runtime::FabricRuntime>* out) {
+  std::vector<runtime::FabricRuntime::VerbsDevice> devs;
+  for (const NetState::VerbsDev& vd : g.verbsDevs) devs.push_back(VerbsRuntimeDevice(g, vd));
+  std::string bootstrap;
+  if (!g.devices.empty() && g.devices[0].family() == AF_INET) bootstrap = g.devices[0].addrString;
+  // Non-owning: g.ib stays open for the life of the process (NCCL may still hold
+  // registrations after finalize), longer than the runtime, which is never freed.
+  std::shared_ptr<proxy::verbs::IbPorts> ports(std::shared_ptr<void>(), g.ib.get());
+  return runtime::FabricRuntime::CreateVerbs(*g.config, devs, bootstrap, out, std::move(ports));
+}
+
+}  // namespace railyard::runtime::detail
