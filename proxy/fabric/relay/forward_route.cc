@@ -82,6 +82,7 @@ void ForwardRoute::Error(FabricErrc errc, uint64_t opSeq, const std::string& wha
   err.what = what;
   why_ = err.ToString();
   SendBack(MakeErrorControl(s_.clientRoute, opSeq, err));
+  errorSent_ = !abandoned_;  // SendBack abandons the route when the record cannot go out
 }
 
 void ForwardRoute::Abandon(const std::string& why) {

@@ -216,7 +216,11 @@ size_t Forwarder::Progress() {
     if (it->second->Finished()) {
       stats_.slotsForwarded += it->second->slotsForwarded();
       stats_.bytesForwarded += it->second->bytesForwarded();
-      if (it->second->failed() && !it->second->why().empty()) {
+      // Failed: an error went back to its source. A route whose source went away
+      // (its leg closed or reset: a source killed, or one that closed its comm with
+      // a close notice still in flight at the end of a job) is closed: it ends
+      // with nothing to tell anyone. A reset leg of an orderly teardown is no failure.
+      if (it->second->reportedError()) {
         ++stats_.routesFailed;
         lastRefusal_ = it->second->why();
       } else {
