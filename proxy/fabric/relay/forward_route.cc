@@ -45,6 +45,11 @@ Status ForwardRoute::Init(std::unique_ptr<Endpoint> back, std::unique_ptr<Endpoi
   stage_.assign(s_.returnSlots, Staging{});
   back_ = std::move(back);
   down_ = std::move(down);
+  // A leg's peer closing is no fault of this relay's: a down leg's loss goes back to
+  // the source as a named Error record (the source's comm WARNs if it lost work), a
+  // back leg's means the source went away (a comm closing, a rank ending). INFO here.
+  back_->QuietPeerClose();
+  down_->QuietPeerClose();
   return Status::Ok();
 }
 

@@ -497,6 +497,10 @@ void TcpEndpoint::Fail(FabricError e) {
     // Nothing was lost: the peer ended first (its rank finished and closed). Not a
     // WARN, or every clean run ends with one; an op posted later gets the status.
     RY_INFO(log::kNet, "%s (no operation was outstanding)", e.ToString().c_str());
+  } else if (e.errc == FabricErrc::kPeerClosed && quietClose_) {
+    // This end is closing too (a close notice outstanding), or its owner names the
+    // loss to whoever had work on it (a relay's leg): QuietPeerClose().
+    RY_INFO(log::kNet, "%s (%zu ops outstanding; QuietPeerClose)", e.ToString().c_str(), Outstanding());
   } else {
     RY_WARN("%s", e.ToString().c_str());
   }
