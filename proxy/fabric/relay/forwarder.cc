@@ -192,6 +192,17 @@ void Forwarder::Dispatch(size_t port, const Event& e) {
   }
 }
 
+std::vector<int> Forwarder::WaitFds() const {
+  std::vector<int> fds;
+  if (!answering_.empty()) return fds;
+  for (const Port& p : ports_) {
+    const int fd = p.worker->WaitFd();
+    if (p.client || fd < 0 || !p.worker->Quiet()) return {};
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
 size_t Forwarder::Progress() {
   size_t n = 0;
   for (size_t p = 0; p < ports_.size(); ++p) {

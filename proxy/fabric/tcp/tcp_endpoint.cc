@@ -489,6 +489,15 @@ FabricError TcpEndpoint::OnWritten(int, const OutFrame& f, bool) {
   return {};
 }
 
+bool TcpEndpoint::Quiet() const {
+  if (failed_) return true;
+  if (!queue_.empty()) return false;
+  for (const auto& s : sockets_) {
+    if (s->QueuedFrames() > 0) return false;
+  }
+  return true;
+}
+
 void TcpEndpoint::Fail(FabricError e) {
   if (failed_) return;
   failed_ = true;

@@ -43,6 +43,9 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   Status status() const override { return status_; }
   size_t Outstanding() const override { return ops_.size() + fences_; }
   void QuietPeerClose() override { quietClose_ = true; }
+  /// Nothing left to send: no post waits to go on a socket, no socket holds a frame
+  /// (a connecting socket holds its hello). What is outstanding waits for acks.
+  bool Quiet() const;
   std::string PeerName() const override { return peerName_; }
 
   /// Called by the Worker's Progress: moves bytes, dispatches queued ops, checks the timeout.
