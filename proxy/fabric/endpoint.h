@@ -107,6 +107,15 @@ class Endpoint {
   /// accepts that many (proxy/nccl/peer_workers.h). Added (additively) for issue 10
   /// "Relays".
   virtual size_t Routes() const { return 1; }
+  /// From now on a peer that closes or resets the connection is logged at INFO, not
+  /// WARN, whatever is outstanding, because the owner either is ending its use of
+  /// this Endpoint (a comm closing: its close notice may still be outstanding when
+  /// the peer closes at the same moment) or passes the error on to whoever lost
+  /// something (a relay's legs: the route's source gets the named error). Error
+  /// events and status() are unchanged (a named PEER_CLOSED), and every other fault
+  /// still WARNs. Default: no effect. Added (additively) for issue 10: a clean
+  /// fabric-mode end (ranks relaying for each other) printed WARN.
+  virtual void QuietPeerClose() {}
 };
 
 }  // namespace railyard::fabric

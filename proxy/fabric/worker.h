@@ -42,6 +42,18 @@ class Worker {
   virtual size_t Progress(std::vector<Event>* events) = 0;
   /// Counters so far.
   virtual WorkerStats stats() const = 0;
+  /// A file descriptor that polls readable (poll(2), POLLIN) when a Progress call may
+  /// have input to take in, or -1 when the transport has none (keep calling
+  /// Progress). With it, a thread that owns only Workers can sleep instead of spin
+  /// while nothing moves (a relay host's Forwarder): see Quiet(). Added (additively)
+  /// for issue 10 (relayed sendrecv was slower than the socket relay, which sleeps in
+  /// epoll_wait).
+  virtual int WaitFd() const { return -1; }
+  /// True when nothing but input from peers can give the next Progress work: no
+  /// frame waits to be sent, no socket waits for its hello, no deferred ack waits for
+  /// its timer, no event is queued. Only then may a thread sleep on WaitFd() (for
+  /// a bounded time: op timeouts still need Progress). Default false (never sleep).
+  virtual bool Quiet() const { return false; }
 };
 
 }  // namespace railyard::fabric

@@ -1,5 +1,6 @@
 #include "proxy/nccl/fabric_recv_comm.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "env/log.h"
@@ -88,7 +89,15 @@ Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello he
 FabricRecvComm::~FabricRecvComm() { Close(); }
 
 void FabricRecvComm::Poisoned(const Status& s) {
-  poison_.Set(Status(s.code(), "receive comm (" + rank_->Text() + ") from " + peer_.ToString() + ": " + s.message()),
+  // The message sequence the comm was at: the oldest receive posted, else the next.
+  // Named in every comm error, as the transport's own seq is absent when the fault
+  // came as a broken connection with none of this comm's ops on it.
+  uint64_t seq = table_.NextSeq();
+  for (size_t i = 0; i < posted_.size(); ++i) {
+    if (posted_[i] != nullptr) seq = std::min(seq, postedSeq_[i]);
+  }
+  poison_.Set(Status(s.code(), "receive comm (" + rank_->Text() + ") from " + peer_.ToString() + ", message seq " +
+                                   std::to_string(seq) + ": " + s.message()),
               table_.InFlight() > 0);
 }
 
@@ -265,6 +274,7 @@ void FabricRecvComm::Close() {
   auto lock = cw_->Lock();
   if (closed_) return;
   closed_ = true;
+  if (ep_ != nullptr && cw_->running()) ep_->QuietPeerClose();  // the sender may close at the same moment
   if (ep_ != nullptr && cw_->running() && peerClosed_) {
     // The sender closed first and is tearing down: no notice it may leave unread (see
     // FabricSendComm::Close).

@@ -54,7 +54,8 @@ class FabricRecvComm final : public RecvComm, public CommClient {
 
  private:
   FabricRecvComm(CommWorker* cw, size_t deviceIndex, const MrCache* cache);
-  /// Records the comm's error, naming the peer (WARN when receives are posted, else INFO).
+  /// Records the comm's error, naming the peer and the message seq the comm is at (the
+  /// oldest receive posted, else the next; WARN when receives are posted, else INFO).
   void Poisoned(const Status& s);
   Status CheckEndpoint();
 

@@ -63,7 +63,11 @@ void FabricSendComm::Poisoned(const Status& s) {
   const bool inFlight = free_.size() < static_cast<size_t>(kMaxRequests) || waiting_;
   // Never heard from the receiver: the connection itself failed.
   const std::string what = std::string(peerWorkers_.size() == 0 ? "connect: send comm (" : "send comm (") + rank_->Text() + ") to ";
-  poison_.Set(Status(s.code(), what + peer_.ToString() + ": " + s.message()), inFlight);
+  // The message sequence the comm was at (the receive the next send matches), named
+  // in every comm error: a fault heard as a broken connection carries no op's seq.
+  poison_.Set(Status(s.code(), what + peer_.ToString() + ", message seq " + std::to_string(matcher_.NextSeq()) + ": " +
+                                   s.message()),
+              inFlight);
 }
 
 Status FabricSendComm::CheckEndpoint() {
@@ -268,6 +272,7 @@ void FabricSendComm::Close() {
   if (closed_) return;
   closed_ = true;
   if (ep_ != nullptr && cw_->running()) {
+    ep_->QuietPeerClose();  // the receiver may close at the same moment: its reset is no fault
     if (peerClosed_) {
       // The receiver closed first and is tearing down: a notice now would reach a socket
       // it may close unread (a reset, and a WARN here for the notice outstanding).

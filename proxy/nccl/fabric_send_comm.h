@@ -71,7 +71,8 @@ class FabricSendComm final : public SendComm, public CommClient {
     Status error;
   };
   FabricSendComm(CommWorker* cw, size_t deviceIndex, int timeoutMs);
-  /// Records the comm's error, naming the peer (WARN when sends are in flight, else INFO).
+  /// Records the comm's error, naming the peer and the message seq the comm is at (WARN
+  /// when sends are in flight, else INFO).
   void Poisoned(const Status& s);
   Status CheckEndpoint();
   void OnCts(const fabric::Event& e);

@@ -453,6 +453,85 @@ TEST_F(RelayPolicy, WriteChunksThatDisagreeWithTheirTotalFailTheRouteNamed) {
   for (const Region* r : {rRet, rA, rB}) EXPECT_TRUE(srcD_->Deregister(r).ok());
 }
 
+// A source that goes away without closing its route, with a slot under way (a comm
+// closed at the end of a job with its close notice still in flight drops its leg at
+// once; a killed rank alike), leaves the relay a route to drop when the credit for
+// that slot cannot go back: counted closed, not failed, as no error went to anyone
+// (CableSetIdleTest counted such a teardown as a failure under load). A route that
+// sent its source an error stays a failure (the test above, fabric.frelay.relay-suite).
+TEST_F(RelayPolicy, ARouteWhoseSourceWentAwayMidSlotIsClosedNotFailed) {
+  Build(Short(), Short());
+  const RelayOptions o = Short();
+  std::unique_ptr<Worker> w;
+  ASSERT_TRUE(srcD_->CreateWorker(&w).ok());
+  std::vector<uint8_t> ret(o.returnSlots * o.slotBytes, 0), slot(1024, 0);
+  const Region *rRet = nullptr, *rSlot = nullptr;
+  ASSERT_TRUE(srcD_->Register(ret.data(), ret.size(), kAccessLocal | kAccessRemoteWrite, MemoryKind::kHost, &rRet).ok());
+  ASSERT_TRUE(srcD_->Register(slot.data(), slot.size(), kAccessLocal, MemoryKind::kHost, &rSlot).ok());
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_TRUE(w->Connect(fwd_->Address(0), &ep).ok());
+  RouteOpen ro;
+  ro.slots = 8;
+  ro.slotBytes = o.slotBytes;
+  ro.returnSlots = o.returnSlots;
+  ro.source = w->Address();
+  ro.target = dstW_->Address();
+  ro.returnKey = rRet->Key().Pack();
+  ro.nonce = 5;
+  Control c;
+  c.kind = ControlKind::kOpen;
+  c.route = 1;
+  c.body = EncodeRouteOpen(ro);
+  ASSERT_TRUE(ep->Send(EncodeControl(c), 1).ok());
+  std::vector<Event> wEv;
+  Control ok;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool opened = false;
+  while (!opened && std::chrono::steady_clock::now() < deadline) {
+    w->Progress(&wEv);
+    fwd_->Progress();
+    for (const Event& e : wEv) {
+      if (e.kind == EventKind::kRecord && DecodeControl(e.record, &ok).ok() && ok.kind == ControlKind::kOpenOk) opened = true;
+    }
+    wEv.clear();
+  }
+  ASSERT_TRUE(opened) << fwd_->lastRefusal();
+  uint16_t kb = 0;
+  ASSERT_GE(ok.body.size(), 2u);
+  std::memcpy(&kb, ok.body.data(), 2);
+  RemoteKey up;
+  ASSERT_TRUE(RemoteKey::Unpack(std::span<const uint8_t>(ok.body.data() + 2, kb), &up).ok());
+  // Slot 0: a 64-byte Write to the target, then its header with the immediate.
+  const std::vector<uint8_t> target = region_->Key().Pack();
+  SlotHeader h;
+  h.kind = static_cast<uint8_t>(SlotKind::kWrite);
+  h.flags = kSlotLast;
+  h.payloadBytes = 64;
+  h.opBytes = 64;
+  h.addr = region_->base;
+  ASSERT_TRUE(EncodeSlotHeader(h, target, slot.data()).ok());
+  ASSERT_TRUE(ep->Write({rSlot, kSlotPayloadOffset, 64}, up, up.base + kSlotPayloadOffset, 10).ok());
+  ASSERT_TRUE(ep->Write({rSlot, 0, sizeof(SlotHeader) + target.size()}, up, up.base, 11,
+                        MakeSlotImmediate(static_cast<uint32_t>(ok.a), 0)).ok());
+  // The relay takes the slot and posts it on; the target has not answered yet.
+  while (fwd_->stats().slotsForwarded == 0 && std::chrono::steady_clock::now() < deadline) {
+    w->Progress(&wEv);
+    fwd_->Progress();
+  }
+  ASSERT_EQ(fwd_->stats().slotsForwarded, 1u);
+  ep.reset();  // no Close record: the source's leg and its Worker go now
+  w.reset();
+  while (fwd_->stats().routesOpen > 0 && std::chrono::steady_clock::now() < deadline) {
+    fwd_->Progress();
+    dstW_->Progress(&dstEv_);
+  }
+  const ForwarderStats st = fwd_->stats();
+  EXPECT_EQ(st.routesOpen, 0u) << "the relay never dropped the route";
+  EXPECT_EQ(st.routesClosed, 1u);
+  EXPECT_EQ(st.routesFailed, 0u) << fwd_->lastRefusal();
+  for (const Region* r : {rRet, rSlot}) EXPECT_TRUE(srcD_->Deregister(r).ok());
+}
+
 TEST(RelayWire, ControlRecordsAndOpensFromPeersAreChecked) {
   Control c;
   c.kind = ControlKind::kCredit;

@@ -45,6 +45,11 @@ Status ForwardRoute::Init(std::unique_ptr<Endpoint> back, std::unique_ptr<Endpoi
   stage_.assign(s_.returnSlots, Staging{});
   back_ = std::move(back);
   down_ = std::move(down);
+  // A leg's peer closing is no fault of this relay's: a down leg's loss goes back to
+  // the source as a named Error record (the source's comm WARNs if it lost work), a
+  // back leg's means the source went away (a comm closing, a rank ending). INFO here.
+  back_->QuietPeerClose();
+  down_->QuietPeerClose();
   return Status::Ok();
 }
 
@@ -82,6 +87,7 @@ void ForwardRoute::Error(FabricErrc errc, uint64_t opSeq, const std::string& wha
   err.what = what;
   why_ = err.ToString();
   SendBack(MakeErrorControl(s_.clientRoute, opSeq, err));
+  errorSent_ = !abandoned_;  // SendBack abandons the route when the record cannot go out
 }
 
 void ForwardRoute::Abandon(const std::string& why) {

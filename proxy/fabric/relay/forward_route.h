@@ -81,6 +81,11 @@ class ForwardRoute {
   uint64_t sourcePeer() const { return s_.sourcePeer; }
   size_t upPort() const { return s_.upPort; }
   bool failed() const { return failed_; }
+  /// An error record went back to the source (the route failed while its source was
+  /// there to hear it). False for a route dropped because its source went away (its
+  /// leg closed or reset, e.g. a comm closed at the end of a job with its close notice
+  /// still in flight): nobody waits for that route any more.
+  bool reportedError() const { return errorSent_; }
   const std::string& why() const { return why_; }
   uint64_t slotsForwarded() const { return processNext_; }
   uint64_t bytesForwarded() const { return bytesForwarded_; }
@@ -144,7 +149,7 @@ class ForwardRoute {
   uint32_t readIdx_ = 0;
   RemoteKey readKey_;
   uint64_t readAddr_ = 0, readBytes_ = 0, readOffset_ = 0, readOpSeq_ = 0;
-  bool failed_ = false, closed_ = false, abandoned_ = false;
+  bool failed_ = false, closed_ = false, abandoned_ = false, errorSent_ = false;
   std::string why_;
   uint64_t bytesForwarded_ = 0;
   std::chrono::steady_clock::time_point lastActivity_;

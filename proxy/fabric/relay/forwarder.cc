@@ -192,6 +192,17 @@ void Forwarder::Dispatch(size_t port, const Event& e) {
   }
 }
 
+std::vector<int> Forwarder::WaitFds() const {
+  std::vector<int> fds;
+  if (!answering_.empty()) return fds;
+  for (const Port& p : ports_) {
+    const int fd = p.worker->WaitFd();
+    if (p.client || fd < 0 || !p.worker->Quiet()) return {};
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
 size_t Forwarder::Progress() {
   size_t n = 0;
   for (size_t p = 0; p < ports_.size(); ++p) {
@@ -216,7 +227,11 @@ size_t Forwarder::Progress() {
     if (it->second->Finished()) {
       stats_.slotsForwarded += it->second->slotsForwarded();
       stats_.bytesForwarded += it->second->bytesForwarded();
-      if (it->second->failed() && !it->second->why().empty()) {
+      // Failed: an error went back to its source. A route whose source went away
+      // (its leg closed or reset: a source killed, or one that closed its comm with
+      // a close notice still in flight at the end of a job) is closed: it ends
+      // with nothing to tell anyone. A reset leg of an orderly teardown is no failure.
+      if (it->second->reportedError()) {
         ++stats_.routesFailed;
         lastRefusal_ = it->second->why();
       } else {

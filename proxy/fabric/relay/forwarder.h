@@ -79,6 +79,11 @@ class Forwarder {
   ForwarderStats stats() const;
   /// Why the last open was refused or the last route failed ("" if none), for logs.
   const std::string& lastRefusal() const { return lastRefusal_; }
+  /// The fds to sleep on (poll, POLLIN) until a peer sends something, when nothing
+  /// but peer input can give the next Progress work (every port Worker Quiet(), no
+  /// onward route through a further relay, no refusal still going out); empty when
+  /// the caller must keep calling Progress.
+  std::vector<int> WaitFds() const;
   /// From now on every route open is refused, answered to its source with `why`
   /// (kConnectFailed); the routes open now carry on until their sources close them
   /// or a leg fails (a draining relay: railyardd after SIGTERM). Not undone.

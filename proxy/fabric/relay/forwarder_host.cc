@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include <poll.h>
+
 #include "env/log.h"
 
 namespace railyard::fabric::relay {
@@ -22,6 +24,16 @@ void Cables(const topology::ClusterGraph& g, uint64_t self, std::vector<uint64_t
     neighbours->push_back(n);
     rails->push_back(std::move(r));
   }
+}
+
+/// Longest sleep of the relay thread in poll while its Forwarder is quiet (ms).
+constexpr int kQuietWaitMs = 5;
+
+/// Sleeps until one of `fds` is readable or `ms` pass.
+void WaitReadable(const std::vector<int>& fds, int ms) {
+  std::vector<pollfd> p(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i) p[i] = pollfd{fds[i], POLLIN, 0};
+  (void)::poll(p.data(), p.size(), ms);  // EINTR or a timeout: the loop progresses anyway
 }
 
 bool SameRails(const std::vector<std::vector<RailInfo>>& a, const std::vector<std::vector<RailInfo>>& b) {
@@ -200,11 +212,23 @@ void ForwarderHost::Run() {
       }
     }
     size_t n = 0;
+    std::vector<int> fds;
     {
       std::lock_guard lock(mu_);
-      if (forwarder_) n = forwarder_->Progress();
+      if (forwarder_) {
+        n = forwarder_->Progress();
+        if (n == 0) fds = forwarder_->WaitFds();
+      }
     }
-    // Busy while bytes move; backs off to 1 ms naps when idle (a shared host).
+    // When only a peer's bytes can bring work, sleep in poll until they come (as the
+    // socket relay sleeps in epoll_wait): spinning here took the CPU the ranks and
+    // the other relays need on a shared host, and each hop waited for a time slice.
+    // Bounded, so op timeouts, the seat check and stop are still seen.
+    if (!fds.empty()) {
+      WaitReadable(fds, kQuietWaitMs);
+      continue;
+    }
+    // Otherwise busy while bytes move; backs off to 1 ms naps when idle.
     idle = n > 0 ? 0 : idle + 1;
     if (idle > 2000 || !serving_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(serving_.load() ? 1 : 10));
   }

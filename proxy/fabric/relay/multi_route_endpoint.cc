@@ -60,6 +60,10 @@ size_t MultiRouteEndpoint::Outstanding() const {
   return n;
 }
 
+void MultiRouteEndpoint::QuietPeerClose() {
+  for (auto& r : routes_) r->QuietPeerClose();
+}
+
 std::string MultiRouteEndpoint::PeerName() const {
   std::string s;
   for (size_t i = 0; i < routes_.size(); ++i) s += (i ? " | " : "") + routes_[i]->PeerName();

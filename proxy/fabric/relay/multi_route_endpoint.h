@@ -43,6 +43,8 @@ class MultiRouteEndpoint : public Endpoint {
   /// Ok while every route is; else the first failed route's error.
   Status status() const override;
   size_t Outstanding() const override;
+  /// Every route's QuietPeerClose().
+  void QuietPeerClose() override;
   /// "<route 0's name> | <route 1's name> ...".
   std::string PeerName() const override;
 

@@ -87,6 +87,7 @@ RelayedEndpoint::~RelayedEndpoint() {
     Control c;
     c.kind = ControlKind::kClose;
     c.route = relayRoute_;
+    leg_->QuietPeerClose();  // the relay may end (its rank finished) before the Close is acked
     SendControl(c);
     struct Keep {  // members go in reverse order: the leg before its Worker, then the rings
       std::shared_ptr<SlotRing> headers, returns;

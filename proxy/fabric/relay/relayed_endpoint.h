@@ -60,6 +60,10 @@ class RelayedEndpoint : public Endpoint {
   Status Fence(uint64_t cookie) override;
   Status status() const override { return status_; }
   size_t Outstanding() const override { return ops_.size(); }
+  /// The leg to the relay's QuietPeerClose() (the route's own ops end as the leg's do).
+  void QuietPeerClose() override {
+    if (leg_) leg_->QuietPeerClose();
+  }
   std::string PeerName() const override { return peerName_; }
 
   /// For RelayClient: polls the route's Worker, posts what credits allow, completes

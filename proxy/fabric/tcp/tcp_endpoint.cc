@@ -489,6 +489,15 @@ FabricError TcpEndpoint::OnWritten(int, const OutFrame& f, bool) {
   return {};
 }
 
+bool TcpEndpoint::Quiet() const {
+  if (failed_) return true;
+  if (!queue_.empty()) return false;
+  for (const auto& s : sockets_) {
+    if (s->QueuedFrames() > 0) return false;
+  }
+  return true;
+}
+
 void TcpEndpoint::Fail(FabricError e) {
   if (failed_) return;
   failed_ = true;
@@ -497,6 +506,10 @@ void TcpEndpoint::Fail(FabricError e) {
     // Nothing was lost: the peer ended first (its rank finished and closed). Not a
     // WARN, or every clean run ends with one; an op posted later gets the status.
     RY_INFO(log::kNet, "%s (no operation was outstanding)", e.ToString().c_str());
+  } else if (e.errc == FabricErrc::kPeerClosed && quietClose_) {
+    // This end is closing too (a close notice outstanding), or its owner names the
+    // loss to whoever had work on it (a relay's leg): QuietPeerClose().
+    RY_INFO(log::kNet, "%s (%zu ops outstanding; QuietPeerClose)", e.ToString().c_str(), Outstanding());
   } else {
     RY_WARN("%s", e.ToString().c_str());
   }

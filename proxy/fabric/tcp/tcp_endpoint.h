@@ -42,6 +42,10 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   Status Fence(uint64_t cookie) override;
   Status status() const override { return status_; }
   size_t Outstanding() const override { return ops_.size() + fences_; }
+  void QuietPeerClose() override { quietClose_ = true; }
+  /// Nothing left to send: no post waits to go on a socket, no socket holds a frame
+  /// (a connecting socket holds its hello). What is outstanding waits for acks.
+  bool Quiet() const;
   std::string PeerName() const override { return peerName_; }
 
   /// Called by the Worker's Progress: moves bytes, dispatches queued ops, checks the timeout.
@@ -114,6 +118,7 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   size_t fences_ = 0;
   Status status_;
   bool failed_ = false;
+  bool quietClose_ = false;  ///< QuietPeerClose(): a peer close is logged at INFO
   std::vector<uint8_t> nackText_;
   Clock::time_point lastActivity_;
 };

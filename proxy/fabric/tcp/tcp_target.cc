@@ -70,6 +70,15 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
 
 bool TcpTarget::Busy() const { return used_ > 0; }
 
+bool TcpTarget::Quiet() const {
+  if (dead_) return true;
+  if (deferred_ > 0) return false;
+  for (const auto& s : sockets_) {
+    if (s && s->QueuedFrames() > 0) return false;
+  }
+  return true;
+}
+
 void TcpTarget::Fail(FabricError e, bool always, bool warnIdle) {
   if (dead_) return;
   dead_ = true;

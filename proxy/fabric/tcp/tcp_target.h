@@ -50,6 +50,9 @@ class TcpTarget : private FrameHandler {
   void Progress();
   /// Failed or closed: the Worker drops it.
   bool Dead() const { return dead_; }
+  /// Nothing left to send (no ack, nack or read data queued on a socket) and no
+  /// deferred ack waiting for its timer: only the initiator's input brings work.
+  bool Quiet() const;
   /// Fails the connection: an error event at this Worker (when work was under way or
   /// `always`), every socket closed. The failure is logged at WARN when work was under
   /// way or `warnIdle`; otherwise at INFO (a peer that reset an idle connection after

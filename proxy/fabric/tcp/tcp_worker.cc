@@ -240,6 +240,17 @@ size_t TcpWorker::Progress(std::vector<Event>* events) {
   return n;
 }
 
+bool TcpWorker::Quiet() const {
+  if (!pending_.empty() || !events_.empty()) return false;
+  for (const TcpEndpoint* ep : endpoints_) {
+    if (!ep->Quiet()) return false;
+  }
+  for (const auto& [key, t] : targets_) {
+    if (!t->Quiet()) return false;
+  }
+  return true;
+}
+
 WorkerStats TcpWorker::stats() const {
   WorkerStats s = stats_;
   s.peerConnections = targets_.size();

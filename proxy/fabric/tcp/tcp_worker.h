@@ -33,6 +33,10 @@ class TcpWorker : public Worker {
   Status Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<Endpoint>* out) override;
   size_t Progress(std::vector<Event>* events) override;
   WorkerStats stats() const override;
+  /// The epoll set of every watched socket and listener (-1 when a watch failed).
+  int WaitFd() const override { return watchFailed_ ? -1 : epoll_.get(); }
+  /// No pending hello, no queued event, every Endpoint and target Quiet().
+  bool Quiet() const override;
 
   // --- for TcpEndpoint and TcpTarget --------------------------------------------------
   TcpDomain& domain() { return *domain_; }
