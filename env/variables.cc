@@ -393,11 +393,14 @@ const Variable kVariables[] = {
      0, kGiB, &ApplyBytes<&Config::stripeThresholdBytes>},
     {"RAILYARD_STRIPE_CHUNK_BYTES", "bytes", "1M", "bytes", nullptr,
      "Fabric layer: most bytes in one chunk of a Write or Read (any larger op is cut into "
-     "chunks of this size); accepts K, M, G suffixes.",
+     "chunks of this size); accepts K, M, G suffixes. The verbs transport cuts Writes into "
+     "chunks of at least 4 MiB (the port's max_msg_sz caps them) and Reads into chunks of at "
+     "most 256 KiB.",
      4096, 64 * 1024 * 1024, &ApplyBytes<&Config::stripeChunkBytes>},
     {"RAILYARD_STRIPE_CHUNKS_PER_RAIL", "int", "4", "", nullptr,
      "Fabric layer: chunks queued on one rail and not yet sent, at most; further chunks wait "
-     "for room (or take a faster rail).",
+     "for room (or take a faster rail). The verbs transport's bound for Write chunks is "
+     "the larger of this and 64 (for Read chunks, this).",
      1, 1024, &ApplyInt<&Config::stripeChunksPerRail>},
     {"RAILYARD_LIB", "string", "", "", nullptr,
      "Path of libnccl-net-railyard.so for the Python binding (python/railyard/_lib.py "
