@@ -332,9 +332,8 @@ const Variable kVariables[] = {
     {"RAILYARD_COMMS", "enum", "auto", "", nullptr,
      "Which NCCL comms carry plain TCP mode and verbs mode: fabric = the comms written once over "
      "the fabric's one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with "
-     "immediate) in both modes (verbs mode: one verbs Domain per NCCL device; EXPERIMENTAL, "
-     "it does not pass the conformance suite in the soft-RoCE lane yet), legacy = the older "
-     "comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode, legacy in "
+     "immediate) in both modes (verbs mode: one verbs Domain per NCCL device), legacy = the "
+     "older comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode and in "
      "verbs mode. In fabric mode (RAILYARD_FABRIC) over TCP rails, fabric selects the comms over "
      "the host's cable set (cabled peers straight over the cable's rails, the others relayed "
      "through the Forwarders at RAILYARD_FABRIC_RELAY_PORT); auto and legacy keep the older "

@@ -148,7 +148,7 @@ Global& G() {
 /// IPv4 rails). RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the
 /// devices and the transport choice.
 bool UsesFabricComms(const Global& g) {
-  if (g.verbsMode) return g.config->comms == "fabric";
+  if (g.verbsMode) return g.config->comms != "legacy";
   // Fabric mode over TCP rails: the comms over the CableSetDomain (relays through the
   // Forwarder) with RAILYARD_COMMS=fabric; rails with RDMA ports keep the older comms.
   if (g.fabricMode) return g.config->comms == "fabric" && g.ib == nullptr;
@@ -400,7 +400,7 @@ Status ChooseTransport(Global& g, const env::Config& cfg, bool fabric) {
   }
   // The older comms register in the MR cache's hardware backend; the fabric comms
   // of verbs mode register through their Domains (the MR cache stays software).
-  if (fabric || cfg.comms != "fabric") proxy::GlobalMrCache().SetBackend(g.ib.get());
+  if (fabric || cfg.comms == "legacy") proxy::GlobalMrCache().SetBackend(g.ib.get());
   if (fabric) {
     // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
     // further away go through relays over TCP. NCCL still sees one device.
