@@ -69,8 +69,8 @@ struct Config {
   int relayMaxPerPeer = 0;
   /// RAILYARD_TRANSPORT: "auto", "verbs" or "tcp" (see docs/configuration.md).
   std::string transport;
-  /// RAILYARD_COMMS: "auto" (the NCCL comms over proxy/fabric in plain TCP mode, the
-  /// older ones in verbs mode), "fabric" (proxy/fabric in TCP and verbs mode) or
+  /// RAILYARD_COMMS: "auto" (the NCCL comms over proxy/fabric in plain TCP mode and in
+  /// verbs mode), "fabric" (proxy/fabric in TCP and verbs mode) or
   /// "legacy" (the per-transport comms of proxy/tcp and proxy/verbs everywhere).
   std::string comms;
   // --- verbs (RoCE) transport: proxy/verbs/ -----------------------------------------

@@ -332,9 +332,8 @@ const Variable kVariables[] = {
     {"RAILYARD_COMMS", "enum", "auto", "", nullptr,
      "Which NCCL comms carry plain TCP mode and verbs mode: fabric = the comms written once over "
      "the fabric's one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with "
-     "immediate) in both modes (verbs mode: one verbs Domain per NCCL device; EXPERIMENTAL, "
-     "it does not pass the conformance suite in the soft-RoCE lane yet), legacy = the older "
-     "comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode, legacy in "
+     "immediate) in both modes (verbs mode: one verbs Domain per NCCL device), legacy = the "
+     "older comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode and in "
      "verbs mode. In fabric mode (RAILYARD_FABRIC) over TCP rails, fabric selects the comms over "
      "the host's cable set (cabled peers straight over the cable's rails, the others relayed "
      "through the Forwarders at RAILYARD_FABRIC_RELAY_PORT); auto and legacy keep the older "
@@ -393,11 +392,14 @@ const Variable kVariables[] = {
      0, kGiB, &ApplyBytes<&Config::stripeThresholdBytes>},
     {"RAILYARD_STRIPE_CHUNK_BYTES", "bytes", "1M", "bytes", nullptr,
      "Fabric layer: most bytes in one chunk of a Write or Read (any larger op is cut into "
-     "chunks of this size); accepts K, M, G suffixes.",
+     "chunks of this size); accepts K, M, G suffixes. The verbs transport cuts Writes into "
+     "chunks of at least 4 MiB (the port's max_msg_sz caps them) and Reads into chunks of at "
+     "most 256 KiB.",
      4096, 64 * 1024 * 1024, &ApplyBytes<&Config::stripeChunkBytes>},
     {"RAILYARD_STRIPE_CHUNKS_PER_RAIL", "int", "4", "", nullptr,
      "Fabric layer: chunks queued on one rail and not yet sent, at most; further chunks wait "
-     "for room (or take a faster rail).",
+     "for room (or take a faster rail). The verbs transport's bound for Write chunks is "
+     "the larger of this and 64 (for Read chunks, this).",
      1, 1024, &ApplyInt<&Config::stripeChunksPerRail>},
     {"RAILYARD_LIB", "string", "", "", nullptr,
      "Path of libnccl-net-railyard.so for the Python binding (python/railyard/_lib.py "

@@ -18,15 +18,15 @@ using Global = NetState;  // UsesFabricComms keeps its signature's shape (plugin
 
 /// THE one place that chooses between the comms written once over the fabric
 /// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
-/// fabric comms serve plain TCP mode on IPv4 devices, and verbs mode (over the
-/// fabric's verbs transport, one verbs Domain per NCCL device) only with
-/// RAILYARD_COMMS=fabric until they pass the conformance suite in the soft-RoCE
-/// lane; fabric mode (RAILYARD_FABRIC, relays) keeps the older comms until relayed
-/// Endpoints land; so do IPv6 devices in TCP mode (the fabric's TCP transport binds
+/// fabric comms serve plain TCP mode on IPv4 devices and verbs mode (over the
+/// fabric's verbs transport, one verbs Domain per NCCL device); fabric mode
+/// (RAILYARD_FABRIC, relays) over TCP rails uses them only with RAILYARD_COMMS=fabric
+/// (relayed comms are still slower than the socket relay), and keeps the older comms
+/// over RDMA ports; so do IPv6 devices in TCP mode (the fabric's TCP transport binds
 /// IPv4 rails). RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the
 /// devices and the transport choice.
 bool UsesFabricComms(const Global& g) {
-  if (g.verbsMode) return g.config->comms == "fabric";
+  if (g.verbsMode) return g.config->comms != "legacy";
   // Fabric mode over TCP rails: the comms over the CableSetDomain (relays through the
   // Forwarder) with RAILYARD_COMMS=fabric; rails with RDMA ports keep the older comms.
   if (g.fabricMode) return g.config->comms == "fabric" && g.ib == nullptr;
@@ -58,7 +58,7 @@ Status ChooseTransport(NetState& g, const env::Config& cfg, bool fabric) {
   }
   // The older comms register in the MR cache's hardware backend; the fabric comms
   // of verbs mode register through their Domains (the MR cache stays software).
-  if (fabric || cfg.comms != "fabric") proxy::GlobalMrCache().SetBackend(g.ib.get());
+  if (fabric || cfg.comms == "legacy") proxy::GlobalMrCache().SetBackend(g.ib.get());
   if (fabric) {
     // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
     // further away go through relays over TCP. NCCL still sees one device.

@@ -6,7 +6,7 @@
 //
 // Which Domain a lease gets (the choice, and why):
 // - When the plugin's init created NCCL's FabricRuntime (runtime::Fabric(); plain TCP
-//   mode on IPv4 devices, or verbs mode with RAILYARD_COMMS=fabric), the Domain and
+//   mode on IPv4 devices, verbs mode unless RAILYARD_COMMS=legacy), the Domain and
 //   cache of ONE NCCL device: the device one of whose rails reaches the lessee's peer
 //   (the rail's address is the peer's, or the peer is on the rail interface's IPv4
 //   subnet), else device 0. NCCL's regMr registers every buffer in every device's

@@ -73,6 +73,14 @@ std::vector<TransportCase> FabricTransports() {
   cases.push_back({"fake", [](const Knobs&, std::unique_ptr<Domain>* out) {
                      return fake::CreateFakeDomain(fake::FakeOptions{}, out);
                    }});
+  // The target's events trail its acks (FakeOptions::targetEventsTrail), as over verbs:
+  // a test that takes every kDone at the initiator for the target's events fails here
+  // on the host, not only in the soft-RoCE lane.
+  cases.push_back({"fake_trailing", [](const Knobs&, std::unique_ptr<Domain>* out) {
+                     fake::FakeOptions o;
+                     o.targetEventsTrail = true;
+                     return fake::CreateFakeDomain(o, out);
+                   }});
   // Relayed routes (source -> relay -> target): the fake transport with small
   // slots (64 KiB payload, 4 slots, 2 return slots: rings wrap many times), and TCP
   // on the two striped loopback rails with 32 slots of 256 KiB (more small ops in flight).

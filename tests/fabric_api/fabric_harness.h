@@ -40,7 +40,9 @@ struct TransportCase {
 /// interleaved across sockets are exercised); verbs (every RDMA port of the host, or in
 /// the soft-RoCE lane host h0's and h1's rails in turn; 64 KiB stripe threshold,
 /// 256 KiB chunks; not available, so skipped, on a host without RDMA ports); the fake
-/// in-process transport.
+/// in-process transport; the fake with its target's events one Progress behind its acks
+/// (fake_trailing, FakeOptions::targetEventsTrail: as a verbs target polls its CQ);
+/// relayed routes over fake and TCP (relayed_case.cc).
 std::vector<TransportCase> FabricTransports();
 /// The verbs case's Domain maker (exposed for tools and multi-process tests).
 Status MakeVerbsDomain(const Knobs& knobs, std::unique_ptr<Domain>* out);

@@ -245,7 +245,11 @@ TEST_P(FabricOps, LazyWritesAllCompleteOnceAndInOrder) {
         EXPECT_EQ(e.value, imms) << "immediates out of order";
         EXPECT_EQ(e.bytes, 8u);
       }
-      return a_.events.size() - first == expect;
+      // Both ends: a Write's kDone says its data landed, not that the target's Worker
+      // has returned its immediate yet (a verbs target polls its CQ on its own
+      // Progress, after the HCA acked), so the round waits for this round's
+      // immediates too.
+      return a_.events.size() - first == expect && imms == static_cast<size_t>((r + 1) * perRound);
     }));
     EXPECT_EQ(ep_->Outstanding(), 0u);
     std::vector<uint64_t> seen;

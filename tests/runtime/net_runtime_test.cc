@@ -44,13 +44,18 @@ TEST(NetRuntimeTransport, FabricCommsServePlainTcpOnIpv4DevicesOnly) {
   EXPECT_FALSE(detail::UsesFabricComms(g));
 }
 
-TEST(NetRuntimeTransport, VerbsAndFabricModeTakeTheFabricCommsOnlyWhenAsked) {
+// Verbs mode takes the fabric comms unless RAILYARD_COMMS=legacy; fabric mode over TCP
+// rails only when RAILYARD_COMMS=fabric asks (its relayed comms are still slower than
+// the socket relay), and never over RDMA ports.
+TEST(NetRuntimeTransport, VerbsModeTakesTheFabricCommsUnlessLegacyFabricModeOnlyWhenAsked) {
   env::Config cfg;
   cfg.comms = "auto";
   NetState g;
   g.config = &cfg;
   g.devices = {DeviceOfFamily(AF_INET)};
   g.verbsMode = true;
+  EXPECT_TRUE(detail::UsesFabricComms(g)) << "verbs mode, RAILYARD_COMMS=auto";
+  cfg.comms = "legacy";
   EXPECT_FALSE(detail::UsesFabricComms(g));
   cfg.comms = "fabric";
   EXPECT_TRUE(detail::UsesFabricComms(g));

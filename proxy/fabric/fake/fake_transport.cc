@@ -60,7 +60,7 @@ Registry& TheRegistry() {
 
 class FakeDomain : public Domain {
  public:
-  explicit FakeDomain(const FakeOptions& o) {
+  explicit FakeDomain(const FakeOptions& o) : trail_(o.targetEventsTrail) {
     for (int i = 0; i < o.rails; ++i) rails_.push_back({"fake" + std::to_string(i), "", o.speedMbps});
     caps_.flags = kCapSend | kCapWrite | kCapWriteImm | kCapRead | kCapFetchAdd | kCapFence | kCapHostMemory |
                   kCapPreciseRemoteErrors;
@@ -81,8 +81,11 @@ class FakeDomain : public Domain {
   Status Deregister(const Region* region) override { return regions_.Deregister(region); }
   Status CreateWorker(std::unique_ptr<Worker>* out) override;
   RegionTable& regions() { return regions_; }
+  /// FakeOptions::targetEventsTrail.
+  bool trail() const { return trail_; }
 
  private:
+  bool trail_ = false;
   std::vector<RailInfo> rails_;
   Capabilities caps_;
   RegionTable regions_;
@@ -136,6 +139,7 @@ class FakeWorker : public Worker {
   mutable std::mutex mu_;  ///< guards inbox_, replies_, stats_
   std::deque<Request> inbox_;
   std::deque<Reply> replies_;
+  std::vector<Event> trailing_;  ///< targetEventsTrail: target events held for the next Progress
   WorkerStats stats_;
   std::set<std::pair<uint64_t, uint64_t>> refused_;  ///< (worker, endpoint) whose ops are dropped
   std::map<uint64_t, FakeEndpoint*> endpoints_;
@@ -423,14 +427,18 @@ size_t FakeWorker::Progress(std::vector<Event>* events) {
   const size_t before = events->size();
   std::move(events_.begin(), events_.end(), std::back_inserter(*events));
   events_.clear();
+  // targetEventsTrail: what the last call landed is returned now (a CQ polled late).
+  std::move(trailing_.begin(), trailing_.end(), std::back_inserter(*events));
+  trailing_.clear();
   // Serve peers' ops, in arrival (= post) order.
   std::deque<Request> work;
   {
     std::lock_guard lock(mu_);
     work.swap(inbox_);
   }
+  std::vector<Event>* landed = domain_->trail() ? &trailing_ : events;
   for (Request& r : work) {
-    Reply reply = Execute(r, events);
+    Reply reply = Execute(r, landed);
     const uint64_t to = r.fromWorker;
     RouteReply(to, std::move(reply));
   }

@@ -17,6 +17,12 @@ namespace railyard::fabric::fake {
 struct FakeOptions {
   int rails = 1;             ///< reported rails (device "fake<i>"); no effect on data
   uint32_t speedMbps = 100000;
+  /// As an HCA acks: the target answers an op (the initiator's kDone can follow) in the
+  /// Progress call that lands it, but returns the op's kImmediate or kRecord event only
+  /// at its NEXT Progress call, as a verbs target returns a WRITE WITH IMM only when it
+  /// polls its CQ. So a test that stops when the initiator has every kDone, expecting
+  /// the target's events already there, fails here as it does over verbs.
+  bool targetEventsTrail = false;
 };
 
 /// Creates a fake Domain.

@@ -61,8 +61,16 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
   VerbsDomain& d = worker->domain();
   ep->rails_ = std::min<int>(static_cast<int>(d.rails().size()), peer.rails);
   for (int r = 0; r < ep->rails_; ++r) ep->railSpeeds_.push_back(d.rails()[static_cast<size_t>(r)].speedMbps);
-  ep->scheduler_ = StripeScheduler(ep->railSpeeds_, d.options().stripe.chunksInFlightPerRail);
+  const StripeOptions& stripe = d.options().stripe;
+  ep->scheduler_ = StripeScheduler(ep->railSpeeds_, std::max(stripe.chunksInFlightPerRail, kMinWritesInFlightPerRail));
+  ep->writeStripe_ = stripe;
+  ep->writeStripe_.chunkBytes = std::max(stripe.chunkBytes, kMinWriteWrBytes);
+  for (int r = 0; r < ep->rails_; ++r) {
+    const uint64_t portMax = d.ports().at(static_cast<size_t>(d.railPorts()[static_cast<size_t>(r)])).maxMsgBytes;
+    ep->writeStripe_.chunkBytes = std::min(ep->writeStripe_.chunkBytes, portMax);
+  }
   ep->writeOut_.assign(static_cast<size_t>(ep->rails_), 0);
+  ep->readOut_.assign(static_cast<size_t>(ep->rails_), 0);
   ep->sqPosted_.assign(static_cast<size_t>(ep->rails_), 0);
   ep->scratchMem_.assign(kSlotBase + kSlots * kVerbsMaxRecordBytes, 0);
   RY_RETURN_IF_ERROR(d.Register(ep->scratchMem_.data(), ep->scratchMem_.size(), kAccessLocal | kAccessRemoteWrite,
@@ -188,8 +196,8 @@ Status VerbsEndpoint::PostWrite(const LocalSlice& src, const RemoteKey& key, uin
   op.keyAccess = key.access;
   op.hasImm = immediate.has_value();
   op.imm = immediate.value_or(0);
-  op.striped = IsStriped(src.bytes, rails_, worker_->domain().options().stripe);
-  op.chunks = CutIntoChunks(src.bytes, op.striped ? rails_ : 1, worker_->domain().options().stripe);
+  op.striped = IsStriped(src.bytes, rails_, writeStripe_);
+  op.chunks = CutIntoChunks(src.bytes, op.striped ? rails_ : 1, writeStripe_);
   op.reportBytes = reportBytes;
   // One WRITE WITH IMM reports its own bytes; anything else needs the size record.
   op.sizeRecord = op.hasImm && (op.striped || op.chunks.size() != 1 || reportBytes != src.bytes);
@@ -325,6 +333,10 @@ bool VerbsEndpoint::Advance(Op& op) {
           if (rail >= 0 && !scheduler_.HasRoom(rail)) rail = -1;
         }
         if (rail < 0) return false;
+        // Reads keep the configured bound (the Write bound is kMinWritesInFlightPerRail).
+        if (!write && readOut_[static_cast<size_t>(rail)] >= worker_->domain().options().stripe.chunksInFlightPerRail) {
+          return false;
+        }
         const bool withImm = write && op.hasImm && !op.sizeRecord && last;
         // Reads see every earlier Write: those on other rails must have completed.
         if ((!write || withImm) && !OtherRailsQuiet(rail)) return false;
@@ -344,7 +356,7 @@ bool VerbsEndpoint::Advance(Op& op) {
         if (!PostWr(rail, &wr, op)) return false;
         if (!op.striped) op.slot = rail;
         scheduler_.OnQueued(rail);
-        if (write) ++writeOut_[static_cast<size_t>(rail)];
+        ++(write ? writeOut_ : readOut_)[static_cast<size_t>(rail)];
         if (withImm) ++creditsUsed_;
         ++op.pendingWrs;
         ++op.nextChunk;
@@ -486,6 +498,7 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
     --writeOut_[static_cast<size_t>(rail)];
     scheduler_.OnWritten(rail);
   } else if (kind == WrKind::kReadChunk) {
+    if (readOut_[static_cast<size_t>(rail)] > 0) --readOut_[static_cast<size_t>(rail)];
     scheduler_.OnWritten(rail);
   }
   --op.pendingWrs;

@@ -141,8 +141,10 @@ class VerbsEndpoint : public Endpoint {
   uint64_t creditsGranted_ = 0;
   uint64_t creditsUsed_ = 0;
   uint32_t peerRecordBytes_ = 0;
-  StripeScheduler scheduler_;
+  StripeScheduler scheduler_;       ///< room per rail: max(chunks per rail, kMinWritesInFlightPerRail)
+  StripeOptions writeStripe_;        ///< the Domain's striping, chunk raised to kMinWriteWrBytes (port-capped)
   std::vector<int> writeOut_;        ///< Write chunks outstanding per rail
+  std::vector<int> readOut_;         ///< Read chunks outstanding per rail (at most chunksInFlightPerRail)
   std::vector<int> sqPosted_;        ///< send WRs outstanding per rail
   std::map<uint64_t, Op> ops_;
   std::deque<QueueItem> queue_;
@@ -161,5 +163,17 @@ class VerbsEndpoint : public Endpoint {
 inline constexpr std::chrono::milliseconds kWatchInterval{10};
 /// Largest RDMA READ work request, bytes (Reads are cut into chunks of at most this).
 inline constexpr uint64_t kMaxReadWrBytes = 256 * 1024;
+/// Smallest chunk a Write is cut into, bytes: RAILYARD_STRIPE_CHUNK_BYTES when larger,
+/// capped by the rails' ibv_port_attr::max_msg_sz (IbPort::maxMsgBytes, 4 MiB at most), as
+/// the older proxy/verbs comms cut their payload WRs. Soft-RoCE lane, one boot
+/// (docs/benchmarks.md, "vverbs2"): 1 MiB Write WRs with 4 in flight, each completion
+/// posting the next while the QP sends, drew 7-12 rxe retries (rcvd_seq_err,
+/// completer_retry_err) per sendrecv run of 1-16 MiB; 4 MiB WRs, or the older comms' WRs
+/// posted a message at a time, drew none.
+inline constexpr uint64_t kMinWriteWrBytes = 4u << 20;
+/// Fewest Write chunks in flight per rail (RAILYARD_STRIPE_CHUNKS_PER_RAIL when larger):
+/// 64 x 4 MiB, so a message of up to 256 MiB goes into the send queue at once. Reads keep
+/// RAILYARD_STRIPE_CHUNKS_PER_RAIL (a READ's response is a burst from the peer's HCA).
+inline constexpr int kMinWritesInFlightPerRail = 64;
 
 }  // namespace railyard::fabric::verbs
