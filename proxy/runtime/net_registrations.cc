@@ -26,18 +26,19 @@ uint32_t FabricAccessOf(fabric::MemoryKind kind) {
   return a;
 }
 
-/// Wraps a MrCache registration into a MemHandle, registering [data, data + size)
-/// (at least 1 byte, memory of `kind`) in every fabric Domain too. Deregisters
-/// everything on error.
-Status MakeHandle(NetState& g, MemoryRegion* legacy, void* data, size_t size, void** mhandle,
-                  fabric::MemoryKind kind = fabric::MemoryKind::kHost) {
+/// A MemHandle over the MrCache entry `legacy` with `ndev` device slots, the first
+/// `acquire` of them filled by `acquireOn(i, &region)` (a RegistrationCache acquire on
+/// device i), each region's key packed; *mhandle the handle. On an acquire's error
+/// the regions already acquired are released, `legacy` is deregistered and that
+/// error returned (nothing stays registered).
+template <typename AcquireFn>
+Status HandleOverDevices(NetState& g, MemoryRegion* legacy, size_t acquire, size_t ndev, void** mhandle,
+                         AcquireFn&& acquireOn) {
   auto h = std::make_unique<proxy::nccl::MemHandle>();
   h->legacy = legacy;
-  const size_t ndev = g.fabric != nullptr ? g.fabric->devices() : 0;
   h->devices.resize(ndev);
-  for (size_t i = 0; i < ndev && data != nullptr; ++i) {
-    Status s = g.fabric->registrations(i).Acquire(data, std::max<size_t>(size, 1),
-                                                  FabricAccessOf(kind), kind, &h->devices[i].region);
+  for (size_t i = 0; i < acquire; ++i) {
+    Status s = acquireOn(i, &h->devices[i].region);
     if (!s.ok()) {
       for (size_t j = 0; j < i; ++j) (void)g.fabric->registrations(j).Release(h->devices[j].region);
       (void)proxy::GlobalMrCache().Deregister(legacy);
@@ -47,6 +48,19 @@ Status MakeHandle(NetState& g, MemoryRegion* legacy, void* data, size_t size, vo
   }
   *mhandle = h.release();
   return Status::Ok();
+}
+
+/// Wraps a MrCache registration into a MemHandle, registering [data, data + size)
+/// (at least 1 byte, memory of `kind`) in every fabric Domain too. Deregisters
+/// everything on error.
+Status MakeHandle(NetState& g, MemoryRegion* legacy, void* data, size_t size, void** mhandle,
+                  fabric::MemoryKind kind = fabric::MemoryKind::kHost) {
+  const size_t ndev = g.fabric != nullptr ? g.fabric->devices() : 0;
+  return HandleOverDevices(g, legacy, data != nullptr ? ndev : 0, ndev, mhandle,
+                           [&](size_t i, const fabric::Region** region) {
+                             return g.fabric->registrations(i).Acquire(data, std::max<size_t>(size, 1),
+                                                                       FabricAccessOf(kind), kind, region);
+                           });
 }
 
 /// regMrDmaBuf of a real DMA-BUF (fd >= 0) in verbs mode over the fabric comms: the
@@ -67,22 +81,10 @@ Status RegDmaBufVerbsFabric(NetState& g, void* data, size_t size, int type, uint
   const fabric::MemoryKind kind = type == kPtrCuda ? fabric::MemoryKind::kDevice : fabric::MemoryKind::kHost;
   MemoryRegion* legacy = nullptr;
   RY_RETURN_IF_ERROR(proxy::GlobalMrCache().Register(data, size, type, &legacy));
-  auto h = std::make_unique<proxy::nccl::MemHandle>();
-  h->legacy = legacy;
   const size_t ndev = g.fabric->devices();
-  h->devices.resize(ndev);
-  for (size_t i = 0; i < ndev; ++i) {
-    Status s = g.fabric->registrations(i).AcquireDmaBuf(data, size, fd, offset, FabricAccessOf(kind), kind,
-                                                        &h->devices[i].region);
-    if (!s.ok()) {
-      for (size_t j = 0; j < i; ++j) (void)g.fabric->registrations(j).Release(h->devices[j].region);
-      (void)proxy::GlobalMrCache().Deregister(legacy);
-      return s;
-    }
-    h->devices[i].packedKey = h->devices[i].region->Key().Pack();
-  }
-  *mhandle = h.release();
-  return Status::Ok();
+  return HandleOverDevices(g, legacy, ndev, ndev, mhandle, [&](size_t i, const fabric::Region** region) {
+    return g.fabric->registrations(i).AcquireDmaBuf(data, size, fd, offset, FabricAccessOf(kind), kind, region);
+  });
 }
 
 }  // namespace

@@ -29,6 +29,24 @@ def stop(procs):
             p.kill()
 
 
+def fabric_env(host, values, extra=None):
+    """The environment of a fabric-mode process on host `host` (index; its name is
+    h<host>): this process's environment with RAILYARD_HOST_NAME, the rails on every
+    port but the management one (RAILYARD_SOCKET_IFNAME=^mgmt0), RAILYARD_FABRIC=on
+    and RAILYARD_DEBUG=WARN, then the lane's own `values` and the case's `extra`
+    (dicts of variable -> string; later ones win)."""
+    env = dict(os.environ)
+    env.update({
+        "RAILYARD_HOST_NAME": f"h{host}",
+        "RAILYARD_SOCKET_IFNAME": "^mgmt0",
+        "RAILYARD_FABRIC": "on",
+        "RAILYARD_DEBUG": "WARN",
+    })
+    env.update(values)
+    env.update(extra or {})
+    return env
+
+
 def tx_bytes(namespace, ifname):
     """Bytes interface `ifname` of network namespace `namespace` has sent (its
     statistics/tx_bytes counter)."""

@@ -30,17 +30,7 @@ MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
 
 
 def env_for(host, extra=None):
-    env = dict(os.environ)
-    env.update({
-        "RAILYARD_HOST_NAME": f"h{host}",
-        "RAILYARD_SOCKET_IFNAME": "^mgmt0",
-        "RAILYARD_FABRIC": "on",
-        "NCCL_NET_PLUGIN": "railyard",
-        "LD_LIBRARY_PATH": LIBDIR,
-        "RAILYARD_DEBUG": "WARN",
-    })
-    env.update(extra or {})
-    return env
+    return netns_lane.fabric_env(host, {"NCCL_NET_PLUGIN": "railyard", "LD_LIBRARY_PATH": LIBDIR}, extra)
 
 
 def railyardd(hosts, extra=None, args=(), stdout=subprocess.DEVNULL):

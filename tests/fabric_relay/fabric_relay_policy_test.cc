@@ -79,6 +79,26 @@ class RelayPolicy : public ::testing::Test {
     EXPECT_TRUE(ep->Write({local_, 0, 64}, region_->Key(), region_->base, cookie).ok());
     return Wait(cookie);
   }
+  /// Opens route 1 by hand, as a RelayClient would: a kOpen control of 8 slots of
+  /// `o.slotBytes` from `w` to the destination Worker, its returns into `ret`, sent over
+  /// a new Endpoint `*ep` to the Forwarder.
+  void SendRouteOpen(Worker* w, const RelayOptions& o, const Region* ret, uint64_t nonce,
+                     std::unique_ptr<Endpoint>* ep) {
+    ASSERT_TRUE(w->Connect(fwd_->Address(0), ep).ok());
+    RouteOpen ro;
+    ro.slots = 8;
+    ro.slotBytes = o.slotBytes;
+    ro.returnSlots = o.returnSlots;
+    ro.source = w->Address();
+    ro.target = dstW_->Address();
+    ro.returnKey = ret->Key().Pack();
+    ro.nonce = nonce;
+    Control c;
+    c.kind = ControlKind::kOpen;
+    c.route = 1;
+    c.body = EncodeRouteOpen(ro);
+    ASSERT_TRUE((*ep)->Send(EncodeControl(c), 1).ok());
+  }
 
   std::unique_ptr<Domain> srcD_, relayD_, dstD_;
   std::unique_ptr<Worker> dstW_;
@@ -373,20 +393,7 @@ TEST_F(RelayPolicy, WriteChunksThatDisagreeWithTheirTotalFailTheRouteNamed) {
   ASSERT_TRUE(srcD_->Register(slotA.data(), slotA.size(), kAccessLocal, MemoryKind::kHost, &rA).ok());
   ASSERT_TRUE(srcD_->Register(slotB.data(), slotB.size(), kAccessLocal, MemoryKind::kHost, &rB).ok());
   std::unique_ptr<Endpoint> ep;
-  ASSERT_TRUE(w->Connect(fwd_->Address(0), &ep).ok());
-  RouteOpen ro;
-  ro.slots = 8;
-  ro.slotBytes = o.slotBytes;
-  ro.returnSlots = o.returnSlots;
-  ro.source = w->Address();
-  ro.target = dstW_->Address();
-  ro.returnKey = rRet->Key().Pack();
-  ro.nonce = 99;
-  Control c;
-  c.kind = ControlKind::kOpen;
-  c.route = 1;
-  c.body = EncodeRouteOpen(ro);
-  ASSERT_TRUE(ep->Send(EncodeControl(c), 1).ok());
+  ASSERT_NO_FATAL_FAILURE(SendRouteOpen(w.get(), o, rRet, 99, &ep));
   std::vector<Event> wEv;
   auto pumpUntil = [&](auto done) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -469,20 +476,7 @@ TEST_F(RelayPolicy, ARouteWhoseSourceWentAwayMidSlotIsClosedNotFailed) {
   ASSERT_TRUE(srcD_->Register(ret.data(), ret.size(), kAccessLocal | kAccessRemoteWrite, MemoryKind::kHost, &rRet).ok());
   ASSERT_TRUE(srcD_->Register(slot.data(), slot.size(), kAccessLocal, MemoryKind::kHost, &rSlot).ok());
   std::unique_ptr<Endpoint> ep;
-  ASSERT_TRUE(w->Connect(fwd_->Address(0), &ep).ok());
-  RouteOpen ro;
-  ro.slots = 8;
-  ro.slotBytes = o.slotBytes;
-  ro.returnSlots = o.returnSlots;
-  ro.source = w->Address();
-  ro.target = dstW_->Address();
-  ro.returnKey = rRet->Key().Pack();
-  ro.nonce = 5;
-  Control c;
-  c.kind = ControlKind::kOpen;
-  c.route = 1;
-  c.body = EncodeRouteOpen(ro);
-  ASSERT_TRUE(ep->Send(EncodeControl(c), 1).ok());
+  ASSERT_NO_FATAL_FAILURE(SendRouteOpen(w.get(), o, rRet, 5, &ep));
   std::vector<Event> wEv;
   Control ok;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);

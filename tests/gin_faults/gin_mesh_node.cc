@@ -38,6 +38,7 @@
 
 #include "tests/conformance/gin_proxy_driver.h"
 #include "tools/railyard-perf/bootstrap.h"
+#include "tools/railyard-perf/gin_runner.h"
 #include "tools/railyard-perf/nccl_logger.h"
 #include "tools/railyard-perf/one_sided_table.h"
 
@@ -67,18 +68,25 @@ struct Node {
 
   /// A bootstrap step with a thread progressing the plugin meanwhile (over the TCP
   /// fabric a target's acks leave only when it progresses).
-  Status WithProgress(const std::function<Status()>& fn) {
-    std::atomic<bool> stop{false};
-    std::thread t([&] {
-      while (!stop.load(std::memory_order_acquire)) (void)table->Progress();
-    });
-    Status s = fn();
-    stop.store(true, std::memory_order_release);
-    t.join();
-    return s;
-  }
+  Status WithProgress(const std::function<Status()>& fn) { return perf::WithProgressOf(*table, fn); }
   uint64_t Signal(int q) const { return __atomic_load_n(&signals[size_t(q)], __ATOMIC_ACQUIRE); }
 };
+
+/// Tests every request in `reqs` once, removing the done ones; false (the rest kept)
+/// when a test fails (the plugin's WARN says why).
+bool TestOnce(perf::OneSidedTable& t, std::vector<void*>* reqs) {
+  for (size_t i = 0; i < reqs->size();) {
+    int done = 0;
+    if (t.Test((*reqs)[i], &done) != ncclSuccess) return false;
+    if (done) {
+      (*reqs)[i] = reqs->back();
+      reqs->pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return true;
+}
 
 /// Tests `req` until done, progressing; bounded by `deadline`.
 Status Wait(perf::OneSidedTable& t, void* req, Clock::time_point deadline, const char* what) {
@@ -200,18 +208,9 @@ int Stream(Node& nd, int seconds) {
       reqs.push_back(req);
       ++puts;
     }
-    for (size_t i = 0; i < reqs.size();) {
-      int done = 0;
-      if (nd.table->Test(reqs[i], &done) != ncclSuccess) {
-        return Die(nd.me, "test of a put to rank " + std::to_string(peer) + " after " + std::to_string(puts) +
-                              " puts failed: " + perf::TakeFirstWarn(), 3);
-      }
-      if (done) {
-        reqs[i] = reqs.back();
-        reqs.pop_back();
-      } else {
-        ++i;
-      }
+    if (!TestOnce(*nd.table, &reqs)) {
+      return Die(nd.me, "test of a put to rank " + std::to_string(peer) + " after " + std::to_string(puts) +
+                            " puts failed: " + perf::TakeFirstWarn(), 3);
     }
     (void)nd.table->Progress();
   }
@@ -226,16 +225,7 @@ Status TimePuts(Node& nd, int peer, int count, double* seconds) {
   const auto t0 = Clock::now();
   for (int k = 0; k < count; ++k) {
     while (reqs.size() >= 8) {
-      for (size_t i = 0; i < reqs.size();) {
-        int done = 0;
-        if (nd.table->Test(reqs[i], &done) != ncclSuccess) return SystemError("test failed: " + perf::TakeFirstWarn());
-        if (done) {
-          reqs[i] = reqs.back();
-          reqs.pop_back();
-        } else {
-          ++i;
-        }
-      }
+      if (!TestOnce(*nd.table, &reqs)) return SystemError("test failed: " + perf::TakeFirstWarn());
       (void)nd.table->Progress();
       if (Clock::now() > deadline) return SystemError("puts not done in 120 s");
     }

@@ -37,6 +37,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import netns_lane  # noqa: E402
+
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 CASE, NODE, RAILYARDD, LIB = sys.argv[1:5]
 NS = [h["namespace"] for h in TB["hosts"]]
@@ -50,18 +53,8 @@ def fail(msg):
 
 
 def env_for(host, extra=None):
-    env = dict(os.environ)
-    env.update({
-        "RAILYARD_HOST_NAME": f"h{host}",
-        "RAILYARD_SOCKET_IFNAME": "^mgmt0",
-        "RAILYARD_FABRIC": "on",
-        "RAILYARD_COMMS": "fabric",
-        "RAILYARD_TRANSPORT": "tcp",
-        "RAILYARD_TIMEOUT_MS": str(TIMEOUT_MS),
-        "RAILYARD_DEBUG": "WARN",
-    })
-    env.update(extra or {})
-    return env
+    return netns_lane.fabric_env(host, {"RAILYARD_COMMS": "fabric", "RAILYARD_TRANSPORT": "tcp",
+                                        "RAILYARD_TIMEOUT_MS": str(TIMEOUT_MS)}, extra)
 
 
 def nodes(hosts, mode, size, count, extra=None):

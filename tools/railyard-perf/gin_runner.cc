@@ -96,16 +96,18 @@ Status GinBench::WaitFor(std::vector<void*>* reqs, const std::vector<bool>& from
   }
 }
 
-Status GinBench::WithProgress(const std::function<Status()>& fn) {
+Status WithProgressOf(OneSidedTable& table, const std::function<Status()>& fn) {
   std::atomic<bool> stop{false};
   std::thread t([&] {
-    while (!stop.load(std::memory_order_acquire)) (void)table->Progress();
+    while (!stop.load(std::memory_order_acquire)) (void)table.Progress();
   });
   Status s = fn();
   stop.store(true, std::memory_order_release);
   t.join();
   return s;
 }
+
+Status GinBench::WithProgress(const std::function<Status()>& fn) { return WithProgressOf(*table, fn); }
 
 Status GinBench::Barrier() {
   return WithProgress([this] { return boot->Barrier(); });

@@ -49,6 +49,11 @@ struct GinBench {
   Status WithProgress(const std::function<Status()>& fn);
 };
 
+/// Runs the blocking step `fn` (a bootstrap exchange) with a thread calling
+/// `table.Progress()` until it returns: over the TCP fabric a target's acks leave only
+/// when it progresses, as NCCL's proxy thread always does. Returns fn's Status.
+Status WithProgressOf(OneSidedTable& table, const std::function<Status()>& fn);
+
 /// One size of one pattern: `*usPerIter` is this rank's average µs per timed
 /// iteration, `*wrong` the elements of its receive area that do not hold what the
 /// senders wrote (0 when checking is off).
