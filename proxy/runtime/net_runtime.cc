@@ -16,6 +16,7 @@
 #include "proxy/routing/relay_hop_names.h"
 #include "proxy/runtime/net_state.h"
 #include "topology/cluster_key.h"
+#include "topology/loopback_rail.h"
 
 namespace railyard::runtime {
 
@@ -81,9 +82,8 @@ Status NetRuntime::Discover() {
                                                 "RAILYARD_SOCKET_IFNAME",
                                                 proxy::BootstrapIfname(cfg->railIfname, cfg->socketIfname)));
     if (rails.empty() && cfg->fabric == "on") {
-      return InvalidUsage("RAILYARD_FABRIC=on but no interface qualifies as a rail (IPv4, not "
-                          "loopback, no default route; RAILYARD_SOCKET_IFNAME chooses): " +
-                          whyNone);
+      return InvalidUsage("RAILYARD_FABRIC=on but no interface qualifies as a rail (" +
+                          topology::FabricRailRequirement("RAILYARD_SOCKET_IFNAME") + "): " + whyNone);
     }
     if (rails.empty()) {
       RY_INFO(log::kInit | log::kNet, "fabric mode off: no rail (%s)", whyNone.c_str());
