@@ -7,6 +7,7 @@
 #include "env/log.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/verbs/verbs_domain.h"
+#include "topology/loopback_rail.h"
 #include "topology/netdev.h"
 
 namespace railyard::runtime {
@@ -20,10 +21,7 @@ Status TcpRails(const env::Config& config, const ProcessDomainOptions& o, std::v
   std::vector<topology::NetDevice> devs;
   Status s = topology::SelectSocketDevices(o.ifname, &devs);
   if (!s.ok() && !o.ifname.empty()) return s;
-  for (const topology::NetDevice& d : devs) {
-    if (d.family() != AF_INET || rails->size() == o.maxRails) continue;
-    rails->push_back({d.name, d.addrString, static_cast<uint32_t>(d.SpeedOr(config.defaultSpeedMbps))});
-  }
+  *rails = TcpRailsOf(devs, o.maxRails, static_cast<uint32_t>(config.defaultSpeedMbps));
   if (rails->empty() && !o.ifname.empty()) {
     return InvalidUsage("RAILYARD_SOCKET_IFNAME='" + o.ifname + "' names no interface with an IPv4 address");
   }
@@ -32,6 +30,21 @@ Status TcpRails(const env::Config& config, const ProcessDomainOptions& o, std::v
 }
 
 }  // namespace
+
+std::vector<fabric::RailInfo> TcpRailsOf(const std::vector<topology::NetDevice>& devs, size_t maxRails,
+                                         uint32_t defaultSpeedMbps) {
+  bool other = false;
+  for (const topology::NetDevice& d : devs) {
+    other = other || (d.family() == AF_INET && !topology::IsLoopbackInterface(d.name, d.loopback));
+  }
+  std::vector<fabric::RailInfo> rails;
+  for (const topology::NetDevice& d : devs) {
+    if (d.family() != AF_INET || rails.size() == maxRails) continue;
+    if (other && topology::IsLoopbackInterface(d.name, d.loopback)) continue;
+    rails.push_back({d.name, d.addrString, static_cast<uint32_t>(d.SpeedOr(static_cast<int>(defaultSpeedMbps)))});
+  }
+  return rails;
+}
 
 Status CreateProcessDomain(const env::Config& config, const ProcessDomainOptions& options,
                            std::unique_ptr<fabric::Domain>* out) {

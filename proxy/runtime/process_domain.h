@@ -7,11 +7,13 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "env/config.h"
 #include "env/status.h"
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/remote_key.h"
+#include "topology/netdev.h"
 
 namespace railyard::runtime {
 
@@ -29,6 +31,14 @@ struct ProcessDomainOptions {
   /// Who asks, for the log line ("gin", "expert", ...).
   std::string who = "railyard";
 };
+
+/// The TCP rails over the interfaces `devs` a filter matched (in their order): one per
+/// IPv4 device, at most `maxRails`, speed from the device or `defaultSpeedMbps`.
+/// Loopback devices only when no other IPv4 device matched (the filter names lo): an
+/// exclusion such as ^mgmt0 matches lo too, but its user means the rail ports.
+/// Empty when no IPv4 device matched.
+std::vector<fabric::RailInfo> TcpRailsOf(const std::vector<topology::NetDevice>& devs, size_t maxRails,
+                                         uint32_t defaultSpeedMbps);
 
 /// Creates the Domain described in the file comment.
 /// - RAILYARD_TRANSPORT=tcp: TCP. =verbs: verbs, or the verbs Domain's error (InvalidUsage

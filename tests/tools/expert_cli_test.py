@@ -90,6 +90,8 @@ def main():
                            capture_output=True, text=True, env=env, timeout=30)
         check(r.returncode == 2 and "railyardd: no rail" in r.stderr and "listening on" not in r.stderr,
               f"no rail without --expert-only: exit 2 before announcing the store ({r.returncode}, {r.stderr.strip()!r})")
+        check("to serve only the expert store without cabling discovery or relaying, add --expert-only" in r.stderr,
+              f"the no-rail error names --expert-only ({r.stderr.strip()!r})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(failures)} failure(s)")

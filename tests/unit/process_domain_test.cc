@@ -4,10 +4,12 @@
 #include "proxy/runtime/process_domain.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace railyard::runtime {
 namespace {
@@ -21,6 +23,41 @@ env::Config ConfigWith(std::map<std::string, std::string> vars) {
   };
   EXPECT_TRUE(env::Parse(lookup, {}, &c).ok());
   return c;
+}
+
+topology::NetDevice Device(const char* name, const char* ipv4, bool loopback, std::optional<int> speedMbps = {}) {
+  topology::NetDevice d;
+  d.name = name;
+  d.addr.ss_family = AF_INET;
+  d.addrString = ipv4;
+  d.loopback = loopback;
+  d.speedMbps = speedMbps;
+  return d;
+}
+
+// An exclusion filter (RAILYARD_SOCKET_IFNAME=^mgmt0, as the README advises railyardd)
+// matches lo too: the tiers' rails are the other ports, in order, never 127.0.0.1
+// (new-user trial: railyardd's expert store bound 127.0.0.1 with ^mgmt0 set).
+TEST(ProcessDomain, TcpRailsLeaveLoopbackOutWhenTheFilterMatchedOtherPorts) {
+  const std::vector<topology::NetDevice> devs = {Device("lo", "127.0.0.1", true), Device("p0r0", "10.201.0.1", false, 25000),
+                                                 Device("p1r0", "10.201.7.1", false)};
+  const std::vector<fabric::RailInfo> rails = TcpRailsOf(devs, 8, 10000);
+  ASSERT_EQ(rails.size(), 2u);
+  EXPECT_EQ(rails[0].device, "p0r0");
+  EXPECT_EQ(rails[0].address, "10.201.0.1");
+  EXPECT_EQ(rails[0].speedMbps, 25000u);
+  EXPECT_EQ(rails[1].device, "p1r0");
+  EXPECT_EQ(rails[1].speedMbps, 10000u) << "unknown speed: the default";
+  EXPECT_EQ(TcpRailsOf(devs, 1, 10000).size(), 1u) << "maxRails";
+  // A filter that matched only loopback (=lo, lo) keeps it: the user named it.
+  const std::vector<fabric::RailInfo> lo = TcpRailsOf({Device("lo", "127.0.0.1", true)}, 8, 10000);
+  ASSERT_EQ(lo.size(), 1u);
+  EXPECT_EQ(lo[0].address, "127.0.0.1");
+  // IPv6 addresses are no TCP rail; nothing matched, nothing returned.
+  topology::NetDevice v6 = Device("p0r0", "fe80::1", false);
+  v6.addr.ss_family = AF_INET6;
+  EXPECT_TRUE(TcpRailsOf({v6}, 8, 10000).empty());
+  EXPECT_TRUE(TcpRailsOf({}, 8, 10000).empty());
 }
 
 TEST(ProcessDomain, TcpOnLoopbackWhenUnset) {

@@ -254,9 +254,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (rails.empty()) {
-      std::fprintf(stderr, "railyardd: no rail (%s): %s\n",
+      // A host with no cable may still serve a tier (a single-machine trial): say how.
+      std::string hint;
+      if (!expertStore.empty() || !snapshot.arenas.empty()) {
+        const bool both = !expertStore.empty() && !snapshot.arenas.empty();
+        hint = std::string("; to serve only the ") +
+               (both ? "expert store and snapshot arenas" : !expertStore.empty() ? "expert store" : "snapshot arenas") +
+               " without cabling discovery or relaying, add " +
+               (both ? "--expert-only --snapshot-only" : !expertStore.empty() ? "--expert-only" : "--snapshot-only");
+      }
+      std::fprintf(stderr, "railyardd: no rail (%s): %s%s\n",
                    topology::FabricRailRequirement(ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname").c_str(),
-                   whyNone.c_str());
+                   whyNone.c_str(), hint.c_str());
       return 2;
     }
   }
