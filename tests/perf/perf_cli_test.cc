@@ -177,3 +177,17 @@ TEST(PerfCli, RankWithoutRank0SaysWhatItWaitsFor) {
       << r.err;
   EXPECT_NE(r.err.find("timed out connecting to rank 0 at " + where), std::string::npos) << r.err;
 }
+
+// Rank 0 started without the others says once what it waits for (it was silent until -T,
+// 10 minutes by default; new-user trial), then times out naming the ranks missing.
+TEST(PerfCli, Rank0WithoutTheOthersSaysWhatItWaitsFor) {
+  const int port = railyard::test_support::FreePort();
+  ASSERT_GT(port, 0);
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  const Result r = RunShell(kPerf + " --plugin " + Lib("11") + " --rank 0 --nranks 3 --root " + where + " -T 1");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(Count(r.err, "railyard-perf: rank 0: waiting for 2 rank(s) to join at " + where + "; until the -T limit (1 s)"),
+            1u)
+      << r.err;
+  EXPECT_NE(r.err.find("waiting for ranks to join (0 of 2 joined)"), std::string::npos) << r.err;
+}

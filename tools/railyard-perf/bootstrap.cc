@@ -188,6 +188,14 @@ Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootst
   b.nranks_ = nranks;
   b.deadline_ = deadline;
   b.fds_.assign(std::size_t(nranks), -1);
+  // Non-blocking: a connection that is reset between poll and accept (a port probe, a
+  // stray process) leaves nothing to accept, and a blocking accept would wait past the
+  // deadline (seen: rank 0 killed by its alarm instead of timing out).
+  const int flags = fcntl(listenFd, F_GETFL);
+  if (flags < 0 || fcntl(listenFd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    CloseFd(listenFd);
+    return SystemError(Errno("bootstrap: making the listen socket non-blocking"));
+  }
   Status status;
   for (int joined = 1; joined < nranks && status.ok();) {
     status = WaitFd(listenFd, POLLIN, deadline,

@@ -31,6 +31,10 @@ int RunMultiHost(const Options& opts) {
   if (opts.rank == 0) {
     Listener l;
     s = ListenTcp(host, port, &l);
+    if (s.ok() && opts.nranks > 1) {  // one line, as the joining ranks say theirs
+      std::fprintf(stderr, "railyard-perf: rank 0: waiting for %d rank(s) to join at %s; until the -T limit (%d s)\n",
+                   opts.nranks - 1, opts.root.c_str(), opts.timeoutSec);
+    }
     if (s.ok()) s = Bootstrap::CreateRoot(l.fd, opts.nranks, deadline, &boot);
   } else {
     s = Bootstrap::Join(host, port, opts.rank, opts.nranks, deadline, &boot);

@@ -294,18 +294,20 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
       (reasons[i].rfind(kNotFound, 0) == 0 ? missing : other).push_back(reasons[i].substr(
           reasons[i].rfind(kNotFound, 0) == 0 ? kNotFound.size() : 0));
     }
+    // A file that was found and failed (init failed, bad table) comes first: it is the
+    // cause; the names dlopen did not find follow, as "also not found".
     std::string line = "'" + c.entry + "': ";
+    for (size_t i = 0; i < other.size(); ++i) line += (i ? "; " : "") + other[i];
     if (!missing.empty()) {
-      line += "not found: tried ";
+      line += other.empty() ? "not found: tried " : "; also not found: ";
       for (size_t i = 0; i < missing.size(); ++i) line += (i ? ", " : "") + missing[i];
       const bool bare = std::any_of(missing.begin(), missing.end(), [](const std::string& m) { return m.find('/') == std::string::npos; });
-      if (bare) {
+      if (bare && other.empty()) {
         const char* ld = std::getenv("LD_LIBRARY_PATH");
         line += std::string(" (dlopen searched LD_LIBRARY_PATH=") + (ld && *ld ? ld : "<unset>") +
                 ", the ldconfig cache, /lib and /usr/lib)";
       }
     }
-    for (size_t i = 0; i < other.size(); ++i) line += (i || !missing.empty() ? "; " : "") + other[i];
     perEntry.push_back(line);
   };
   for (const auto& c : spec.candidates) {
