@@ -364,9 +364,10 @@ int ThreadCount() {
 
 // A fabric-mode init (RAILYARD_FABRIC=on, RAILYARD_COMMS=fabric) that fails after the
 // cabling agent, relay and fabric relay started ("no cable of this host yet": a rank
-// alone on a veth rail whose other end has no agent, in a network namespace of its own) stops every thread it
-// started: NCCL then calls finalize and may dlclose the plugin, which crashed (SIGSEGV
-// in a thread whose code was unmapped) while they ran. Root only (the namespace).
+// alone on a veth rail whose other end has no agent, in a network namespace of its
+// own) stops every thread it started: NCCL then calls finalize and may dlclose the
+// plugin, and a thread left running in the unmapped code crashes (SIGSEGV) at its next
+// wake-up. Root only (the namespace).
 TEST(ConformanceFault, FailedFabricModeInitLeavesNoThreadBeforeTheUnload) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace with a lone rail";
   if (TransportName() != "tcp") GTEST_SKIP() << "fabric mode over TCP rails";

@@ -122,9 +122,9 @@ TEST(NetRuntimeInitFail, StartThreadsFailureStopsTheCommWorkersAndALaterInitSucc
 }
 
 /// Puts the calling thread (and every thread and child it starts) in a network
-/// namespace of its own with one rail `ry0` (10.231.0.1/24, no default route: a veth whose peer end ry1 has no address and no
-/// agent, so nothing answers).
-/// False (the test skips) without root or the `ip` tool.
+/// namespace of its own with one rail `ry0` (10.231.0.1/24, no default route): a veth
+/// whose other end ry1 has no address and no agent, so no neighbour ever answers.
+/// False (the test skips) without root, veth or the `ip` tool.
 bool OwnNamespaceWithALoneRail() {
   if (::geteuid() != 0 || ::unshare(CLONE_NEWNET) != 0) return false;
   return std::system("ip link set lo up && ip link add ry0 type veth peer name ry1 && ip link set ry1 up && "
