@@ -182,8 +182,12 @@ Status StartFabric(NetState& g) {
     speed += r.speedMbps;
   }
   name += "]";
-  if (!g.fabricName.empty()) g.retiredNames.push_back(std::move(g.fabricName));
-  g.fabricName = name;
+  // The same name keeps its string (NCCL may hold the pointer); a new one retires the
+  // old, so init cycles (failed ones too) with unchanged rails keep nothing more.
+  if (name != g.fabricName) {
+    if (!g.fabricName.empty()) g.retiredNames.push_back(std::move(g.fabricName));
+    g.fabricName = name;
+  }
   g.fabricSpeedMbps = speed;
   g.fabricNameRails = n;
   return Status::Ok();

@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "env/log.h"
+#include "proxy/mr_cache.h"
 #include "proxy/routing/relay_hop_names.h"
 #include "proxy/runtime/net_state.h"
 #include "topology/cluster_key.h"
@@ -34,7 +36,81 @@ std::string HostName() {
 /// (at most RAILYARD_RELAY_DRAIN_MS), in ms.
 constexpr int kFinalizeRelayDrainMs = 2000;
 
+/// FailStartThreadsAfterForTesting's stage (a StartStage; 0 = no fault).
+std::atomic<int> g_failAfterStage{0};
+
+/// The test hook's fault after `reached` (Ok unless the hook names that stage).
+Status InjectedFault(StartStage reached) {
+  if (g_failAfterStage.load(std::memory_order_acquire) != static_cast<int>(reached)) return Status::Ok();
+  return SystemError("init stopped by the test hook after start stage " +
+                     std::to_string(static_cast<int>(reached)));
+}
+
+/// What fabric mode's StartFabric runs (each NULL when it did not start), taken out
+/// of the state under g.mu so they can stop outside it.
+struct FabricModeServices {
+  std::unique_ptr<fabric::relay::ForwarderHost> forwarder;
+  std::unique_ptr<proxy::RelayService> relay;
+  std::unique_ptr<proxy::Router> router;
+};
+
+/// Moves the fabric-mode services out of the state (NULL there after). Requires g.mu.
+FabricModeServices TakeFabricModeServices(NetState& g) {
+  FabricModeServices s;
+  s.forwarder = std::move(g.forwarder);
+  s.relay = std::move(g.relay);
+  s.router = std::move(g.router);
+  return s;
+}
+
+/// Stops every thread StartThreads starts, whichever of its stages ran (each stop is
+/// a no-op for what never started), and joins them: the FabricRuntime's CommWorkers,
+/// the RDMA port events, then the fabric relay, the relay and the cabling agent (the
+/// relays read the Router). `drainMs` >= 0: the fabric relay first carries the routes
+/// through this host that long at most (a clean finalize); -1: they break at once (a
+/// failed init). Every comm must be closed first. The caller holds g.mu or has taken
+/// the services out under it.
+void StopThreads(NetState& g, FabricModeServices s, int drainMs) {
+  if (g.fabric != nullptr) g.fabric->Stop();  // after every fabric comm is closed
+  if (g.ib != nullptr) g.ib->StopEvents();    // ports stay open: NCCL may still hold registrations
+  if (s.router) proxy::SetAddressNamer(nullptr);
+  {
+    std::lock_guard lock(g.graphMu);
+    g.graphRouter = nullptr;  // the fabric comms are stopped: nothing routes any more
+  }
+  if (s.forwarder && drainMs >= 0) {
+    // Ranks relaying for each other end together: carry the routes through this
+    // host a moment longer, until their sources close them (else each source's leg
+    // breaks with its close notice outstanding: a WARN at every clean end), bounded.
+    const size_t left = s.forwarder->Drain(drainMs);
+    if (left > 0) RY_INFO(log::kNet, "finalize: %zu fabric relay routes still open; they break now", left);
+  }
+  s.forwarder.reset();  // stops the fabric relay's thread (it reads the relay's seat and the router)
+  s.relay.reset();      // hands the relay seat to a process standing by; sockets it relays break
+  s.router.reset();     // stops the cabling agent thread
+}
+
+/// Undoes what a failed Discover set (the RDMA ports ChooseTransport opened, the
+/// mode), so the next init discovers afresh. No comm or registration exists yet (none
+/// can before the first init succeeds). Requires g.mu.
+void UndoDiscover(NetState& g) {
+  if (g.ib != nullptr) proxy::GlobalMrCache().SetBackend(nullptr);
+  g.ib.reset();
+  g.verbsDevs.clear();
+  g.verbsMode = false;
+  g.fabricVerbs = false;
+  g.fabricMode = false;
+  g.fabricRails.clear();
+  g.fabricComms = false;
+  g.devices.clear();
+  g.config = nullptr;
+}
+
 }  // namespace
+
+void detail::FailStartThreadsAfterForTesting(StartStage stage) {
+  g_failAfterStage.store(static_cast<int>(stage), std::memory_order_release);
+}
 
 NetRuntime::NetRuntime() : g_(*new NetState()) {}  // never destroyed, as the runtime
 
@@ -123,13 +199,19 @@ Status NetRuntime::StartThreads() {
   if (g.ib != nullptr) {
     RY_RETURN_IF_ERROR(g.ib->StartEvents());
     RY_INFO(log::kInit | log::kNet, "Railyard verbs transport: %zu RDMA ports", g.ib->size());
+    RY_RETURN_IF_ERROR(InjectedFault(StartStage::kRdmaEvents));
   }
   if (g.fabric != nullptr && !g.fabricMode) {
     RY_RETURN_IF_ERROR(g.fabric->Start());  // the comms' helper threads
+    RY_RETURN_IF_ERROR(InjectedFault(StartStage::kFabricRuntime));
   }
   if (g.fabricMode) {
     RY_RETURN_IF_ERROR(StartFabric(g));
-    if (g.fabricComms) RY_RETURN_IF_ERROR(StartFabricModeComms(g));
+    RY_RETURN_IF_ERROR(InjectedFault(StartStage::kFabric));
+    if (g.fabricComms) {
+      RY_RETURN_IF_ERROR(StartFabricModeComms(g));
+      RY_RETURN_IF_ERROR(InjectedFault(StartStage::kFabricModeComms));
+    }
     // The count is of the rails the name lists; shared segments (a management bridge) are left out of both.
     const size_t left = g.fabricRails.size() - static_cast<size_t>(g.fabricNameRails);
     const std::string leftOut =
@@ -143,8 +225,23 @@ Status NetRuntime::StartThreads() {
 Status NetRuntime::Open(uint64_t commId, int trafficClass, CommContext** out) {
   NetState& g = g_;
   std::lock_guard lock(g.mu);
-  if (!g.discovered) RY_RETURN_IF_ERROR(Discover());
-  if (g.refs == 0) RY_RETURN_IF_ERROR(StartThreads());
+  // A failed init undoes what it did (NCCL may init again, finalize, or unload the
+  // plugin): no thread of ours may outlive it, and the next init starts afresh.
+  if (!g.discovered) {
+    if (Status s = Discover(); !s.ok()) {
+      UndoDiscover(g);
+      return s;
+    }
+  }
+  if (g.refs == 0) {
+    if (Status s = StartThreads(); !s.ok()) {
+      // No context is open, so no comm exists; stopped under g.mu so no other init
+      // sees the services half gone.
+      StopThreads(g, TakeFabricModeServices(g), -1);
+      RY_INFO(log::kInit | log::kNet, "init failed; every thread it started is stopped: %s", s.message().c_str());
+      return s;
+    }
+  }
   auto* c = new CommContext();
   c->commId = commId;
   c->trafficClass = trafficClass;
@@ -160,9 +257,7 @@ bool NetRuntime::Close(CommContext* ctx) {
   std::vector<proxy::Comm*> comms;
   std::vector<proxy::ListenComm*> listens;
   std::vector<PendingConnect*> connects;
-  std::unique_ptr<proxy::RelayService> relay;
-  std::unique_ptr<proxy::Router> router;
-  std::unique_ptr<fabric::relay::ForwarderHost> forwarder;
+  FabricModeServices services;
   {
     std::lock_guard lock(g.mu);
     if (ctx == nullptr || g.contexts.erase(ctx) == 0) return false;
@@ -176,9 +271,7 @@ bool NetRuntime::Close(CommContext* ctx) {
     g.comms.clear();
     g.listens.clear();
     g.connects.clear();
-    forwarder = std::move(g.forwarder);
-    relay = std::move(g.relay);
-    router = std::move(g.router);
+    services = TakeFabricModeServices(g);
   }
   if (!comms.empty()) {
     RY_INFO(log::kNet, "finalize closes %zu comms still open", comms.size());
@@ -189,23 +282,8 @@ bool NetRuntime::Close(CommContext* ctx) {
   }
   for (proxy::ListenComm* l : listens) delete l;
   for (PendingConnect* c : connects) delete c;
-  if (g.fabric != nullptr) g.fabric->Stop();  // after every fabric comm is closed
-  if (g.ib != nullptr) g.ib->StopEvents();  // ports stay open: NCCL may still hold registrations
-  if (router) proxy::SetAddressNamer(nullptr);
-  {
-    std::lock_guard lock(g.graphMu);
-    g.graphRouter = nullptr;  // the fabric comms are stopped: nothing routes any more
-  }
-  if (forwarder && g.config != nullptr) {
-    // Ranks relaying for each other end together: carry the routes through this
-    // host a moment longer, until their sources close them (else each source's leg
-    // breaks with its close notice outstanding: a WARN at every clean end), bounded.
-    const size_t left = forwarder->Drain(std::min(g.config->relayDrainMs, kFinalizeRelayDrainMs));
-    if (left > 0) RY_INFO(log::kNet, "finalize: %zu fabric relay routes still open; they break now", left);
-  }
-  forwarder.reset();  // stops the fabric relay's thread (it reads the relay's seat and the router)
-  relay.reset();   // hands the relay seat to a process standing by; sockets it relays break
-  router.reset();  // stops the cabling agent thread
+  const int drainMs = g.config != nullptr ? std::min(g.config->relayDrainMs, kFinalizeRelayDrainMs) : -1;
+  StopThreads(g, std::move(services), drainMs);
   return true;
 }
 

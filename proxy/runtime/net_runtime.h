@@ -73,7 +73,11 @@ class NetRuntime {
   /// transport; the first call after every context closed starts the threads.
   /// Errors of env::Load, the cluster key, interface and rail selection, the
   /// transport (RAILYARD_TRANSPORT=verbs without a usable port), the FabricRuntime and
-  /// the threads' start. On success *out is the context (Close returns it).
+  /// the threads' start. On success *out is the context (Close returns it). A failed
+  /// Open undoes what it did: every thread it started is stopped and joined (the
+  /// cabling agent, relay and fabric relay closed), a failed first discovery closes
+  /// the RDMA ports it opened, and the state is as before the call, so a later Open
+  /// may succeed (NCCL may also finalize the NULL context or unload the plugin).
   Status Open(uint64_t commId, int trafficClass, CommContext** out);
   /// Finalize of one context; false (nothing done) for NULL or a context not open
   /// (NCCL finalizes after a failed init too). The last one closes every comm still

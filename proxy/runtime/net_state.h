@@ -99,6 +99,22 @@ struct NetState {
 
 namespace detail {
 
+// ---- net_runtime.cc ----
+/// The stages of StartThreads (net_runtime.cc), in start order: after each one, every
+/// thread and service of the stages before it (and of it) runs.
+enum class StartStage : int {
+  kNone = 0,           ///< no fault
+  kRdmaEvents = 1,     ///< the RDMA port event thread (verbs, fabric mode with verbs)
+  kFabricRuntime = 2,  ///< the FabricRuntime's CommWorkers (TCP or verbs mode over the fabric comms)
+  kFabric = 3,         ///< fabric mode: the cabling agent, relay and fabric relay (StartFabric)
+  kFabricModeComms = 4,  ///< fabric mode over the fabric comms: the CableSetDomain's CommWorker
+};
+/// Test hook: makes StartThreads fail (SystemError naming the stage) right after
+/// `stage` succeeded, as a real failure of the next stage would, so a test can check
+/// that a failed init undoes what it started at every stage. kNone (the default)
+/// turns it off. Process-wide; thread-safe.
+void FailStartThreadsAfterForTesting(StartStage stage);
+
 // ---- net_transport.cc ----
 /// THE one place that chooses between the comms written once over the fabric and
 /// the older per-transport comms (see its definition). Requires the devices and the

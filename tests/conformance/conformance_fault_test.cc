@@ -2,10 +2,14 @@
 // and a peer SIGKILLed mid-stream. The surviving side must see an error (not a
 // hang) within RAILYARD_TIMEOUT_MS, its close calls must return, and the error
 // text handed to NCCL's logger must name the peer.
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -345,6 +349,52 @@ TEST(ConformanceFault, SenderKilledBeforeSending) {
       EXPECT_EQ(net.CloseRecv(recv), ncclSuccess);
     }
     EXPECT_EQ(net.Finalize(), ncclSuccess);
+  });
+}
+
+/// Threads of this process (/proc/self/task entries).
+int ThreadCount() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+// A fabric-mode init (RAILYARD_FABRIC=on, RAILYARD_COMMS=fabric) that fails after the
+// cabling agent, relay and fabric relay started ("no cable of this host yet": a rank
+// alone on a veth rail whose other end has no agent, in a network namespace of its
+// own) stops every thread it started: NCCL then calls finalize and may dlclose the
+// plugin, and a thread left running in the unmapped code crashes (SIGSEGV) at its next
+// wake-up. Root only (the namespace).
+TEST(ConformanceFault, FailedFabricModeInitLeavesNoThreadBeforeTheUnload) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace with a lone rail";
+  if (TransportName() != "tcp") GTEST_SKIP() << "fabric mode over TCP rails";
+  RunRanks({.nranks = 1, .timeout = Ms(60000), .pluginTimeoutMs = 100}, [](Rank& r) {
+    ASSERT_EQ(::unshare(CLONE_NEWNET), 0);
+    ASSERT_EQ(std::system("ip link set lo up && ip link add ry0 type veth peer name ry1 && ip link set ry1 up && "
+                          "ip addr add 10.231.0.1/24 dev ry0 && ip link set ry0 up"),
+              0);
+    ::setenv("RAILYARD_SOCKET_IFNAME", "=ry0", 1);
+    ::setenv("RAILYARD_FABRIC", "on", 1);
+    ::setenv("RAILYARD_COMMS", "fabric", 1);
+    ::setenv("RAILYARD_DISCOVERY_INTERVAL_MS", "10", 1);
+    const int threads = ThreadCount();
+    Plugin p = OpenPlugin();
+    ASSERT_NE(p.lib, nullptr);
+    Net net(p, 11);
+    for (int i = 0; i < 5; ++i) {
+      r.Note("failed init " + std::to_string(i));
+      EXPECT_NE(net.Init(), ncclSuccess) << "alone on its rail, init " << i;
+      EXPECT_EQ(net.Finalize(), ncclSuccess);
+      EXPECT_EQ(ThreadCount(), threads) << "init " << i << " left threads running";
+    }
+    const std::string log = CapturedWarnings();
+    EXPECT_NE(log.find("no cable of this host"), std::string::npos) << log;
+    r.Note("unloading the plugin");
+    EXPECT_EQ(::dlclose(p.lib), 0);  // as NCCL does after a failed init
+    EXPECT_EQ(ThreadCount(), threads);
   });
 }
 
