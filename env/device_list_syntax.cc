@@ -8,8 +8,12 @@ namespace railyard::env {
 Status CheckDeviceListSyntax(std::string_view value, std::string_view source) {
   if (value.empty()) return Status::Ok();
   const std::string head = std::string(source) + "='" + std::string(value) + "': ";
-  const char* forms =
-      " (NCCL's forms: eth, =eth0, ^docker, ^=docker0, =mlx5_0:1; a comma list of names, each optionally :port)";
+  // The examples follow the list's kind: RDMA devices (RAILYARD_HCA, NCCL_IB_HCA) or
+  // network interfaces (the *_IFNAME variables).
+  const bool hca = source.find("HCA") != std::string_view::npos;
+  const char* forms = hca ? " (NCCL's forms: mlx5, =mlx5_0:1, ^mlx5_1, ^=mlx5_1:1; a comma list of RDMA device "
+                            "names, each optionally :port)"
+                          : " (NCCL's forms: eth, =eth0, ^docker, ^=docker0; a comma list of interface names)";
   std::string_view rest = value;
   if (rest.front() == '^') rest.remove_prefix(1);
   if (!rest.empty() && rest.front() == '=') rest.remove_prefix(1);

@@ -22,6 +22,8 @@ namespace railyard::env {
 ///    `^` as "automatic", `^=` as "exclude nothing" = select nothing);
 ///  - a `^` or `=` anywhere but the header: `=^eth0` (NCCL: the exact name "^eth0"),
 ///    `^^eth0`, `==eth0`, `eth0,^docker` (NCCL: the prefix "^docker", matching nothing).
+/// The message ends with examples of the forms: RDMA device names when `source` names
+/// an HCA list (RAILYARD_HCA, NCCL_IB_HCA), interface names otherwise.
 Status CheckDeviceListSyntax(std::string_view value, std::string_view source);
 
 }  // namespace railyard::env
