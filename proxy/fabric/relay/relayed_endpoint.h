@@ -4,8 +4,11 @@
 // Every op becomes one or more slots of the route's ring at the relay, in post
 // order: a Write is cut into chunks of RelayOptions::PayloadBytes(); each chunk's
 // payload is written straight from the caller's Region into the slot, then the slot
-// header (target key, address, op sequence) with an immediate naming the slot. Send
-// records, Reads and FetchAdds are one slot each. The relay forwards the slots in
+// header (target key, address, op sequence) with an immediate naming the slot (the
+// payload Write lazily acked: its ack comes with the header's; a chunk of at most the
+// largest record's size from host memory is copied behind the header instead and
+// goes in the header's one Write: InlineChunk). Send records, Reads and FetchAdds
+// are one slot each. The relay forwards the slots in
 // order as soon as each lands, so the next hop's own ordering rule carries the
 // order to the target. Credits (cumulative: slots done at the target) free slots and
 // complete ops; Read data comes back into this route's return ring and is copied
@@ -37,6 +40,12 @@
 #include "proxy/fabric/relay/slot_ring.h"
 
 namespace railyard::fabric::relay {
+
+/// Whether a Write chunk of `chunk` bytes from `local` travels inside its slot's header
+/// Write (copied behind the header: one Write, one ack on the leg to the relay) rather
+/// than as a Write of its own before the header: host memory only, at most `maxInline`
+/// bytes (the header slot's room: the largest record a route carries).
+bool InlineChunk(const Region& local, uint64_t chunk, uint64_t maxInline);
 
 /// See file comment. Made by RelayClient::Connect.
 class RelayedEndpoint : public Endpoint {
