@@ -1,8 +1,8 @@
 // Relayed Writes of every size class through one Forwarder over the fake transport:
 // chunks small enough to travel inside their slot's header Write (InlineChunk) and
-// larger ones (payload Write lazily acked, then the header) land whole, each Write's
+// larger ones (payload Write, then the header) land whole, each Write's
 // immediate after all of its bytes and in post order, with the target seeing the
-// Write's size; and which chunks are sent inline (host memory, at most the record size).
+// Write's size; and which chunks are sent inline (host memory, at most the limit).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,8 +42,9 @@ TEST(RelayInline, WritesOfEverySizeLandWholeBeforeTheirImmediatesInOrder) {
   std::unique_ptr<RelayClient> client;
   ASSERT_TRUE(RelayClient::Create(*srcD, o, &client).ok());
   const uint64_t record = std::min<uint64_t>(srcD->capabilities().maxRecordBytes, o.PayloadBytes());
+  const uint64_t inl = std::min(record, kMaxInlineChunkBytes);
   // Inline at the limit and one byte over it, tiny ones, and one of two slots.
-  const std::vector<uint64_t> sizes = {1, 8, 4096, record, record + 1, 3000, o.PayloadBytes() + 1, 64, record};
+  const std::vector<uint64_t> sizes = {1, 8, 4096, inl, inl + 1, record, record + 1, 3000, o.PayloadBytes() + 1, 64, inl};
   uint64_t total = 0;
   for (uint64_t n : sizes) total += n;
   std::vector<uint8_t> src(total), dst(total + 64, 0);

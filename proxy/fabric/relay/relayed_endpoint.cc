@@ -263,16 +263,16 @@ bool RelayedEndpoint::EmitChunk(Op& op) {
       const bool last = op.emitted + chunk == op.bytes;
       if (last) h.flags = kSlotLast | (op.hasImm ? kSlotHasImm : 0);
       h.imm = op.imm;
-      if (chunk > 0 && InlineChunk(*op.local.region, chunk, MaxRecord(*client_))) {
+      if (chunk > 0 && InlineChunk(*op.local.region, chunk, std::min(MaxRecord(*client_), kMaxInlineChunkBytes))) {
         // Small (a clear-to-send, an eager message): copied behind the header, the
         // slot goes as one Write (one frame and one ack on the leg, not two of each).
         std::memcpy(hdr + kSlotPayloadOffset, op.local.data() + op.emitted, chunk);
         headerBytes = kSlotPayloadOffset + chunk;
       } else if (chunk > 0) {
-        // Nothing waits for the payload's own kDone (credits complete the op): lazily
-        // acked, its ack comes with the header Write's just after it.
-        s = leg_->WriteLazy({op.local.region, op.local.offset + op.emitted, chunk}, upKey_,
-                            slotBase + kSlotPayloadOffset, MakeLegCookie(routeId_, LegTag::kPayload, idx));
+        // A Write of its own. Not WriteLazy: measured 5x slower at 64 KiB relayed
+        // (docs/benchmarks.md, fperf section; the cause is not pinned down yet).
+        s = leg_->Write({op.local.region, op.local.offset + op.emitted, chunk}, upKey_, slotBase + kSlotPayloadOffset,
+                        MakeLegCookie(routeId_, LegTag::kPayload, idx));
       }
       op.emitted += chunk;
       op.allEmitted = last;
