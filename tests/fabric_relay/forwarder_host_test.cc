@@ -15,8 +15,6 @@
 #include <cstring>
 #include <thread>
 
-#include "proxy/fabric/fake/fake_transport.h"
-#include "proxy/fabric/relay/forwarder.h"
 #include "proxy/fabric/relay/forwarder_host.h"
 #include "proxy/fabric/relay/graph_routes.h"
 #include "proxy/fabric/relay/relay_client.h"
@@ -193,30 +191,6 @@ TEST_F(ForwarderHostTest, RefusesATargetOffTheGraph) {
   EXPECT_NE(relay->lastProblem().find("on no cable"), std::string::npos) << relay->lastProblem();
   EXPECT_EQ(relay->stats().routesRefused, 1u);
   ep.reset();
-}
-
-// The relay host's idle naps wait in poll on these: one fd per TCP port Worker (its
-// epoll set), each distinct; none over a transport whose Workers offer no fd (fake).
-TEST(ForwarderPortFds, OnePerTcpPortNoneWithoutAnFd) {
-  auto resolve = [](std::span<const uint8_t>, NextHop* out) {
-    *out = NextHop{};
-    return Status::Ok();
-  };
-  std::unique_ptr<Domain> p0 = TcpOn("127.0.5.1"), p1 = TcpOn("127.0.5.2");
-  ASSERT_TRUE(p0 && p1);
-  std::unique_ptr<Forwarder> f;
-  ASSERT_TRUE(Forwarder::Create({p0.get(), p1.get()}, RelayOptions{}, resolve, &f).ok());
-  const std::vector<int> fds = f->PortFds();
-  ASSERT_EQ(fds.size(), 2u);
-  EXPECT_GE(fds[0], 0);
-  EXPECT_GE(fds[1], 0);
-  EXPECT_NE(fds[0], fds[1]);
-  f.reset();
-  std::unique_ptr<Domain> fake;
-  ASSERT_TRUE(fake::CreateFakeDomain({}, &fake).ok());
-  std::unique_ptr<Forwarder> g;
-  ASSERT_TRUE(Forwarder::Create({fake.get()}, RelayOptions{}, resolve, &g).ok());
-  EXPECT_TRUE(g->PortFds().empty());
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ def env_for(host, comms, d):
 def run_case(d, comms, size, iters):
     relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], f"{d}/railyardd"], env=env_for(h, comms, d),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in (1, 3)]
-    time.sleep(0.5)
+    time.sleep(2.0)  # the relays listen before the ranks connect through them (a loaded host is slow to start them)
     try:
         port = random.randint(30000, 39000)
         root = f"{MGMT[0]}:{port}"

@@ -203,16 +203,6 @@ std::vector<int> Forwarder::WaitFds() const {
   return fds;
 }
 
-std::vector<int> Forwarder::PortFds() const {
-  std::vector<int> fds;
-  for (const Port& p : ports_) {
-    const int fd = p.worker->WaitFd();
-    if (fd < 0) return {};
-    fds.push_back(fd);
-  }
-  return fds;
-}
-
 size_t Forwarder::Progress() {
   size_t n = 0;
   for (size_t p = 0; p < ports_.size(); ++p) {

@@ -84,10 +84,6 @@ class Forwarder {
   /// onward route through a further relay, no refusal still going out); empty when
   /// the caller must keep calling Progress.
   std::vector<int> WaitFds() const;
-  /// Every port Worker's fd to wait on (poll, POLLIN), quiet or not, for a bounded nap
-  /// that ends early when a peer sends something (e.g. while an ack is deferred, or a
-  /// frame waits for socket room: WaitFds is empty then); empty when a port has none.
-  std::vector<int> PortFds() const;
   /// From now on every route open is refused, answered to its source with `why`
   /// (kConnectFailed); the routes open now carry on until their sources close them
   /// or a leg fails (a draining relay: railyardd after SIGTERM). Not undone.

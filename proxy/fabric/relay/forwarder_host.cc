@@ -228,23 +228,9 @@ void ForwarderHost::Run() {
       WaitReadable(fds, kQuietWaitMs);
       continue;
     }
-    // Otherwise busy while bytes move; backs off to 1 ms naps when idle, in poll on
-    // the port Workers so that a peer's bytes end the nap (a plain sleep made every
-    // relayed hop that came in meanwhile wait out the rest of the millisecond).
+    // Otherwise busy while bytes move; backs off to 1 ms naps when idle.
     idle = n > 0 ? 0 : idle + 1;
-    if (idle > 2000 && serving_.load()) {
-      {
-        std::lock_guard lock(mu_);
-        if (forwarder_) fds = forwarder_->PortFds();
-      }
-      if (!fds.empty()) {
-        WaitReadable(fds, 1);
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    } else if (!serving_.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    if (idle > 2000 || !serving_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(serving_.load() ? 1 : 10));
   }
 }
 
