@@ -11,6 +11,9 @@ writes (argv[1], JSON) the median busbw of each case, the relayed/direct ratio p
 path and the new/old ratio per case, with the load average before and after.
 
 Usage: fmode_relay_bench.py OUT.json PERF RAILYARDD LIBDIR ROUNDS SIZE [SIZE...]
+Environment: FMODE_HOPS=relayed (or direct) runs only those cases (the table then
+prints 0 for the others); FMODE_ITERS=N timed iterations per run (default 20 up to
+1 MiB, 6 above).
 """
 import json
 import os
@@ -39,7 +42,7 @@ def run_perf(hosts, size, comms):
     port = random.randint(30000, 39000)
     root = f"{MGMT[hosts[0]]}:{port}"
     jpath = f"/tmp/fmode-bench-{os.getpid()}-{port}.json"
-    iters = 20 if size <= 1 << 20 else 6
+    iters = int(os.environ.get("FMODE_ITERS", "0")) or (20 if size <= 1 << 20 else 6)
     procs = []
     for r, h in enumerate(hosts):
         args = [PERF, "--rank", str(r), "--nranks", "2", "--root", root, "-p", "sendrecv",
@@ -62,7 +65,8 @@ def main():
     load_before = open("/proc/loadavg").read().split()[:3]
     relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h, "legacy"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in (1, 3)]
-    cases = [(comms, hops, size) for size in SIZES for comms in ("fabric", "legacy") for hops in ("direct", "relayed")]
+    hops_run = [os.environ["FMODE_HOPS"]] if os.environ.get("FMODE_HOPS") else ["direct", "relayed"]
+    cases = [(comms, hops, size) for size in SIZES for comms in ("fabric", "legacy") for hops in hops_run]
     got = {c: [] for c in cases}
     try:
         for _ in range(ROUNDS):
@@ -74,6 +78,9 @@ def main():
             p.wait()
     load_after = open("/proc/loadavg").read().split()[:3]
     med = {c: statistics.median(v) for c, v in got.items()}
+    for size in SIZES:  # cases not run count as 1 (ratios against them are meaningless)
+        for c in (("fabric", "direct", size), ("fabric", "relayed", size), ("legacy", "direct", size), ("legacy", "relayed", size)):
+            med.setdefault(c, 1.0)
     out = {"load_before": load_before, "load_after": load_after, "rounds": ROUNDS, "rows": []}
     print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)}; {ROUNDS} rounds, medians")
     print(f"{'size':>10} {'new direct':>11} {'new relayed':>12} {'new r/d':>8} {'old direct':>11} "
@@ -84,7 +91,7 @@ def main():
         row = {"size": size, "new_direct_gbps": nd, "new_relayed_gbps": nr, "old_direct_gbps": od,
                "old_relayed_gbps": orl, "new_relayed_over_direct": nr / nd, "old_relayed_over_direct": orl / od,
                "new_over_old_direct": nd / od, "new_over_old_relayed": nr / orl,
-               "samples": {f"{c[0]}-{c[1]}": got[c] for c in got if c[2] == size}}
+               "samples": {f"{c[0]}-{c[1]}": got[c] for c in got if c[2] == size}, "iters": os.environ.get("FMODE_ITERS", "")}
         out["rows"].append(row)
         print(f"{size:>10} {nd:>11.3f} {nr:>12.3f} {nr / nd:>8.2f} {od:>11.3f} {orl:>12.3f} {orl / od:>8.2f} "
               f"{nd / od:>10.2f} {nr / orl:>10.2f}")

@@ -4,8 +4,10 @@
 // Every op becomes one or more slots of the route's ring at the relay, in post
 // order: a Write is cut into chunks of RelayOptions::PayloadBytes(); each chunk's
 // payload is written straight from the caller's Region into the slot, then the slot
-// header (target key, address, op sequence) with an immediate naming the slot. Send
-// records, Reads and FetchAdds are one slot each. The relay forwards the slots in
+// header (target key, address, op sequence) with an immediate naming the slot (a
+// chunk of at most kMaxInlineChunkBytes from host memory, e.g. a clear-to-send, is
+// copied behind the header instead and goes in the header's one Write: InlineChunk). Send records, Reads and FetchAdds
+// are one slot each. The relay forwards the slots in
 // order as soon as each lands, so the next hop's own ordering rule carries the
 // order to the target. Credits (cumulative: slots done at the target) free slots and
 // complete ops; Read data comes back into this route's return ring and is copied
@@ -37,6 +39,18 @@
 #include "proxy/fabric/relay/slot_ring.h"
 
 namespace railyard::fabric::relay {
+
+/// Most bytes of a Write chunk copied behind its slot header: the one Write (header
+/// area + chunk) stays within 64 KiB, the TCP transport's default stripe threshold, so
+/// it is one frame on one rail (measured: a 64 KiB chunk inline, 65,792 bytes, went
+/// striped over two rails and was slower than payload and header as two Writes).
+inline constexpr uint64_t kMaxInlineChunkBytes = 64 * 1024 - kSlotPayloadOffset;
+
+/// Whether a Write chunk of `chunk` bytes from `local` travels inside its slot's header
+/// Write (copied behind the header: one Write, one ack on the leg to the relay) rather
+/// than as a Write of its own before the header: host memory only, at most `maxInline`
+/// bytes (the header slot's room: the largest record a route carries).
+bool InlineChunk(const Region& local, uint64_t chunk, uint64_t maxInline);
 
 /// See file comment. Made by RelayClient::Connect.
 class RelayedEndpoint : public Endpoint {
