@@ -54,8 +54,14 @@ Store::~Store() {
 Status Store::Open(const std::string& dir, bool verifyChecksums, std::unique_ptr<Store>* out) {
   std::unique_ptr<Store> s(new Store());
   s->dir_ = dir;
-  RY_RETURN_IF_ERROR(ReadSmallFile(dir + "/" + kManifestFile, kMaxManifestBytes,
-                                   static_cast<int>(ExpertErrc::kManifestTooLarge), &s->manifestText_));
+  if (Status st = ReadSmallFile(dir + "/" + kManifestFile, kMaxManifestBytes,
+                               static_cast<int>(ExpertErrc::kManifestTooLarge), &s->manifestText_);
+      !st.ok()) {
+    struct stat ms {};
+    if (::stat((dir + "/" + kManifestFile).c_str(), &ms) == 0 || errno != ENOENT) return st;
+    // A directory without a manifest: say what it is not, and what makes one.
+    return Status(st.code(), st.message() + " (" + dir + " is not an expert store: railyard-pack builds one)");
+  }
   RY_RETURN_IF_ERROR(Manifest::Parse(s->manifestText_, &s->manifest_));
   const Manifest& m = s->manifest_;
   for (const LayerEntry& l : m.layers) {

@@ -123,6 +123,20 @@ TEST(ExpertStore, WrittenStoreOpensAndReadsBack) {
   EXPECT_EQ(ExpertErrcOf(testing::WritePatternStore(dir, m)), ExpertErrc::kInvalidArgument);
 }
 
+// A directory with no manifest (a typo, or the checkpoint given instead of the store):
+// the error says it is not an expert store and what builds one (new-user trial).
+TEST(ExpertStore, ADirectoryWithoutAManifestIsNamedNotAStore) {
+  TempDir tmp;
+  std::unique_ptr<Store> store;
+  const Status s = Store::Open(tmp.path, false, &store);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kSystem) << s.message();
+  EXPECT_NE(s.message().find("cannot open " + tmp.path + "/manifest.json: No such file or directory"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("(" + tmp.path + " is not an expert store: railyard-pack builds one)"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(store, nullptr);
+}
+
 TEST(ExpertStore, FilesInconsistentWithTheManifestAreRefused) {
   TempDir tmp;
   const std::string dir = tmp.path + "/store";
