@@ -13,10 +13,11 @@ Usage: fabric_bench.py OUT.json PERF RAILYARDD LIBDIR RATE_MBIT ROUNDS
 """
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
+
+import netns_perf  # noqa: E402  (this folder: run as a script)
 
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 OUT, PERF, RAILYARDD, LIBDIR = sys.argv[1:5]
@@ -35,25 +36,9 @@ def env_for(host, ifname):
 
 
 def run_perf(hosts, pattern, size, iters, ifname):
-    port = random.randint(30000, 39000)
-    root = f"{MGMT[hosts[0]]}:{port}"
-    jpath = f"/tmp/fabric-bench-{os.getpid()}-{port}.json"
-    procs = []
-    for r, h in enumerate(hosts):
-        args = [PERF, "--rank", str(r), "--nranks", str(len(hosts)), "--root", root, "-p", pattern,
-                "-b", str(size), "-e", str(size), "-n", str(iters), "-w", "2", "-c", "0", "-T", "300"]
-        if r == 0:
-            args += ["--json", jpath]
-        procs.append(subprocess.Popen(["ip", "netns", "exec", NS[h]] + args, env=env_for(h, ifname),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise SystemExit(f"railyard-perf failed ({pattern} on {hosts}):\n{err[-2000:]}")
-    rows = json.load(open(jpath))
-    os.unlink(jpath)
-    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-    return float(rows[-1]["busbw_gbps"] if "busbw_gbps" in rows[-1] else rows[-1]["busbw"])
+    row = netns_perf.perf_row(PERF, NS, MGMT, hosts, pattern, size, iters, 2, lambda h: env_for(h, ifname),
+                              f"{pattern} on {hosts}")
+    return float(row["busbw_gbps"] if "busbw_gbps" in row else row["busbw"])
 
 
 def main():

@@ -11,11 +11,12 @@ Usage: fmode_relay_ab.py OUT.json ROUNDS SIZES(a,b,c) ITERS(a,b,c) NAME=DIR:COMM
 """
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
 import time
+
+import netns_perf  # noqa: E402  (this folder: run as a script)
 
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 OUT = sys.argv[1]
@@ -44,25 +45,9 @@ def run_case(d, comms, size, iters):
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in (1, 3)]
     time.sleep(2.0)  # the relays listen before the ranks connect through them (a loaded host is slow to start them)
     try:
-        port = random.randint(30000, 39000)
-        root = f"{MGMT[0]}:{port}"
-        jpath = f"/tmp/fmode-ab-{os.getpid()}-{port}.json"
-        procs = []
-        for r, h in enumerate((0, 2)):
-            args = [f"{d}/railyard-perf", "--rank", str(r), "--nranks", "2", "--root", root, "-p", "sendrecv",
-                    "-b", str(size), "-e", str(size), "-n", str(iters), "-w", "3", "-c", "0", "-T", "300"]
-            if r == 0:
-                args += ["--json", jpath]
-            procs.append(subprocess.Popen(["ip", "netns", "exec", NS[h]] + args, env=env_for(h, comms, d),
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        for p in procs:
-            _, err = p.communicate(timeout=600)
-            if p.returncode != 0:
-                raise SystemExit(f"railyard-perf failed ({d}, {comms}, {size} B):\n{err[-2000:]}")
-        rows = json.load(open(jpath))
-        os.unlink(jpath)
-        rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-        return float(rows[-1]["busbw_gbps"])
+        row = netns_perf.perf_row(f"{d}/railyard-perf", NS, MGMT, (0, 2), "sendrecv", size, iters, 3,
+                                  lambda h: env_for(h, comms, d), f"{d}, {comms}, {size} B")
+        return float(row["busbw_gbps"])
     finally:
         for p in relays:
             p.terminate()

@@ -17,10 +17,11 @@ prints 0 for the others); FMODE_ITERS=N timed iterations per run (default 20 up 
 """
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
+
+import netns_perf  # noqa: E402  (this folder: run as a script)
 
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 OUT, PERF, RAILYARDD, LIBDIR = sys.argv[1:5]
@@ -39,26 +40,10 @@ def env_for(host, comms):
 
 
 def run_perf(hosts, size, comms):
-    port = random.randint(30000, 39000)
-    root = f"{MGMT[hosts[0]]}:{port}"
-    jpath = f"/tmp/fmode-bench-{os.getpid()}-{port}.json"
     iters = int(os.environ.get("FMODE_ITERS", "0")) or (20 if size <= 1 << 20 else 6)
-    procs = []
-    for r, h in enumerate(hosts):
-        args = [PERF, "--rank", str(r), "--nranks", "2", "--root", root, "-p", "sendrecv",
-                "-b", str(size), "-e", str(size), "-n", str(iters), "-w", "3", "-c", "0", "-T", "300"]
-        if r == 0:
-            args += ["--json", jpath]
-        procs.append(subprocess.Popen(["ip", "netns", "exec", NS[h]] + args, env=env_for(h, comms),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise SystemExit(f"railyard-perf failed ({comms}, {hosts}, {size} B):\n{err[-2000:]}")
-    rows = json.load(open(jpath))
-    os.unlink(jpath)
-    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-    return float(rows[-1]["busbw_gbps"])
+    row = netns_perf.perf_row(PERF, NS, MGMT, hosts, "sendrecv", size, iters, 3, lambda h: env_for(h, comms),
+                              f"{comms}, {hosts}, {size} B")
+    return float(row["busbw_gbps"])
 
 
 def main():

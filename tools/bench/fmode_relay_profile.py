@@ -9,10 +9,11 @@ Usage: fmode_relay_profile.py OUTDIR PERF RAILYARDD LIBDIR TOOL(strace|perf|none
 """
 import json
 import os
-import random
 import subprocess
 import sys
 import time
+
+import netns_perf  # noqa: E402  (this folder: run as a script)
 
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 OUTDIR, PERF, RAILYARDD, LIBDIR, TOOL = sys.argv[1:6]
@@ -31,25 +32,8 @@ def env_for(host, comms):
 
 
 def run_perf(size, comms):
-    port = random.randint(30000, 39000)
-    root = f"{MGMT[0]}:{port}"
-    jpath = f"/tmp/fmode-prof-{os.getpid()}-{port}.json"
-    procs = []
-    for r, h in enumerate((0, 2)):
-        args = [PERF, "--rank", str(r), "--nranks", "2", "--root", root, "-p", "sendrecv",
-                "-b", str(size), "-e", str(size), "-n", str(ITERS), "-w", "3", "-c", "0", "-T", "300"]
-        if r == 0:
-            args += ["--json", jpath]
-        procs.append(subprocess.Popen(["ip", "netns", "exec", NS[h]] + args, env=env_for(h, comms),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise SystemExit(f"railyard-perf failed ({comms}, {size} B):\n{err[-2000:]}")
-    rows = json.load(open(jpath))
-    os.unlink(jpath)
-    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-    return rows[-1]
+    return netns_perf.perf_row(PERF, NS, MGMT, (0, 2), "sendrecv", size, ITERS, 3, lambda h: env_for(h, comms),
+                               f"{comms}, {size} B")
 
 
 def main():
