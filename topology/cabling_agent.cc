@@ -690,16 +690,19 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
   forward->emplace_back(std::vector<char>(buf, buf + n), &r);
 }
 
-void CablingAgent::WarnDuplicateName(const RailState& r, const Neighbour& nb) const {
+void CablingAgent::WarnDuplicateName(const RailState& r, const Neighbour& nb) {
   const std::string who = "host " + HostIdText(nb.host) + " at " + Ip(nb.addr) + " (rail " + r.rail.ifname + ")";
-  if (nb.hostName == hostName_) {
+  auto first = [this, &nb](uint64_t other) {
+    return nameClashesWarned_.emplace(std::min(nb.host, other), std::max(nb.host, other), nb.hostName).second;
+  };
+  if (nb.hostName == hostName_ && first(hostId_)) {
     RY_WARN("cabling: %s announces the name '%s', which is this host's name (this host is at %s on %s): "
             "two hosts share a name; give each its own (RAILYARD_HOST_NAME or railyardd --host-name)",
             who.c_str(), nb.hostName.c_str(), Ip(r.rail.addr.s_addr).c_str(), r.rail.ifname.c_str());
   }
   for (const RailState& other : rails_) {
     for (const auto& [id, seen] : other.heard) {
-      if (id == nb.host || seen.hostName != nb.hostName) continue;
+      if (id == nb.host || seen.hostName != nb.hostName || !first(id)) continue;
       RY_WARN("cabling: %s and host %s at %s (rail %s) both announce the name '%s': two hosts share a name; "
               "give each its own (RAILYARD_HOST_NAME or railyardd --host-name)",
               who.c_str(), HostIdText(id).c_str(), Ip(seen.addr).c_str(), other.rail.ifname.c_str(),

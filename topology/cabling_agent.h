@@ -45,6 +45,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -264,12 +265,17 @@ class CablingAgent {
   std::vector<LinkRecord> OwnLinks() const;  ///< requires mu_
   void Rebuild();                            ///< requires mu_
   /// WARNs when neighbour `nb` (just heard on `r`) announces this host's name or the name
-  /// of another heard host, naming both addresses. Requires mu_.
-  void WarnDuplicateName(const RailState& r, const Neighbour& nb) const;
+  /// of another heard host, naming both addresses: once per pair of hosts and name (a
+  /// clash heard on every rail, or a name changed and back, is not warned again).
+  /// Requires mu_.
+  void WarnDuplicateName(const RailState& r, const Neighbour& nb);
   /// Counts a refusal and logs it (rate-limited). Requires mu_.
   void Refuse(uint64_t AgentCounters::*counter, const char* kind, const std::string& detail, int64_t nowMs);
 
   uint64_t hostId_ = 0;
+  /// Name clashes already warned: (lower host id, higher host id, name); this host's
+  /// own id for a clash with its own name. Guarded by mu_.
+  std::set<std::tuple<uint64_t, uint64_t, std::string>> nameClashesWarned_;
   uint64_t speaker_ = 0;
   uint64_t ownSeq_ = 0;  ///< last sequence this speaker sent
   std::string hostName_;
