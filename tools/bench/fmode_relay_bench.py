@@ -32,11 +32,7 @@ MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
 
 
 def env_for(host, comms):
-    env = dict(os.environ)
-    env.update({"RAILYARD_HOST_NAME": f"h{host}", "RAILYARD_SOCKET_IFNAME": "^mgmt0",
-                "RAILYARD_FABRIC": "on", "NCCL_NET_PLUGIN": "railyard", "RAILYARD_COMMS": comms,
-                "LD_LIBRARY_PATH": LIBDIR, "RAILYARD_DEBUG": "WARN"})
-    return env
+    return netns_perf.fabric_env(host, comms, LIBDIR)
 
 
 def run_perf(hosts, size, comms):

@@ -10,6 +10,17 @@ import random
 import subprocess
 
 
+def fabric_env(host, comms, libdir):
+    """The environment of a fabric-mode process on testbed host `host` (index, named
+    h<host>): this one's, plus the rails on every port but mgmt0, RAILYARD_FABRIC=on,
+    the railyard plugin from `libdir`, RAILYARD_COMMS=`comms` and WARN-level logs."""
+    env = dict(os.environ)
+    env.update({"RAILYARD_HOST_NAME": f"h{host}", "RAILYARD_SOCKET_IFNAME": "^mgmt0",
+                "RAILYARD_FABRIC": "on", "NCCL_NET_PLUGIN": "railyard", "RAILYARD_COMMS": comms,
+                "LD_LIBRARY_PATH": libdir, "RAILYARD_DEBUG": "WARN"})
+    return env
+
+
 def perf_row(perf, namespaces, mgmt, hosts, pattern, size, iters, warmup, env_of, what):
     """Runs `perf` (a railyard-perf binary) as one rank per host of `hosts` (indices into
     `namespaces`; rank i on hosts[i], bootstrap root on hosts[0]'s management address
