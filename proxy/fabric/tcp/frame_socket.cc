@@ -29,7 +29,24 @@ FabricError SocketError(int err, const char* what) {
 FrameSocket::FrameSocket(proxy::Fd fd, int index, Direction incoming, bool connecting)
     : fd_(std::move(fd)), index_(index), incoming_(incoming), connecting_(connecting) {}
 
+FabricError FrameSocket::Open(const DialPlan& plan, int index, Direction incoming,
+                              std::unique_ptr<FrameSocket>* out) {
+  std::unique_ptr<FrameSocket> s(new FrameSocket(proxy::Fd(), index, incoming, true));
+  s->dialer_.emplace(plan);
+  FabricError e = s->dialer_->Start(&s->fd_);
+  if (!e.ok()) return e;
+  *out = std::move(s);
+  return {};
+}
+
 FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult* result, bool readable) {
+  if (connecting_ && Redialing()) {
+    if (!dialer_->Due()) return {};
+    FabricError e = dialer_->Start(&fd_);
+    if (!e.ok()) return e;
+    if (!fd_.valid()) return {};  // refused again at once: waiting for the next dial
+    result->dialed = true;
+  }
   if (!fd_.valid()) return {FabricErrc::kPeerClosed, {}, "socket already closed"};
   if (connecting_) {
     pollfd p{fd_.get(), POLLOUT, 0};
@@ -40,9 +57,15 @@ FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult
     socklen_t len = sizeof err;
     if (::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     if (err != 0) {
-      FabricError e = SocketError(err, "connect");
-      e.errc = FabricErrc::kConnectFailed;
-      return e;
+      if (!dialer_) {
+        FabricError e = SocketError(err, "connect");
+        e.errc = FabricErrc::kConnectFailed;
+        return e;
+      }
+      FabricError e = dialer_->Failed(err);
+      if (!e.ok()) return e;
+      fd_.Reset();  // refused: dialed again once the backoff passed
+      return {};
     }
     connecting_ = false;
   }

@@ -23,11 +23,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "proxy/fabric/fabric_error.h"
 #include "proxy/fabric/region_table.h"
+#include "proxy/fabric/tcp/tcp_dial.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "proxy/socket.h"
 
@@ -74,10 +76,16 @@ class FrameSocket {
   /// `incoming` is the direction of frames this socket receives; `connecting` when a
   /// non-blocking connect() is still under way (writes wait for it).
   FrameSocket(proxy::Fd fd, int index, Direction incoming, bool connecting);
+  /// A socket that dials `plan` itself (an Endpoint's): connect() starts here, and a
+  /// refusal is dialed again by Pump until plan.redialUntil (tcp_dial.h). SYSTEM when
+  /// the socket cannot be made or bound, or connect() fails otherwise at once.
+  static FabricError Open(const DialPlan& plan, int index, Direction incoming, std::unique_ptr<FrameSocket>* out);
 
   int index() const { return index_; }
   int fd() const { return fd_.get(); }
   bool connecting() const { return connecting_; }
+  /// True while a refused connect waits to be dialed again (no socket is open).
+  bool Redialing() const { return dialer_ && dialer_->Waiting(); }
   /// Appends a frame to the send queue.
   void Queue(OutFrame f) { out_.push_back(std::move(f)); }
   size_t QueuedFrames() const { return out_.size(); }
@@ -88,6 +96,7 @@ class FrameSocket {
     uint64_t bytesIn = 0;
     uint64_t bytesOut = 0;
     bool closed = false;  ///< the peer closed the connection in an orderly way
+    bool dialed = false;  ///< a redial opened a new socket: fd() changed (-1 if refused again), its owner watches it
   };
   /// Moves up to `budget` bytes each way without blocking. An error (socket broken,
   /// connect refused, malformed frame, handler error) names its cause. With
@@ -111,6 +120,7 @@ class FrameSocket {
   int index_;
   Direction incoming_;
   bool connecting_;
+  std::optional<Dialer> dialer_;  ///< set for a socket that dials (Open)
   // send side
   std::deque<OutFrame> out_;
   uint64_t outSent_ = 0;        ///< bytes of the front frame sent (header + payload)

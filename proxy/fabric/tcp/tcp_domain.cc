@@ -12,6 +12,7 @@ TcpOptions TcpOptions::FromConfig(const env::Config& config, std::vector<RailInf
   o.rails = std::move(rails);
   o.stripe = StripeOptions::FromConfig(config);
   o.timeoutMs = config.timeoutMs;
+  o.connectRetryMs = config.timeoutMs;
   return o;
 }
 
@@ -36,6 +37,9 @@ Status TcpOptions::Validate() const {
     return InvalidArgument("TCP fabric pump bytes " + std::to_string(pumpBytes) + " (4 KiB..64 MiB)");
   }
   if (timeoutMs < 1) return InvalidArgument("TCP fabric timeout " + std::to_string(timeoutMs) + " ms");
+  if (connectRetryMs < 0) {
+    return InvalidArgument("TCP fabric connect retry " + std::to_string(connectRetryMs) + " ms (0 or more)");
+  }
   return stripe.Validate();
 }
 

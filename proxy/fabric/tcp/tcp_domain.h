@@ -29,6 +29,13 @@ struct TcpOptions {
   /// An Endpoint (or a peer's connection here) with work outstanding and no bytes
   /// moving for this long fails with TIMEOUT (RAILYARD_TIMEOUT_MS).
   int timeoutMs = 30000;
+  /// A connect the peer refuses (nothing listens on its port yet: its process or the
+  /// relay host's railyardd still starting, a Forwarder rebuilding its listeners) is
+  /// dialed again with backoff for this long from the Endpoint's creation, then fails
+  /// with CONNECT_FAILED naming the refusals (tcp_dial.h; NCCL retries refused connects
+  /// for about 20 s, src/misc/socket.cc). 0 = fail at the first refusal. FromConfig: the
+  /// timeout (RAILYARD_TIMEOUT_MS).
+  int connectRetryMs = 0;
   /// This process's rank, named in errors (-1: unknown).
   int rank = -1;
   /// Bytes one socket moves each way per Progress call, at most (4 KiB..64 MiB). Large

@@ -112,25 +112,19 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
     const size_t pj = static_cast<size_t>(ep->pairs_[static_cast<size_t>(r)].second);
     const std::string where = "fabric connect on rail " + std::to_string(r) + " (" + local[li].device + " " +
                               local[li].address + ") to " + RailAddressText(peer.rails[pj]);
+    DialPlan plan;
+    plan.local.sin_family = AF_INET;
+    inet_pton(AF_INET, local[li].address.c_str(), &plan.local.sin_addr);
+    plan.remote.sin_family = AF_INET;
+    plan.remote.sin_addr.s_addr = peer.rails[pj].ipv4;
+    plan.remote.sin_port = htons(peer.rails[pj].port);
+    plan.redialUntil = Clock::now() + std::chrono::milliseconds(worker->options().connectRetryMs);
     for (int s = 0; s < perRail; ++s) {
-      proxy::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      if (!fd.valid()) return SystemError(where + ": socket: " + proxy::ErrnoText(errno));
-      (void)proxy::TuneTcpSocket(fd.get(), 0);
-      sockaddr_in me{};
-      me.sin_family = AF_INET;
-      inet_pton(AF_INET, local[li].address.c_str(), &me.sin_addr);
-      if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
-        return SystemError(where + ": bind: " + proxy::ErrnoText(errno));
-      }
-      sockaddr_in to{};
-      to.sin_family = AF_INET;
-      to.sin_addr.s_addr = peer.rails[pj].ipv4;
-      to.sin_port = htons(peer.rails[pj].port);
-      if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS) {
-        return SystemError(where + ": connect: " + proxy::ErrnoText(errno));
-      }
       const int index = static_cast<int>(ep->sockets_.size());
-      auto sock = std::make_unique<FrameSocket>(std::move(fd), index, Direction::kToInitiator, true);
+      std::unique_ptr<FrameSocket> sock;
+      if (FabricError e = FrameSocket::Open(plan, index, Direction::kToInitiator, &sock); !e.ok()) {
+        return SystemError(where + ": " + e.what);
+      }
       OutFrame hello;
       hello.header = MakeHeader(FrameType::kHello);
       hello.header.addr = worker->id();
@@ -139,7 +133,7 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
       hello.header.opBytes = static_cast<uint64_t>(total);
       hello.header.value = static_cast<uint64_t>(pj);  // the peer's listener (rail) index
       sock->Queue(std::move(hello));
-      worker->Watch(sock->fd());
+      if (sock->fd() >= 0) worker->Watch(sock->fd());
       ep->sockets_.push_back(std::move(sock));
       ep->socketRail_.push_back(r);
       ep->railSockets_[static_cast<size_t>(r)].push_back(index);
@@ -489,6 +483,10 @@ FabricError TcpEndpoint::OnWritten(int, const OutFrame& f, bool) {
   return {};
 }
 
+bool TcpEndpoint::Redialing() const {
+  return std::any_of(sockets_.begin(), sockets_.end(), [](const auto& s) { return s->Redialing(); });
+}
+
 bool TcpEndpoint::Quiet() const {
   if (failed_) return true;
   if (!queue_.empty()) return false;
@@ -535,6 +533,7 @@ void TcpEndpoint::Progress() {
     FrameSocket::PumpResult r;
     FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, worker_->Readable(s->fd()));
     if (e.ok() && r.closed) e = FabricError{FabricErrc::kPeerClosed, {}, "the peer closed the connection"};
+    if (r.dialed && s->fd() >= 0) worker_->Watch(s->fd());
     if (!e.ok()) {
       if (e.site.peer.empty()) {
         FabricError full = Error(e.errc, s->index(), e.site.seq, e.what);
@@ -549,7 +548,8 @@ void TcpEndpoint::Progress() {
   const auto now = Clock::now();
   if (moved) {
     lastActivity_ = now;
-  } else if (Outstanding() > 0 && now - lastActivity_ > std::chrono::milliseconds(worker_->options().timeoutMs)) {
+  } else if (Outstanding() > 0 && now - lastActivity_ > std::chrono::milliseconds(worker_->options().timeoutMs) &&
+             !Redialing()) {
     const int64_t oldest = ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first);
     // Name the rail of the oldest op when it has one (an op that is not striped),
     // else the first socket that still holds unsent frames (the stalled one).

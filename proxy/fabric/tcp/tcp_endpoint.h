@@ -93,6 +93,9 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   /// when it passes ops never posted or a Write not yet sent whole.
   FabricError ApplyBound(int socket, uint64_t bound);
   void Fail(FabricError e);
+  /// A socket's refused connect waits to be dialed again (tcp_dial.h): the idle
+  /// timeout waits for that socket's deadline (connectRetryMs), which names the refusals.
+  bool Redialing() const;
   FabricError Error(FabricErrc errc, int socket, int64_t seq, std::string what) const;
 
   FabricError OnHeader(int socket, const FrameHeader& h, Sink* sink) override;
