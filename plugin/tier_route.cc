@@ -33,6 +33,16 @@ Status ParseTierHost(const std::string& spec, bool* isHost, std::string* name) {
   return Status::Ok();
 }
 
+namespace {
+
+/// True when a host of `graph` is called `name`.
+bool HostNamed(const topology::ClusterGraph& graph, const std::string& name) {
+  const std::vector<uint64_t> hosts = graph.Hosts();
+  return std::any_of(hosts.begin(), hosts.end(), [&](uint64_t h) { return graph.HostName(h) == name; });
+}
+
+}  // namespace
+
 Status TunnelAddressOf(const topology::ClusterGraph& graph, uint64_t self, const std::string& name, uint16_t port,
                        std::vector<uint8_t>* out) {
   std::vector<uint64_t> hosts;
@@ -140,19 +150,45 @@ Status TierClientFabric::Open(const std::string& name, uint16_t port, TierRoute*
   const uint64_t self = router_->HostId();
   std::vector<uint8_t> address;
   fabric::relay::SourcePlan plan;
+  // A settled graph without the name: the name is wrong, or that host runs no Railyard
+  // process. Said after 5 x RAILYARD_DISCOVERY_DEAD_MS of it, not the whole wait.
+  const auto absentWait = std::chrono::milliseconds(5 * config_->discoveryDeadMs);
+  bool absent = false;  // the settled graph lacks the name since absentSince
+  auto absentSince = std::chrono::steady_clock::now();
   topology::ClusterGraph g;
   for (;;) {
     g = router_->Agent().Graph();
+    const bool known = HostNamed(g, name);
     Status s = TunnelAddressOf(g, self, name, port, &address);
     runtime::HostAddress to;
     std::vector<uint8_t> cable;
     if (s.ok()) s = runtime::HostAddress::Unpack(address, &to);
     if (s.ok()) s = runtime::PickCable(g, self, to, &cable);
     if (s.ok()) s = fabric::relay::PlanSource(g, self, cable, static_cast<uint16_t>(config_->fabricRelayPort), &plan);
-    if (s.ok() && router_->Agent().Settled()) break;  // settled: the route is the one Endpoints take
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status(s.code(), "no fabric route to host '" + name + "' after " + std::to_string(waitMs) +
-                                  " ms (RAILYARD_TIMEOUT_MS, at least 5 x RAILYARD_DISCOVERY_DEAD_MS): " + s.message());
+    const bool settled = router_->Agent().Settled();
+    if (s.ok() && settled) break;  // settled: the route is the one Endpoints take
+    const auto t = std::chrono::steady_clock::now();
+    if (settled && !known) {
+      if (!absent) absentSince = t;
+      absent = true;
+    } else {
+      absent = false;
+    }
+    if (absent && t - absentSince >= absentWait) {
+      return Status(s.code(), "no host '" + name + "' in the settled cabling graph for " +
+                                  std::to_string(absentWait.count()) + " ms (5 x RAILYARD_DISCOVERY_DEAD_MS): " +
+                                  s.message() + ": the name is wrong, or no Railyard process (railyardd) runs on that "
+                                  "host or on the hosts between (a host's name is its RAILYARD_HOST_NAME, else "
+                                  "its system host name)");
+    }
+    if (t >= deadline) {
+      std::string msg = "no fabric route to host '" + name + "' after " + std::to_string(waitMs) +
+                        " ms (RAILYARD_TIMEOUT_MS, at least 5 x RAILYARD_DISCOVERY_DEAD_MS): " + s.message();
+      if (known && !s.ok()) {
+        msg += "; a host between relays only while a Railyard process runs there: start railyardd on the hosts "
+               "between this one and '" + name + "'";
+      }
+      return Status(s.code(), msg);
     }
     // Woken by every change of the graph; 100 ms at most between checks of the deadline.
     const uint64_t v = router_->Agent().Version();

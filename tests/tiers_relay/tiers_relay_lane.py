@@ -31,6 +31,10 @@ Cases:
                          error within RAILYARD_TIMEOUT_MS (+ slack), no torn record
   capi-snapshot-relayed  railyardd --snapshot-arena on h2; 24 blobs of 1 MiB put from h0
                          through "host:h2" into 8 slots and got back, byte by byte
+  capi-unknown-host      railyardd on every host; the C API opening "host:nosuch": refused
+                         once the settled cabling graph has lacked the name for
+                         5 x RAILYARD_DISCOVERY_DEAD_MS (not the whole RAILYARD_TIMEOUT_MS
+                         wait), naming the hosts it knows and what to check
   bench                  (benchmark, not a ctest case) relayed fetch h0 -> h2 against
                          direct fetch h0 -> h1 of the same store, interleaved rounds
 """
@@ -315,6 +319,28 @@ def case_capi_expert_relay_killed():
     print(f"ok: C API: relay h{relay} killed mid-fetch: error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
 
 
+def case_capi_unknown_host():
+    start_daemons()
+    env = dict(ENV, RAILYARD_TIMEOUT_MS="60000")  # the early refusal is what ends it
+    c = start(0, [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "capi_client.py"),
+                  "expert", "host:nosuch", f"{WORK}/none"], "client", dict(env, RAILYARD_LIB=LIBRARY,
+                                                                            PYTHONPATH=PYTHON_DIR))
+    try:
+        rc = c.wait(timeout=50)
+    except subprocess.TimeoutExpired:
+        fail("opening host:nosuch did not fail before RAILYARD_TIMEOUT_MS (60 s):\n" + log_of("client"))
+    out = log_of("client")
+    if rc == 0:
+        fail("opening host:nosuch succeeded:\n" + out)
+    for w in ["no host 'nosuch' in the settled cabling graph", "5 x RAILYARD_DISCOVERY_DEAD_MS",
+              "hosts known: ", "h1", "h2", "h3", "railyardd"]:
+        if w not in out:
+            fail(f"the error does not say '{w}':\n{out}")
+    line = next(l for l in out.splitlines() if "no host 'nosuch'" in l)
+    print(f"client: {line.strip()[:400]}")
+    print("ok: host:nosuch refused once the settled graph lacked it, naming the hosts known")
+
+
 def case_bench():
     start_daemons()
     start_peer("expert-serve", "--store", f"{WORK}/store", *STORE_ARGS)
@@ -345,6 +371,8 @@ try:
         case_capi_expert_relay_killed()
     elif CASE == "capi-snapshot-relayed":
         case_capi_snapshot_relayed()
+    elif CASE == "capi-unknown-host":
+        case_capi_unknown_host()
     elif CASE == "bench":
         case_bench()
     else:
