@@ -63,6 +63,12 @@ def main():
         r = subprocess.run([pack, ck, exists, "--dry-run"], capture_output=True, text=True)
         check(r.returncode == 0 and "1 MoE layers x 2 experts" in r.stdout,
               f"--dry-run still prints the plan, whatever OUT is ({r.stdout[:60]!r})")
+        r = subprocess.run([pack, ck, os.path.join(tmp, "aligned"), "--align", "3"], capture_output=True, text=True)
+        check(r.returncode == 2 and "not a power of two" in r.stderr and not os.path.exists(os.path.join(tmp, "aligned")),
+              f"--align 3 is bad usage: exit 2, nothing written ({r.returncode}, {r.stderr.strip()!r})")
+        r = subprocess.run([pack, "--help"], capture_output=True, text=True)
+        check(r.returncode == 0 and "Exit status:" in r.stdout and "2  bad usage" in r.stdout,
+              f"--help documents the exit status ({r.stdout[-300:]!r})")
         store = os.path.join(tmp, "store")
         r = subprocess.run([pack, ck, store, "--no-progress"], capture_output=True, text=True)
         check(r.returncode == 0 and "record layout" in r.stdout and f"wrote {store}" in r.stdout,

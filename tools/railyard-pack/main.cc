@@ -60,6 +60,14 @@ int main(int argc, char** argv) {
   app.add_flag("--progress", progress, "show a progress bar (default when stderr is a terminal)");
   app.add_flag("--no-progress", noProgress, "no progress bar");
   app.add_flag("--verify", verify, "re-open the written store and check every record's checksum");
+  app.footer(
+      "Exit status:\n"
+      "  0  the store was written (and verified, with --verify), or --dry-run printed its layout\n"
+      "  1  the checkpoint could not be read or packed (malformed or truncated safetensors, no MoE\n"
+      "     experts recognised, inconsistent experts), OUT was refused (it exists, or its directory\n"
+      "     is missing or not writable), or writing or verifying failed; OUT is as it was before\n"
+      "  2  bad usage: an unknown or malformed option, no OUT without --dry-run, an --align that is\n"
+      "     not a power of two, an unknown --scheme");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
