@@ -104,7 +104,9 @@ int main(int argc, char** argv) {
   const LaunchResult r = LaunchLocal(opts.np, opts.timeoutSec, [&](Bootstrap& boot) { return RunRank(opts, boot); });
   if (r.exitCode != 0) {
     std::fprintf(stderr, "railyard-perf: FAILED: %s\n", r.message.c_str());
-    if (!injected.empty()) {
+    // Only for a failed call or set-up (kExitError): wrong data, a -T timeout or a
+    // signal are not about the interfaces.
+    if (!injected.empty() && r.exitCode == kExitError) {
       std::fprintf(stderr,
                    "railyard-perf: note: %s was set by railyard-perf -np for its local ranks, not taken from "
                    "your environment; set RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n",
