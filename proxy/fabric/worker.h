@@ -29,7 +29,10 @@ class Worker {
  public:
   virtual ~Worker() = default;
 
-  /// This Worker's address, packed for exchange (out of band) with peers.
+  /// This Worker's address, packed for exchange (out of band) with peers. Safe to call
+  /// from any thread. Constant over the Worker's life, except a fabric-mode Worker's
+  /// (runtime::CableSetDomain), which grows when a cable comes up after it started:
+  /// hand out a fresh copy per peer rather than one taken at start.
   virtual std::vector<uint8_t> Address() const = 0;
   /// Creates an Endpoint to the Worker whose packed Address() is `peerAddress` (peer
   /// data: validated). The connection is set up by Progress; ops may be posted at

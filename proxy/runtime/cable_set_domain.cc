@@ -3,11 +3,15 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
 
+#include "env/log.h"
 #include "proxy/fabric/address_record.h"
 #include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/fabric/relay/relay_client.h"
@@ -66,55 +70,28 @@ class CableSetWorker : public fabric::Worker {
   }
 
   Status Init(const CableSetOptions& o, const std::shared_ptr<fabric::RegionTable>& regions) {
+    options_ = o;
+    regions_ = regions;
     self_ = o.self;
     graph_ = o.graph;
     multiRoute_ = o.multiRoute;
     port_ = o.forwarderPort;
     const topology::ClusterGraph g = graph_();
-    for (uint64_t n : g.Neighbours(self_)) {
-      Cable c;
-      c.neighbour = n;
-      fabric::tcp::TcpOptions t = o.tcp;
-      t.rails = fabric::relay::CableRails(g, self_, n);
-      if (t.rails.empty()) continue;
-      if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
-      // 0 (ephemeral) unless the caller fixed one (railyardd's tier tunnels: RAILYARD_TIER_TUNNEL_PORT).
-      t.listenPort = o.tcp.listenPort;
-      t.sharedRegions = regions;
-      RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.domain));
-      std::unique_ptr<fabric::Worker> direct;
-      RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
-      std::unique_ptr<fabric::relay::RelayClient> client;
-      if (t.listenPort != 0) {
-        t.listenPort = 0;
-        RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.relayDomain));
-      }
-      RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(c.relayDomain ? *c.relayDomain : *c.domain, o.relay, &client));
-      client->SetRelayNamer([graph = graph_](std::span<const uint8_t> relay) { return RelayLabel(graph(), relay); });
-      c.worker = std::make_unique<fabric::relay::RoutedWorker>(
-          std::move(direct), std::move(client), fabric::relay::MakeGraphRouteFn(graph_, self_, n, port_));
-      cables_.push_back(std::move(c));
-    }
+    for (uint64_t n : g.Neighbours(self_)) RY_RETURN_IF_ERROR(AddCable(g, n));
     if (cables_.empty()) return InvalidUsage("fabric mode: the cabling graph has no cable of this host yet");
-    HostAddress a;
-    a.workerId = id_;
-    for (const Cable& c : cables_) {
-      fabric::tcp::WorkerAddress w;
-      RY_RETURN_IF_ERROR(fabric::tcp::WorkerAddress::Unpack(c.worker->Address(), &w));
-      for (const auto& r : w.rails) {
-        if (a.rails.size() < HostAddress::kMaxRails) a.rails.push_back({r.ipv4, r.port});
-      }
-    }
-    address_ = a.Pack();
-    return Status::Ok();
+    return RebuildAddress();
   }
 
-  std::vector<uint8_t> Address() const override { return address_; }
+  std::vector<uint8_t> Address() const override {
+    std::lock_guard<std::mutex> lock(addressMutex_);
+    return address_;
+  }
 
   Status Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<fabric::Endpoint>* out) override {
     HostAddress to;
     RY_RETURN_IF_ERROR(HostAddress::Unpack(peerAddress, &to));
     const topology::ClusterGraph g = graph_();
+    AdoptNewCables(g);
     std::vector<std::vector<uint8_t>> cableAddresses;
     RY_RETURN_IF_ERROR(PickCables(g, self_, to, &cableAddresses));
     // The nearest cable first; a relayed peer also gets a route through every other
@@ -135,7 +112,7 @@ class CableSetWorker : public fabric::Worker {
       if (cable == nullptr) {
         if (!routes.empty()) continue;
         return InvalidUsage("fabric mode: no Worker on the cable to " + g.HostName(plan.neighbour) +
-                            " (a cable that came up after this process started)");
+                            " (a cable that came up after this Worker started and could not be taken: see the WARN)");
       }
       std::unique_ptr<fabric::Endpoint> ep;
       Status c = cable->worker->Connect(cableAddress, &ep);
@@ -154,6 +131,11 @@ class CableSetWorker : public fabric::Worker {
   }
 
   size_t Progress(std::vector<fabric::Event>* events) override {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= nextAdoptCheck_) {
+      nextAdoptCheck_ = now + kAdoptCheckPeriod;
+      AdoptNewCables(graph_());
+    }
     size_t n = 0;
     for (Cable& c : cables_) n += c.worker->Progress(events);
     return n;
@@ -173,12 +155,90 @@ class CableSetWorker : public fabric::Worker {
   }
 
  private:
+  /// How often Progress looks for cables the graph gained (a graph copy each time).
+  static constexpr std::chrono::milliseconds kAdoptCheckPeriod{100};
+
+  /// A Cable (TCP Domain and Worker on the cable's rails, RelayClient, RoutedWorker)
+  /// toward neighbour `n` of graph `g`; nothing when the graph lists no rail of it.
+  Status AddCable(const topology::ClusterGraph& g, uint64_t n) {
+    Cable c;
+    c.neighbour = n;
+    fabric::tcp::TcpOptions t = options_.tcp;
+    t.rails = fabric::relay::CableRails(g, self_, n);
+    if (t.rails.empty()) return Status::Ok();
+    if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
+    // 0 (ephemeral) unless the caller fixed one (railyardd's tier tunnels: RAILYARD_TIER_TUNNEL_PORT).
+    t.listenPort = options_.tcp.listenPort;
+    t.sharedRegions = regions_;
+    RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.domain));
+    std::unique_ptr<fabric::Worker> direct;
+    RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
+    std::unique_ptr<fabric::relay::RelayClient> client;
+    if (t.listenPort != 0) {
+      t.listenPort = 0;
+      RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.relayDomain));
+    }
+    RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(c.relayDomain ? *c.relayDomain : *c.domain, options_.relay, &client));
+    client->SetRelayNamer([graph = graph_](std::span<const uint8_t> relay) { return RelayLabel(graph(), relay); });
+    c.worker = std::make_unique<fabric::relay::RoutedWorker>(
+        std::move(direct), std::move(client), fabric::relay::MakeGraphRouteFn(graph_, self_, n, port_));
+    cables_.push_back(std::move(c));
+    return Status::Ok();
+  }
+
+  /// A cable that came up after this Worker was made (a neighbour of `g` with no
+  /// Cable yet) gets one, and the Address() grows by its rails (appended: a peer
+  /// groups an address's rails by cable, so the earlier ones keep their meaning).
+  /// Peers holding the older address still reach this host over the earlier cables.
+  /// A cable that cannot be taken (its fixed port taken) is warned once and left.
+  void AdoptNewCables(const topology::ClusterGraph& g) {
+    bool added = false;
+    for (uint64_t n : g.Neighbours(self_)) {
+      const bool have = std::any_of(cables_.begin(), cables_.end(), [n](const Cable& c) { return c.neighbour == n; });
+      if (have || refused_.count(n) != 0) continue;
+      const size_t before = cables_.size();
+      if (Status s = AddCable(g, n); !s.ok()) {
+        refused_.insert(n);
+        RY_WARN("fabric mode: the cable to %s that came up after this Worker started is not used: %s",
+                g.HostName(n).c_str(), s.message().c_str());
+        continue;
+      }
+      if (cables_.size() > before) {
+        added = true;
+        RY_INFO(log::kNet, "fabric mode: a Worker on the cable to %s, which came up after this Worker started",
+                g.HostName(n).c_str());
+      }
+    }
+    if (added) (void)RebuildAddress();
+  }
+
+  /// address_ from the Cables' Workers' rails, in Cable order (the first 16 rails).
+  Status RebuildAddress() {
+    HostAddress a;
+    a.workerId = id_;
+    for (const Cable& c : cables_) {
+      fabric::tcp::WorkerAddress w;
+      RY_RETURN_IF_ERROR(fabric::tcp::WorkerAddress::Unpack(c.worker->Address(), &w));
+      for (const auto& r : w.rails) {
+        if (a.rails.size() < HostAddress::kMaxRails) a.rails.push_back({r.ipv4, r.port});
+      }
+    }
+    std::lock_guard<std::mutex> lock(addressMutex_);
+    address_ = a.Pack();
+    return Status::Ok();
+  }
+
   uint64_t id_;
+  CableSetOptions options_;
+  std::shared_ptr<fabric::RegionTable> regions_;
+  std::set<uint64_t> refused_;  ///< neighbours whose late cable could not be taken
+  std::chrono::steady_clock::time_point nextAdoptCheck_{};
   uint64_t self_ = 0;
   fabric::relay::GraphFn graph_;
   uint16_t port_ = 0;
   bool multiRoute_ = false;
   std::vector<Cable> cables_;
+  mutable std::mutex addressMutex_;  ///< Address() may be read by another thread than the Worker's
   std::vector<uint8_t> address_;
 };
 

@@ -10,7 +10,9 @@
 //     cable and its RemoteKey is the same whichever cable a peer arrives on.
 //   - Workers: CreateWorker makes a CableSetWorker with, per cable the graph knows
 //     then, a TCP Worker on the cable's rails (ClusterGraph::LinksBetween order) and
-//     a RelayClient of that cable's Domain, wrapped in a RoutedWorker.
+//     a RelayClient of that cable's Domain, wrapped in a RoutedWorker. A cable that
+//     comes up later gets one too (looked for in Progress every 100 ms and in Connect),
+//     and the Worker's Address() grows by its rails (appended).
 //   - With CableSetOptions::multiRoute (fabric mode's NCCL comms), a peer with no cable to this
 //     host, several shortest paths away through different first hops (the opposite
 //     host of a ring), gets a route through each, used in turn (MultiRouteEndpoint:

@@ -44,7 +44,6 @@ Status ExpertServer::Start(std::unique_ptr<Store> store, fabric::Domain* domain,
                                                 std::to_string(options.port) + ": " + std::strerror(errno));
   }
   s->port_ = ntohs(a.sin_port);
-  if (worker) s->workerAddress_ = worker->Address();
   s->acceptThread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   if (worker) s->progressThread_ = std::thread([p = s.get()] { p->ProgressLoop(); });
   *out = std::move(s);
@@ -236,8 +235,11 @@ void ExpertServer::Serve(int fd, uint64_t id) {
     const auto* b = reinterpret_cast<const uint8_t*>(&v);
     payload.insert(payload.end(), b, b + 4);
   };
-  put32(static_cast<uint32_t>(workerAddress_.size()));
-  payload.insert(payload.end(), workerAddress_.begin(), workerAddress_.end());
+  // Asked per connection: a fabric-mode Worker's address grows when a cable comes up
+  // after it started (runtime::CableSetDomain), and a client on that cable needs it.
+  const std::vector<uint8_t> workerAddress = worker_ != nullptr ? worker_->Address() : std::vector<uint8_t>{};
+  put32(static_cast<uint32_t>(workerAddress.size()));
+  payload.insert(payload.end(), workerAddress.begin(), workerAddress.end());
   put32(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) {
     put32(static_cast<uint32_t>(k.size()));

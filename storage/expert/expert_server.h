@@ -93,7 +93,6 @@ class ExpertServer {
   fabric::Worker* worker_;
   ServerOptions options_;
   PinLedger ledger_;
-  std::vector<uint8_t> workerAddress_;
   int listenFd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};

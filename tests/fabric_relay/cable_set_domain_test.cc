@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <tuple>
 #include <thread>
 
@@ -556,6 +558,76 @@ TEST(CableSetRingTest, ADrainingRelayKeepsItsRoutesAndRefusesNewOnes) {
   EXPECT_TRUE(ring.r1->Serving());  // never dropped while draining
   EXPECT_TRUE(ring.a->Deregister(s).ok());
   EXPECT_TRUE(ring.b->Deregister(d).ok());
+}
+
+// A cable that comes up after a Worker was made (railyardd's tier tunnels start once
+// the agent settled; GIN's Workers at listen): the Worker takes it, its Address()
+// grows by that cable's rails, and a host on the new cable is reached straight, both
+// ways, checked by content.
+TEST(CableSetLateCableTest, ACableThatComesUpLaterIsTakenAndReachedBothWays) {
+  struct Shared {
+    std::mutex mutex;
+    topology::ClusterGraph graph;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->graph.AddHost(kA, "hA");
+  shared->graph.AddHost(kR, "hR");
+  shared->graph.AddLink({kA, "a0", "127.0.1.1", 10000}, {kR, "r0", "127.0.1.2", 10000});
+  const fabric::relay::GraphFn gf = [shared] {
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    return shared->graph;
+  };
+  const uint16_t port = FreePort();
+  ASSERT_NE(port, 0);
+  auto r = MakeDomain(kR, gf, port, {"127.0.1.2", "127.0.2.2"});
+  ASSERT_NE(r, nullptr);
+  std::unique_ptr<fabric::Worker> rw;
+  ASSERT_TRUE(r->CreateWorker(&rw).ok());
+  HostAddress before;
+  ASSERT_TRUE(HostAddress::Unpack(rw->Address(), &before).ok());
+  ASSERT_EQ(before.rails.size(), 1u);  // the one cable known then
+  {
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->graph.AddHost(kB, "hB");
+    shared->graph.AddLink({kR, "r1", "127.0.2.2", 10000}, {kB, "b0", "127.0.2.3", 10000});
+  }
+  auto b = MakeDomain(kB, gf, port, {"127.0.2.3"});
+  ASSERT_NE(b, nullptr);
+  std::unique_ptr<fabric::Worker> bw;
+  ASSERT_TRUE(b->CreateWorker(&bw).ok());
+  std::vector<fabric::Event> ev;
+  HostAddress after;
+  ASSERT_TRUE(Within(5000, [&] {
+    rw->Progress(&ev);
+    return HostAddress::Unpack(rw->Address(), &after).ok() && after.rails.size() == 2;
+  })) << "R's Worker never took the cable to B";
+  EXPECT_EQ(after.rails[0], before.rails[0]);  // the earlier rail keeps its place
+  in_addr x{};
+  inet_pton(AF_INET, "127.0.2.2", &x);
+  EXPECT_EQ(after.rails[1].ipv4, x.s_addr);
+  uint32_t imm = 40;
+  for (auto [from, fromD, to, toD] : {std::tuple{bw.get(), b.get(), rw.get(), r.get()},
+                                      std::tuple{rw.get(), r.get(), bw.get(), b.get()}}) {
+    ++imm;
+    const size_t bytes = 200000;
+    std::vector<char> src(bytes), dst(bytes + 16, 0);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 7 + imm);
+    const fabric::Region* sr = nullptr;
+    const fabric::Region* dr = nullptr;
+    ASSERT_TRUE(fromD->Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &sr).ok());
+    ASSERT_TRUE(toD->Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &dr).ok());
+    std::unique_ptr<fabric::Endpoint> ep;
+    ASSERT_TRUE(from->Connect(to->Address(), &ep).ok()) << "write " << imm;
+    ASSERT_TRUE(ep->Write(fabric::LocalSlice{sr, 0, bytes}, dr->Key(), dr->base + 8, 5, imm).ok());
+    uint64_t landed = 0;
+    const std::string err = AwaitWrite({rw.get(), bw.get()}, 5, imm, &landed);
+    ASSERT_TRUE(err.empty()) << err;
+    EXPECT_EQ(landed, bytes);
+    ExpectLandedWithGuards(dst, src);
+    ep.reset();
+    EXPECT_TRUE(fromD->Deregister(sr).ok());
+    EXPECT_TRUE(toD->Deregister(dr).ok());
+  }
 }
 
 }  // namespace

@@ -31,6 +31,10 @@ Cases:
                          error within RAILYARD_TIMEOUT_MS (+ slack), no torn record
   capi-snapshot-relayed  railyardd --snapshot-arena on h2; 24 blobs of 1 MiB put from h0
                          through "host:h2" into 8 slots and got back, byte by byte
+  capi-expert-late-cable railyardd on h2 (serving) and h3 only: h2's tier tunnels start
+                         with the cable to h3; the cable to h1 comes up when the C API
+                         client on h1 says hello, the tunnels take it (listen on its
+                         rails) and every record is fetched straight over it
   capi-unknown-host      railyardd on every host; the C API opening "host:nosuch": refused
                          once the settled cabling graph has lacked the name for
                          5 x RAILYARD_DISCOVERY_DEAD_MS (not the whole RAILYARD_TIMEOUT_MS
@@ -239,12 +243,17 @@ def fault_case(tier):
           f"error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
 
 
-def capi_client(*args):
-    """The Python client on h0 (CAPI_CLIENT_HOST=1 puts it on h1, cabled to h2: a debugging aid
-    that tells the relayed path from the rest; the relay checks then fail)."""
+def capi_client(*args, host=None):
+    """The Python client on `host`, by default h0 (CAPI_CLIENT_HOST=1 puts it on h1, cabled to
+    h2: a debugging aid that tells the relayed path from the rest; the relay checks then fail)."""
     env = dict(ENV, RAILYARD_LIB=LIBRARY, PYTHONPATH=PYTHON_DIR)
-    return start(int(os.environ.get("CAPI_CLIENT_HOST", "0")), [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "capi_client.py")] + list(args),
+    if host is None:
+        host = int(os.environ.get("CAPI_CLIENT_HOST", "0"))
+    return start(host, [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "capi_client.py")] + list(args),
                  "client", env)
+
+
+
 
 
 def start_tier_peer(serve_args, port):
@@ -319,6 +328,31 @@ def case_capi_expert_relay_killed():
     print(f"ok: C API: relay h{relay} killed mid-fetch: error {after} ms after (timeout {TIMEOUT_MS} ms): {err}")
 
 
+def case_capi_expert_late_cable():
+    make_store()
+    # railyardd on h2 (serving) and h3 only: h2's tier tunnels start with the one cable
+    # to h3; the cable to h1 comes up when a process on h1 (the client) says hello.
+    daemons = {3: start(3, [RAILYARDD, "--no-relay"], "railyardd3"),
+               2: start(2, [RAILYARDD, "--no-relay", "--expert-store", f"{WORK}/store"], "railyardd2")}
+    toward1 = {f"{i['ip']}:{TIER_TUNNEL_PORT}" for i in rails(2, 1)}
+    toward3 = {f"{i['ip']}:{TIER_TUNNEL_PORT}" for i in rails(2, 3)}
+    wait_for(lambda: listening(2, TIER_TUNNEL_PORT) == toward3 or daemons[2].poll() is not None,
+             f"h2's tier tunnel on the cable to h3 {sorted(toward3)}")
+    if daemons[2].poll() is not None:
+        fail("railyardd on h2 exited:\n" + log_of("railyardd2"))
+    before = tx_bytes(2, 1)
+    c = capi_client("expert", "host:h2", f"{WORK}/store", host=1)
+    client_ok(c, "the fetch over the cable that came up late", "expert ok 16777216 bytes", "railyardd2")
+    moved = tx_bytes(2, 1) - before
+    if moved < 16 << 20:
+        fail(f"h2's rails toward h1 carried {moved} bytes, not the 16 MiB fetched")
+    if not toward1 <= listening(2, TIER_TUNNEL_PORT):
+        fail(f"h2's tier tunnel does not listen on the late cable {sorted(toward1)}")
+    print(f"ok: the cable h1-h2 came up after railyardd on h2 started its tier tunnels: they took it "
+          f"(now listening on {sorted(listening(2, TIER_TUNNEL_PORT))}); h1 fetched 16 records x 1 MiB straight "
+          f"over it ({moved} bytes)")
+
+
 def case_capi_unknown_host():
     start_daemons()
     env = dict(ENV, RAILYARD_TIMEOUT_MS="60000")  # the early refusal is what ends it
@@ -371,6 +405,8 @@ try:
         case_capi_expert_relay_killed()
     elif CASE == "capi-snapshot-relayed":
         case_capi_snapshot_relayed()
+    elif CASE == "capi-expert-late-cable":
+        case_capi_expert_late_cable()
     elif CASE == "capi-unknown-host":
         case_capi_unknown_host()
     elif CASE == "bench":

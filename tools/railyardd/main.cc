@@ -421,7 +421,7 @@ int main(int argc, char** argv) {
   topology::ClusterGraph last;
   std::string lastShape;
   // The tier tunnels (host:NAME clients, through relays): started here, once, when the
-  // agent has settled with a neighbour (their Workers take the cables known then).
+  // agent has settled with a neighbour; their Workers take later cables as they come up.
   tools::TierTunnelFlags tierFlags{expertStore, expertVerify, snapshot.arenas};
   const bool wantTiers = !tierFlags.expertStore.empty() || !tierFlags.snapshotArenas.empty();
   std::unique_ptr<tools::TierTunnels> tiers;
@@ -449,8 +449,8 @@ int main(int argc, char** argv) {
     print(g);
     if (tiers && g.Neighbours(cabling->HostId()).size() > tierCables) {
       tierCables = g.Neighbours(cabling->HostId()).size();
-      std::fprintf(stderr, "railyardd: a cable came up after the tier tunnels started: host:NAME clients on it are "
-                           "not served until railyardd restarts\n");
+      std::fprintf(stderr, "railyardd: a cable came up after the tier tunnels started: they take it (%zu cables now)\n",
+                   tierCables);
     }
     const std::string shape = topology::ShapeName(g.DeriveShape());
     if (shape != lastShape) {

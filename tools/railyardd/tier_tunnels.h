@@ -11,9 +11,10 @@
 // (own memory; paging swap files under RAILYARD_SWAP_DIR/fabric), each on 127.0.0.1,
 // reached only through its tunnel.
 //
-// The Workers take the cables the graph knows when Start runs: railyardd starts this
-// once its cabling agent has settled with at least one neighbour (main.cc), and a
-// cable that comes up later is not served until railyardd restarts (logged).
+// railyardd starts this once its cabling agent has settled with at least one
+// neighbour (main.cc). The Workers take the cables the graph knows then, and a cable
+// that comes up later as it appears (runtime::CableSetDomain; the expert and snapshot
+// servers hand each client their data Worker's address as it is then).
 #pragma once
 
 #include <memory>
