@@ -85,7 +85,7 @@ RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verif
     fabric::Worker* w = transport == RAILYARD_EXPERT_TRANSPORT_READ ? h->route->worker.get() : nullptr;
     o.peerName = h->route->PeerName(peer);  // not the tunnel's local 127.0.0.1:PORT
     if (Status s2 = expert::ExpertClient::Open(h->route->local(), o, f->cache(), w, arena, arenaBytes, &h->client); !s2.ok()) {
-      return Report(s2);
+      return Report(h->route->WithTunnelFailure(s2, peer, "--expert-store"));  // the control connection only saw a close
     }
     h->manifestJson = h->client->manifest().ToJson();
     *out = h.release();

@@ -97,7 +97,9 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
   o.timeoutMs = cfg->timeoutMs;
   o.mover.chunkBytes = std::min<uint64_t>(std::max<uint64_t>(cfg->stripeChunkBytes, 4096), 64ull << 20);
   o.mover.chunksPerRail = std::min(std::max(cfg->stripeChunksPerRail, 1), 64);
-  if (Status s = storage::snapshot::SnapshotClient::Connect(*cache, *worker, o, &h->client); !s.ok()) return Fail(s);
+  if (Status s = storage::snapshot::SnapshotClient::Connect(*cache, *worker, o, &h->client); !s.ok()) {
+    return Fail(h->route ? h->route->WithTunnelFailure(s, host, "--snapshot-arena") : s);  // the control connection only saw a close
+  }
   *out = h.release();
   return Done(Status::Ok());
 }

@@ -74,6 +74,22 @@ Status TunnelAddressOf(const topology::ClusterGraph& graph, uint64_t self, const
   return Status::Ok();
 }
 
+std::string TierRoute::TunnelFailure(const std::string& spec, const std::string& flag) const {
+  const std::string e = tunnel ? tunnel->lastError() : "";
+  if (e.empty()) return "";
+  std::string out = "; the tunnel to " + spec + " failed: " + e;
+  if (e.find("CONNECT_FAILED") != std::string::npos && e.find("Connection refused") != std::string::npos) {
+    out += " (nothing listens at its tier tunnel port: does railyardd there serve " + flag + "?)";
+  }
+  return out;
+}
+
+Status TierRoute::WithTunnelFailure(const Status& s, const std::string& spec, const std::string& flag) const {
+  if (s.ok()) return s;
+  const std::string why = TunnelFailure(spec, flag);
+  return why.empty() ? s : Status(s.code(), s.message() + why);
+}
+
 Status CreateTierDomain(const env::Config& config, const proxy::Router& router, const std::vector<proxy::FabricRail>& rails,
                         uint16_t listenPort, std::unique_ptr<runtime::CableSetDomain>* out) {
   std::vector<fabric::RailInfo> infos;
@@ -87,6 +103,10 @@ Status CreateTierDomain(const env::Config& config, const proxy::Router& router, 
   runtime::CableSetOptions o = runtime::CableSetOptions::FromConfig(config, router.HostId(), fabric::relay::RouterGraph(router),
                                                                     std::move(infos), std::move(key));
   o.tcp.listenPort = listenPort;
+  // A refused dial means nothing listens at that host's tier port (its railyardd serves
+  // no such tier, or is starting its tunnels, which it does once its agent settled):
+  // redialed for 5 x RAILYARD_DISCOVERY_DEAD_MS, not the whole RAILYARD_TIMEOUT_MS.
+  o.tcp.connectRetryMs = std::min(config.timeoutMs, 5 * config.discoveryDeadMs);
   return runtime::CableSetDomain::Create(std::move(o), out);
 }
 
@@ -166,7 +186,8 @@ Status TierClientFabric::Open(const std::string& name, uint16_t port, TierRoute*
     if (s.ok()) s = runtime::PickCable(g, self, to, &cable);
     if (s.ok()) s = fabric::relay::PlanSource(g, self, cable, static_cast<uint16_t>(config_->fabricRelayPort), &plan);
     const bool settled = router_->Agent().Settled();
-    if (s.ok() && settled) break;  // settled: the route is the one Endpoints take
+    if (s.ok() && settled) break;
+    if (known && g.HostName(self) == name) return s;  // this host: no wait makes it another  // settled: the route is the one Endpoints take
     const auto t = std::chrono::steady_clock::now();
     if (settled && !known) {
       if (!absent) absentSince = t;

@@ -35,6 +35,11 @@ Cases:
                          with the cable to h3; the cable to h1 comes up when the C API
                          client on h1 says hello, the tunnels take it (listen on its
                          rails) and every record is fetched straight over it
+  capi-no-tier-or-self   railyardd on every host, none serving a tier: the C API opening
+                         "host:h1" fails once its tier tunnel port has refused for
+                         5 x RAILYARD_DISCOVERY_DEAD_MS, asking whether railyardd there
+                         serves --expert-store; "host:h0" on h0 is refused at once as
+                         this host (both well before RAILYARD_TIMEOUT_MS)
   capi-unknown-host      railyardd on every host; the C API opening "host:nosuch": refused
                          once the settled cabling graph has lacked the name for
                          5 x RAILYARD_DISCOVERY_DEAD_MS (not the whole RAILYARD_TIMEOUT_MS
@@ -353,6 +358,37 @@ def case_capi_expert_late_cable():
           f"over it ({moved} bytes)")
 
 
+def refused_open(peer, words, what):
+    """The C API on h0 opening expert peer `peer` (RAILYARD_TIMEOUT_MS 60 s): must fail
+    before that timeout with an error holding every one of `words`; returns the line."""
+    env = dict(ENV, RAILYARD_TIMEOUT_MS="60000", RAILYARD_LIB=LIBRARY, PYTHONPATH=PYTHON_DIR)
+    c = start(0, [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "capi_client.py"),
+                  "expert", peer, f"{WORK}/none"], "client", env)
+    try:
+        rc = c.wait(timeout=50)
+    except subprocess.TimeoutExpired:
+        c.kill()
+        fail(f"opening {peer} ({what}) did not fail before RAILYARD_TIMEOUT_MS (60 s):\n" + log_of("client"))
+    out = log_of("client")
+    if rc == 0:
+        fail(f"opening {peer} ({what}) succeeded:\n" + out)
+    for w in words:
+        if w not in out:
+            fail(f"opening {peer} ({what}): the error does not say '{w}':\n{out}")
+    return next((l for l in out.splitlines() if words[0] in l), "").strip()
+
+
+def case_capi_no_tier_or_self():
+    start_daemons()  # no host serves a tier
+    line = refused_open("host:h1", ["does railyardd there serve --expert-store?", "host:h1", "Connection refused"],
+                        "railyardd there serves no expert store")
+    print(f"client: {line[:500]}")
+    line = refused_open("host:h0", ["host 'h0' is this host", "127.0.0.1"], "this host's own name")
+    print(f"client: {line[:300]}")
+    print("ok: a host that serves no expert store, and this host's own name, are refused naming why, "
+          "well before RAILYARD_TIMEOUT_MS")
+
+
 def case_capi_unknown_host():
     start_daemons()
     env = dict(ENV, RAILYARD_TIMEOUT_MS="60000")  # the early refusal is what ends it
@@ -407,6 +443,8 @@ try:
         case_capi_snapshot_relayed()
     elif CASE == "capi-expert-late-cable":
         case_capi_expert_late_cable()
+    elif CASE == "capi-no-tier-or-self":
+        case_capi_no_tier_or_self()
     elif CASE == "capi-unknown-host":
         case_capi_unknown_host()
     elif CASE == "bench":
