@@ -50,6 +50,17 @@ const Event* Until(Side& a, Side* b, EventKind kind) {
   return nullptr;
 }
 
+/// The packed address of a Worker that listened on a free port and is gone (nothing
+/// listens there now); empty (test failed) when no port was free.
+std::vector<uint8_t> GoneAddress() {
+  const uint16_t port = test_support::FreePort();
+  EXPECT_NE(port, 0);
+  if (port == 0) return {};
+  Side gone;
+  MakeSide(&gone, port, 0);
+  return gone.worker->Address();  // `gone` is destroyed on return: its listener closes
+}
+
 TEST(TcpRedial, APeerThatListensLateIsReachedAndTheRecordArrives) {
   const uint16_t port = test_support::FreePort();
   ASSERT_NE(port, 0);
@@ -82,14 +93,10 @@ TEST(TcpRedial, APeerThatListensLateIsReachedAndTheRecordArrives) {
 }
 
 TEST(TcpRedial, APeerThatNeverListensFailsNamingTheRefusals) {
-  const uint16_t port = test_support::FreePort();
-  ASSERT_NE(port, 0);
   Side a;
-  Side gone;
   MakeSide(&a, 0, 400);
-  MakeSide(&gone, port, 0);
-  const std::vector<uint8_t> address = gone.worker->Address();
-  gone.worker.reset();
+  const std::vector<uint8_t> address = GoneAddress();
+  ASSERT_FALSE(address.empty());
   std::unique_ptr<Endpoint> ep;
   ASSERT_TRUE(a.worker->Connect(address, &ep).ok());
   ASSERT_TRUE(ep->Send(std::vector<uint8_t>{1}, 9).ok());
@@ -106,14 +113,10 @@ TEST(TcpRedial, APeerThatNeverListensFailsNamingTheRefusals) {
 }
 
 TEST(TcpRedial, WithoutAWindowTheFirstRefusalFails) {
-  const uint16_t port = test_support::FreePort();
-  ASSERT_NE(port, 0);
   Side a;
-  Side gone;
   MakeSide(&a, 0, 0);
-  MakeSide(&gone, port, 0);
-  const std::vector<uint8_t> address = gone.worker->Address();
-  gone.worker.reset();
+  const std::vector<uint8_t> address = GoneAddress();
+  ASSERT_FALSE(address.empty());
   std::unique_ptr<Endpoint> ep;
   // Loopback may refuse inside connect() itself: then Connect fails, naming it.
   const Status s = a.worker->Connect(address, &ep);
