@@ -96,6 +96,10 @@ std::vector<TransportCase> FabricTransports() {
   wide.slots = 32;
   wide.slotBytes = relay::kSlotPayloadOffset + 256 * 1024;
   cases.push_back(RelayedCase("tcp_relayed", named("tcp_2rails"), wide));
+  // Over verbs (the soft-RoCE lane; skipped where there is no RDMA port): every leg an
+  // RC QP, the relay's rings registered on its Domain and written on with RDMA WRITE
+  // WITH IMM, so no leg of the route is TCP. Default slots (8 of 512 KiB).
+  cases.push_back(RelayedCase("verbs_relayed", named("verbs"), relay::RelayOptions{}));
   return cases;
 }
 

@@ -27,9 +27,13 @@ class RelayedWorker : public Worker {
     // Every peer through the relay. The address is first checked the way a real
     // routing function parses it: here by the transport itself (a direct Connect
     // that is dropped at once; refused when malformed).
-    relay::RouteFn route = [d, via](std::span<const uint8_t> target, std::vector<uint8_t>* relayOut) {
+    // The probe is kept until the Worker goes: dropping it at once would be, over
+    // verbs, a connection closed mid-setup, which the target reports as an error event
+    // the suite would count among the relayed ops' events.
+    relay::RouteFn route = [this, d, via](std::span<const uint8_t> target, std::vector<uint8_t>* relayOut) {
       std::unique_ptr<Endpoint> probe;
       RY_RETURN_IF_ERROR(d->Connect(target, &probe));
+      probes_.push_back(std::move(probe));
       *relayOut = via;
       return Status::Ok();
     };
@@ -37,6 +41,7 @@ class RelayedWorker : public Worker {
     return Status::Ok();
   }
   ~RelayedWorker() override {
+    probes_.clear();
     routed_.reset();
     forwarder_.reset();
   }
@@ -55,6 +60,7 @@ class RelayedWorker : public Worker {
  private:
   std::unique_ptr<relay::Forwarder> forwarder_;
   std::unique_ptr<relay::RoutedWorker> routed_;
+  std::vector<std::unique_ptr<Endpoint>> probes_;  ///< the route's direct Connect checks (see Init)
 };
 
 /// A side's Domain: the transport's, plus the side's relay host.
@@ -72,6 +78,11 @@ class RelayedDomain : public Domain {
   const std::vector<RailInfo>& rails() const override { return inner_->rails(); }
   Status Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out) override {
     return inner_->Register(addr, bytes, access, kind, out);
+  }
+  /// DMA-BUF regions are the side's own (the relay host stages in its own rings).
+  Status RegisterDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access, MemoryKind kind,
+                        const Region** out) override {
+    return inner_->RegisterDmaBuf(addr, bytes, fd, offset, access, kind, out);
   }
   Status Deregister(const Region* region) override { return inner_->Deregister(region); }
   Status CreateWorker(std::unique_ptr<Worker>* out) override {

@@ -1,4 +1,4 @@
-// Relayed transport cases of the fabric suite: every side's Domain is wrapped so
+// Relayed transport cases of the fabric suite (fake, TCP, verbs): every side's Domain is wrapped so
 // that its Workers connect to every peer through a relay host of their own (a
 // second Domain of the same transport, running a relay::Forwarder), so the whole
 // suite body runs source -> relay -> target over that transport. The relay is
