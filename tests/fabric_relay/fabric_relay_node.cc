@@ -5,21 +5,29 @@
 // relay, or a stream of Writes that a fault interrupts). Addresses and keys go
 // between hosts as hex lines in files; results are printed as "key value" lines.
 //
-//   fabric_relay_node target --rails IP[,IP] --out FILE [--ordering R,P,E]
-//   fabric_relay_node relay  --port IP[,IP] --port IP[,IP] --out FILE
-//   fabric_relay_node source --rails IP[,IP] --relay FILE --target FILE
+//   fabric_relay_node target --rails RAILS --out FILE [--ordering R,P,E]
+//   fabric_relay_node relay  --port RAILS --port RAILS --out FILE
+//   fabric_relay_node source --rails RAILS --relay FILE --target FILE
 //                            --scenario suite|ordering|stream|bench [--timeout-ms N] [--rank N]
-//                            [--direct FILE --rounds N]   (bench: a target on the relay host)
+//                            [--direct FILE --rounds N [--bench-mib M] [--max-mib S]]
+//                            (bench: a target on the relay host; each run moves >= M MiB,
+//                            default 32; sizes 64 KiB, 1 MiB, 16 MiB up to S MiB, default 16)
+//
+// RAILS: TCP rails "IP[,IP]", or verbs "DEV[,DEV]@IP" (the RDMA devices, and the IP of
+// the verbs bootstrap listener on that cable: tests/verbs/ring_relay_test.sh, the ring
+// of soft-RoCE guests). A relay's ports are all of one kind.
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,6 +36,7 @@
 #include "proxy/fabric/relay/forwarder.h"
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/verbs/verbs_domain.h"
 #include "tests/fabric_api/fabric_harness.h"
 
 using namespace railyard;
@@ -83,9 +92,35 @@ std::vector<RailInfo> Rails(const std::string& csv) {
   for (std::string ip; std::getline(ss, ip, ',');) r.push_back({"rail" + std::to_string(r.size()), ip, 10000});
   return r;
 }
-Status MakeDomain(const std::vector<RailInfo>& rails, int timeoutMs, int rank, std::unique_ptr<Domain>* out) {
+/// A rails spec is verbs when it names devices: "DEV[,DEV]@IP" (RAILYARD_HCA
+/// "=DEV,...", the bootstrap listener on IP); else TCP rails "IP[,IP]".
+bool IsVerbs(const std::string& spec) { return spec.find('@') != std::string::npos; }
+/// The IP of a rails spec's first rail (verbs: its bootstrap address).
+std::string FirstIp(const std::string& spec) {
+  const std::string ips = IsVerbs(spec) ? spec.substr(spec.find('@') + 1) : spec;
+  return ips.substr(0, ips.find(','));
+}
+Status MakeDomain(const std::string& spec, int timeoutMs, int rank, std::unique_ptr<Domain>* out) {
+  if (IsVerbs(spec)) {
+    const std::string hca = "=" + spec.substr(0, spec.find('@'));
+    env::Config config;
+    // The rest of the configuration from the environment (RAILYARD_IB_TIMEOUT, ...).
+    RY_RETURN_IF_ERROR(env::Parse(
+        [&](const char* name) -> std::optional<std::string> {
+          if (std::string(name) == "RAILYARD_HCA") return hca;
+          const char* v = std::getenv(name);
+          return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+        },
+        {}, &config));
+    verbs::VerbsOptions o = verbs::VerbsOptions::FromConfig(config);
+    o.bootstrapAddress = FirstIp(spec);
+    o.timeoutMs = timeoutMs;
+    o.connectTimeoutMs = std::max(timeoutMs, 30000);  // QPs to RTS under emulation take seconds
+    o.rank = rank;
+    return verbs::CreateVerbsDomain(o, out);
+  }
   tcp::TcpOptions o;
-  o.rails = rails;
+  o.rails = Rails(spec);
   o.timeoutMs = timeoutMs;
   o.rank = rank;
   o.stripe.thresholdBytes = 64 * 1024;
@@ -109,7 +144,10 @@ constexpr uint32_t kBigImmediate = 0xB16000;  // the suite's Write with immediat
 int RunTarget(const Args& a) {
   std::unique_ptr<Domain> d;
   std::unique_ptr<Worker> w;
-  if (!MakeDomain(Rails(a.Get("rails")), 30000, -1, &d).ok() || !d->CreateWorker(&w).ok()) return 10;
+  if (Status s = MakeDomain(a.Get("rails"), 30000, -1, &d); !s.ok() || !d->CreateWorker(&w).ok()) {
+    std::fprintf(stderr, "target: %s\n", s.message().c_str());
+    return 10;
+  }
   static std::vector<uint8_t> mem(kRegion);
   const Region* r = nullptr;
   if (!d->Register(mem.data(), kRegion, kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic, MemoryKind::kHost, &r)
@@ -149,18 +187,26 @@ int RunTarget(const Args& a) {
 
 int RunRelay(const Args& a) {
   std::vector<std::vector<RailInfo>> ports;
+  std::vector<std::string> verbsPorts;
   std::vector<std::unique_ptr<Domain>> domains;
   std::vector<Domain*> raw;
   for (const auto& p : a.opt.at("port")) {
     ports.push_back(Rails(p));
+    verbsPorts.push_back(FirstIp(p));
     domains.emplace_back();
-    if (!MakeDomain(ports.back(), std::stoi(a.Get("timeout-ms", "30000")), -1, &domains.back()).ok()) return 10;
+    if (Status s = MakeDomain(p, std::stoi(a.Get("timeout-ms", "30000")), -1, &domains.back()); !s.ok()) {
+      std::fprintf(stderr, "relay: port %s: %s\n", p.c_str(), s.message().c_str());
+      return 10;
+    }
     raw.push_back(domains.back().get());
   }
   relay::RelayOptions o;
   o.timeoutMs = std::stoi(a.Get("timeout-ms", "30000"));
   std::unique_ptr<relay::Forwarder> f;
-  Status s = relay::Forwarder::Create(raw, o, relay::MakeTcpCableResolver(ports, 24), &f);
+  Status s = relay::Forwarder::Create(raw, o,
+                                      IsVerbs(a.opt.at("port")[0]) ? relay::MakeVerbsCableResolver(verbsPorts, 24)
+                                                                   : relay::MakeTcpCableResolver(ports, 24),
+                                      &f);
   if (!s.ok()) {
     std::fprintf(stderr, "relay: %s\n", s.message().c_str());
     return 11;
@@ -181,7 +227,10 @@ class Source {
   int Init(const Args& a) {
     timeoutMs_ = std::stoi(a.Get("timeout-ms", "5000"));
     const int rank = std::stoi(a.Get("rank", "0"));
-    if (!MakeDomain(Rails(a.Get("rails")), timeoutMs_, rank, &d_).ok()) return 10;
+    if (Status s = MakeDomain(a.Get("rails"), timeoutMs_, rank, &d_); !s.ok()) {
+      std::fprintf(stderr, "source: %s\n", s.message().c_str());
+      return 10;
+    }
     relay::RelayOptions o;
     o.timeoutMs = timeoutMs_;
     o.rank = rank;
@@ -280,7 +329,8 @@ class Source {
     // A Write the target refuses (a wrong key): its named error through the relay,
     // and the Endpoint stays failed.
     RemoteKey wrong = key_;
-    wrong.softwareKey ^= 1;
+    wrong.softwareKey ^= 1;  // what the TCP target checks
+    for (uint32_t& rkey : wrong.railRkeys) rkey ^= 0x100;  // what the HCA checks (verbs)
     if (!ep_->Write({rs, 0, 16}, wrong, key_.base, 400).ok()) return Fail("post refused write");
     Event e = Wait(400);
     std::printf("refused %s\n", e.error.ToString().c_str());
@@ -354,7 +404,8 @@ class Source {
   /// Write throughput, direct (to --direct FILE, a target on the relay host) against
   /// relayed (through the relay to --target), interleaved rounds in one run; prints
   /// "bench SIZE direct GBPS relayed GBPS" per round and the medians.
-  int Bench(const std::string& directFile, int rounds) {
+  /// Each run moves at least `minMiB` MiB and 8 Writes; sizes above `maxMiB` are left out.
+  int Bench(const std::string& directFile, int rounds, uint64_t minMiB, uint64_t maxMiB) {
     const auto dl = ReadLines(directFile);
     RemoteKey dkey;
     if (dl.size() < 2 || !RemoteKey::Unpack(Unhex(dl[1]), &dkey).ok()) return Fail("direct target file");
@@ -367,7 +418,7 @@ class Source {
     uint64_t cookie = 1ull << 40;
     std::vector<Event> ev;
     auto run = [&](Endpoint* ep, const RemoteKey& k, uint64_t n, const std::function<void()>& progress) {
-      const uint64_t total = std::max<uint64_t>(32u << 20, 8 * n);
+      const uint64_t total = std::max<uint64_t>(minMiB << 20, 8 * n);
       const uint64_t count = total / n;
       uint64_t posted = 0, done = 0;
       const auto t0 = std::chrono::steady_clock::now();
@@ -403,6 +454,7 @@ class Source {
       return Fail("bench warm-up");
     }
     for (uint64_t n : sizes) {
+      if (n > (maxMiB << 20)) continue;
       std::vector<double> direct, relayed;
       for (int r = 0; r < rounds; ++r) {
         const double a = run(dep.get(), dkey, n, both);
@@ -410,12 +462,12 @@ class Source {
         if (a < 0 || b < 0) return Fail("a bench write failed");
         direct.push_back(a);
         relayed.push_back(b);
-        std::printf("bench %lu round %d direct %.3f relayed %.3f GB/s\n", n, r, a, b);
+        std::printf("bench %lu round %d direct %.4f relayed %.4f GB/s\n", n, r, a, b);
       }
       std::sort(direct.begin(), direct.end());
       std::sort(relayed.begin(), relayed.end());
       const double md = direct[direct.size() / 2], mr = relayed[relayed.size() / 2];
-      std::printf("median %lu direct %.3f relayed %.3f ratio %.2f\n", n, md, mr, mr / md);
+      std::printf("median %lu direct %.4f relayed %.4f ratio %.2f\n", n, md, mr, mr / md);
     }
     dep.reset();
     return 0;
@@ -462,6 +514,9 @@ int main(int argc, char** argv) {
   if (sc == "suite") return s.Suite();
   if (sc == "ordering") return s.Ordering(16, 8, (256u << 10) + 77);
   if (sc == "stream") return s.Stream(std::stoi(a.Get("max-seconds", "60")));
-  if (sc == "bench") return s.Bench(a.Get("direct"), std::stoi(a.Get("rounds", "5")));
+  if (sc == "bench") {
+    return s.Bench(a.Get("direct"), std::stoi(a.Get("rounds", "5")), std::stoull(a.Get("bench-mib", "32")),
+                   std::stoull(a.Get("max-mib", "16")));
+  }
   return 2;
 }

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# ring_relay_test.sh NODE [bench] - the fabric relay over RDMA, in a ring of 4 guests
+# (tests/lanes/rxe-ring, `ctest -L verbs-ring`, SPMD: every guest runs this at once).
+#
+# g0 -> g1 -> g2, every leg verbs: g2 runs a fabric target on rxe0 (its cable to g1),
+# g1 a fabric relay::Forwarder with one verbs Domain per cable (rxe0 towards g0, rxe1
+# towards g2, MakeVerbsCableResolver), g0 the source on rxe1 (its cable to g1). g0 and
+# g2 share no cable, so every byte crosses g1's registered rings, written on with RDMA
+# WRITE WITH IMM; the only TCP is each verbs Worker's QP bootstrap. The source runs
+# fabric_relay_node's suite through the relay: Write then Read back at 0 B to 5 MiB + 3
+# (guard bytes checked), 10 FetchAdds (old values exact), records, a Fence between a
+# Write and a Read, a Write with immediate of several relay slots, a wrong key refused
+# with its named error. Checks: the source prints "suite ok", and g1's relay reports
+# slots forwarded and no route failed but the refused one.
+#
+# With `bench` (by hand; RING_RELAY_ROUNDS, default 3, and RING_RELAY_MAX_MIB, default 1, passed
+# with ring.sh -e: tests/lanes/rxe-ring/ring.sh -n 4 -G -C build \
+#   tests/verbs/ring_relay_test.sh build/tests/fabric_relay/fabric_relay_node bench):
+# also a 2-hop Write (g0 -> g1 -> g2) against a direct one (g0 -> a target on g1), in
+# interleaved rounds (docs/benchmarks.md).
+# Guests meet through /ring barriers, never through the rails.
+# Exit: 0 pass, 1 fail, 77 not in a ring guest of 4 (RING_ID unset, or RING_N != 4).
+set -uo pipefail
+node=$1
+mode=${2:-suite}
+if [[ -z ${RING_ID:-} || ${RING_N:-0} -ne 4 ]]; then
+  echo "ring_relay_test: needs a ring of 4 guests (RING_ID/RING_N); skipped" >&2
+  exit 77
+fi
+tag=frv-$mode  # every guest must use the same names
+dir=/ring/$tag
+out=$(mktemp -d)
+pids=()
+trap 'rm -rf "$out"; for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+fail() { echo "ring_relay_test: FAIL: guest $RING_ID: $*" >&2; exit 1; }
+# Waits (bounded) for a node's address file: the node has opened its devices.
+await_file() {  # FILE PID
+  for ((i = 0; i < 1200; ++i)); do
+    [[ -s $1 ]] && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1  # polling for a file another process writes, not a barrier
+  done
+  return 1
+}
+export RAILYARD_TIMEOUT_MS=60000
+((RING_ID == 0)) && { rm -rf "$dir"; mkdir -p "$dir"; }
+ring-barrier "$tag-dir" 120 || exit 1
+
+case $RING_ID in
+  1)
+    "$node" relay --port "rxe0@$RING_IP_P0" --port "rxe1@$RING_IP_P1" --out "$dir/relay" --timeout-ms 60000 \
+      >"$out/relay" 2>&1 &
+    pids+=($!)
+    await_file "$dir/relay" "${pids[0]}" || fail "the relay did not start: $(tail -5 "$out/relay")"
+    if [[ $mode == bench ]]; then
+      "$node" target --rails "rxe0@$RING_IP_P0" --out "$dir/direct" >"$out/direct" 2>&1 &
+      pids+=($!)
+      await_file "$dir/direct" "${pids[1]}" || fail "the direct target did not start: $(tail -5 "$out/direct")"
+    fi
+    ;;
+  2)
+    "$node" target --rails "rxe0@$RING_IP_P0" --out "$dir/target" >"$out/target" 2>&1 &
+    pids+=($!)
+    await_file "$dir/target" "${pids[0]}" || fail "the target did not start: $(tail -5 "$out/target")"
+    ;;
+esac
+ring-barrier "$tag-up" 300 || exit 1
+
+rc=0
+if ((RING_ID == 0)); then
+  if [[ $mode == bench ]]; then
+    timeout 900 "$node" source --rails "rxe1@$RING_IP_P1" --relay "$dir/relay" --target "$dir/target" \
+      --scenario bench --direct "$dir/direct" --rounds "${RING_RELAY_ROUNDS:-3}" --bench-mib 8 \
+      --max-mib "${RING_RELAY_MAX_MIB:-1}" --timeout-ms 60000 >"$out/source" 2>&1 || rc=$?
+  else
+    timeout 600 "$node" source --rails "rxe1@$RING_IP_P1" --relay "$dir/relay" --target "$dir/target" \
+      --scenario suite --timeout-ms 60000 >"$out/source" 2>&1 || rc=$?
+  fi
+  cat "$out/source"
+  echo "$rc" >"$dir/source-rc"
+fi
+ring-barrier "$tag-done" 900 || exit 1
+src_rc=$(cat "$dir/source-rc" 2>/dev/null || echo missing)
+
+case $RING_ID in
+  0)
+    [[ $src_rc == 0 ]] || fail "the source exited $src_rc"
+    if [[ $mode == suite ]]; then
+      grep -q '^suite ok$' "$out/source" || fail "no 'suite ok' from the source"
+      grep -q '^refused .*' "$out/source" || fail "the wrong key was not refused by name"
+    else
+      grep -q '^median ' "$out/source" || fail "no bench medians"
+    fi
+    echo "ring_relay_test: guest 0: $mode through g1's RDMA relay to g2 passed"
+    ;;
+  1)
+    kill -TERM "${pids[@]}" 2>/dev/null
+    wait "${pids[@]}" 2>/dev/null
+    pids=()
+    line=$(grep '^relay opened' "$out/relay")
+    echo "ring_relay_test: guest 1: $line"
+    [[ $src_rc == 0 ]] || fail "the source failed (exit $src_rc); relay log: $(tail -5 "$out/relay")"
+    slots=$(sed -n 's/.* slots \([0-9]*\) .*/\1/p' <<<"$line")
+    opened=$(sed -n 's/^relay opened \([0-9]*\) .*/\1/p' <<<"$line")
+    [[ -n $slots && $slots -gt 0 && $opened -ge 1 ]] || fail "the relay carried nothing: '$line'"
+    ;;
+  2)
+    kill -TERM "${pids[@]}" 2>/dev/null
+    wait "${pids[@]}" 2>/dev/null
+    pids=()
+    [[ $src_rc == 0 ]] || fail "the source failed (exit $src_rc); target log: $(tail -5 "$out/target")"
+    if [[ $mode == suite ]]; then
+      grep -q '^big immediate bytes 3145728$' "$out/target" ||
+        fail "the target's one immediate for the 3 MiB Write did not report its whole: $(grep big "$out/target")"
+    fi
+    echo "ring_relay_test: guest 2: target reached only through g1"
+    ;;
+esac
+exit 0
