@@ -10,8 +10,8 @@
 # fabric_relay_node's suite through the relay: Write then Read back at 0 B to 5 MiB + 3
 # (guard bytes checked), 10 FetchAdds (old values exact), records, a Fence between a
 # Write and a Read, a Write with immediate of several relay slots, a wrong key refused
-# with its named error. Checks: the source prints "suite ok", and g1's relay reports
-# slots forwarded and no route failed but the refused one.
+# with its named error. Checks: the source prints "suite ok" and "refused ...", g2 saw
+# the 3 MiB Write with immediate as one immediate of its whole, g1's relay forwarded slots.
 #
 # With `bench` (by hand; RING_RELAY_ROUNDS, default 3, and RING_RELAY_MAX_MIB, default 1, passed
 # with ring.sh -e: tests/lanes/rxe-ring/ring.sh -n 4 -G -C build \
