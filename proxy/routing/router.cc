@@ -56,12 +56,18 @@ size_t WeightedPick(const std::vector<int>& speedsMbps, int k) {
   return pick;
 }
 
+std::string BootstrapRailSkipReason(const std::string& netdev, const std::string& bootstrapFilter) {
+  const topology::InterfaceFilter bootstrap = topology::InterfaceFilter::Parse(bootstrapFilter);
+  if (bootstrap.automatic() || bootstrap.list().exclude || !bootstrap.Matches(netdev)) return "";
+  return netdev + ": NCCL_SOCKET_IFNAME='" + bootstrap.text() +
+         "' makes it NCCL's bootstrap (management) network, never a cable "
+         "(RAILYARD_SOCKET_IFNAME chooses the rails)";
+}
+
 Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
                          std::vector<FabricRail>* out, std::string* whyNone,
                          const std::string& filterSource, const std::string& bootstrapFilter) {
   out->clear();
-  const topology::InterfaceFilter bootstrap = topology::InterfaceFilter::Parse(bootstrapFilter);
-  const bool bootstrapNamed = !bootstrap.automatic() && !bootstrap.list().exclude;
   topology::DiscoveryOptions opt;
   opt.ifnameFilter = ifnameFilter;
   opt.ifnameFilterSource = filterSource;
@@ -77,10 +83,7 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
       namedLoopback.push_back(topology::LoopbackSkipReason(r.netdev));
       continue;
     }
-    if (bootstrapNamed && bootstrap.Matches(r.netdev)) {
-      const std::string why = r.netdev + ": NCCL_SOCKET_IFNAME='" + bootstrap.text() +
-                              "' makes it NCCL's bootstrap (management) network, never a cable "
-                              "(RAILYARD_SOCKET_IFNAME chooses the rails)";
+    if (const std::string why = BootstrapRailSkipReason(r.netdev, bootstrapFilter); !why.empty()) {
       RY_INFO(log::kInit | log::kNet, "fabric: %s", why.c_str());
       skipped.push_back(why);
       continue;

@@ -111,6 +111,13 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
                          const std::string& filterSource = "RAILYARD_SOCKET_IFNAME",
                          const std::string& bootstrapFilter = "");
 
+/// Why SelectFabricRails keeps port `netdev` out of the rails as NCCL's bootstrap
+/// (management) network: `bootstrapFilter` (BootstrapIfname's value) selects it by name.
+/// "" when it does not (an empty, automatic or ^ exclusion filter selects no port by name).
+/// The reason reads "mgmt0: NCCL_SOCKET_IFNAME='mgmt0' makes it ...". railyard-info's
+/// rail table uses it too, so the tool and the plugin agree.
+std::string BootstrapRailSkipReason(const std::string& netdev, const std::string& bootstrapFilter);
+
 /// The NCCL_SOCKET_IFNAME value that SelectFabricRails keeps out of the rails: the
 /// effective socket filter (env::Config::socketIfname) when no rail filter
 /// (RAILYARD_SOCKET_IFNAME, or a tool's --ifname) was given, for then it came from

@@ -224,6 +224,18 @@ def case_nccl_ifname_bootstrap():
     # (new-user trial: it then became a rail and carried the job's data). The port
     # NCCL_SOCKET_IFNAME names is NCCL's bootstrap network, never a rail, either way.
     env_common = {"NCCL_SOCKET_IFNAME": "mgmt0", "RAILYARD_FABRIC": "on", "RAILYARD_TIMEOUT_MS": "20000"}
+    # railyard-info agrees with the plugin: mgmt0 is skipped with the reason, not a rail
+    # (new-user trial: its table listed mgmt0 while the plugin and railyardd left it out).
+    info = subprocess.run(["ip", "netns", "exec", NS[0], INFO, "--json", "--listen-ms", "0"],
+                          env=base_env(env_common), capture_output=True, text=True)
+    doc = json.loads(info.stdout)
+    rails = [r.get("netdev") for r in doc.get("rails", [])]
+    why = [s["reason"] for s in doc.get("skipped", []) if s.get("name") == "mgmt0"]
+    if "mgmt0" in rails or not why or "NCCL_SOCKET_IFNAME='mgmt0'" not in why[0]:
+        fail(f"railyard-info with NCCL_SOCKET_IFNAME=mgmt0: rails {rails}, skipped mgmt0: {why}\n{info.stderr[-1500:]}")
+    if not any(r and r.startswith("p") for r in rails):
+        fail(f"railyard-info with NCCL_SOCKET_IFNAME=mgmt0 lists no cabled rail: {rails}")
+    print(f"ok: railyard-info with NCCL_SOCKET_IFNAME=mgmt0: rails {rails}, mgmt0 skipped: {why[0]}")
     for daemons, daemon_env in (("railyardd as the ranks", {}),
                                 ("railyardd with RAILYARD_SOCKET_IFNAME=^mgmt0", {"RAILYARD_SOCKET_IFNAME": "^mgmt0"})):
         relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD],

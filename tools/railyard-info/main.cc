@@ -379,6 +379,20 @@ int Run(int argc, char** argv) {
     std::cerr << "railyard-info: " << s.message() << "\n";
     return 1;
   }
+  // The port NCCL_SOCKET_IFNAME names is NCCL's bootstrap network, never a rail, as the
+  // plugin and railyardd decide (proxy::SelectFabricRails); the table says the same
+  // (new-user trial: with NCCL_SOCKET_IFNAME=mgmt0 it listed mgmt0 as a rail).
+  if (envStatus.ok()) {
+    const std::string bootstrap = proxy::BootstrapIfname(options.ifnameFilter, envConfig->socketIfname);
+    for (auto it = rails.begin(); it != rails.end();) {
+      if (std::string why = proxy::BootstrapRailSkipReason(it->netdev, bootstrap); !why.empty()) {
+        skipped.push_back(std::move(why));
+        it = rails.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   // Loopback is never a fabric rail (topology/loopback_rail.h), but while
   // RAILYARD_SOCKET_IFNAME is unset it is the TCP rail of the expert and snapshot
   // tiers: shown (row LO) instead of "skipped".
