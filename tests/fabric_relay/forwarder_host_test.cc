@@ -21,6 +21,7 @@
 #include "proxy/fabric/relay/routed_worker.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "tests/common/free_port.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::fabric::relay {
 namespace {
@@ -141,8 +142,11 @@ TEST_F(ForwarderHostTest, CarriesAWriteFromAToBAtTheFixedPort) {
 
 TEST_F(ForwarderHostTest, NotServingWithoutTheSeatAndOnePerPort) {
   std::atomic<bool> holding{false};
+  test_support::LogCapture logs;
   std::unique_ptr<ForwarderHost> first, second;
-  ASSERT_TRUE(ForwarderHost::Start(GraphOf(), kR, [&] { return holding.load(); }, Options(port_), &first).ok());
+  ForwarderHostOptions firstOptions = Options(port_);
+  firstOptions.warnAfterMs = 100;
+  ASSERT_TRUE(ForwarderHost::Start(GraphOf(), kR, [&] { return holding.load(); }, firstOptions, &first).ok());
   ASSERT_TRUE(ForwarderHost::Start(GraphOf(), kR, [] { return true; }, Options(port_), &second).ok());
   ASSERT_TRUE(Within(5000, [&] { return second->Serving(); })) << second->lastProblem();
   // The first waits for the seat; once it believes it holds it, the port is taken.
@@ -152,9 +156,21 @@ TEST_F(ForwarderHostTest, NotServingWithoutTheSeatAndOnePerPort) {
       << first->lastProblem();
   EXPECT_FALSE(first->Serving());
   EXPECT_NE(first->lastProblem().find("Address already in use"), std::string::npos) << first->lastProblem();
+  // A port held past warnAfterMs is said at WARN (the default level), once, naming the
+  // port and the cause (new-user trial: railyardd said nothing while its port was held).
+  const std::string portText = "port " + std::to_string(port_);
+  auto warned = [&] {
+    size_t n = 0;
+    for (const std::string& w : logs.At(log::Level::kWarn)) {
+      if (w.find(portText) != std::string::npos && w.find("Address already in use") != std::string::npos) ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(Within(5000, [&] { return warned() == 1; })) << ::testing::PrintToString(logs.lines());
   // The holder leaves: the other binds the port at its next retry.
   second.reset();
   ASSERT_TRUE(Within(5000, [&] { return first->Serving(); })) << first->lastProblem();
+  EXPECT_EQ(warned(), 1u) << "the same cause is warned once: " << ::testing::PrintToString(logs.lines());
 }
 
 TEST_F(ForwarderHostTest, RefusesATargetOffTheGraph) {

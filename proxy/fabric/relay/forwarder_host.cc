@@ -68,6 +68,7 @@ Status ForwarderHost::Start(GraphFn graph, uint64_t self, std::function<bool()> 
   if (!graph || !holding) return InvalidArgument("fabric relay: no graph or no seat predicate");
   if (options.port == 0) return InvalidArgument("fabric relay: port 0 (RAILYARD_FABRIC_RELAY_PORT is 1..65535)");
   if (options.retryMs < 1) return InvalidArgument("fabric relay: retry interval must be >= 1 ms");
+  if (options.warnAfterMs < 0) return InvalidArgument("fabric relay: warnAfterMs must be >= 0");
   RY_RETURN_IF_ERROR(options.relay.Validate());
   std::unique_ptr<ForwarderHost> h(new ForwarderHost(std::move(graph), self, std::move(holding), std::move(options)));
   h->thread_ = std::thread([p = h.get()] { p->Run(); });
@@ -127,8 +128,10 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
   std::vector<std::vector<RailInfo>> cables;
   Cables(g, self_, &neighbours, &cables);
   std::lock_guard lock(mu_);
+  problemIsWait_ = false;
   if (neighbours.empty()) {
     problem_ = "no cable in the cluster graph yet";
+    problemIsWait_ = true;
     return false;
   }
   std::vector<std::unique_ptr<Domain>> domains;
@@ -176,7 +179,8 @@ void ForwarderHost::Run() {
   using Clock = std::chrono::steady_clock;
   const auto retry = std::chrono::milliseconds(options_.retryMs);
   Clock::time_point nextCheck{};
-  std::string lastLogged;
+  std::string lastLogged, lastWarned;
+  Clock::time_point failingSince{};  // when the builds began to fail for a real cause
   int idle = 0;
   while (!stop_.load()) {
     const auto now = Clock::now();
@@ -207,6 +211,24 @@ void ForwarderHost::Run() {
               RY_INFO(log::kNet, "fabric relay: not serving yet: %s", problem_.c_str());
               lastLogged = problem_;
             }
+            if (problemIsWait_) {
+              failingSince = {};
+            } else if (failingSince == Clock::time_point{}) {
+              failingSince = now;
+            } else if (now - failingSince >= std::chrono::milliseconds(options_.warnAfterMs) &&
+                       problem_ != lastWarned) {
+              // New-user trial: a port held by another process left railyardd silent at
+              // the default level while no relayed route could work.
+              RY_WARN("fabric relay: cannot serve on port %u for %lld ms (retrying every %d ms): %s; is another "
+                      "process bound to it? RAILYARD_FABRIC_RELAY_PORT chooses the port",
+                      static_cast<unsigned>(options_.port),
+                      static_cast<long long>(
+                          std::chrono::duration_cast<std::chrono::milliseconds>(now - failingSince).count()),
+                      options_.retryMs, problem_.c_str());
+              lastWarned = problem_;
+            }
+          } else {
+            failingSince = {};
           }
         }
       }

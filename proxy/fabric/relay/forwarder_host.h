@@ -10,7 +10,7 @@
 // cables change) and progresses it; when the seat goes to another process it drops
 // the Forwarder (its routes fail at their sources with named errors) and waits.
 // A port that cannot be bound yet (the seat's previous holder still closing) is
-// retried every RetryMs.
+// retried every RetryMs; one that still fails after warnAfterMs is a WARN.
 #pragma once
 
 #include <atomic>
@@ -38,6 +38,10 @@ struct ForwarderHostOptions {
   /// rails and listenPort are set per cable.
   tcp::TcpOptions tcp;
   int retryMs = 200;      ///< between attempts to bind the ports, and to re-read the graph
+  /// A build failure other than "no cable yet" (a port held by another process, a rail
+  /// address gone) that lasts this long (ms) is logged once at WARN, naming the port and
+  /// the cause; a shorter one (the seat's previous holder still closing) stays at INFO.
+  int warnAfterMs = 2000;
 
   /// Everything from `config` (RAILYARD_FABRIC_RELAY_PORT, RAILYARD_TIMEOUT_MS, relay
   /// limits); `clusterKey` may be nullptr.
@@ -98,6 +102,7 @@ class ForwarderHost {
   std::vector<uint64_t> neighbours_;
   std::vector<std::vector<RailInfo>> cables_;  ///< the rails the Forwarder was built on
   std::string problem_;
+  bool problemIsWait_ = false;  ///< problem_ is only "no cable yet": nothing to warn about
 };
 
 }  // namespace railyard::fabric::relay
