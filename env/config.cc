@@ -242,7 +242,7 @@ const Variable* NearestVariable(std::string_view name) {
 
 /// RAILYARD_* variables of the project's scripts and test harnesses, not of the
 /// plugin: tools/test.sh (RAILYARD_SKIP_LANE, RAILYARD_SKIP_SANITIZE,
-/// RAILYARD_TEST_BUILD_DIR, RAILYARD_SKIP_FUZZ), tools/setup.sh (RAILYARD_BUILD_DIR),
+/// RAILYARD_TEST_BUILD_DIR, RAILYARD_SKIP_FUZZ, RAILYARD_TEST_OVERLAP), tools/setup.sh (RAILYARD_BUILD_DIR),
 /// tests/lanes/run-verbs.sh (RAILYARD_LANE_TIMEOUT), tests/fuzz/run.sh (RAILYARD_FUZZ_*),
 /// the config-doc test (RAILYARD_UPDATE_DOCS) and the conformance harness
 /// (RAILYARD_CONFORMANCE_*). A process that loads the plugin while they are set is
@@ -251,7 +251,8 @@ bool IsToolingVariable(std::string_view name) {
   static constexpr std::string_view kTooling[] = {"RAILYARD_SKIP_LANE", "RAILYARD_SKIP_SANITIZE",
                                                   "RAILYARD_BUILD_DIR", "RAILYARD_TEST_BUILD_DIR",
                                                   "RAILYARD_LANE_TIMEOUT",
-                                                  "RAILYARD_UPDATE_DOCS", "RAILYARD_SKIP_FUZZ"};
+                                                  "RAILYARD_UPDATE_DOCS", "RAILYARD_SKIP_FUZZ",
+                                                  "RAILYARD_TEST_OVERLAP"};
   if (name.starts_with("RAILYARD_CONFORMANCE_") || name.starts_with("RAILYARD_FUZZ_")) return true;
   return std::find(std::begin(kTooling), std::end(kTooling), name) != std::end(kTooling);
 }
@@ -385,8 +386,9 @@ std::string RenderMarkdown() {
   md += "|---|---|---|---|---|---|---|\n";
   for (const Variable& var : Variables()) {
     std::string type = var.type;
-    std::string def = *var.defaultValue != '\0' ? "`" + std::string(var.defaultValue) + "`"
-                                                 : "(empty: automatic)";
+    // An empty default means something different per variable (automatic choice, no
+    // key, no swap): each description says what; the column says only "(empty)".
+    std::string def = *var.defaultValue != '\0' ? "`" + std::string(var.defaultValue) + "`" : "(empty)";
     std::string accepted;
     if (var.accepted != nullptr) {
       accepted = var.accepted;
@@ -426,10 +428,11 @@ std::string RenderMarkdown() {
         "(`RAILYARD_SKIP_LANE`, `RAILYARD_SKIP_SANITIZE`, `RAILYARD_BUILD_DIR`, "
         "`RAILYARD_TEST_BUILD_DIR`, "
         "`RAILYARD_LANE_TIMEOUT`, `RAILYARD_UPDATE_DOCS`, `RAILYARD_CONFORMANCE_*`, "
-        "`RAILYARD_SKIP_FUZZ`, `RAILYARD_FUZZ_*`) are not "
+        "`RAILYARD_SKIP_FUZZ`, `RAILYARD_FUZZ_*`, `RAILYARD_TEST_OVERLAP`) are not "
         "the plugin's and draw no warning.\n";
   md += "\nRegenerate this file with `railyard-config-doc docs/configuration.md` "
-        "(target `railyard-config-doc`), or run the `config_doc_test` unit test with "
+        "(target `railyard-config-doc`), or run the `config_doc_test` unit test (`ConfigDoc.*` in "
+        "ctest) with "
         "`RAILYARD_UPDATE_DOCS=1`.\n";
   return md;
 }
