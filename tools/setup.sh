@@ -2,7 +2,8 @@
 # The README's first command: install the packages building and running need
 # (tools/scripts/install-deps.sh build; it says what it installs), build the plugin
 # and the tools (target `shipped`, not the tests), and run the main job:
-# railyard-perf driving libnccl-net-railyard.so with 4 ranks over loopback.
+# railyard-perf driving libnccl-net-railyard.so with 4 ranks over loopback. Arguments
+# go to railyard-perf after its own and win over them (tools/setup.sh -b 1M -e 4M).
 # Idempotent: a second run installs nothing and rebuilds nothing that is current.
 # Builds in RAILYARD_BUILD_DIR (default build/); tools/test.sh uses its own.
 set -euo pipefail

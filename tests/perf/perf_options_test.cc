@@ -79,6 +79,21 @@ TEST(PerfOptions, MpiStyleNpAndNcclTestsFlags) {
   EXPECT_EQ(o.jsonPath, "/tmp/x.json");
 }
 
+// tools/setup.sh runs `railyard-perf -np 4 -p ring -b 64K -e 64M -f 4 -c 1 "$@"`: a flag the
+// user passes again wins, as with nccl-tests' getopt (new-user trial: CLI11 refused it).
+TEST(PerfOptions, AFlagGivenTwiceTakesItsLastValue) {
+  Options o;
+  Status s = Parse({"-np", "4", "-p", "ring", "-b", "64K", "-e", "64M", "-f", "4", "-c", "1", "-b", "1M", "-e", "4M",
+                    "-p", "sendrecv", "-np", "2"},
+                   &o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(o.minBytes, 1u << 20);
+  EXPECT_EQ(o.maxBytes, 4u << 20);
+  EXPECT_EQ(o.stepFactor, 4u);
+  EXPECT_EQ(o.pattern, Pattern::kSendRecv);
+  EXPECT_EQ(o.np, 2);
+}
+
 TEST(PerfOptions, RejectsBadCombinations) {
   Options o;
   EXPECT_FALSE(Parse({"-e", "2G"}, &o).ok());                       // above 1 GiB

@@ -78,6 +78,9 @@ expect_status 2 "RAILYARD_DISCOVERY_DEAD_MS=50 railyardd" env RAILYARD_DISCOVERY
 grep -q "RAILYARD_DISCOVERY_DEAD_MS=50 must be larger than RAILYARD_DISCOVERY_INTERVAL_MS=100" "$tmp/err" ||
   { echo "FAIL: railyardd does not name both variables: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyardd --bogus" "$DAEMON" --bogus
+# A port out of range names the flag and the range (CLI11 said only "could not be converted").
+expect_status 2 "railyardd --snapshot-port 99999" "$DAEMON" --snapshot-port 99999
+grep -q -- "--snapshot-port.*99999.*0.*65535" "$tmp/err" || { echo "FAIL: railyardd --snapshot-port 99999: $(cat "$tmp/err")"; failed=1; }
 # railyardd --help documents its exit statuses like every other tool (it said nothing).
 expect_status 0 "railyardd --help" "$DAEMON" --help
 grep -q "^Exit status: 0 stopped by SIGTERM/SIGINT" "$tmp/out" || { echo "FAIL: railyardd --help has no exit statuses"; failed=1; }

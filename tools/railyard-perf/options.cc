@@ -93,6 +93,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       "through its ABI the way NCCL 2.28.9 does (plugin chosen by NCCL_NET_PLUGIN or --plugin).",
       "railyard-perf"};
   std::string minB = "32M", maxB = "32M", stepB = "1M", pattern = "ring", plugin;
+  // An option given twice takes its last value, as nccl-tests' getopt does: tools/setup.sh
+  // passes its arguments after its own (-b 64K ...), and `setup.sh -b 1M` must override
+  // them (new-user trial: CLI11 refused the second -b).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("-b,--minbytes", minB, "smallest message size (K/M/G = powers of 1024)")->capture_default_str();
   app.add_option("-e,--maxbytes", maxB, "largest message size, at most 1G")->capture_default_str();
   app.add_option("-i,--stepbytes", stepB, "linear size step, used when -f is 1")->capture_default_str();
