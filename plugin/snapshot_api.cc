@@ -45,6 +45,21 @@ int Done(const railyard::Status& s) {
   return 0;
 }
 
+/// Opens `route` to the snapshot tunnel of the host called `hostName` (railyardd's
+/// RAILYARD_TIER_TUNNEL_PORT + 1 there, relayed when there is no cable); `*localPort` is
+/// where on 127.0.0.1 the tier client connects. Errors name `call` and `host` ("host:h2").
+railyard::Status OpenSnapshotTunnel(const char* call, const char* host, const std::string& hostName,
+                                    const railyard::env::Config& cfg, railyard::plugin::TierClientFabric** fabric,
+                                    railyard::plugin::TierRoute* route, uint16_t* localPort) {
+  using namespace railyard;
+  Status s = plugin::TierClientFabric::Get(fabric);
+  if (s.ok()) s = (*fabric)->Open(hostName, static_cast<uint16_t>(cfg.tierTunnelPort + 1), route);
+  if (!s.ok()) return Status(s.code(), std::string(call) + " " + host + ": " + s.message());
+  const std::string local = route->local();
+  *localPort = static_cast<uint16_t>(std::stoi(local.substr(local.rfind(':') + 1)));
+  return Status::Ok();
+}
+
 }  // namespace
 
 extern "C" {
@@ -73,14 +88,15 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
   if (byHost) {  // through the tunnel to railyardd's snapshot tunnel (RAILYARD_TIER_TUNNEL_PORT + 1); `port` unused
     plugin::TierClientFabric* f = nullptr;
     h->route = std::make_unique<plugin::TierRoute>();
-    Status s = plugin::TierClientFabric::Get(&f);
-    if (s.ok()) s = f->Open(hostName, static_cast<uint16_t>(cfg->tierTunnelPort + 1), h->route.get());
-    if (!s.ok()) return Fail(Status(s.code(), "railyard_snapshot_connect " + std::string(host) + ": " + s.message()));
+    uint16_t localPort = 0;
+    if (Status s = OpenSnapshotTunnel("railyard_snapshot_connect", host, hostName, *cfg, &f, h->route.get(), &localPort);
+        !s.ok()) {
+      return Fail(s);
+    }
     cache = &f->cache();
     worker = h->route->worker.get();
-    const std::string local = h->route->local();
     o.host = "127.0.0.1";
-    o.port = static_cast<uint16_t>(std::stoi(local.substr(local.rfind(':') + 1)));
+    o.port = localPort;
     o.peerName = h->route->PeerName(host);  // errors name it, not the tunnel's local port
   } else {
     if (Status s = plugin::AcquireSnapshotFabric(host, &h->lease); !s.ok()) return Fail(s);
@@ -156,8 +172,24 @@ int railyard_snapshot_list(const char* host, unsigned short port, railyard_snaps
   }
   const env::Config* cfg = nullptr;
   if (Status s = env::Load(&cfg); !s.ok()) return Fail(s);
+  bool byHost = false;
+  std::string hostName;
+  if (Status s = plugin::ParseTierHost(host, &byHost, &hostName); !s.ok()) return Fail(s);
   std::vector<storage::snapshot::ArenaInfo> list;
-  if (Status s = storage::snapshot::ListArenas(host, port, cfg->timeoutMs, &list); !s.ok()) return Fail(s);
+  if (byHost) {  // through the snapshot tunnel, as railyard_snapshot_connect; `port` unused
+    plugin::TierClientFabric* f = nullptr;
+    plugin::TierRoute route;
+    uint16_t localPort = 0;
+    if (Status s = OpenSnapshotTunnel("railyard_snapshot_list", host, hostName, *cfg, &f, &route, &localPort); !s.ok()) {
+      return Fail(s);
+    }
+    if (Status s = storage::snapshot::ListArenas("127.0.0.1", localPort, cfg->timeoutMs, &list, route.PeerName(host));
+        !s.ok()) {
+      return Fail(route.WithTunnelFailure(s, host, "--snapshot-arena"));
+    }
+  } else if (Status s = storage::snapshot::ListArenas(host, port, cfg->timeoutMs, &list); !s.ok()) {
+    return Fail(s);
+  }
   *count = static_cast<int>(list.size());
   for (int i = 0; i < max && i < *count; ++i) {
     railyard_snapshot_arena_t& a = out[i];

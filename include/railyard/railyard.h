@@ -199,7 +199,9 @@ typedef struct railyard_snapshot_arena {
   unsigned long long arena_bytes; /**< slots x blob bytes; 0: a raw arena the first client sizes */
   unsigned long long max_bytes;   /**< for such an arena the largest size allowed, else 0 */
 } railyard_snapshot_arena_t;
-/** Discovery: asks the peer at `host` : `port` which arenas (kinds of blob) it serves.
+/** Discovery: asks the peer at `host` : `port` (or, with `host` "host:NAME", port
+ *  ignored, the host called NAME through railyardd's snapshot tunnel there, as
+ *  railyard_snapshot_connect) which arenas (kinds of blob) it serves.
  *  Fills up to `max` entries of `out` and sets `*count` to the number the peer has
  *  (which may exceed `max`: call again with more room). 0 on success; 6 when the peer
  *  sends a bad list, 5 when it refuses (a peer older than discovery), 2 on network errors. */

@@ -30,3 +30,12 @@ def port(value):
     if v < 1 or v > 65535:
         raise ValueError(f"port={v} is out of range: expected 1..65535")
     return v
+
+
+def peer_port(host, value):
+    """The port of a tier peer: 1..65535 for an IPv4 `host`; for a "host:NAME" peer, which is
+    reached through railyardd's tier tunnel and ignores the port, 0..65535 (0 is the usual
+    value). TypeError when not an integer, ValueError naming "port" when outside."""
+    if str(host).startswith("host:"):
+        return unsigned("port", value, 16)
+    return port(value)

@@ -9,6 +9,7 @@
 Every call completes before it returns. Errors raise SnapshotError(code, message).
 """
 import ctypes
+import re
 
 from railyard import _args, _lib
 
@@ -17,12 +18,29 @@ PAGING = 2
 MODE_NAMES = {RAW: "raw", PAGING: "paging"}
 
 
+# ncclResult_t, the return values of the railyard_snapshot_* calls (nccl.h).
+CODE_NAMES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
+              4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 7: "ncclInProgress"}
+
+# The C++ client's call names in the library's messages, as this binding spells them.
+_PY_CALLS = {"WriteAt": "write_at", "ReadAt": "read_at", "Put": "put", "Get": "get", "Remove": "remove"}
+_CALL_RE = re.compile(r"\b(snapshot: |use )(%s)\b" % "|".join(_PY_CALLS))
+
+
 class SnapshotError(RuntimeError):
-    """A failed railyard_snapshot_* call: .code is its return value (ncclResult_t)."""
+    """A failed railyard_snapshot_* call: .code is its return value (ncclResult_t), .name
+    that value's name (CODE_NAMES, e.g. "ncclInvalidUsage"); str() reads
+    "railyard snapshot error ncclInvalidUsage (5): <message>"."""
 
     def __init__(self, code, message):
-        super().__init__("railyard snapshot error %d: %s" % (code, message))
+        self.name = CODE_NAMES.get(code, "unknown")
+        super().__init__("railyard snapshot error %s (%d): %s" % (self.name, code, message))
         self.code = code
+
+
+def _python_names(message):
+    """`message` with the C++ call names it gives ("use WriteAt") in this binding's spelling."""
+    return _CALL_RE.sub(lambda m: m.group(1) + _PY_CALLS[m.group(2)], message)
 
 
 _c = None
@@ -60,15 +78,16 @@ def _api():
 
 def _check(rc):
     if rc != 0:
-        raise SnapshotError(rc, _api().railyard_snapshot_last_error().decode("utf-8", "replace"))
+        raise SnapshotError(rc, _python_names(_api().railyard_snapshot_last_error().decode("utf-8", "replace")))
 
 
 def list_arenas(host, port):
     """Discovery: the arenas the peer at host:port serves, as a list of dicts
     {"kind", "mode" ("raw" or "paging", the names railyardd --snapshot-arena takes; MODE_NAMES
     maps RAW and PAGING to them), "blob_bytes", "arena_bytes" (0: a raw arena the first client
-    sizes), "max_bytes"}. ValueError for a port outside 1..65535."""
-    port = _args.port(port)
+    sizes), "max_bytes"}. ValueError for a port outside 1..65535 (0..65535 for a
+    "host:NAME" peer, whose port is unused)."""
+    port = _args.peer_port(host, port)
     count = ctypes.c_int(0)
     room = 16
     while True:
@@ -107,7 +126,7 @@ class Snapshot:
     def __init__(self, host, port, kind, mode, arena_bytes, blob_bytes):
         self._h = ctypes.c_void_p()
         # A "host:NAME" peer is reached through railyardd's tier tunnel: its port is unused (0 is fine).
-        port = _args.unsigned("port", port, 16) if str(host).startswith("host:") else _args.port(port)
+        port = _args.peer_port(host, port)
         if isinstance(mode, str):
             names = {v: k for k, v in MODE_NAMES.items()}
             if mode not in names:

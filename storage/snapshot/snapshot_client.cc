@@ -48,15 +48,18 @@ Status RecvReplyHead(int fd, const std::string& peer) {
 
 }  // namespace
 
-Status ListArenas(const std::string& host, uint16_t port, int timeoutMs, std::vector<ArenaInfo>* out) {
+Status ListArenas(const std::string& host, uint16_t port, int timeoutMs, std::vector<ArenaInfo>* out,
+                  const std::string& peerName) {
+  const std::string peer = peerName.empty() ? host + ":" + std::to_string(port) : peerName;
   proxy::Fd fd;
-  RY_RETURN_IF_ERROR(ConnectControl(host, port, timeoutMs, &fd));
+  if (Status s = ConnectControl(host, port, timeoutMs, &fd); !s.ok()) {
+    return peerName.empty() ? s : Status(s.code(), "snapshot: " + peer + ": " + s.message());
+  }
   Header h;
   h.mode = Mode::kList;
   auto hb = h.Encode();
   iovec iov{hb.data(), hb.size()};
   RY_RETURN_IF_ERROR(proxy::SendAll(fd.get(), &iov, 1, "snapshot list request"));
-  const std::string peer = host + ":" + std::to_string(port);
   RY_RETURN_IF_ERROR(RecvReplyHead(fd.get(), peer));
   uint32_t count = 0;
   RY_RETURN_IF_ERROR(proxy::RecvAll(fd.get(), &count, sizeof count, "snapshot arena list"));

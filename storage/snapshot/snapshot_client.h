@@ -46,8 +46,10 @@ struct ClientOptions {
 /// client sizes, the largest size allowed. Every entry is validated. RemoteError for
 /// a peer that is not a snapshot peer or sends a bad list; InvalidUsage with the
 /// peer's words when it refuses (an older peer: "unknown mode 3"); errors of the
-/// connection (SystemError).
-Status ListArenas(const std::string& host, uint16_t port, int timeoutMs, std::vector<ArenaInfo>* out);
+/// connection (SystemError). `peerName`, when not empty, is what the errors call the peer
+/// instead of host:port (a tunnel's local port means nothing to the user).
+Status ListArenas(const std::string& host, uint16_t port, int timeoutMs, std::vector<ArenaInfo>* out,
+                  const std::string& peerName = "");
 
 /// See file comment. Not thread-safe; the Worker must be polled by this client only
 /// while a call runs (the calls drive its Progress).

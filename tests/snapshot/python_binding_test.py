@@ -115,6 +115,15 @@ def main():
             out = np.zeros(65536, dtype=np.uint8)
             r.read_at(7 * 65536, out)
             assert (out == a).all()
+            # A paging call on a raw arena names this binding's calls, not the C++ ones
+            # (new-user trial: "use WriteAt" where Python says write_at), and the code by name.
+            try:
+                r.put(1, a)
+                raise AssertionError("put on a raw arena was accepted")
+            except SnapshotError as e:
+                assert e.code == 5 and e.name == "ncclInvalidUsage", e
+                assert str(e) == ("railyard snapshot error ncclInvalidUsage (5): snapshot: put on raw kind 'kv' "
+                                  "(use write_at)"), e
             try:
                 r.write_at(8 * 65536, a)
                 raise AssertionError("an out-of-range write was accepted")
@@ -130,7 +139,7 @@ def main():
             r.read_at(0, out)
             raise AssertionError("read_at after close() was accepted")
         except SnapshotError as e:
-            assert str(e) == ("railyard snapshot error 4: Snapshot.read_at: the connection is closed "
+            assert str(e) == ("railyard snapshot error ncclInvalidArgument (4): Snapshot.read_at: the connection is closed "
                               "(close() was called)"), e
         r.close()  # a second close is harmless
         try:
@@ -138,6 +147,15 @@ def main():
             raise AssertionError("port -1 was accepted")
         except ValueError as e:
             assert str(e) == "port=-1 is out of range: expected 1..65535", e
+        # A host:NAME peer ignores the port: 0 is taken (it raised ValueError, new-user trial),
+        # and the call fails in the library instead (no railyardd tunnel to such a host here).
+        for call in (lambda: list_arenas("host:no-such-host", 0),
+                     lambda: Snapshot("host:no-such-host", 0, "ssm", PAGING, arena_bytes=4 * blob, blob_bytes=blob)):
+            try:
+                call()
+                raise AssertionError("host:no-such-host was reached")
+            except SnapshotError as e:
+                assert "no-such-host" in str(e), e
         try:
             Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=8 * blob, blob_bytes=blob)
             raise AssertionError("a mismatched arena size was accepted")

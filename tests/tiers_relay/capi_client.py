@@ -21,7 +21,7 @@ import sys
 import time
 
 from railyard.expert import ExpertClient, ExpertError
-from railyard.snapshot import PAGING, Snapshot, SnapshotError
+from railyard.snapshot import PAGING, Snapshot, SnapshotError, list_arenas
 
 
 def now_ms():
@@ -97,7 +97,14 @@ def blob(key, rnd, n):
 
 def snapshot(peer, kind, blob_bytes, slots, count, stream):
     """Puts `count` blobs into `peer`'s paging arena `kind` and gets each back, compared
-    byte by byte; rounds of it for `stream` seconds when given."""
+    byte by byte; rounds of it for `stream` seconds when given. First lists the peer's
+    arenas (discovery through the same tunnel) and checks `kind` is there as asked."""
+    arenas = {a["kind"]: a for a in list_arenas(peer, 0)}
+    if kind not in arenas or arenas[kind]["mode"] != "paging" or arenas[kind]["blob_bytes"] != blob_bytes \
+            or arenas[kind]["arena_bytes"] != blob_bytes * slots:
+        print(f"LIST: {peer} lists {arenas}, not a paging arena {kind} of {slots} x {blob_bytes} bytes", flush=True)
+        sys.exit(1)
+    print(f"listed {peer}: {sorted(arenas)}", flush=True)
     s = Snapshot(peer, 0, kind, PAGING, blob_bytes * slots, blob_bytes)
     print(f"connected {peer} arena {kind}", flush=True)
     out = bytearray(blob_bytes)

@@ -29,7 +29,7 @@ Cases:
   capi-expert-relay-killed  as above, streaming; SIGKILL of the relay carrying the
                          fetch (the one whose rails toward h0 move bytes): a named
                          error within RAILYARD_TIMEOUT_MS (+ slack), no torn record
-  capi-snapshot-relayed  railyardd --snapshot-arena on h2; 24 blobs of 1 MiB put from h0
+  capi-snapshot-relayed  railyardd --snapshot-arena on h2; its arenas listed, then 24 blobs of 1 MiB put from h0
                          through "host:h2" into 8 slots and got back, byte by byte
   capi-expert-late-cable railyardd on h2 (serving) and h3 only: h2's tier tunnels start
                          with the cable to h3; the cable to h1 comes up when the C API
@@ -303,7 +303,9 @@ def case_capi_snapshot_relayed():
     start_tier_peer(["--snapshot-arena", "kind=kv,mode=paging,blob=1M,slots=8"], TIER_TUNNEL_PORT + 1)
     before = {h: tx_bytes(h, 2) for h in (1, 3)}
     c = capi_client("snapshot", "host:h2", "kv", str(1 << 20), "8", "24")
-    client_ok(c, "the relayed snapshot round trip through the C API", "snapshot ok", "railyardd2")
+    out = client_ok(c, "the relayed snapshot round trip through the C API", "snapshot ok", "railyardd2")
+    if "listed host:h2: ['kv']" not in out:  # railyard_snapshot_list through the tunnel too
+        fail(f"list_arenas('host:h2', 0) did not list the one arena kv:\n{out}")
     relay, moved = carrying_relay(2, before)
     if moved[relay] < 24 << 20:
         fail(f"no relay's rails toward h2 carried the 24 MiB put: {moved}")
