@@ -185,6 +185,12 @@ TEST_F(PerfPluginLoad, InitFailureStillCallsFinalize) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("init failed: ncclSystemError"), std::string::npos) << s.message();
   EXPECT_EQ(Calls(), "init\nfinalize\n");  // the fake sets *ctx before failing
+  // The one candidate is the headline: its cause is said once, with no candidate list.
+  const std::string cause = "init failed: ncclSystemError (2)";
+  const size_t first = s.message().find(cause);
+  ASSERT_NE(first, std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(cause, first + 1), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("every candidate"), std::string::npos) << s.message();
 }
 
 // A plugin that loads and fails its init: the headline says so and quotes the plugin's

@@ -350,9 +350,14 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
   const std::string setting =
       req.source + "=" + (req.value ? "'" + *req.value + "'" : std::string("<unset>: NCCL opens ") + kDefaultPluginLib);
   // A plugin that loaded and failed its init is the news, not the names that were not found.
-  std::string msg = loadedButFailed ? "net plugin init failed (" + setting + "): " + *initFailed + "\n  every candidate:"
+  std::string msg = loadedButFailed ? "net plugin init failed (" + setting + "): " + *initFailed
                                     : "no usable net plugin (" + setting + "):";
-  for (const auto& r : perEntry) msg += "\n  - " + r;
+  // One candidate whose init failed: its line would repeat the headline (new-user trial:
+  // with -np 2 the same cause was printed four times); several: each says what it was.
+  if (!loadedButFailed || perEntry.size() > 1) {
+    if (loadedButFailed) msg += "\n  every candidate:";
+    for (const auto& r : perEntry) msg += "\n  - " + r;
+  }
   for (const auto& n : spec.notes) msg += "\n  - " + n;
   std::string beside;  // the Railyard plugin of this build or install, when it is there
   for (const auto& path : ConvenienceFallbacks(req.exeDir)) {
