@@ -63,6 +63,9 @@ size_t CommWorker::DriveLocked() {
   events_.clear();
   const size_t n = worker_->Progress(&events_);
   for (const fabric::Event& e : events_) Dispatch(e);
+  // Again at the end: a pass that moved megabytes can outlast kHandoff, and the helper
+  // must not take a caller still driving for a quiet one.
+  gate_.NoteCall();
   return n;
 }
 
@@ -168,20 +171,35 @@ bool CommWorker::HelperSleep(std::chrono::microseconds d) {
 void CommWorker::HelperLoop() {
   using std::chrono::microseconds;
   auto idleWait = microseconds(50);
+  microseconds standByStretch{0};
+  const auto stretch = [&] {
+    standByStretch = std::min<microseconds>(std::max<microseconds>(standByStretch * 2, microseconds(1000)),
+                                            kMaxStandByStretch);
+  };
   while (!stop_.load(std::memory_order_relaxed)) {
     // While a caller drives (it called within kHandoff), stand by without touching
-    // the Worker's lock: the caller never waits for the helper.
+    // the Worker's lock: the caller never waits for the helper. Each time the helper
+    // wakes to find the caller still driving, it looks again later (kHandoff, then
+    // stretched by 1, 2, 4, 7 ms): every wake-up is a context switch on a host whose
+    // cores the polling callers keep busy, about a thousand a second per process at a
+    // fixed 1 ms, and measured as the loss at 16-64 MiB on loopback (docs/benchmarks.md,
+    // "Helper wake-ups").
     const auto standBy = gate_.StandBy();
     if (standBy > Clock::duration::zero()) {
-      if (HelperSleep(std::chrono::ceil<microseconds>(standBy))) return;
+      if (HelperSleep(std::chrono::ceil<microseconds>(standBy) + standByStretch)) return;
+      stretch();
       continue;
     }
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
-      // A caller holds the Worker right now (it is about to note its call).
-      if (HelperSleep(microseconds(50))) return;
+      // A caller holds the Worker right now: it is driving (a long pass, or about to
+      // note its call). Stand by as above rather than polling the lock every 50 us,
+      // which woke the helper thousands of times a second during large transfers.
+      if (HelperSleep(ProgressGate::kHandoff + standByStretch)) return;
+      stretch();
       continue;
     }
+    standByStretch = microseconds(0);  // the caller went quiet: the next stand-by starts at kHandoff
     if (clients_.empty() && listeners_.empty() && idleWait >= std::chrono::milliseconds(2)) {
       // Nothing of ours is open and peers have been quiet: sleep until a comm or
       // listen comm appears (peers' connections still get a pass every 2 ms).

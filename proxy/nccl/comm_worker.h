@@ -2,7 +2,8 @@
 // serialises it, the dispatch of its events to the comms they belong to, and the
 // helper thread that moves bytes while no caller does (NCCL's proxy thread polls
 // test() in a loop; the helper takes over once it has been quiet for
-// proxy::ProgressGate::kHandoff, as the TCP comms' helpers did).
+// proxy::ProgressGate::kHandoff, as the TCP comms' helpers did; while the caller
+// keeps driving, the helper's checks grow sparser, up to kHandoff + kMaxStandByStretch).
 //
 // The helper never makes a polling caller wait: it sleeps on its own condition
 // variable (not the Worker's lock), so its wake-ups while the caller drives cost the
@@ -62,6 +63,10 @@ inline constexpr int kCookieCommShift = 40;
 inline constexpr int kImmCommShift = 8;
 /// Largest comm id (24 bits).
 inline constexpr uint32_t kMaxCommId = (1u << 24) - 1;
+
+/// Most a helper adds to its kHandoff stand-by nap while the caller keeps driving (see
+/// CommWorker::HelperLoop): a caller that stops is taken over within kHandoff plus this.
+inline constexpr std::chrono::microseconds kMaxStandByStretch{7000};
 
 /// See file comment. Thread-safe through Lock().
 class CommWorker {
