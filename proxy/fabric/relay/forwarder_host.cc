@@ -186,9 +186,11 @@ void ForwarderHost::Run() {
     const auto now = Clock::now();
     if (now >= nextCheck && draining_.load()) {
       nextCheck = now + retry;  // draining: the Forwarder stays as it is until the end
+      failingSince = {};
     } else if (now >= nextCheck) {
       nextCheck = now + retry;
       const bool hold = holding_();
+      if (!hold) failingSince = {};  // a failure counts only while this process holds the seat
       if (!hold && serving_.load()) {
         RY_INFO(log::kNet, "fabric relay: the relay seat went to another process; Forwarder stopped");
         Drop();
@@ -219,16 +221,18 @@ void ForwarderHost::Run() {
                        problem_ != lastWarned) {
               // New-user trial: a port held by another process left railyardd silent at
               // the default level while no relayed route could work.
-              RY_WARN("fabric relay: cannot serve on port %u for %lld ms (retrying every %d ms): %s; is another "
-                      "process bound to it? RAILYARD_FABRIC_RELAY_PORT chooses the port",
+              const bool portHeld = problem_.find("Address already in use") != std::string::npos;
+              RY_WARN("fabric relay: cannot serve on port %u for %lld ms (retrying every %d ms): %s%s",
                       static_cast<unsigned>(options_.port),
                       static_cast<long long>(
                           std::chrono::duration_cast<std::chrono::milliseconds>(now - failingSince).count()),
-                      options_.retryMs, problem_.c_str());
+                      options_.retryMs, problem_.c_str(),
+                      portHeld ? "; another process is bound to it (RAILYARD_FABRIC_RELAY_PORT chooses the port)" : "");
               lastWarned = problem_;
             }
           } else {
             failingSince = {};
+            lastWarned.clear();  // the same cause coming back later is news again
           }
         }
       }
