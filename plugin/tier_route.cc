@@ -134,8 +134,11 @@ Status TierClientFabric::Get(TierClientFabric** out) {
       const env::Config& cfg = *f->config_;
       std::vector<proxy::FabricRail> rails;
       std::string whyNone;
+      // The same rails as the plugin's fabric mode and railyardd: NCCL_SOCKET_IFNAME's
+      // port (NCCL's bootstrap network) is never one.
       RY_RETURN_IF_ERROR(proxy::SelectFabricRails(cfg.railIfname, cfg.defaultSpeedMbps, &rails, &whyNone,
-                                                  "RAILYARD_SOCKET_IFNAME"));
+                                                  "RAILYARD_SOCKET_IFNAME",
+                                                  proxy::BootstrapIfname(cfg.railIfname, cfg.socketIfname)));
       if (rails.empty()) return InvalidUsage("a host:NAME peer needs fabric rails, and there is none: " + whyNone);
       proxy::RouterOptions ro;
       bool truncated = false;
