@@ -204,7 +204,9 @@ typedef struct railyard_snapshot_arena {
  *  railyard_snapshot_connect) which arenas (kinds of blob) it serves.
  *  Fills up to `max` entries of `out` and sets `*count` to the number the peer has
  *  (which may exceed `max`: call again with more room). 0 on success; 6 when the peer
- *  sends a bad list, 5 when it refuses (a peer older than discovery), 2 on network errors. */
+ *  sends a bad list, 5 when it refuses (a peer older than discovery), 2 on network errors;
+ *  for "host:NAME", 4 for a malformed NAME and 5 for a host not in the cabling graph or no
+ *  fabric rail here (as railyard_snapshot_connect). */
 RAILYARD_API int railyard_snapshot_list(const char* host, unsigned short port, railyard_snapshot_arena_t* out,
                                         int max, int* count);
 

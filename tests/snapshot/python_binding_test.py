@@ -19,6 +19,19 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "python"))
 
 
+# Run in a subprocess: a host:NAME list and connect with port 0, printing how each failed.
+HOST_NAME_PROBE = """
+from railyard.snapshot import list_arenas, Snapshot, SnapshotError, PAGING
+for call in (lambda: list_arenas("host:no-such-host", 0),
+             lambda: Snapshot("host:no-such-host", 0, "ssm", PAGING, arena_bytes=4 << 20, blob_bytes=1 << 20)):
+    try:
+        call()
+        print("reached")
+    except SnapshotError as e:
+        print("SnapshotError", e.code, e)
+"""
+
+
 def main():
     railyardd, lib = sys.argv[1], sys.argv[2]
     # A pinned library that does not load is an error naming it, never a silent
@@ -148,14 +161,17 @@ def main():
         except ValueError as e:
             assert str(e) == "port=-1 is out of range: expected 1..65535", e
         # A host:NAME peer ignores the port: 0 is taken (it raised ValueError, new-user trial),
-        # and the call fails in the library instead (no railyardd tunnel to such a host here).
-        for call in (lambda: list_arenas("host:no-such-host", 0),
-                     lambda: Snapshot("host:no-such-host", 0, "ssm", PAGING, arena_bytes=4 * blob, blob_bytes=blob)):
-            try:
-                call()
-                raise AssertionError("host:no-such-host was reached")
-            except SnapshotError as e:
-                assert "no-such-host" in str(e), e
+        # and both calls go the host:NAME way (the tunnel), failing there by name. In a
+        # process of its own whose RAILYARD_SOCKET_IFNAME matches no interface, so no
+        # cabling hello can leave this host.
+        probe = subprocess.run([sys.executable, "-c", HOST_NAME_PROBE],
+                               env=dict(os.environ, RAILYARD_SOCKET_IFNAME="=ry-no-such-if",
+                                        PYTHONPATH=os.path.join(here, "..", "..", "python")),
+                               capture_output=True, text=True, timeout=60)
+        lines = probe.stdout.splitlines()
+        for call, line in zip(("railyard_snapshot_list", "railyard_snapshot_connect"), lines + ["", ""]):
+            want = f"SnapshotError 5 railyard snapshot error ncclInvalidUsage (5): {call} host:no-such-host: "
+            assert line.startswith(want) and "needs fabric rails" in line, (want, probe.stdout, probe.stderr[-800:])
         try:
             Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=8 * blob, blob_bytes=blob)
             raise AssertionError("a mismatched arena size was accepted")
