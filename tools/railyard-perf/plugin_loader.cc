@@ -287,6 +287,7 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
   }
   std::vector<std::string> reasons;   // what TryOpen said, all candidates
   std::vector<std::string> perEntry;  // one line per candidate, for the error
+  std::vector<size_t> perEntryFound;  // per candidate: files found and refused (init failed, bad table)
   // One line for a candidate: its entry once, and every file dlopen was asked for it.
   auto summarize = [&](const PluginCandidate& c, size_t from) {
     std::vector<std::string> missing, other;
@@ -309,6 +310,7 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
       }
     }
     perEntry.push_back(line);
+    perEntryFound.push_back(other.size());
   };
   for (const auto& c : spec.candidates) {
     bool won = false;
@@ -352,9 +354,11 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
   // A plugin that loaded and failed its init is the news, not the names that were not found.
   std::string msg = loadedButFailed ? "net plugin init failed (" + setting + "): " + *initFailed
                                     : "no usable net plugin (" + setting + "):";
-  // One candidate whose init failed: its line would repeat the headline (new-user trial:
-  // with -np 2 the same cause was printed four times); several: each says what it was.
-  if (!loadedButFailed || perEntry.size() > 1) {
+  // One candidate whose one found file is the init failure of the headline: its line
+  // would only repeat it (new-user trial: with -np 2 the same cause was printed four
+  // times), the names dlopen did not find meaning nothing once a file loaded. Several
+  // candidates, or other files refused too: each line says what it was.
+  if (!loadedButFailed || perEntry.size() != 1 || perEntryFound.front() > 1) {
     if (loadedButFailed) msg += "\n  every candidate:";
     for (const auto& r : perEntry) msg += "\n  - " + r;
   }
