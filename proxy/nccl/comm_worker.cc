@@ -181,9 +181,9 @@ void CommWorker::HelperLoop() {
     // the Worker's lock: the caller never waits for the helper. Each time the helper
     // wakes to find the caller still driving, it looks again later (kHandoff, then
     // stretched by 1, 2, 4, 7 ms): every wake-up is a context switch on a host whose
-    // cores the polling callers keep busy, about a thousand a second per process at a
-    // fixed 1 ms, and measured as the loss at 16-64 MiB on loopback (docs/benchmarks.md,
-    // "Helper wake-ups").
+    // cores the polling callers keep busy: about a thousand a second per process at a
+    // fixed 1 ms, 5x fewer context switches and 2-7 % more at 1-64 MiB on loopback once
+    // stretched (docs/benchmarks.md, "Helper wake-ups").
     const auto standBy = gate_.StandBy();
     if (standBy > Clock::duration::zero()) {
       if (HelperSleep(std::chrono::ceil<microseconds>(standBy) + standByStretch)) return;
