@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -168,6 +169,53 @@ TEST_F(NcclFabricComm, MessagesArriveWhole) {
     a_.Dereg(smh);
     b_.Dereg(rmh);
   }
+}
+
+// Nobody calls test() after the send is posted: the CommWorkers' helper threads take
+// over (within kHandoff + kMaxStandByStretch of the last call) and move every byte;
+// B's Worker counts them landed before anyone tests. Then both requests complete with
+// the data intact.
+TEST_F(NcclFabricComm, HelpersMoveTheBytesWhileNobodyCallsTest) {
+  const size_t size = size_t{8} << 20;  // above the eager limit: CTS, then one Write
+  std::vector<char> src(size), dst(size, 'G');
+  for (size_t i = 0; i < size; ++i) src[i] = static_cast<char>(i * 13 + 5);
+  MemHandle* smh = a_.Reg(src.data(), src.size());
+  MemHandle* rmh = b_.Reg(dst.data(), dst.size());
+  void* data = dst.data();
+  size_t cap = size;
+  int tag = 3;
+  Request* rr = nullptr;
+  ASSERT_TRUE(recv_->IrecvFabric(1, &data, &cap, &tag, &rmh, &rr).ok());
+  uint64_t landedBefore = 0;
+  {
+    auto lock = b_.cw->Lock();
+    landedBefore = b_.cw->worker().stats().bytesLanded;
+  }
+  Request* sr = PostSend(src, smh, 3);
+  ASSERT_NE(sr, nullptr);
+  // From here on no isend/irecv/test: only B's byte counter is read (under the
+  // Worker's lock, which does not count as driving).
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t landed = 0;
+  while (landed < landedBefore + size && std::chrono::steady_clock::now() - t0 < 20s) {
+    {
+      auto lock = b_.cw->Lock();
+      landed = b_.cw->worker().stats().bytesLanded;
+    }
+    std::this_thread::sleep_for(1ms);  // polling a counter the helpers advance, not a barrier
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_GE(landed, landedBefore + size) << "the helpers moved " << (landed - landedBefore) << " of " << size
+                                         << " bytes in " << took.count() << " ms with nobody calling test()";
+  std::printf("[ nccl ] 8 MiB landed by the helpers alone in %lld ms\n", static_cast<long long>(took.count()));
+  int sent = -1, got = -1;
+  ASSERT_TRUE(Wait(send_.get(), sr, &sent).ok());
+  ASSERT_TRUE(Wait(recv_.get(), rr, &got).ok());
+  EXPECT_EQ(sent, static_cast<int>(size));
+  EXPECT_EQ(got, static_cast<int>(size));
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), size), 0);
+  a_.Dereg(smh);
+  b_.Dereg(rmh);
 }
 
 TEST_F(NcclFabricComm, GroupedReceiveMatchesByTag) {
