@@ -18,8 +18,15 @@
 #   tests/verbs/ring_relay_test.sh build/tests/fabric_relay/fabric_relay_node bench):
 # also a 2-hop Write (g0 -> g1 -> g2) against a direct one (g0 -> a target on g1), in
 # interleaved rounds (docs/benchmarks.md).
+# With `relay-killed` (verbs-ring.fabric_relay_killed_over_rdma): g0 streams 4 MiB Writes
+# through g1's relay to g2; once the stream is under way g1's relay is SIGKILLed. The
+# source gets an error event within RAILYARD_TIMEOUT_MS (20 s here) + 5 s naming rank 0,
+# the route "via relay", device, rail and seq (PEER_CLOSED, REMOTE_ACCESS, SYSTEM or
+# TIMEOUT: see the check), the Endpoint
+# stays failed and closes at once (issue 10, Faults: a relay host killed, over RDMA).
 # Guests meet through /ring barriers, never through the rails.
 # Exit: 0 pass, 1 fail, 77 not in a ring guest of 4 (RING_ID unset, or RING_N != 4).
+# NODE [suite|bench|relay-killed]
 set -uo pipefail
 node=$1
 mode=${2:-suite}
@@ -67,8 +74,33 @@ esac
 ring-barrier "$tag-up" 300 || exit 1
 
 rc=0
+if [[ $mode == relay-killed ]] && ((RING_ID != 0)); then
+  ring-barrier "$tag-go" 300 || exit 1  # g0's stream is under way
+  if ((RING_ID == 1)); then
+    kill -KILL "${pids[0]}"
+    wait "${pids[0]}" 2>/dev/null
+    pids=()
+    echo "ring_relay_test: guest 1: relay SIGKILLed mid-stream"
+  fi
+fi
 if ((RING_ID == 0)); then
-  if [[ $mode == bench ]]; then
+  if [[ $mode == relay-killed ]]; then
+    timeout 200 "$node" source --rails "rxe1@$RING_IP_P1" --relay "$dir/relay" --target "$dir/target" \
+      --scenario stream --max-seconds 120 --timeout-ms 20000 >"$out/source" 2>&1 &
+    src=$!
+    for ((i = 0; i < 1200; ++i)); do
+      grep -q '^streaming ' "$out/source" && break
+      kill -0 "$src" 2>/dev/null || break
+      sleep 0.1  # polling for the source's line, not a barrier
+    done
+    grep -q '^streaming ' "$out/source" || echo "the stream never got going" >"$dir/no-stream"
+    # Taken before the barrier: g1 kills only once every guest has reached it, so the
+    # error's delay measured from here is an upper bound (the guests' clocks differ).
+    fault_at=$(date +%s%3N)
+    ring-barrier "$tag-go" 300 || exit 1
+    wait "$src" || rc=$?
+    echo "fault-at-ms $fault_at" >>"$out/source"
+  elif [[ $mode == bench ]]; then
     timeout 900 "$node" source --rails "rxe1@$RING_IP_P1" --relay "$dir/relay" --target "$dir/target" \
       --scenario bench --direct "$dir/direct" --rounds "${RING_RELAY_ROUNDS:-3}" --bench-mib 8 \
       --max-mib "${RING_RELAY_MAX_MIB:-1}" --timeout-ms 60000 >"$out/source" 2>&1 || rc=$?
@@ -84,6 +116,26 @@ src_rc=$(cat "$dir/source-rc" 2>/dev/null || echo missing)
 
 case $RING_ID in
   0)
+    if [[ $mode == relay-killed ]]; then
+      [[ ! -e $dir/no-stream ]] || fail "the stream never got going: $(tail -5 "$out/source")"
+      [[ $src_rc == 3 ]] || fail "the source exited $src_rc, not 3 (an error event)"
+      err=$(sed -n 's/^error //p' "$out/source")
+      for word in "rank 0" "via relay" device rail seq; do
+        [[ $err == *"$word"* ]] || fail "the error does not name '$word': $err"
+      done
+      # Over RDMA a killed relay shows as whichever comes first: its bootstrap socket
+      # closing (PEER_CLOSED), a Write into its ring after the kernel freed its MRs
+      # (REMOTE_ACCESS at the HCA), its QPs gone (retries exceeded: SYSTEM), or silence.
+      [[ $err =~ fabric\ (PEER_CLOSED|REMOTE_ACCESS|SYSTEM|TIMEOUT): ]] ||
+        fail "expected PEER_CLOSED, REMOTE_ACCESS, SYSTEM or TIMEOUT: $err"
+      grep -q '^stays-failed yes$' "$out/source" || fail "the failed Endpoint took a new op"
+      grep -q '^closed$' "$out/source" || fail "closing after the error hung"
+      at=$(sed -n 's/^error-at-ms //p' "$out/source")
+      fault=$(sed -n 's/^fault-at-ms //p' "$out/source")
+      ((at - fault <= 25000)) || fail "the error came $((at - fault)) ms after the kill (timeout 20000 ms)"
+      echo "ring_relay_test: guest 0: relay killed: error at most $((at - fault)) ms after the kill: $err"
+      exit 0
+    fi
     [[ $src_rc == 0 ]] || fail "the source exited $src_rc"
     if [[ $mode == suite ]]; then
       grep -q '^suite ok$' "$out/source" || fail "no 'suite ok' from the source"
@@ -94,6 +146,7 @@ case $RING_ID in
     echo "ring_relay_test: guest 0: $mode through g1's RDMA relay to g2 passed"
     ;;
   1)
+    [[ $mode == relay-killed ]] && exit 0  # its relay is gone; guest 0 judges
     kill -TERM "${pids[@]}" 2>/dev/null
     wait "${pids[@]}" 2>/dev/null
     pids=()
@@ -108,7 +161,9 @@ case $RING_ID in
     kill -TERM "${pids[@]}" 2>/dev/null
     wait "${pids[@]}" 2>/dev/null
     pids=()
-    [[ $src_rc == 0 ]] || fail "the source failed (exit $src_rc); target log: $(tail -5 "$out/target")"
+    want_rc=0
+    [[ $mode == relay-killed ]] && want_rc=3
+    [[ $src_rc == "$want_rc" ]] || fail "the source exited $src_rc, not $want_rc; target log: $(tail -5 "$out/target")"
     if [[ $mode == suite ]]; then
       grep -q '^big immediate bytes 3145728$' "$out/target" ||
         fail "the target's one immediate for the 3 MiB Write did not report its whole: $(grep big "$out/target")"
