@@ -70,6 +70,11 @@ expect_status 0 "railyard-info --sysfs sysfs-spark (text)" "$INFO" --sysfs "$FIX
 grep -q "^Cabling: not listened (a fixture: --sysfs)" "$tmp/out" || { echo "FAIL: fixture reason: $(grep Cabling "$tmp/out")"; failed=1; }
 expect_status 0 "railyard-info --ifname =lo" "$INFO" --no-hwloc --ifname =lo --listen-ms 100
 grep -q "^Cabling: not listened (no fabric rail: .*lo: loopback" "$tmp/out" || { echo "FAIL: loopback reason: $(grep Cabling "$tmp/out")"; failed=1; }
+# Loopback the filter names is the LO row, never a numbered rail (new-user trial: "Rails (1)
+# NIC0 lo" while the plugin refused lo as a rail).
+expect_status 0 "RAILYARD_SOCKET_IFNAME=lo railyard-info --json" env RAILYARD_SOCKET_IFNAME=lo "$INFO" --no-hwloc --listen-ms 0 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rails"]==[] and d["loopback"]["netdev"]=="lo" and "outside fabric mode" in d["loopback"]["role"], (d["rails"], d.get("loopback"))' "$tmp/out" ||
+  { echo "FAIL: RAILYARD_SOCKET_IFNAME=lo: lo is not the LO row alone"; failed=1; }
 
 expect_status 2 "railyardd --interval-ms 100 --dead-ms 50" "$DAEMON" --interval-ms 100 --dead-ms 50
 grep -q -- "--dead-ms / RAILYARD_DISCOVERY_DEAD_MS = 50) must be larger than the hello period (--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = 100)" "$tmp/err" ||

@@ -135,8 +135,12 @@ json RailToJson(const Rail& r) {
 
 /// What the loopback row means (text and JSON "role").
 std::string LoopbackRole(const InfoContext& ctx) {
-  return topology::LoopbackRailRule() +
-         (ctx.loopbackIsSocketDevice ? "; also the plugin's TCP device here (no other interface qualifies)" : "");
+  if (!ctx.loopbackIsSocketDevice) return topology::LoopbackRailRule();
+  if (topology::InterfaceFilter::Parse(ctx.options.ifnameFilter).automatic()) {
+    return topology::LoopbackRailRule() + "; also the plugin's TCP device here (no other interface qualifies)";
+  }
+  return topology::LoopbackRailRule() + "; also the plugin's TCP device outside fabric mode (" +
+         ctx.options.ifnameFilterSource + "='" + ctx.options.ifnameFilter + "' selects it)";
 }
 
 /// "rails": one row per rail, in the spirit of `nvidia-smi topo -m`'s NIC legend.
@@ -417,6 +421,26 @@ int Run(int argc, char** argv) {
       }
       break;
     }
+  }
+  // Loopback the filter names (RAILYARD_SOCKET_IFNAME=lo) is still never a fabric rail
+  // (the plugin's fabric mode refuses it), though outside fabric mode it is the TCP
+  // transport's device: the LO row, not a numbered rail (new-user trial: "Rails (1) NIC0
+  // lo" while the plugin said "lo: loopback, never a fabric rail").
+  for (auto it = rails.begin(); it != rails.end();) {
+    if (options.interfaces || !topology::IsLoopbackInterface(it->netdev, false)) {
+      ++it;
+      continue;
+    }
+    if (loopbackRails.empty()) {
+      loopbackRails.push_back(*it);
+      std::vector<topology::NetDevice> socketDevices;
+      if (topology::SelectSocketDevices(options.ifnameFilter, &socketDevices).ok()) {
+        loopbackIsSocketDevice = !socketDevices.empty() &&
+                                 std::all_of(socketDevices.begin(), socketDevices.end(),
+                                             [](const topology::NetDevice& d) { return d.loopback; });
+      }
+    }
+    it = rails.erase(it);
   }
   InfoContext ctx{options, rails, skipped, verbose};
   ctx.loopback = loopbackRails.empty() ? nullptr : &loopbackRails.front();
