@@ -303,6 +303,10 @@ TEST_F(PerfPluginLoad, NcclNetMustMatchTheName) {
   Status s = Open(Lib("11"), &n, std::string("IB"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("NCCL_NET=IB"), std::string::npos) << s.message();
+  // The hint names the setting to change, NCCL_NET, not the NCCL_NET_PLUGIN in use.
+  EXPECT_NE(s.message().find("hint: NCCL_NET='IB' makes NCCL use only a network of that name"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("hint: the Railyard plugin beside"), std::string::npos) << s.message();
   s = Open(Lib("11"), &n, std::string("fake11"));  // case-insensitive
   EXPECT_TRUE(s.ok()) << s.message();
 }

@@ -370,7 +370,15 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
       break;
     }
   }
-  if (loadedButFailed) {
+  const bool netNameSkipped = std::any_of(reasons.begin(), reasons.end(), [](const std::string& r) {
+    return r.find(": skipped, NCCL_NET=") != std::string::npos;
+  });
+  if (netNameSkipped && req.netName) {
+    // The plugin was found and skipped by name: the setting to change is NCCL_NET, not
+    // NCCL_NET_PLUGIN (new-user trial: the hint repeated the NCCL_NET_PLUGIN in use).
+    msg += "\n  hint: NCCL_NET='" + *req.netName + "' makes NCCL use only a network of that name; unset it, or "
+           "set it to the plugin's name (NCCL_NET=Railyard for Railyard)";
+  } else if (loadedButFailed) {
     msg += "\n  hint: the library loaded but its init() failed; its first WARN (quoted after the "
            "result) and the WARN lines above say why (often a malformed RAILYARD_* variable)";
   } else if (!beside.empty()) {
