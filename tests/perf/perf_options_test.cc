@@ -94,6 +94,23 @@ TEST(PerfOptions, AFlagGivenTwiceTakesItsLastValue) {
   EXPECT_EQ(o.np, 2);
 }
 
+// A run whose every size rounds down to nothing would move 0 B and print a clean row for
+// a size never measured (new-user trial): refused, naming the smallest size that moves bytes.
+TEST(PerfOptions, SizesThatMoveNothingAreRefused) {
+  Options o;
+  Status s = Parse({"-np", "2", "-p", "sendrecv", "-b", "3", "-e", "3"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("-e 3 moves nothing with -p sendrecv"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("at least 4 B"), std::string::npos) << s.message();
+  s = Parse({"-np", "4", "-p", "alltoall", "-b", "8", "-e", "8"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("at least 64 B"), std::string::npos) << s.message();
+  EXPECT_TRUE(Parse({"-np", "4", "-p", "alltoall", "-b", "64", "-e", "1K"}, &o).ok());
+  EXPECT_TRUE(Parse({"-np", "2", "-p", "sendrecv", "-b", "0", "-e", "64", "-f", "2"}, &o).ok());  // 1, 2 B fold into 0
+  EXPECT_TRUE(Parse({"-np", "2", "-p", "sendrecv", "-b", "1", "-e", "8M", "-f", "8"}, &o).ok());  // 1 B: nccl-tests' 0 row
+  EXPECT_TRUE(Parse({"-np", "2", "-p", "allreduce", "-d", "int8", "-b", "3", "-e", "3"}, &o).ok());  // collectives: -d
+}
+
 TEST(PerfOptions, RejectsBadCombinations) {
   Options o;
   EXPECT_FALSE(Parse({"-e", "2G"}, &o).ok());                       // above 1 GiB

@@ -181,6 +181,22 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
     int port = 0;
     RY_RETURN_IF_ERROR(ParseHostPort(o.root, &host, &port));
   }
+  // Point-to-point and GIN patterns move whole float elements (alltoall: 16-byte chunks
+  // per peer). A run whose every size rounds down to none would move 0 B and report a
+  // clean row for a size never measured (new-user trial: -b 3 -e 3 printed one passing
+  // row of 0 B): refused. In a sweep with larger sizes too, a small size gives its 0 B
+  // row as nccl-tests prints it (count 0).
+  const bool collective = o.pattern == Pattern::kAllReduce || o.pattern == Pattern::kAllGather ||
+                          o.pattern == Pattern::kReduceScatter;
+  const int nranks = o.np > 0 ? o.np : o.nranks;
+  if (!collective && o.minBytes > 0 && LayoutFor(o.pattern, o.maxBytes, nranks).totalBytes == 0) {
+    const bool alltoall = o.pattern == Pattern::kAllToAll || o.pattern == Pattern::kGinAllToAll;
+    return InvalidUsage("-e " + maxB + " moves nothing with -p " + pattern + ": " +
+                        (alltoall ? "alltoall sends 16-byte multiples to each of the " + std::to_string(nranks) +
+                                        " ranks, so at least " + std::to_string(16 * nranks) + " B"
+                                  : std::string("messages are whole 4-byte floats, so at least 4 B")) +
+                        " (-b 0 -e 0 for an empty message)");
+  }
   *out = std::move(o);
   return Status::Ok();
 }
