@@ -39,3 +39,11 @@ def peer_port(host, value):
     if str(host).startswith("host:"):
         return unsigned("port", value, 16)
     return port(value)
+
+
+def host(value):
+    """A peer's host as str ("10.0.0.2" or "host:NAME"): TypeError naming "host" for anything
+    else (bytes included: the binding encodes it itself)."""
+    if not isinstance(value, str):
+        raise TypeError(f"host must be a str (an IPv4 address or \"host:NAME\"), not {type(value).__name__}")
+    return value

@@ -87,6 +87,7 @@ def list_arenas(host, port):
     maps RAW and PAGING to them), "blob_bytes", "arena_bytes" (0: a raw arena the first client
     sizes), "max_bytes"}. ValueError for a port outside 1..65535 (0..65535 for a
     "host:NAME" peer, whose port is unused)."""
+    host = _args.host(host)
     port = _args.peer_port(host, port)
     count = ctypes.c_int(0)
     room = 16
@@ -126,11 +127,13 @@ class Snapshot:
     def __init__(self, host, port, kind, mode, arena_bytes, blob_bytes):
         self._h = ctypes.c_void_p()
         # A "host:NAME" peer is reached through railyardd's tier tunnel: its port is unused (0 is fine).
+        host = _args.host(host)
         port = _args.peer_port(host, port)
         if isinstance(mode, str):
             names = {v: k for k, v in MODE_NAMES.items()}
             if mode not in names:
-                raise ValueError(f"mode={mode!r} is not one of 'raw', 'paging' (or RAW, PAGING)")
+                raise ValueError(f"mode={mode!r} is not one of the names 'raw', 'paging' "
+                                 f"(or the constants railyard.snapshot.RAW = {RAW}, PAGING = {PAGING})")
             mode = names[mode]
         arena_bytes = _args.unsigned("arena_bytes", arena_bytes)
         blob_bytes = _args.unsigned("blob_bytes", blob_bytes)

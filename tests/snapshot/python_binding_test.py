@@ -50,7 +50,11 @@ def main():
                         "railyardd: snapshot: listen on 192.0.2.1:0: Cannot assign requested address (errno 99)"),
                        (["--snapshot-address", "127.0.0.1", "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=0"],
                         "railyardd: snapshot: arena spec 'kind=a,mode=raw,blob=4K,slots=0': slots='0' is out of range: "
-                        "expected an integer of 1 or more (slots x blob at most 1 TiB)")):
+                        "expected an integer of 1 or more (slots x blob at most 1 TiB)"),
+                       # One prefix for the server's own errors too (it printed "snapshot: snapshot server:").
+                       (["--snapshot-address", "127.0.0.1", "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=2",
+                         "--snapshot-arena", "kind=a,mode=raw,blob=4K,slots=2"],
+                        "railyardd: snapshot server: kind 'a' given twice")):
         r = subprocess.run([railyardd, "--snapshot-only"] + args, capture_output=True, text=True, timeout=30,
                            env={k: v for k, v in os.environ.items() if k != "RAILYARD_SOCKET_IFNAME"})
         if r.returncode != 2 or want not in r.stderr.splitlines():
@@ -155,6 +159,11 @@ def main():
             assert str(e) == ("railyard snapshot error ncclInvalidArgument (4): Snapshot.read_at: the connection is closed "
                               "(close() was called)"), e
         r.close()  # a second close is harmless
+        try:
+            list_arenas(b"127.0.0.1", port)
+            raise AssertionError("a bytes host was accepted")
+        except TypeError as e:  # it was AttributeError: 'bytes' object has no attribute 'encode' (trial)
+            assert str(e).startswith("host must be a str"), e
         try:
             list_arenas("127.0.0.1", -1)
             raise AssertionError("port -1 was accepted")

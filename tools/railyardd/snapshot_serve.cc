@@ -13,7 +13,10 @@ namespace {
 // swap directory) get it here; main.cc adds only "railyardd: ".
 Status OnePrefix(Status s) {
   constexpr std::string_view kPrefix = "snapshot: ";
-  if (s.ok() || std::string_view(s.message()).starts_with(kPrefix)) return s;
+  const std::string_view m = s.message();
+  // The server's own ("snapshot server: kind 'a' given twice") are prefixed already too
+  // (new-user trial: "snapshot: snapshot server: ...").
+  if (s.ok() || m.starts_with(kPrefix) || m.starts_with("snapshot server: ")) return s;
   return Status(s.code(), std::string(kPrefix) + s.message());
 }
 
