@@ -83,6 +83,11 @@ expect_status 2 "RAILYARD_DISCOVERY_DEAD_MS=50 railyardd" env RAILYARD_DISCOVERY
 grep -q "RAILYARD_DISCOVERY_DEAD_MS=50 must be larger than RAILYARD_DISCOVERY_INTERVAL_MS=100" "$tmp/err" ||
   { echo "FAIL: railyardd does not name both variables: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyardd --bogus" "$DAEMON" --bogus
+# A flag given twice takes its last value, as railyard-perf's (it was refused "At Most 1"):
+# the second --interval-ms is the one checked against --dead-ms.
+expect_status 2 "railyardd --interval-ms 10 --interval-ms 100 --dead-ms 50" "$DAEMON" --interval-ms 10 --interval-ms 100 --dead-ms 50
+grep -q -- "--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = 100" "$tmp/err" ||
+  { echo "FAIL: railyardd did not take the last --interval-ms: $(cat "$tmp/err")"; failed=1; }
 # A port out of range names the flag and the range (CLI11 said only "could not be converted").
 expect_status 2 "railyardd --snapshot-port 99999" "$DAEMON" --snapshot-port 99999
 grep -q -- "--snapshot-port.*99999.*0.*65535" "$tmp/err" || { echo "FAIL: railyardd --snapshot-port 99999: $(cat "$tmp/err")"; failed=1; }

@@ -140,6 +140,9 @@ railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::s
 int main(int argc, char** argv) {
   using namespace railyard;
   CLI::App app{"railyardd: Railyard per-host service (cabling discovery, relaying)"};
+  // A flag given twice takes its last value, as railyard-perf's do (new-user trial: one
+  // tool refused what the other took); --snapshot-arena still collects every one.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string ifname, hostName;
   topology::AgentOptions agent;
   int waitHosts = 0, settleMs = 500, lingerMs = 1000, timeoutMs = 20000;
