@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -579,7 +580,16 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
       std::string w = name + " carries a default route (an uplink), but " + options.ifnameFilterSource +
                       "='" + filter.text() + "' names it exactly, so it is a rail: cabling hellos "
                       "(UDP broadcasts) go out on it and its network sees them";
-      RY_WARN("%s", w.c_str());
+      // Once per process and text: railyard-info and the plugin's fabric mode discover
+      // more than once (new-user trial: the same warning twice on stderr).
+      static std::mutex warnedMu;
+      static std::set<std::string> warned;
+      bool first = false;
+      {
+        std::lock_guard<std::mutex> lock(warnedMu);
+        first = warned.insert(w).second;
+      }
+      if (first) RY_WARN("%s", w.c_str());
       r.warnings.push_back(std::move(w));
     }
     // A down interface without an address (an idle ifb0, say) is skipped for both, in one
@@ -609,7 +619,16 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
       std::string w = "PCIe link of " + name + " (" + r.pciBusId + ") trained at " +
                       FormatLink(r.pcie.currentWidth, r.pcie.currentSpeed) + ", below its maximum " +
                       FormatLink(r.pcie.maxWidth, r.pcie.maxSpeed);
-      RY_WARN("%s", w.c_str());
+      // Once per process and text: railyard-info and the plugin's fabric mode discover
+      // more than once (new-user trial: the same warning twice on stderr).
+      static std::mutex warnedMu;
+      static std::set<std::string> warned;
+      bool first = false;
+      {
+        std::lock_guard<std::mutex> lock(warnedMu);
+        first = warned.insert(w).second;
+      }
+      if (first) RY_WARN("%s", w.c_str());
       r.warnings.push_back(std::move(w));
     }
     out.push_back(std::move(r));
