@@ -140,6 +140,7 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
         if (pids[r] > 0) still += (still.empty() ? "" : ",") + std::to_string(r);
       }
       result.exitCode = 1;
+      result.timedOut = true;
       result.message = "timeout: -T " + std::to_string(timeoutSec) + " s expired; killing ranks still running: " + still;
       failing = sentTerm = sentKill = true;
       signalAll(SIGKILL);

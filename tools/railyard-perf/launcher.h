@@ -22,6 +22,7 @@ struct LaunchResult {
   int exitCode = 0;     ///< 0 when every rank exited 0; else the failing rank's code (1 for a signal)
   int failedRank = -1;  ///< first rank that failed, -1 if none
   std::string message;  ///< human-readable summary of failures ("" on success)
+  bool timedOut = false;  ///< the -T limit expired and the ranks still running were killed
 };
 
 /// Listens on 127.0.0.1 port 0, forks `nranks` children (rank 0 inherits the

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyard-perf: FAILED: %s\n", r.message.c_str());
     // Only for a failed call or set-up (kExitError): wrong data, a -T timeout or a
     // signal are not about the interfaces.
-    if (!injected.empty() && r.exitCode == kExitError) {
+    if (!injected.empty() && r.exitCode == kExitError && !r.timedOut) {  // the -T expiry exits 1 too
       std::fprintf(stderr,
                    "railyard-perf: note: %s was set by railyard-perf -np for its local ranks, not taken from "
                    "your environment; set RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n",
