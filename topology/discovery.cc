@@ -29,6 +29,20 @@
 namespace railyard::topology {
 namespace {
 
+/// Logs `w` at WARN once per process: railyard-info and the plugin's fabric mode run
+/// discovery more than once (new-user trial: the same warning twice on stderr). The
+/// rail still carries it in Rail::warnings every time.
+void WarnOnce(const std::string& w) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    first = warned.insert(w).second;
+  }
+  if (first) RY_WARN("%s", w.c_str());
+}
+
 constexpr unsigned long kLogSubsys = log::kNet | log::kInit;
 
 // --- small sysfs readers --------------------------------------------------
@@ -580,16 +594,7 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
       std::string w = name + " carries a default route (an uplink), but " + options.ifnameFilterSource +
                       "='" + filter.text() + "' names it exactly, so it is a rail: cabling hellos "
                       "(UDP broadcasts) go out on it and its network sees them";
-      // Once per process and text: railyard-info and the plugin's fabric mode discover
-      // more than once (new-user trial: the same warning twice on stderr).
-      static std::mutex warnedMu;
-      static std::set<std::string> warned;
-      bool first = false;
-      {
-        std::lock_guard<std::mutex> lock(warnedMu);
-        first = warned.insert(w).second;
-      }
-      if (first) RY_WARN("%s", w.c_str());
+      WarnOnce(w);
       r.warnings.push_back(std::move(w));
     }
     // A down interface without an address (an idle ifb0, say) is skipped for both, in one
@@ -619,16 +624,7 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
       std::string w = "PCIe link of " + name + " (" + r.pciBusId + ") trained at " +
                       FormatLink(r.pcie.currentWidth, r.pcie.currentSpeed) + ", below its maximum " +
                       FormatLink(r.pcie.maxWidth, r.pcie.maxSpeed);
-      // Once per process and text: railyard-info and the plugin's fabric mode discover
-      // more than once (new-user trial: the same warning twice on stderr).
-      static std::mutex warnedMu;
-      static std::set<std::string> warned;
-      bool first = false;
-      {
-        std::lock_guard<std::mutex> lock(warnedMu);
-        first = warned.insert(w).second;
-      }
-      if (first) RY_WARN("%s", w.c_str());
+      WarnOnce(w);
       r.warnings.push_back(std::move(w));
     }
     out.push_back(std::move(r));
