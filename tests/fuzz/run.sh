@@ -8,11 +8,13 @@
 # RAILYARD_FUZZ_SECONDS    seconds per target (default 60)
 # RAILYARD_FUZZ_TOTAL_SECONDS  instead: target-seconds for the whole run, divided
 #                          evenly among the targets run (at least 10 s each), so
-#                          adding a target does not add time (tools/test.sh: 270)
+#                          adding a target does not add time (tools/test.sh: 170)
 # RAILYARD_FUZZ_BUILD_DIR  build directory (default build-fuzz in the source tree)
 # RAILYARD_FUZZ_PARALLEL   targets run at once (default: the number of CPUs)
 # RAILYARD_FUZZ_BUILD_ONLY=1  build the targets and exit (tools/test.sh builds them
 #                          early, in the background; the later run finds them built)
+# RAILYARD_FUZZ_DEBUG_FLAGS  debug-info flags of the fuzz build (default -g; tools/test.sh
+#                          passes -g1, line tables only, for CI time)
 # Inputs the fuzzers add go to $build/fuzz-work/<target>/ (never into the source
 # tree); a crash or a failed check is saved as $build/findings/<target>/crash-*
 # (replay it with `$build/tests/fuzz/<target>_fuzz FILE`; to keep it as a regression
@@ -36,7 +38,9 @@ fi
 cc=$(command -v clang-14 || command -v clang) || { echo "fuzz: clang not found (tools/scripts/install-deps.sh installs clang-14)" >&2; exit 2; }
 cxx=$(command -v clang++-14 || command -v clang++)
 
+dbg=${RAILYARD_FUZZ_DEBUG_FLAGS:--g}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 $dbg -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 $dbg -DNDEBUG" \
       -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DRAILYARD_FUZZ=ON >/dev/null || exit 2
 bins=()
 for t in "${targets[@]}"; do bins+=("${t}_fuzz"); done
