@@ -58,6 +58,8 @@ struct Config {
   /// RAILYARD_RELAY_PORT: TCP port of relays (1..65535).
   int relayPort = 0;
   int fabricRelayPort = 0;  ///< RAILYARD_FABRIC_RELAY_PORT: the fabric Forwarder's port on every rail
+  /// RAILYARD_FABRIC_RELAY_VERBS_PORT: the Forwarder's verbs bootstrap port on RDMA cables (0: none)
+  int fabricRelayVerbsPort = 0;
   int tierTunnelPort = 0;   ///< RAILYARD_TIER_TUNNEL_PORT: railyardd's expert tunnel (+1: snapshot) on every rail
   /// RAILYARD_RELAY_BUFFER_BYTES: per direction per relayed socket.
   std::size_t relayBufferBytes = 0;

@@ -299,6 +299,12 @@ const Variable kVariables[] = {
      "process holding the host's relay seat) listens on, on every rail of every host. "
      "Sources reach a relay only there, and only the seat's holder binds it.",
      1, 65535, &ApplyInt<&Config::fabricRelayPort>},
+    {"RAILYARD_FABRIC_RELAY_VERBS_PORT", "int", "29522", "", nullptr,
+     "TCP port of the fabric relay's RDMA ports: on a cable whose rails are RDMA ports, the "
+     "relay host's Forwarder also takes verbs routes, whose QPs are set up through a "
+     "listener on the cable's first rail at this port (every leg of such a route is RDMA). "
+     "0: the relay takes TCP routes only.",
+     0, 65535, &ApplyInt<&Config::fabricRelayVerbsPort>},
     {"RAILYARD_TIER_TUNNEL_PORT", "int", "29520", "", nullptr,
      "TCP port, on every rail, of railyardd's storage-tier tunnels in fabric mode: a client "
      "naming its peer as host:NAME reaches the expert store there and the snapshot arenas "

@@ -162,7 +162,11 @@ Status StartFabric(NetState& g) {
   }
   if (g.relay != nullptr) {
     // The fabric relay's thread: serves relayed fabric Endpoints while this process holds the seat.
-    if (Status s = fabric::relay::StartSeatForwarder(*g.router, *g.relay, *g.config, -1, &g.forwarder); !s.ok()) {
+    // The process's RDMA ports (open for its life) serve the relay's verbs ports too.
+    std::shared_ptr<proxy::verbs::IbPorts> ib;
+    if (g.ib != nullptr && g.ib->size() > 0) ib = std::shared_ptr<proxy::verbs::IbPorts>(g.ib.get(), [](proxy::verbs::IbPorts*) {});
+    if (Status s = fabric::relay::StartSeatForwarder(*g.router, *g.relay, *g.config, -1, &g.forwarder, std::move(ib));
+        !s.ok()) {
       RY_INFO(log::kInit | log::kNet, "fabric: no fabric relay in this process: %s", s.message().c_str());
     }
   }

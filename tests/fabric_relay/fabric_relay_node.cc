@@ -7,6 +7,10 @@
 //
 //   fabric_relay_node target --rails RAILS --out FILE [--ordering R,P,E]
 //   fabric_relay_node relay  --port RAILS --port RAILS --out FILE
+//   fabric_relay_node forwarder-address --ip IP --port P --rails N --out FILE
+//                            (writes, as a relay file, the verbs Forwarder port address a
+//                            relay host's railyardd serves on its cable's first rail IP:
+//                            graph_routes.h; tests/verbs/ring_relay_test.sh railyardd)
 //   fabric_relay_node source --rails RAILS --relay FILE --target FILE
 //                            --scenario suite|ordering|stream|bench [--timeout-ms N] [--rank N]
 //                            [--direct FILE --rounds N [--bench-mib M] [--max-mib S]]
@@ -16,6 +20,7 @@
 // RAILS: TCP rails "IP[,IP]", or verbs "DEV[,DEV]@IP" (the RDMA devices, and the IP of
 // the verbs bootstrap listener on that cable: tests/verbs/ring_relay_test.sh, the ring
 // of soft-RoCE guests). A relay's ports are all of one kind.
+#include <arpa/inet.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -37,6 +42,7 @@
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/verbs/verbs_domain.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
 #include "tests/fabric_api/fabric_harness.h"
 
 using namespace railyard;
@@ -218,6 +224,20 @@ int RunRelay(const Args& a) {
   const auto st = f->stats();
   std::printf("relay opened %lu refused %lu failed %lu slots %lu bytes %lu strays %lu last '%s'\n", st.routesOpened,
               st.routesRefused, st.routesFailed, st.slotsForwarded, st.bytesForwarded, st.strays, f->lastRefusal().c_str());
+  return 0;
+}
+
+/// The verbs Forwarder port address of a relay host whose cable's first rail is --ip,
+/// by the graph's rule (relay::ForwarderAddress, AddressKind::kVerbs).
+int RunForwarderAddress(const Args& a) {
+  verbs::VerbsAddress v;
+  v.workerId = 1;  // not checked by the target
+  in_addr ip{};
+  if (inet_pton(AF_INET, a.Get("ip").c_str(), &ip) != 1) return 2;
+  v.ipv4 = ip.s_addr;
+  v.port = static_cast<uint16_t>(std::stoi(a.Get("port")));
+  v.rails = static_cast<uint16_t>(std::stoi(a.Get("rails", "1")));
+  WriteLines(a.Get("out"), {Hex(v.Pack())});
   return 0;
 }
 
@@ -506,6 +526,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (a.role == "target") return RunTarget(a);
   if (a.role == "relay") return RunRelay(a);
+  if (a.role == "forwarder-address") return RunForwarderAddress(a);
   if (a.role != "source") return 2;
   Source s;
   const int rc = s.Init(a);

@@ -1,7 +1,8 @@
 // The cabling graph's routes for relayed fabric Endpoints (graph_routes.h): a ring of
 // 4 hosts, 2 rails per cable (as the ring4x2 testbed lane), and a chain of 4.
 // Checks the source's plan (direct, one relay, two relays), the relay's next hop,
-// the Forwarder addresses at the fixed port, and every refusal.
+// the Forwarder addresses at the fixed port, and every refusal; for TCP and for
+// verbs addresses (every leg of a verbs route through verbs ports).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
@@ -42,6 +43,22 @@ std::vector<uint8_t> Address(std::vector<std::string> ips, uint16_t port = 40000
   w.workerId = 0x1234;
   for (const auto& ip : ips) w.rails.push_back({Ip(ip), port, 10000});
   return w.Pack();
+}
+
+/// A verbs Worker address whose bootstrap listener is at `ip`.
+std::vector<uint8_t> VerbsAt(const std::string& ip, uint16_t port = 40100, uint16_t rails = 2) {
+  verbs::VerbsAddress v;
+  v.workerId = 0x5678;
+  v.ipv4 = Ip(ip);
+  v.port = port;
+  v.rails = rails;
+  return v.Pack();
+}
+
+verbs::VerbsAddress UnpackedVerbs(const std::vector<uint8_t>& b) {
+  verbs::VerbsAddress v;
+  EXPECT_TRUE(verbs::VerbsAddress::Unpack(b, &v).ok());
+  return v;
 }
 
 tcp::WorkerAddress Unpacked(const std::vector<uint8_t>& b) {
@@ -155,7 +172,7 @@ TEST(GraphRoutes, ResolveFnStraightOnThroughTheNextRelayAndRefusals) {
   ResolveFn h1OnePort = MakeGraphResolveFn([&] { return chain; }, 2, {1}, kPort);
   s = h1OnePort(Address({"10.1.0.2", "10.1.1.2"}), &hop);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
-  EXPECT_NE(s.message().find("no port"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("has no TCP port"), std::string::npos) << s.message();
   // A host the graph cannot reach: the graph without cable 1, h1 asked for h3.
   topology::ClusterGraph cut = chain;
   cut.RemoveRail(2, "c1r0");
@@ -164,6 +181,99 @@ TEST(GraphRoutes, ResolveFnStraightOnThroughTheNextRelayAndRefusals) {
   s = h1Cut(Address({"10.2.0.2", "10.2.1.2"}), &hop);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_NE(s.message().find("no route"), std::string::npos) << s.message();
+}
+
+constexpr uint16_t kVerbsPort = 29522;
+
+TEST(GraphRoutes, VerbsAddressesArePlacedByTheirBootstrapRail) {
+  const auto ring = Graph(true);
+  AddressKind kind = AddressKind::kTcp;
+  AddressCable c;
+  // h2's end of cable 1 (h1-h2), bootstrap on its first rail.
+  ASSERT_TRUE(LocatePacked(ring, VerbsAt("10.1.0.2"), &kind, &c).ok());
+  EXPECT_EQ(kind, AddressKind::kVerbs);
+  EXPECT_EQ(c.owner, 3u);
+  EXPECT_EQ(c.entry, 2u);
+  ASSERT_TRUE(LocatePacked(ring, Address({"10.1.0.2", "10.1.1.2"}), &kind, &c).ok());
+  EXPECT_EQ(kind, AddressKind::kTcp);
+  Status s = LocatePacked(ring, VerbsAt("192.168.7.7"), &kind, &c);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("192.168.7.7 is on no cable"), std::string::npos) << s.message();
+  // Neither kind: both reasons named.
+  s = LocatePacked(ring, std::vector<uint8_t>(24, 0x5a), &kind, &c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("as TCP"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("as verbs"), std::string::npos) << s.message();
+}
+
+TEST(GraphRoutes, VerbsForwarderAddressIsTheCablesFirstRailAtTheVerbsPort) {
+  const auto ring = Graph(true);
+  std::vector<uint8_t> a;
+  ASSERT_TRUE(ForwarderAddress(ring, 2, 1, kVerbsPort, &a, AddressKind::kVerbs).ok());  // h1 facing h0
+  const verbs::VerbsAddress v = UnpackedVerbs(a);
+  EXPECT_EQ(v.ipv4, Ip("10.0.0.2"));
+  EXPECT_EQ(v.port, kVerbsPort);
+  EXPECT_EQ(v.rails, 2u);
+  EXPECT_EQ(v.workerId, 2u);
+  Status s = ForwarderAddress(ring, 2, 1, 0, &a, AddressKind::kVerbs);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("RAILYARD_FABRIC_RELAY_VERBS_PORT is 0"), std::string::npos) << s.message();
+}
+
+TEST(GraphRoutes, VerbsSourcePlanKeepsEveryLegVerbs) {
+  const auto ring = Graph(true);
+  SourcePlan p;
+  // h0 -> h1's verbs Worker on cable 0: straight.
+  ASSERT_TRUE(PlanSource(ring, 1, VerbsAt("10.0.0.2"), kPort, &p, kVerbsPort).ok());
+  EXPECT_EQ(p.neighbour, 2u);
+  EXPECT_TRUE(p.relay.empty());
+  // h0 -> h2's verbs Worker on cable 1 (entry h1): through h1's verbs port on cable 0.
+  ASSERT_TRUE(PlanSource(ring, 1, VerbsAt("10.1.0.2"), kPort, &p, kVerbsPort).ok());
+  EXPECT_EQ(p.neighbour, 2u);
+  const verbs::VerbsAddress relay = UnpackedVerbs(p.relay);
+  EXPECT_EQ(relay.ipv4, Ip("10.0.0.2"));
+  EXPECT_EQ(relay.port, kVerbsPort);
+  // Without a verbs Forwarder port a relayed verbs target is refused, a direct one not.
+  EXPECT_EQ(PlanSource(ring, 1, VerbsAt("10.1.0.2"), kPort, &p, 0).code(), Code::kInvalidUsage);
+  EXPECT_TRUE(PlanSource(ring, 1, VerbsAt("10.0.0.2"), kPort, &p, 0).ok());
+  // The RouteFn of h0's cable to h1 says the same.
+  RouteFn viaH1 = MakeGraphRouteFn([&] { return ring; }, 1, 2, kPort, kVerbsPort);
+  std::vector<uint8_t> via;
+  ASSERT_TRUE(viaH1(VerbsAt("10.1.0.2"), &via).ok());
+  EXPECT_EQ(UnpackedVerbs(via).port, kVerbsPort);
+}
+
+TEST(GraphRoutes, VerbsResolveLeavesByTheVerbsPortOnly) {
+  const auto chain = Graph(false);
+  // h1 (id 2): TCP ports 0 (h0), 1 (h2); verbs ports 2 (h0), 3 (h2).
+  ResolveFn h1 = MakeGraphResolveFn([&] { return chain; }, 2, {1, 3, 1, 3}, kPort,
+                                    {AddressKind::kTcp, AddressKind::kTcp, AddressKind::kVerbs, AddressKind::kVerbs},
+                                    kVerbsPort);
+  NextHop hop;
+  // h2's verbs Worker on cable 1: straight on, by the verbs port facing h2.
+  ASSERT_TRUE(h1(VerbsAt("10.1.0.2"), &hop).ok());
+  EXPECT_EQ(hop.port, 3u);
+  EXPECT_TRUE(hop.via.empty());
+  // A verbs source from h0 resolves to the verbs port it arrives on.
+  ASSERT_TRUE(h1(VerbsAt("10.0.0.1"), &hop).ok());
+  EXPECT_EQ(hop.port, 2u);
+  // h3's verbs Worker (entry h2): on through h2's verbs port on cable 1.
+  ASSERT_TRUE(h1(VerbsAt("10.2.0.2"), &hop).ok());
+  EXPECT_EQ(hop.port, 3u);
+  const verbs::VerbsAddress via = UnpackedVerbs(hop.via);
+  EXPECT_EQ(via.ipv4, Ip("10.1.0.2"));
+  EXPECT_EQ(via.port, kVerbsPort);
+  // TCP addresses keep the TCP ports.
+  ASSERT_TRUE(h1(Address({"10.1.0.2", "10.1.1.2"}), &hop).ok());
+  EXPECT_EQ(hop.port, 1u);
+  // A relay whose cable to h2 has no RDMA ports (TCP only) refuses the verbs address.
+  ResolveFn tcpOnly = MakeGraphResolveFn([&] { return chain; }, 2, {1, 3}, kPort, {}, kVerbsPort);
+  Status s = tcpOnly(VerbsAt("10.1.0.2"), &hop);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("has no verbs (RDMA) port"), std::string::npos) << s.message();
+  // This relay's own verbs listener is refused like its own TCP rails.
+  s = h1(VerbsAt("10.1.0.1"), &hop);
+  EXPECT_NE(s.message().find("own rails"), std::string::npos) << s.message();
 }
 
 TEST(GraphRoutes, CableRailsInLinkOrder) {

@@ -73,7 +73,8 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_DISCOVERY_INTERVAL_MS",
                                             "RAILYARD_DISCOVERY_DEAD_MS",
                                             "RAILYARD_CLUSTER_KEY_FILE", "RAILYARD_FABRIC",
-                                            "RAILYARD_RELAY_PORT", "RAILYARD_FABRIC_RELAY_PORT", "RAILYARD_TIER_TUNNEL_PORT",
+                                            "RAILYARD_RELAY_PORT", "RAILYARD_FABRIC_RELAY_PORT",
+                                            "RAILYARD_FABRIC_RELAY_VERBS_PORT", "RAILYARD_TIER_TUNNEL_PORT",
                                             "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_RELAY_DRAIN_MS",
                                             "RAILYARD_RELAY_IDLE_MS", "RAILYARD_RELAY_MAX_PER_PEER",
                                             "RAILYARD_TRANSPORT", "RAILYARD_COMMS",
@@ -112,6 +113,7 @@ TEST(EnvConfig, DefaultsComeFromTable) {
   EXPECT_EQ(c.clusterKeyFile, "");
   EXPECT_EQ(c.fabric, "auto");
   EXPECT_EQ(c.fabricRelayPort, 29519);
+  EXPECT_EQ(c.fabricRelayVerbsPort, 29522);
   EXPECT_EQ(c.relayPort, 29518);
   EXPECT_EQ(c.relayBufferBytes, 1u << 20);
   EXPECT_EQ(c.hca, "");

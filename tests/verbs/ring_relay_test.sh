@@ -24,12 +24,21 @@
 # the route "via relay", device, rail and seq (PEER_CLOSED, REMOTE_ACCESS, SYSTEM or
 # TIMEOUT: see the check), the Endpoint
 # stays failed and closes at once (issue 10, Faults: a relay host killed, over RDMA).
+# With `railyardd RAILYARDD` (verbs-ring.fabric_relay_railyardd_over_rdma): the relay is
+# not a test node but g1's railyardd, as in production: every guest runs railyardd in
+# fabric mode (RAILYARD_SOCKET_IFNAME='=p0,p1'), its cabling agent finds the ring, and
+# g1's ForwarderHost builds a verbs port on each RDMA cable at
+# RAILYARD_FABRIC_RELAY_VERBS_PORT (29522), routing by the cabling graph. g0's source
+# runs the suite through the verbs Forwarder address the graph's rule gives (g1's
+# first rail facing g0, port 29522). Checks as the suite, plus g1's railyardd saying
+# its Forwarder serves both cables over RDMA and that it forwarded slots.
 # Guests meet through /ring barriers, never through the rails.
 # Exit: 0 pass, 1 fail, 77 not in a ring guest of 4 (RING_ID unset, or RING_N != 4).
-# NODE [suite|bench|relay-killed]
+# NODE [suite|bench|relay-killed|railyardd RAILYARDD]
 set -uo pipefail
 node=$1
 mode=${2:-suite}
+railyardd=${3:-}
 if [[ -z ${RING_ID:-} || ${RING_N:-0} -ne 4 ]]; then
   echo "ring_relay_test: needs a ring of 4 guests (RING_ID/RING_N); skipped" >&2
   exit 77
@@ -53,12 +62,32 @@ export RAILYARD_TIMEOUT_MS=60000
 ((RING_ID == 0)) && { rm -rf "$dir"; mkdir -p "$dir"; }
 ring-barrier "$tag-dir" 120 || exit 1
 
+if [[ $mode == railyardd ]]; then
+  [[ -x $railyardd ]] || fail "railyardd mode needs the railyardd binary"
+  RAILYARD_SOCKET_IFNAME='=p0,p1' RAILYARD_FABRIC=on NCCL_DEBUG=INFO RAILYARD_DEBUG=INFO "$railyardd" >"$out/rydd" 2>&1 &
+  pids+=($!)
+  if ((RING_ID == 1)); then
+    # Bounded wait for the Forwarder over both cables, both with RDMA ports.
+    for ((i = 0; i < 1200; ++i)); do
+      grep -q 'Forwarder on port 29519 over 2 cables, 2 of them also over RDMA' "$out/rydd" && break
+      kill -0 "${pids[0]}" 2>/dev/null || break
+      sleep 0.1  # polling for railyardd's log line, not a barrier
+    done
+    grep -q 'over 2 cables, 2 of them also over RDMA' "$out/rydd" ||
+      fail "g1's railyardd did not serve verbs ports on both cables: $(grep -i 'fabric relay' "$out/rydd" | tail -5)"
+    "$node" forwarder-address --ip "$RING_IP_P0" --port 29522 --rails 1 --out "$dir/relay" ||
+      fail "could not write the relay address"
+  fi
+fi
+
 case $RING_ID in
   1)
-    "$node" relay --port "rxe0@$RING_IP_P0" --port "rxe1@$RING_IP_P1" --out "$dir/relay" --timeout-ms 60000 \
-      >"$out/relay" 2>&1 &
-    pids+=($!)
-    await_file "$dir/relay" "${pids[0]}" || fail "the relay did not start: $(tail -5 "$out/relay")"
+    if [[ $mode != railyardd ]]; then
+      "$node" relay --port "rxe0@$RING_IP_P0" --port "rxe1@$RING_IP_P1" --out "$dir/relay" --timeout-ms 60000 \
+        >"$out/relay" 2>&1 &
+      pids+=($!)
+      await_file "$dir/relay" "${pids[0]}" || fail "the relay did not start: $(tail -5 "$out/relay")"
+    fi
     if [[ $mode == bench ]]; then
       "$node" target --rails "rxe0@$RING_IP_P0" --out "$dir/direct" >"$out/direct" 2>&1 &
       pids+=($!)
@@ -68,7 +97,7 @@ case $RING_ID in
   2)
     "$node" target --rails "rxe0@$RING_IP_P0" --out "$dir/target" >"$out/target" 2>&1 &
     pids+=($!)
-    await_file "$dir/target" "${pids[0]}" || fail "the target did not start: $(tail -5 "$out/target")"
+    await_file "$dir/target" "${pids[-1]}" || fail "the target did not start: $(tail -5 "$out/target")"
     ;;
 esac
 ring-barrier "$tag-up" 300 || exit 1
@@ -137,7 +166,7 @@ case $RING_ID in
       exit 0
     fi
     [[ $src_rc == 0 ]] || fail "the source exited $src_rc"
-    if [[ $mode == suite ]]; then
+    if [[ $mode == suite || $mode == railyardd ]]; then
       grep -q '^suite ok$' "$out/source" || fail "no 'suite ok' from the source"
       grep -q '^refused .*' "$out/source" || fail "the wrong key was not refused by name"
     else
@@ -150,6 +179,16 @@ case $RING_ID in
     kill -TERM "${pids[@]}" 2>/dev/null
     wait "${pids[@]}" 2>/dev/null
     pids=()
+    if [[ $mode == railyardd ]]; then
+      line=$(grep '^railyardd: fabric relay: ' "$out/rydd")
+      echo "ring_relay_test: guest 1: $line"
+      [[ $src_rc == 0 ]] || fail "the source failed (exit $src_rc); railyardd log: $(grep -i 'relay' "$out/rydd" | tail -5)"
+      slots=$(sed -n 's/.* \([0-9]*\) slots, .*/\1/p' <<<"$line")
+      opened=$(sed -n 's/^railyardd: fabric relay: \([0-9]*\) routes opened.*/\1/p' <<<"$line")
+      [[ -n $slots && $slots -gt 0 && -n $opened && $opened -ge 1 ]] || fail "g1's railyardd carried nothing: '$line'"
+      [[ $line == *"RDMA ports facing 2 cables"* ]] || fail "g1's Forwarder lost its RDMA ports: '$line'"
+      exit 0
+    fi
     line=$(grep '^relay opened' "$out/relay")
     echo "ring_relay_test: guest 1: $line"
     [[ $src_rc == 0 ]] || fail "the source failed (exit $src_rc); relay log: $(tail -5 "$out/relay")"
@@ -164,7 +203,7 @@ case $RING_ID in
     want_rc=0
     [[ $mode == relay-killed ]] && want_rc=3
     [[ $src_rc == "$want_rc" ]] || fail "the source exited $src_rc, not $want_rc; target log: $(tail -5 "$out/target")"
-    if [[ $mode == suite ]]; then
+    if [[ $mode == suite || $mode == railyardd ]]; then
       grep -q '^big immediate bytes 3145728$' "$out/target" ||
         fail "the target's one immediate for the 3 MiB Write did not report its whole: $(grep big "$out/target")"
     fi

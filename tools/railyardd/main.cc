@@ -484,6 +484,15 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "railyardd: closed %zu fabric relay routes still open after %d ms (RAILYARD_RELAY_DRAIN_MS)\n",
                      routes, cfg->relayDrainMs);
       }
+      // What the fabric relay carried (its Forwarder now; one rebuilt on a cabling
+      // change starts again from zero).
+      const fabric::relay::ForwarderStats st = forwarder->stats();
+      std::fprintf(stderr,
+                   "railyardd: fabric relay: %llu routes opened, %llu refused, %llu failed; %llu slots, %llu bytes "
+                   "forwarded; RDMA ports facing %zu cables\n",
+                   static_cast<unsigned long long>(st.routesOpened), static_cast<unsigned long long>(st.routesRefused),
+                   static_cast<unsigned long long>(st.routesFailed), static_cast<unsigned long long>(st.slotsForwarded),
+                   static_cast<unsigned long long>(st.bytesForwarded), forwarder->VerbsNeighbours().size());
     }
   }
   return 0;

@@ -56,6 +56,8 @@ ForwarderHostOptions ForwarderHostOptions::FromConfig(const env::Config& config,
   o.relay = RelayOptions::FromConfig(config);
   o.relay.clusterKey = std::move(clusterKey);
   o.tcp = tcp::TcpOptions::FromConfig(config, {});
+  o.verbsPort = static_cast<uint16_t>(config.fabricRelayVerbsPort);
+  o.verbs = verbs::VerbsOptions::FromConfig(config);
   return o;
 }
 
@@ -85,6 +87,11 @@ ForwarderHost::~ForwarderHost() {
 std::vector<uint64_t> ForwarderHost::PortNeighbours() const {
   std::lock_guard lock(mu_);
   return forwarder_ ? neighbours_ : std::vector<uint64_t>{};
+}
+
+std::vector<uint64_t> ForwarderHost::VerbsNeighbours() const {
+  std::lock_guard lock(mu_);
+  return forwarder_ ? verbsNeighbours_ : std::vector<uint64_t>{};
 }
 
 ForwarderStats ForwarderHost::stats() const {
@@ -119,11 +126,26 @@ void ForwarderHost::Drop() {
   forwarder_.reset();  // its Workers before their Domains
   domains_.clear();
   neighbours_.clear();
+  verbsNeighbours_.clear();
   cables_.clear();
   serving_.store(false);
 }
 
+void ForwarderHost::OpenRdmaPortsOnce() {
+  if (options_.verbsPort == 0 || options_.ib || ibTried_) return;
+  ibTried_ = true;  // once: opening the devices takes seconds under emulation
+  std::unique_ptr<proxy::verbs::IbPorts> opened;
+  if (Status s = proxy::verbs::IbPorts::Open(options_.verbs.config, &opened, nullptr); !s.ok()) {
+    RY_WARN("fabric relay: RDMA ports cannot be opened, the relay takes TCP routes only: %s", s.message().c_str());
+    return;
+  }
+  if (opened->size() == 0) return;  // no RDMA port on this host: nothing to say
+  options_.ib = std::shared_ptr<proxy::verbs::IbPorts>(std::move(opened));
+  RY_INFO(log::kNet, "fabric relay: %zu RDMA ports opened for verbs routes", options_.ib->size());
+}
+
 bool ForwarderHost::Build(const topology::ClusterGraph& g) {
+  OpenRdmaPortsOnce();  // outside mu_: stats() readers do not wait for it
   std::vector<uint64_t> neighbours;
   std::vector<std::vector<RailInfo>> cables;
   Cables(g, self_, &neighbours, &cables);
@@ -136,6 +158,8 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
   }
   std::vector<std::unique_ptr<Domain>> domains;
   std::vector<Domain*> ports, onward;
+  std::vector<uint64_t> portNeighbours = neighbours;
+  std::vector<AddressKind> kinds(neighbours.size(), AddressKind::kTcp);
   for (const auto& rails : cables) {
     tcp::TcpOptions o = options_.tcp;
     o.rails = rails;
@@ -157,9 +181,32 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
     domains.push_back(std::move(d));
     domains.push_back(std::move(od));
   }
+  const size_t tcpPorts = ports.size(), tcpDomains = domains.size();
+  AddVerbsPorts(neighbours, cables, &domains, &ports, &onward, &portNeighbours, &kinds);
   std::unique_ptr<Forwarder> f;
-  Status s = Forwarder::Create(ports, options_.relay, MakeGraphResolveFn(graph_, self_, neighbours, options_.port), &f,
-                               onward);
+  Status s = Forwarder::Create(ports, options_.relay,
+                               MakeGraphResolveFn(graph_, self_, portNeighbours, options_.port, kinds,
+                                                  options_.verbsPort),
+                               &f, onward);
+  if (!s.ok() && ports.size() > tcpPorts) {
+    // A verbs port's Worker could not be made (its bootstrap port taken, a device
+    // gone): serve TCP routes anyway, and say why the RDMA ones are refused.
+    const std::string why = "no verbs ports (" + s.message() + ")";
+    if (why != verbsWarned_) {
+      verbsWarned_ = why;
+      RY_WARN("fabric relay: %s; verbs routes through this host are refused, TCP routes still served", why.c_str());
+    }
+    ports.resize(tcpPorts);
+    onward.resize(tcpPorts);
+    portNeighbours.resize(tcpPorts);
+    kinds.resize(tcpPorts);
+    domains.resize(tcpDomains);
+    s = Forwarder::Create(ports, options_.relay,
+                          MakeGraphResolveFn(graph_, self_, portNeighbours, options_.port, kinds, options_.verbsPort),
+                          &f, onward);
+  }
+  std::vector<uint64_t> verbsNeighbours(portNeighbours.begin() + static_cast<std::ptrdiff_t>(tcpPorts),
+                                        portNeighbours.end());
   if (!s.ok()) {
     problem_ = s.message();  // e.g. the port still bound by the seat's previous holder
     return false;
@@ -167,12 +214,60 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
   domains_ = std::move(domains);
   forwarder_ = std::move(f);
   neighbours_ = std::move(neighbours);
+  verbsNeighbours_ = std::move(verbsNeighbours);
   cables_ = std::move(cables);
   problem_.clear();
   serving_.store(true);
-  RY_INFO(log::kNet, "fabric relay: Forwarder on port %u over %zu cables", static_cast<unsigned>(options_.port),
-          neighbours_.size());
+  RY_INFO(log::kNet, "fabric relay: Forwarder on port %u over %zu cables, %zu of them also over RDMA (verbs port %u)",
+          static_cast<unsigned>(options_.port), neighbours_.size(), verbsNeighbours_.size(),
+          static_cast<unsigned>(options_.verbsPort));
   return true;
+}
+
+void ForwarderHost::AddVerbsPorts(const std::vector<uint64_t>& neighbours,
+                                  const std::vector<std::vector<RailInfo>>& cables,
+                                  std::vector<std::unique_ptr<Domain>>* domains, std::vector<Domain*>* ports,
+                                  std::vector<Domain*>* onward, std::vector<uint64_t>* portNeighbours,
+                                  std::vector<AddressKind>* kinds) {
+  if (options_.verbsPort == 0) return;
+  if (!options_.ib) return;
+  auto warnOnce = [this](const std::string& why) {
+    if (why == verbsWarned_) return;
+    verbsWarned_ = why;
+    RY_WARN("fabric relay: %s; that cable's verbs routes are refused, its TCP routes still served", why.c_str());
+  };
+  for (size_t c = 0; c < cables.size(); ++c) {
+    std::vector<std::string> names;
+    for (const RailInfo& r : cables[c]) {
+      for (size_t i = 0; i < options_.ib->size(); ++i) {
+        const proxy::verbs::IbPort& p = options_.ib->at(i);
+        if (p.netdev == r.device && !p.down.load()) {
+          names.push_back(p.Name());
+          break;
+        }
+      }
+    }
+    if (names.size() != cables[c].size()) continue;  // a rail without an RDMA port: TCP only
+    verbs::VerbsOptions v = options_.verbs;
+    v.bootstrapAddress = cables[c].front().address;  // graph_routes.h: the cable's first rail
+    v.bootstrapPort = options_.verbsPort;
+    v.rank = options_.relay.rank;
+    verbs::VerbsOptions on = v;
+    on.bootstrapPort = 0;  // routes on through a further relay: a Worker each, at ephemeral ports
+    std::unique_ptr<Domain> d, od;
+    Status s = verbs::CreateVerbsDomainOn(v, options_.ib, names, &d);
+    if (s.ok()) s = verbs::CreateVerbsDomainOn(on, options_.ib, names, &od);
+    if (!s.ok()) {
+      warnOnce("no verbs port on the cable of " + cables[c].front().device + ": " + s.message());
+      continue;
+    }
+    ports->push_back(d.get());
+    onward->push_back(od.get());
+    domains->push_back(std::move(d));
+    domains->push_back(std::move(od));
+    portNeighbours->push_back(neighbours[c]);
+    kinds->push_back(AddressKind::kVerbs);
+  }
 }
 
 void ForwarderHost::Run() {

@@ -11,6 +11,14 @@
 // the Forwarder (its routes fail at their sources with named errors) and waits.
 // A port that cannot be bound yet (the seat's previous holder still closing) is
 // retried every RetryMs; one that still fails after warnAfterMs is a WARN.
+//
+// Over RDMA: a cable whose every rail of this host is an active RDMA port
+// (proxy/verbs IbPorts, matched by netdev) also gets a verbs Forwarder port: a verbs
+// Domain on those ports whose bootstrap listener binds the cable's first rail at
+// RAILYARD_FABRIC_RELAY_VERBS_PORT (graph_routes.h), with its onward verbs Domain.
+// Verbs routes then cross this host in registered rings written with RDMA WRITE WITH
+// IMM; TCP routes keep the TCP port. A verbs port that cannot be made (a bind
+// refused, no ports) is warned once and left out: the TCP relay still serves.
 #pragma once
 
 #include <atomic>
@@ -27,6 +35,7 @@
 #include "proxy/fabric/relay/graph_routes.h"
 #include "proxy/fabric/relay/relay_options.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/verbs/verbs_domain.h"
 
 namespace railyard::fabric::relay {
 
@@ -42,9 +51,20 @@ struct ForwarderHostOptions {
   /// address gone) that lasts this long (ms) is logged once at WARN, naming the port and
   /// the cause; a shorter one (the seat's previous holder still closing) stays at INFO.
   int warnAfterMs = 2000;
+  /// RAILYARD_FABRIC_RELAY_VERBS_PORT: the verbs ports' bootstrap port on RDMA cables
+  /// (0: TCP ports only).
+  uint16_t verbsPort = 0;
+  /// Template of each RDMA cable's verbs Domains (bootstrap address, port and rank
+  /// are set per cable).
+  verbs::VerbsOptions verbs;
+  /// The host's RDMA ports: the process's own (the plugin opens them once) or, when
+  /// null and verbsPort != 0, opened by the thread before its first build with
+  /// `verbs.config` (railyardd), once.
+  std::shared_ptr<proxy::verbs::IbPorts> ib;
 
-  /// Everything from `config` (RAILYARD_FABRIC_RELAY_PORT, RAILYARD_TIMEOUT_MS, relay
-  /// limits); `clusterKey` may be nullptr.
+  /// Everything from `config` (RAILYARD_FABRIC_RELAY_PORT, RAILYARD_FABRIC_RELAY_VERBS_PORT,
+  /// RAILYARD_TIMEOUT_MS, relay limits, the verbs port and link variables); `clusterKey`
+  /// may be nullptr.
   static ForwarderHostOptions FromConfig(const env::Config& config,
                                          std::shared_ptr<const topology::ClusterKey> clusterKey);
 };
@@ -64,8 +84,11 @@ class ForwarderHost {
 
   /// Whether a Forwarder is listening now.
   bool Serving() const { return serving_.load(); }
-  /// The neighbours its ports face (port order), empty while not serving.
+  /// The neighbours its TCP ports face (one per cable, neighbours ascending), empty
+  /// while not serving.
   std::vector<uint64_t> PortNeighbours() const;
+  /// The neighbours its verbs (RDMA) ports face, empty while not serving or without any.
+  std::vector<uint64_t> VerbsNeighbours() const;
   /// The Forwarder's counters (zeros while not serving); routes of earlier
   /// Forwarders of this host are not included.
   ForwarderStats stats() const;
@@ -86,6 +109,17 @@ class ForwarderHost {
   void Run();
   /// Builds the Forwarder over the graph's cables now; false (lastProblem set) when it cannot.
   bool Build(const topology::ClusterGraph& g);
+  /// Opens the host's RDMA ports (options_.ib) the first time it is called when
+  /// verbsPort is set and none were given; a failure is warned and not retried.
+  /// Called by the thread only, without mu_.
+  void OpenRdmaPortsOnce();
+  /// Adds a verbs port Domain and its onward Domain for every cable whose rails are
+  /// all active RDMA ports (appending to the vectors); a cable that cannot have one is
+  /// warned once. Requires mu_.
+  void AddVerbsPorts(const std::vector<uint64_t>& neighbours, const std::vector<std::vector<RailInfo>>& cables,
+                     std::vector<std::unique_ptr<Domain>>* domains, std::vector<Domain*>* ports,
+                     std::vector<Domain*>* onward, std::vector<uint64_t>* portNeighbours,
+                     std::vector<AddressKind>* kinds);
   void Drop();
 
   GraphFn graph_;
@@ -100,6 +134,9 @@ class ForwarderHost {
   std::vector<std::unique_ptr<Domain>> domains_;  ///< per cable: its port Domain, then its onward Domain
   std::unique_ptr<Forwarder> forwarder_;
   std::vector<uint64_t> neighbours_;
+  std::vector<uint64_t> verbsNeighbours_;
+  bool ibTried_ = false;        ///< the thread opened (or failed to open) the RDMA ports
+  std::string verbsWarned_;     ///< the last verbs-port problem warned about
   std::vector<std::vector<RailInfo>> cables_;  ///< the rails the Forwarder was built on
   std::string problem_;
   bool problemIsWait_ = false;  ///< problem_ is only "no cable yet": nothing to warn about

@@ -61,8 +61,38 @@ Status LocateAddress(const topology::ClusterGraph& graph, const tcp::WorkerAddre
   return Status::Ok();
 }
 
+Status LocateAddress(const topology::ClusterGraph& graph, const verbs::VerbsAddress& address, AddressCable* out) {
+  const std::string ip = Ipv4Text(address.ipv4);
+  for (const topology::RailLink& l : graph.Links()) {
+    if (l.a.address != ip && l.b.address != ip) continue;
+    const uint64_t owner = l.a.address == ip ? l.a.host : l.b.host;
+    *out = AddressCable{owner, l.Other(owner).host};
+    return Status::Ok();
+  }
+  return InvalidUsage("verbs address " + address.Name() + ": its bootstrap address " + ip +
+                      " is on no cable of the cluster graph");
+}
+
+Status LocatePacked(const topology::ClusterGraph& graph, std::span<const uint8_t> address, AddressKind* kind,
+                    AddressCable* out) {
+  tcp::WorkerAddress w;
+  const Status asTcp = tcp::WorkerAddress::Unpack(address, &w);
+  if (asTcp.ok()) {
+    *kind = AddressKind::kTcp;
+    return LocateAddress(graph, w, out);
+  }
+  verbs::VerbsAddress v;
+  const Status asVerbs = verbs::VerbsAddress::Unpack(address, &v);
+  if (!asVerbs.ok()) {
+    return InvalidArgument("not a fabric worker address: as TCP, " + asTcp.message() + "; as verbs, " +
+                           asVerbs.message());
+  }
+  *kind = AddressKind::kVerbs;
+  return LocateAddress(graph, v, out);
+}
+
 Status ForwarderAddress(const topology::ClusterGraph& graph, uint64_t relay, uint64_t toward, uint16_t port,
-                        std::vector<uint8_t>* out) {
+                        std::vector<uint8_t>* out, AddressKind kind) {
   const std::vector<topology::RailLink> links = graph.LinksBetween(relay, toward);
   if (links.empty()) {
     return InvalidUsage("no cable between " + HostText(graph, relay) + " and " + HostText(graph, toward));
@@ -76,6 +106,19 @@ Status ForwarderAddress(const topology::ClusterGraph& graph, uint64_t relay, uin
       return InvalidUsage("rail " + l.End(relay).ifname + " of " + HostText(graph, relay) + " has no IPv4 address");
     }
     w.rails.push_back({a.s_addr, port, static_cast<uint32_t>(std::max(0, l.End(relay).speedMbps))});
+  }
+  if (kind == AddressKind::kVerbs) {
+    if (port == 0) {
+      return InvalidUsage("no verbs Forwarder port (RAILYARD_FABRIC_RELAY_VERBS_PORT is 0): a verbs route cannot "
+                          "be relayed through " + HostText(graph, relay));
+    }
+    verbs::VerbsAddress v;
+    v.workerId = w.workerId;
+    v.ipv4 = w.rails.front().ipv4;  // the bootstrap listener binds the cable's first rail
+    v.port = port;
+    v.rails = static_cast<uint16_t>(w.rails.size());
+    *out = v.Pack();
+    return Status::Ok();
   }
   *out = w.Pack();
   return Status::Ok();
@@ -96,11 +139,10 @@ Status FirstHop(const topology::ClusterGraph& graph, uint64_t from, uint64_t to,
 }
 
 Status PlanSource(const topology::ClusterGraph& graph, uint64_t self, std::span<const uint8_t> target,
-                  uint16_t forwarderPort, SourcePlan* out) {
-  tcp::WorkerAddress w;
-  RY_RETURN_IF_ERROR(tcp::WorkerAddress::Unpack(target, &w));
+                  uint16_t forwarderPort, SourcePlan* out, uint16_t verbsForwarderPort) {
+  AddressKind kind = AddressKind::kTcp;
   AddressCable c;
-  RY_RETURN_IF_ERROR(LocateAddress(graph, w, &c));
+  RY_RETURN_IF_ERROR(LocatePacked(graph, target, &kind, &c));
   SourcePlan plan;
   if (c.entry == self || c.owner == self) {
     // A neighbour on this cable, or another process of this host (its rails are ours).
@@ -109,17 +151,20 @@ Status PlanSource(const topology::ClusterGraph& graph, uint64_t self, std::span<
     return Status::Ok();
   }
   RY_RETURN_IF_ERROR(FirstHop(graph, self, c.entry, &plan.neighbour));
-  RY_RETURN_IF_ERROR(ForwarderAddress(graph, plan.neighbour, self, forwarderPort, &plan.relay));
+  RY_RETURN_IF_ERROR(ForwarderAddress(graph, plan.neighbour, self,
+                                      kind == AddressKind::kVerbs ? verbsForwarderPort : forwarderPort, &plan.relay,
+                                      kind));
   *out = std::move(plan);
   return Status::Ok();
 }
 
-RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint16_t forwarderPort) {
-  return [graph = std::move(graph), self, neighbour, forwarderPort](std::span<const uint8_t> target,
-                                                                    std::vector<uint8_t>* relay) -> Status {
+RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint16_t forwarderPort,
+                         uint16_t verbsForwarderPort) {
+  return [graph = std::move(graph), self, neighbour, forwarderPort, verbsForwarderPort](
+             std::span<const uint8_t> target, std::vector<uint8_t>* relay) -> Status {
     const topology::ClusterGraph g = graph();
     SourcePlan plan;
-    RY_RETURN_IF_ERROR(PlanSource(g, self, target, forwarderPort, &plan));
+    RY_RETURN_IF_ERROR(PlanSource(g, self, target, forwarderPort, &plan, verbsForwarderPort));
     if (plan.neighbour != neighbour) {
       return InvalidUsage("route leaves by the cable to " + HostText(g, plan.neighbour) + ", not to " +
                           HostText(g, neighbour));
@@ -130,27 +175,32 @@ RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint1
 }
 
 ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t> portNeighbours,
-                             uint16_t forwarderPort) {
-  return [graph = std::move(graph), self, ports = std::move(portNeighbours), forwarderPort](
-             std::span<const uint8_t> address, NextHop* out) -> Status {
-    tcp::WorkerAddress w;
-    RY_RETURN_IF_ERROR(tcp::WorkerAddress::Unpack(address, &w));
+                             uint16_t forwarderPort, std::vector<AddressKind> portKinds,
+                             uint16_t verbsForwarderPort) {
+  if (portKinds.empty()) portKinds.assign(portNeighbours.size(), AddressKind::kTcp);
+  return [graph = std::move(graph), self, ports = std::move(portNeighbours), kinds = std::move(portKinds),
+          forwarderPort, verbsForwarderPort](std::span<const uint8_t> address, NextHop* out) -> Status {
     const topology::ClusterGraph g = graph();
+    AddressKind kind = AddressKind::kTcp;
     AddressCable c;
-    RY_RETURN_IF_ERROR(LocateAddress(g, w, &c));
+    RY_RETURN_IF_ERROR(LocatePacked(g, address, &kind, &c));
     if (c.owner == self) return InvalidUsage("the address is one of this relay's own rails");
     uint64_t next = c.owner;
     if (c.entry != self) RY_RETURN_IF_ERROR(FirstHop(g, self, c.entry, &next));
     size_t port = ports.size();
-    for (size_t p = 0; p < ports.size(); ++p) {
-      if (ports[p] == next) port = p;
+    for (size_t p = 0; p < ports.size() && p < kinds.size(); ++p) {
+      if (ports[p] == next && kinds[p] == kind) port = p;
     }
     if (port == ports.size()) {
-      return InvalidUsage("the next hop " + HostText(g, next) + " has no port at this relay");
+      return InvalidUsage("the next hop " + HostText(g, next) + " has no " +
+                          (kind == AddressKind::kVerbs ? "verbs (RDMA) " : "TCP ") + "port at this relay");
     }
     NextHop hop;
     hop.port = port;
-    if (c.entry != self) RY_RETURN_IF_ERROR(ForwarderAddress(g, next, self, forwarderPort, &hop.via));
+    if (c.entry != self) {
+      RY_RETURN_IF_ERROR(ForwarderAddress(g, next, self, kind == AddressKind::kVerbs ? verbsForwarderPort : forwarderPort,
+                                          &hop.via, kind));
+    }
     *out = std::move(hop);
     return Status::Ok();
   };

@@ -22,6 +22,15 @@
 // first hop from R towards E. Shortest paths shrink at every hop, so a route never
 // loops while the graph holds still.
 //
+// Over verbs (RDMA ports on both ends of a cable) the same holds with verbs
+// addresses: a per-cable verbs Worker's address names its bootstrap listener, which
+// binds the first rail of the cable (LinksBetween order), so that address places it;
+// the Forwarder's verbs port on its cable to N listens on H's first rail of that cable
+// at RAILYARD_FABRIC_RELAY_VERBS_PORT. A route keeps its target's kind on every leg:
+// a verbs target is reached through verbs Forwarder ports only, so no leg of an RDMA
+// route is TCP (a relay whose cable has no RDMA ports has no verbs port there, and
+// the route is refused naming it).
+//
 // Everything is refused (InvalidUsage naming why) that is not a graph host over
 // rails: an unpackable address, a rail address no link of the graph has, rails of
 // different hosts or cables, this relay's own addresses, a host with no route.
@@ -36,6 +45,7 @@
 #include "proxy/fabric/relay/forwarder.h"
 #include "proxy/fabric/relay/routed_worker.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
 #include "topology/cluster_graph.h"
 
 namespace railyard::fabric::relay {
@@ -54,12 +64,29 @@ struct AddressCable {
 /// is not (unknown address, another host's, another cable's).
 Status LocateAddress(const topology::ClusterGraph& graph, const tcp::WorkerAddress& address, AddressCable* out);
 
-/// The packed Forwarder address of host `relay` on its cable to `toward`: the relay's
-/// rails of that cable in LinksBetween order, each at `port` (host order); the worker
-/// id is the relay's host id (the TCP transport does not check a target's id).
+/// Locates a verbs Worker `address` in `graph` by its bootstrap listener's IPv4,
+/// which must be the owner's end of a link (the first rail of its cable, by the
+/// convention above). InvalidUsage naming the address when no link has it.
+Status LocateAddress(const topology::ClusterGraph& graph, const verbs::VerbsAddress& address, AddressCable* out);
+
+/// The transport of a packed per-cable Worker address.
+enum class AddressKind { kTcp, kVerbs };
+
+/// Unpacks `address` (peer data) as a TCP WorkerAddress or else a verbs address (their
+/// magics differ) and locates it. InvalidArgument naming both reasons when it is
+/// neither; errors of LocateAddress.
+Status LocatePacked(const topology::ClusterGraph& graph, std::span<const uint8_t> address, AddressKind* kind,
+                    AddressCable* out);
+
+/// The packed Forwarder address of host `relay` on its cable to `toward`, of `kind`:
+///   - TCP: the relay's rails of that cable in LinksBetween order, each at `port`
+///     (host order; RAILYARD_FABRIC_RELAY_PORT);
+///   - verbs: the bootstrap listener on the relay's first rail of that cable at `port`
+///     (RAILYARD_FABRIC_RELAY_VERBS_PORT), as many rails as the cable has (up to 16).
+/// The worker id is the relay's host id (neither transport checks a target's id).
 /// InvalidUsage when the two are not cabled.
 Status ForwarderAddress(const topology::ClusterGraph& graph, uint64_t relay, uint64_t toward, uint16_t port,
-                        std::vector<uint8_t>* out);
+                        std::vector<uint8_t>* out, AddressKind kind = AddressKind::kTcp);
 
 /// The neighbour of `from` that starts a shortest path to `to` (`to` itself when
 /// cabled; else the lowest of the tied next hops). InvalidUsage when unreachable.
@@ -72,21 +99,30 @@ struct SourcePlan {
 };
 
 /// Plans an Endpoint from host `self` to the per-cable Worker address `target`
-/// (packed; peer data). Errors of Unpack and LocateAddress; InvalidUsage when no
-/// route to the entry host exists.
+/// (packed, TCP or verbs; peer data). The relay, when one is needed, is the first
+/// hop's Forwarder port of the target's kind: TCP at `forwarderPort`, verbs at
+/// `verbsForwarderPort` (0: verbs targets are only reached straight; a relayed one
+/// is InvalidUsage). Errors of LocatePacked; InvalidUsage when no route to the
+/// entry host exists.
 Status PlanSource(const topology::ClusterGraph& graph, uint64_t self, std::span<const uint8_t> target,
-                  uint16_t forwarderPort, SourcePlan* out);
+                  uint16_t forwarderPort, SourcePlan* out, uint16_t verbsForwarderPort = 0);
 
 /// The source side's RouteFn for the per-cable Worker facing `neighbour`: PlanSource
 /// on the graph `graph` returns, and InvalidUsage when the plan leaves by another cable
 /// (the caller chose the wrong Worker).
-RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint16_t forwarderPort);
+RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint16_t forwarderPort,
+                         uint16_t verbsForwarderPort = 0);
 
 /// The relay side's ResolveFn: `portNeighbours[p]` is the host Forwarder port p's
-/// cable reaches. Refuses this host's own addresses and everything LocateAddress
-/// refuses; InvalidUsage when the next hop has no port here.
+/// cable reaches, `portKinds[p]` its transport (empty: every port TCP). An address
+/// leaves by the port facing the next hop whose kind is the address's; the next
+/// relay's port address is of that kind too (TCP at `forwarderPort`, verbs at
+/// `verbsForwarderPort`). Refuses this host's own addresses and everything
+/// LocatePacked refuses; InvalidUsage when the next hop has no port of that kind here
+/// (e.g. a verbs address toward a cable without RDMA ports).
 ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t> portNeighbours,
-                             uint16_t forwarderPort);
+                             uint16_t forwarderPort, std::vector<AddressKind> portKinds = {},
+                             uint16_t verbsForwarderPort = 0);
 
 /// This host's rails of its cable to `neighbour`, in LinksBetween order, as fabric
 /// RailInfo (ifname, IPv4 text, speed): what a per-cable Domain is made of.

@@ -17,9 +17,13 @@ namespace railyard::fabric::relay {
 /// Starts the ForwarderHost for `router`'s host, serving while `relay->Relaying()`.
 /// `router` and `relay` must outlive it (destroy it first). Options from `config`,
 /// the cluster key from `router` (relay opens must carry its MAC when set); `rank`
-/// is named in errors (-1: railyardd). Errors of ForwarderHost::Start.
+/// is named in errors (-1: railyardd). `ib`: the process's RDMA ports when it has
+/// opened them (the plugin); null: the ForwarderHost opens them itself for its verbs
+/// ports (railyardd; RAILYARD_FABRIC_RELAY_VERBS_PORT 0 opens nothing). Errors of
+/// ForwarderHost::Start.
 Status StartSeatForwarder(const proxy::Router& router, const proxy::RelayService& relay, const env::Config& config,
-                          int rank, std::unique_ptr<ForwarderHost>* out);
+                          int rank, std::unique_ptr<ForwarderHost>* out,
+                          std::shared_ptr<proxy::verbs::IbPorts> ib = nullptr);
 
 /// The GraphFn of `router` (its cabling agent's graph now); `router` must outlive it.
 GraphFn RouterGraph(const proxy::Router& router);

@@ -39,6 +39,11 @@ struct VerbsOptions {
   /// IPv4 address the Worker's bootstrap TCP listener binds (QP records are exchanged
   /// over it). Empty: the first IPv4 address of rail 0, else 127.0.0.1.
   std::string bootstrapAddress;
+  /// Port the bootstrap listener binds (host order; SO_REUSEADDR): 0 (default) takes
+  /// an ephemeral one; a fixed one is for a relay host's Forwarder ports
+  /// (RAILYARD_FABRIC_RELAY_VERBS_PORT), where sources derive the address from the
+  /// cabling graph. Only one Worker of such a Domain can listen there.
+  uint16_t bootstrapPort = 0;
   /// Receive buffers a target posts per connection for records and immediates (the
   /// initiator's credits): 4..4096.
   int recordCredits = 64;

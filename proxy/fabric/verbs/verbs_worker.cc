@@ -30,11 +30,18 @@ Status VerbsWorker::Create(VerbsDomain* domain, std::unique_ptr<Worker>* out) {
   std::string addr = domain->options().bootstrapAddress;
   if (addr.empty()) addr = domain->rails()[0].address;
   if (addr.empty()) addr = "127.0.0.1";
-  const std::string where = "verbs fabric bootstrap listener on " + addr;
+  const uint16_t fixedPort = domain->options().bootstrapPort;
+  const std::string where =
+      "verbs fabric bootstrap listener on " + addr + (fixedPort != 0 ? ":" + std::to_string(fixedPort) : std::string());
   w->listener_ = proxy::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!w->listener_.valid()) return SystemError(where + ": socket: " + proxy::ErrnoText(errno));
+  if (domain->options().bootstrapPort != 0) {
+    int one = 1;  // a relay host's fixed port, taken again while the previous holder's connections linger
+    ::setsockopt(w->listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  }
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
+  sa.sin_port = htons(domain->options().bootstrapPort);
   if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) return InvalidArgument(where + ": not an IPv4 address");
   if (::bind(w->listener_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
     return SystemError(where + ": bind: " + proxy::ErrnoText(errno));
