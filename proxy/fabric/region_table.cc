@@ -22,7 +22,7 @@ std::string Hex(uint64_t v) {
 }  // namespace
 
 Status RegionTable::Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind,
-                             std::shared_ptr<RegionRecord>* out) {
+                             std::shared_ptr<RegionRecord>* out, const RailKeys* railKeys) {
   const uint64_t a = reinterpret_cast<uint64_t>(addr);
   if (addr == nullptr) return InvalidArgument("register of a NULL address");
   if (bytes == 0) return InvalidArgument("register of 0 bytes");
@@ -47,6 +47,11 @@ Status RegionTable::Register(void* addr, uint64_t bytes, uint32_t access, Memory
   r.access = access;
   r.kind = kind;
   r.softwareKey = key;
+  if (railKeys != nullptr) {
+    r.railLkeys = railKeys->lkeys;
+    r.railRkeys = railKeys->rkeys;
+    r.railMr = railKeys->mrs;
+  }
   auto rec = std::make_shared<RegionRecord>(std::move(r));
   byKey_[key] = rec;
   byPtr_[&rec->region_] = rec;

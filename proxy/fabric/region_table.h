@@ -46,14 +46,24 @@ class RegionRecord {
   bool alive_ = true;
 };
 
+/// Hardware keys a Region carries beside its software key (Region::railLkeys,
+/// railRkeys, railMr): a Domain whose table fronts registrations made elsewhere too
+/// (runtime::CableSetDomain's RDMA rails).
+struct RailKeys {
+  std::vector<uint32_t> lkeys;
+  std::vector<uint32_t> rkeys;
+  std::vector<void*> mrs;
+};
+
 /// Software keys and liveness of every Region of one Domain.
 class RegionTable {
  public:
   /// Registers [addr, addr + bytes). InvalidArgument for a NULL address, 0 bytes, a
   /// wrapping range, no access or unknown access bits. The region gets a fresh
-  /// random non-zero software key.
+  /// random non-zero software key and, when `railKeys` is given, those hardware keys
+  /// (set before the region is published to any thread).
   Status Register(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind,
-                  std::shared_ptr<RegionRecord>* out);
+                  std::shared_ptr<RegionRecord>* out, const RailKeys* railKeys = nullptr);
   /// Removes `region`: it can no longer be resolved, and once this returns no byte
   /// lands in it or leaves it through any operation (a landing under way finishes
   /// first). InvalidArgument for a region not registered here (double deregister).

@@ -17,13 +17,15 @@
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/relay/routed_worker.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
+#include "proxy/runtime/cable_endpoint.h"
 
 namespace railyard::runtime {
 
 namespace {
 
 constexpr uint32_t kHostMagic = 0x41485952;  // "RYHA"
-constexpr size_t kHostPerRail = 8;
+constexpr size_t kHostPerRail = 12;
 
 uint64_t RandomId() {
   std::random_device rd;
@@ -54,7 +56,11 @@ std::string RelayLabel(const topology::ClusterGraph& g, std::span<const uint8_t>
 /// the RoutedWorker over that Domain's TCP Worker and RelayClient.
 struct Cable {
   uint64_t neighbour = 0;
-  std::unique_ptr<fabric::Domain> domain;
+  /// The cable's Domain: a TCP one owned here, or the set's verbs Domain of the cable.
+  fabric::Domain* domain = nullptr;
+  std::unique_ptr<fabric::Domain> ownedDomain;
+  bool verbs = false;
+  std::vector<uint8_t> railIndices;  ///< this host's fabric rail index of each cable rail
   /// With a fixed listenPort: the relayed Endpoints' Domain (each makes its own Worker,
   /// which cannot bind the fixed port again); ephemeral ports, the same regions.
   std::unique_ptr<fabric::Domain> relayDomain;
@@ -66,10 +72,11 @@ class CableSetWorker : public fabric::Worker {
  public:
   CableSetWorker() : id_(RandomId()) {}
   ~CableSetWorker() override {
-    for (Cable& c : cables_) c.worker.reset();  // Workers before their Domains
+    for (Cable& c : cables_) c.worker.reset();  // Workers before their Domains (verbs ones are the set's)
   }
 
-  Status Init(const CableSetOptions& o, const std::shared_ptr<fabric::RegionTable>& regions) {
+  Status Init(CableSetDomain* set, const CableSetOptions& o, const std::shared_ptr<fabric::RegionTable>& regions) {
+    set_ = set;
     options_ = o;
     regions_ = regions;
     self_ = o.self;
@@ -92,16 +99,16 @@ class CableSetWorker : public fabric::Worker {
     RY_RETURN_IF_ERROR(HostAddress::Unpack(peerAddress, &to));
     const topology::ClusterGraph g = graph_();
     AdoptNewCables(g);
-    std::vector<std::vector<uint8_t>> cableAddresses;
-    RY_RETURN_IF_ERROR(PickCables(g, self_, to, &cableAddresses));
+    std::vector<CableGroup> groups;
+    RY_RETURN_IF_ERROR(PickCableGroups(g, self_, to, &groups));
     // The nearest cable first; a relayed peer also gets a route through every other
     // relay on a shortest path (a different first hop), used in turn.
     std::vector<std::unique_ptr<fabric::Endpoint>> routes;
     std::vector<uint64_t> firstHops;
-    if (!multiRoute_) cableAddresses.resize(1);
-    for (const std::vector<uint8_t>& cableAddress : cableAddresses) {
+    if (!multiRoute_) groups.resize(1);
+    for (const CableGroup& group : groups) {
       fabric::relay::SourcePlan plan;
-      Status s = fabric::relay::PlanSource(g, self_, cableAddress, port_, &plan);
+      Status s = fabric::relay::PlanSource(g, self_, group.address, port_, &plan, options_.verbsForwarderPort);
       if (!routes.empty() && (!s.ok() || plan.relay.empty())) continue;
       RY_RETURN_IF_ERROR(s);
       if (std::find(firstHops.begin(), firstHops.end(), plan.neighbour) != firstHops.end()) continue;
@@ -114,10 +121,20 @@ class CableSetWorker : public fabric::Worker {
         return InvalidUsage("fabric mode: no Worker on the cable to " + g.HostName(plan.neighbour) +
                             " (a cable that came up after this Worker started and could not be taken: see the WARN)");
       }
+      if (cable->verbs != group.verbs) {
+        if (!routes.empty()) continue;
+        return InvalidUsage(std::string("fabric mode: the peer's cable runs ") + (group.verbs ? "verbs" : "TCP") +
+                            " but this host's cable to " + g.HostName(plan.neighbour) + " runs " +
+                            (cable->verbs ? "verbs" : "TCP") +
+                            " (a route keeps one transport on every leg: RDMA ports on some hosts only?)");
+      }
       std::unique_ptr<fabric::Endpoint> ep;
-      Status c = cable->worker->Connect(cableAddress, &ep);
+      Status c = cable->worker->Connect(group.address, &ep);
       if (!c.ok() && routes.empty()) return c;
       if (!c.ok()) continue;
+      if (cable->verbs) {
+        ep = std::make_unique<CableEndpoint>(std::move(ep), set_, cable->domain, cable->railIndices, group.railIndices);
+      }
       routes.push_back(std::move(ep));
       firstHops.push_back(plan.neighbour);
       if (plan.relay.empty()) break;  // straight over a cable: that one only
@@ -167,21 +184,37 @@ class CableSetWorker : public fabric::Worker {
     t.rails = fabric::relay::CableRails(g, self_, n);
     if (t.rails.empty()) return Status::Ok();
     if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
-    // 0 (ephemeral) unless the caller fixed one (railyardd's tier tunnels: RAILYARD_TIER_TUNNEL_PORT).
-    t.listenPort = options_.tcp.listenPort;
-    t.sharedRegions = regions_;
-    RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.domain));
+    RY_RETURN_IF_ERROR(set_->CableRailIndices(t.rails, &c.railIndices, &c.verbs));
     std::unique_ptr<fabric::Worker> direct;
-    RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
     std::unique_ptr<fabric::relay::RelayClient> client;
-    if (t.listenPort != 0) {
-      t.listenPort = 0;
-      RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.relayDomain));
+    if (c.verbs) {
+      // Every rail of the cable is an RDMA port: the verbs transport, relayed through
+      // the Forwarders' verbs ports.
+      RY_RETURN_IF_ERROR(set_->VerbsDomainOf(n, t.rails, c.railIndices, &c.domain));
+      RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
+      RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(*c.domain, options_.relay, &client));
+    } else {
+      // 0 (ephemeral) unless the caller fixed one (railyardd's tier tunnels: RAILYARD_TIER_TUNNEL_PORT).
+      t.listenPort = options_.tcp.listenPort;
+      t.sharedRegions = regions_;
+      RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.ownedDomain));
+      c.domain = c.ownedDomain.get();
+      RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
+      if (t.listenPort != 0) {
+        t.listenPort = 0;
+        RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.relayDomain));
+      }
+      RY_RETURN_IF_ERROR(
+          fabric::relay::RelayClient::Create(c.relayDomain ? *c.relayDomain : *c.domain, options_.relay, &client));
     }
-    RY_RETURN_IF_ERROR(fabric::relay::RelayClient::Create(c.relayDomain ? *c.relayDomain : *c.domain, options_.relay, &client));
     client->SetRelayNamer([graph = graph_](std::span<const uint8_t> relay) { return RelayLabel(graph(), relay); });
+    std::string railNames;
+    for (const fabric::RailInfo& r : c.domain->rails()) railNames += (railNames.empty() ? "" : ",") + r.device;
+    RY_INFO(log::kNet, "fabric mode: the cable to %s runs %s over %s", g.HostName(n).c_str(),
+            c.verbs ? "verbs (RDMA, relayed through the Forwarders' verbs ports)" : "TCP", railNames.c_str());
     c.worker = std::make_unique<fabric::relay::RoutedWorker>(
-        std::move(direct), std::move(client), fabric::relay::MakeGraphRouteFn(graph_, self_, n, port_));
+        std::move(direct), std::move(client),
+        fabric::relay::MakeGraphRouteFn(graph_, self_, n, port_, options_.verbsForwarderPort));
     cables_.push_back(std::move(c));
     return Status::Ok();
   }
@@ -217,10 +250,24 @@ class CableSetWorker : public fabric::Worker {
     HostAddress a;
     a.workerId = id_;
     for (const Cable& c : cables_) {
+      if (c.verbs) {
+        // Every rail of the cable names the verbs Worker's bootstrap port; the first
+        // rail's address is where it listens (VerbsOptions::bootstrapAddress).
+        fabric::verbs::VerbsAddress v;
+        RY_RETURN_IF_ERROR(fabric::verbs::VerbsAddress::Unpack(c.worker->Address(), &v));
+        const std::vector<fabric::RailInfo>& rails = c.domain->rails();
+        for (size_t i = 0; i < rails.size() && i < c.railIndices.size(); ++i) {
+          in_addr ip{};
+          if (inet_pton(AF_INET, rails[i].address.c_str(), &ip) != 1) continue;
+          if (a.rails.size() < HostAddress::kMaxRails) a.rails.push_back({ip.s_addr, v.port, true, c.railIndices[i]});
+        }
+        continue;
+      }
       fabric::tcp::WorkerAddress w;
       RY_RETURN_IF_ERROR(fabric::tcp::WorkerAddress::Unpack(c.worker->Address(), &w));
-      for (const auto& r : w.rails) {
-        if (a.rails.size() < HostAddress::kMaxRails) a.rails.push_back({r.ipv4, r.port});
+      for (size_t i = 0; i < w.rails.size(); ++i) {
+        const uint8_t index = i < c.railIndices.size() ? c.railIndices[i] : 0;
+        if (a.rails.size() < HostAddress::kMaxRails) a.rails.push_back({w.rails[i].ipv4, w.rails[i].port, false, index});
       }
     }
     std::lock_guard<std::mutex> lock(addressMutex_);
@@ -229,6 +276,7 @@ class CableSetWorker : public fabric::Worker {
   }
 
   uint64_t id_;
+  CableSetDomain* set_ = nullptr;
   CableSetOptions options_;
   std::shared_ptr<fabric::RegionTable> regions_;
   std::set<uint64_t> refused_;  ///< neighbours whose late cable could not be taken
@@ -256,6 +304,8 @@ CableSetOptions CableSetOptions::FromConfig(const env::Config& config, uint64_t 
   o.relay.clusterKey = std::move(clusterKey);
   o.forwarderPort = static_cast<uint16_t>(config.fabricRelayPort);
   o.rails = std::move(rails);
+  o.verbs = fabric::verbs::VerbsOptions::FromConfig(config);
+  o.verbsForwarderPort = static_cast<uint16_t>(config.fabricRelayVerbsPort);
   return o;
 }
 
@@ -267,16 +317,25 @@ const fabric::AddressRecordFormat kHostAddressFormat{kHostMagic, HostAddress::kV
 }  // namespace
 
 std::vector<uint8_t> HostAddress::Pack() const {
-  return fabric::PackAddressRecord(kHostAddressFormat, workerId, rails, [](size_t, uint8_t*) {});
+  return fabric::PackAddressRecord(kHostAddressFormat, workerId, rails, [this](size_t i, uint8_t* slot) {
+    slot[0] = rails[i].verbs ? 1 : 0;
+    slot[1] = rails[i].railIndex;
+  });
 }
 
 Status HostAddress::Unpack(std::span<const uint8_t> b, HostAddress* out) {
   HostAddress a;
-  RY_RETURN_IF_ERROR(fabric::UnpackAddressRecord(kHostAddressFormat, b, &a.workerId,
-                                                 [&](size_t, uint32_t ipv4, uint16_t port, const uint8_t*) {
-                                                   a.rails.push_back({ipv4, port});
-                                                   return Status::Ok();
-                                                 }));
+  RY_RETURN_IF_ERROR(fabric::UnpackAddressRecord(
+      kHostAddressFormat, b, &a.workerId, [&](size_t i, uint32_t ipv4, uint16_t port, const uint8_t* slot) {
+        const std::string rail = "host address rail " + std::to_string(i);
+        if (slot[0] > 1) return InvalidArgument(rail + " has transport " + std::to_string(slot[0]) + " (0 TCP, 1 verbs)");
+        if (slot[1] >= fabric::RemoteKey::kMaxRails) {
+          return InvalidArgument(rail + " has rail index " + std::to_string(slot[1]) + " (0..15)");
+        }
+        if (slot[2] != 0 || slot[3] != 0) return InvalidArgument(rail + " has non-zero reserved bytes");
+        a.rails.push_back({ipv4, port, slot[0] == 1, slot[1]});
+        return Status::Ok();
+      }));
   *out = std::move(a);
   return Status::Ok();
 }
@@ -291,10 +350,21 @@ Status PickCable(const topology::ClusterGraph& graph, uint64_t self, const HostA
 
 Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
                   std::vector<std::vector<uint8_t>>* cableAddresses) {
+  std::vector<CableGroup> groups;
+  RY_RETURN_IF_ERROR(PickCableGroups(graph, self, to, &groups));
+  cableAddresses->clear();
+  for (CableGroup& g : groups) cableAddresses->push_back(std::move(g.address));
+  return Status::Ok();
+}
+
+Status PickCableGroups(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
+                       std::vector<CableGroup>* out) {
   // Group the rails by cable (entry host); rails the graph does not know are skipped.
   struct Group {
     uint64_t owner = 0, entry = 0;
+    bool verbs = false;
     fabric::tcp::WorkerAddress address;
+    std::vector<uint8_t> railIndices;
   };
   std::vector<Group> groups;
   for (const HostAddress::Rail& r : to.rails) {
@@ -312,11 +382,13 @@ Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const Host
       if (x.owner == c.owner && x.entry == c.entry) g = &x;
     }
     if (g == nullptr) {
-      groups.push_back(Group{c.owner, c.entry, {}});
+      groups.push_back(Group{c.owner, c.entry, r.verbs, {}, {}});
       g = &groups.back();
       g->address.workerId = to.workerId;
     }
+    if (g->verbs != r.verbs) return InvalidUsage("the peer's address mixes TCP and verbs rails on one cable");
     g->address.rails.push_back({r.ipv4, r.port, static_cast<uint32_t>(std::max(0, speed))});
+    g->railIndices.push_back(r.railIndex);
   }
   if (groups.empty()) return InvalidUsage("no rail of the peer's address is on a cable of the cluster graph");
   for (const Group& g : groups) {
@@ -336,8 +408,24 @@ Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const Host
   }
   if (best.empty()) return InvalidUsage("no cable of the peer host is reachable from this host");
   std::sort(best.begin(), best.end(), [](const Group* a, const Group* b) { return a->entry < b->entry; });
-  cableAddresses->clear();
-  for (const Group* g : best) cableAddresses->push_back(g->address.Pack());
+  out->clear();
+  for (const Group* g : best) {
+    CableGroup c;
+    c.verbs = g->verbs;
+    c.railIndices = g->railIndices;
+    if (g->verbs) {
+      // The verbs Worker listens on the cable's first rail; its port is on every rail.
+      fabric::verbs::VerbsAddress v;
+      v.workerId = g->address.workerId;
+      v.ipv4 = g->address.rails.front().ipv4;
+      v.port = g->address.rails.front().port;
+      v.rails = static_cast<uint16_t>(g->address.rails.size());
+      c.address = v.Pack();
+    } else {
+      c.address = g->address.Pack();
+    }
+    out->push_back(std::move(c));
+  }
   return Status::Ok();
 }
 
@@ -351,33 +439,178 @@ CableSetDomain::CableSetDomain(CableSetOptions options)
   caps_.maxOpsInFlight = fabric::tcp::kOpWindow;
 }
 
+CableSetDomain::~CableSetDomain() = default;
+
 Status CableSetDomain::Create(CableSetOptions options, std::unique_ptr<CableSetDomain>* out) {
   if (!options.graph || options.self == 0 || options.rails.empty()) {
     return InvalidArgument("fabric mode domain: no cabling graph, host id or rails");
   }
+  if (options.rails.size() > fabric::RemoteKey::kMaxRails) {
+    return InvalidArgument("fabric mode domain: " + std::to_string(options.rails.size()) + " rails (at most " +
+                           std::to_string(fabric::RemoteKey::kMaxRails) + ")");
+  }
   RY_RETURN_IF_ERROR(options.relay.Validate());
-  out->reset(new CableSetDomain(std::move(options)));
+  std::unique_ptr<CableSetDomain> d(new CableSetDomain(std::move(options)));
+  const CableSetOptions& o = d->options_;
+  d->verbsRailOf_.assign(o.rails.size(), -1);
+  if (o.ib != nullptr) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < o.rails.size(); ++i) {
+      for (size_t p = 0; p < o.ib->size(); ++p) {
+        if (o.ib->at(p).netdev == o.rails[i].device && !o.ib->at(p).down.load()) {
+          d->verbsRailOf_[i] = static_cast<int>(names.size());
+          names.push_back(o.ib->at(p).Name());
+          break;
+        }
+      }
+    }
+    if (!names.empty()) {
+      RY_RETURN_IF_ERROR(fabric::verbs::CreateVerbsDomainOn(o.verbs, o.ib, names, &d->verbsAll_));
+      // What every cable can do: the verbs transport's limits too, and its errors are
+      // the HCA's (no precise remote reasons, no target CPU checks).
+      const fabric::Capabilities& v = d->verbsAll_->capabilities();
+      d->caps_.flags &= ~(fabric::kCapPreciseRemoteErrors | fabric::kCapTargetCpuChecks);
+      d->caps_.maxRecordBytes = std::min(d->caps_.maxRecordBytes, v.maxRecordBytes);
+      d->caps_.maxOpBytes = std::min(d->caps_.maxOpBytes, v.maxOpBytes);
+      d->caps_.maxOpsInFlight = std::min(d->caps_.maxOpsInFlight, v.maxOpsInFlight);
+    }
+  }
+  *out = std::move(d);
   return Status::Ok();
 }
 
 Status CableSetDomain::Register(void* addr, uint64_t bytes, uint32_t access, fabric::MemoryKind kind,
                                 const fabric::Region** out) {
   if (kind != fabric::MemoryKind::kHost) {
-    return InvalidUsage("fabric mode runs the TCP fabric transport, which cannot read device memory");
+    return InvalidUsage("fabric mode registers host memory only (its TCP cables cannot read device memory)");
+  }
+  const fabric::Region* vr = nullptr;
+  fabric::RailKeys keys;
+  if (verbsAll_) {
+    // One MR per RDMA rail; the Region carries their keys in fabric-rail order.
+    RY_RETURN_IF_ERROR(verbsAll_->Register(addr, bytes, access, kind, &vr));
+    keys.lkeys.assign(options_.rails.size(), 0);
+    keys.rkeys.assign(options_.rails.size(), 0);
+    keys.mrs.assign(options_.rails.size(), nullptr);
+    for (size_t i = 0; i < options_.rails.size(); ++i) {
+      const int r = verbsRailOf_[i];
+      if (r < 0) continue;
+      keys.lkeys[i] = vr->railLkeys[static_cast<size_t>(r)];
+      keys.rkeys[i] = vr->railRkeys[static_cast<size_t>(r)];
+      keys.mrs[i] = vr->railMr[static_cast<size_t>(r)];
+    }
   }
   std::shared_ptr<fabric::RegionRecord> rec;
-  RY_RETURN_IF_ERROR(regions_->Register(addr, bytes, access, kind, &rec));
+  if (Status s = regions_->Register(addr, bytes, access, kind, &rec, vr != nullptr ? &keys : nullptr); !s.ok()) {
+    if (vr != nullptr) (void)verbsAll_->Deregister(vr);
+    return s;
+  }
+  if (vr != nullptr) {
+    std::lock_guard lock(mu_);
+    verbsRegions_[&rec->region()] = vr;
+  }
   *out = &rec->region();
   return Status::Ok();
 }
 
-Status CableSetDomain::Deregister(const fabric::Region* region) { return regions_->Deregister(region); }
+Status CableSetDomain::Deregister(const fabric::Region* region) {
+  RY_RETURN_IF_ERROR(regions_->Deregister(region));  // TCP: nothing lands any more
+  const fabric::Region* vr = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto it = verbsRegions_.find(region);
+    if (it != verbsRegions_.end()) {
+      vr = it->second;
+      verbsRegions_.erase(it);
+    }
+    for (auto v = views_.begin(); v != views_.end();) {
+      v = v->first.first == region ? views_.erase(v) : std::next(v);
+    }
+  }
+  if (vr != nullptr) return verbsAll_->Deregister(vr);  // the HCA refuses every remote access from here
+  return Status::Ok();
+}
 
 Status CableSetDomain::CreateWorker(std::unique_ptr<fabric::Worker>* out) {
   auto w = std::make_unique<CableSetWorker>();
-  RY_RETURN_IF_ERROR(w->Init(options_, regions_));
+  RY_RETURN_IF_ERROR(w->Init(this, options_, regions_));
   *out = std::move(w);
   return Status::Ok();
+}
+
+Status CableSetDomain::CableRailIndices(const std::vector<fabric::RailInfo>& cableRails, std::vector<uint8_t>* indices,
+                                        bool* rdma) const {
+  indices->clear();
+  bool all = verbsAll_ != nullptr;
+  for (const fabric::RailInfo& r : cableRails) {
+    size_t i = 0;
+    while (i < options_.rails.size() && options_.rails[i].address != r.address) ++i;
+    if (i == options_.rails.size()) {
+      return InvalidUsage("fabric mode: the cable's rail " + r.device + " (" + r.address +
+                          ") is not one of this process's fabric rails");
+    }
+    indices->push_back(static_cast<uint8_t>(i));
+    all = all && verbsRailOf_[i] >= 0;
+  }
+  *rdma = all && !cableRails.empty();
+  return Status::Ok();
+}
+
+Status CableSetDomain::VerbsDomainOf(uint64_t neighbour, const std::vector<fabric::RailInfo>& cableRails,
+                                     const std::vector<uint8_t>& indices, fabric::Domain** out) {
+  std::lock_guard lock(mu_);
+  auto it = cableVerbs_.find(neighbour);
+  if (it != cableVerbs_.end() && it->second->rails().size() == indices.size()) {
+    *out = it->second.get();
+    return Status::Ok();
+  }
+  if (it != cableVerbs_.end()) {
+    // The cable's rails changed since: a Domain for the new set (the old one stays
+    // for the Workers still using it).
+    retiredVerbs_.push_back(std::move(it->second));
+    cableVerbs_.erase(it);
+  }
+  std::vector<std::string> names;
+  for (uint8_t i : indices) {
+    const int r = verbsRailOf_[i];
+    if (r < 0) return InvalidUsage("fabric mode: rail " + options_.rails[i].device + " is not an RDMA port");
+    for (size_t p = 0; p < options_.ib->size(); ++p) {
+      if (options_.ib->at(p).netdev == options_.rails[i].device) {
+        names.push_back(options_.ib->at(p).Name());
+        break;
+      }
+    }
+  }
+  fabric::verbs::VerbsOptions v = options_.verbs;
+  v.bootstrapAddress = cableRails.front().address;  // graph_routes.h: the cable's first rail
+  v.bootstrapPort = 0;
+  std::unique_ptr<fabric::Domain> d;
+  RY_RETURN_IF_ERROR(fabric::verbs::CreateVerbsDomainOn(v, options_.ib, names, &d));
+  *out = d.get();
+  cableVerbs_[neighbour] = std::move(d);
+  return Status::Ok();
+}
+
+const fabric::Region* CableSetDomain::ViewFor(const fabric::Region* region, const fabric::Domain* cable,
+                                              const std::vector<uint8_t>& indices) {
+  std::lock_guard lock(mu_);
+  auto key = std::make_pair(region, cable);
+  auto it = views_.find(key);
+  if (it != views_.end()) return it->second.get();
+  if (verbsRegions_.count(region) == 0) return nullptr;
+  auto view = std::make_unique<fabric::Region>(*region);
+  view->railLkeys.clear();
+  view->railRkeys.clear();
+  view->railMr.clear();
+  for (uint8_t i : indices) {
+    if (i >= region->railLkeys.size()) return nullptr;
+    view->railLkeys.push_back(region->railLkeys[i]);
+    view->railRkeys.push_back(region->railRkeys[i]);
+    view->railMr.push_back(region->railMr[i]);
+  }
+  const fabric::Region* p = view.get();
+  views_[key] = std::move(view);
+  return p;
 }
 
 }  // namespace railyard::runtime

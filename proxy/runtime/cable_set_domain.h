@@ -17,6 +17,17 @@
 //     host, several shortest paths away through different first hops (the opposite
 //     host of a ring), gets a route through each, used in turn (MultiRouteEndpoint:
 //     ordering kept, every relay carries traffic); else the lowest first hop only.
+//   - RDMA (issue 10): with CableSetOptions::ib, every fabric rail that is an active
+//     RDMA port is also a rail of one verbs Domain over all of them, so Register makes
+//     one MR per RDMA rail and the Region carries their keys in fabric-rail order
+//     (RemoteKey::railRkeys[i] is fabric rail i's rkey, 0 for a TCP-only rail). A
+//     cable whose rails are all RDMA ports runs the verbs transport: a verbs Domain
+//     over exactly its ports (VerbsDomainOf), whose Endpoints take views of those
+//     Regions (their rails' keys) and the peer's RemoteKey cut to the peer cable's
+//     rails (CableEndpoint); its relayed routes go through the Forwarders' verbs ports
+//     (RAILYARD_FABRIC_RELAY_VERBS_PORT), RDMA on every leg. A cable is taken to run
+//     the same transport at both ends (RDMA ports on both, as on a cabled ConnectX
+//     pair); a peer whose cable runs the other one is refused at Connect by name.
 //   - Relays are named in errors by their host in the graph ("via h1 (10.0.1.2:29519)").
 //   - Address (HostAddress below): every rail's IPv4 and listening port, so a
 //     connector picks the cable itself: the one whose entry host is this host (a
@@ -27,7 +38,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -37,26 +51,34 @@
 #include "proxy/fabric/relay/graph_routes.h"
 #include "proxy/fabric/relay/relay_options.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/verbs/verbs_domain.h"
 
 namespace railyard::runtime {
 
 /// A CableSetWorker's packed address: magic "RYHA", version u16, rails u16, worker
-/// id u64, then per rail IPv4 (network order) u32, port u16, reserved u16: 16 + 8 x
-/// rails bytes (48 for 4 rails: fits an NCCL handle's address area).
+/// id u64, then per rail 12 bytes: IPv4 (network order) u32, port u16, reserved u16
+/// = 0, transport u8 (0 TCP, 1 verbs), fabric rail index u8 (the rail's slot in the
+/// host's RemoteKeys: CableSetDomain::rails() order), reserved u16 = 0: 16 + 12 x
+/// rails bytes (64 for 4 rails: an NCCL handle's address area). A verbs cable's rails
+/// all carry its Worker's bootstrap port; its first rail's IPv4 is where that listens.
 struct HostAddress {
-  static constexpr uint16_t kVersion = 1;
+  /// 2: the transport and rail index of every rail (issue 10: fabric mode over RDMA).
+  static constexpr uint16_t kVersion = 2;
   static constexpr size_t kMaxRails = 16;
   uint64_t workerId = 0;
   struct Rail {
     uint32_t ipv4 = 0;  ///< network order
     uint16_t port = 0;
+    bool verbs = false;       ///< the rail's cable runs the verbs transport
+    uint8_t railIndex = 0;    ///< the owner's fabric rail index (< 16): its RemoteKeys' rkey slot
     bool operator==(const Rail&) const = default;
   };
   std::vector<Rail> rails;
 
   std::vector<uint8_t> Pack() const;
   /// Validates exact size, magic, version, 1..kMaxRails rails, non-zero id, ports and
-  /// addresses, zero reserved bytes. InvalidArgument naming what is wrong.
+  /// addresses, zero reserved bytes, a transport of 0 or 1 and a rail index < 16.
+  /// InvalidArgument naming what is wrong.
   static Status Unpack(std::span<const uint8_t> bytes, HostAddress* out);
   bool operator==(const HostAddress&) const = default;
 };
@@ -79,11 +101,19 @@ struct CableSetOptions {
   /// tiers' clients over a cable set (storage/tunnel) bind to one peer Worker and
   /// keep it off (tiers.relay.*-relayed failed with it on).
   bool multiRoute = false;
+  /// The host's RDMA ports (see the file comment); null (default): every cable TCP.
+  /// The plugin's fabric mode passes the ports it opened (RAILYARD_COMMS=fabric).
+  std::shared_ptr<proxy::verbs::IbPorts> ib;
+  /// Template of the verbs Domains (timeouts, link and GID settings); the bootstrap
+  /// address and rails are set per cable.
+  fabric::verbs::VerbsOptions verbs;
+  uint16_t verbsForwarderPort = 29522;  ///< RAILYARD_FABRIC_RELAY_VERBS_PORT
 
   /// Fabric mode's settings from `config`: RAILYARD_TIMEOUT_MS, striping
   /// (RAILYARD_STRIPE_*), sockets per rail (RAILYARD_NSOCKS, 1..16) and the relay
   /// limits; the Forwarder port RAILYARD_FABRIC_RELAY_PORT; `clusterKey` (may be
-  /// nullptr) MACs the relay opens; `rank` is named in relayed routes' errors.
+  /// nullptr) MACs the relay opens; `rank` is named in relayed routes' errors; the
+  /// verbs template and RAILYARD_FABRIC_RELAY_VERBS_PORT (ib stays null).
   static CableSetOptions FromConfig(const env::Config& config, uint64_t self, fabric::relay::GraphFn graph,
                                     std::vector<fabric::RailInfo> rails,
                                     std::shared_ptr<const topology::ClusterKey> clusterKey);
@@ -92,13 +122,17 @@ struct CableSetOptions {
 /// See file comment.
 class CableSetDomain : public fabric::Domain {
  public:
-  /// InvalidArgument without a graph, a host id or rails.
+  /// InvalidArgument without a graph, a host id or rails; errors of the verbs Domain
+  /// over the RDMA rails (when options.ib has any of them).
   static Status Create(CableSetOptions options, std::unique_ptr<CableSetDomain>* out);
+  ~CableSetDomain() override;
 
-  const char* TransportName() const override { return "tcp"; }
+  /// "tcp", or "tcp+verbs" when some rails are RDMA ports.
+  const char* TransportName() const override { return verbsAll_ ? "tcp+verbs" : "tcp"; }
   const fabric::Capabilities& capabilities() const override { return caps_; }
   const std::vector<fabric::RailInfo>& rails() const override { return options_.rails; }
-  /// Host memory only (the TCP transport); errors of RegionTable::Register.
+  /// Host memory only; errors of RegionTable::Register and, with RDMA rails, of the
+  /// verbs registration (nothing stays registered on an error).
   Status Register(void* addr, uint64_t bytes, uint32_t access, fabric::MemoryKind kind,
                   const fabric::Region** out) override;
   Status Deregister(const fabric::Region* region) override;
@@ -108,11 +142,43 @@ class CableSetDomain : public fabric::Domain {
 
   const CableSetOptions& options() const { return options_; }
 
+  // --- for CableSetWorker and CableEndpoint -------------------------------------------
+  /// The fabric rail index of each of `cableRails` (matched by address), and whether
+  /// every one is an RDMA port of options().ib. InvalidUsage for a rail not among rails().
+  Status CableRailIndices(const std::vector<fabric::RailInfo>& cableRails, std::vector<uint8_t>* indices,
+                          bool* rdma) const;
+  /// The verbs Domain over exactly the RDMA ports of the cable to `neighbour` (rails
+  /// `cableRails`, fabric indices `indices`), made on first use and kept for the
+  /// Domain's life; its bootstrap listeners bind the cable's first rail.
+  Status VerbsDomainOf(uint64_t neighbour, const std::vector<fabric::RailInfo>& cableRails,
+                       const std::vector<uint8_t>& indices, fabric::Domain** out);
+  /// A view of `region` (one of this Domain's) for the verbs Domain `cable` of fabric
+  /// rails `indices`: the same bytes, their rails' keys. Kept until `region` is
+  /// deregistered. nullptr for a region not registered here.
+  const fabric::Region* ViewFor(const fabric::Region* region, const fabric::Domain* cable,
+                                const std::vector<uint8_t>& indices);
+
  private:
   explicit CableSetDomain(CableSetOptions options);
   CableSetOptions options_;
   fabric::Capabilities caps_;
   std::shared_ptr<fabric::RegionTable> regions_;
+  /// The verbs Domain over every RDMA fabric rail (null without any), and for each
+  /// fabric rail its rail there (-1: not an RDMA port).
+  std::unique_ptr<fabric::Domain> verbsAll_;
+  std::vector<int> verbsRailOf_;
+  std::mutex mu_;  ///< guards the maps below (Register may run beside the Workers)
+  std::map<const fabric::Region*, const fabric::Region*> verbsRegions_;  ///< table region -> verbsAll_ region
+  std::map<uint64_t, std::unique_ptr<fabric::Domain>> cableVerbs_;      ///< neighbour -> its verbs Domain
+  std::vector<std::unique_ptr<fabric::Domain>> retiredVerbs_;            ///< replaced ones, kept for their Workers
+  std::map<std::pair<const fabric::Region*, const fabric::Domain*>, std::unique_ptr<fabric::Region>> views_;
+};
+
+/// One cable of a peer's HostAddress, as a connector sees it.
+struct CableGroup {
+  std::vector<uint8_t> address;      ///< the per-cable Worker address (TCP WorkerAddress or verbs)
+  bool verbs = false;                ///< its transport
+  std::vector<uint8_t> railIndices;  ///< the peer's fabric rail index of each of its rails (key slots)
 };
 
 /// Which of a HostAddress's rails an Endpoint from `self` uses, and how: the cable
@@ -125,5 +191,8 @@ Status PickCable(const topology::ClusterGraph& graph, uint64_t self, const HostA
 /// (fabric::relay::MultiRouteEndpoint).
 Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
                   std::vector<std::vector<uint8_t>>* cableAddresses);
+/// As PickCables, with each cable's transport and key slots.
+Status PickCableGroups(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
+                       std::vector<CableGroup>* groups);
 
 }  // namespace railyard::runtime

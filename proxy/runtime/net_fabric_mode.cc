@@ -1,7 +1,8 @@
 // Fabric mode (RAILYARD_FABRIC) of the process's NetRuntime: the cabling agent and
 // relays (proxy/routing, proxy/relay, the fabric relay's Forwarder), the one NCCL
 // device over every rail, and the route-to-port mapping of its connections (cabled
-// peers over the cable's RDMA ports, the rest over TCP, relayed).
+// peers over the cable's RDMA ports, the rest over TCP, relayed; with
+// RAILYARD_COMMS=fabric, the CableSetDomain: RDMA cables over verbs, relayed over RDMA).
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -88,6 +89,11 @@ Status StartFabricModeComms(NetState& g) {
         *g.config, g.router->HostId(), [state = &g] { return FabricModeGraph(*state); }, std::move(rails),
         std::move(key));  // the state is the process's, never freed
     o.multiRoute = true;  // the NCCL comms take a peer's ops over every route (proxy/nccl/peer_workers.h)
+    // Cables of RDMA ports run the verbs transport on the ports init opened (open for
+    // the life of the process: NCCL may still hold registrations).
+    if (g.ib != nullptr && g.ib->size() > 0) {
+      o.ib = std::shared_ptr<proxy::verbs::IbPorts>(std::shared_ptr<void>(), g.ib.get());
+    }
     std::unique_ptr<runtime::CableSetDomain> domain;
     RY_RETURN_IF_ERROR(runtime::CableSetDomain::Create(std::move(o), &domain));
     std::unique_ptr<runtime::FabricRuntime> rt;
@@ -164,7 +170,7 @@ Status StartFabric(NetState& g) {
     // The fabric relay's thread: serves relayed fabric Endpoints while this process holds the seat.
     // The process's RDMA ports (open for its life) serve the relay's verbs ports too.
     std::shared_ptr<proxy::verbs::IbPorts> ib;
-    if (g.ib != nullptr && g.ib->size() > 0) ib = std::shared_ptr<proxy::verbs::IbPorts>(g.ib.get(), [](proxy::verbs::IbPorts*) {});
+    if (g.ib != nullptr && g.ib->size() > 0) ib = std::shared_ptr<proxy::verbs::IbPorts>(std::shared_ptr<void>(), g.ib.get());
     if (Status s = fabric::relay::StartSeatForwarder(*g.router, *g.relay, *g.config, -1, &g.forwarder, std::move(ib));
         !s.ok()) {
       RY_INFO(log::kInit | log::kNet, "fabric: no fabric relay in this process: %s", s.message().c_str());

@@ -20,16 +20,16 @@ using Global = NetState;  // UsesFabricComms keeps its signature's shape (plugin
 /// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
 /// fabric comms serve plain TCP mode on IPv4 devices and verbs mode (over the
 /// fabric's verbs transport, one verbs Domain per NCCL device); fabric mode
-/// (RAILYARD_FABRIC, relays) over TCP rails uses them only with RAILYARD_COMMS=fabric
-/// (relayed comms are still slower than the socket relay), and keeps the older comms
-/// over RDMA ports; so do IPv6 devices in TCP mode (the fabric's TCP transport binds
+/// (RAILYARD_FABRIC, relays) uses them only with RAILYARD_COMMS=fabric (relayed comms
+/// are still slower than the socket relay): over the host's cable set, whose cables of
+/// RDMA ports run the verbs transport and are relayed over RDMA; IPv6 devices in TCP mode (the fabric's TCP transport binds
 /// IPv4 rails). RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the
 /// devices and the transport choice.
 bool UsesFabricComms(const Global& g) {
   if (g.verbsMode) return g.config->comms != "legacy";
-  // Fabric mode over TCP rails: the comms over the CableSetDomain (relays through the
-  // Forwarder) with RAILYARD_COMMS=fabric; rails with RDMA ports keep the older comms.
-  if (g.fabricMode) return g.config->comms == "fabric" && g.ib == nullptr;
+  // Fabric mode: the comms over the CableSetDomain (relays through the Forwarders;
+  // cables of RDMA ports over verbs) with RAILYARD_COMMS=fabric.
+  if (g.fabricMode) return g.config->comms == "fabric";
   if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
   for (const topology::NetDevice& d : g.devices) {
     if (d.family() != AF_INET) return false;
@@ -57,8 +57,9 @@ Status ChooseTransport(NetState& g, const env::Config& cfg, bool fabric) {
     return Status::Ok();
   }
   // The older comms register in the MR cache's hardware backend; the fabric comms
-  // of verbs mode register through their Domains (the MR cache stays software).
-  if (fabric || cfg.comms == "legacy") proxy::GlobalMrCache().SetBackend(g.ib.get());
+  // (verbs mode, and fabric mode with RAILYARD_COMMS=fabric) register through their
+  // Domains (the MR cache stays software).
+  if ((fabric && cfg.comms != "fabric") || cfg.comms == "legacy") proxy::GlobalMrCache().SetBackend(g.ib.get());
   if (fabric) {
     // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
     // further away go through relays over TCP. NCCL still sees one device.

@@ -26,7 +26,9 @@
 #include "proxy/nccl/fabric_send_comm.h"
 #include "proxy/nccl/nccl_records.h"
 #include "proxy/fabric/relay/multi_route_endpoint.h"
+#include "proxy/runtime/cable_endpoint.h"
 #include "proxy/runtime/cable_set_domain.h"
+#include "proxy/fabric/verbs/verbs_wire.h"
 #include "tests/common/free_port.h"
 
 namespace railyard::runtime {
@@ -628,6 +630,85 @@ TEST(CableSetLateCableTest, ACableThatComesUpLaterIsTakenAndReachedBothWays) {
     EXPECT_TRUE(fromD->Deregister(sr).ok());
     EXPECT_TRUE(toD->Deregister(dr).ok());
   }
+}
+
+uint32_t Ip4(const char* text) {
+  in_addr a{};
+  EXPECT_EQ(inet_pton(AF_INET, text, &a), 1);
+  return a.s_addr;
+}
+
+// Version 2 of the host address (issue 10, fabric mode over RDMA): every rail's
+// transport and fabric rail index survive a round trip, and each new byte is checked.
+TEST(HostAddressV2, TransportAndRailIndexAreCarriedAndChecked) {
+  HostAddress h;
+  h.workerId = 77;
+  h.rails.push_back({Ip4("10.0.0.1"), 40100, true, 2});
+  h.rails.push_back({Ip4("10.0.1.1"), 40100, true, 3});
+  h.rails.push_back({Ip4("10.3.0.2"), 51000, false, 0});
+  const std::vector<uint8_t> packed = h.Pack();
+  ASSERT_EQ(packed.size(), 16u + 12u * 3);
+  HostAddress back;
+  ASSERT_TRUE(HostAddress::Unpack(packed, &back).ok());
+  EXPECT_EQ(back, h);
+  auto refused = [&](size_t at, uint8_t value, const char* words) {
+    std::vector<uint8_t> bad = packed;
+    bad[at] = value;
+    HostAddress x;
+    Status s = HostAddress::Unpack(bad, &x);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << at;
+    EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
+  };
+  refused(16 + 8, 2, "transport 2");              // rail 0's transport byte
+  refused(16 + 12 + 9, 16, "rail index 16");      // rail 1's rail index
+  refused(16 + 24 + 10, 1, "non-zero reserved");  // rail 2's trailing reserved bytes
+  // A version-1 address (8-byte rails) is refused by version.
+  std::vector<uint8_t> v1 = packed;
+  v1[4] = 1;
+  HostAddress x;
+  EXPECT_NE(HostAddress::Unpack(v1, &x).message().find("version 1"), std::string::npos);
+}
+
+// A peer's verbs cable becomes one verbs Worker address (bootstrap on its first rail,
+// as many rails as the cable has) with the peer's key slots; TCP cables stay TCP.
+TEST(HostAddressV2, VerbsCableGroupsAreVerbsAddresses) {
+  topology::ClusterGraph g;
+  g.AddHost(kA, "hA");
+  g.AddHost(kB, "hB");
+  g.AddLink({kA, "a0", "10.0.0.1", 10000}, {kB, "b0", "10.0.0.2", 10000});
+  g.AddLink({kA, "a1", "10.0.1.1", 10000}, {kB, "b1", "10.0.1.2", 10000});
+  HostAddress b;
+  b.workerId = 5;
+  b.rails.push_back({Ip4("10.0.0.2"), 40200, true, 1});
+  b.rails.push_back({Ip4("10.0.1.2"), 40200, true, 0});
+  std::vector<CableGroup> groups;
+  ASSERT_TRUE(PickCableGroups(g, kA, b, &groups).ok());
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_TRUE(groups[0].verbs);
+  EXPECT_EQ(groups[0].railIndices, (std::vector<uint8_t>{1, 0}));
+  fabric::verbs::VerbsAddress v;
+  ASSERT_TRUE(fabric::verbs::VerbsAddress::Unpack(groups[0].address, &v).ok());
+  EXPECT_EQ(v.ipv4, Ip4("10.0.0.2"));
+  EXPECT_EQ(v.port, 40200);
+  EXPECT_EQ(v.rails, 2u);
+  EXPECT_EQ(v.workerId, 5u);
+  // One cable cannot mix transports.
+  b.rails[1].verbs = false;
+  EXPECT_EQ(PickCableGroups(g, kA, b, &groups).code(), Code::kInvalidUsage);
+}
+
+// The peer's key cut to its cable's rails: the rkeys at the slots, in that order.
+TEST(HostAddressV2, RemoteKeysAreCutToThePeersCableRails) {
+  fabric::RemoteKey k{0x1000, 4096, 99, fabric::kAccessRemoteWrite, {11, 22, 33, 44}};
+  fabric::RemoteKey cut;
+  ASSERT_TRUE(CutRemoteKey(k, {3, 1}, &cut).ok());
+  EXPECT_EQ(cut.railRkeys, (std::vector<uint32_t>{44, 22}));
+  EXPECT_EQ(cut.base, k.base);
+  EXPECT_EQ(cut.length, k.length);
+  EXPECT_EQ(cut.softwareKey, k.softwareKey);
+  Status s = CutRemoteKey(k, {4}, &cut);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("slot 4"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -123,6 +123,15 @@ size_t ForwarderHost::Drain(int drainMs) {
 
 void ForwarderHost::Drop() {
   std::lock_guard lock(mu_);
+  if (forwarder_) {
+    const ForwarderStats st = forwarder_->stats();
+    RY_INFO(log::kNet,
+            "fabric relay: Forwarder stopped: %llu routes opened, %llu refused, %llu failed; %llu slots, %llu bytes "
+            "forwarded; RDMA ports facing %zu cables",
+            static_cast<unsigned long long>(st.routesOpened), static_cast<unsigned long long>(st.routesRefused),
+            static_cast<unsigned long long>(st.routesFailed), static_cast<unsigned long long>(st.slotsForwarded),
+            static_cast<unsigned long long>(st.bytesForwarded), verbsNeighbours_.size());
+  }
   forwarder_.reset();  // its Workers before their Domains
   domains_.clear();
   neighbours_.clear();
