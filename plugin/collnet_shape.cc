@@ -95,6 +95,25 @@ void FillLocator(const fabric::Domain& domain, CollnetHandle* h) {
   }
 }
 
+/// Whether every rank reaches every other through `m`'s edges.
+static bool Connected(const std::vector<std::vector<bool>>& m) {
+  if (m.empty()) return true;
+  std::vector<bool> seen(m.size(), false);
+  std::vector<size_t> stack{0};
+  seen[0] = true;
+  while (!stack.empty()) {
+    const size_t a = stack.back();
+    stack.pop_back();
+    for (size_t b = 0; b < m.size(); ++b) {
+      if (m[a][b] && !seen[b]) {
+        seen[b] = true;
+        stack.push_back(b);
+      }
+    }
+  }
+  return std::all_of(seen.begin(), seen.end(), [](bool x) { return x; });
+}
+
 bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector<std::vector<bool>>* adj,
                           ShapeSource* source) {
   const size_t n = handles.size();
@@ -110,24 +129,36 @@ bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector
   auto lists = [](const CollnetHandle& h, uint32_t host) {
     return std::binary_search(h.neighbours.begin(), h.neighbours.end(), host);
   };
-  std::vector<std::vector<bool>> m(n, std::vector<bool>(n, false));
-  for (size_t a = 0; a < n; ++a) {
-    for (size_t b = a + 1; b < n; ++b) {
-      bool cabled = false;
-      if (graph) {
-        cabled = lists(handles[a], handles[b].host) && lists(handles[b], handles[a].host);
-      } else {
-        for (const HandleRail& ra : handles[a].rails) {
-          for (const HandleRail& rb : handles[b].rails) {
-            cabled = cabled || ((ra.ipv4 ^ rb.ipv4) & PrefixMask(std::min(ra.prefix, rb.prefix))) == 0;
+  auto build = [&](bool byGraph) {
+    std::vector<std::vector<bool>> m(n, std::vector<bool>(n, false));
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = a + 1; b < n; ++b) {
+        bool cabled = false;
+        if (byGraph) {
+          cabled = lists(handles[a], handles[b].host) && lists(handles[b], handles[a].host);
+        } else {
+          for (const HandleRail& ra : handles[a].rails) {
+            for (const HandleRail& rb : handles[b].rails) {
+              cabled = cabled || ((ra.ipv4 ^ rb.ipv4) & PrefixMask(std::min(ra.prefix, rb.prefix))) == 0;
+            }
           }
         }
+        m[a][b] = m[b][a] = cabled;
       }
-      m[a][b] = m[b][a] = cabled;
     }
+    return m;
+  };
+  bool byGraph = graph;
+  std::vector<std::vector<bool>> m = build(byGraph);
+  if (byGraph && rails && !Connected(m)) {
+    // The agents' graphs disagree (one end of a cable has not heard the other yet when
+    // its rank filled its handle: slow hosts start a second apart): the rails' subnets,
+    // which every rank read from its own interfaces, answer instead.
+    byGraph = false;
+    m = build(false);
   }
   *adj = std::move(m);
-  if (source) *source = graph ? ShapeSource::kCablingGraph : ShapeSource::kRailSubnets;
+  if (source) *source = byGraph ? ShapeSource::kCablingGraph : ShapeSource::kRailSubnets;
   return true;
 }
 

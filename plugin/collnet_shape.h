@@ -38,8 +38,10 @@ void FillLocator(const fabric::Domain& domain, CollnetHandle* h);
 /// and b are cabled when each lists the other's host among its neighbours (needs every
 /// handle with neighbours and every host digest distinct). Rail subnets: when a rail of
 /// a and one of b lie in one network under the shorter of their two prefixes (needs
-/// every handle with rails). False (adj untouched) when the handles tell neither;
-/// `*source` says which rule answered.
+/// every handle with rails). When the graph's mutual listings leave the ranks
+/// disconnected (one end of a cable had not heard the other when its rank filled its
+/// handle) and every handle has rails, the rails answer. False (adj untouched) when
+/// the handles tell neither; `*source` says which rule answered.
 bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector<std::vector<bool>>* adj,
                           ShapeSource* source);
 

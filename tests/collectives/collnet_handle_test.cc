@@ -187,7 +187,8 @@ TEST(CollnetShapeFromHandles, RailSubnetsAsVerbsRanksCarryThem) {
   // The graph wins over rails when every rank has it; ranks of one host (one digest)
   // make the graph useless and the rails answer.
   std::vector<CollnetHandle> both = ring;
-  for (int r = 0; r < 4; ++r) both[r] = Rank(r, {(r + 2) % 4}, both[r].rails);  // a graph that pairs 0-2, 1-3
+  const std::vector<std::vector<int>> cabled{{2, 3}, {2, 3}, {0, 1}, {0, 1}};  // a graph ring 0-2-1-3-0
+  for (int r = 0; r < 4; ++r) both[r] = Rank(r, cabled[static_cast<size_t>(r)], both[r].rails);
   std::vector<std::vector<bool>> adj;
   ShapeSource src = ShapeSource::kRankOrder;
   ASSERT_TRUE(AdjacencyFromHandles(both, &adj, &src));
@@ -201,6 +202,31 @@ TEST(CollnetShapeFromHandles, RailSubnetsAsVerbsRanksCarryThem) {
   ring[3].hasRails = false;
   ring[3].rails.clear();
   EXPECT_FALSE(AdjacencyFromHandles(ring, &adj, &src));
+}
+
+TEST(CollnetShapeFromHandles, GraphsThatDisagreeFallBackToTheRails) {
+  // The ring of 4 guests: ranks 0 and 2 filled their handles before hearing g1's
+  // hellos, so no cable of rank 1 is listed at both ends. The mutual graph leaves
+  // rank 1 alone; every rank's rails still place the ring.
+  auto R = [](const char* ip) { return HandleRail{Ip(ip), 24}; };
+  std::vector<CollnetHandle> ring{Rank(0, {3}, {R("10.9.0.1"), R("10.9.3.2")}),
+                                  Rank(1, {0, 2}, {R("10.9.0.2"), R("10.9.1.1")}),
+                                  Rank(2, {3}, {R("10.9.1.2"), R("10.9.2.1")}),
+                                  Rank(3, {0, 2}, {R("10.9.2.2"), R("10.9.3.1")})};
+  collectives::Topology t = ShapeOf(ring, ShapeSource::kRailSubnets);
+  EXPECT_EQ(t.shape, collectives::Shape::kRing);
+  EXPECT_EQ(t.order, (std::vector<int>{0, 1, 2, 3}));
+  // Without rails the graph is all there is: rank 1 reaches nobody, as before.
+  for (auto& h : ring) {
+    h.hasRails = false;
+    h.rails.clear();
+  }
+  std::vector<std::vector<bool>> adj;
+  ShapeSource src = ShapeSource::kRankOrder;
+  ASSERT_TRUE(AdjacencyFromHandles(ring, &adj, &src));
+  EXPECT_EQ(src, ShapeSource::kCablingGraph);
+  EXPECT_FALSE(adj[1][0]);
+  EXPECT_FALSE(adj[1][2]);
 }
 
 TEST(CollnetLocalGraph, TheProcessAgentIsSeenWhileItRuns) {

@@ -162,10 +162,15 @@ TEST(GraphRoutes, ResolveFnStraightOnThroughTheNextRelayAndRefusals) {
   EXPECT_EQ(via.rails[0].ipv4, Ip("10.1.0.2"));
   EXPECT_EQ(via.rails[1].ipv4, Ip("10.1.1.2"));
   EXPECT_EQ(via.rails[0].port, kPort);
-  // Refused: this relay's own rails, an address off the graph, loopback.
-  Status s = h1(Address({"10.1.0.1", "10.1.1.1"}), &hop);
+  // This relay's own rails (its cable to h2): straight on by the port facing h2 (a
+  // Worker of this host whose address lists only that cable).
+  ASSERT_TRUE(h1(Address({"10.1.0.1", "10.1.1.1"}), &hop).ok());
+  EXPECT_EQ(hop.port, 1u);
+  EXPECT_TRUE(hop.via.empty());
+  // Refused: its own Forwarder port (a route into itself), an address off the graph, loopback.
+  Status s = h1(Address({"10.1.0.1", "10.1.1.1"}, kPort), &hop);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
-  EXPECT_NE(s.message().find("own rails"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("own Forwarder port"), std::string::npos) << s.message();
   EXPECT_EQ(h1(Address({"10.9.0.2"}), &hop).code(), Code::kInvalidUsage);
   EXPECT_EQ(h1(Address({"127.0.0.1"}), &hop).code(), Code::kInvalidUsage);
   // A relay without a port towards the next hop refuses (h1 with only its h0 port).
@@ -271,9 +276,11 @@ TEST(GraphRoutes, VerbsResolveLeavesByTheVerbsPortOnly) {
   Status s = tcpOnly(VerbsAt("10.1.0.2"), &hop);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_NE(s.message().find("has no verbs (RDMA) port"), std::string::npos) << s.message();
-  // This relay's own verbs listener is refused like its own TCP rails.
-  s = h1(VerbsAt("10.1.0.1"), &hop);
-  EXPECT_NE(s.message().find("own rails"), std::string::npos) << s.message();
+  // This relay's own verbs Worker on its cable to h2: straight on by the verbs port facing h2.
+  ASSERT_TRUE(h1(VerbsAt("10.1.0.1"), &hop).ok());
+  EXPECT_EQ(hop.port, 3u);
+  EXPECT_TRUE(hop.via.empty());
+  EXPECT_EQ(h1(VerbsAt("10.1.0.1", kVerbsPort), &hop).code(), Code::kInvalidUsage);  // its own verbs port
 }
 
 TEST(GraphRoutes, CableRailsInLinkOrder) {

@@ -25,6 +25,16 @@ std::string HostText(const topology::ClusterGraph& g, uint64_t h) {
   return name.empty() ? std::string(id) : name;
 }
 
+/// Whether packed `address` (already located) listens at `port` on any rail.
+bool AtPort(std::span<const uint8_t> address, uint16_t port) {
+  tcp::WorkerAddress w;
+  if (tcp::WorkerAddress::Unpack(address, &w).ok()) {
+    return std::any_of(w.rails.begin(), w.rails.end(), [port](const auto& r) { return r.port == port; });
+  }
+  verbs::VerbsAddress v;
+  return verbs::VerbsAddress::Unpack(address, &v).ok() && v.port == port;
+}
+
 }  // namespace
 
 Status LocateAddress(const topology::ClusterGraph& graph, const tcp::WorkerAddress& address, AddressCable* out) {
@@ -184,9 +194,16 @@ ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t>
     AddressKind kind = AddressKind::kTcp;
     AddressCable c;
     RY_RETURN_IF_ERROR(LocatePacked(g, address, &kind, &c));
-    if (c.owner == self) return InvalidUsage("the address is one of this relay's own rails");
-    uint64_t next = c.owner;
-    if (c.entry != self) RY_RETURN_IF_ERROR(FirstHop(g, self, c.entry, &next));
+    // An address of this host (a Worker of a process here, on its cable to c.entry)
+    // is carried straight on by the port facing c.entry: a connection within this host
+    // over that cable's rails. Sources route here when the address they hold lists
+    // only that cable (it was taken before this host's other cables came up) and this
+    // host is their first hop towards c.entry.
+    if (c.owner == self && AtPort(address, kind == AddressKind::kVerbs ? verbsForwarderPort : forwarderPort)) {
+      return InvalidUsage("the address is this relay's own Forwarder port");  // a route into itself
+    }
+    uint64_t next = c.owner == self ? c.entry : c.owner;
+    if (c.owner != self && c.entry != self) RY_RETURN_IF_ERROR(FirstHop(g, self, c.entry, &next));
     size_t port = ports.size();
     for (size_t p = 0; p < ports.size() && p < kinds.size(); ++p) {
       if (ports[p] == next && kinds[p] == kind) port = p;
@@ -197,7 +214,7 @@ ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t>
     }
     NextHop hop;
     hop.port = port;
-    if (c.entry != self) {
+    if (c.owner != self && c.entry != self) {
       RY_RETURN_IF_ERROR(ForwarderAddress(g, next, self, kind == AddressKind::kVerbs ? verbsForwarderPort : forwarderPort,
                                           &hop.via, kind));
     }

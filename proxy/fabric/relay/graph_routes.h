@@ -18,8 +18,11 @@
 // Route of a source S to an address owned by T with entry E: S == E (or T == S):
 // straight there; else through the Forwarder of N, the first hop of a shortest path
 // from S to E. A relay R does the same for the target of a route it is asked to open:
-// R == E: straight on, on its port facing T; else on through N's Forwarder, N the
-// first hop from R towards E. Shortest paths shrink at every hop, so a route never
+// R == E: straight on, on its port facing T; R == T (an address of the relay host
+// itself, on its cable to E: a source holding an address taken before T's other
+// cables came up routes through T when T is its first hop towards E): straight on, by
+// the port facing E, within the host; else on through N's Forwarder, N the first hop
+// from R towards E. Shortest paths shrink at every hop, so a route never
 // loops while the graph holds still.
 //
 // Over verbs (RDMA ports on both ends of a cable) the same holds with verbs
@@ -33,7 +36,7 @@
 //
 // Everything is refused (InvalidUsage naming why) that is not a graph host over
 // rails: an unpackable address, a rail address no link of the graph has, rails of
-// different hosts or cables, this relay's own addresses, a host with no route.
+// different hosts or cables, a host with no route.
 #pragma once
 
 #include <cstdint>
@@ -117,8 +120,9 @@ RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint1
 /// cable reaches, `portKinds[p]` its transport (empty: every port TCP). An address
 /// leaves by the port facing the next hop whose kind is the address's; the next
 /// relay's port address is of that kind too (TCP at `forwarderPort`, verbs at
-/// `verbsForwarderPort`). Refuses this host's own addresses and everything
-/// LocatePacked refuses; InvalidUsage when the next hop has no port of that kind here
+/// `verbsForwarderPort`); this host's own addresses leave by the port facing their
+/// cable's other end, straight. Refuses everything LocatePacked refuses;
+/// InvalidUsage when the next hop has no port of that kind here
 /// (e.g. a verbs address toward a cable without RDMA ports).
 ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t> portNeighbours,
                              uint16_t forwarderPort, std::vector<AddressKind> portKinds = {},
