@@ -26,8 +26,8 @@ fail() { echo "ring_collnet_test: FAIL: guest $RING_ID: $*" >&2; exit 1; }
 export RAILYARD_COMMS=fabric RAILYARD_TRANSPORT=auto RAILYARD_FABRIC=on RAILYARD_SOCKET_IFNAME='=p0,p1' \
   RAILYARD_TIMEOUT_MS=60000 NCCL_DEBUG=INFO RAILYARD_DEBUG=INFO
 port=29690
-for run in "allreduce -d float -o sum -b 4 -e 1M -f 16" "allgather -d float -b 64 -e 1M -f 16" \
-           "reducescatter -d float -o sum -b 64 -e 1M -f 16"; do
+for run in "allreduce -d float -o sum -b 4 -e 1M -f 16" "allgather -d float -b 64 -e 256K -f 64" \
+           "reducescatter -d float -o sum -b 64 -e 256K -f 64"; do
   name=${run%% *}
   # shellcheck disable=SC2086
   timeout 600 "$perf" --plugin "$plugin" --rank "$RING_ID" --nranks 4 --root 10.79.0.1:$port \

@@ -30,7 +30,7 @@ fail() { echo "ring_fabric_comms_test: FAIL: guest $RING_ID: $*" >&2; exit 1; }
 RAILYARD_COMMS=fabric RAILYARD_TRANSPORT=auto RAILYARD_FABRIC=on RAILYARD_SOCKET_IFNAME='=p0,p1' \
 RAILYARD_TIMEOUT_MS=60000 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET RAILYARD_DEBUG=INFO \
   timeout 600 "$perf" --plugin "$plugin" --rank "$RING_ID" --nranks 4 --root 10.79.0.1:29670 \
-  -p alltoall -b 4K -e 4M -f 8 -n 2 -w 1 -c 1 >"$out/table" 2>"$out/log"
+  -p alltoall -b 4K -e 1M -f 16 -n 2 -w 1 -c 1 >"$out/table" 2>"$out/log"
 rc=$?
 cat "$out/table"
 ((rc == 0)) || { tail -60 "$out/log" >&2; fail "railyard-perf exited $rc"; }

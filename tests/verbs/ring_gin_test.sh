@@ -8,7 +8,7 @@
 # Runs in EVERY guest of the ring lane at once (tests/lanes/rxe-ring, SPMD): guest g
 # is rank g of tests/gin_faults/gin_mesh_node's `mesh` mode, once per table: NCCL's
 # GIN proxy loop (descriptor queues, a producer thread for the GPU) iputSignals a
-# 1 MiB chunk to every rank, itself included, for 3 rounds, each chunk checked by
+# 256 KiB chunk to every rank, itself included, for 2 rounds, each chunk checked by
 # content once its signal is seen; then an iget of the opposite rank and an iflush.
 # Checks: "mesh ok" from every rank for both tables, both cables ran verbs, and the
 # ranks' Forwarders served both cables over RDMA. With `bench` (by hand): rank 0's
@@ -39,7 +39,7 @@ if [[ $mode == bench ]]; then
   exit 0
 fi
 for table in rma-v14 gin-v11; do
-  GIN_MESH_TABLE=$table timeout 600 "$node" "$plugin" mesh "$RING_ID" 4 10.79.0.1 $port $((1 << 20)) 3 \
+  GIN_MESH_TABLE=$table timeout 600 "$node" "$plugin" mesh "$RING_ID" 4 10.79.0.1 $port $((256 << 10)) 2 \
     >"$out/$table" 2>"$out/$table.log"
   rc=$?
   port=$((port + 1))
