@@ -153,9 +153,13 @@ bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector
   if (byGraph && rails && !Connected(m)) {
     // The agents' graphs disagree (one end of a cable has not heard the other yet when
     // its rank filled its handle: slow hosts start a second apart): the rails' subnets,
-    // which every rank read from its own interfaces, answer instead.
-    byGraph = false;
-    m = build(false);
+    // which every rank read from its own interfaces, answer instead when they connect
+    // every rank.
+    std::vector<std::vector<bool>> r = build(false);
+    if (Connected(r)) {
+      byGraph = false;
+      m = std::move(r);
+    }
   }
   *adj = std::move(m);
   if (source) *source = byGraph ? ShapeSource::kCablingGraph : ShapeSource::kRailSubnets;

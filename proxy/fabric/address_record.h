@@ -27,13 +27,17 @@ struct AddressRecordFormat {
   size_t maxRails = 16;
   const char* what = "address";         ///< "worker address": the errors' subject
   std::string (*badMagic)(uint32_t) = nullptr;  ///< the error text for a foreign magic
+  /// The u16 after a rail's port is the format's own, not reserved: the format's bytes
+  /// start there (slot + 6) and are not checked here (runtime::HostAddress v2).
+  bool ownsRailWord = false;
 };
 
 /// Header bytes before the first rail slot.
 inline constexpr size_t kAddressRecordHeader = 16;
 
-/// Packs `workerId` and `rails` (each with .ipv4 and .port); `extra(i, slot + 8)` writes
-/// the rest of rail i's slot (perRailBytes - 8 bytes, zeroed before).
+/// Packs `workerId` and `rails` (each with .ipv4 and .port); `extra(i, own)` writes the
+/// format's own bytes of rail i's slot (from slot + 8, or slot + 6 with ownsRailWord;
+/// zeroed before).
 template <class Rail, class Extra>
 std::vector<uint8_t> PackAddressRecord(const AddressRecordFormat& f, uint64_t workerId, const std::vector<Rail>& rails,
                                        Extra extra) {
@@ -47,15 +51,15 @@ std::vector<uint8_t> PackAddressRecord(const AddressRecordFormat& f, uint64_t wo
     uint8_t* p = out.data() + kAddressRecordHeader + f.perRailBytes * i;
     std::memcpy(p, &rails[i].ipv4, 4);
     std::memcpy(p + 4, &rails[i].port, 2);
-    extra(i, p + 8);
+    extra(i, p + (f.ownsRailWord ? 6 : 8));
   }
   return out;
 }
 
 /// Validates `b` (peer data) against `f`: exact size, magic, version, 1..maxRails rails,
 /// non-zero worker id; per rail a usable IPv4 (not 0, not 255.255.255.255), a non-zero
-/// port, zero reserved bytes. Calls `onRail(i, ipv4, port, slot + 8)` for each rail in
-/// order (its Status ends the unpacking when not Ok). InvalidArgument naming the fault
+/// port, zero reserved bytes (unless ownsRailWord). Calls `onRail(i, ipv4, port, own)`
+/// for each rail in order (own: slot + 8, or slot + 6 with ownsRailWord) (its Status ends the unpacking when not Ok). InvalidArgument naming the fault
 /// ("<what> rail 2 has port 0"); *workerId is written only when everything is valid.
 template <class OnRail>
 Status UnpackAddressRecord(const AddressRecordFormat& f, std::span<const uint8_t> b, uint64_t* workerId,
@@ -91,8 +95,8 @@ Status UnpackAddressRecord(const AddressRecordFormat& f, std::span<const uint8_t
     const std::string rail = what + " rail " + std::to_string(i);
     if (ipv4 == 0 || ipv4 == 0xffffffffu) return InvalidArgument(rail + " has no usable IPv4 address");
     if (port == 0) return InvalidArgument(rail + " has port 0");
-    if (reserved != 0) return InvalidArgument(rail + " has reserved bits set");
-    RY_RETURN_IF_ERROR(onRail(i, ipv4, port, p + 8));
+    if (reserved != 0 && !f.ownsRailWord) return InvalidArgument(rail + " has reserved bits set");
+    RY_RETURN_IF_ERROR(onRail(i, ipv4, port, p + (f.ownsRailWord ? 6 : 8)));
   }
   *workerId = id;
   return Status::Ok();

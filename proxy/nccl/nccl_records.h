@@ -17,7 +17,8 @@
 
 namespace railyard::proxy::nccl {
 
-/// Bytes of a packed Worker address a handle can carry (a TCP Worker of up to 3 rails).
+/// Bytes of a packed Worker address a handle can carry (a TCP Worker of up to 3 rails, a
+/// fabric-mode host address of up to 6).
 inline constexpr size_t kHandleAddressBytes = 64;
 /// Most bytes of a packed Worker address or RemoteKey accepted from a peer.
 inline constexpr size_t kMaxPackedBytes = 512;

@@ -27,11 +27,12 @@ CableEndpoint::CableEndpoint(std::unique_ptr<fabric::Endpoint> inner, CableSetDo
       localIndices_(std::move(localIndices)),
       peerIndices_(std::move(peerIndices)) {}
 
-Status CableEndpoint::Local(const fabric::LocalSlice& in, fabric::LocalSlice* out) {
+Status CableEndpoint::Local(const fabric::LocalSlice& in, fabric::LocalSlice* out,
+                            std::shared_ptr<const fabric::Region>* hold) {
   if (in.region == nullptr) return InvalidArgument("fabric mode: no local region");
-  const fabric::Region* view = set_->ViewFor(in.region, cable_, localIndices_);
-  if (view == nullptr) return InvalidArgument("fabric mode: the local region is not registered in this Domain");
-  *out = fabric::LocalSlice{view, in.offset, in.bytes};
+  *hold = set_->ViewFor(in.region, cable_, localIndices_);
+  if (*hold == nullptr) return InvalidArgument("fabric mode: the local region is not registered in this Domain");
+  *out = fabric::LocalSlice{hold->get(), in.offset, in.bytes};
   return Status::Ok();
 }
 
@@ -43,7 +44,8 @@ Status CableEndpoint::Write(const fabric::LocalSlice& src, const fabric::RemoteK
                             uint64_t cookie, std::optional<uint32_t> immediate) {
   fabric::LocalSlice s;
   fabric::RemoteKey k;
-  RY_RETURN_IF_ERROR(Local(src, &s));
+  std::shared_ptr<const fabric::Region> hold;
+  RY_RETURN_IF_ERROR(Local(src, &s, &hold));
   RY_RETURN_IF_ERROR(Cut(key, &k));
   return inner_->Write(s, k, remoteAddr, cookie, immediate);
 }
@@ -52,7 +54,8 @@ Status CableEndpoint::WriteFinal(const fabric::LocalSlice& src, const fabric::Re
                                  uint64_t cookie, uint32_t immediate, uint64_t opBytes) {
   fabric::LocalSlice s;
   fabric::RemoteKey k;
-  RY_RETURN_IF_ERROR(Local(src, &s));
+  std::shared_ptr<const fabric::Region> hold;
+  RY_RETURN_IF_ERROR(Local(src, &s, &hold));
   RY_RETURN_IF_ERROR(Cut(key, &k));
   return inner_->WriteFinal(s, k, remoteAddr, cookie, immediate, opBytes);
 }
@@ -61,7 +64,8 @@ Status CableEndpoint::WriteLazy(const fabric::LocalSlice& src, const fabric::Rem
                                 uint64_t cookie, std::optional<uint32_t> immediate) {
   fabric::LocalSlice s;
   fabric::RemoteKey k;
-  RY_RETURN_IF_ERROR(Local(src, &s));
+  std::shared_ptr<const fabric::Region> hold;
+  RY_RETURN_IF_ERROR(Local(src, &s, &hold));
   RY_RETURN_IF_ERROR(Cut(key, &k));
   return inner_->WriteLazy(s, k, remoteAddr, cookie, immediate);
 }
@@ -70,7 +74,8 @@ Status CableEndpoint::Read(const fabric::LocalSlice& dst, const fabric::RemoteKe
                            uint64_t cookie) {
   fabric::LocalSlice s;
   fabric::RemoteKey k;
-  RY_RETURN_IF_ERROR(Local(dst, &s));
+  std::shared_ptr<const fabric::Region> hold;
+  RY_RETURN_IF_ERROR(Local(dst, &s, &hold));
   RY_RETURN_IF_ERROR(Cut(key, &k));
   return inner_->Read(s, k, remoteAddr, cookie);
 }

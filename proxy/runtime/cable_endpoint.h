@@ -54,7 +54,8 @@ class CableEndpoint : public fabric::Endpoint {
   void QuietPeerClose() override { inner_->QuietPeerClose(); }
 
  private:
-  Status Local(const fabric::LocalSlice& in, fabric::LocalSlice* out);
+  /// The view of `in`'s region (kept alive in *hold for the post) as *out.
+  Status Local(const fabric::LocalSlice& in, fabric::LocalSlice* out, std::shared_ptr<const fabric::Region>* hold);
   Status Cut(const fabric::RemoteKey& in, fabric::RemoteKey* out) const;
 
   std::unique_ptr<fabric::Endpoint> inner_;

@@ -25,7 +25,7 @@ namespace railyard::runtime {
 namespace {
 
 constexpr uint32_t kHostMagic = 0x41485952;  // "RYHA"
-constexpr size_t kHostPerRail = 12;
+constexpr size_t kHostPerRail = 8;
 
 uint64_t RandomId() {
   std::random_device rd;
@@ -60,7 +60,8 @@ struct Cable {
   fabric::Domain* domain = nullptr;
   std::unique_ptr<fabric::Domain> ownedDomain;
   bool verbs = false;
-  std::vector<uint8_t> railIndices;  ///< this host's fabric rail index of each cable rail
+  std::vector<fabric::RailInfo> rails;  ///< this host's rails of the cable (graph addresses, link order)
+  std::vector<uint8_t> railIndices;     ///< this host's fabric rail index of each cable rail
   /// With a fixed listenPort: the relayed Endpoints' Domain (each makes its own Worker,
   /// which cannot bind the fixed port again); ephemeral ports, the same regions.
   std::unique_ptr<fabric::Domain> relayDomain;
@@ -105,6 +106,7 @@ class CableSetWorker : public fabric::Worker {
     // relay on a shortest path (a different first hop), used in turn.
     std::vector<std::unique_ptr<fabric::Endpoint>> routes;
     std::vector<uint64_t> firstHops;
+    Status mismatch = Status::Ok();
     if (!multiRoute_) groups.resize(1);
     for (const CableGroup& group : groups) {
       fabric::relay::SourcePlan plan;
@@ -122,11 +124,14 @@ class CableSetWorker : public fabric::Worker {
                             " (a cable that came up after this Worker started and could not be taken: see the WARN)");
       }
       if (cable->verbs != group.verbs) {
-        if (!routes.empty()) continue;
-        return InvalidUsage(std::string("fabric mode: the peer's cable runs ") + (group.verbs ? "verbs" : "TCP") +
-                            " but this host's cable to " + g.HostName(plan.neighbour) + " runs " +
-                            (cable->verbs ? "verbs" : "TCP") +
-                            " (a route keeps one transport on every leg: RDMA ports on some hosts only?)");
+        // Another of the peer's cables may match; said only when none does.
+        if (mismatch.ok()) {
+          mismatch = InvalidUsage(std::string("fabric mode: the peer's cable runs ") + (group.verbs ? "verbs" : "TCP") +
+                                  " but this host's cable to " + g.HostName(plan.neighbour) + " runs " +
+                                  (cable->verbs ? "verbs" : "TCP") +
+                                  " (a route keeps one transport on every leg: RDMA ports on some hosts only?)");
+        }
+        continue;
       }
       std::unique_ptr<fabric::Endpoint> ep;
       Status c = cable->worker->Connect(group.address, &ep);
@@ -139,6 +144,7 @@ class CableSetWorker : public fabric::Worker {
       firstHops.push_back(plan.neighbour);
       if (plan.relay.empty()) break;  // straight over a cable: that one only
     }
+    if (routes.empty()) return mismatch.ok() ? InvalidUsage("fabric mode: no cable of the peer can be reached") : mismatch;
     if (routes.size() == 1) {
       *out = std::move(routes.front());
     } else {
@@ -185,6 +191,7 @@ class CableSetWorker : public fabric::Worker {
     if (t.rails.empty()) return Status::Ok();
     if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
     RY_RETURN_IF_ERROR(set_->CableRailIndices(t.rails, &c.railIndices, &c.verbs));
+    c.rails = t.rails;
     std::unique_ptr<fabric::Worker> direct;
     std::unique_ptr<fabric::relay::RelayClient> client;
     if (c.verbs) {
@@ -255,7 +262,7 @@ class CableSetWorker : public fabric::Worker {
         // rail's address is where it listens (VerbsOptions::bootstrapAddress).
         fabric::verbs::VerbsAddress v;
         RY_RETURN_IF_ERROR(fabric::verbs::VerbsAddress::Unpack(c.worker->Address(), &v));
-        const std::vector<fabric::RailInfo>& rails = c.domain->rails();
+        const std::vector<fabric::RailInfo>& rails = c.rails;  // the graph's addresses (the listener binds rails[0])
         for (size_t i = 0; i < rails.size() && i < c.railIndices.size(); ++i) {
           in_addr ip{};
           if (inet_pton(AF_INET, rails[i].address.c_str(), &ip) != 1) continue;
@@ -310,10 +317,15 @@ CableSetOptions CableSetOptions::FromConfig(const env::Config& config, uint64_t 
 }
 
 namespace {
-const fabric::AddressRecordFormat kHostAddressFormat{kHostMagic, HostAddress::kVersion, kHostPerRail,
-                                                     HostAddress::kMaxRails, "host address", [](uint32_t) {
+const fabric::AddressRecordFormat kHostAddressFormat{kHostMagic,
+                                                     HostAddress::kVersion,
+                                                     kHostPerRail,
+                                                     HostAddress::kMaxRails,
+                                                     "host address",
+                                                     [](uint32_t) {
                                                        return std::string("not a Railyard fabric-mode host address");
-                                                     }};
+                                                     },
+                                                     /*ownsRailWord=*/true};
 }  // namespace
 
 std::vector<uint8_t> HostAddress::Pack() const {
@@ -332,7 +344,6 @@ Status HostAddress::Unpack(std::span<const uint8_t> b, HostAddress* out) {
         if (slot[1] >= fabric::RemoteKey::kMaxRails) {
           return InvalidArgument(rail + " has rail index " + std::to_string(slot[1]) + " (0..15)");
         }
-        if (slot[2] != 0 || slot[3] != 0) return InvalidArgument(rail + " has non-zero reserved bytes");
         a.rails.push_back({ipv4, port, slot[0] == 1, slot[1]});
         return Status::Ok();
       }));
@@ -501,31 +512,34 @@ Status CableSetDomain::Register(void* addr, uint64_t bytes, uint32_t access, fab
     }
   }
   std::shared_ptr<fabric::RegionRecord> rec;
-  if (Status s = regions_->Register(addr, bytes, access, kind, &rec, vr != nullptr ? &keys : nullptr); !s.ok()) {
-    if (vr != nullptr) (void)verbsAll_->Deregister(vr);
-    return s;
-  }
-  if (vr != nullptr) {
-    std::lock_guard lock(mu_);
-    verbsRegions_[&rec->region()] = vr;
+  {
+    std::lock_guard lock(mu_);  // with Deregister's: the table and the verbs map change together
+    if (Status s = regions_->Register(addr, bytes, access, kind, &rec, vr != nullptr ? &keys : nullptr); !s.ok()) {
+      if (vr != nullptr) (void)verbsAll_->Deregister(vr);
+      return s;
+    }
+    if (vr != nullptr) verbsRegions_[&rec->region()] = vr;
   }
   *out = &rec->region();
   return Status::Ok();
 }
 
 Status CableSetDomain::Deregister(const fabric::Region* region) {
-  RY_RETURN_IF_ERROR(regions_->Deregister(region));  // TCP: nothing lands any more
+  // The verbs side is taken out of the maps first, under mu_, while `region` is still
+  // registered: a Register on another thread cannot reuse its address before then.
   const fabric::Region* vr = nullptr;
   {
     std::lock_guard lock(mu_);
+    if (regions_->Find(region) == nullptr) return InvalidArgument("fabric mode: deregister of a region not registered here");
     auto it = verbsRegions_.find(region);
     if (it != verbsRegions_.end()) {
       vr = it->second;
       verbsRegions_.erase(it);
     }
     for (auto v = views_.begin(); v != views_.end();) {
-      v = v->first.first == region ? views_.erase(v) : std::next(v);
+      v = v->first.first == region ? views_.erase(v) : std::next(v);  // a post holding one keeps it alive
     }
+    RY_RETURN_IF_ERROR(regions_->Deregister(region));  // TCP: nothing lands any more
   }
   if (vr != nullptr) return verbsAll_->Deregister(vr);  // the HCA refuses every remote access from here
   return Status::Ok();
@@ -560,14 +574,15 @@ Status CableSetDomain::VerbsDomainOf(uint64_t neighbour, const std::vector<fabri
                                      const std::vector<uint8_t>& indices, fabric::Domain** out) {
   std::lock_guard lock(mu_);
   auto it = cableVerbs_.find(neighbour);
-  if (it != cableVerbs_.end() && it->second->rails().size() == indices.size()) {
-    *out = it->second.get();
+  if (it != cableVerbs_.end() && it->second.indices == indices &&
+      it->second.domain->rails().front().address == cableRails.front().address) {
+    *out = it->second.domain.get();
     return Status::Ok();
   }
   if (it != cableVerbs_.end()) {
     // The cable's rails changed since: a Domain for the new set (the old one stays
     // for the Workers still using it).
-    retiredVerbs_.push_back(std::move(it->second));
+    retiredVerbs_.push_back(std::move(it->second.domain));
     cableVerbs_.erase(it);
   }
   std::vector<std::string> names;
@@ -587,18 +602,18 @@ Status CableSetDomain::VerbsDomainOf(uint64_t neighbour, const std::vector<fabri
   std::unique_ptr<fabric::Domain> d;
   RY_RETURN_IF_ERROR(fabric::verbs::CreateVerbsDomainOn(v, options_.ib, names, &d));
   *out = d.get();
-  cableVerbs_[neighbour] = std::move(d);
+  cableVerbs_[neighbour] = CableVerbs{std::move(d), indices};
   return Status::Ok();
 }
 
-const fabric::Region* CableSetDomain::ViewFor(const fabric::Region* region, const fabric::Domain* cable,
-                                              const std::vector<uint8_t>& indices) {
+std::shared_ptr<const fabric::Region> CableSetDomain::ViewFor(const fabric::Region* region, const fabric::Domain* cable,
+                                                              const std::vector<uint8_t>& indices) {
   std::lock_guard lock(mu_);
   auto key = std::make_pair(region, cable);
   auto it = views_.find(key);
-  if (it != views_.end()) return it->second.get();
+  if (it != views_.end()) return it->second;
   if (verbsRegions_.count(region) == 0) return nullptr;
-  auto view = std::make_unique<fabric::Region>(*region);
+  auto view = std::make_shared<fabric::Region>(*region);
   view->railLkeys.clear();
   view->railRkeys.clear();
   view->railMr.clear();
@@ -608,9 +623,8 @@ const fabric::Region* CableSetDomain::ViewFor(const fabric::Region* region, cons
     view->railRkeys.push_back(region->railRkeys[i]);
     view->railMr.push_back(region->railMr[i]);
   }
-  const fabric::Region* p = view.get();
-  views_[key] = std::move(view);
-  return p;
+  views_[key] = view;
+  return view;
 }
 
 }  // namespace railyard::runtime

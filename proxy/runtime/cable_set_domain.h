@@ -27,7 +27,8 @@
 //     rails (CableEndpoint); its relayed routes go through the Forwarders' verbs ports
 //     (RAILYARD_FABRIC_RELAY_VERBS_PORT), RDMA on every leg. A cable is taken to run
 //     the same transport at both ends (RDMA ports on both, as on a cabled ConnectX
-//     pair); a peer whose cable runs the other one is refused at Connect by name.
+//     pair); a peer whose cable runs the other one is refused at Connect by name. A rail
+//     whose RDMA port is down when the Domain is made stays TCP for its life.
 //   - Relays are named in errors by their host in the graph ("via h1 (10.0.1.2:29519)").
 //   - Address (HostAddress below): every rail's IPv4 and listening port, so a
 //     connector picks the cable itself: the one whose entry host is this host (a
@@ -56,11 +57,11 @@
 namespace railyard::runtime {
 
 /// A CableSetWorker's packed address: magic "RYHA", version u16, rails u16, worker
-/// id u64, then per rail 12 bytes: IPv4 (network order) u32, port u16, reserved u16
-/// = 0, transport u8 (0 TCP, 1 verbs), fabric rail index u8 (the rail's slot in the
-/// host's RemoteKeys: CableSetDomain::rails() order), reserved u16 = 0: 16 + 12 x
-/// rails bytes (64 for 4 rails: an NCCL handle's address area). A verbs cable's rails
-/// all carry its Worker's bootstrap port; its first rail's IPv4 is where that listens.
+/// id u64, then per rail 8 bytes: IPv4 (network order) u32, port u16, transport u8
+/// (0 TCP, 1 verbs), fabric rail index u8 (the rail's slot in the host's RemoteKeys:
+/// CableSetDomain::rails() order): 16 + 8 x rails bytes (64 for 6 rails: an NCCL
+/// handle's address area). A verbs cable's rails all carry its Worker's bootstrap
+/// port; its first rail's IPv4 is where that listens.
 struct HostAddress {
   /// 2: the transport and rail index of every rail (issue 10: fabric mode over RDMA).
   static constexpr uint16_t kVersion = 2;
@@ -77,7 +78,7 @@ struct HostAddress {
 
   std::vector<uint8_t> Pack() const;
   /// Validates exact size, magic, version, 1..kMaxRails rails, non-zero id, ports and
-  /// addresses, zero reserved bytes, a transport of 0 or 1 and a rail index < 16.
+  /// addresses, a transport of 0 or 1 and a rail index < 16.
   /// InvalidArgument naming what is wrong.
   static Status Unpack(std::span<const uint8_t> bytes, HostAddress* out);
   bool operator==(const HostAddress&) const = default;
@@ -138,6 +139,8 @@ class CableSetDomain : public fabric::Domain {
   Status Deregister(const fabric::Region* region) override;
   /// A CableSetWorker over the cables the graph knows now. SystemError when a cable's
   /// rails cannot be listened on; InvalidUsage when the graph has no cable of this host.
+  /// The Domain must outlive its Workers (they take cables from it as they come up,
+  /// and its verbs cable Domains are theirs).
   Status CreateWorker(std::unique_ptr<fabric::Worker>* out) override;
 
   const CableSetOptions& options() const { return options_; }
@@ -153,10 +156,11 @@ class CableSetDomain : public fabric::Domain {
   Status VerbsDomainOf(uint64_t neighbour, const std::vector<fabric::RailInfo>& cableRails,
                        const std::vector<uint8_t>& indices, fabric::Domain** out);
   /// A view of `region` (one of this Domain's) for the verbs Domain `cable` of fabric
-  /// rails `indices`: the same bytes, their rails' keys. Kept until `region` is
-  /// deregistered. nullptr for a region not registered here.
-  const fabric::Region* ViewFor(const fabric::Region* region, const fabric::Domain* cable,
-                                const std::vector<uint8_t>& indices);
+  /// rails `indices`: the same bytes, their rails' keys. Cached until `region` is
+  /// deregistered (a caller's reference keeps it alive through its post). nullptr for
+  /// a region not registered here (or without RDMA keys), or an index beyond its rails.
+  std::shared_ptr<const fabric::Region> ViewFor(const fabric::Region* region, const fabric::Domain* cable,
+                                                const std::vector<uint8_t>& indices);
 
  private:
   explicit CableSetDomain(CableSetOptions options);
@@ -169,9 +173,13 @@ class CableSetDomain : public fabric::Domain {
   std::vector<int> verbsRailOf_;
   std::mutex mu_;  ///< guards the maps below (Register may run beside the Workers)
   std::map<const fabric::Region*, const fabric::Region*> verbsRegions_;  ///< table region -> verbsAll_ region
-  std::map<uint64_t, std::unique_ptr<fabric::Domain>> cableVerbs_;      ///< neighbour -> its verbs Domain
+  struct CableVerbs {
+    std::unique_ptr<fabric::Domain> domain;
+    std::vector<uint8_t> indices;  ///< the fabric rails it is over
+  };
+  std::map<uint64_t, CableVerbs> cableVerbs_;  ///< neighbour -> its verbs Domain
   std::vector<std::unique_ptr<fabric::Domain>> retiredVerbs_;            ///< replaced ones, kept for their Workers
-  std::map<std::pair<const fabric::Region*, const fabric::Domain*>, std::unique_ptr<fabric::Region>> views_;
+  std::map<std::pair<const fabric::Region*, const fabric::Domain*>, std::shared_ptr<const fabric::Region>> views_;
 };
 
 /// One cable of a peer's HostAddress, as a connector sees it.

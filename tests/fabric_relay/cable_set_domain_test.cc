@@ -234,7 +234,7 @@ TEST_F(CableSetTest, HostAddressesAreValidated) {
   bad[0] ^= 1;
   EXPECT_EQ(HostAddress::Unpack(bad, &h).code(), Code::kInvalidArgument);
   bad = good;
-  bad[16 + 6] = 1;  // reserved bits of rail 0
+  bad[16 + 6] = 2;  // rail 0's transport (0 TCP, 1 verbs)
   EXPECT_EQ(HostAddress::Unpack(bad, &h).code(), Code::kInvalidArgument);
   // A host address whose rails are on no cable of the graph is refused at Connect.
   HostAddress off;
@@ -647,7 +647,7 @@ TEST(HostAddressV2, TransportAndRailIndexAreCarriedAndChecked) {
   h.rails.push_back({Ip4("10.0.1.1"), 40100, true, 3});
   h.rails.push_back({Ip4("10.3.0.2"), 51000, false, 0});
   const std::vector<uint8_t> packed = h.Pack();
-  ASSERT_EQ(packed.size(), 16u + 12u * 3);
+  ASSERT_EQ(packed.size(), 16u + 8u * 3);
   HostAddress back;
   ASSERT_TRUE(HostAddress::Unpack(packed, &back).ok());
   EXPECT_EQ(back, h);
@@ -659,9 +659,8 @@ TEST(HostAddressV2, TransportAndRailIndexAreCarriedAndChecked) {
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << at;
     EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
   };
-  refused(16 + 8, 2, "transport 2");              // rail 0's transport byte
-  refused(16 + 12 + 9, 16, "rail index 16");      // rail 1's rail index
-  refused(16 + 24 + 10, 1, "non-zero reserved");  // rail 2's trailing reserved bytes
+  refused(16 + 6, 2, "transport 2");         // rail 0's transport byte
+  refused(16 + 8 + 7, 16, "rail index 16");  // rail 1's rail index
   // A version-1 address (8-byte rails) is refused by version.
   std::vector<uint8_t> v1 = packed;
   v1[4] = 1;

@@ -167,6 +167,7 @@ TEST(GraphRoutes, ResolveFnStraightOnThroughTheNextRelayAndRefusals) {
   ASSERT_TRUE(h1(Address({"10.1.0.1", "10.1.1.1"}), &hop).ok());
   EXPECT_EQ(hop.port, 1u);
   EXPECT_TRUE(hop.via.empty());
+  EXPECT_TRUE(hop.local);  // a target only: Forwarder::Open refuses it as a source
   // Refused: its own Forwarder port (a route into itself), an address off the graph, loopback.
   Status s = h1(Address({"10.1.0.1", "10.1.1.1"}, kPort), &hop);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
@@ -281,6 +282,10 @@ TEST(GraphRoutes, VerbsResolveLeavesByTheVerbsPortOnly) {
   EXPECT_EQ(hop.port, 3u);
   EXPECT_TRUE(hop.via.empty());
   EXPECT_EQ(h1(VerbsAt("10.1.0.1", kVerbsPort), &hop).code(), Code::kInvalidUsage);  // its own verbs port
+  EXPECT_EQ(h1(VerbsAt("10.1.0.1", kPort), &hop).code(), Code::kInvalidUsage);       // and its TCP one
+  EXPECT_EQ(h1(Address({"10.1.0.1"}, kVerbsPort), &hop).code(), Code::kInvalidUsage);
+  ASSERT_TRUE(h1(VerbsAt("10.2.0.2"), &hop).ok());
+  EXPECT_FALSE(hop.local);
 }
 
 TEST(GraphRoutes, CableRailsInLinkOrder) {

@@ -75,7 +75,7 @@ void Forwarder::Open(size_t port, const Control& c, uint64_t peer) {
   // The source must be a neighbour on this very port: the way back is never steered.
   NextHop back;
   s = resolve_(o.source, &back);
-  if (!s.ok() || back.port != port || !back.via.empty()) {
+  if (!s.ok() || back.port != port || !back.via.empty() || back.local) {
     return Refuse("relay open from a source that is not a neighbour on port " + std::to_string(port) +
                   (s.ok() ? std::string() : ": " + s.message()));
   }

@@ -40,6 +40,10 @@ namespace railyard::fabric::relay {
 struct NextHop {
   size_t port = 0;           ///< the Forwarder port to leave by
   std::vector<uint8_t> via;  ///< empty: straight to the address; else the next relay's port address
+  /// The address is this relay host's own (a Worker of a process here): a route may
+  /// be carried to it, never come from it (Open refuses such a source: a neighbour
+  /// could otherwise point a route's way back into a local process).
+  bool local = false;
 };
 /// The relay host's routing: Ok with the next hop, or InvalidUsage saying why the
 /// address is not one this relay carries to (not a graph host, not over a rail, ...).

@@ -26,6 +26,9 @@ void Cables(const topology::ClusterGraph& g, uint64_t self, std::vector<uint64_t
   }
 }
 
+/// Between rebuilds that retry verbs ports which could not be made (ms).
+constexpr int kVerbsRetryMs = 5000;
+
 /// Longest sleep of the relay thread in poll while its Forwarder is quiet (ms).
 constexpr int kQuietWaitMs = 5;
 
@@ -197,14 +200,13 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
                                MakeGraphResolveFn(graph_, self_, portNeighbours, options_.port, kinds,
                                                   options_.verbsPort),
                                &f, onward);
+  verbsShort_ = false;
   if (!s.ok() && ports.size() > tcpPorts) {
-    // A verbs port's Worker could not be made (its bootstrap port taken, a device
-    // gone): serve TCP routes anyway, and say why the RDMA ones are refused.
-    const std::string why = "no verbs ports (" + s.message() + ")";
-    if (why != verbsWarned_) {
-      verbsWarned_ = why;
-      RY_WARN("fabric relay: %s; verbs routes through this host are refused, TCP routes still served", why.c_str());
-    }
+    // Without the verbs ports: when that serves, a verbs port's Worker was what failed
+    // (its bootstrap port still held by the seat's previous holder, a device gone):
+    // TCP routes are served meanwhile and the verbs ports retried (Run, while no route
+    // is open). When it fails too, the TCP ports are the problem (problem_ below).
+    const std::string verbsFailure = s.message();
     ports.resize(tcpPorts);
     onward.resize(tcpPorts);
     portNeighbours.resize(tcpPorts);
@@ -213,6 +215,16 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
     s = Forwarder::Create(ports, options_.relay,
                           MakeGraphResolveFn(graph_, self_, portNeighbours, options_.port, kinds, options_.verbsPort),
                           &f, onward);
+    if (s.ok()) {
+      verbsShort_ = true;
+      const std::string why = "no verbs ports yet (" + verbsFailure + ")";
+      if (why != verbsWarned_) {
+        verbsWarned_ = why;
+        RY_WARN("fabric relay: %s; verbs routes through this host are refused until they can be made (retried "
+                "every %d ms while no route is open), TCP routes served",
+                why.c_str(), kVerbsRetryMs);
+      }
+    }
   }
   std::vector<uint64_t> verbsNeighbours(portNeighbours.begin() + static_cast<std::ptrdiff_t>(tcpPorts),
                                         portNeighbours.end());
@@ -285,6 +297,7 @@ void ForwarderHost::Run() {
   Clock::time_point nextCheck{};
   std::string lastLogged, lastWarned;
   Clock::time_point failingSince{};  // when the builds began to fail for a real cause
+  Clock::time_point nextVerbsRetry = Clock::now() + std::chrono::milliseconds(kVerbsRetryMs);
   int idle = 0;
   while (!stop_.load()) {
     const auto now = Clock::now();
@@ -306,8 +319,14 @@ void ForwarderHost::Run() {
           std::vector<std::vector<RailInfo>> c;
           Cables(g, self_, &n, &c);
           std::lock_guard lock(mu_);
-          // New cables (or rails) are served once no route is open on the old ones.
-          rebuild = (n != neighbours_ || !SameRails(c, cables_)) && forwarder_->stats().routesOpen == 0;
+          // New cables (or rails) are served once no route is open on the old ones; so
+          // are verbs ports that could not be made at the last build.
+          const bool noRoute = forwarder_->stats().routesOpen == 0;
+          rebuild = (n != neighbours_ || !SameRails(c, cables_)) && noRoute;
+          if (!rebuild && verbsShort_ && noRoute && now >= nextVerbsRetry) {
+            nextVerbsRetry = now + std::chrono::milliseconds(kVerbsRetryMs);
+            rebuild = true;
+          }
         }
         if (rebuild) {
           Drop();

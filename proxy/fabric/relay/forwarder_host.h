@@ -17,8 +17,12 @@
 // Domain on those ports whose bootstrap listener binds the cable's first rail at
 // RAILYARD_FABRIC_RELAY_VERBS_PORT (graph_routes.h), with its onward verbs Domain.
 // Verbs routes then cross this host in registered rings written with RDMA WRITE WITH
-// IMM; TCP routes keep the TCP port. A verbs port that cannot be made (a bind
-// refused, no ports) is warned once and left out: the TCP relay still serves.
+// IMM; TCP routes keep the TCP port. A cable whose verbs Domain cannot be made is
+// warned once and left TCP only; when the verbs ports' Workers cannot be made (their
+// port still bound by the seat's previous holder), the TCP ports serve alone, warned
+// once, and the verbs ports are retried every 5 s while no route is open. The host's
+// RDMA ports are opened by this thread for railyardd, which does not watch their
+// async events (a port gone shows as its QPs' errors).
 #pragma once
 
 #include <atomic>
@@ -131,11 +135,13 @@ class ForwarderHost {
   std::atomic<bool> serving_{false};
   std::atomic<bool> draining_{false};
   mutable std::mutex mu_;  ///< guards the fields below against stats()/PortNeighbours()
-  std::vector<std::unique_ptr<Domain>> domains_;  ///< per cable: its port Domain, then its onward Domain
+  /// Per cable its TCP port Domain and onward Domain, then per RDMA cable its verbs pair.
+  std::vector<std::unique_ptr<Domain>> domains_;
   std::unique_ptr<Forwarder> forwarder_;
   std::vector<uint64_t> neighbours_;
   std::vector<uint64_t> verbsNeighbours_;
-  bool ibTried_ = false;        ///< the thread opened (or failed to open) the RDMA ports
+  bool verbsShort_ = false;     ///< the last build served without its verbs ports (retried)
+  bool ibTried_ = false;        ///< the thread opened (or failed to open) the RDMA ports (thread only)
   std::string verbsWarned_;     ///< the last verbs-port problem warned about
   std::vector<std::vector<RailInfo>> cables_;  ///< the rails the Forwarder was built on
   std::string problem_;

@@ -25,8 +25,9 @@ std::string HostText(const topology::ClusterGraph& g, uint64_t h) {
   return name.empty() ? std::string(id) : name;
 }
 
-/// Whether packed `address` (already located) listens at `port` on any rail.
+/// Whether packed `address` (already located) listens at `port` (non-zero) on any rail.
 bool AtPort(std::span<const uint8_t> address, uint16_t port) {
+  if (port == 0) return false;
   tcp::WorkerAddress w;
   if (tcp::WorkerAddress::Unpack(address, &w).ok()) {
     return std::any_of(w.rails.begin(), w.rails.end(), [port](const auto& r) { return r.port == port; });
@@ -199,7 +200,7 @@ ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t>
     // over that cable's rails. Sources route here when the address they hold lists
     // only that cable (it was taken before this host's other cables came up) and this
     // host is their first hop towards c.entry.
-    if (c.owner == self && AtPort(address, kind == AddressKind::kVerbs ? verbsForwarderPort : forwarderPort)) {
+    if (c.owner == self && (AtPort(address, forwarderPort) || AtPort(address, verbsForwarderPort))) {
       return InvalidUsage("the address is this relay's own Forwarder port");  // a route into itself
     }
     uint64_t next = c.owner == self ? c.entry : c.owner;
@@ -214,6 +215,7 @@ ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t>
     }
     NextHop hop;
     hop.port = port;
+    hop.local = c.owner == self;
     if (c.owner != self && c.entry != self) {
       RY_RETURN_IF_ERROR(ForwarderAddress(g, next, self, kind == AddressKind::kVerbs ? verbsForwarderPort : forwarderPort,
                                           &hop.via, kind));

@@ -36,7 +36,8 @@
 //
 // Everything is refused (InvalidUsage naming why) that is not a graph host over
 // rails: an unpackable address, a rail address no link of the graph has, rails of
-// different hosts or cables, a host with no route.
+// different hosts or cables, a host with no route, this relay's own Forwarder ports
+// (either kind); and this host's own addresses as a route's source (NextHop::local).
 #pragma once
 
 #include <cstdint>
@@ -121,7 +122,9 @@ RouteFn MakeGraphRouteFn(GraphFn graph, uint64_t self, uint64_t neighbour, uint1
 /// leaves by the port facing the next hop whose kind is the address's; the next
 /// relay's port address is of that kind too (TCP at `forwarderPort`, verbs at
 /// `verbsForwarderPort`); this host's own addresses leave by the port facing their
-/// cable's other end, straight. Refuses everything LocatePacked refuses;
+/// cable's other end, straight, marked NextHop::local (a target only: Forwarder::Open
+/// refuses such a source). Refuses this relay's own Forwarder ports (TCP or verbs)
+/// and everything LocatePacked refuses;
 /// InvalidUsage when the next hop has no port of that kind here
 /// (e.g. a verbs address toward a cable without RDMA ports).
 ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t> portNeighbours,
