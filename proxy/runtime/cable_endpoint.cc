@@ -40,44 +40,37 @@ Status CableEndpoint::Cut(const fabric::RemoteKey& in, fabric::RemoteKey* out) c
   return CutRemoteKey(in, peerIndices_, out);
 }
 
+Status CableEndpoint::Translate(const fabric::LocalSlice& local, const fabric::RemoteKey& key, Translated* out) {
+  RY_RETURN_IF_ERROR(Local(local, &out->local, &out->hold));
+  return Cut(key, &out->key);
+}
+
 Status CableEndpoint::Write(const fabric::LocalSlice& src, const fabric::RemoteKey& key, uint64_t remoteAddr,
                             uint64_t cookie, std::optional<uint32_t> immediate) {
-  fabric::LocalSlice s;
-  fabric::RemoteKey k;
-  std::shared_ptr<const fabric::Region> hold;
-  RY_RETURN_IF_ERROR(Local(src, &s, &hold));
-  RY_RETURN_IF_ERROR(Cut(key, &k));
-  return inner_->Write(s, k, remoteAddr, cookie, immediate);
+  Translated t;
+  RY_RETURN_IF_ERROR(Translate(src, key, &t));
+  return inner_->Write(t.local, t.key, remoteAddr, cookie, immediate);
 }
 
 Status CableEndpoint::WriteFinal(const fabric::LocalSlice& src, const fabric::RemoteKey& key, uint64_t remoteAddr,
                                  uint64_t cookie, uint32_t immediate, uint64_t opBytes) {
-  fabric::LocalSlice s;
-  fabric::RemoteKey k;
-  std::shared_ptr<const fabric::Region> hold;
-  RY_RETURN_IF_ERROR(Local(src, &s, &hold));
-  RY_RETURN_IF_ERROR(Cut(key, &k));
-  return inner_->WriteFinal(s, k, remoteAddr, cookie, immediate, opBytes);
+  Translated t;
+  RY_RETURN_IF_ERROR(Translate(src, key, &t));
+  return inner_->WriteFinal(t.local, t.key, remoteAddr, cookie, immediate, opBytes);
 }
 
 Status CableEndpoint::WriteLazy(const fabric::LocalSlice& src, const fabric::RemoteKey& key, uint64_t remoteAddr,
                                 uint64_t cookie, std::optional<uint32_t> immediate) {
-  fabric::LocalSlice s;
-  fabric::RemoteKey k;
-  std::shared_ptr<const fabric::Region> hold;
-  RY_RETURN_IF_ERROR(Local(src, &s, &hold));
-  RY_RETURN_IF_ERROR(Cut(key, &k));
-  return inner_->WriteLazy(s, k, remoteAddr, cookie, immediate);
+  Translated t;
+  RY_RETURN_IF_ERROR(Translate(src, key, &t));
+  return inner_->WriteLazy(t.local, t.key, remoteAddr, cookie, immediate);
 }
 
 Status CableEndpoint::Read(const fabric::LocalSlice& dst, const fabric::RemoteKey& key, uint64_t remoteAddr,
                            uint64_t cookie) {
-  fabric::LocalSlice s;
-  fabric::RemoteKey k;
-  std::shared_ptr<const fabric::Region> hold;
-  RY_RETURN_IF_ERROR(Local(dst, &s, &hold));
-  RY_RETURN_IF_ERROR(Cut(key, &k));
-  return inner_->Read(s, k, remoteAddr, cookie);
+  Translated t;
+  RY_RETURN_IF_ERROR(Translate(dst, key, &t));
+  return inner_->Read(t.local, t.key, remoteAddr, cookie);
 }
 
 Status CableEndpoint::FetchAdd(const fabric::RemoteKey& key, uint64_t remoteAddr, uint64_t add, uint64_t cookie) {

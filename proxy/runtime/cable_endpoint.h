@@ -57,6 +57,13 @@ class CableEndpoint : public fabric::Endpoint {
   /// The view of `in`'s region (kept alive in *hold for the post) as *out.
   Status Local(const fabric::LocalSlice& in, fabric::LocalSlice* out, std::shared_ptr<const fabric::Region>* hold);
   Status Cut(const fabric::RemoteKey& in, fabric::RemoteKey* out) const;
+  /// An op's local slice and remote key as the cable's Endpoint takes them.
+  struct Translated {
+    fabric::LocalSlice local;
+    fabric::RemoteKey key;
+    std::shared_ptr<const fabric::Region> hold;  ///< keeps the view alive through the post
+  };
+  Status Translate(const fabric::LocalSlice& local, const fabric::RemoteKey& key, Translated* out);
 
   std::unique_ptr<fabric::Endpoint> inner_;
   CableSetDomain* set_;
