@@ -268,6 +268,24 @@ Status CheckCombinations(const Config& c) {
                         "(make it a few intervals, e.g. " +
                         std::to_string(std::min(600000, 10 * c.discoveryIntervalMs)) + ")");
   }
+  {
+    // The TCP ports every host listens on, on its rails: each must be its own (a second
+    // bind of one fails at run time, in whichever service starts second).
+    const std::pair<const char*, int> ports[] = {
+        {"RAILYARD_RELAY_PORT", c.relayPort},
+        {"RAILYARD_FABRIC_RELAY_PORT", c.fabricRelayPort},
+        {"RAILYARD_FABRIC_RELAY_VERBS_PORT", c.fabricRelayVerbsPort},
+        {"RAILYARD_TIER_TUNNEL_PORT", c.tierTunnelPort},
+        {"RAILYARD_TIER_TUNNEL_PORT + 1 (snapshot tunnel)", c.tierTunnelPort + 1}};
+    for (size_t i = 0; i < std::size(ports); ++i) {
+      for (size_t j = i + 1; j < std::size(ports); ++j) {
+        if (ports[i].second != 0 && ports[i].second == ports[j].second) {
+          return InvalidUsage(std::string(ports[i].first) + " and " + ports[j].first + " are both port " +
+                              std::to_string(ports[i].second) + ": each of the rail ports must be its own");
+        }
+      }
+    }
+  }
   if (!c.addrRange.empty()) {
     // ApplyAddrRange accepted it as a CIDR of one family; a range of the other family than the
     // GIDs chosen can never match one (verbs GID selection would fail on every device).
@@ -425,6 +443,8 @@ std::string RenderMarkdown() {
         "Railyard's devices only outside fabric mode. A port that carries the default route is a "
         "rail only when `RAILYARD_SOCKET_IFNAME` names it exactly (`=eth0`).\n";
   md += "- `RAILYARD_DISCOVERY_DEAD_MS` must be larger than `RAILYARD_DISCOVERY_INTERVAL_MS`.\n";
+  md += "- `RAILYARD_RELAY_PORT`, `RAILYARD_FABRIC_RELAY_PORT`, `RAILYARD_FABRIC_RELAY_VERBS_PORT` (unless 0), "
+        "`RAILYARD_TIER_TUNNEL_PORT` and `RAILYARD_TIER_TUNNEL_PORT` + 1 must all differ.\n";
   md += "- An unknown `RAILYARD_*` variable is ignored with a warning that names the nearest "
         "known variable when one is close. The variables of the project's scripts and tests "
         "(`RAILYARD_SKIP_LANE`, `RAILYARD_SKIP_SANITIZE`, `RAILYARD_BUILD_DIR`, "

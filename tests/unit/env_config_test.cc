@@ -375,6 +375,19 @@ TEST(EnvConfig, DiscoveryDeadBelowIntervalIsRefused) {
   EXPECT_EQ(c.discoveryDeadMs, 201);
 }
 
+// The rail ports must differ: the verbs relay port on the snapshot tunnel's is refused
+// naming both; 0 (no verbs relay) collides with nothing.
+TEST(EnvConfig, RailPortsThatCollideAreRefused) {
+  Status st = ParseErr(FakeEnv{{{"RAILYARD_TIER_TUNNEL_PORT", "29521"}}});  // snapshot at 29522
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_THAT(st.message(), HasSubstr("RAILYARD_FABRIC_RELAY_VERBS_PORT and RAILYARD_TIER_TUNNEL_PORT + 1 "
+                                      "(snapshot tunnel) are both port 29522"));
+  st = ParseErr(FakeEnv{{{"RAILYARD_FABRIC_RELAY_PORT", "29518"}}});
+  EXPECT_THAT(st.message(), HasSubstr("RAILYARD_RELAY_PORT and RAILYARD_FABRIC_RELAY_PORT are both port 29518"));
+  Config c = ParseOk(FakeEnv{{{"RAILYARD_FABRIC_RELAY_VERBS_PORT", "0"}, {"RAILYARD_TIER_TUNNEL_PORT", "29521"}}});
+  EXPECT_EQ(c.fabricRelayVerbsPort, 0);
+}
+
 // Issue 8.3: the rail filter is RAILYARD_SOCKET_IFNAME's own value, never NCCL's.
 TEST(EnvConfig, RailFilterIgnoresNcclSocketIfname) {
   Config c = ParseOk(FakeEnv{{{"NCCL_SOCKET_IFNAME", "mgmt0"}}});
