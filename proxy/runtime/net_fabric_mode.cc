@@ -171,7 +171,8 @@ Status StartFabric(NetState& g) {
     // The process's RDMA ports (open for its life) serve the relay's verbs ports too.
     std::shared_ptr<proxy::verbs::IbPorts> ib;
     if (g.ib != nullptr && g.ib->size() > 0) ib = std::shared_ptr<proxy::verbs::IbPorts>(std::shared_ptr<void>(), g.ib.get());
-    if (Status s = fabric::relay::StartSeatForwarder(*g.router, *g.relay, *g.config, -1, &g.forwarder, std::move(ib));
+    if (Status s = fabric::relay::StartSeatForwarder(*g.router, *g.relay, *g.config, -1, &g.forwarder, std::move(ib),
+                                                     /*openIb=*/false);
         !s.ok()) {
       RY_INFO(log::kInit | log::kNet, "fabric: no fabric relay in this process: %s", s.message().c_str());
     }

@@ -144,7 +144,7 @@ void ForwarderHost::Drop() {
 }
 
 void ForwarderHost::OpenRdmaPortsOnce() {
-  if (options_.verbsPort == 0 || options_.ib || ibTried_) return;
+  if (options_.verbsPort == 0 || options_.ib || !options_.openIb || ibTried_) return;
   ibTried_ = true;  // once: opening the devices takes seconds under emulation
   std::unique_ptr<proxy::verbs::IbPorts> opened;
   if (Status s = proxy::verbs::IbPorts::Open(options_.verbs.config, &opened, nullptr); !s.ok()) {

@@ -62,9 +62,12 @@ struct ForwarderHostOptions {
   /// are set per cable).
   verbs::VerbsOptions verbs;
   /// The host's RDMA ports: the process's own (the plugin opens them once) or, when
-  /// null and verbsPort != 0, opened by the thread before its first build with
+  /// null, verbsPort != 0 and openIb, opened by the thread before its first build with
   /// `verbs.config` (railyardd), once.
   std::shared_ptr<proxy::verbs::IbPorts> ib;
+  /// Whether the thread may open the RDMA ports itself (railyardd); a rank process
+  /// passes its own or none (it opened them at init and found none).
+  bool openIb = false;
 
   /// Everything from `config` (RAILYARD_FABRIC_RELAY_PORT, RAILYARD_FABRIC_RELAY_VERBS_PORT,
   /// RAILYARD_TIMEOUT_MS, relay limits, the verbs port and link variables); `clusterKey`

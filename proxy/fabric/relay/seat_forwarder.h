@@ -18,12 +18,13 @@ namespace railyard::fabric::relay {
 /// `router` and `relay` must outlive it (destroy it first). Options from `config`,
 /// the cluster key from `router` (relay opens must carry its MAC when set); `rank`
 /// is named in errors (-1: railyardd). `ib`: the process's RDMA ports when it has
-/// opened them (the plugin); null: the ForwarderHost opens them itself for its verbs
-/// ports (railyardd; RAILYARD_FABRIC_RELAY_VERBS_PORT 0 opens nothing). Errors of
+/// opened them (the plugin); `openIb`: with no `ib`, the ForwarderHost opens them
+/// itself for its verbs ports (railyardd; RAILYARD_FABRIC_RELAY_VERBS_PORT 0 opens
+/// nothing); a rank process passes false (init found none). Errors of
 /// ForwarderHost::Start.
 Status StartSeatForwarder(const proxy::Router& router, const proxy::RelayService& relay, const env::Config& config,
                           int rank, std::unique_ptr<ForwarderHost>* out,
-                          std::shared_ptr<proxy::verbs::IbPorts> ib = nullptr);
+                          std::shared_ptr<proxy::verbs::IbPorts> ib = nullptr, bool openIb = true);
 
 /// The GraphFn of `router` (its cabling agent's graph now); `router` must outlive it.
 GraphFn RouterGraph(const proxy::Router& router);
