@@ -35,6 +35,7 @@ bool SnapshotWireOneInput(const uint8_t*, size_t);
 bool ExpertManifestOneInput(const uint8_t*, size_t);
 bool TcpFrameOneInput(const uint8_t*, size_t);
 bool VerbsWireOneInput(const uint8_t*, size_t);
+bool CableAddressOneInput(const uint8_t*, size_t);
 }  // namespace railyard::fuzz
 
 namespace {
@@ -104,6 +105,7 @@ TEST(FuzzReplay, SnapshotWire) { ReplayTarget("snapshot_wire", railyard::fuzz::S
 TEST(FuzzReplay, ExpertManifest) { ReplayTarget("expert_manifest", railyard::fuzz::ExpertManifestOneInput); }
 TEST(FuzzReplay, TcpFrame) { ReplayTarget("tcp_frame", railyard::fuzz::TcpFrameOneInput); }
 TEST(FuzzReplay, VerbsWire) { ReplayTarget("verbs_wire", railyard::fuzz::VerbsWireOneInput); }
+TEST(FuzzReplay, CableAddress) { ReplayTarget("cable_address", railyard::fuzz::CableAddressOneInput); }
 
 // Regressions of issue 9, fixed on main and replayed by the tests above:
 //  - item 1 (recv-guard): regressions/chunk_stream/issue9-item1-*: a chunk's payload

@@ -23,12 +23,14 @@
 #include "proxy/fabric/verbs/verbs_wire.h"
 #include "proxy/gin/gin_wire.h"
 #include "proxy/handle.h"
+#include "proxy/runtime/cable_set_domain.h"
 #include "proxy/nccl/nccl_records.h"
 #include "storage/expert/manifest.h"
 #include "storage/snapshot/snapshot_wire.h"
 #include "proxy/verbs/qp_record.h"
 #include "proxy/wire.h"
 #include "topology/cluster_key.h"
+#include "tests/fuzz/ring_graph.h"
 
 namespace p = railyard::proxy;
 namespace v = railyard::proxy::verbs;
@@ -247,6 +249,55 @@ Bytes TcpAddress(uint16_t port) {
   a.workerId = 0x77;
   a.rails.push_back({htonl(0x7f000001), port, 10000});
   return a.Pack();
+}
+
+/// cable_address (tests/fuzz/cable_address_fuzz.cc): byte 0 selects the decision,
+/// this host and its verbs cables; the rest is a peer's address over RingOf4.
+bool CableAddressSeeds() {
+  namespace rt = railyard::runtime;
+  namespace fz = railyard::fuzz;
+  bool ok = true;
+  auto host = [](std::vector<std::pair<std::string, bool>> rails) {
+    rt::HostAddress a;
+    a.workerId = 0x42;
+    uint8_t index = 0;
+    for (const auto& [ip, verbs] : rails) a.rails.push_back({fz::RingIp(ip), 40000, verbs, index++});
+    return a.Pack();
+  };
+  auto select = [](int decision, uint64_t self, int verbsCables, const Bytes& rest) {
+    Bytes b{static_cast<uint8_t>(decision | (self - 1) << 1 | verbsCables << 3)};
+    b.insert(b.end(), rest.begin(), rest.end());
+    return b;
+  };
+  // From h0 (id 1), h2's (id 3) rails on its cables to h1 and h3: two relayed groups.
+  ok &= Write("cable_address", "ok-tcp-opposite-two-cables",
+              select(0, 1, 0, host({{"10.1.0.2", false}, {"10.1.1.2", false}, {"10.2.0.1", false}, {"10.2.1.1", false}})));
+  ok &= Write("cable_address", "ok-verbs-neighbour", select(0, 2, 0, host({{"10.1.0.2", true}, {"10.1.1.2", true}})));
+  ok &= Write("cable_address", "bad-transports-mixed-on-one-cable",
+              select(0, 1, 0, host({{"10.1.0.2", true}, {"10.1.1.2", false}})));
+  ok &= Write("cable_address", "bad-unknown-rail-address", select(0, 1, 0, host({{"10.9.9.9", false}})));
+  Bytes index = host({{"10.1.0.2", false}});
+  index.back() = 16;  // the rail index byte: 0..15
+  ok &= Write("cable_address", "bad-rail-index-16", select(0, 1, 0, index));
+  // At relay h1 (id 2): h2's TCP Worker on the cable to h1 (straight), on its cable to
+  // h3 (relayed on), and a verbs Worker there with and without verbs ports here.
+  railyard::fabric::tcp::WorkerAddress w;
+  w.workerId = 0x43;
+  w.rails = {{fz::RingIp("10.1.0.2"), 40001, 10000}, {fz::RingIp("10.1.1.2"), 40001, 10000}};
+  ok &= Write("cable_address", "ok-resolve-straight", select(1, 2, 0, w.Pack()));
+  w.rails = {{fz::RingIp("10.2.0.1"), 40001, 10000}, {fz::RingIp("10.2.1.1"), 40001, 10000}};
+  ok &= Write("cable_address", "ok-resolve-relayed-on", select(1, 2, 0, w.Pack()));
+  railyard::fabric::verbs::VerbsAddress v;
+  v.workerId = 0x44;
+  v.ipv4 = fz::RingIp("10.2.0.1");
+  v.port = 40100;
+  v.rails = 2;
+  ok &= Write("cable_address", "ok-resolve-verbs-relayed-on", select(1, 2, 3, v.Pack()));
+  w.rails = {{fz::RingIp("10.1.0.1"), 29519, 10000}};
+  ok &= Write("cable_address", "resolve-own-forwarder-port", select(1, 2, 0, w.Pack()));
+  w.rails = {{fz::RingIp("10.9.9.9"), 40001, 10000}};
+  ok &= Write("cable_address", "bad-resolve-unknown-address", select(1, 2, 3, w.Pack()));
+  return ok;
 }
 
 bool FabricSeeds() {
@@ -787,5 +838,6 @@ int main(int argc, char** argv) {
     ok &= Write("graph_json", "ok-two-cables", t);
   }
   ok &= FabricSeeds();
+  ok &= CableAddressSeeds();
   return ok ? 0 : 1;
 }

@@ -26,7 +26,8 @@ build=${RAILYARD_FUZZ_BUILD_DIR:-$root/build-fuzz}
 secs=${RAILYARD_FUZZ_SECONDS:-60}
 parallel=${RAILYARD_FUZZ_PARALLEL:-$(nproc)}
 all=(handle records control chunk_stream listener relay_record qp_record cabling graph_json
-     nccl_records relay_wire gin_wire coll_wire snapshot_wire expert_manifest tcp_frame verbs_wire)
+     nccl_records relay_wire gin_wire coll_wire snapshot_wire expert_manifest tcp_frame verbs_wire
+     cable_address)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 if [ -n "${RAILYARD_FUZZ_TOTAL_SECONDS:-}" ]; then
