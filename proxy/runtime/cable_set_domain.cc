@@ -465,15 +465,14 @@ Status CableSetDomain::Create(CableSetOptions options, std::unique_ptr<CableSetD
   const CableSetOptions& o = d->options_;
   d->verbsRailOf_.assign(o.rails.size(), -1);
   if (o.ib != nullptr) {
+    d->verbsPortOf_.assign(o.rails.size(), std::string());
     std::vector<std::string> names;
     for (size_t i = 0; i < o.rails.size(); ++i) {
-      for (size_t p = 0; p < o.ib->size(); ++p) {
-        if (o.ib->at(p).netdev == o.rails[i].device && !o.ib->at(p).down.load()) {
-          d->verbsRailOf_[i] = static_cast<int>(names.size());
-          names.push_back(o.ib->at(p).Name());
-          break;
-        }
-      }
+      const int p = o.ib->FindActive(o.rails[i].device);
+      if (p < 0) continue;
+      d->verbsRailOf_[i] = static_cast<int>(names.size());
+      d->verbsPortOf_[i] = o.ib->at(static_cast<size_t>(p)).Name();
+      names.push_back(d->verbsPortOf_[i]);
     }
     if (!names.empty()) {
       RY_RETURN_IF_ERROR(fabric::verbs::CreateVerbsDomainOn(o.verbs, o.ib, names, &d->verbsAll_));
@@ -589,12 +588,7 @@ Status CableSetDomain::VerbsDomainOf(uint64_t neighbour, const std::vector<fabri
   for (uint8_t i : indices) {
     const int r = verbsRailOf_[i];
     if (r < 0) return InvalidUsage("fabric mode: rail " + options_.rails[i].device + " is not an RDMA port");
-    for (size_t p = 0; p < options_.ib->size(); ++p) {
-      if (options_.ib->at(p).netdev == options_.rails[i].device) {
-        names.push_back(options_.ib->at(p).Name());
-        break;
-      }
-    }
+    names.push_back(verbsPortOf_[i]);
   }
   fabric::verbs::VerbsOptions v = options_.verbs;
   v.bootstrapAddress = cableRails.front().address;  // graph_routes.h: the cable's first rail

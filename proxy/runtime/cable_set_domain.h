@@ -44,6 +44,7 @@
 #include <mutex>
 #include <utility>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "env/config.h"
@@ -168,9 +169,11 @@ class CableSetDomain : public fabric::Domain {
   fabric::Capabilities caps_;
   std::shared_ptr<fabric::RegionTable> regions_;
   /// The verbs Domain over every RDMA fabric rail (null without any), and for each
-  /// fabric rail its rail there (-1: not an RDMA port).
+  /// fabric rail its rail there (-1: not an RDMA port) and its RDMA port's name
+  /// (IbPort::Name(), empty: none), found once at Create.
   std::unique_ptr<fabric::Domain> verbsAll_;
   std::vector<int> verbsRailOf_;
+  std::vector<std::string> verbsPortOf_;
   std::mutex mu_;  ///< guards the maps below (Register may run beside the Workers)
   std::map<const fabric::Region*, const fabric::Region*> verbsRegions_;  ///< table region -> verbsAll_ region
   struct CableVerbs {

@@ -57,10 +57,7 @@ std::vector<int> CablePorts(const NetState& g, const std::vector<proxy::SocketTa
   std::vector<int> ports;
   for (const proxy::SocketTarget& t : targets) {
     if (!t.prefix.empty()) return {};
-    int found = -1;
-    for (size_t i = 0; i < g.ib->size(); ++i) {
-      if (g.ib->at(i).netdev == t.rail && !g.ib->at(i).down.load()) found = static_cast<int>(i);
-    }
+    const int found = g.ib->FindActive(t.rail);
     if (found < 0) return {};
     if (std::find(ports.begin(), ports.end(), found) == ports.end()) ports.push_back(found);
   }

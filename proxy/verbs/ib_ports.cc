@@ -145,6 +145,13 @@ void IbPorts::StopEvents() {
   thread_.join();
 }
 
+int IbPorts::FindActive(const std::string& netdev) const {
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    if (ports_[i]->netdev == netdev && !ports_[i]->down.load()) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 IbPorts::~IbPorts() {
   StopEvents();
   for (auto& p : ports_) {

@@ -83,6 +83,10 @@ class IbPorts final : public MrBackend {
   size_t size() const { return ports_.size(); }
   IbPort& at(size_t i) { return *ports_[i]; }
   const IbPort& at(size_t i) const { return *ports_[i]; }
+  /// The index of the port whose netdev is `netdev` (e.g. "enp1s0f0np0", the rail's
+  /// interface) and that is not down now; -1 when there is none. Fabric mode maps its
+  /// rails (netdevs) to RDMA ports with it.
+  int FindActive(const std::string& netdev) const;
 
   /// MrBackend: registers the region on every port's PD (LOCAL_WRITE, REMOTE_WRITE,
   /// REMOTE_READ; ibv_reg_dmabuf_mr for a DMA-BUF). SystemError naming the device and

@@ -260,13 +260,8 @@ void ForwarderHost::AddVerbsPorts(const std::vector<uint64_t>& neighbours,
   for (size_t c = 0; c < cables.size(); ++c) {
     std::vector<std::string> names;
     for (const RailInfo& r : cables[c]) {
-      for (size_t i = 0; i < options_.ib->size(); ++i) {
-        const proxy::verbs::IbPort& p = options_.ib->at(i);
-        if (p.netdev == r.device && !p.down.load()) {
-          names.push_back(p.Name());
-          break;
-        }
-      }
+      const int p = options_.ib->FindActive(r.device);
+      if (p >= 0) names.push_back(options_.ib->at(static_cast<size_t>(p)).Name());
     }
     if (names.size() != cables[c].size()) continue;  // a rail without an RDMA port: TCP only
     verbs::VerbsOptions v = options_.verbs;
