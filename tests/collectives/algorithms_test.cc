@@ -3,12 +3,14 @@
 // reaches every other, so any topology can be declared): every type x op at 1
 // element, counts not divisible by nranks and a count of many chunks; reducescatter
 // and allgather with uneven and empty blocks (NCCL's byte windows); the same bits on
-// every rank and on a second run; the algorithm the comm reports is the one asked for.
+// every rank and on a second run; the algorithm the comm reports is the one asked for;
+// how much each direction of a ring and a chain carries, from the plans.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
+#include "proxy/collectives/plan.h"
 #include "proxy/collectives/reference.h"
 #include "tests/collectives/ring_harness.h"
 
@@ -188,6 +190,44 @@ TEST(Algorithms, ReduceScatterAllGatherUnevenAndEmptyBlocks) {
     CheckScatterGather(c, DataType::kFloat8e4m3, RedOp::kSum, {1, 1});
     CheckScatterGather(c, DataType::kBfloat16, RedOp::kAvg, {100, 200, 0, 300, 7});
     if (HasFatalFailure()) return;
+  }
+}
+
+// What each direction carries, from the plans every rank builds (plan.h): summed over
+// the ranks, ring stream d sends every block's half d 2(n-1) times (n-1 hops of the
+// reduce-scatter, n-1 of the all-gather), so the two directions carry the two halves;
+// a chain's streams each send (n-1) x count elements (half A reduced one way and half
+// B broadcast the same way, and the reverse), so both directions of every cable work
+// all the time. Counts of 1, odd and many chunks of 64 elements.
+TEST(Algorithms, RingAndChainCarryHalfTheDataEachWay) {
+  for (int n : {3, 4, 5}) {
+    for (uint64_t count : {uint64_t{1}, uint64_t{7}, uint64_t{64 * 37 + 3}}) {
+      CollOp op;
+      op.kind = CollKind::kAllReduce;
+      op.type = DataType::kFloat32;
+      op.blockElems = EvenBlocks(count, n);
+      uint64_t halves[2] = {0, 0};
+      for (uint64_t b : op.blockElems) {
+        halves[0] += b / 2;
+        halves[1] += b - b / 2;
+      }
+      uint64_t ring[2] = {0, 0}, chain[2] = {0, 0};
+      for (int r = 0; r < n; ++r) {
+        const Plan rp = BuildPlan(op, Algorithm::kRing, Topology{Shape::kRing, {}}, r, 64);
+        const Plan cp = BuildPlan(op, Algorithm::kChain, Topology{Shape::kChain, {}}, r, 64);
+        ASSERT_EQ(rp.streams.size(), 2u);
+        ASSERT_EQ(cp.streams.size(), 2u);
+        for (size_t d = 0; d < 2; ++d) {
+          for (const SendItem& s : rp.streams[d].send) ring[d] += s.elems;
+          for (const SendItem& s : cp.streams[d].send) chain[d] += s.elems;
+        }
+      }
+      const uint64_t hops = static_cast<uint64_t>(n - 1);
+      EXPECT_EQ(ring[0], 2 * hops * halves[0]) << "n " << n << " count " << count;
+      EXPECT_EQ(ring[1], 2 * hops * halves[1]) << "n " << n << " count " << count;
+      EXPECT_EQ(chain[0], hops * count) << "n " << n << " count " << count;
+      EXPECT_EQ(chain[1], hops * count) << "n " << n << " count " << count;
+    }
   }
 }
 

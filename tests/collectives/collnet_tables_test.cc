@@ -1,10 +1,11 @@
-// The exported CollNet tables (ncclCollNetPlugin_v8, _v10, _v11, _v12), loaded from the
+// The exported CollNet tables (ncclCollNetPlugin_v8 through _v12), loaded from the
 // built plugin with dlopen as NCCL loads them, with iallgather / ireducescatter called
 // the way NCCL's CollNet proxy calls them (../shared/docs/nccl-net-abi.md §3.2, 2.30
 // §3): one SGE part per call (2.28.9 and 2.30 always pass 1), the nranks x bytesPerRank
 // result walked in byte windows that start and end inside ranks' blocks, sendData
 // advanced into the rank's own block when the window starts inside it, recvData of a
-// reducescatter advanced likewise; the v8 table's uint32_t SGE size and int count.
+// reducescatter advanced likewise; the v8 table's uint32_t SGE size and int count;
+// regMrDmaBuf as NCCL calls it (host memory) and refusing a device pointer.
 // Three ranks in one process, one thread each (connect is blocking and collective).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -96,6 +97,18 @@ void RunTable(const char* symbol) {
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_EQ(t->regMr(comms[r], agOut[r].data(), total, NCCL_PTR_HOST, &mh[r]), ncclSuccess);
   }
+  {
+    // regMrDmaBuf: NCCL passes host memory only (getProperties offers no DMA-BUF), which
+    // registers as regMr does; a device pointer is refused with no handle.
+    std::vector<uint8_t> buf(4096);
+    void* h = nullptr;
+    ASSERT_EQ(t->regMrDmaBuf(comms[0], buf.data(), buf.size(), NCCL_PTR_HOST, 0, -1, &h), ncclSuccess) << symbol;
+    EXPECT_NE(h, nullptr);
+    EXPECT_EQ(t->deregMr(comms[0], h), ncclSuccess);
+    h = reinterpret_cast<void*>(0x1);
+    EXPECT_NE(t->regMrDmaBuf(comms[0], buf.data(), buf.size(), NCCL_PTR_CUDA, 0, 7, &h), ncclSuccess) << symbol;
+    EXPECT_EQ(h, nullptr);
+  }
   int windows = 0;
   for (size_t off = 0; off < total; off += kWindow, ++windows) {
     const size_t wb = std::min(kWindow, total - off);
@@ -175,6 +188,7 @@ void RunTable(const char* symbol) {
 TEST(CollNetTables, V12WindowsAndOnePartAsNcclPasses) { RunTable<ncclCollNet_v12_t, ncclNetSGE_v12_t>("ncclCollNetPlugin_v12"); }
 TEST(CollNetTables, V11WindowsAndOnePartAsNcclPasses) { RunTable<ncclCollNet_v11_t, ncclNetSGE_v11_t>("ncclCollNetPlugin_v11"); }
 TEST(CollNetTables, V10WindowsAndOnePartAsNcclPasses) { RunTable<ncclCollNet_v10_t, ncclNetSGE_v10_t>("ncclCollNetPlugin_v10"); }
+TEST(CollNetTables, V9WindowsAndOnePartAsNcclPasses) { RunTable<ncclCollNet_v9_t, ncclNetSGE_v9_t>("ncclCollNetPlugin_v9"); }
 TEST(CollNetTables, V8WindowsWithItsUint32SgeSize) { RunTable<ncclCollNet_v8_t, ncclNetSGE_v8_t>("ncclCollNetPlugin_v8"); }
 
 }  // namespace

@@ -16,6 +16,14 @@ TEST(PerfPatterns, BusBwFactorsMatchNcclTests) {
   EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllToAll, 4), 0.75);
   EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllToAll, 8), 7.0 / 8.0);
   EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllToAll, 1), 0.0);
+  // The collectives, as nccl-tests computes busbw (its doc/PERFORMANCE.md): AllReduce
+  // 2(n-1)/n, AllGather and ReduceScatter (n-1)/n.
+  EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllReduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllReduce, 3), 4.0 / 3.0);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kReduceScatter, 3), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Pattern::kAllReduce, 1), 0.0);
 }
 
 TEST(PerfPatterns, Peers) {
