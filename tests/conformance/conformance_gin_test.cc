@@ -7,7 +7,9 @@
 // around every window are checked. Also: bad input refused with nothing written,
 // a peer killed mid-stream failing the others with an error naming it, and a peer
 // frozen with SIGSTOP mid-stream (named error within the timeout on TCP; on verbs
-// the HCA keeps serving a stopped process's memory, so the stream goes on).
+// the HCA keeps serving a stopped process's memory, so the stream goes on), and
+// NCCL 2.30's host RMA path: connect handed the net plugin's context, two progress
+// threads putting on one comm at once; a strong signal after striped puts.
 // Multi-host variants (namespace ring, soft-RoCE guests) belong to the lanes.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -62,8 +65,9 @@ bool AllgatherHandles(Rank& r, const uint8_t* mine, std::vector<std::vector<uint
   return true;
 }
 
-/// Opens the plugin, inits the table, listens on device 0, allgathers, connects.
-void Connect(Rank& r, Plugin& plugin, OneSidedTable& t, int* maxRecvs) {
+/// Opens the plugin, inits the table, listens on device 0, allgathers, connects
+/// (handing connect `connectCtx` instead of the table's context when not null).
+void Connect(Rank& r, Plugin& plugin, OneSidedTable& t, int* maxRecvs, void* connectCtx = nullptr) {
   ASSERT_TRUE(t.ok()) << "table " << OneSidedKindName(t.kind()) << " not exported";
   ASSERT_EQ(t.Init(1, &CapturingLogger), ncclSuccess) << CapturedWarnings();
   int ndev = 0;
@@ -79,7 +83,7 @@ void Connect(Rank& r, Plugin& plugin, OneSidedTable& t, int* maxRecvs) {
   std::vector<void*> hs;
   for (auto& h : all) hs.push_back(h.data());
   r.Note("connect");
-  ASSERT_EQ(t.Connect(hs, r.rank()), ncclSuccess) << CapturedWarnings();
+  ASSERT_EQ(t.Connect(hs, r.rank(), 1, connectCtx), ncclSuccess) << CapturedWarnings();
   (void)plugin;
 }
 
@@ -470,6 +474,223 @@ TEST_P(ConformanceGinFault, FrozenPeerIsNamedNoHang) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, ConformanceGinFault,
+                         ::testing::Values(OneSidedKind::kGinV11, OneSidedKind::kRmaV14, OneSidedKind::kRmaV13),
+                         [](const ::testing::TestParamInfo<OneSidedKind>& i) {
+                           std::string k = OneSidedKindName(i.param);
+                           for (char& c : k) c = c == '-' ? '_' : c;
+                           return k;
+                         });
+
+class ConformanceRmaThreads : public ::testing::TestWithParam<OneSidedKind> {};
+
+// NCCL 2.30's host RMA path (nccl-2.30-abi.md §5.3, §5.4): listen gets the RMA table's
+// context but connect the NET plugin's (here from ncclNetPlugin_v12's init), and two
+// threads ("NCCL GIN Progress" and "NCCL RMA Proxy Progress") call iputSignal, test and
+// the progress entry on one comm at once. Each rank runs two such threads, each
+// streaming kPuts odd-sized puts to every rank (itself included) into its own landing
+// area, each put with a strong ADD signal of the thread's weight (1 and 1000) on the
+// word of (source, thread); at most 8 requests in flight a thread. Checks every landed
+// byte, every signal total (kPuts x weight), and the guards.
+TEST_P(ConformanceRmaThreads, TwoProgressThreadsOverConnectWithTheNetContext) {
+  const OneSidedKind kind = GetParam();
+  RunRanks({.nranks = 3, .timeout = Ms(60000), .pluginTimeoutMs = 15000}, [kind](Rank& r) {
+    constexpr int kThreads = 2;
+    constexpr int kPuts = 30;
+    constexpr size_t kPut = 2999;
+    constexpr size_t kPerThread = kPuts * kPut;
+    const int n = r.nranks();
+    const int me = r.rank();
+    Plugin plugin = OpenPlugin();
+    ASSERT_NE(plugin.lib, nullptr);
+    const auto* net = static_cast<const ncclNet_v12_t*>(dlsym(plugin.lib, "ncclNetPlugin_v12"));
+    ASSERT_NE(net, nullptr);
+    void* netCtx = nullptr;
+    ncclNetCommConfig_v12_t config{};
+    ASSERT_EQ(net->init(&netCtx, 1, &config, &CapturingLogger, nullptr), ncclSuccess) << CapturedWarnings();
+    ASSERT_NE(netCtx, nullptr);
+    OneSidedTable t(plugin.lib, kind);
+    int maxRecvs = 0;
+    Connect(r, plugin, t, &maxRecvs, netCtx);
+    if (::testing::Test::HasFailure()) return;
+    // data = [own sources: kThreads x kPerThread][landing: n sources x kThreads x kPerThread]
+    GuardedWindow data(kThreads * kPerThread + size_t(n) * kThreads * kPerThread);
+    GuardedWindow signals(8 * size_t(n) * kThreads);
+    for (int th = 0; th < kThreads; ++th) {
+      for (size_t i = 0; i < kPerThread; ++i) data.data()[th * kPerThread + i] = PatternByte(me, th, i);
+    }
+    void *dataMh = nullptr, *sigMh = nullptr;
+    ASSERT_EQ(t.RegMrSym(data.data(), data.size, 0, &dataMh), ncclSuccess) << CapturedWarnings();
+    ASSERT_EQ(t.RegMrSym(signals.data(), signals.size, NCCL_NET_MR_FLAG_FORCE_SO, &sigMh), ncclSuccess);
+    const auto deadline = r.deadline();
+    std::atomic<bool> failed{false};
+    std::vector<std::string> why(kThreads);
+    auto stream = [&](int th) {
+      const uint64_t weight = th == 0 ? 1 : 1000;
+      std::deque<void*> inflight;
+      auto retire = [&](size_t keep) {
+        while (inflight.size() > keep && !failed && Clock::now() < deadline) {
+          int done = 0;
+          const ncclResult_t rc = t.Test(inflight.front(), &done);
+          if (rc != ncclSuccess) {
+            why[th] = "test failed";
+            failed = true;
+          } else if (done) {
+            inflight.pop_front();
+          } else if (t.Progress() != ncclSuccess) {
+            why[th] = "progress failed";
+            failed = true;
+          }
+        }
+      };
+      for (int k = 0; k < kPuts && !failed; ++k) {
+        for (int d = 0; d < n && !failed; ++d) {
+          const int dst = (me + d) % n;
+          const uint64_t src = uint64_t(th) * kPerThread + uint64_t(k) * kPut;
+          const uint64_t land = kThreads * kPerThread + (uint64_t(me) * kThreads + th) * kPerThread + uint64_t(k) * kPut;
+          void* req = nullptr;
+          if (t.IputSignal(src, dataMh, kPut, land, dataMh, uint32_t(dst), 8 * (uint64_t(me) * kThreads + th), sigMh,
+                           weight, NCCL_NET_SIGNAL_OP_ADD, true, &req) != ncclSuccess) {
+            why[th] = "iputSignal failed";
+            failed = true;
+            break;
+          }
+          inflight.push_back(req);
+          retire(7);
+        }
+      }
+      retire(0);
+      if (!inflight.empty() && why[th].empty()) why[th] = std::to_string(inflight.size()) + " requests never completed";
+    };
+    r.Note("two progress threads");
+    std::thread second(stream, 1);
+    stream(0);
+    second.join();
+    ASSERT_TRUE(why[0].empty() && why[1].empty()) << why[0] << " / " << why[1] << "\n" << CapturedWarnings();
+    // Every source's signals: keep progressing (the TCP target lands bytes in progress).
+    auto sig = [&](int src, int th) {
+      return __atomic_load_n(reinterpret_cast<uint64_t*>(signals.data() + 8 * (size_t(src) * kThreads + th)),
+                             __ATOMIC_ACQUIRE);
+    };
+    bool all = false;
+    while (!all && Clock::now() < deadline) {
+      all = true;
+      for (int src = 0; src < n; ++src) all = all && sig(src, 0) == uint64_t(kPuts) && sig(src, 1) == 1000ull * kPuts;
+      if (!all) {
+        ASSERT_EQ(t.Progress(), ncclSuccess) << CapturedWarnings();
+      }
+    }
+    ASSERT_TRUE(BarrierProgressing(r, t));
+    for (int src = 0; src < n; ++src) {
+      EXPECT_EQ(sig(src, 0), uint64_t(kPuts)) << "thread 0 signals of source " << src;
+      EXPECT_EQ(sig(src, 1), 1000ull * kPuts) << "thread 1 signals of source " << src;
+      for (int th = 0; th < kThreads; ++th) {
+        const uint8_t* land = data.data() + kThreads * kPerThread + (size_t(src) * kThreads + th) * kPerThread;
+        size_t bad = SIZE_MAX;
+        for (size_t i = 0; i < kPerThread && bad == SIZE_MAX; ++i) {
+          if (land[i] != PatternByte(src, th, i)) bad = i;
+        }
+        EXPECT_EQ(bad, SIZE_MAX) << "byte " << bad << " of source " << src << " thread " << th;
+      }
+    }
+    EXPECT_TRUE(data.GuardsIntact());
+    EXPECT_TRUE(signals.GuardsIntact());
+    ASSERT_TRUE(BarrierProgressing(r, t));
+    EXPECT_EQ(t.DeregMrSym(sigMh), ncclSuccess);
+    EXPECT_EQ(t.DeregMrSym(dataMh), ncclSuccess);
+    EXPECT_EQ(t.Close(), ncclSuccess);
+    EXPECT_EQ(t.Finalize(), ncclSuccess);
+    EXPECT_EQ(net->finalize(netCtx), ncclSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, ConformanceRmaThreads, ::testing::Values(OneSidedKind::kRmaV14, OneSidedKind::kRmaV13),
+                         [](const ::testing::TestParamInfo<OneSidedKind>& i) {
+                           std::string k = OneSidedKindName(i.param);
+                           for (char& c : k) c = c == '-' ? '_' : c;
+                           return k;
+                         });
+
+class ConformanceGinStrong : public ::testing::TestWithParam<OneSidedKind> {};
+
+// A strong signal (nccl-2.30-abi.md §5.3: "with isStrongSignal, after every earlier
+// operation on the context"; GIN v11 and RMA v13 signals are always strong) is seen by
+// the target only once every earlier put of the source to it has landed, however the
+// puts were striped: per round, rank 0 puts kPuts chunks of 200,003 bytes (over the
+// 64 KiB stripe threshold) with no signal, then a signal alone (size 0, strong, ADD 1);
+// rank 1 progresses until the signal reads the round's number and then, at once, checks
+// every byte of that round's chunks (no progress between: what the signal promised
+// must already be there). Each round lands in its own area.
+TEST_P(ConformanceGinStrong, StrongSignalComesAfterEveryEarlierPut) {
+  const OneSidedKind kind = GetParam();
+  RunRanks({.nranks = 2, .timeout = Ms(60000), .pluginTimeoutMs = 15000}, [kind](Rank& r) {
+    constexpr int kRounds = 4;
+    constexpr int kPuts = 6;
+    constexpr size_t kPut = 200003;
+    constexpr size_t kRound = kPuts * kPut;
+    const int me = r.rank();
+    Plugin plugin = OpenPlugin();
+    ASSERT_NE(plugin.lib, nullptr);
+    OneSidedTable t(plugin.lib, kind);
+    int maxRecvs = 0;
+    Connect(r, plugin, t, &maxRecvs);
+    if (::testing::Test::HasFailure()) return;
+    // data = [source: kRounds x kRound][landing: kRounds x kRound]
+    GuardedWindow data(2 * kRounds * kRound);
+    GuardedWindow signals(8);
+    for (size_t i = 0; i < kRounds * kRound; ++i) data.data()[i] = PatternByte(me, int(i / kRound), i);
+    void *dataMh = nullptr, *sigMh = nullptr;
+    ASSERT_EQ(t.RegMrSym(data.data(), data.size, 0, &dataMh), ncclSuccess) << CapturedWarnings();
+    ASSERT_EQ(t.RegMrSym(signals.data(), signals.size, NCCL_NET_MR_FLAG_FORCE_SO, &sigMh), ncclSuccess);
+    const auto deadline = r.deadline();
+    if (me == 0) {
+      std::deque<void*> inflight;
+      for (int round = 0; round < kRounds; ++round) {
+        for (int k = 0; k < kPuts; ++k) {
+          const uint64_t off = uint64_t(round) * kRound + uint64_t(k) * kPut;
+          void* req = nullptr;
+          ASSERT_EQ(t.Iput(off, dataMh, kPut, kRounds * kRound + off, dataMh, 1, &req), ncclSuccess) << CapturedWarnings();
+          inflight.push_back(req);
+        }
+        void* sig = nullptr;
+        ASSERT_EQ(t.IputSignal(0, nullptr, 0, 0, nullptr, 1, 0, sigMh, 1, NCCL_NET_SIGNAL_OP_ADD, true, &sig),
+                  ncclSuccess)
+            << CapturedWarnings();
+        inflight.push_back(sig);
+        while (!inflight.empty() && Clock::now() < deadline) {
+          int done = 0;
+          ASSERT_EQ(t.Test(inflight.front(), &done), ncclSuccess) << CapturedWarnings();
+          if (done) inflight.pop_front();
+        }
+        ASSERT_TRUE(inflight.empty()) << "round " << round << ": requests never completed";
+      }
+    } else {
+      for (int round = 0; round < kRounds; ++round) {
+        while (__atomic_load_n(reinterpret_cast<uint64_t*>(signals.data()), __ATOMIC_ACQUIRE) < uint64_t(round + 1) &&
+               Clock::now() < deadline) {
+          ASSERT_EQ(t.Progress(), ncclSuccess) << CapturedWarnings();
+        }
+        ASSERT_GE(__atomic_load_n(reinterpret_cast<uint64_t*>(signals.data()), __ATOMIC_ACQUIRE), uint64_t(round + 1))
+            << "round " << round << ": no signal";
+        const uint8_t* land = data.data() + kRounds * kRound + size_t(round) * kRound;
+        size_t bad = SIZE_MAX;
+        for (size_t i = 0; i < kRound && bad == SIZE_MAX; ++i) {
+          if (land[i] != PatternByte(0, round, size_t(round) * kRound + i)) bad = i;
+        }
+        ASSERT_EQ(bad, SIZE_MAX) << "round " << round << ": byte " << bad << " (put " << bad / kPut
+                                 << ") not there when the strong signal was";
+      }
+    }
+    ASSERT_TRUE(BarrierProgressing(r, t));
+    EXPECT_TRUE(data.GuardsIntact());
+    EXPECT_TRUE(signals.GuardsIntact());
+    EXPECT_EQ(t.DeregMrSym(sigMh), ncclSuccess);
+    EXPECT_EQ(t.DeregMrSym(dataMh), ncclSuccess);
+    EXPECT_EQ(t.Close(), ncclSuccess);
+    EXPECT_EQ(t.Finalize(), ncclSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, ConformanceGinStrong,
                          ::testing::Values(OneSidedKind::kGinV11, OneSidedKind::kRmaV14, OneSidedKind::kRmaV13),
                          [](const ::testing::TestParamInfo<OneSidedKind>& i) {
                            std::string k = OneSidedKindName(i.param);

@@ -62,21 +62,22 @@ ncclResult_t OneSidedTable::Listen(int dev, void* handle) {
              rma13_->listen(ctx_, dev, handle, &listenComm_));
 }
 
-ncclResult_t OneSidedTable::Connect(std::vector<void*>& handles, int rank, int nContexts) {
+ncclResult_t OneSidedTable::Connect(std::vector<void*>& handles, int rank, int nContexts, void* connectCtx) {
   const int n = static_cast<int>(handles.size());
+  void* ctx = connectCtx != nullptr ? connectCtx : ctx_;
   ncclResult_t rc = ncclInternalError;
   if (gin_ != nullptr) {
-    rc = gin_->connect(ctx_, handles.data(), n, rank, listenComm_, &collComm_);
+    rc = gin_->connect(ctx, handles.data(), n, rank, listenComm_, &collComm_);
     if (gin_->closeListen(listenComm_) != ncclSuccess && rc == ncclSuccess) rc = ncclInternalError;
   } else if (rma14_ != nullptr) {
-    rc = rma14_->connect(ctx_, handles.data(), n, rank, listenComm_, &collComm_);
+    rc = rma14_->connect(ctx, handles.data(), n, rank, listenComm_, &collComm_);
     if (rma14_->closeListen(listenComm_) != ncclSuccess && rc == ncclSuccess) rc = ncclInternalError;
     if (rc == ncclSuccess) {
       ncclRmaConfig_v14_t cfg{nContexts, INT32_MIN, 1};  // traffic class undefined, as NCCL may pass
       rc = rma14_->createContext(collComm_, &cfg, &rmaCtx_);
     }
   } else if (rma13_ != nullptr) {
-    rc = rma13_->connect(ctx_, handles.data(), n, rank, listenComm_, &collComm_);
+    rc = rma13_->connect(ctx, handles.data(), n, rank, listenComm_, &collComm_);
     if (rma13_->closeListen(listenComm_) != ncclSuccess && rc == ncclSuccess) rc = ncclInternalError;
     if (rc == ncclSuccess) {
       ncclGinConfig_v13_t cfg{0, 0, nContexts, 0, -1};

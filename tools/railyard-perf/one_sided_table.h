@@ -41,8 +41,10 @@ class OneSidedTable {
   /// listen(ctx, dev, handle[128], &listenComm).
   ncclResult_t Listen(int dev, void* handle);
   /// connect(ctx, handles, nranks, rank, listenComm, &collComm), then closeListen;
-  /// for RMA also createContext with `nContexts` contexts.
-  ncclResult_t Connect(std::vector<void*>& handles, int rank, int nContexts = 1);
+  /// for RMA also createContext with `nContexts` contexts. `connectCtx`, when not null,
+  /// is passed to connect instead of this table's init context: NCCL 2.30's host RMA
+  /// path hands connect the net plugin's context (nccl-2.30-abi.md §5.3).
+  ncclResult_t Connect(std::vector<void*>& handles, int rank, int nContexts = 1, void* connectCtx = nullptr);
   /// regMrSym (NCCL_PTR_HOST); for GIN v11 / RMA v13 checks ginHandle == mhandle.
   ncclResult_t RegMrSym(void* data, size_t size, uint64_t mrFlags, void** mhandle);
   ncclResult_t DeregMrSym(void* mhandle);
