@@ -13,7 +13,7 @@ Cases:
                 iputSignal to every rank, each chunk checked by content once its
                 signal arrived; then an iget of the opposite rank's bytes and an
                 iflush, checked by content. Every rank must print "mesh ok".
-                Repeated with the GIN v11 table (NCCL 2.28: no iget).
+                Repeated with the GIN v11 table (NCCL 2.28: no iget) and RMA v13.
   refused-without-cable-set  RAILYARD_COMMS=legacy in fabric mode: no cable set for GIN
                 to lease, so every rank's GIN init is refused naming RAILYARD_COMMS=fabric
                 (it used to take a TCP Domain on 127.0.0.1 and fail the connect obscurely).
@@ -110,7 +110,7 @@ def tx_bytes(host, ifnames):
 
 
 def case_mesh_relayed():
-    for table in ("rma-v14", "gin-v11"):
+    for table in ("rma-v14", "gin-v11", "rma-v13"):
         results = finish(nodes([0, 1, 2, 3], "mesh", 1 << 20, 3, {"GIN_MESH_TABLE": table}), 150)
         bad = [rank for rank, (rc, out, _) in enumerate(results) if rc != 0 or "mesh ok" not in out]
         if bad:
