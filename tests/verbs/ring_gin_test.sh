@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ring_gin_test.sh GIN_MESH_NODE PLUGIN [bench] - NCCL's one-sided tables (RMA v14 and
-# GIN v11, proxy mode; RMA v13 runs in the netns ring and the single guest) on a ring of 4 soft-RoCE guests in fabric mode
+# GIN v11, proxy mode; RMA v13 runs in the netns ring and the single guest) on a ring of
+# 4 soft-RoCE guests in fabric mode
 # (RAILYARD_COMMS=fabric): the full mesh over the host's cable set, neighbours over
 # the cable's RDMA ports, the opposite guest through the ranks' own fabric relays over
 # RDMA (issue 11: "the ring of 4 guests (RDMA relays)").
