@@ -9,7 +9,8 @@
 // frozen with SIGSTOP mid-stream (named error within the timeout on TCP; on verbs
 // the HCA keeps serving a stopped process's memory, so the stream goes on), and
 // NCCL 2.30's host RMA path: connect handed the net plugin's context, two progress
-// threads putting on one comm at once; a strong signal after striped puts.
+// threads putting on one comm at once; a strong signal after striped puts; the proxy
+// queue depth of puts in flight to one peer.
 // Multi-host variants (namespace ring, soft-RoCE guests) belong to the lanes.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -610,7 +611,7 @@ INSTANTIATE_TEST_SUITE_P(Tables, ConformanceRmaThreads, ::testing::Values(OneSid
                            return k;
                          });
 
-class ConformanceGinStrong : public ::testing::TestWithParam<OneSidedKind> {};
+class ConformanceGinProxyRules : public ::testing::TestWithParam<OneSidedKind> {};
 
 // A strong signal (nccl-2.30-abi.md §5.3: "with isStrongSignal, after every earlier
 // operation on the context"; GIN v11 and RMA v13 signals are always strong) is seen by
@@ -620,7 +621,7 @@ class ConformanceGinStrong : public ::testing::TestWithParam<OneSidedKind> {};
 // rank 1 progresses until the signal reads the round's number and then, at once, checks
 // every byte of that round's chunks (no progress between: what the signal promised
 // must already be there). Each round lands in its own area.
-TEST_P(ConformanceGinStrong, StrongSignalComesAfterEveryEarlierPut) {
+TEST_P(ConformanceGinProxyRules, StrongSignalComesAfterEveryEarlierPut) {
   const OneSidedKind kind = GetParam();
   RunRanks({.nranks = 2, .timeout = Ms(60000), .pluginTimeoutMs = 15000}, [kind](Rank& r) {
     constexpr int kRounds = 4;
@@ -690,7 +691,70 @@ TEST_P(ConformanceGinStrong, StrongSignalComesAfterEveryEarlierPut) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Tables, ConformanceGinStrong,
+// The proxy queue depth (nccl-2.30-abi.md §5.3: "at most 32 x maxRecvs requests are in
+// flight per target per rmaCtx"; GIN v11 proxy mode the same per peer): rank 0 posts
+// that many 8-byte puts to rank 1, each to its own slot, without a test() between;
+// every post is accepted with a request, then every request completes and rank 1
+// finds every value.
+TEST_P(ConformanceGinProxyRules, QueueDepthOfPutsInFlightToOnePeer) {
+  const OneSidedKind kind = GetParam();
+  RunRanks({.nranks = 2, .timeout = Ms(60000), .pluginTimeoutMs = 15000}, [kind](Rank& r) {
+    Plugin plugin = OpenPlugin();
+    ASSERT_NE(plugin.lib, nullptr);
+    OneSidedTable t(plugin.lib, kind);
+    int maxRecvs = 0;
+    Connect(r, plugin, t, &maxRecvs);
+    if (::testing::Test::HasFailure()) return;
+    ASSERT_GE(maxRecvs, 1);
+    const size_t depth = 32 * size_t(maxRecvs);
+    // data = [source values: depth x 8][landing: depth x 8]
+    GuardedWindow data(2 * 8 * depth);
+    for (size_t i = 0; i < depth; ++i) {
+      const uint64_t v = 0x5EED000000000000ull | (uint64_t(r.rank()) << 32) | i;
+      std::memcpy(data.data() + 8 * i, &v, 8);
+    }
+    void* dataMh = nullptr;
+    ASSERT_EQ(t.RegMrSym(data.data(), data.size, 0, &dataMh), ncclSuccess) << CapturedWarnings();
+    const auto deadline = r.deadline();
+    if (r.rank() == 0) {
+      std::vector<void*> reqs(depth, nullptr);
+      for (size_t i = 0; i < depth; ++i) {
+        ASSERT_EQ(t.Iput(8 * i, dataMh, 8, 8 * depth + 8 * i, dataMh, 1, &reqs[i]), ncclSuccess)
+            << "put " << i << " of " << depth << "\n" << CapturedWarnings();
+        ASSERT_NE(reqs[i], nullptr) << "put " << i;
+      }
+      size_t done = 0;
+      std::vector<bool> finished(depth, false);
+      while (done < depth && Clock::now() < deadline) {
+        for (size_t i = 0; i < depth; ++i) {
+          if (finished[i]) continue;
+          int d = 0;
+          ASSERT_EQ(t.Test(reqs[i], &d), ncclSuccess) << CapturedWarnings();
+          if (d) {
+            finished[i] = true;
+            ++done;
+          }
+        }
+      }
+      ASSERT_EQ(done, depth) << "requests never completed";
+    }
+    ASSERT_TRUE(BarrierProgressing(r, t));
+    if (r.rank() == 1) {
+      for (size_t i = 0; i < depth; ++i) {
+        uint64_t v = 0;
+        std::memcpy(&v, data.data() + 8 * depth + 8 * i, 8);
+        ASSERT_EQ(v, 0x5EED000000000000ull | i) << "slot " << i << " of " << depth;
+      }
+    }
+    EXPECT_TRUE(data.GuardsIntact());
+    ASSERT_TRUE(BarrierProgressing(r, t));
+    EXPECT_EQ(t.DeregMrSym(dataMh), ncclSuccess);
+    EXPECT_EQ(t.Close(), ncclSuccess);
+    EXPECT_EQ(t.Finalize(), ncclSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, ConformanceGinProxyRules,
                          ::testing::Values(OneSidedKind::kGinV11, OneSidedKind::kRmaV14, OneSidedKind::kRmaV13),
                          [](const ::testing::TestParamInfo<OneSidedKind>& i) {
                            std::string k = OneSidedKindName(i.param);
