@@ -21,6 +21,7 @@
 #include <deque>
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -100,6 +101,13 @@ bool BarrierProgressing(Rank& r, OneSidedTable& t) {
   stop.store(true, std::memory_order_release);
   progress.join();
   return ok;
+}
+
+/// A table's name as a test name part: "rma-v14" -> "rma_v14".
+std::string TableTestName(OneSidedKind kind) {
+  std::string k = OneSidedKindName(kind);
+  for (char& c : k) c = c == '-' ? '_' : c;
+  return k;
 }
 
 uint8_t PatternByte(int src, int dst, size_t i) { return uint8_t((src * 131 + dst * 17 + i * 7 + (i >> 8)) & 0xff); }
@@ -287,9 +295,7 @@ INSTANTIATE_TEST_SUITE_P(Tables, ConformanceGin,
                                            GinCase{OneSidedKind::kRmaV14, 2}, GinCase{OneSidedKind::kRmaV14, 4},
                                            GinCase{OneSidedKind::kRmaV13, 2}, GinCase{OneSidedKind::kRmaV13, 4}),
                          [](const ::testing::TestParamInfo<GinCase>& i) {
-                           std::string k = OneSidedKindName(i.param.kind);
-                           for (char& c : k) c = c == '-' ? '_' : c;
-                           return k + "_" + std::to_string(i.param.nranks) + "Ranks";
+                           return TableTestName(i.param.kind) + "_" + std::to_string(i.param.nranks) + "Ranks";
                          });
 
 class ConformanceGinFault : public ::testing::TestWithParam<OneSidedKind> {};
@@ -476,11 +482,7 @@ TEST_P(ConformanceGinFault, FrozenPeerIsNamedNoHang) {
 
 INSTANTIATE_TEST_SUITE_P(Tables, ConformanceGinFault,
                          ::testing::Values(OneSidedKind::kGinV11, OneSidedKind::kRmaV14, OneSidedKind::kRmaV13),
-                         [](const ::testing::TestParamInfo<OneSidedKind>& i) {
-                           std::string k = OneSidedKindName(i.param);
-                           for (char& c : k) c = c == '-' ? '_' : c;
-                           return k;
-                         });
+                         [](const ::testing::TestParamInfo<OneSidedKind>& i) { return TableTestName(i.param); });
 
 class ConformanceRmaThreads : public ::testing::TestWithParam<OneSidedKind> {};
 
@@ -605,11 +607,7 @@ TEST_P(ConformanceRmaThreads, TwoProgressThreadsOverConnectWithTheNetContext) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, ConformanceRmaThreads, ::testing::Values(OneSidedKind::kRmaV14, OneSidedKind::kRmaV13),
-                         [](const ::testing::TestParamInfo<OneSidedKind>& i) {
-                           std::string k = OneSidedKindName(i.param);
-                           for (char& c : k) c = c == '-' ? '_' : c;
-                           return k;
-                         });
+                         [](const ::testing::TestParamInfo<OneSidedKind>& i) { return TableTestName(i.param); });
 
 class ConformanceGinProxyRules : public ::testing::TestWithParam<OneSidedKind> {};
 
@@ -756,11 +754,7 @@ TEST_P(ConformanceGinProxyRules, QueueDepthOfPutsInFlightToOnePeer) {
 
 INSTANTIATE_TEST_SUITE_P(Tables, ConformanceGinProxyRules,
                          ::testing::Values(OneSidedKind::kGinV11, OneSidedKind::kRmaV14, OneSidedKind::kRmaV13),
-                         [](const ::testing::TestParamInfo<OneSidedKind>& i) {
-                           std::string k = OneSidedKindName(i.param);
-                           for (char& c : k) c = c == '-' ? '_' : c;
-                           return k;
-                         });
+                         [](const ::testing::TestParamInfo<OneSidedKind>& i) { return TableTestName(i.param); });
 
 }  // namespace
 }  // namespace railyard::conformance
