@@ -44,13 +44,19 @@ class CollRun {
   ~CollRun() { Cleanup(); }
   Status Run(long long* wrongTotal);
   void Cleanup();
+  /// True when Run failed on the command line (-d/-o, the ranks' options differ): exit
+  /// status 2. A plugin that fails to load or init is a failed call (1), as for the
+  /// net patterns (new-user trial: RAILYARD_NSOCKS=0 exited 2 here, 1 there).
+  bool usageError() const { return usageError_; }
 
  private:
   Status Call(const char* what, ncclResult_t r) {
     if (r == ncclSuccess) return Status::Ok();
-    return Status(static_cast<Code>(r == ncclInvalidUsage || r == ncclInvalidArgument ? r : ncclSystemError),
-                  std::string("collnet ") + what + " failed on rank " + std::to_string(me_) +
-                      " (ncclResult_t " + std::to_string(int(r)) + ")");
+    std::string m = std::string("collnet ") + what + " failed on rank " + std::to_string(me_) + ": " + ResultName(r) +
+                    " (" + std::to_string(int(r)) + ")";
+    const std::string warn = TakeFirstWarn();  // the plugin's own reason
+    if (!warn.empty()) m += ": " + warn;
+    return Status(static_cast<Code>(r == ncclInvalidUsage || r == ncclInvalidArgument ? r : ncclSystemError), m);
   }
   Status Open();
   Status Wait(void* request, const std::chrono::steady_clock::time_point& deadline);
@@ -58,6 +64,7 @@ class CollRun {
   const Options& opts_;
   Bootstrap& boot_;
   const int me_, n_;
+  bool usageError_ = false;
   OpenedNet net_;
   const ncclCollNet_v11_t* table_ = nullptr;  // v11 slot order (v12 is the same but getProperties)
   int version_ = 0;
@@ -80,10 +87,8 @@ Status CollRun::Open() {
   req.commId = ids[0];
   std::vector<std::string> log;
   Status s = OpenNetPlugin(req, &net_, &log);
-  if (!s.ok()) {
-    for (const auto& l : log) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", me_, l.c_str());
-    return s;
-  }
+  PrintOpenLog(log, net_, me_);
+  RY_RETURN_IF_ERROR(s);
   // NCCL takes the CollNet table from the library that supplied the net table.
   if (void* t = dlsym(net_.lib, "ncclCollNetPlugin_v12")) {
     table_ = static_cast<const ncclCollNet_v11_t*>(t);
@@ -117,6 +122,7 @@ Status CollRun::Run(long long* wrongTotal) {
   DataType type;
   RedOp op;
   if (!collectives::ParseDataType(opts_.datatype, &type) || !collectives::ParseRedOp(opts_.op, &op)) {
+    usageError_ = true;
     return InvalidUsage("-d " + opts_.datatype + " / -o " + opts_.op + " not understood");
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts_.timeoutSec);
@@ -132,7 +138,10 @@ Status CollRun::Run(long long* wrongTotal) {
     if (shapes[std::size_t(r)].type != mine.type || shapes[std::size_t(r)].op != mine.op) {
       diff += (diff.empty() ? "" : ", ") + std::string("-d/-o differ from rank ") + std::to_string(r);
     }
-    if (!diff.empty()) return InvalidUsage("the ranks' options differ: " + diff);
+    if (!diff.empty()) {
+      usageError_ = true;
+      return InvalidUsage("the ranks' options differ: " + diff);
+    }
   }
   RY_RETURN_IF_ERROR(Open());
   // listen, exchange the handles, connect (blocking and collective), closeListen.
@@ -248,13 +257,14 @@ void CollRun::Cleanup() {
 }  // namespace
 
 int RunCollRank(const Options& opts, Bootstrap& boot) {
+  SetLoggerRank(boot.rank());
   CollRun run(opts, boot);
   long long wrong = 0;
   const Status s = run.Run(&wrong);
   run.Cleanup();
   if (!s.ok()) {
     std::fprintf(stderr, "railyard-perf: rank %d: %s\n", boot.rank(), s.message().c_str());
-    return s.code() == Code::kInvalidUsage ? kExitUsage : kExitError;
+    return run.usageError() ? kExitUsage : kExitError;
   }
   if (wrong > 0) {
     if (boot.rank() == 0) std::fprintf(stderr, "railyard-perf: data check FAILED: %lld wrong element(s)\n", wrong);

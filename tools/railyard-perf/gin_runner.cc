@@ -20,9 +20,19 @@
 namespace railyard::perf {
 namespace {
 
-Status Plugin(const char* call, int rank, ncclResult_t rc) {
-  return SystemError(std::string("plugin call ") + call + " failed on rank " + std::to_string(rank) + ": " +
-                     std::to_string(int(rc)));
+/// A failed table call, worded as the net patterns word theirs: the result's name, the
+/// table and its library, the plugin's first WARN since the previous call, and for
+/// init where to look (new-user trial: "plugin call init failed on rank 0: 5" alone).
+Status Plugin(const char* call, int rank, ncclResult_t rc, OneSidedKind kind, const std::string& path) {
+  std::string m = std::string("plugin call ") + call + " of " + OneSidedKindName(kind) + " (" + path +
+                  ") failed on rank " + std::to_string(rank) + ": " + ResultName(rc) + " (" +
+                  std::to_string(int(rc)) + ")";
+  const std::string warn = TakeFirstWarn();
+  if (!warn.empty()) m += ": " + warn;
+  if (std::strcmp(call, "init") == 0) {
+    m += "\n  hint: the table's init() failed; its WARN says why (often a malformed RAILYARD_* variable)";
+  }
+  return SystemError(m);
 }
 
 OneSidedKind KindOf(const std::string& name) {
@@ -61,7 +71,7 @@ Status GinBench::Poll(std::vector<void*>* reqs) {
   for (std::size_t i = 0; i < reqs->size();) {
     int done = 0;
     ncclResult_t rc = table->Test((*reqs)[i], &done);
-    if (rc != ncclSuccess) return Plugin("test", me, rc);
+    if (rc != ncclSuccess) return Plugin("test", me, rc, table->kind(), libPath);
     if (done) {
       (*reqs)[i] = reqs->back();
       reqs->pop_back();
@@ -81,7 +91,7 @@ Status GinBench::Poll(std::vector<void*>* reqs) {
       std::this_thread::yield();
     }
   }
-  return rc == ncclSuccess ? Status::Ok() : Plugin("progress", me, rc);
+  return rc == ncclSuccess ? Status::Ok() : Plugin("progress", me, rc, table->kind(), libPath);
 }
 
 Status GinBench::WaitFor(std::vector<void*>* reqs, const std::vector<bool>& from) {
@@ -127,22 +137,23 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   if (lib == nullptr) return fail(InvalidUsage(std::string("no plugin exports the ") + OneSidedKindName(kind) + " table"));
   OneSidedTable table(lib, kind);
   ncclResult_t rc = table.Init(1, &NcclLogger);
-  if (rc != ncclSuccess) return fail(Plugin("init", me, rc));
+  if (rc != ncclSuccess) return fail(Plugin("init", me, rc, kind, path));
   int ndev = 0, type = 0, maxRecvs = 0;
-  if ((rc = table.Devices(&ndev)) != ncclSuccess) return fail(Plugin("devices", me, rc));
+  if ((rc = table.Devices(&ndev)) != ncclSuccess) return fail(Plugin("devices", me, rc, kind, path));
   if (opts.dev >= ndev) return fail(InvalidUsage("--dev " + std::to_string(opts.dev) + " but the table has " + std::to_string(ndev)));
-  if ((rc = table.Properties(opts.dev, &type, &maxRecvs)) != ncclSuccess) return fail(Plugin("getProperties", me, rc));
+  if ((rc = table.Properties(opts.dev, &type, &maxRecvs)) != ncclSuccess) return fail(Plugin("getProperties", me, rc, kind, path));
   uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-  if ((rc = table.Listen(opts.dev, handle)) != ncclSuccess) return fail(Plugin("listen", me, rc));
+  if ((rc = table.Listen(opts.dev, handle)) != ncclSuccess) return fail(Plugin("listen", me, rc, kind, path));
   std::vector<uint8_t> all(size_t(n) * NCCL_NET_HANDLE_MAXSIZE);
   if (Status s = boot.AllGather(handle, sizeof handle, all.data()); !s.ok()) return fail(s);
   std::vector<void*> hs;
   for (int r = 0; r < n; ++r) hs.push_back(all.data() + size_t(r) * NCCL_NET_HANDLE_MAXSIZE);
-  if ((rc = table.Connect(hs, me)) != ncclSuccess) return fail(Plugin("connect", me, rc));
+  if ((rc = table.Connect(hs, me)) != ncclSuccess) return fail(Plugin("connect", me, rc, kind, path));
 
   GinBench b;
   b.table = &table;
   b.boot = &boot;
+  b.libPath = path;
   b.me = me;
   b.n = n;
   b.deadline = DeadlineIn(opts.timeoutSec);
@@ -155,9 +166,9 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   std::vector<uint64_t> sig(size_t(n), 0);
   b.signals = sig.data();
   b.expected.assign(size_t(n), 0);
-  if ((rc = table.RegMrSym(b.data, dataBytes, 0, &b.dataMh)) != ncclSuccess) return fail(Plugin("regMrSym", me, rc));
+  if ((rc = table.RegMrSym(b.data, dataBytes, 0, &b.dataMh)) != ncclSuccess) return fail(Plugin("regMrSym", me, rc, kind, path));
   if ((rc = table.RegMrSym(b.signals, sig.size() * 8, NCCL_NET_MR_FLAG_FORCE_SO, &b.sigMh)) != ncclSuccess) {
-    return fail(Plugin("regMrSym", me, rc));
+    return fail(Plugin("regMrSym", me, rc, kind, path));
   }
   GinSizeFn fn = opts.pattern == Pattern::kGinPut      ? &GinPutSize
                  : opts.pattern == Pattern::kGinPutOneWay ? &GinPutOneWaySize

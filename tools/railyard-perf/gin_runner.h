@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "env/status.h"
@@ -23,6 +24,7 @@ namespace railyard::perf {
 struct GinBench {
   OneSidedTable* table = nullptr;
   Bootstrap* boot = nullptr;
+  std::string libPath;  ///< the library the table came from (named in errors)
   int me = 0;
   int n = 0;
   Deadline deadline;

@@ -171,6 +171,14 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
                         std::to_string(kMaxSizes) + "): use a larger -i or -f > 1");
   }
   o.pattern = *ParsePattern(pattern);
+  if (!IsCollective(o.pattern) && (app.count("--op") > 0 || (app.count("--datatype") > 0 && o.datatype != "float"))) {
+    // Not refused (a script may pass the same flags to every pattern), but said: the
+    // run ignores them (new-user trial: -p gin-put -o max ran and printed "redop none").
+    std::fprintf(stderr,
+                 "railyard-perf: warning: -d and -o apply to allreduce, allgather and reducescatter; -p %s moves "
+                 "floats and ignores them\n",
+                 pattern.c_str());
+  }
   if (pluginOpt->count() > 0) o.plugin = plugin;
   if (o.np == 0 && rankOpt->count() == 0) o.np = 1;  // plain run: one local rank
   if (rankOpt->count() > 0) {

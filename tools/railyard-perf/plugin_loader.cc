@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -389,6 +390,13 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
            "libnccl-net-<name>.so for a name, or the file a path names)";
   }
   return InvalidUsage(msg);
+}
+
+void PrintOpenLog(const std::vector<std::string>& log, const OpenedNet& net, int rank) {
+  const char* dbg = std::getenv("NCCL_DEBUG");
+  const bool info = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
+  if (!info && !(net.convenienceFallback && rank == 0)) return;
+  for (const auto& l : log) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", rank, l.c_str());
 }
 
 }  // namespace railyard::perf

@@ -101,4 +101,10 @@ struct OpenRequest {
 /// beside this railyard-perf when there is one.
 Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::string>* log);
 
+/// Prints OpenNetPlugin's step `log` ("railyard-perf: rank R: ...") as NCCL would: only
+/// with NCCL_DEBUG=INFO or TRACE, and on rank 0 when the plugin was found by the
+/// convenience fallback (`net.convenienceFallback`: the user should know which file ran).
+/// A failure's message already names every entry and file tried.
+void PrintOpenLog(const std::vector<std::string>& log, const OpenedNet& net, int rank);
+
 }  // namespace railyard::perf

@@ -190,12 +190,7 @@ Status Runner::OpenPlugin() {
 
   std::vector<std::string> log;
   Status s = OpenNetPlugin(req, &net_, &log);
-  const char* dbg = std::getenv("NCCL_DEBUG");
-  const bool info = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
-  // A failure's message names every entry and file tried: the step log only with NCCL_DEBUG=INFO.
-  if (info || (net_.convenienceFallback && me_ == 0)) {
-    for (const auto& l : log) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", me_, l.c_str());
-  }
+  PrintOpenLog(log, net_, me_);
   RY_RETURN_IF_ERROR(s);
   info_.pluginValue = req.value ? *req.value : "<unset>";
   if (opts_.plugin) info_.pluginValue += " (--plugin)";
