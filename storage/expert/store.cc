@@ -108,10 +108,15 @@ Status Store::CheckLayer(size_t i) const {
     return ExpertError(ExpertErrc::kStoreChanged, Errno(path + " cannot be stat'ed"));
   }
   const Identity& id = ids_[i];
-  if (st.st_ino != id.ino || st.st_dev != id.dev || fst.st_size != id.size || MtimeNs(fst) != id.mtimeNs) {
-    return ExpertError(ExpertErrc::kStoreChanged, path + " changed since the store was opened (size " +
-                                                      std::to_string(id.size) + " -> " + std::to_string(fst.st_size) +
-                                                      (st.st_ino != id.ino ? ", replaced" : "") + ")");
+  // Name what changed (new-user trial: an in-place write of the same size was reported
+  // as "size 49152 -> 49152").
+  std::string what;
+  auto add = [&what](const std::string& part) { what += (what.empty() ? "" : ", ") + part; };
+  if (st.st_ino != id.ino || st.st_dev != id.dev) add("replaced by another file");
+  if (fst.st_size != id.size) add("size " + std::to_string(id.size) + " -> " + std::to_string(fst.st_size));
+  if (MtimeNs(fst) != id.mtimeNs) add("modified in place (mtime changed)");
+  if (!what.empty()) {
+    return ExpertError(ExpertErrc::kStoreChanged, path + " changed since the store was opened (" + what + ")");
   }
   return Status::Ok();
 }

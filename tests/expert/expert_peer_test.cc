@@ -261,8 +261,10 @@ TEST_P(ExpertPeerTest, StoreChangedUnderThePeerIsNamed) {
   }
   Status s = c.client->Fetch(0, 1, 0);
   if (transport() == kTransportTcp) {
-    // TCP: the peer checks the file before every pread.
+    // TCP: the peer checks the file before every pread, and says what changed.
     EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+    EXPECT_NE(s.message().find("modified in place"), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().find("size"), std::string::npos) << s.message();
   } else {
     // READ: the peer serves the copy it loaded, so until it looks the record is the
     // manifest's, whole (never the rewritten bytes); once it looks it withdraws.
@@ -314,6 +316,12 @@ TEST_P(ExpertPeerTest, LayerFileTruncatedUnderThePeerIsStoreChanged) {
   }
   Status s = c.client->Fetch(1, 5, 0);
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kStoreChanged) << s.message();
+  if (transport() == kTransportTcp) {
+    EXPECT_NE(s.message().find("size " + std::to_string(m_.recordStride * m_.expertsPerLayer) + " -> " +
+                               std::to_string(m_.recordStride)),
+              std::string::npos)
+        << s.message();
+  }
 }
 
 TEST_P(ExpertPeerTest, TruncatedBeforeThePeerNoticesNeverCrashesIt) {
