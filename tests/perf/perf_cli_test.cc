@@ -80,6 +80,29 @@ TEST(PerfCli, AFailureSaysWhichSettingRailyardPerfInjected) {
       << r.err;
 }
 
+// A plugin whose init refuses a setting is a failed call (exit 1) with the plugin's
+// reason, for every family of patterns alike; the loader's step log only with
+// NCCL_DEBUG=INFO (new-user trial: the collectives exited 2, "bad flags", and printed
+// "Could not find: railyard"; the gin-* patterns said "init failed on rank 0: 5").
+TEST(PerfCli, APluginThatRefusesItsSettingsIsAFailedCallInEveryPattern) {
+  for (const char* pattern : {"sendrecv", "allreduce", "gin-put"}) {
+    SCOPED_TRACE(pattern);
+    const Result r = RunShell("env -u NCCL_DEBUG RAILYARD_SOCKET_IFNAME==lo RAILYARD_NSOCKS=0 " + kPerf + " --plugin " +
+                              kRailyard + " -np 2 -p " + pattern + " -b 1K -e 1K -n 1 -w 0 -T 60");
+    EXPECT_EQ(r.status, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("ncclInvalidUsage (5)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("RAILYARD_NSOCKS='0' is not valid"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("Could not find"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("[?]"), std::string::npos) << r.err;
+  }
+  // -d/-o on a pattern that ignores them: run, with a warning.
+  const Result w = RunShell("env RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard +
+                            " -np 2 -p sendrecv -o max -b 1K -e 1K -n 1 -w 0 -T 60");
+  EXPECT_EQ(w.status, 0) << w.out << w.err;
+  EXPECT_NE(w.err.find("warning: -d and -o apply to allreduce, allgather and reducescatter"), std::string::npos)
+      << w.err;
+}
+
 TEST(PerfCli, TestLeavingSizesUnwrittenIsOneWarnNotAnAbort) {
   const Result r = RunShell("FAKE_NET_NO_SIZES=1 " + kPerf + " --plugin " + Lib("7") + kSmallRun);
   EXPECT_EQ(r.status, 0) << r.out << r.err;
