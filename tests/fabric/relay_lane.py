@@ -160,6 +160,17 @@ def case_relay_churn():
     print(f"ok: {jobs} of {jobs} jobs through railyardd on h1/h3 with {churned[0]} processes churning there")
 
 
+def relay_seat_lines(host):
+    """`ss` lines of the listening relay seat sockets in host's namespace."""
+    seat = subprocess.run(["ip", "netns", "exec", NS[host], "ss", "-Hxlp"], capture_output=True, text=True).stdout
+    return [l for l in seat.splitlines() if f"railyard-seat:relay:{RELAY_PORT}" in l]
+
+
+def holds_relay_seat(host, pid):
+    """True when process `pid` holds the relay seat of host `host` (listens on its socket)."""
+    return any(f"pid={pid}," in l for l in relay_seat_lines(host))
+
+
 def case_relay_daemon_takes_over():
     # h0 and h2 relay for job A (h1<->h3); on h1 and h3 job A's own ranks are the relays.
     far = railyardd([0, 2])
@@ -175,13 +186,18 @@ def case_relay_daemon_takes_over():
         if dead:
             fail("job A ended before railyardd started on h1/h3:\n" + "\n".join(p.stderr.read()[-2000:] for p in dead))
         for h, p in zip((1, 3), a):
-            seat = subprocess.run(["ip", "netns", "exec", NS[h], "ss", "-Hxlp"], capture_output=True, text=True).stdout
-            mine = [l for l in seat.splitlines() if "railyard-seat:relay:" in l]
-            if not any(f"pid={p.pid}," in l for l in mine):
-                fail(f"job A's rank on h{h} (pid {p.pid}) does not hold the relay seat before railyardd starts: {mine}")
-        # railyardd starts after the ranks: it takes the relay port over from them.
+            if not holds_relay_seat(h, p.pid):
+                fail(f"job A's rank on h{h} (pid {p.pid}) does not hold the relay seat before railyardd starts: "
+                     f"{relay_seat_lines(h)}")
+        # railyardd starts after the ranks: it takes the relay port over from them. Job C
+        # starts once both hold the seat (a loaded machine starts them slowly; killing the
+        # ranks first would leave the seat free, with nothing to take over).
         near = railyardd([1, 3], {"RAILYARD_DEBUG": "INFO"})
         far += near
+        for h, d in zip((1, 3), near):
+            poll_until(lambda: d.poll() is not None or holds_relay_seat(h, d.pid), f"railyardd on h{h} to hold the relay seat")
+            if d.poll() is not None:
+                fail(f"railyardd on h{h} exited {d.returncode}: {d.stderr.read()[-3000:]}")
         # Job C through the daemons; while it runs, job A's ranks (the former relays) die.
         c = perf([0, 2], "sendrecv", ["-b", "16M", "-e", "16M", "-n", "40", "-w", "0", "-c", "1"])
         jobs.append(c)
