@@ -8,6 +8,12 @@
 #     plus slack, and the error must name the rail and the message sequence.
 #  2. A new job between the same two guests then succeeds (#wrong 0) the long way
 #     round, through the relays on g3 and g2 (TCP), with no verbs connection.
+#  3. GIN over RDMA (issue 11: "a rail cut: a named error on the others, no hang"):
+#     guest 0 brings p1 back up; once rxe1 is ACTIVE with its IPv4 GID again, guests 0
+#     and 1 stream railyard-perf gin-put (RMA v14 table, verbs, plain device on the
+#     cable's HCA) and guest 0 takes p1 down mid-stream. Both ranks must exit non-zero
+#     within RAILYARD_TIMEOUT_MS plus slack; guest 0's error names peer rank 1, a
+#     sequence and the rail.
 # Guests meet through /ring barriers, never through the rails. p1 comes back up at
 # the end. Exit: 0 pass, 1 fail, 77 not in a ring of 4.
 set -uo pipefail
@@ -84,4 +90,63 @@ if ((RING_ID == 0)); then
   ((rows > 0 && bad == 0)) || fail "phase 2: $rows rows, $bad with #wrong != 0"
 fi
 echo "ring_cut_cable_test: guest $RING_ID: after the cut the pair ran around the ring through the relays, #wrong 0"
+
+# Phase 3: the cable back, a GIN stream over RDMA on it, then the cut again.
+if ((RING_ID == 0)); then
+  ip link set p1 up
+  ok=0
+  for _ in $(seq 1 300); do  # polling the port state after link up, not a barrier
+    if grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state && ring-gid rxe1 v4 >/dev/null 2>&1 &&
+      ping -c 1 -W 1 "$RING_PEER_P1" >/dev/null 2>&1; then
+      ok=1
+      break
+    fi
+    sleep 0.1
+  done
+  ((ok)) || fail "p1 up again, but rxe1 is not ACTIVE with an IPv4 GID reaching $RING_PEER_P1 within 30 s"
+  hca=rxe1 nic=p1
+else
+  hca=rxe0 nic=p0
+fi
+ring-barrier "$tag-gin-up" 120 2 || fail "peer did not reach the GIN phase"
+tx0=$(cat /sys/class/net/p1/statistics/tx_bytes 2>/dev/null || echo 0)
+# The verbs Workers' bootstrap listeners bind the first RAILYARD_SOCKET_IFNAME
+# interface (net_transport.cc): the cable's own, the only one the peer can reach.
+RAILYARD_TIMEOUT_MS=5000 RAILYARD_TRANSPORT=verbs RAILYARD_FABRIC=off RAILYARD_HCA="=$hca" RAILYARD_SOCKET_IFNAME="=$nic" \
+  NCCL_DEBUG=WARN RAILYARD_DEBUG=WARN \
+  timeout 300 "$perf" --plugin "$plugin" --rank "$rank" --nranks 2 --root 10.79.0.1:29672 \
+  -p gin-put --one-sided rma-v14 -b 4M -e 4M -n 100000 -w 0 -c 0 -T 290 >"$out/table3" 2>"$out/log3" &
+ppid=$!
+if ((RING_ID == 0)); then
+  moving=0
+  for _ in $(seq 1 1200); do  # polling a byte counter for traffic, not a barrier
+    kill -0 "$ppid" 2>/dev/null || break
+    tx=$(cat /sys/class/net/p1/statistics/tx_bytes)
+    if ((tx - tx0 >= 8 << 20)); then
+      moving=1
+      break
+    fi
+    sleep 0.1
+  done
+  ((moving)) || { tail -20 "$out/log3" >&2; fail "no GIN traffic on p1 before the cut"; }
+  ip link set p1 down
+  cut_at=$(date +%s)
+fi
+wait "$ppid"
+rc=$?
+((rc != 0)) || fail "gin-put survived the cable cut (exit 0)"
+((rc != 124)) || fail "gin-put hung after the cable cut (killed by timeout)"
+if ((RING_ID == 0)); then
+  took=$(($(date +%s) - cut_at))
+  ((took <= 30)) || fail "the GIN error came $took s after the cut (RAILYARD_TIMEOUT_MS=5000)"
+fi
+# As in phase 1, guest 0 (whose port went down) must name the fault; guest 1 may stop
+# first on railyard-perf's word that rank 0 failed, so only its non-zero exit counts.
+if ((RING_ID == 0)); then
+  for w in "peer rank 1" "seq" "rail"; do
+    grep -q "$w" "$out/log3" || { tail -20 "$out/log3" >&2; fail "the GIN error does not name '$w'"; }
+  done
+fi
+echo "ring_cut_cable_test: guest $RING_ID: GIN over RDMA failed as it should on the cut (exit $rc): $(grep -m1 -E 'WARN|failed' "$out/log3")"
+ring-barrier "$tag-gin-done" 120 2 || true
 exit 0
