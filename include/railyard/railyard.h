@@ -67,7 +67,7 @@ enum {
   RAILYARD_EXPERT_EADMISSION_REFUSED = 11, /**< the peer's pin cap (RAILYARD_EXPERT_PIN_CAP) is full */
   RAILYARD_EXPERT_EPROTOCOL = 12,          /**< a malformed message from the peer */
   RAILYARD_EXPERT_ESYSTEM = 13,            /**< a local syscall or registration failed */
-  RAILYARD_EXPERT_EINVALID_ARGUMENT = 14,  /**< NULL, zero bytes, bad transport value */
+  RAILYARD_EXPERT_EINVALID_ARGUMENT = 14,  /**< NULL, zero bytes, bad transport value, overlapping arena slots */
 };
 
 /** Transports a client may choose at open. */
@@ -119,7 +119,9 @@ RAILYARD_API int railyard_expert_layout_get(const railyard_expert* h, railyard_e
 RAILYARD_API int railyard_expert_manifest(const railyard_expert* h, char* buf, size_t bytes, size_t* needed);
 /** Fetches one record into the arena at arena_offset. */
 RAILYARD_API int railyard_expert_fetch(railyard_expert* h, uint32_t layer, uint64_t expert, uint64_t arena_offset);
-/** Fetches `count` records (all of them, or an error: see above). */
+/** Fetches `count` records (all of them, or an error: see above). EINVALID_ARGUMENT,
+ *  before anything moves, when two records' arena slots overlap (each takes the
+ *  record stride from its arena_offset). */
 RAILYARD_API int railyard_expert_fetch_batch(railyard_expert* h, const railyard_expert_record* records, size_t count);
 /** Switches checksum verification on (non-zero) or off for later fetches. */
 RAILYARD_API int railyard_expert_set_verify(railyard_expert* h, int verify_checksums);

@@ -128,7 +128,8 @@ class ExpertClient:
         _check(self._lib, self._lib.railyard_expert_fetch(h, layer, expert, offset))
 
     def fetch_batch(self, records):
-        """Fetches (layer, expert, offset) triples; all land or ExpertError is raised.
+        """Fetches (layer, expert, offset) triples; all land or ExpertError is raised
+        (INVALID_ARGUMENT, before anything moves, for two slots closer than the record stride).
         A negative or too-large field raises ValueError naming it and its record."""
         h = self._handle("fetch_batch")
         arr = (_Record * len(records))()

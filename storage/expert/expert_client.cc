@@ -3,9 +3,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "storage/expert/expert_error.h"
 #include "storage/expert/expert_wire.h"
@@ -154,6 +156,27 @@ Status ExpertClient::Fetch(uint32_t layer, uint64_t expert, uint64_t arenaOffset
   return FetchBatch(std::span<const RecordRequest>(&r, 1));
 }
 
+Status CheckDisjointSlots(std::span<const RecordRequest> batch, uint64_t stride) {
+  std::vector<size_t> order(batch.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return batch[a].arenaOffset < batch[b].arenaOffset; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const RecordRequest& lo = batch[order[k - 1]];
+    const RecordRequest& hi = batch[order[k]];
+    if (hi.arenaOffset - lo.arenaOffset >= stride) continue;
+    const size_t a = std::min(order[k - 1], order[k]), b = std::max(order[k - 1], order[k]);
+    auto text = [&](size_t i) {
+      return "record " + std::to_string(i) + " (layer index " + std::to_string(batch[i].layer) + " expert " +
+             std::to_string(batch[i].expert) + ", arena slot at " + std::to_string(batch[i].arenaOffset) + ")";
+    };
+    return ExpertError(ExpertErrc::kInvalidArgument,
+                       text(a) + " and " + text(b) + " overlap: each record takes " + std::to_string(stride) +
+                           " bytes (the record stride), so slots must be at least that far apart; nothing was fetched");
+  }
+  return Status::Ok();
+}
+
 Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
   if (!failed_.ok()) {
     // Name this request, then the failure that stopped the client (once, with one prefix).
@@ -181,6 +204,7 @@ Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
                                                       std::to_string(arenaBytes_) + "-byte arena");
     }
   }
+  RY_RETURN_IF_ERROR(CheckDisjointSlots(batch, stride));
   if (batch.empty()) return Status::Ok();
   Status s = options_.transport == kTransportRead ? FetchRead(batch) : FetchTcp(batch);
   if (!s.ok()) {

@@ -43,6 +43,13 @@ struct RecordRequest {
   uint64_t arenaOffset = 0;
 };
 
+/// Checks that the arena slots of `batch` are disjoint: each record fills `stride`
+/// bytes from its arenaOffset, so two slots closer than that would land one record
+/// over another (and the first one's checksum would then fail, blaming the peer).
+/// INVALID_ARGUMENT naming both records (batch index, layer index, expert, slot) for the
+/// first overlap in arena order; Ok otherwise (an empty batch too). O(n log n).
+Status CheckDisjointSlots(std::span<const RecordRequest> batch, uint64_t stride);
+
 /// Not thread-safe: one thread fetches (and, over READ, progresses `worker`).
 class ExpertClient {
  public:
@@ -69,6 +76,8 @@ class ExpertClient {
   /// Fetches every record of `batch` into the arena. Ok only when every record landed
   /// (and matched its checksum when verifying): OUT_OF_RANGE (checked before anything
   /// moves) for a layer/expert outside the store or a slot outside the arena;
+  /// INVALID_ARGUMENT (also before anything moves) for two slots that overlap
+  /// (CheckDisjointSlots);
   /// PEER_LOST when the peer dies or goes silent; CHECKSUM_MISMATCH naming the first
   /// bad record; STORE_CHANGED / others as the peer names them. After PEER_LOST or a
   /// protocol error the client is failed: every later call fails with that error's code,

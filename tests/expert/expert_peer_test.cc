@@ -247,6 +247,44 @@ TEST_P(ExpertPeerTest, OutOfRangeIsRefusedBeforeAnythingMoves) {
   EXPECT_TRUE(c.client->Fetch(2, 5, m_.recordStride).ok());
 }
 
+TEST_P(ExpertPeerTest, OverlappingSlotsAreRefusedBeforeAnythingMoves) {
+  Peer p;
+  StartPeer(&p);
+  Client c;
+  ASSERT_TRUE(OpenClient(p, &c, 3, transport()).ok());
+  const uint64_t stride = m_.recordStride;
+  // Record 2 starts 10 bytes into record 0's slot: it would overwrite record 0's tail.
+  const std::vector<RecordRequest> batch{{0, 0, 0}, {0, 3, 2 * stride}, {0, 1, 10}};
+  Status s = c.client->FetchBatch(batch);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("record 0 (layer index 0 expert 0, arena slot at 0) and record 2 (layer index 0 expert 1, "
+                             "arena slot at 10) overlap"),
+            std::string::npos)
+      << s.message();
+  // The same slot twice overlaps too; nothing landed, and the client still works.
+  EXPECT_EQ(ExpertErrcOf(c.client->FetchBatch(std::vector<RecordRequest>{{0, 2, stride}, {1, 2, stride}})),
+            ExpertErrc::kInvalidArgument);
+  for (uint64_t i = 0; i < 3 * stride; ++i) ASSERT_EQ(c.arena[i], '\x5a') << "byte " << i;
+  ASSERT_TRUE(c.client->FetchBatch(std::vector<RecordRequest>{{0, 0, 0}, {0, 1, stride}, {0, 3, 2 * stride}}).ok());
+  EXPECT_EQ(std::string(c.arena.data(), stride), testing::ExpectedRecord(m_, 0, 0));
+  EXPECT_EQ(std::string(c.arena.data() + stride, stride), testing::ExpectedRecord(m_, 0, 1));
+  EXPECT_EQ(std::string(c.arena.data() + 2 * stride, stride), testing::ExpectedRecord(m_, 0, 3));
+}
+
+TEST(ExpertSlots, DisjointSlotsPassAndTheFirstOverlapInArenaOrderIsNamed) {
+  EXPECT_TRUE(CheckDisjointSlots({}, 64).ok());
+  const std::vector<RecordRequest> apart{{0, 1, 128}, {0, 2, 0}, {0, 3, 64}};
+  EXPECT_TRUE(CheckDisjointSlots(apart, 64).ok());
+  const std::vector<RecordRequest> close{{0, 1, 128}, {0, 2, 0}, {0, 3, 191}, {0, 4, 63}};
+  Status s = CheckDisjointSlots(close, 64);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kInvalidArgument);
+  // In arena order 0, 63, 128, 191: slots 0 and 63 (records 1 and 3) overlap first.
+  EXPECT_NE(s.message().find("record 1 (layer index 0 expert 2, arena slot at 0) and record 3 (layer index 0 "
+                             "expert 4, arena slot at 63) overlap"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST_P(ExpertPeerTest, StoreChangedUnderThePeerIsNamed) {
   Peer p;
   StartPeer(&p, 0, true, /*storeCheckIntervalMs=*/0);  // the test runs the peer's check itself
