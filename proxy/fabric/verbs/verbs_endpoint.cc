@@ -625,6 +625,15 @@ void VerbsEndpoint::Progress() {
   const Clock::time_point now = Clock::now();
   if (now - lastWatch_ >= kWatchInterval) {
     lastWatch_ = now;
+    // A rail whose port went down (IBV_EVENT_PORT_ERR / DEVICE_FATAL, set by the
+    // plugin's event thread) completes nothing more: fail now, not after the timeout.
+    for (int r = 0; r < rails_; ++r) {
+      const proxy::verbs::IbPort& port = worker_->domain().RailPort(static_cast<size_t>(r));
+      if (!port.down.load(std::memory_order_relaxed)) continue;
+      Fail(Error(FabricErrc::kSystem, r, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+                 "the rail's RDMA port " + port.Name() + " went down (port error or device fatal event)"));
+      return;
+    }
     s = boot_.Watch(&closed);
   }
   if (!s.ok() || closed) {
