@@ -64,6 +64,7 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
   if (!j.is_object()) return Bad(path, "header is not a JSON object");
   const uint64_t dataBytes = size - 8 - n;
   std::vector<std::pair<uint64_t, uint64_t>> spans;
+  std::vector<std::string> spanNames;  ///< parallel to spans
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const json& t = it.value();
@@ -86,24 +87,44 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
       if (__builtin_mul_overflow(elems, ct.shape.back(), &elems)) return Bad(path, "tensor '" + name + "' shape overflows");
     }
     const json& off = t["data_offsets"];
-    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return Bad(path, "tensor '" + name + "' offsets are not integers");
+    for (int k = 0; k < 2; ++k) {
+      if (off[k].is_number_unsigned()) continue;
+      return Bad(path, "tensor '" + name + "' data_offsets[" + std::to_string(k) + "] is " + off[k].dump() +
+                           (off[k].is_number_integer() ? " (negative)" : "") + ", not an unsigned integer");
+    }
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
-    if (b > e || e > dataBytes) {
+    if (b > e) {
       return Bad(path, "tensor '" + name + "' data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
-                           "] outside the " + std::to_string(dataBytes) + "-byte data (truncated?)");
+                           "]: begin after end");
+    }
+    if (e > dataBytes) {
+      return Bad(path, "tensor '" + name + "' data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+                           "] end past the " + std::to_string(dataBytes) + "-byte data (truncated?)");
     }
     uint64_t want = 0;
-    if (__builtin_mul_overflow(elems, es, &want) || want != e - b) {
-      return Bad(path, "tensor '" + name + "' holds " + std::to_string(e - b) + " bytes; shape x " + ct.dtype + " needs " + std::to_string(want));
+    const bool overflow = __builtin_mul_overflow(elems, es, &want);
+    if (overflow || want != e - b) {
+      return Bad(path, "tensor '" + name + "' holds " + std::to_string(e - b) + " bytes; shape " + t["shape"].dump() +
+                           " x " + ct.dtype + " (" + std::to_string(es) + " bytes each) needs " +
+                           (overflow ? std::string("2^64 or more") : std::to_string(want)));
     }
     ct.fileOffset = 8 + n + b;
     ct.bytes = e - b;
     spans.push_back({b, e});
+    spanNames.push_back(name);
     out->push_back(std::move(ct));
   }
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i) {
-    if (spans[i].first < spans[i - 1].second) return Bad(path, "two tensors' data overlap");
+  std::vector<size_t> order(spans.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t c) { return spans[a] < spans[c]; });
+  auto spanText = [&](size_t i) {
+    return "'" + spanNames[i] + "' [" + std::to_string(spans[i].first) + ", " + std::to_string(spans[i].second) + ")";
+  };
+  for (size_t k = 1; k < order.size(); ++k) {
+    const size_t lo = order[k - 1], hi = order[k];
+    if (spans[hi].first < spans[lo].second) {
+      return Bad(path, "the data of tensors " + spanText(lo) + " and " + spanText(hi) + " overlap");
+    }
   }
   return Status::Ok();
 }

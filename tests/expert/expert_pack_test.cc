@@ -246,7 +246,22 @@ TEST(ExpertPack, MalformedAndTruncatedSafetensorsAreRefused) {
   const std::string entry = R"({"a": {"x": 1}})";
   EXPECT_NE(errOf(writeRaw("entry", entry.size(), entry)).message().find("lacks dtype"), std::string::npos);
   const std::string wrong = R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})";
-  EXPECT_NE(errOf(writeRaw("bytes", wrong.size(), wrong + std::string(8, '\0'))).message().find("needs 12"), std::string::npos);
+  EXPECT_NE(errOf(writeRaw("bytes", wrong.size(), wrong + std::string(8, '\0'))).message().find("shape [3] x F32 (4 bytes each) needs 12"),
+            std::string::npos);
+  // Offsets: reversed, negative, and two tensors over the same bytes, each named.
+  const std::string reversed = R"({"a": {"dtype": "U8", "shape": [8], "data_offsets": [8, 0]}})";
+  EXPECT_NE(errOf(writeRaw("rev", reversed.size(), reversed + std::string(8, '\0'))).message().find("data_offsets [8, 0]: begin after end"),
+            std::string::npos);
+  const std::string negative = R"({"a": {"dtype": "U8", "shape": [8], "data_offsets": [-8, 0]}})";
+  EXPECT_NE(errOf(writeRaw("neg", negative.size(), negative + std::string(8, '\0')))
+                .message()
+                .find("data_offsets[0] is -8 (negative), not an unsigned integer"),
+            std::string::npos);
+  const std::string overlap =
+      R"({"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}, "b": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}})";
+  s = errOf(writeRaw("ovl", overlap.size(), overlap + std::string(8, '\0')));
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+  EXPECT_NE(s.message().find("the data of tensors 'a' [0, 8) and 'b' [4, 8) overlap"), std::string::npos) << s.message();
   // A sharded checkpoint whose index names a tensor its shard lacks.
   std::filesystem::create_directory(tmp.path + "/sh");
   testing::WriteSafetensors(tmp.path + "/sh/a.safetensors", MixtralTensors());

@@ -103,6 +103,21 @@ TEST(PerfCli, APluginThatRefusesItsSettingsIsAFailedCallInEveryPattern) {
       << w.err;
 }
 
+// An empty --plugin is read as unset, as NCCL reads an empty NCCL_NET_PLUGIN, and it
+// overrides the variable; the fallback's log line says so (new-user trial: it said
+// "NCCL_NET_PLUGIN is unset" while NCCL_NET_PLUGIN=nosuch was set).
+TEST(PerfCli, AnEmptyPluginFlagIsReadAsUnsetAndTheLogSaysWhichValue) {
+  const Result r = RunShell("NCCL_NET_PLUGIN=nosuch NCCL_DEBUG=INFO RAILYARD_SOCKET_IFNAME==lo " + kPerf +
+                            " --plugin '' -np 1 -p ring -b 1K -e 1K -n 1 -w 0 -T 60");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_NE(all.find("NET/Plugin: --plugin='' names no plugin (read as unset, as NCCL does) and libnccl-net.so did "
+                     "not load"),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("NCCL_NET_PLUGIN is unset"), std::string::npos) << all;
+}
+
 TEST(PerfCli, TestLeavingSizesUnwrittenIsOneWarnNotAnAbort) {
   const Result r = RunShell("FAKE_NET_NO_SIZES=1 " + kPerf + " --plugin " + Lib("7") + kSmallRun);
   EXPECT_EQ(r.status, 0) << r.out << r.err;

@@ -109,6 +109,23 @@ TEST(PerfOptions, SizesThatMoveNothingAreRefused) {
   EXPECT_TRUE(Parse({"-np", "2", "-p", "sendrecv", "-b", "0", "-e", "64", "-f", "2"}, &o).ok());  // 1, 2 B fold into 0
   EXPECT_TRUE(Parse({"-np", "2", "-p", "sendrecv", "-b", "1", "-e", "8M", "-f", "8"}, &o).ok());  // 1 B: nccl-tests' 0 row
   EXPECT_TRUE(Parse({"-np", "2", "-p", "allreduce", "-d", "int8", "-b", "3", "-e", "3"}, &o).ok());  // collectives: -d
+  // The collectives by the same rule: whole elements (allreduce), per rank (allgather,
+  // reducescatter), of the -d type (new-user trial: allgather -b 1 -e 1 ran a 0 B row).
+  s = Parse({"-np", "2", "-p", "allgather", "-b", "1", "-e", "1"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("-e 1 moves nothing with -p allgather -d float: each of the 2 ranks holds whole "
+                             "4-byte elements, so at least 8 B"),
+            std::string::npos)
+      << s.message();
+  s = Parse({"-np", "3", "-p", "reducescatter", "-d", "half", "-b", "4", "-e", "5"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("at least 6 B"), std::string::npos) << s.message();
+  s = Parse({"-np", "2", "-p", "allreduce", "-d", "double", "-b", "7", "-e", "7"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the size counts whole 8-byte elements, so at least 8 B"), std::string::npos) << s.message();
+  EXPECT_TRUE(Parse({"-np", "2", "-p", "allgather", "-b", "8", "-e", "8"}, &o).ok());
+  EXPECT_TRUE(Parse({"-np", "2", "-p", "allgather", "-b", "1", "-e", "1K", "-f", "2"}, &o).ok());  // a sweep: 0 B rows as nccl-tests
+  EXPECT_TRUE(Parse({"-np", "2", "-p", "allgather", "-b", "0", "-e", "0"}, &o).ok());
 }
 
 TEST(PerfOptions, RejectsBadCombinations) {

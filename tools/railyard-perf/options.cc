@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/railyard-perf/coll_pattern.h"
+
 namespace railyard::perf {
 
 Status ParseSize(const std::string& text, std::size_t* out) {
@@ -197,6 +199,25 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   const bool collective = o.pattern == Pattern::kAllReduce || o.pattern == Pattern::kAllGather ||
                           o.pattern == Pattern::kReduceScatter;
   const int nranks = o.np > 0 ? o.np : o.nranks;
+  if (collective && o.minBytes > 0) {
+    // The same rule for the collectives (new-user trial: -p allgather -b 1 -e 1 ran one
+    // passing row of 0 B): whole elements per rank (allreduce: whole elements).
+    collectives::DataType type = collectives::DataType::kFloat32;
+    (void)collectives::ParseDataType(o.datatype, &type);  // CLI11 checked the name
+    const CollPattern& pat = o.pattern == Pattern::kAllReduce   ? AllReducePattern()
+                             : o.pattern == Pattern::kAllGather ? AllGatherPattern()
+                                                                : ReduceScatterPattern();
+    const std::size_t tb = collectives::TypeBytes(type);
+    if (pat.shape(o.maxBytes, nranks, tb).totalBytes == 0) {
+      const std::size_t least = o.pattern == Pattern::kAllReduce ? tb : tb * static_cast<std::size_t>(nranks);
+      return InvalidUsage("-e " + maxB + " moves nothing with -p " + pattern + " -d " + o.datatype + ": " +
+                          (o.pattern == Pattern::kAllReduce
+                               ? "the size counts whole " + std::to_string(tb) + "-byte elements"
+                               : "each of the " + std::to_string(nranks) + " ranks holds whole " +
+                                     std::to_string(tb) + "-byte elements") +
+                          ", so at least " + std::to_string(least) + " B (-b 0 -e 0 for an empty operation)");
+    }
+  }
   if (!collective && o.minBytes > 0 && LayoutFor(o.pattern, o.maxBytes, nranks).totalBytes == 0) {
     const bool alltoall = o.pattern == Pattern::kAllToAll || o.pattern == Pattern::kGinAllToAll;
     return InvalidUsage("-e " + maxB + " moves nothing with -p " + pattern + ": " +

@@ -331,7 +331,10 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
   if (spec.isDefault) {
     for (const auto& path : ConvenienceFallbacks(req.exeDir)) {
       if (access(path.c_str(), R_OK) != 0) continue;
-      log->push_back("NET/Plugin: NCCL_NET_PLUGIN is unset and " + std::string(kDefaultPluginLib) +
+      // Unset, empty, or only commas: NCCL reads the last two as unset too (ResolvePluginValue).
+      const std::string as = !req.value ? req.source + " is unset"
+                                        : req.source + "='" + *req.value + "' names no plugin (read as unset, as NCCL does)";
+      log->push_back("NET/Plugin: " + as + " and " + std::string(kDefaultPluginLib) +
                      " did not load; railyard-perf convenience (NCCL itself does not do this): trying " + path);
       bool won = false;
       const size_t from = reasons.size();
