@@ -89,13 +89,16 @@ Status ClusterKey::Load(const std::string& path, std::shared_ptr<const ClusterKe
     got += static_cast<size_t>(n);
   }
   ::close(fd);
+  const size_t read = got;
   while (got > 0 && (secret[got - 1] == '\n' || secret[got - 1] == '\r' || secret[got - 1] == ' ' ||
                      secret[got - 1] == '\t')) {
     --got;
   }
   Status s;
   if (got < kMinBytes) {
-    s = Bad(path, std::to_string(got) + " bytes is too short (at least " + std::to_string(kMinBytes) +
+    const std::string stripped =
+        read != got ? " (" + std::to_string(read) + " read, trailing whitespace dropped)" : std::string();
+    s = Bad(path, std::to_string(got) + " bytes" + stripped + " is too short (at least " + std::to_string(kMinBytes) +
                       "; e.g. openssl rand -hex 32 > " + path + ")");
   } else if (got > kMaxBytes) {
     s = Bad(path, "too long for a key (at most " + std::to_string(kMaxBytes) + " bytes)");

@@ -145,18 +145,25 @@ class ExpertClient:
         _check(self._lib, self._lib.railyard_expert_set_verify(self._handle("set_verify"), 1 if on else 0))
 
     def tensor(self, arena, name, offset=0):
-        """A numpy view of tensor `name` of the record at arena[offset:] (numpy needed)."""
-        import numpy as np
+        """A numpy view of tensor `name` of the record at arena[offset:] (numpy needed:
+        the only call of this binding that is). KeyError, naming the manifest's tensors,
+        for an unknown name; ImportError saying so when numpy is missing."""
+        entry = next((t for t in self.manifest["tensors"] if t["name"] == name), None)
+        if entry is None:
+            names = [t["name"] for t in self.manifest["tensors"]]
+            raise KeyError(f"no tensor {name!r} in the store's records; they hold {names}")
+        try:
+            import numpy as np
+        except ImportError as e:
+            raise ImportError("ExpertClient.tensor() returns a numpy view and needs numpy "
+                              "(python3-numpy); the rest of railyard.expert needs only the standard library") from e
         dtypes = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I8": np.int8, "U8": np.uint8,
                   "I16": np.int16, "I32": np.int32, "I64": np.int64, "BF16": np.uint16,
                   "F8_E4M3": np.uint8, "F8_E5M2": np.uint8}
-        for t in self.manifest["tensors"]:
-            if t["name"] == name:
-                dt = np.dtype(dtypes[t["dtype"]])
-                flat = np.frombuffer(memoryview(arena).cast("B"), dtype=np.uint8,
-                                     count=t["bytes"], offset=offset + t["offset"])
-                return flat.view(dt).reshape(t["shape"])
-        raise KeyError(name)
+        dt = np.dtype(dtypes[entry["dtype"]])
+        flat = np.frombuffer(memoryview(arena).cast("B"), dtype=np.uint8,
+                             count=entry["bytes"], offset=offset + entry["offset"])
+        return flat.view(dt).reshape(entry["shape"])
 
     def close(self):
         """Polite shutdown; the handle is freed either way."""

@@ -139,6 +139,18 @@ def main():
                             got = buf[i * stride + t["offset"]: i * stride + t["offset"] + t["bytes"]]
                             same &= got == tensors[name][2]
                     check(same, f"{transport}: all {n} records are byte-identical to the checkpoint's tensors")
+                    try:  # an unknown name is a KeyError naming the tensors, numpy or not
+                        c.tensor(arena, "w9.weight")
+                        check(False, f"{transport}: tensor('w9.weight') is refused")
+                    except KeyError as e:
+                        check("no tensor 'w9.weight'" in str(e) and "'w2.weight'" in str(e),
+                              f"{transport}: tensor() of an unknown name is a KeyError naming the tensors ({e})")
+                    if np is None:
+                        try:
+                            c.tensor(arena, "w2.weight")
+                            check(False, f"{transport}: tensor() without numpy is refused")
+                        except ImportError as e:
+                            check("needs numpy" in str(e), f"{transport}: tensor() without numpy says it needs numpy ({e})")
                     if np is not None:
                         w2 = c.tensor(arena, "w2.weight", offset=3 * stride)
                         check(w2.shape == (64, 96) and w2.tobytes() == tensors[
