@@ -165,12 +165,22 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
   return Status::Ok();
 }
 
+namespace {
+/// Bytes the tensors of one record hold (without the alignment gaps between them).
+uint64_t TensorBytes(const Manifest& m) {
+  uint64_t n = 0;
+  for (const TensorLayout& t : m.tensors) n += t.bytes;
+  return n;
+}
+}  // namespace
+
 std::string PackPlan::Describe() const {
   const Manifest& m = manifest;
   std::ostringstream o;
   o << "model " << (m.modelId.empty() ? "(unnamed)" : m.modelId) << ", scheme " << m.scheme << "\n"
     << m.layers.size() << " MoE layers x " << m.expertsPerLayer << " experts; record stride " << m.recordStride
-    << " bytes (" << m.recordBytes << " used, alignment " << m.alignment << ")\n"
+    << " bytes (its tensors hold " << TensorBytes(m) << " bytes and end at byte " << m.recordBytes
+    << ", each aligned to " << m.alignment << ")\n"
     << "record layout:\n";
   for (const TensorLayout& t : m.tensors) {
     o << "  +" << t.offset << "  " << t.name << "  " << t.dtype << " " << ShapeText(t.shape) << "  " << t.bytes << " bytes\n";

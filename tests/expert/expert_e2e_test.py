@@ -101,6 +101,11 @@ def main():
         dry = subprocess.run([pack, ck, "--dry-run", "--align", "256"], capture_output=True, text=True)
         check(dry.returncode == 0 and "2 MoE layers x 4 experts" in dry.stdout and not os.path.exists(store),
               "railyard-pack --dry-run prints the layout and writes nothing")
+        # The stride line tells the tensors' bytes from where they end (alignment gaps between).
+        held = re.search(r"its tensors hold (\d+) bytes and end at byte (\d+), each aligned to 256", dry.stdout)
+        want = sum(len(tensors[f"model.layers.0.block_sparse_moe.experts.0.{w}.weight"][2]) for w in ("w1", "w2", "w3"))
+        check(held is not None and int(held.group(1)) == want and int(held.group(2)) >= want,
+              f"railyard-pack --dry-run: a record's tensors hold {want} bytes ({held.group(0) if held else dry.stdout})")
         r = subprocess.run([pack, ck, store, "--align", "256", "--verify", "--no-progress"], capture_output=True, text=True)
         check(r.returncode == 0, f"railyard-pack packs the sharded checkpoint ({r.stderr.strip()})")
         check("verified" in r.stdout, f"railyard-pack --verify says the store was verified ({r.stdout.strip()})")
