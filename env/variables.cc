@@ -232,8 +232,11 @@ const Variable kVariables[] = {
      "automatic = up, non-loopback interfaces with a routable address, except "
      "docker*/virbr*; else lo.",
      0, 0, &ApplySocketIfname, "NCCL_SOCKET_IFNAME syntax"},
-    {"RAILYARD_NSOCKS", "int", "4", "", nullptr,
-     "Data sockets per connection.", 1, 64, &ApplyInt<&Config::nsocks>},
+    {"RAILYARD_NSOCKS", "int", "2", "", nullptr,
+     "Data sockets per connection (the fabric's TCP transport: per rail of an Endpoint). "
+     "2 moved more than 4 at every size from 1 MiB on a 2-core host (docs/benchmarks.md, "
+     "\"TCP defaults\"); more may pay on hosts with many cores and fast NICs.",
+     1, 64, &ApplyInt<&Config::nsocks>},
     {"RAILYARD_NTHREADS", "int", "2", "", nullptr,
      "Helper threads per connection that move the data when the calling thread stops calling "
      "isend/irecv/test for 1 ms (the calling thread moves it otherwise).", 1, 16,
@@ -396,9 +399,9 @@ const Variable kVariables[] = {
      "into chunks striped over every rail of the endpoint, weighted by rail speed; smaller ones "
      "go whole on one rail. Accepts K, M, G suffixes.",
      0, kGiB, &ApplyBytes<&Config::stripeThresholdBytes>},
-    {"RAILYARD_STRIPE_CHUNK_BYTES", "bytes", "1M", "bytes", nullptr,
+    {"RAILYARD_STRIPE_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
      "Fabric layer: most bytes in one chunk of a Write or Read (any larger op is cut into "
-     "chunks of this size); accepts K, M, G suffixes. The verbs transport cuts Writes into "
+     "chunks of this size, spread over the rails' sockets); accepts K, M, G suffixes. The verbs transport cuts Writes into "
      "chunks of at least 4 MiB (the port's max_msg_sz caps them) and Reads into chunks of at "
      "most 256 KiB.",
      4096, 64 * 1024 * 1024, &ApplyBytes<&Config::stripeChunkBytes>},

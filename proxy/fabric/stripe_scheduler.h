@@ -17,7 +17,9 @@ namespace railyard::fabric {
 struct StripeOptions {
   /// Ops of more bytes than this are striped over the rails; smaller ones go on one rail.
   uint64_t thresholdBytes = 64 * 1024;
-  /// Most bytes in one chunk (a frame's payload). Any op above this is cut.
+  /// Most bytes in one chunk (a frame's payload). Any op above this is cut. This
+  /// default serves direct users and tests; the runtime takes RAILYARD_STRIPE_CHUNK_BYTES
+  /// (512 KiB unless set) through FromConfig.
   uint64_t chunkBytes = 1024 * 1024;
   /// Chunks queued on one rail and not yet written out, at most.
   int chunksInFlightPerRail = 4;

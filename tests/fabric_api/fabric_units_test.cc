@@ -219,7 +219,7 @@ TEST(FabricStripe, OptionsComeFromTheVariableTable) {
   ASSERT_TRUE(st.ok()) << st.message();
   StripeOptions o = StripeOptions::FromConfig(c);
   EXPECT_EQ(o.thresholdBytes, 64u * 1024);  // the documented defaults
-  EXPECT_EQ(o.chunkBytes, 1u << 20);
+  EXPECT_EQ(o.chunkBytes, 512u * 1024);
   EXPECT_EQ(o.chunksInFlightPerRail, 4);
   c = test_support::ParseEnv({{"RAILYARD_STRIPE_THRESHOLD_BYTES", "1M"},
                               {"RAILYARD_STRIPE_CHUNK_BYTES", "256K"},

@@ -98,7 +98,7 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
 TEST(EnvConfig, DefaultsComeFromTable) {
   Config c = ParseOk(FakeEnv{});
   EXPECT_EQ(c.socketIfname, "");
-  EXPECT_EQ(c.nsocks, 4);
+  EXPECT_EQ(c.nsocks, 2);
   EXPECT_EQ(c.nthreads, 2);
   EXPECT_EQ(c.chunkBytes, 8388608u);
   EXPECT_EQ(c.timeoutMs, 30000);
@@ -206,7 +206,7 @@ TEST(EnvConfig, LevelsAreCaseInsensitive) {
 TEST(EnvConfig, EmptyValueMeansUnset) {
   FakeEnv env{{{"RAILYARD_NSOCKS", ""}, {"RAILYARD_CHUNK_BYTES", ""}, {"RAILYARD_DEBUG", ""}}};
   Config c = ParseOk(env);
-  EXPECT_EQ(c.nsocks, 4);
+  EXPECT_EQ(c.nsocks, 2);
   EXPECT_EQ(c.chunkBytes, 8388608u);
   EXPECT_EQ(c.debug, log::Level::kWarn);
 }
@@ -327,7 +327,7 @@ TEST(EnvConfig, AliasIsNotAnUnknownName) {
 TEST(EnvConfig, UnknownNameWarnsWithNearest) {
   LogCapture capture;
   Config c = ParseOk(FakeEnv{{{"RAILYARD_NSOCK", "8"}, {"RAILYARD_CHUNKBYTES", "8K"}}});
-  EXPECT_EQ(c.nsocks, 4);  // the misspelt value is ignored
+  EXPECT_EQ(c.nsocks, 2);  // the misspelt value is ignored
   auto warns = capture.At(log::Level::kWarn);
   ASSERT_EQ(warns.size(), 2u);
   EXPECT_THAT(warns[0], HasSubstr("RAILYARD_CHUNKBYTES"));
