@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A rank in its own process SIGKILLed mid-collective: three railyard-perf ranks (separate
 # processes, multi-host mode on loopback) run large allreduces through the CollNet
-# table (64 MiB each); once rank 1 has connected and worked 0.5 s of CPU it is SIGKILLed. Ranks 0 and 2 must exit non-zero within RAILYARD_TIMEOUT_MS + 10 s, each
+# table (64 MiB each); once rank 1 is in its timed loop and has worked 0.2 s of CPU there
+# it is SIGKILLed. Ranks 0 and 2 must exit non-zero within RAILYARD_TIMEOUT_MS + 10 s, each
 # with a named collnet error ("collnet rank R/3: ..."), never hang.
 # Usage: collnet_kill.sh <railyard-perf> <libnccl-net-railyard.so> [auto|ring|chain|mesh]
 # (RAILYARD_COLLNET_SHAPE; loopback's auto is a mesh: the direct algorithm).
@@ -19,24 +20,27 @@ for i in 0 1 2; do
     -T 120 >"$tmp/out.$i" 2>"$tmp/err.$i" &
   pids+=($!)
 done
-# Wait (bounded) until rank 1 has connected its collComm (its INFO line) and then
-# spent 0.5 s of CPU (/proc/PID/stat utime + stime): it is inside the 64 MiB
-# allreduces (each takes far longer than the bootstrap barrier between iterations).
+# Wait (bounded) until rank 1 has entered its timed loop (railyard-perf's INFO line
+# after the last barrier before it; -c 0: no barrier inside it) and then spent 0.2 s
+# of CPU (/proc/PID/stat utime + stime): it is inside the 64 MiB allreduces. (Counting
+# CPU from the connect instead killed it during set-up on a loaded CI host: the
+# survivors then failed in railyard-perf's barrier, not in a collective.)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+started='rank 1: 67108864 B: 20 timed iterations start'
 # Bounds (40 s + 30 s + 2 x 15 s) stay under ctest's 120 s, so a slow or stuck start
 # fails here with the ranks' logs rather than as a bare ctest timeout.
 for _ in $(seq 1 800); do
-  grep -q 'CollNet: rank 1 of 3 connected' "$tmp/err.1" 2>/dev/null && break
+  grep -q "$started" "$tmp/err.1" 2>/dev/null && break
   sleep 0.05
 done
 base=$(cpu "${pids[1]}")
 hz=$(getconf CLK_TCK)
 for _ in $(seq 1 600); do
-  [ $(( $(cpu "${pids[1]}") - base )) -ge $((hz / 2)) ] && break
+  [ $(( $(cpu "${pids[1]}") - base )) -ge $((hz / 5)) ] && break
   sleep 0.05
 done
-if ! grep -q 'CollNet: rank 1 of 3 connected' "$tmp/err.1" || [ $(( $(cpu "${pids[1]}") - base )) -lt $((hz / 2)) ]; then
-  echo "FAIL: rank 1 did not connect within 40 s and then run 0.5 s of CPU within 30 s"
+if ! grep -q "$started" "$tmp/err.1" || [ $(( $(cpu "${pids[1]}") - base )) -lt $((hz / 5)) ]; then
+  echo "FAIL: rank 1 did not start its timed allreduces within 40 s and then run 0.2 s of CPU within 30 s"
   tail -n 8 "$tmp/err.0" "$tmp/err.1" "$tmp/err.2"; exit 1
 fi
 kill -9 "${pids[1]}"

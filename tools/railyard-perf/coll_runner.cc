@@ -1,6 +1,7 @@
 #include "tools/railyard-perf/coll_runner.h"
 
 #include <dlfcn.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +24,12 @@
 
 namespace railyard::perf {
 namespace {
+
+/// NCCL_DEBUG=INFO or TRACE: railyard-perf's own step lines go to stderr too.
+bool InfoLogging() {
+  const char* dbg = std::getenv("NCCL_DEBUG");
+  return dbg != nullptr && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
+}
 
 struct Aligned {
   void operator()(void* p) const { std::free(p); }
@@ -201,6 +208,10 @@ Status CollRun::Run(long long* wrongTotal) {
       RY_RETURN_IF_ERROR(Wait(req, deadline));
     }
     RY_RETURN_IF_ERROR(boot_.Barrier());
+    if (InfoLogging()) {  // marks where the timed loop starts (tests kill a rank inside it)
+      std::fprintf(stderr, "railyard-perf: rank %d: %zu B: %d timed iterations start\n", me_, sh.totalBytes,
+                   opts_.iters);
+    }
     double us = 0;
     std::size_t wrong = 0;
     for (int it = 0; it < opts_.iters; ++it) {
