@@ -53,4 +53,9 @@ const CollPattern& AllReducePattern();
 const CollPattern& AllGatherPattern();
 const CollPattern& ReduceScatterPattern();
 
+/// The CollNet pattern of `p`: AllGatherPattern() for kAllGather, ReduceScatterPattern()
+/// for kReduceScatter, AllReducePattern() otherwise (callers pass a pattern for which
+/// IsCollective(p) holds).
+const CollPattern& PatternOps(Pattern p);
+
 }  // namespace railyard::perf

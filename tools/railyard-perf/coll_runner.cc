@@ -1,7 +1,6 @@
 #include "tools/railyard-perf/coll_runner.h"
 
 #include <dlfcn.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,13 +22,14 @@
 #include "tools/railyard-perf/runner.h"
 
 namespace railyard::perf {
-namespace {
 
-/// NCCL_DEBUG=INFO or TRACE: railyard-perf's own step lines go to stderr too.
-bool InfoLogging() {
-  const char* dbg = std::getenv("NCCL_DEBUG");
-  return dbg != nullptr && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
+const CollPattern& PatternOps(Pattern p) {
+  if (p == Pattern::kAllGather) return AllGatherPattern();
+  if (p == Pattern::kReduceScatter) return ReduceScatterPattern();
+  return AllReducePattern();
 }
+
+namespace {
 
 struct Aligned {
   void operator()(void* p) const { std::free(p); }
@@ -37,12 +37,6 @@ struct Aligned {
 using Buffer = std::unique_ptr<uint8_t, Aligned>;
 Buffer Alloc(std::size_t bytes) {
   return Buffer(static_cast<uint8_t*>(std::aligned_alloc(4096, (std::max<std::size_t>(bytes, 1) + 4095) / 4096 * 4096)));
-}
-
-const CollPattern& PatternOps(Pattern p) {
-  if (p == Pattern::kAllGather) return AllGatherPattern();
-  if (p == Pattern::kReduceScatter) return ReduceScatterPattern();
-  return AllReducePattern();
 }
 
 class CollRun {

@@ -13,6 +13,12 @@
 #include <utility>
 
 namespace railyard::perf {
+
+bool InfoLogging() {
+  const char* dbg = std::getenv("NCCL_DEBUG");
+  return dbg != nullptr && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
+}
+
 namespace {
 
 std::atomic<int> gRank{-1};

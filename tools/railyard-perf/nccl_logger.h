@@ -11,6 +11,11 @@ namespace railyard::perf {
 /// Sets the rank shown in every message (default -1: "[?]").
 void SetLoggerRank(int rank);
 
+/// True when NCCL_DEBUG is INFO or TRACE (case-insensitive), as NCCL spells them:
+/// railyard-perf's own step lines (the loader's log, "timed iterations start") go to
+/// stderr then. Read on every call.
+bool InfoLogging();
+
 /// The logger function. Threshold from NCCL_DEBUG (VERSION, WARN, INFO, TRACE;
 /// default WARN), read once. Thread-safe; writes one line per call to stderr.
 /// The text of the first WARN (or ABORT) the logger got since the previous call, whether or

@@ -196,17 +196,14 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   // clean row for a size never measured (new-user trial: -b 3 -e 3 printed one passing
   // row of 0 B): refused. In a sweep with larger sizes too, a small size gives its 0 B
   // row as nccl-tests prints it (count 0).
-  const bool collective = o.pattern == Pattern::kAllReduce || o.pattern == Pattern::kAllGather ||
-                          o.pattern == Pattern::kReduceScatter;
+  const bool collective = IsCollective(o.pattern);
   const int nranks = o.np > 0 ? o.np : o.nranks;
   if (collective && o.minBytes > 0) {
     // The same rule for the collectives (new-user trial: -p allgather -b 1 -e 1 ran one
     // passing row of 0 B): whole elements per rank (allreduce: whole elements).
     collectives::DataType type = collectives::DataType::kFloat32;
     (void)collectives::ParseDataType(o.datatype, &type);  // CLI11 checked the name
-    const CollPattern& pat = o.pattern == Pattern::kAllReduce   ? AllReducePattern()
-                             : o.pattern == Pattern::kAllGather ? AllGatherPattern()
-                                                                : ReduceScatterPattern();
+    const CollPattern& pat = PatternOps(o.pattern);
     const std::size_t tb = collectives::TypeBytes(type);
     if (pat.shape(o.maxBytes, nranks, tb).totalBytes == 0) {
       const std::size_t least = o.pattern == Pattern::kAllReduce ? tb : tb * static_cast<std::size_t>(nranks);

@@ -396,9 +396,7 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
 }
 
 void PrintOpenLog(const std::vector<std::string>& log, const OpenedNet& net, int rank) {
-  const char* dbg = std::getenv("NCCL_DEBUG");
-  const bool info = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
-  if (!info && !(net.convenienceFallback && rank == 0)) return;
+  if (!InfoLogging() && !(net.convenienceFallback && rank == 0)) return;
   for (const auto& l : log) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", rank, l.c_str());
 }
 
