@@ -75,6 +75,10 @@ struct Config {
   /// verbs mode), "fabric" (proxy/fabric in TCP and verbs mode) or
   /// "legacy" (the per-transport comms of proxy/tcp and proxy/verbs everywhere).
   std::string comms;
+  /// RAILYARD_FABRIC_TCP_RELAY: "splice" (fabric Endpoints over TCP to a host with no
+  /// cable go through the socket relay at RAILYARD_RELAY_PORT, which splices them on)
+  /// or "forwarder" (through the fabric relay's Forwarders at RAILYARD_FABRIC_RELAY_PORT).
+  std::string fabricTcpRelay;
   // --- verbs (RoCE) transport: proxy/verbs/ -----------------------------------------
   /// RAILYARD_HCA (falls back to NCCL_IB_HCA): RDMA devices/ports, NCCL_IB_HCA grammar;
   /// a prefix never matches a longer number ("mlx5_1" does not select "mlx5_11").

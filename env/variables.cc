@@ -143,6 +143,17 @@ Status ApplyComms(const Variable& var, const char* source, std::string_view valu
   return Status::Ok();
 }
 
+Status ApplyFabricTcpRelay(const Variable& var, const char* source, std::string_view value, Config* out) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v != "splice" && v != "forwarder") {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of splice, forwarder (" +
+                        var.name + ")");
+  }
+  out->fabricTcpRelay = v;
+  return Status::Ok();
+}
+
 Status ApplyRelayBuffer(const Variable& var, const char* source, std::string_view value,
                         Config* out) {
   std::int64_t v = 0;
@@ -302,6 +313,15 @@ const Variable kVariables[] = {
      "process holding the host's relay seat) listens on, on every rail of every host. "
      "Sources reach a relay only there, and only the seat's holder binds it.",
      1, 65535, &ApplyInt<&Config::fabricRelayPort>},
+    {"RAILYARD_FABRIC_TCP_RELAY", "enum", "splice", "", nullptr,
+     "How a fabric Endpoint over TCP reaches a host it has no cable to: splice = its sockets go "
+     "through the socket relay of the hosts between (RAILYARD_RELAY_PORT), which reads each "
+     "socket's relay record, connects onward and copies bytes both ways, so the target checks "
+     "every frame as on a cable; forwarder = through the Forwarders at RAILYARD_FABRIC_RELAY_PORT, "
+     "which take each operation whole and write it on (slots and credits). Routes over RDMA "
+     "ports always go through the Forwarders' verbs ports. A route whose relays would not land "
+     "on the target's cable (a tie broken the other way) uses the Forwarders.",
+     0, 0, &ApplyFabricTcpRelay, "splice, forwarder"},
     {"RAILYARD_FABRIC_RELAY_VERBS_PORT", "int", "29522", "", nullptr,
      "TCP port of the fabric relay's RDMA ports: on a cable whose rails are RDMA ports, the "
      "relay host's Forwarder also takes verbs routes, whose QPs are set up through a "
@@ -345,7 +365,7 @@ const Variable kVariables[] = {
      "older comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode and in "
      "verbs mode. In fabric mode (RAILYARD_FABRIC) over TCP rails, fabric selects the comms over "
      "the host's cable set (cabled peers straight over the cable's rails, the others relayed "
-     "through the Forwarders at RAILYARD_FABRIC_RELAY_PORT); auto and legacy keep the older "
+     "as RAILYARD_FABRIC_TCP_RELAY says: spliced through the socket relays by default); auto and legacy keep the older "
      "comms and the socket relay there for now. Both ends must use the same value.",
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",

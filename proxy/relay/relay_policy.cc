@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "proxy/fabric/tcp/tcp_frame.h"
 #include "proxy/handle.h"
 #include "topology/graph_json.h"
 
@@ -57,6 +58,21 @@ Status CheckRelayMac(const RelayRecord& rec, const unsigned char* mac, const top
 }
 
 Status CheckFollowingHello(const RecordHeader& h) {
+  // A fabric TCP socket (proxy/fabric/tcp) spliced through this relay opens with its
+  // 64-byte frame header: magic "RYFB", then the wire version and the frame type as
+  // bytes 4 and 5 (read here as the little-endian `version` field).
+  if (h.magic == fabric::tcp::kFrameMagic) {
+    const unsigned wire = h.version & 0xffu, type = h.version >> 8;
+    if (wire != fabric::tcp::kWireVersion) {
+      return InvalidUsage("the relay record is followed by a fabric frame of wire version " + std::to_string(wire) +
+                          ", this relay speaks " + std::to_string(fabric::tcp::kWireVersion));
+    }
+    if (type != static_cast<unsigned>(fabric::tcp::FrameType::kHello)) {
+      return InvalidUsage("the relay record is followed by fabric frame type " + std::to_string(type) +
+                          ", not a hello");
+    }
+    return Status::Ok();
+  }
   RY_RETURN_IF_ERROR(CheckHeader(h, "the record after the relay record"));
   if (h.kind != static_cast<uint16_t>(RecordKind::kHello)) {
     return InvalidUsage("the relay record is followed by record kind " + std::to_string(h.kind) +

@@ -38,8 +38,11 @@ Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope);
 Status CheckRelayMac(const RelayRecord& rec, const unsigned char* mac, const topology::ClusterKey* key);
 
 /// Checks the first record header that follows a relay record on the socket: it
-/// must open a Railyard hello. InvalidUsage otherwise (the bytes came from something
-/// that is not a Railyard connector).
+/// must open a Railyard hello (the older comms' connector), or be the first 8 bytes
+/// of a fabric TCP hello frame of this build's wire version (a fabric Endpoint spliced
+/// through the relay: proxy/fabric/tcp/tcp_frame.h). InvalidUsage otherwise, naming
+/// the kind, type or version (the bytes came from something that is not a Railyard
+/// connector).
 Status CheckFollowingHello(const RecordHeader& h);
 
 /// Checks the planned onward leg before connect(2): IPv4, to a unicast address that

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "env/log.h"
+#include "proxy/routing/socket_hops.h"
 #include "proxy/wire.h"
 #include "topology/discovery.h"
 #include "topology/interface_filter.h"
@@ -24,12 +25,6 @@ sockaddr_storage Ipv4(const std::string& text, uint16_t port) {
   a->sin_port = htons(port);
   inet_pton(AF_INET, text.c_str(), &a->sin_addr);
   return ss;
-}
-
-const topology::RailLink& Weighted(const std::vector<topology::RailLink>& links, int k) {
-  std::vector<int> speeds;
-  for (const auto& l : links) speeds.push_back(std::min(l.a.speedMbps, l.b.speedMbps));
-  return links[WeightedPick(speeds, k)];
 }
 
 }  // namespace
@@ -158,6 +153,29 @@ std::string Router::HostNameOfAddress(const in_addr& a) const {
   return "";
 }
 
+Status MakeRelayPrefix(uint64_t destHost, uint16_t destPort, int sockIndex, int hops, const std::string& originName,
+                       uint64_t originHost, const topology::ClusterKey* key, std::vector<uint8_t>* out) {
+  RelayRecord rec{};
+  rec.header = MakeHeader(RecordKind::kRelay);
+  rec.destHost = destHost;
+  rec.originHost = originHost;
+  rec.destPort = destPort;
+  rec.sockIndex = static_cast<uint16_t>(sockIndex);
+  rec.hops = static_cast<uint8_t>(hops);
+  std::snprintf(rec.originName, sizeof rec.originName, "%s", originName.c_str());
+  topology::ClusterMac mac{};
+  if (key != nullptr) {
+    rec.flags = kRelayFlagMac;
+    if (!key->Mac(kRelayMacPurpose, &rec, sizeof rec, &mac)) {
+      return InternalError("relay record: computing its MAC failed (OpenSSL)");
+    }
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(&rec);
+  out->assign(p, p + sizeof rec);
+  if (key != nullptr) out->insert(out->end(), mac.begin(), mac.end());
+  return Status::Ok();
+}
+
 Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, int hops,
                           const std::string& originName, uint64_t originHost, SocketTarget* out,
                           bool* ready) const {
@@ -174,14 +192,10 @@ Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, i
     return Status::Ok();
   }
   const topology::ClusterGraph g = agent_->Graph();
-  const topology::Route route = g.RouteTo(self, destHost);
-  // Each hop consumes low bits of the socket index for its own choice, so the
-  // sockets a relay receives (all of one parity when the origin split them over two
-  // paths) still spread over the relay's rails.
-  const int k = sockIndex >> std::min(hops, 8);
-  if (route.hops == 0) return Status::Ok();  // not (yet) reachable
-  if (route.hops == 1) {
-    const topology::RailLink& l = Weighted(route.direct, k);
+  const HopChoice hop = ChooseHop(g, self, destHost, sockIndex, hops);
+  if (!hop.reachable) return Status::Ok();  // not (yet) reachable
+  const topology::RailLink& l = hop.link;
+  if (hop.direct) {
     out->remote = Ipv4(l.Other(self).address, destPort);
     out->remoteLen = sizeof(sockaddr_in);
     out->local = Ipv4(l.End(self).address, 0);
@@ -194,37 +208,19 @@ Status Router::PlanSocket(uint64_t destHost, uint16_t destPort, int sockIndex, i
     return InvalidUsage("route to host " + g.HostName(destHost) + " needs more than " +
                         std::to_string(kMaxRelayHops) + " relays");
   }
-  // Spread sockets over every tied next hop (both ring directions), then over the
-  // rails of the cable to that hop.
-  const size_t nh = route.nextHops.size();
-  const uint64_t next = route.nextHops[static_cast<size_t>(k) % nh];
-  const auto links = g.LinksBetween(self, next);
-  if (links.empty()) return Status::Ok();
-  const topology::RailLink& l = Weighted(links, k / static_cast<int>(nh));
+  // Spread over every tied next hop (both ring directions), then over the rails of
+  // the cable to that hop (socket_hops.h).
+  const uint64_t next = hop.next;
   out->remote = Ipv4(l.Other(self).address, options_.relayPort);
   out->remoteLen = sizeof(sockaddr_in);
   out->local = Ipv4(l.End(self).address, 0);
   out->localLen = sizeof(sockaddr_in);
   out->rail = l.End(self).ifname + " via " + g.HostName(next) + " (" + l.Other(self).address + ":" +
               std::to_string(options_.relayPort) + ")";
-  RelayRecord rec{};
-  rec.header = MakeHeader(RecordKind::kRelay);
-  rec.destHost = destHost;
-  rec.originHost = originHost;
-  rec.destPort = destPort;
-  rec.sockIndex = static_cast<uint16_t>(sockIndex);
-  rec.hops = static_cast<uint8_t>(hops);
-  std::snprintf(rec.originName, sizeof rec.originName, "%s", originName.c_str());
-  topology::ClusterMac mac{};
-  if (options_.clusterKey) {
-    rec.flags = kRelayFlagMac;
-    if (!options_.clusterKey->Mac(kRelayMacPurpose, &rec, sizeof rec, &mac)) {
-      return InternalError("relay record: computing its MAC failed (OpenSSL)");
-    }
-  }
-  const char* p = reinterpret_cast<const char*>(&rec);
-  out->prefix.assign(p, p + sizeof rec);
-  if (options_.clusterKey) out->prefix.insert(out->prefix.end(), mac.begin(), mac.end());
+  std::vector<uint8_t> prefix;
+  RY_RETURN_IF_ERROR(
+      MakeRelayPrefix(destHost, destPort, sockIndex, hops, originName, originHost, options_.clusterKey.get(), &prefix));
+  out->prefix.assign(prefix.begin(), prefix.end());
   *ready = true;
   return Status::Ok();
 }

@@ -81,6 +81,14 @@ class Router {
   std::unique_ptr<topology::CablingAgent> agent_;
 };
 
+/// The bytes a socket sends a relay before its hello: the RelayRecord (kind kRelay,
+/// proxy/wire.h) naming the listener (`destHost`, `destPort`), `sockIndex`, the relays
+/// `hops` crossed before the one it reaches, and the origin (for the relay's logs),
+/// followed by its HMAC-SHA256 under `key` (kRelayMacBytes; kRelayFlagMac set) when a
+/// cluster key is given: 56 or 88 bytes. InternalError when OpenSSL fails the MAC.
+Status MakeRelayPrefix(uint64_t destHost, uint16_t destPort, int sockIndex, int hops, const std::string& originName,
+                       uint64_t originHost, const topology::ClusterKey* key, std::vector<uint8_t>* out);
+
 /// Index of the rail that socket `k` of a connection uses among rails of the given
 /// speeds (Mbps): sockets spread in proportion to speed (200G and 100G rails get
 /// them 2:1; speeds within 1/16 of each other count as equal), interleaved, so

@@ -16,6 +16,9 @@
 #include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/relay/routed_worker.h"
+#include "proxy/fabric/tcp/tcp_endpoint.h"
+#include "proxy/routing/router.h"
+#include "proxy/routing/socket_hops.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "proxy/fabric/verbs/verbs_wire.h"
 #include "proxy/runtime/cable_endpoint.h"
@@ -66,6 +69,8 @@ struct Cable {
   /// which cannot bind the fixed port again); ephemeral ports, the same regions.
   std::unique_ptr<fabric::Domain> relayDomain;
   std::unique_ptr<fabric::relay::RoutedWorker> worker;
+  /// The TCP Worker inside `worker` (null for a verbs cable): spliced routes' Endpoints.
+  fabric::tcp::TcpWorker* tcp = nullptr;
 };
 
 /// See cable_set_domain.h.
@@ -107,6 +112,19 @@ class CableSetWorker : public fabric::Worker {
     std::vector<std::unique_ptr<fabric::Endpoint>> routes;
     std::vector<uint64_t> firstHops;
     Status mismatch = Status::Ok();
+    if (options_.spliceTcpRelays && !groups.front().verbs && groups.size() > 1) {
+      // Spliced through the socket relays, one route: a MultiRouteEndpoint moves to its
+      // next route only once nothing is outstanding, and that wait cost more than the
+      // second relay gave (docs/benchmarks.md, "Fabric relay over TCP spliced"). Of
+      // the tied cables, the lower host of a pair takes the first and the higher the
+      // last, so a pair's two directions go through different relays.
+      fabric::relay::AddressKind kind;
+      fabric::relay::AddressCable where;
+      if (fabric::relay::LocatePacked(g, groups.front().address, &kind, &where).ok() && self_ > where.owner) {
+        std::swap(groups.front(), groups.back());
+      }
+      groups.resize(1);
+    }
     if (!multiRoute_) groups.resize(1);
     for (const CableGroup& group : groups) {
       fabric::relay::SourcePlan plan;
@@ -134,7 +152,13 @@ class CableSetWorker : public fabric::Worker {
         continue;
       }
       std::unique_ptr<fabric::Endpoint> ep;
-      Status c = cable->worker->Connect(group.address, &ep);
+      Status c = Status::Ok();
+      if (!plan.relay.empty() && !cable->verbs && options_.spliceTcpRelays && cable->tcp != nullptr &&
+          ConnectSpliced(g, *cable, group.address, &ep)) {
+        // through the socket relays (ConnectSpliced)
+      } else {
+        c = cable->worker->Connect(group.address, &ep);
+      }
       if (!c.ok() && routes.empty()) return c;
       if (!c.ok()) continue;
       if (cable->verbs) {
@@ -181,6 +205,63 @@ class CableSetWorker : public fabric::Worker {
   /// How often Progress looks for cables the graph gained (a graph copy each time).
   static constexpr std::chrono::milliseconds kAdoptCheckPeriod{100};
 
+  /// An Endpoint to the TCP Worker `target` (a peer's per-cable address, owned by host
+  /// T and entered from host E, with no cable from here) through the socket relays
+  /// (CableSetOptions::spliceTcpRelays): its sockets leave by `cable` to its neighbour
+  /// N, the first relay, and for each of the target's rails the relay record carries
+  /// the socket index whose path (socket_hops.h) ends at E on that very rail. False
+  /// (nothing made; the Forwarder route is taken) when the address does not unpack or
+  /// locate, or no index lands on one of its rails; a made Endpoint's errors come later
+  /// as events.
+  bool ConnectSpliced(const topology::ClusterGraph& g, Cable& cable, std::span<const uint8_t> target,
+                      std::unique_ptr<fabric::Endpoint>* out) {
+    fabric::tcp::WorkerAddress w;
+    fabric::relay::AddressCable where;
+    if (!fabric::tcp::WorkerAddress::Unpack(target, &w).ok() || !fabric::relay::LocateAddress(g, w, &where).ok()) {
+      return false;
+    }
+    const auto links = g.LinksBetween(self_, cable.neighbour);
+    if (links.empty() || cable.rails.empty()) return false;
+    fabric::tcp::SpliceRoute route;
+    std::vector<int> sockIndex;
+    for (size_t j = 0; j < w.rails.size(); ++j) {
+      char text[INET_ADDRSTRLEN] = {};
+      in_addr a{};
+      a.s_addr = w.rails[j].ipv4;
+      inet_ntop(AF_INET, &a, text, sizeof text);
+      const int s = proxy::SpliceSockIndex(g, cable.neighbour, where.entry, where.owner, text);
+      if (s < 0) {
+        RY_INFO(log::kNet, "fabric mode: no relayed socket path from %s lands on %s of %s; the route goes "
+                "through the Forwarders", g.HostName(cable.neighbour).c_str(), text, g.HostName(where.owner).c_str());
+        return false;
+      }
+      sockIndex.push_back(s);
+      route.localRail.push_back(static_cast<int>(j % std::min(cable.rails.size(), links.size())));
+    }
+    const std::string relayHost = g.HostName(cable.neighbour);
+    route.via = relayHost + " (" + links[0].Other(self_).address + ":" + std::to_string(options_.socketRelayPort) + ")";
+    const std::string origin = g.HostName(self_);
+    const uint64_t self = self_;
+    const uint16_t relayPort = options_.socketRelayPort;
+    const std::vector<fabric::RailInfo> rails = cable.rails;
+    route.dial = [w, where, sockIndex, links, rails, origin, self, relayPort, relayHost, route = route.localRail,
+                  key = options_.relay.clusterKey](int peerRail, int, fabric::tcp::DialPlan* plan) -> Status {
+      const size_t j = static_cast<size_t>(peerRail);
+      const size_t li = static_cast<size_t>(route[j]);
+      plan->local.sin_family = AF_INET;
+      inet_pton(AF_INET, rails[li].address.c_str(), &plan->local.sin_addr);
+      const std::string relayAddress = links[li].Other(self).address;
+      plan->remote.sin_family = AF_INET;
+      inet_pton(AF_INET, relayAddress.c_str(), &plan->remote.sin_addr);
+      plan->remote.sin_port = htons(relayPort);
+      plan->via = relayHost + " (" + relayAddress + ":" + std::to_string(relayPort) + ")";
+      return proxy::MakeRelayPrefix(where.owner, w.rails[j].port, sockIndex[j], 0, origin, self, key.get(),
+                                    &plan->preamble);
+    };
+    if (!cable.tcp->ConnectSpliced(target, route, out).ok()) return false;
+    return true;
+  }
+
   /// A Cable (TCP Domain and Worker on the cable's rails, RelayClient, RoutedWorker)
   /// toward neighbour `n` of graph `g`; nothing when the graph lists no rail of it.
   Status AddCable(const topology::ClusterGraph& g, uint64_t n) {
@@ -207,6 +288,7 @@ class CableSetWorker : public fabric::Worker {
       RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.ownedDomain));
       c.domain = c.ownedDomain.get();
       RY_RETURN_IF_ERROR(c.domain->CreateWorker(&direct));
+      c.tcp = dynamic_cast<fabric::tcp::TcpWorker*>(direct.get());
       if (t.listenPort != 0) {
         t.listenPort = 0;
         RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &c.relayDomain));
@@ -310,6 +392,8 @@ CableSetOptions CableSetOptions::FromConfig(const env::Config& config, uint64_t 
   o.relay = fabric::relay::RelayOptions::FromConfig(config);
   o.relay.clusterKey = std::move(clusterKey);
   o.forwarderPort = static_cast<uint16_t>(config.fabricRelayPort);
+  o.spliceTcpRelays = config.fabricTcpRelay == "splice";
+  o.socketRelayPort = static_cast<uint16_t>(config.relayPort);
   o.rails = std::move(rails);
   o.verbs = fabric::verbs::VerbsOptions::FromConfig(config);
   o.verbsForwarderPort = static_cast<uint16_t>(config.fabricRelayVerbsPort);

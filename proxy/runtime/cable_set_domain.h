@@ -94,6 +94,16 @@ struct CableSetOptions {
   fabric::tcp::TcpOptions tcp;
   fabric::relay::RelayOptions relay;        ///< of the relayed routes (RelayClient per cable)
   uint16_t forwarderPort = 29519;           ///< RAILYARD_FABRIC_RELAY_PORT
+  /// A relayed peer over TCP cables is reached through the socket relay of the hosts
+  /// between (RAILYARD_FABRIC_TCP_RELAY=splice): a TCP Endpoint of this host's cable
+  /// Worker whose sockets dial the first relay's socket port (`socketRelayPort`,
+  /// RAILYARD_RELAY_PORT) with a relay record each (tcp_endpoint.h SpliceRoute; the
+  /// record's socket index chosen so the last relay lands each socket on the rail its
+  /// hello names: proxy/routing/socket_hops.h), MACed with relay.clusterKey. Such a
+  /// route needs no Forwarder; one the relays would not land on the target's cable
+  /// goes through the Forwarders as before. false (default): the Forwarders always.
+  bool spliceTcpRelays = false;
+  uint16_t socketRelayPort = 29518;         ///< RAILYARD_RELAY_PORT
   std::vector<fabric::RailInfo> rails;      ///< every fabric rail of the host (rails())
   /// A relayed peer with several shortest paths through different first hops gets a
   /// route through each (MultiRouteEndpoint); false (default): the lowest first hop
@@ -113,7 +123,8 @@ struct CableSetOptions {
 
   /// Fabric mode's settings from `config`: RAILYARD_TIMEOUT_MS, striping
   /// (RAILYARD_STRIPE_*), sockets per rail (RAILYARD_NSOCKS, 1..16) and the relay
-  /// limits; the Forwarder port RAILYARD_FABRIC_RELAY_PORT; `clusterKey` (may be
+  /// limits; the Forwarder port RAILYARD_FABRIC_RELAY_PORT; RAILYARD_FABRIC_TCP_RELAY
+  /// and RAILYARD_RELAY_PORT (spliceTcpRelays, socketRelayPort); `clusterKey` (may be
   /// nullptr) MACs the relay opens; `rank` is named in relayed routes' errors; the
   /// verbs template and RAILYARD_FABRIC_RELAY_VERBS_PORT (ib stays null).
   static CableSetOptions FromConfig(const env::Config& config, uint64_t self, fabric::relay::GraphFn graph,

@@ -98,8 +98,14 @@ Status StartFabricModeComms(NetState& g) {
     g.fabric = rt.release();  // never freed (see NetState)
     runtime::SetFabric(g.fabric);
   }
-  RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
-          "relays through the Forwarders at port %d", g.config->fabricRelayPort);
+  if (g.config->fabricTcpRelay == "splice") {
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, TCP "
+            "routes spliced through the socket relays at port %d, RDMA routes through the Forwarders' verbs ports "
+            "(%d)", g.config->relayPort, g.config->fabricRelayVerbsPort);
+  } else {
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
+            "relays through the Forwarders at port %d", g.config->fabricRelayPort);
+  }
   // The CommWorker's Worker needs a cable of this host in the graph: a host whose
   // neighbours' processes started later may have heard none yet when StartFabric's
   // settle wait ended (init failed "no cable of this host yet"). Wait for a first

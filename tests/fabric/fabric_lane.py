@@ -9,7 +9,11 @@ bytes counted on the rail interfaces, and for faults the error each rank prints.
 
 Usage: fabric_lane.py CASE RAILYARD_PERF RAILYARDD LIBDIR
 Cases: adjacent-two-rails, opposite-via-railyardd, alltoall-ranks-relay,
-       chain-end-to-end, cut-cable, kill-relay
+       chain-end-to-end, cut-cable, kill-relay; a case name ending in ".fabric"
+       runs the ranks over the fabric comms (RAILYARD_COMMS=fabric, relayed peers
+       spliced through the socket relays: RAILYARD_FABRIC_TCP_RELAY=splice) and checks
+       that the Endpoints took the socket relays (their INFO lines) and no Forwarder
+       route opened
 """
 import json
 import os
@@ -25,6 +29,8 @@ from netns_lane import stop  # noqa: E402,F401  (relay_lane.py takes it from her
 
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 CASE, PERF, RAILYARDD, LIBDIR = sys.argv[1:5]
+FABRIC = CASE.endswith(".fabric")  # the ranks run the fabric comms (see the docstring)
+COMMS = {"RAILYARD_COMMS": "fabric", "RAILYARD_FABRIC_TCP_RELAY": "splice"} if FABRIC else {}
 NS = [h["namespace"] for h in TB["hosts"]]
 MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
 
@@ -40,7 +46,9 @@ def railyardd(hosts, extra=None, args=(), stdout=subprocess.DEVNULL):
 
 
 def perf(hosts, pattern, args, extra=None):
-    """One rank per listed host (rank i on hosts[i]); bootstrap over the management network."""
+    """One rank per listed host (rank i on hosts[i]); bootstrap over the management network.
+    In a ".fabric" case the ranks run the fabric comms (COMMS) with INFO logs."""
+    extra = {**COMMS, **({"NCCL_DEBUG": "INFO"} if FABRIC else {}), **(extra or {})}
     port = random.randint(30000, 39000)
     root = f"{MGMT[hosts[0]]}:{port}"
     return [subprocess.Popen(
@@ -71,12 +79,30 @@ def tx_bytes(host, ifname):
     return netns_lane.tx_bytes(NS[host], ifname)
 
 
-def expect_ok(results, what):
+def expect_ok(results, what, spliced=True):
     for rank, (rc, out, err) in enumerate(results):
         if rc != 0:
             fail(f"{what}: rank {rank} exited {rc}\n--- stdout\n{out[-2000:]}\n--- stderr\n{err[-3000:]}")
         if rank == 0 and "Out of bounds values : 0 OK" not in out:  # rank 0 prints the table
             fail(f"{what}: rank {rank} did not report 0 wrong values\n{out[-2000:]}")
+    if FABRIC:
+        expect_fabric_comms(results, what, spliced)
+
+
+def expect_fabric_comms(results, what, spliced):
+    """A ".fabric" case: every rank ran the fabric comms; when `spliced`, some comm names a
+    peer reached "via hN (ADDR:RELAY_PORT)" of the socket relay, and no rank's own
+    Forwarder opened a route (its stop line counts 0)."""
+    for rank, (_, _, err) in enumerate(results):
+        if "over the fabric comms" not in err:
+            fail(f"{what}: rank {rank} did not run the fabric comms:\n{err[-2000:]}")
+        m = re.search(r"Forwarder stopped: (\d+) routes opened", err)
+        if m and int(m.group(1)) != 0:
+            fail(f"{what}: rank {rank}'s Forwarder opened {m.group(1)} routes; relayed peers should be "
+                 f"spliced through the socket relays:\n{m.group(0)}")
+    if spliced and not any(re.search(r"via h\d \([0-9.]+:29518\)", err) for _, _, err in results):
+        fail(f"{what}: no rank names a peer reached through a socket relay ('via hN (ADDR:29518)'):\n" +
+             "\n".join(e[-1500:] for _, _, e in results))
 
 
 def fail(msg):
@@ -106,10 +132,25 @@ def case_opposite_via_railyardd():
     try:
         r1 = {r: tx_bytes(1, r) for r in rails_between(1, 2)}
         r3 = {r: tx_bytes(3, r) for r in rails_between(3, 2)}
+        r1to0 = {r: tx_bytes(1, r) for r in rails_between(1, 0)}
+        r3to0 = {r: tx_bytes(3, r) for r in rails_between(3, 0)}
         expect_ok(wait_all(perf([0, 2], "sendrecv", ["-b", "1", "-e", "8M", "-f", "8", "-n", "5", "-c", "1"])),
                   "sendrecv h0<->h2 (no cable)")
         d1 = sum(tx_bytes(1, r) - v for r, v in r1.items())
         d3 = sum(tx_bytes(3, r) - v for r, v in r3.items())
+        if FABRIC:
+            # One spliced route per direction, each through its own relay (the higher
+            # host id of the pair takes the last tied cable; the ids are hashes, so
+            # either relay may carry either direction).
+            d1to0 = sum(tx_bytes(1, r) - v for r, v in r1to0.items())
+            d3to0 = sum(tx_bytes(3, r) - v for r, v in r3to0.items())
+            big = 8 * 2**20
+            if not ((d1 >= big and d3to0 >= big) or (d3 >= big and d1to0 >= big)):
+                fail(f"relays forwarded h1: {d1} B toward h2 and {d1to0} B toward h0, h3: {d3} B toward h2 and "
+                     f"{d3to0} B toward h0; expected each direction through its own relay")
+            print(f"ok: h0<->h2 spliced, h1 forwarded {d1} B toward h2 and {d1to0} B toward h0, "
+                  f"h3 {d3} B toward h2 and {d3to0} B toward h0")
+            return
         if d1 < 8 * 2**20 or d3 < 8 * 2**20:
             fail(f"relays forwarded h1: {d1}, h3: {d3} bytes toward h2; expected both ring directions in use")
         print(f"ok: h0<->h2 through railyardd on h1 ({d1} B) and h3 ({d3} B)")
@@ -131,6 +172,19 @@ def case_chain_end_to_end():
         print("ok: h0<->h3 across two relays")
     finally:
         stop(relays)
+
+
+def wait_for_either_traffic(candidates, at_least):
+    """The first host of `candidates` ((host, ifnames) pairs) whose interfaces send
+    `at_least` bytes from now; fails the case after 30 s."""
+    base = {h: sum(tx_bytes(h, r) for r in ifs) for h, ifs in candidates}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for h, ifs in candidates:
+            if sum(tx_bytes(h, r) for r in ifs) - base[h] >= at_least:
+                return h
+        time.sleep(0.05)
+    fail(f"no traffic on any of {candidates}")
 
 
 def wait_for_traffic(host, ifnames, at_least):
@@ -198,9 +252,14 @@ def case_kill_relay():
     try:
         procs = perf([0, 2], "sendrecv", ["-b", "32M", "-e", "32M", "-n", "400", "-w", "0", "-c", "0"],
                      {"RAILYARD_TIMEOUT_MS": "3000"})
-        wait_for_traffic(1, rails_between(1, 2), 16 * 2**20)
+        victim = 1
+        if FABRIC:
+            # One spliced route per direction: kill the relay that carries h0's data to h2.
+            victim = wait_for_either_traffic([(1, rails_between(1, 2)), (3, rails_between(3, 2))], 16 * 2**20)
+        else:
+            wait_for_traffic(1, rails_between(1, 2), 16 * 2**20)
         t0 = time.monotonic()
-        relays[0].kill()
+        relays[0 if victim == 1 else 1].kill()
         results = wait_all(procs, timeout=60)
         took = time.monotonic() - t0
         # A rank whose peer failed first may report that instead (the launcher-side
@@ -217,18 +276,18 @@ def case_kill_relay():
         def addrs(h):
             return ({r["ip"] for r in TB["rails"] if r["host"] == h} |
                     {r["peer_ip"] for r in TB["rails"] if r["peer_host"] == h})
-        hop = [r for r in named if any(f"via h1 ({a}:" in results[r][2] for a in addrs(1))]
+        hop = [r for r in named if any(f"via h{victim} ({a}:" in results[r][2] for a in addrs(victim))]
         if not hop:
-            fail("no rank's error names the relay h1 with its address ('via h1 (ADDR:'):\n" +
+            fail(f"no rank's error names the relay h{victim} with its address ('via h{victim} (ADDR:'):\n" +
                  "\n".join(e[-1500:] for _, _, e in results))
         for r in named:
             for m in re.finditer(r"peer h(\d) \(pid \d+, ([0-9.]+):\d+\)", results[r][2]):
                 if m.group(2) not in addrs(int(m.group(1))):
                     fail(f"rank {r} prints {m.group(2)} as the address of peer h{m.group(1)}, "
                          f"which is not that host's:\n{m.group(0)}")
-        line = next(l for l in results[hop[0]][2].splitlines() if "via h1 (" in l)
+        line = next(l for l in results[hop[0]][2].splitlines() if f"via h{victim} (" in l and "WARN" in l)
         print(f"rank {hop[0]}: {line.split('NCCL WARN ')[-1]}")
-        print(f"ok: killing the relay on h1 failed both ranks in {took:.1f} s, naming the relay h1")
+        print(f"ok: killing the relay on h{victim} failed both ranks in {took:.1f} s, naming the relay h{victim}")
     finally:
         stop(relays)
 
@@ -241,6 +300,9 @@ CASES = {
     "cut-cable": case_cut_cable,
     "kill-relay": case_kill_relay,
 }
+
+for _name in ("opposite-via-railyardd", "alltoall-ranks-relay", "chain-end-to-end", "kill-relay"):
+    CASES[_name + ".fabric"] = CASES[_name]
 
 if __name__ == "__main__":
     CASES[CASE]()

@@ -74,7 +74,7 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_DISCOVERY_DEAD_MS",
                                             "RAILYARD_CLUSTER_KEY_FILE", "RAILYARD_FABRIC",
                                             "RAILYARD_RELAY_PORT", "RAILYARD_FABRIC_RELAY_PORT",
-                                            "RAILYARD_FABRIC_RELAY_VERBS_PORT", "RAILYARD_TIER_TUNNEL_PORT",
+                                            "RAILYARD_FABRIC_TCP_RELAY", "RAILYARD_FABRIC_RELAY_VERBS_PORT", "RAILYARD_TIER_TUNNEL_PORT",
                                             "RAILYARD_RELAY_BUFFER_BYTES", "RAILYARD_RELAY_DRAIN_MS",
                                             "RAILYARD_RELAY_IDLE_MS", "RAILYARD_RELAY_MAX_PER_PEER",
                                             "RAILYARD_TRANSPORT", "RAILYARD_COMMS",
@@ -162,6 +162,17 @@ TEST(EnvConfig, FabricModeIsCheckedAndCaseInsensitive) {
   Status s = bad.Parse(&out);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_NE(s.message().find("RAILYARD_FABRIC"), std::string::npos) << s.message();
+}
+
+TEST(EnvConfig, FabricTcpRelayDefaultsToSpliceAndIsChecked) {
+  EXPECT_EQ(ParseOk(FakeEnv{{}}).fabricTcpRelay, "splice");
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_FABRIC_TCP_RELAY", "Forwarder"}}}).fabricTcpRelay, "forwarder");
+  Config out;
+  FakeEnv bad{{{"RAILYARD_FABRIC_TCP_RELAY", "socket"}}};
+  Status s = bad.Parse(&out);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("RAILYARD_FABRIC_TCP_RELAY='socket' is not one of splice, forwarder"), std::string::npos)
+      << s.message();
 }
 
 TEST(EnvConfig, EachVariableParsed) {

@@ -1,6 +1,7 @@
 // relay_policy: what a relay agrees to connect to (issue 9 item 4). Each hostile
 // record or leg is refused with a reason; the legitimate ones pass.
 #include "proxy/relay/relay_policy.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
 
 #include <arpa/inet.h>
 
@@ -84,6 +85,27 @@ TEST(RelayPolicy, OnlyAHelloMayFollowTheRecord) {
   Status s = CheckFollowingHello(http);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_NE(s.message().find("not a Railyard record"), std::string::npos) << s.message();
+}
+
+TEST(RelayPolicy, AFabricTcpHelloMayFollowTheRecordButNoOtherFrame) {
+  // A fabric Endpoint spliced through the relay opens with its 64-byte hello frame; the
+  // relay reads its first 8 bytes as a record header.
+  auto first8 = [](const fabric::tcp::FrameHeader& f) {
+    RecordHeader h;
+    std::memcpy(&h, &f, sizeof h);
+    return h;
+  };
+  EXPECT_TRUE(CheckFollowingHello(first8(fabric::tcp::MakeHeader(fabric::tcp::FrameType::kHello))).ok());
+  Status write = CheckFollowingHello(first8(fabric::tcp::MakeHeader(fabric::tcp::FrameType::kWrite)));
+  EXPECT_EQ(write.code(), Code::kInvalidUsage);
+  EXPECT_NE(write.message().find("fabric frame type 2, not a hello"), std::string::npos) << write.message();
+  fabric::tcp::FrameHeader old = fabric::tcp::MakeHeader(fabric::tcp::FrameType::kHello);
+  old.version = fabric::tcp::kWireVersion + 1;
+  Status version = CheckFollowingHello(first8(old));
+  EXPECT_EQ(version.code(), Code::kInvalidUsage);
+  EXPECT_NE(version.message().find("wire version " + std::to_string(fabric::tcp::kWireVersion + 1)),
+            std::string::npos)
+      << version.message();
 }
 
 TEST(RelayPolicy, AnOnwardLegToTheListenerOrNextRelayOverARailPasses) {

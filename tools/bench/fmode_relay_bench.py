@@ -13,7 +13,11 @@ path and the new/old ratio per case, with the load average before and after.
 Usage: fmode_relay_bench.py OUT.json PERF RAILYARDD LIBDIR ROUNDS SIZE [SIZE...]
 Environment: FMODE_HOPS=relayed (or direct) runs only those cases (the table then
 prints 0 for the others); FMODE_ITERS=N timed iterations per run (default 20 up to
-1 MiB, 6 above).
+1 MiB, 6 above); FMODE_FORWARDER=1 adds the fabric comms with
+RAILYARD_FABRIC_TCP_RELAY=forwarder (relayed through the Forwarders, not spliced
+through the socket relay) as a third path, "fwd" in the table (FMODE_FWD_RELAY=splice
+makes that path splice too). The "fabric" path splices (RAILYARD_FABRIC_TCP_RELAY=splice)
+unless the environment sets the variable.
 """
 import json
 import os
@@ -32,7 +36,13 @@ MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
 
 
 def env_for(host, comms):
-    return netns_perf.fabric_env(host, comms, LIBDIR)
+    if comms == "fwd":
+        env = netns_perf.fabric_env(host, "fabric", LIBDIR)
+        env["RAILYARD_FABRIC_TCP_RELAY"] = os.environ.get("FMODE_FWD_RELAY", "forwarder")
+        return env
+    env = netns_perf.fabric_env(host, comms, LIBDIR)
+    env.setdefault("RAILYARD_FABRIC_TCP_RELAY", "splice")
+    return env
 
 
 def run_perf(hosts, size, comms):
@@ -47,7 +57,8 @@ def main():
     relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h, "legacy"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in (1, 3)]
     hops_run = [os.environ["FMODE_HOPS"]] if os.environ.get("FMODE_HOPS") else ["direct", "relayed"]
-    cases = [(comms, hops, size) for size in SIZES for comms in ("fabric", "legacy") for hops in hops_run]
+    paths = ("fabric", "legacy", "fwd") if os.environ.get("FMODE_FORWARDER") == "1" else ("fabric", "legacy")
+    cases = [(comms, hops, size) for size in SIZES for comms in paths for hops in hops_run]
     got = {c: [] for c in cases}
     try:
         for _ in range(ROUNDS):
@@ -72,10 +83,12 @@ def main():
         row = {"size": size, "new_direct_gbps": nd, "new_relayed_gbps": nr, "old_direct_gbps": od,
                "old_relayed_gbps": orl, "new_relayed_over_direct": nr / nd, "old_relayed_over_direct": orl / od,
                "new_over_old_direct": nd / od, "new_over_old_relayed": nr / orl,
+               "fwd_relayed_gbps": med.get(("fwd", "relayed", size), 0.0),
                "samples": {f"{c[0]}-{c[1]}": got[c] for c in got if c[2] == size}, "iters": os.environ.get("FMODE_ITERS", "")}
         out["rows"].append(row)
+        fwd = med.get(("fwd", "relayed", size), 0.0)
         print(f"{size:>10} {nd:>11.3f} {nr:>12.3f} {nr / nd:>8.2f} {od:>11.3f} {orl:>12.3f} {orl / od:>8.2f} "
-              f"{nd / od:>10.2f} {nr / orl:>10.2f}")
+              f"{nd / od:>10.2f} {nr / orl:>10.2f}" + (f"  fwd relayed {fwd:.3f} ({fwd / orl:.2f} of old)" if fwd else ""))
     json.dump(out, open(OUT, "w"), indent=1)
 
 

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "proxy/wire.h"
+
 namespace railyard::fabric::tcp {
 namespace {
 
@@ -68,6 +70,19 @@ FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult
       return {};
     }
     connecting_ = false;
+    if (dialer_ && !dialer_->plan().preamble.empty()) {
+      // A few dozen bytes on a socket that has sent nothing: the send buffer takes them whole.
+      const std::vector<uint8_t>& pre = dialer_->plan().preamble;
+      ssize_t went;
+      do {
+        went = ::send(fd_.get(), pre.data(), pre.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      } while (went < 0 && errno == EINTR);
+      if (went < 0) return SocketError(errno, ("send the relay record to " + dialer_->plan().via).c_str());
+      if (static_cast<size_t>(went) != pre.size()) {
+        return {FabricErrc::kSystem, {}, "send the relay record to " + dialer_->plan().via + ": only " +
+                                            std::to_string(went) + " of " + std::to_string(pre.size()) + " bytes went"};
+      }
+    }
   }
   FabricError e = PumpOut(handler, budget, result);
   if (!e.ok() || !readable) return e;
@@ -148,6 +163,18 @@ FabricError FrameSocket::PumpOut(FrameHandler& handler, uint64_t budget, PumpRes
 FabricError FrameSocket::HeaderArrived(FrameHandler& handler) {
   inGot_ = 0;
   Status s = DecodeFrameHeader(inHeader_, incoming_, &inFrame_);
+  if (!s.ok() && dialer_ && !dialer_->plan().preamble.empty()) {
+    // Through a relay, a record of the relay's own protocol instead of a frame is its
+    // refusal (proxy/wire.h RejectRecord: header, then the reason; the first 56 bytes of
+    // it are in this header's room).
+    proxy::RecordHeader h;
+    std::memcpy(&h, inHeader_, sizeof h);
+    if (h.magic == proxy::kMagic && h.kind == static_cast<uint16_t>(proxy::RecordKind::kReject)) {
+      std::string reason(reinterpret_cast<const char*>(inHeader_) + sizeof h, sizeof inHeader_ - sizeof h);
+      reason.resize(std::strlen(reason.c_str()));
+      return {FabricErrc::kConnectFailed, {}, "the relay " + dialer_->plan().via + " refused the socket: " + reason};
+    }
+  }
   if (!s.ok()) {
     return {s.code() == Code::kInvalidUsage ? FabricErrc::kVersion : FabricErrc::kMalformed, {}, s.message()};
   }

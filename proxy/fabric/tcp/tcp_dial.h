@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
+#include <cstdint>
 
 #include "proxy/fabric/fabric_error.h"
 #include "proxy/socket.h"
@@ -24,7 +26,18 @@ struct DialPlan {
   /// A refusal later than this fails the socket with CONNECT_FAILED; a default
   /// (epoch) deadline fails at the first refusal.
   std::chrono::steady_clock::time_point redialUntil{};
+  /// Bytes sent first on every socket this plan dials (a redial sends them again), before
+  /// any frame: a relay's RelayRecord and MAC when `remote` is a relay's socket port
+  /// that splices the socket on to the listener (proxy/relay/relay_service.h). Empty:
+  /// the socket goes straight to the listener. At most kMaxPreambleBytes.
+  std::vector<uint8_t> preamble;
+  /// Names `remote` in errors when it is not the listener itself (e.g. "relay h1
+  /// (10.0.1.2:29518)"); empty when it is.
+  std::string via;
 };
+
+/// Largest DialPlan::preamble: a RelayRecord (56 bytes) and its MAC (32).
+inline constexpr size_t kMaxPreambleBytes = 256;
 
 /// State of one socket's dialing. Not thread-safe; owned by its FrameSocket.
 class Dialer {
@@ -53,6 +66,8 @@ class Dialer {
   bool Due() const { return waiting_ && Clock::now() >= redialAt_; }
   /// Refusals so far.
   int refusals() const { return refusals_; }
+  /// The plan it dials.
+  const DialPlan& plan() const { return plan_; }
 
  private:
   FabricError Refused();

@@ -89,19 +89,39 @@ std::vector<uint32_t> Speeds(const WorkerAddress& peer, const std::vector<RailIn
 
 }  // namespace
 
-TcpEndpoint::TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection)
+/// A spliced Endpoint's rails: peer rail j from local rail splice.localRail[j].
+std::vector<std::pair<int, int>> SplicePairs(const SpliceRoute& splice) {
+  std::vector<std::pair<int, int>> pairs;
+  for (size_t j = 0; j < splice.localRail.size(); ++j) pairs.emplace_back(splice.localRail[j], static_cast<int>(j));
+  return pairs;
+}
+
+TcpEndpoint::TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection, const SpliceRoute* splice)
     : worker_(worker),
       peer_(peer),
       connection_(connection),
-      pairs_(PairRails(worker->options().rails, peer)),
+      pairs_(splice != nullptr ? SplicePairs(*splice) : PairRails(worker->options().rails, peer)),
       scheduler_(Speeds(peer, worker->options().rails, pairs_), worker->options().stripe.chunksInFlightPerRail) {
   peerName_ = "w=" + HexId(peer.workerId) + " " + RailAddressText(peer.rails[0]);
+  if (splice != nullptr && !splice->via.empty()) peerName_ += " via " + splice->via;
   lastActivity_ = Clock::now();
 }
 
 Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection,
-                           std::unique_ptr<TcpEndpoint>* out) {
-  std::unique_ptr<TcpEndpoint> ep(new TcpEndpoint(worker, peer, connection));
+                           std::unique_ptr<TcpEndpoint>* out, const SpliceRoute* splice) {
+  if (splice != nullptr) {
+    if (splice->localRail.empty() || splice->localRail.size() > peer.rails.size() || !splice->dial) {
+      return InvalidArgument("fabric connect through a relay: " + std::to_string(splice->localRail.size()) +
+                             " peer rails planned for a peer of " + std::to_string(peer.rails.size()));
+    }
+    for (int li : splice->localRail) {
+      if (li < 0 || static_cast<size_t>(li) >= worker->options().rails.size()) {
+        return InvalidArgument("fabric connect through a relay: local rail " + std::to_string(li) + " of " +
+                               std::to_string(worker->options().rails.size()));
+      }
+    }
+  }
+  std::unique_ptr<TcpEndpoint> ep(new TcpEndpoint(worker, peer, connection, splice));
   const auto& local = worker->options().rails;
   const int rails = static_cast<int>(ep->pairs_.size());
   const int perRail = worker->options().socketsPerRail;
@@ -122,6 +142,15 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
     for (int s = 0; s < perRail; ++s) {
       const int index = static_cast<int>(ep->sockets_.size());
       std::unique_ptr<FrameSocket> sock;
+      if (splice != nullptr) {
+        DialPlan via;
+        via.redialUntil = plan.redialUntil;
+        RY_RETURN_IF_ERROR(splice->dial(static_cast<int>(pj), s, &via));
+        if (via.preamble.size() > kMaxPreambleBytes) {
+          return InvalidArgument(where + ": a relay record of " + std::to_string(via.preamble.size()) + " bytes");
+        }
+        plan = std::move(via);
+      }
       if (FabricError e = FrameSocket::Open(plan, index, Direction::kToInitiator, &sock); !e.ok()) {
         return SystemError(where + ": " + e.what);
       }

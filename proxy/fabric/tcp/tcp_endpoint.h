@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,13 +19,32 @@
 
 namespace railyard::fabric::tcp {
 
+/// How an Endpoint's sockets reach a peer with no cable to this host through a relay
+/// that splices TCP sockets on (proxy/relay/relay_service.h: it reads a RelayRecord,
+/// connects onward and copies bytes both ways). The frames are the same as on a
+/// cable; the target sees the relay's address and checks each socket as it would a
+/// direct one (its hello's rail is the rail it arrived on).
+struct SpliceRoute {
+  /// The local rail (index into TcpOptions::rails) each of the peer's rails is reached
+  /// from, one entry per peer rail used (peer rail j = entry j).
+  std::vector<int> localRail;
+  /// The dial of socket `socket` (0..socketsPerRail-1) toward peer rail `peerRail`:
+  /// fills plan->local, remote (the relay's socket port), preamble (its relay record)
+  /// and via. An error refuses the Connect.
+  std::function<Status(int peerRail, int socket, DialPlan* plan)> dial;
+  /// Appended to the Endpoint's peer name: "via h1 (10.0.1.2:29518)".
+  std::string via;
+};
+
 /// See file comment and Endpoint. Created by TcpWorker::Connect.
 class TcpEndpoint : public Endpoint, private FrameHandler {
  public:
   /// Opens and starts connecting every socket (non-blocking) and queues their
   /// hellos. SystemError naming the rail when a socket cannot be made or bound.
+  /// With `splice` (not null), the sockets dial through a relay (SpliceRoute); each
+  /// peer rail in splice->localRail is one Endpoint rail.
   static Status Create(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection,
-                       std::unique_ptr<TcpEndpoint>* out);
+                       std::unique_ptr<TcpEndpoint>* out, const SpliceRoute* splice = nullptr);
   ~TcpEndpoint() override;
 
   Status Send(std::span<const uint8_t> record, uint64_t cookie) override;
@@ -79,7 +99,7 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
     uint64_t cookie = 0;  ///< fence cookie
   };
 
-  TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection);
+  TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t connection, const SpliceRoute* splice);
   Status CheckLocal(const LocalSlice& s, const char* what) const;
   Status Post(Op op);
   /// Write and WriteLazy: checks `src`, then posts one Write op (`lazy`: completed by

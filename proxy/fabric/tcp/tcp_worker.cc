@@ -97,6 +97,17 @@ Status TcpWorker::Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<
   return Status::Ok();
 }
 
+Status TcpWorker::ConnectSpliced(std::span<const uint8_t> peerAddress, const SpliceRoute& splice,
+                                 std::unique_ptr<Endpoint>* out) {
+  WorkerAddress peer;
+  RY_RETURN_IF_ERROR(WorkerAddress::Unpack(peerAddress, &peer));
+  std::unique_ptr<TcpEndpoint> ep;
+  RY_RETURN_IF_ERROR(TcpEndpoint::Create(this, peer, nextConnection_++, &ep, &splice));
+  endpoints_.push_back(ep.get());
+  *out = std::move(ep);
+  return Status::Ok();
+}
+
 void TcpWorker::Detach(TcpEndpoint* ep) {
   endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), ep), endpoints_.end());
 }

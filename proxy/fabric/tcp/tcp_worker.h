@@ -16,6 +16,8 @@
 
 namespace railyard::fabric::tcp {
 
+struct SpliceRoute;
+
 class TcpEndpoint;
 class TcpTarget;
 
@@ -31,6 +33,11 @@ class TcpWorker : public Worker {
 
   std::vector<uint8_t> Address() const override { return address_.Pack(); }
   Status Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<Endpoint>* out) override;
+  /// Connect through a relay that splices sockets (SpliceRoute, tcp_endpoint.h): the
+  /// same Endpoint and frames; errors as Connect's, and InvalidArgument for a plan
+  /// that does not fit the address.
+  Status ConnectSpliced(std::span<const uint8_t> peerAddress, const SpliceRoute& splice,
+                        std::unique_ptr<Endpoint>* out);
   size_t Progress(std::vector<Event>* events) override;
   WorkerStats stats() const override;
   /// The epoll set of every watched socket and listener (-1 when a watch failed).
