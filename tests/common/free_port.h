@@ -1,4 +1,5 @@
-// A TCP port for a test's listener, found the one way the tests share.
+// A TCP port for a test's listener, found the one way the tests share, and a
+// listener on loopback at an ephemeral port.
 #pragma once
 
 #include <arpa/inet.h>
@@ -34,6 +35,25 @@ inline uint16_t FreePort(const std::vector<const char*>& ips = {"127.0.0.1"}) {
     if (ok && port != 0) return port;
   }
   return 0;
+}
+
+/// A listening TCP socket on 127.0.0.1 at an ephemeral port (backlog `backlog`); its
+/// port in `*port`. -1 (and *port 0) when socket, bind, listen or getsockname fails.
+/// The caller closes it.
+inline int ListenLoopback(uint16_t* port, int backlog = 16) {
+  *port = 0;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, backlog) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
 }
 
 }  // namespace railyard::test_support

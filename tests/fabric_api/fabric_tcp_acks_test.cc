@@ -22,6 +22,7 @@
 
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "tests/common/free_port.h"
 
 namespace railyard::fabric::tcp {
 namespace {
@@ -193,17 +194,12 @@ class TcpAckInitiator : public ::testing::Test {
     o.timeoutMs = 10000;
     ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
     ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
-    listen_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(listen(listen_, 4), 0);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    uint16_t port = 0;
+    listen_ = test_support::ListenLoopback(&port, 4);
+    ASSERT_GE(listen_, 0);
     WorkerAddress peer;
     peer.workerId = 0x77;
-    peer.rails = {{htonl(INADDR_LOOPBACK), ntohs(a.sin_port), 10000}};
+    peer.rails = {{htonl(INADDR_LOOPBACK), port, 10000}};
     ASSERT_TRUE(worker_->Connect(peer.Pack(), &ep_).ok());
     Progress();
     fd_ = accept(listen_, nullptr, nullptr);

@@ -29,6 +29,7 @@
 #include "proxy/fabric/tcp/tcp_worker.h"
 #include "proxy/routing/router.h"
 #include "proxy/wire.h"
+#include "tests/common/free_port.h"
 
 namespace railyard::fabric::tcp {
 namespace {
@@ -42,15 +43,8 @@ enum class RelayMode { kSplice, kReject, kClose };
 class TestRelay {
  public:
   TestRelay(RelayMode mode, size_t recordBytes) : mode_(mode), recordBytes_(recordBytes) {
-    listen_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(listen(listen_, 16), 0);
-    socklen_t len = sizeof a;
-    getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    listen_ = test_support::ListenLoopback(&port_);
+    EXPECT_GE(listen_, 0);
     acceptor_ = std::thread([this] { Accept(); });
   }
   ~TestRelay() {
@@ -264,44 +258,47 @@ TEST(TcpSplice, AWriteWithImmediateLandsThroughTheRelay) {
   ep.reset();
 }
 
-TEST(TcpSplice, ARelayThatRefusesFailsTheOpQuotingItsReason) {
+/// Sends a record from a to b through a test relay of `mode` and returns a's error
+/// event (cookie 21), which the test checks; the Endpoint stays failed.
+Event FailThroughRelay(RelayMode mode, uint16_t* relayPort) {
   Side a, b;
   MakeSide(&a);
   MakeSide(&b);
-  TestRelay relay(RelayMode::kReject, sizeof(proxy::RelayRecord));
+  TestRelay relay(mode, sizeof(proxy::RelayRecord));
+  *relayPort = relay.port();
   auto* tcp = dynamic_cast<TcpWorker*>(a.worker.get());
-  ASSERT_NE(tcp, nullptr);
+  EXPECT_NE(tcp, nullptr);
+  if (tcp == nullptr) return {};
   std::unique_ptr<Endpoint> ep;
-  ASSERT_TRUE(tcp->ConnectSpliced(b.worker->Address(), Route(b, relay.port()), &ep).ok());
-  ASSERT_TRUE(ep->Send(std::vector<uint8_t>{1, 2, 3}, 21).ok());
-  ASSERT_TRUE(Until(a, b, [&] { return Find(a.events, EventKind::kError) != nullptr; }));
+  EXPECT_TRUE(tcp->ConnectSpliced(b.worker->Address(), Route(b, relay.port()), &ep).ok());
+  if (!ep) return {};
+  EXPECT_TRUE(ep->Send(std::vector<uint8_t>{1, 2, 3}, 21).ok());
+  EXPECT_TRUE(Until(a, b, [&] { return Find(a.events, EventKind::kError) != nullptr; }));
+  EXPECT_EQ(Find(b.events, EventKind::kRecord), nullptr);  // nothing reached the target
+  EXPECT_FALSE(ep->status().ok());
   const Event* e = Find(a.events, EventKind::kError);
-  EXPECT_EQ(e->cookie, 21u);
-  EXPECT_EQ(e->error.errc, FabricErrc::kConnectFailed) << e->error.ToString();
-  const std::string text = e->error.ToString();
-  EXPECT_NE(text.find("the relay hR (127.0.0.1:" + std::to_string(relay.port()) + ") refused the socket"),
-            std::string::npos)
+  return e != nullptr ? *e : Event{};
+}
+
+TEST(TcpSplice, ARelayThatRefusesFailsTheOpQuotingItsReason) {
+  uint16_t port = 0;
+  const Event e = FailThroughRelay(RelayMode::kReject, &port);
+  EXPECT_EQ(e.kind, EventKind::kError);
+  EXPECT_EQ(e.cookie, 21u);
+  EXPECT_EQ(e.error.errc, FabricErrc::kConnectFailed) << e.error.ToString();
+  const std::string text = e.error.ToString();
+  EXPECT_NE(text.find("the relay hR (127.0.0.1:" + std::to_string(port) + ") refused the socket"), std::string::npos)
       << text;
   EXPECT_NE(text.find("relay on hR: refused: no route to host 7"), std::string::npos) << text;
-  EXPECT_EQ(Find(b.events, EventKind::kRecord), nullptr);
-  EXPECT_FALSE(ep->status().ok());
 }
 
 TEST(TcpSplice, ARelayThatClosesTheSocketFailsTheOpNamingTheRelay) {
-  Side a, b;
-  MakeSide(&a);
-  MakeSide(&b);
-  TestRelay relay(RelayMode::kClose, sizeof(proxy::RelayRecord));
-  auto* tcp = dynamic_cast<TcpWorker*>(a.worker.get());
-  ASSERT_NE(tcp, nullptr);
-  std::unique_ptr<Endpoint> ep;
-  ASSERT_TRUE(tcp->ConnectSpliced(b.worker->Address(), Route(b, relay.port()), &ep).ok());
-  ASSERT_TRUE(ep->Send(std::vector<uint8_t>{4}, 22).ok());
-  ASSERT_TRUE(Until(a, b, [&] { return Find(a.events, EventKind::kError) != nullptr; }));
-  const Event* e = Find(a.events, EventKind::kError);
-  EXPECT_EQ(e->cookie, 22u);
-  const std::string text = e->error.ToString();
-  EXPECT_NE(text.find("via hR (127.0.0.1:"), std::string::npos) << text;
+  uint16_t port = 0;
+  const Event e = FailThroughRelay(RelayMode::kClose, &port);
+  EXPECT_EQ(e.kind, EventKind::kError);
+  EXPECT_EQ(e.cookie, 21u);
+  const std::string text = e.error.ToString();
+  EXPECT_NE(text.find("via hR (127.0.0.1:" + std::to_string(port) + ")"), std::string::npos) << text;
   EXPECT_NE(text.find("rail 0"), std::string::npos) << text;
 }
 
