@@ -15,6 +15,7 @@
 
 #include "env/log.h"
 #include "proxy/handle.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
 #include "proxy/relay/relay_policy.h"
 #include "proxy/wire.h"
 #include "topology/graph_json.h"
@@ -121,6 +122,11 @@ struct RelayService::Leg {
   uint32_t source = 0;         ///< incoming socket's source IPv4 (network order)
   SteadyClock::time_point deadline{};  ///< setup must finish by then
   std::string desc;
+  /// The socket of a fabric TCP Endpoint (its hello is a fabric frame): both ends name
+  /// a broken socket themselves ("via h1 (ADDR:PORT)", rail, seq), and a Worker that
+  /// closes with bytes unread resets its socket at a clean end too, so the relay logs
+  /// a broken splice of such a socket at INFO, not WARN.
+  bool fabric = false;
 };
 
 Status RelayService::Start(const Router* router, const RelayOptions& options,
@@ -251,7 +257,11 @@ void RelayService::Run() {
     epoll_ctl(epoll_, EPOLL_CTL_MOD, l.out.get(), &ev);
   };
   auto drop = [&](const std::shared_ptr<Leg>& l, const std::string& why, bool abort) {
-    if (!why.empty()) RY_WARN("relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
+    if (!why.empty() && l->fabric && l->state == Leg::State::kSplicing) {
+      RY_INFO(log::kNet, "relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
+    } else if (!why.empty()) {
+      RY_WARN("relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
+    }
     for (Fd* fd : {&l->in, &l->out}) {
       if (!fd->valid()) continue;
       epoll_ctl(epoll_, EPOLL_CTL_DEL, fd->get(), nullptr);
@@ -305,6 +315,7 @@ void RelayService::Run() {
     const RelayScope s = scope();
     if (Status c = CheckRelayRecord(req, s); !c.ok()) return refuse(l, "refused: " + c.message());
     if (Status c = CheckFollowingHello(hello); !c.ok()) return refuse(l, "refused: " + c.message());
+    l->fabric = hello.magic == fabric::tcp::kFrameMagic;
     SocketTarget t;
     bool ready = false;
     Status p = router_->PlanSocket(req.destHost, req.destPort, req.sockIndex, req.hops + 1, req.originName,
