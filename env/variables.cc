@@ -306,7 +306,9 @@ const Variable kVariables[] = {
      "off = one device per interface with direct connections only, on = required.",
      0, 0, &ApplyFabric, "auto, on, off"},
     {"RAILYARD_RELAY_PORT", "int", "29518", "", nullptr,
-     "TCP port of the relay (railyardd, or a process using the plugin) on every host.",
+     "TCP port of the relay (railyardd, or a process using the plugin) on every host; the same "
+     "value on every host (not checked: a connect through a relay that listens elsewhere fails "
+     "CONNECT_FAILED naming the address it dialed).",
      1, 65535, &ApplyInt<&Config::relayPort>},
     {"RAILYARD_FABRIC_RELAY_PORT", "int", "29519", "", nullptr,
      "TCP port the fabric relay (the Forwarder of relayed fabric Endpoints, run by the "
@@ -320,7 +322,9 @@ const Variable kVariables[] = {
      "every frame as on a cable; forwarder = through the Forwarders at RAILYARD_FABRIC_RELAY_PORT, "
      "which take each operation whole and write it on (slots and credits). Routes over RDMA "
      "ports always go through the Forwarders' verbs ports. A route whose relays would not land "
-     "on the target's cable (a tie broken the other way) uses the Forwarders.",
+     "on the target's cable (a tie broken the other way) uses the Forwarders. Every host must use "
+     "the same value (the two route the same peer through different Workers; a mismatch fails the "
+     "first message naming this variable).",
      0, 0, &ApplyFabricTcpRelay, "splice, forwarder"},
     {"RAILYARD_FABRIC_RELAY_VERBS_PORT", "int", "29522", "", nullptr,
      "TCP port of the fabric relay's RDMA ports: on a cable whose rails are RDMA ports, the "

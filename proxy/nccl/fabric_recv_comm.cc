@@ -220,7 +220,8 @@ void FabricRecvComm::OnEvent(const fabric::Event& e) {
     if (!peerWorkers_.Admit(e.peer)) {
       Poisoned(RemoteError("a data immediate for this comm came from another worker (" +
                            std::to_string(peerWorkers_.size()) + " of the sender's " +
-                           std::to_string(peerWorkers_.limit()) + " routes heard from already)"));
+                           std::to_string(peerWorkers_.limit()) + " routes heard from already; in fabric mode, "
+                           "RAILYARD_FABRIC_TCP_RELAY must be the same on every host)"));
       return;
     }
     const uint32_t cell = static_cast<uint32_t>(e.value & 0xff);

@@ -58,6 +58,15 @@ Status FabricSendComm::Create(CommWorker* cw, size_t deviceIndex, const FabricHa
 
 FabricSendComm::~FabricSendComm() { Close(); }
 
+Status FabricSendComm::Established(bool* done) {
+  *done = false;
+  auto lock = cw_->Lock();
+  cw_->DriveLocked();
+  RY_RETURN_IF_ERROR(CheckEndpoint());
+  *done = helloAcked_;
+  return Status::Ok();
+}
+
 void FabricSendComm::Poisoned(const Status& s) {
   // A peer that goes away with nothing in flight is the normal end of a job: INFO.
   const bool inFlight = free_.size() < static_cast<size_t>(kMaxRequests) || waiting_;
@@ -210,7 +219,8 @@ void FabricSendComm::OnCts(const fabric::Event& e) {
   if (!peerWorkers_.Admit(e.peer)) {
     Poisoned(RemoteError("clear-to-send from another worker than the receiver's (" +
                          std::to_string(peerWorkers_.size()) + " of its " + std::to_string(peerWorkers_.limit()) +
-                         " routes heard from already)"));
+                         " routes heard from already; in fabric mode, RAILYARD_FABRIC_TCP_RELAY must be the same "
+                         "on every host)"));
     return;
   }
   FabricCts rec;
@@ -248,6 +258,7 @@ void FabricSendComm::OnEvent(const fabric::Event& e) {
   }
   if ((e.cookie & kControlCookie) != 0) {
     if (e.kind == EventKind::kError) Poisoned(e.error.ToStatus());
+    if (e.kind == EventKind::kDone) helloAcked_ = true;  // the hello (the first control record)
     return;
   }
   if ((e.cookie & kBounceCookie) != 0) {

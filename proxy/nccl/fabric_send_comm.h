@@ -46,13 +46,20 @@ class FabricSendComm final : public SendComm, public CommClient {
   static constexpr int kEagerSlots = 8;
 
   /// Registers the FIFO, connects an Endpoint to the listener's Worker and sends the
-  /// hello (both complete in the background: errors surface in isend/test).
+  /// hello (both complete in the background: Established() says when, and errors
+  /// surface there and in isend/test).
   /// `deviceIndex` selects the Regions of MemHandles. InvalidArgument for a bad
   /// worker address in the handle; errors of Domain::Register.
   /// `rank` is the communicator's RankSource (isend notes its tags; errors name it).
   static Status Create(CommWorker* cw, size_t deviceIndex, const FabricHandle& to, const LocalIdentity& self,
                        int timeoutMs, std::shared_ptr<RankSource> rank, std::unique_ptr<FabricSendComm>* out);
   ~FabricSendComm() override;
+
+  /// Drives the comm's Worker once and says whether the listener's Worker has
+  /// acknowledged the hello (*done), i.e. the Endpoint reaches the peer. The comm's
+  /// error once it failed (the Endpoint's: CONNECT_FAILED naming the relay or listener
+  /// that refused, TIMEOUT, ...), prefixed "connect: send comm ... to PEER".
+  Status Established(bool* done);
 
   /// As SendComm::Isend with a MemHandle (NULL only for size 0).
   Status IsendFabric(const void* data, size_t size, int tag, const MemHandle* mh, Request** request);
@@ -104,6 +111,7 @@ class FabricSendComm final : public SendComm, public CommClient {
   /// The peer's close notice arrived: it is tearing its end down, so Close sends no
   /// notice of its own (one it may never read: its close then resets the connection).
   bool peerClosed_ = false;
+  bool helloAcked_ = false;  ///< the listener's Worker acknowledged the hello (Established)
   std::vector<char> bounce_;  ///< kEagerSlots × kEagerBytes, empty until the first small send
   const fabric::Region* bounceRegion_ = nullptr;
   std::vector<int> bounceFree_;

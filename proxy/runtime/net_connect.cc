@@ -121,22 +121,57 @@ Status NetRuntime::Listen(CommContext* ctx, int dev, void* handle, ListenComm** 
   return Status::Ok();
 }
 
+/// FabricHandleWire::stageMagic while stageState holds a FabricSendComm waiting for its
+/// hello's acknowledgement ("RYFSENDP"; RouteMayCome's kStageMagic holds a time instead).
+constexpr uint64_t kPendingSendMagic = 0x50444e4553465952ull;
+
 Status NetRuntime::Connect(CommContext* ctx, int dev, void* handle, SendComm** sendComm) {
   RY_RETURN_IF_ERROR(CheckDevice(dev));
   NetState& g = g_;
   if (!g.fabricComms) return ConnectOlder(ctx, dev, handle, sendComm);
-  // Validated on every call, before anything is trusted; the comm comes back at
-  // once (the hello and the Endpoint's setup finish in the background).
+  // Validated on every call, before anything is trusted. The comm comes back once the
+  // listener's Worker acknowledged its hello (NCCL calls connect again meanwhile), so
+  // a peer that cannot be reached (a relay that refuses, nothing listening) fails this
+  // connect with the Endpoint's error instead of leaving the peer's accept waiting.
   proxy::nccl::FabricHandle to;
   RY_RETURN_IF_ERROR(proxy::nccl::DecodeFabricHandle(handle, &to));
-  std::unique_ptr<proxy::nccl::FabricSendComm> comm;
-  Status s = proxy::nccl::FabricSendComm::Create(&g.fabric->comms(static_cast<size_t>(dev)), static_cast<size_t>(dev),
-                                                 to, Self(g), g.config->timeoutMs, RankOf(ctx), &comm);
-  if (!s.ok() && g.fabricMode && FabricModeRouteMayCome(g, handle, s)) return Status::Ok();  // NCCL calls again
-  RY_RETURN_IF_ERROR(s);
-  std::lock_guard lock(g.mu);
-  g.comms.insert(comm.get());
-  *sendComm = comm.release();
+  auto* wire = static_cast<proxy::nccl::FabricHandleWire*>(handle);
+  proxy::nccl::FabricSendComm* comm = nullptr;
+  {
+    std::lock_guard lock(g.mu);
+    if (wire->stageMagic == kPendingSendMagic) {
+      auto* p = reinterpret_cast<proxy::nccl::FabricSendComm*>(wire->stageState);
+      if (g.pendingSends.count(p) != 0) comm = p;
+    }
+  }
+  if (comm == nullptr) {
+    std::unique_ptr<proxy::nccl::FabricSendComm> made;
+    Status s = proxy::nccl::FabricSendComm::Create(&g.fabric->comms(static_cast<size_t>(dev)), static_cast<size_t>(dev),
+                                                   to, Self(g), g.config->timeoutMs, RankOf(ctx), &made);
+    if (!s.ok() && g.fabricMode && FabricModeRouteMayCome(g, handle, s)) return Status::Ok();  // NCCL calls again
+    RY_RETURN_IF_ERROR(s);
+    comm = made.release();
+    std::lock_guard lock(g.mu);
+    g.pendingSends.insert(comm);
+    wire->stageMagic = kPendingSendMagic;
+    wire->stageState = reinterpret_cast<uint64_t>(comm);
+  }
+  bool established = false;
+  const Status e = comm->Established(&established);
+  if (e.ok() && !established) return Status::Ok();  // NCCL calls again
+  {
+    std::lock_guard lock(g.mu);
+    g.pendingSends.erase(comm);
+    wire->stageMagic = 0;
+    wire->stageState = 0;
+    if (e.ok()) g.comms.insert(comm);
+  }
+  if (!e.ok()) {
+    comm->Close();
+    delete comm;
+    return e;
+  }
+  *sendComm = comm;
   return Status::Ok();
 }
 

@@ -266,6 +266,8 @@ bool NetRuntime::Close(CommContext* ctx) {
     g.initialised.store(false, std::memory_order_release);
     // Last context: stop every thread the plugin started before NCCL may dlclose us.
     comms.assign(g.comms.begin(), g.comms.end());
+    comms.insert(comms.end(), g.pendingSends.begin(), g.pendingSends.end());
+    g.pendingSends.clear();
     listens.assign(g.listens.begin(), g.listens.end());
     connects.assign(g.connects.begin(), g.connects.end());
     g.comms.clear();

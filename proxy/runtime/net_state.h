@@ -61,6 +61,10 @@ struct NetState {
   std::unordered_set<proxy::Comm*> comms;          ///< open send/recv comms
   std::unordered_set<proxy::ListenComm*> listens;  ///< open listen comms
   std::unordered_set<PendingConnect*> connects;    ///< connects in progress
+  /// Fabric send comms whose hello the listener's Worker has not acknowledged yet:
+  /// connect() returns them only then (or their error), kept in the handle's
+  /// connect-state area between calls (net_connect.cc); finalize frees the rest.
+  std::unordered_set<proxy::Comm*> pendingSends;
   // Router mode (RAILYARD_FABRIC): the rails as one device, routes, relays. Started
   // by the first init and stopped by the last finalize (their threads with them).
   bool fabricMode = false;

@@ -13,7 +13,8 @@ Cases: adjacent-two-rails, opposite-via-railyardd, alltoall-ranks-relay,
        runs the ranks over the fabric comms (RAILYARD_COMMS=fabric, relayed peers
        spliced through the socket relays: RAILYARD_FABRIC_TCP_RELAY=splice) and checks
        that the Endpoints took the socket relays (their INFO lines) and no Forwarder
-       route opened
+       route opened; relay-refuses.fabric (fabric comms only): a relay that is not
+       where the ranks dial fails the connect within the timeout
 """
 import json
 import os
@@ -292,6 +293,33 @@ def case_kill_relay():
         stop(relays)
 
 
+def case_relay_refuses():
+    """The relays' socket port differs from the ranks' (railyardd on h1 and h3 listens at
+    29600, the ranks dial 29518): over the fabric comms a relayed connect must fail within
+    RAILYARD_TIMEOUT_MS plus slack, naming the relay, not wait for railyard-perf's -T
+    (before: the connect handed back a comm and the peer's accept waited until -T)."""
+    relays = railyardd([1, 3], {"RAILYARD_RELAY_PORT": "29600"})
+    try:
+        t0 = time.monotonic()
+        results = wait_all(perf([0, 2], "sendrecv", ["-b", "1K", "-e", "1K", "-n", "2", "-c", "1"],
+                                {"RAILYARD_TIMEOUT_MS": "3000"}), timeout=120)
+        took = time.monotonic() - t0
+        for r in range(2):
+            if results[r][0] == 0:
+                fail(f"rank {r} exited 0 though no relay listens where it dials")
+        if took > 30:
+            fail(f"the ranks took {took:.1f} s to fail (RAILYARD_TIMEOUT_MS=3000, -T 60): a connect waited")
+        named = [r for r in range(2) if "CONNECT_FAILED" in results[r][2] and ":29518" in results[r][2]]
+        if not named:
+            fail("no rank's error says CONNECT_FAILED naming the relay port it dialed:\n" +
+                 "\n".join(e[-1500:] for _, _, e in results))
+        line = next(l for l in results[named[0]][2].splitlines() if "CONNECT_FAILED" in l)
+        print(f"rank {named[0]}: {line.split('NCCL WARN ')[-1][:300]}")
+        print(f"ok: both ranks failed in {took:.1f} s, naming the relay that refused")
+    finally:
+        stop(relays)
+
+
 CASES = {
     "adjacent-two-rails": case_adjacent_two_rails,
     "opposite-via-railyardd": case_opposite_via_railyardd,
@@ -301,6 +329,7 @@ CASES = {
     "kill-relay": case_kill_relay,
 }
 
+CASES["relay-refuses.fabric"] = case_relay_refuses
 for _name in ("opposite-via-railyardd", "alltoall-ranks-relay", "chain-end-to-end", "kill-relay"):
     CASES[_name + ".fabric"] = CASES[_name]
 
