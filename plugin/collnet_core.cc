@@ -2,6 +2,7 @@
 #include "plugin/collnet_core.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,10 @@ struct Comm {
   Runtime rt;
   std::unique_ptr<fabric::Worker> worker;
   std::unique_ptr<collectives::CollProxy> proxy;  // destroyed first (joins its thread)
+  int rank = -1;
+  /// Operations posted and their bytes (the whole element space), by CollKind:
+  /// logged at close, so an operator sees whether NCCL used CollNet at all.
+  std::array<uint64_t, 3> posted{}, postedBytes{};
   ~Comm() { proxy.reset(); worker.reset(); }
 };
 
@@ -68,6 +73,10 @@ std::vector<uint64_t> WindowBlocks(int nranks, size_t bytesPerRank, size_t offse
 static_assert(kHandleBytes == NCCL_NET_HANDLE_MAXSIZE, "the CollNet handle is NCCL's net handle");
 
 ncclResult_t PostOp(Comm* c, CollOp op, Request* r, void** request) {
+  const size_t kind = static_cast<size_t>(op.kind);
+  uint64_t elems = 0;
+  for (uint64_t e : op.blockElems) elems += e;
+  const uint64_t bytes = elems * collectives::TypeBytes(op.type);
   Status s = c->proxy->Post(std::move(op), &r->req);
   if (!s.ok()) {
     delete r;
@@ -76,6 +85,8 @@ ncclResult_t PostOp(Comm* c, CollOp op, Request* r, void** request) {
   }
   r->comm = c;
   *request = r;
+  c->posted[kind] += 1;
+  c->postedBytes[kind] += bytes;
   return ncclSuccess;
 }
 
@@ -239,6 +250,7 @@ ncclResult_t Connect(void* handles[], int nranks, int rank, void* listenComm, vo
   if (Status a = AcquireRuntime(&c->rt); !a.ok()) return Fail(a, "connect");
   c->worker = std::move(l->worker);
   c->proxy = std::make_unique<collectives::CollProxy>(std::move(comm));
+  c->rank = rank;
   std::string order;
   for (int r : options.topology.OrderFor(nranks)) order += (order.empty() ? "" : " ") + std::to_string(r);
   RY_INFO(log::kNet | log::kInit, "CollNet: rank %d of %d connected (%s, order %s, from the %s; %s; one-shot up to %llu bytes)",
@@ -431,7 +443,14 @@ ncclResult_t Test(void* request, int* done, int* size) {
 
 ncclResult_t CloseColl(void* collComm) {
   if (collComm == nullptr) return ncclInvalidArgument;
-  delete static_cast<Comm*>(collComm);
+  Comm* c = static_cast<Comm*>(collComm);
+  std::string ran;
+  for (size_t k = 0; k < c->posted.size(); ++k) {
+    ran += std::string(ran.empty() ? "" : ", ") + std::to_string(c->posted[k]) + " " +
+           collectives::CollKindName(static_cast<CollKind>(k)) + " (" + std::to_string(c->postedBytes[k]) + " bytes)";
+  }
+  RY_INFO(log::kNet | log::kInit, "CollNet: rank %d closed after %s", c->rank, ran.c_str());
+  delete c;
   ReleaseRuntime();
   return ncclSuccess;
 }
