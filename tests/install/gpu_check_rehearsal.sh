@@ -83,6 +83,34 @@ if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
     grep -q 'all_reduce sum float32 4096 B: WRONG (1)' "$scratch/fake-bad/nccl-check/rank0.out" ||
     fail "corrupted all_reduce: exit $rc, $(grep '^gpu' "$scratch/fake-bad/nccl-check/summary.txt")"
   ok "GPU branch with the stand-in torch: 7 right cases per rank pass; no NCCL log → FAIL; a corrupted all_reduce → FAIL (WRONG (1))"
+  # --bench and --collnet: the Socket baseline runs with NCCL_NET=Socket and no
+  # plugin, bench.txt pairs its rows with Railyard's; the CollNet run passes on
+  # the all_reduce count Railyard logs at close, and fails when there is none.
+  "${fake[@]}" OUT="$scratch/fake-bench" FAKE_TORCH_NCCL_LOG=1 "$T/nccl-check.sh" --sizes 4096,65536 --bench 3 --collnet \
+    >"$scratch/fake-bench.log" 2>&1 || { cat "$scratch/fake-bench.log"; fail "--bench --collnet with the stand-in torch"; }
+  sum=$scratch/fake-bench/nccl-check/summary.txt
+  grep -q '^socket: ok: ' "$sum" || fail "$(grep '^socket' "$sum")"
+  grep -q '^collnet_nccl: ok: NCCL loaded Railyard.s CollNet table and ran 3 all_reduce through it' "$sum" ||
+    fail "collnet_nccl: $(grep '^collnet_nccl' "$sum")"
+  n=$(grep -cE '^(all_reduce|send/recv) (4096|65536) B: Railyard [0-9.]+ GB/s \([0-9]+ us\), Socket [0-9.]+ GB/s \([0-9]+ us\), ratio [0-9.]+$' \
+        "$scratch/fake-bench/nccl-check/bench.txt")
+  [[ $n -eq 4 ]] || fail "bench.txt has $n rows of 4: $(cat "$scratch/fake-bench/nccl-check/bench.txt")"
+  grep -q 'NCCL INFO Using network Socket' "$scratch/fake-bench/nccl-check/nccl-socket-rank0.log" ||
+    fail "the baseline ranks did not run with NCCL_NET=Socket"
+  python3 - "$scratch/fake-bench/nccl-check/result-rank0.json" <<'PY' || fail "result-rank0.json bench rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))["bench"]
+assert [(r["op"], r["bytes"]) for r in rows] == [("all_reduce", 4096), ("send/recv", 4096), ("all_reduce", 65536), ("send/recv", 65536)], rows
+for r in rows:
+    assert r["iters"] == 3 and r["median_s"] > 0, r
+    # two ranks: all_reduce's 2(n-1)/n and send/recv's factor are both 1
+    assert abs(r["busbw_GBs"] - r["bytes"] / r["median_s"] / 1e9) < 1e-3, r
+PY
+  rc=0; "${fake[@]}" OUT="$scratch/fake-nocoll" FAKE_TORCH_NCCL_LOG=1 FAKE_TORCH_NO_COLLNET=1 "$T/nccl-check.sh" --sizes 4096 --collnet >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] && grep -q '^collnet_nccl: FAIL: .*collnet plugin loaded: 0; all_reduce through it: 0' \
+    "$scratch/fake-nocoll/nccl-check/summary.txt" ||
+    fail "--collnet with no CollNet in the log: exit $rc, $(grep '^collnet_nccl\|^gpu' "$scratch/fake-nocoll/nccl-check/summary.txt")"
+  ok "--bench 3 --collnet with the stand-in torch: Socket baseline under NCCL_NET=Socket, 4 bench rows with ratios, CollNet count 3; no CollNet in the log → FAIL"
 else
   echo "skip: the GPU-branch rehearsal needs numpy for /usr/bin/python3 (python3-numpy)"
 fi

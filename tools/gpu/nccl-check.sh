@@ -11,7 +11,7 @@
 #       they need (DIR/libs; libstdc++/libgcc_s in DIR/compat, used only if the
 #       machine's are too old), this script, the rank program, MANIFEST.
 #
-#   DIR/nccl-check.sh [--no-gpu] [--sizes B,B,...] [--timeout S]   there
+#   DIR/nccl-check.sh [--no-gpu] [--sizes B,B,...] [--timeout S] [--bench N] [--collnet]   there
 #       1. bundle: LD_LIBRARY_PATH=DIR/prefix/lib:DIR/libs; every library of the
 #          plugin resolves (ldd -r), each non-glibc one from DIR; glibc new enough.
 #       2. railyard-perf (from DIR) drives the plugin with 2 ranks over loopback,
@@ -26,6 +26,14 @@
 #          With --no-gpu the same two ranks start with --dry instead: each checks
 #          its environment and dlopens libnccl-net-railyard.so by name as NCCL
 #          would, without torch (the rehearsal on a machine without a GPU).
+#          --bench N: after the checks each rank times all_reduce and send/recv
+#          at each size (median of N), then the same ranks run over NCCL's own
+#          Socket transport (NCCL_NET=Socket, no plugin) as the baseline; bench.txt
+#          and the summary give busbw side by side with the ratio.
+#          --collnet: the ranks again with NCCL_COLLNET_ENABLE=1 and all_reduce
+#          forced onto CollNet (NCCL_ALGO=allreduce:collnetchain,collnetdirect;
+#          RAILYARD_CHECK_COLLNET_ALGO overrides); passes when the results are
+#          right and Railyard's CollNet logs a nonzero all_reduce count at close.
 #       4. CollNet and RMA v14: railyard-perf allreduce and gin-put over loopback with
 #          the bundled plugin, data checked (host memory; NCCL driving them on the GPU
 #          is not checked yet).
@@ -89,8 +97,62 @@ manifest() { sed -n "s/^$1=//p" "$here/MANIFEST"; }
 # version_ge A B: A >= B for dotted versions.
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]; }
 
+# launch_ranks TAG SIZES [RANK-PROGRAM-ARGS...]: the two ranks of step 3 (or a
+# variant: TAG names its files, extra_env adds to or overrides the environment),
+# each bounded by $tmo; their exit codes land in rcs[0], rcs[1]. Files:
+# result${TAG}-rank$r.json, rank${TAG}$r.out, nccl${TAG}-rank$r.log in $res.
+launch_ranks() {
+  local tag=$1 szs=$2 port r rc
+  shift 2
+  port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local -a pids=()
+  for r in 0 1; do
+    env "${lo_env[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+      NCCL_HOSTID="railyard-nccl-check-host$r" NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 \
+      NCCL_NET_PLUGIN=railyard NCCL_NET=Railyard NCCL_SOCKET_IFNAME=lo \
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV NCCL_DEBUG_FILE="$res/nccl$tag-rank$r.log" \
+      "${extra_env[@]}" \
+      timeout -k 10 "$tmo" "$py" "$here/nccl_check_ranks.py" "$@" --sizes "$szs" \
+        --out "$res/result$tag-rank$r.json" >"$res/rank$tag$r.out" 2>&1 &
+    pids+=($!)
+  done
+  rcs=()
+  for r in 0 1; do
+    if wait "${pids[$r]}"; then rcs+=(0); else rc=$?; rcs+=($rc); fi
+  done
+}
+
+# results_ok TAG: both ranks exited 0 and wrote a result with ok: true.
+results_ok() {
+  local r
+  for r in 0 1; do
+    [[ ${rcs[$r]} -eq 0 ]] || return 1
+    "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("ok") else 1)' \
+      "$res/result$1-rank$r.json" 2>/dev/null || return 1
+  done
+}
+
+# bench_table: rank 0's bench rows of the Railyard run and the Socket run side by
+# side (busbw GB/s and the ratio), one line per (op, size); empty if either lacks them.
+bench_table() {
+  "$py" - "$res/result-rank0.json" "$res/result-socket-rank0.json" <<'PY' 2>/dev/null || true
+import json, sys
+try:
+    ry, so = (json.load(open(f)).get("bench", []) for f in sys.argv[1:3])
+except (OSError, ValueError):
+    sys.exit(0)
+base = {(r["op"], r["bytes"]): r for r in so}
+for r in ry:
+    b = base.get((r["op"], r["bytes"]))
+    if b and b["busbw_GBs"] > 0:
+        print(f'{r["op"]} {r["bytes"]} B: Railyard {r["busbw_GBs"]:.3f} GB/s ({r["median_s"] * 1e6:.0f} us), '
+              f'Socket {b["busbw_GBs"]:.3f} GB/s ({b["median_s"] * 1e6:.0f} us), ratio {r["busbw_GBs"] / b["busbw_GBs"]:.2f}')
+PY
+}
+
 check() {
-  local no_gpu=$1 sizes=$2 tmo=$3
+  local no_gpu=$1 sizes=$2 tmo=$3 bench=$4 collnet=$5
+  local -a extra_env=() rcs=()
   [[ -f "$here/MANIFEST" && -d "$here/prefix" ]] ||
     die "$here is not a packed folder; make one first: tools/gpu/nccl-check.sh --pack DIR"
   local res=${OUT:+$OUT/nccl-check}
@@ -179,30 +241,13 @@ print("torch", torch.__version__, "cuda", torch.version.cuda)
 print("nccl", ".".join(map(str, torch.cuda.nccl.version())))
 print("device", torch.cuda.get_device_name(0), "count", torch.cuda.device_count())
 EOF
-    local port
-    port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    local -a pids=()
     local r mode=()
     [[ $no_gpu == 1 ]] && mode=(--dry)
-    for r in 0 1; do
-      env "${lo_env[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
-        NCCL_HOSTID="railyard-nccl-check-host$r" NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 \
-        NCCL_NET_PLUGIN=railyard NCCL_NET=Railyard NCCL_SOCKET_IFNAME=lo \
-        NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV NCCL_DEBUG_FILE="$res/nccl-rank$r.log" \
-        timeout -k 10 "$tmo" "$py" "$here/nccl_check_ranks.py" "${mode[@]}" --sizes "$sizes" \
-          --out "$res/result-rank$r.json" >"$res/rank$r.out" 2>&1 &
-      pids+=($!)
-    done
-    local rc=0 rcs=()
-    for r in 0 1; do
-      if wait "${pids[$r]}"; then rcs+=(0); else rc=$?; rcs+=($rc); fi
-    done
+    local -a bench_args=()
+    ((bench > 0)) && bench_args=(--bench "$bench")
+    launch_ranks "" "$sizes" "${mode[@]}" "${bench_args[@]}"
     local all_ok=1
-    for r in 0 1; do
-      [[ ${rcs[$r]} -eq 0 ]] || all_ok=0
-      "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("ok") else 1)' \
-        "$res/result-rank$r.json" 2>/dev/null || all_ok=0
-    done
+    results_ok "" || all_ok=0
     if [[ $no_gpu == 1 ]]; then
       if ((all_ok)); then
         step[ranks_dry]="ok: 2 ranks launched with the GPU run's environment; each dlopened libnccl-net-railyard.so by name from the bundle (--dry, no torch)"
@@ -229,11 +274,53 @@ EOF
       fi
     fi
   fi
+
   if [[ -z "${step[gpu]:-}" ]]; then
     step[gpu]="skipped: the bundle check failed"
     [[ $no_gpu == 1 ]] && step[gpu]="skipped: --no-gpu"
   fi
   echo "nccl-check: gpu: ${step[gpu]}"
+
+  # ---- 3b. variants of the GPU run (--bench, --collnet) -------------------------------
+  if [[ $no_gpu == 0 && "${step[gpu]:-}" == ok* ]]; then
+    if ((bench > 0)); then
+      # NCCL's own Socket transport, same ranks, sizes and iterations: the baseline.
+      extra_env=(NCCL_NET=Socket NCCL_NET_PLUGIN=none)
+      launch_ranks -socket "$sizes" --bench "$bench"
+      extra_env=()
+      if results_ok -socket && grep -q 'NCCL INFO Using network Socket' "$res/nccl-socket-rank0.log" 2>/dev/null; then
+        step[socket]="ok: the same ranks over NCCL's own Socket transport (NCCL_NET=Socket, no plugin): right results; the bench's baseline"
+        bench_table >"$res/bench.txt"
+        if [[ -s "$res/bench.txt" ]]; then
+          step[bench]="ok: busbw, rank 0, median of $bench: $(paste -sd';' "$res/bench.txt" | sed 's/;/; /g')"
+        else
+          step[bench]="FAIL: no bench rows in result-rank0.json / result-socket-rank0.json"
+        fi
+      else
+        step[socket]="FAIL: the Socket baseline (rank exit ${rcs[*]}; result-socket-rank*.json, nccl-socket-rank*.log)"
+      fi
+      echo "nccl-check: socket: ${step[socket]}"
+      echo "nccl-check: bench: ${step[bench]:-skipped: no baseline}"
+    fi
+    if ((collnet)); then
+      # NCCL's CollNet on Railyard's CollNet table: all_reduce forced onto it
+      # (NCCL_ALGO's per-collective form, NCCL >= 2.24), checked by the count
+      # Railyard logs when NCCL closes the CollNet comm.
+      extra_env=(NCCL_COLLNET_ENABLE=1 "NCCL_ALGO=${RAILYARD_CHECK_COLLNET_ALGO:-allreduce:collnetchain,collnetdirect}")
+      launch_ranks -collnet "$sizes"
+      extra_env=()
+      local used=0 ncoll=0
+      ncoll=$(sed -n 's/.*CollNet: rank 0 closed after \([0-9]*\) allreduce.*/\1/p' "$res/nccl-collnet-rank0.log" 2>/dev/null |
+              awk '{s += $1} END {print s + 0}')
+      grep -q 'Loaded collnet plugin Railyard' "$res/nccl-collnet-rank0.log" 2>/dev/null && used=1
+      if results_ok -collnet && ((used && ncoll > 0)); then
+        step[collnet_nccl]="ok: NCCL loaded Railyard's CollNet table and ran $ncoll all_reduce through it (rank 0), every result right"
+      else
+        step[collnet_nccl]="FAIL: rank exit ${rcs[*]}; collnet plugin loaded: $used; all_reduce through it: $ncoll (result-collnet-rank*.json, nccl-collnet-rank*.log)"
+      fi
+      echo "nccl-check: collnet_nccl: ${step[collnet_nccl]}"
+    fi
+  fi
 
   # ---- 4. the CollNet and one-sided (RMA v14) tables through railyard-perf -----------
   # Host memory over loopback, data checked: the tables work on this machine. NCCL
@@ -263,7 +350,7 @@ EOF
   local k fails=0
   {
     echo "nccl-check $(date -u '+%F %T UTC') on $(uname -n); packed: $(manifest packed), commit $(manifest commit)"
-    for k in bundle perf rank_program ranks_dry gpu collnet rma; do
+    for k in bundle perf rank_program ranks_dry gpu socket bench collnet_nccl collnet rma; do
       [[ -n "${step[$k]:-}" ]] && echo "$k: ${step[$k]}"
     done
     for n in "${notes[@]}"; do echo "note: $n"; done
@@ -280,7 +367,7 @@ EOF
 }
 
 # ================================================================ arguments
-mode=check pack_dir="" build="" no_gpu=0 sizes="4096,1048576,67108864" tmo=180
+mode=check pack_dir="" build="" no_gpu=0 sizes="4096,1048576,67108864" tmo=180 bench=0 collnet=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pack) mode=pack; pack_dir=${2:?--pack DIR}; shift 2 ;;
@@ -288,16 +375,19 @@ while [[ $# -gt 0 ]]; do
     --no-gpu) no_gpu=1; shift ;;
     --sizes) sizes=${2:?--sizes B,B,...}; shift 2 ;;
     --timeout) tmo=${2:?--timeout S}; shift 2 ;;
+    --bench) bench=${2:?--bench ITERS}; shift 2 ;;
+    --collnet) collnet=1; shift ;;
     -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
 [[ "$sizes" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--sizes wants comma-separated byte counts"
 [[ "$tmo" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants seconds"
+[[ "$bench" =~ ^[0-9]+$ ]] || die "--bench wants a count of iterations"
 if [[ $mode == pack ]]; then
   case "$pack_dir" in /*) ;; *) pack_dir=$PWD/$pack_dir ;; esac
   build=${build:-$(cd "$here/../.." && pwd)/build}
   pack "$pack_dir" "$(cd "$build" && pwd)"
 else
-  check "$no_gpu" "$sizes" "$tmo"
+  check "$no_gpu" "$sizes" "$tmo" "$bench" "$collnet"
 fi

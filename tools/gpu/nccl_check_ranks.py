@@ -13,6 +13,8 @@ NCCL_NET=Railyard: no fallback to IB or Socket).
                                      environment and dlopens the plugin by name as
                                      NCCL would (the rehearsal, nccl-check.sh --no-gpu)
   nccl_check_ranks.py --self-test    checks the expected-value formulas (no torch)
+  nccl_check_ranks.py --bench ITERS ...   after the checks, times all_reduce and
+                                     send/recv at each size (see bench())
 
 Operations, on CUDA tensors of each size (bytes; default 4K, 1M, 64M):
   all_reduce SUM (float32, and int32 at the smallest size), all_gather
@@ -61,6 +63,10 @@ def self_test():
         bad.append("allreduce_expected")
     if sendrecv_payload(1, 510) != 1 + 14:
         bad.append("sendrecv_payload")
+    if bus_factor("all_reduce", 4) != 1.5 or bus_factor("send/recv", 2) != 1.0:
+        bad.append("bus_factor")
+    if median([3, 1, 2]) != 2 or median([4, 1, 3, 2]) != 2.5:
+        bad.append("median")
     top = max(allreduce_expected(2, i) for i in range(251))
     if top >= 1 << 24:
         bad.append("values exceed float32's exact integers")
@@ -111,7 +117,62 @@ def dry(out):
 
 # ------------------------------------------------------------ the real run
 
-def run(out, sizes):
+# ------------------------------------------------------------ the benchmark
+
+def bus_factor(op, world):
+    """nccl-tests' bus-bandwidth factor: all_reduce moves 2(n-1)/n of the buffer
+    over each rank's link; send/recv moves the buffer once each way."""
+    return 2.0 * (world - 1) / world if op == "all_reduce" else 1.0
+
+
+def median(xs):
+    s = sorted(xs)
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
+
+
+def bench(torch, dist, dev, rank, world, sizes, iters, warmup=3):
+    """Times all_reduce SUM (float32) and send/recv both ways at each size (bytes):
+    `warmup` untimed calls, then `iters` calls each timed on the monotonic clock
+    around the call and a device synchronize. Returns one row per (op, size):
+    median seconds per call, algbw = bytes / median (GB/s, 1e9 B), busbw =
+    algbw x bus_factor (nccl-tests' columns)."""
+    rows = []
+    peer = 1 - rank
+    for nbytes in sizes:
+        n = max(1, nbytes // 4)
+        x = contribution(rank, torch.arange(n, device=dev, dtype=torch.int64)).to(torch.float32)
+        recv = torch.empty(n, device=dev, dtype=torch.float32)
+
+        def allreduce():
+            dist.all_reduce(x, op=dist.ReduceOp.SUM)
+
+        def sendrecv():
+            for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer), dist.P2POp(dist.irecv, recv, peer)]):
+                w.wait()
+
+        ops = [("all_reduce", allreduce)] + ([("send/recv", sendrecv)] if world == 2 else [])
+        for name, fn in ops:
+            for _ in range(warmup):
+                fn()
+            torch.cuda.synchronize(dev)
+            times = []
+            for _ in range(iters):
+                t = time.monotonic()
+                fn()
+                torch.cuda.synchronize(dev)
+                times.append(time.monotonic() - t)
+            med = median(times)
+            algbw = nbytes / med / 1e9 if med > 0 else 0.0
+            row = {"op": name, "bytes": nbytes, "iters": iters, "median_s": med,
+                   "algbw_GBs": round(algbw, 4), "busbw_GBs": round(algbw * bus_factor(name, world), 4)}
+            rows.append(row)
+            print(f"rank {rank}: bench {name} {nbytes} B: {med * 1e6:.1f} us, busbw {row['busbw_GBs']:.3f} GB/s",
+                  flush=True)
+    return rows
+
+
+def run(out, sizes, bench_iters=0):
     try:
         import torch
         import torch.distributed as dist
@@ -196,6 +257,8 @@ def run(out, sizes):
         case("all_gather float32", nbytes, allgather(n))
         if world == 2:
             case("send/recv both ways float32", nbytes, sendrecv(n))
+    if bench_iters > 0:
+        result["bench"] = bench(torch, dist, dev, rank, world, sizes, bench_iters)
     dist.barrier()
     dist.destroy_process_group()
     result["ok"] = all(c["ok"] for c in result["cases"]) and bool(result["cases"])
@@ -210,6 +273,8 @@ def main():
     p.add_argument("--out", help="where this rank writes its JSON result")
     p.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES),
                    help="comma-separated message sizes in bytes")
+    p.add_argument("--bench", type=int, default=0, metavar="ITERS",
+                   help="after the checks, time all_reduce and send/recv at each size ITERS times (median)")
     p.add_argument("--dry", action="store_true", help="no torch: environment and plugin-load checks")
     p.add_argument("--self-test", action="store_true", help="check the expected-value formulas and exit")
     a = p.parse_args()
@@ -225,7 +290,9 @@ def main():
         p.error(f"--sizes wants comma-separated integers, got {a.sizes!r}")
     if not sizes or sizes[0] < 4:
         p.error("--sizes: at least one size of 4 bytes or more")
-    return dry(a.out) if a.dry else run(a.out, sizes)
+    if a.bench < 0:
+        p.error("--bench wants a count of iterations (0 = no benchmark)")
+    return dry(a.out) if a.dry else run(a.out, sizes, a.bench)
 
 
 if __name__ == "__main__":

@@ -38,8 +38,17 @@ def init_process_group(backend, init_method=None, rank=None, world_size=None, de
     if log and os.environ.get("FAKE_TORCH_NCCL_LOG") == "1":
         with open(log, "a") as f:
             f.write("fake:1:1 [0] NCCL INFO NCCL version 0.0.0-fake\n")
-            f.write("fake:1:1 [0] NCCL INFO Using network Railyard\n")
-            f.write(f"fake:1:1 [0] NCCL INFO Channel 00/0 : {rank}[0] -> {1 - rank}[0] [send] via NET/Railyard/0\n")
+            net = os.environ.get("NCCL_NET", "Railyard")
+            f.write(f"fake:1:1 [0] NCCL INFO Using network {net}\n")
+            f.write(f"fake:1:1 [0] NCCL INFO Channel 00/0 : {rank}[0] -> {1 - rank}[0] [send] via NET/{net}/0\n")
+            if _collnet():
+                f.write("fake:1:1 [0] NCCL INFO NET/Plugin: Loaded collnet plugin Railyard (v11)\n")
+
+
+def _collnet():
+    """NCCL would load a CollNet table (NCCL_COLLNET_ENABLE=1), unless the test
+    says this NCCL found none (FAKE_TORCH_NO_COLLNET=1)."""
+    return os.environ.get("NCCL_COLLNET_ENABLE") == "1" and os.environ.get("FAKE_TORCH_NO_COLLNET") != "1"
 
 
 def _swap(a):
@@ -47,7 +56,12 @@ def _swap(a):
     return _conn.recv()
 
 
+_allreduces = 0
+
+
 def all_reduce(t, op=ReduceOp.SUM):
+    global _allreduces
+    _allreduces += 1
     t.a[...] = t.a + _swap(t.a)
     if os.environ.get("FAKE_TORCH_CORRUPT") == "1":
         t.a[0] += 1
@@ -92,6 +106,12 @@ def barrier():
 
 
 def destroy_process_group():
+    """Closes the pair; with NCCL_COLLNET_ENABLE=1 (and the NCCL log on) writes the
+    count Railyard's CollNet logs at close, as if every all_reduce went through it."""
     global _conn
+    log = os.environ.get("NCCL_DEBUG_FILE")
+    if log and os.environ.get("FAKE_TORCH_NCCL_LOG") == "1" and _collnet():
+        with open(log, "a") as f:
+            f.write(f"fake:1:1 [0] NCCL INFO CollNet: rank {_rank} closed after {_allreduces} allreduce (0 bytes)\n")
     _conn.close()
     _conn = None
