@@ -7,7 +7,10 @@
 #    railyard-perf over loopback with the bundled plugin, the rank program's
 #    compile + self-test, and two ranks launched with the GPU run's environment
 #    (NCCL_HOSTID per rank, SHM/P2P off, NCCL_NET_PLUGIN=railyard) that each
-#    dlopen libnccl-net-railyard.so by name from the folder; CollNet/RMA skipped;
+#    dlopen libnccl-net-railyard.so by name from the folder; CollNet and RMA v14
+#    through railyard-perf on the bundled plugin;
+#  - the folder works from a path with spaces; --pack refuses a non-empty folder
+#    that is not a packed one (its file kept); bad arguments are usage errors (2);
 #  - results land in $OUT/nccl-check (summary.json);
 #  - the GPU branch runs against tests/install/fake_torch (a numpy stand-in for
 #    PyTorch, no NCCL): right results pass, a missing NCCL log or a corrupted
@@ -35,8 +38,19 @@ kib=$(du -sk "$scratch/packed" | cut -f1)
 grep -q '^glibc_needed=2\.[0-9]*$' "$scratch/packed/MANIFEST" || fail "MANIFEST: $(cat "$scratch/packed/MANIFEST")"
 ok "packed: $(sed -n 's/^libs=//p' "$scratch/packed/MANIFEST")in libs/, ${kib} KiB, needs glibc $(sed -n 's/^glibc_needed=//p' "$scratch/packed/MANIFEST")"
 
-mv "$scratch/packed" "$scratch/travelled"
-T=$scratch/travelled
+# --pack never empties a folder that is not a packed one; bad arguments exit 2.
+mkdir -p "$scratch/victim" && echo keep >"$scratch/victim/file.txt"
+rc=0; "$src/tools/gpu/nccl-check.sh" --pack "$scratch/victim" --build "$build" >"$scratch/victim.log" 2>&1 || rc=$?
+[[ $rc -eq 2 && -f "$scratch/victim/file.txt" ]] && grep -q 'is not a packed folder' "$scratch/victim.log" ||
+  fail "--pack into a non-empty folder: exit $rc, $(cat "$scratch/victim.log")"
+for args in "--bench 09" "--bench" "--sizes 6" "--sizes 0" "--timeout 0" "--sizes"; do
+  rc=0; "$scratch/packed/nccl-check.sh" $args >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] || fail "nccl-check.sh $args: exit $rc, expected 2 (a usage error)"
+done
+ok "--pack refuses a non-empty folder without MANIFEST (its file kept); bad --bench/--sizes/--timeout exit 2"
+
+mv "$scratch/packed" "$scratch/travelled dir"
+T="$scratch/travelled dir"
 env -i PATH=/usr/bin:/bin OUT="$scratch/out" "$T/nccl-check.sh" --no-gpu >"$scratch/run.log" 2>&1 ||
   { cat "$scratch/run.log"; fail "nccl-check.sh --no-gpu exited non-zero"; }
 sum=$scratch/out/nccl-check/summary.json
@@ -59,7 +73,7 @@ for r in (r0, r1):
     assert all(r["checks"].values()), r["checks"]
 print("summary ok")
 PY
-ok "--no-gpu after the move, env -i: $(grep -c '^nccl-check: .*: ok' "$scratch/run.log") steps ok, GPU/CollNet/RMA skipped; ranks loaded $T/prefix/lib/libnccl-net-railyard.so with distinct NCCL_HOSTIDs"
+ok "--no-gpu after the move, env -i: $(grep -c '^nccl-check: .*: ok' "$scratch/run.log") steps ok, GPU skipped; ranks loaded $T/prefix/lib/libnccl-net-railyard.so with distinct NCCL_HOSTIDs"
 
 # The GPU branch itself, with tests/install/fake_torch standing in for PyTorch
 # (numpy tensors swapped between the two ranks over loopback; no NCCL): the rank

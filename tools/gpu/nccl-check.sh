@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu/nccl-check.sh — Railyard under real NCCL (PyTorch torch.distributed) on
-# one GPU machine, in one short run (about 1–3 minutes; every step is bounded).
+# one GPU machine, in one short run (about 50 s on an H200 with --bench 20 --collnet;
+# every step is bounded: at worst 3 x --timeout, twice that with --bench, plus 3 x 120 s).
 #
 # Two steps, because the GPU machine can fetch nothing and may lack libhwloc and
 # libibverbs:
@@ -27,7 +28,8 @@
 #          its environment and dlopens libnccl-net-railyard.so by name as NCCL
 #          would, without torch (the rehearsal on a machine without a GPU).
 #          --bench N: after the checks each rank times all_reduce and send/recv
-#          at each size (median of N), then the same ranks run over NCCL's own
+#          at each size (median of N; the ranks' timeout doubles: the checks' budget,
+#          then as much for the bench), then the same ranks run over NCCL's own
 #          Socket transport (NCCL_NET=Socket, no plugin) as the baseline; bench.txt
 #          and the summary give busbw side by side with the ratio.
 #          --collnet: the ranks again with NCCL_COLLNET_ENABLE=1 and all_reduce
@@ -54,7 +56,17 @@ pack() {
   local dir=$1 build=$2 root
   root=$(cd "$here/../.." && pwd)
   [[ -f "$build/CMakeCache.txt" ]] || die "--build $build: not a configured build directory"
-  cmake --build "$build" --target shipped >/dev/null || die "building the shipped targets in $build failed"
+  if [[ -e "$dir" && ! -f "$dir/MANIFEST" ]] && [[ -n "$(ls -A "$dir" 2>/dev/null)" || ! -d "$dir" ]]; then
+    die "--pack $dir: exists and is not a packed folder (no MANIFEST); give a new or empty folder"
+  fi
+  local blog
+  blog=$(mktemp)
+  if ! cmake --build "$build" --target shipped >"$blog" 2>&1; then
+    tail -20 "$blog" >&2
+    rm -f "$blog"
+    die "building the shipped targets in $build failed (its last lines above)"
+  fi
+  rm -f "$blog"
   rm -rf "$dir"
   mkdir -p "$dir/libs" "$dir/compat"
   cmake --install "$build" --prefix "$dir/prefix" --strip >"$dir/install.log" || die "cmake --install failed"
@@ -74,7 +86,7 @@ pack() {
         libstdc++.so.*|libgcc_s.so.*) cp -L "$lib" "$dir/compat/$base" ;;
         *) cp -L "$lib" "$dir/libs/$base" ;;
       esac
-    done < <(ldd "$f" | awk '/=> \//{print $3}')
+    done < <(ldd "$f" | sed -n 's/^[[:space:]]*[^ ]* => \(\/.*\) (0x[0-9a-f]*)$/\1/p')
   done
   cp "$here/nccl-check.sh" "$here/nccl_check_ranks.py" "$dir/"
   chmod +x "$dir/nccl-check.sh"
@@ -84,6 +96,8 @@ pack() {
     echo "build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
     echo "glibc_needed=$(objdump -T "$plugin" "$perf" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)"
     echo "glibcxx_needed=$(objdump -T "$plugin" "$perf" | grep -o 'GLIBCXX_[0-9.]*' | sed 's/GLIBCXX_//' | sort -uV | tail -1)"
+    # compat/'s libstdc++ and libgcc_s, used only where the machine's are older, need their own glibc
+    echo "glibc_needed_with_compat=$(objdump -T "$plugin" "$perf" "$dir"/compat/* | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)"
     echo "libs=$(cd "$dir/libs" && ls | tr '\n' ' ')"
     echo "compat=$(cd "$dir/compat" && ls | tr '\n' ' ')"
   } >"$dir/MANIFEST"
@@ -102,24 +116,28 @@ version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]
 # each bounded by $tmo; their exit codes land in rcs[0], rcs[1]. Files:
 # result${TAG}-rank$r.json, rank${TAG}$r.out, nccl${TAG}-rank$r.log in $res.
 launch_ranks() {
-  local tag=$1 szs=$2 port r rc
+  local tag=$1 szs=$2 port r rc rank_tmo=$tmo
   shift 2
+  [[ " $* " == *" --bench "* ]] && rank_tmo=$((2 * tmo))  # the checks' budget, then as much for the bench
   port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   local -a pids=()
+  live_pids=()
   for r in 0 1; do
     env "${lo_env[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
       NCCL_HOSTID="railyard-nccl-check-host$r" NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 \
       NCCL_NET_PLUGIN=railyard NCCL_NET=Railyard NCCL_SOCKET_IFNAME=lo \
       NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV NCCL_DEBUG_FILE="$res/nccl$tag-rank$r.log" \
       "${extra_env[@]}" \
-      timeout -k 10 "$tmo" "$py" "$here/nccl_check_ranks.py" "$@" --sizes "$szs" \
+      timeout -k 10 "$rank_tmo" "$py" "$here/nccl_check_ranks.py" "$@" --sizes "$szs" \
         --out "$res/result$tag-rank$r.json" >"$res/rank$tag$r.out" 2>&1 &
     pids+=($!)
+    live_pids+=($!)
   done
   rcs=()
   for r in 0 1; do
     if wait "${pids[$r]}"; then rcs+=(0); else rc=$?; rcs+=($rc); fi
   done
+  live_pids=()
 }
 
 # results_ok TAG: both ranks exited 0 and wrote a result with ok: true.
@@ -133,7 +151,8 @@ results_ok() {
 }
 
 # bench_table: rank 0's bench rows of the Railyard run and the Socket run side by
-# side (busbw GB/s and the ratio), one line per (op, size); empty if either lacks them.
+# side (busbw GB/s, median µs, and the ratio Railyard/Socket of busbw, from the medians),
+# one line per (op, size); empty if either lacks them.
 bench_table() {
   "$py" - "$res/result-rank0.json" "$res/result-socket-rank0.json" <<'PY' 2>/dev/null || true
 import json, sys
@@ -144,9 +163,10 @@ except (OSError, ValueError):
 base = {(r["op"], r["bytes"]): r for r in so}
 for r in ry:
     b = base.get((r["op"], r["bytes"]))
-    if b and b["busbw_GBs"] > 0:
+    if b and r["median_s"] > 0:
+        # same op, bytes and bus factor: the busbw ratio is the inverse ratio of the medians
         print(f'{r["op"]} {r["bytes"]} B: Railyard {r["busbw_GBs"]:.3f} GB/s ({r["median_s"] * 1e6:.0f} us), '
-              f'Socket {b["busbw_GBs"]:.3f} GB/s ({b["median_s"] * 1e6:.0f} us), ratio {r["busbw_GBs"] / b["busbw_GBs"]:.2f}')
+              f'Socket {b["busbw_GBs"]:.3f} GB/s ({b["median_s"] * 1e6:.0f} us), ratio {b["median_s"] / r["median_s"]:.2f}')
 PY
 }
 
@@ -181,12 +201,17 @@ check() {
       export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$here/compat"
       LD_LIBRARY_PATH="$here/prefix/lib:$here/libs:$here/compat" ldd -r "$plugin" >"$res/ldd.txt" 2>&1 || true
       note "this machine's libstdc++ is older than the plugin's; using the bundled compat/ copy"
+      need=$(manifest glibc_needed_with_compat)
+      need=${need:-0}
+      version_ge "$glibc" "$need" ||
+        echo "not found: the bundled compat/ libstdc++ needs GLIBC_$need, this machine has $glibc" >>"$res/ldd.txt"
     fi
     local bad outside
     bad=$(grep -E 'not found' "$res/ldd.txt" || true)
-    outside=$(awk '/=> \//{print $1" "$3}' "$res/ldd.txt" |
+    # "name<TAB>path" per resolved library (a path may hold spaces), then those not from the folder
+    outside=$(sed -n 's/^[[:space:]]*\([^ ]*\) => \(\/.*\) (0x[0-9a-f]*)$/\1\t\2/p' "$res/ldd.txt" |
               grep -Ev '^(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s)\.so' |
-              awk -v h="$here/" 'index($2, h) != 1' || true)
+              awk -F'\t' -v h="$here/" 'index($2, h) != 1 {print $1 " " $2}' || true)
     if [[ -n "$bad" ]]; then
       step[bundle]="FAIL: unresolved: $(tr '\n' ';' <<<"$bad")"
     elif [[ -n "$outside" ]]; then
@@ -202,7 +227,7 @@ check() {
   if [[ "${step[bundle]}" == ok* ]]; then
     if env "${lo_env[@]}" NCCL_NET_PLUGIN=railyard timeout -k 5 120 "$perf" -np 2 -p sendrecv \
          -b 64K -e 4M -f 4 -n 2 -w 1 -c 1 -T 90 >"$res/perf-loopback.log" 2>&1 &&
-       grep -q "^# Plugin: $here/prefix/lib/libnccl-net-railyard.so " "$res/perf-loopback.log" &&
+       grep -qF "# Plugin: $here/prefix/lib/libnccl-net-railyard.so " "$res/perf-loopback.log" &&
        grep -q '^# Out of bounds values : 0 OK' "$res/perf-loopback.log"; then
       step[perf]="ok: railyard-perf -np 2 sendrecv 64K–4M over loopback with the bundled plugin, 0 wrong values"
     else
@@ -217,10 +242,14 @@ check() {
   local py=""
   for c in "${PYTHON:-}" python3 python; do
     [[ -n "$c" ]] && command -v "$c" >/dev/null || continue
-    if [[ $no_gpu == 1 ]] || "$c" -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()' 2>/dev/null; then
+    if [[ $no_gpu == 1 ]] || timeout 120 "$c" -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()' 2>/dev/null; then
       py=$c; break
     fi
   done
+  if [[ $no_gpu == 0 && -n "${PYTHON:-}" && "$py" != "$PYTHON" ]]; then
+    py=""  # the one asked for, or none: never another interpreter behind the user's back
+    step[gpu]="FAIL: PYTHON=$PYTHON has no torch with CUDA and NCCL"
+  fi
   if [[ $no_gpu == 1 ]]; then
     if [[ -z "$py" ]]; then
       step[rank_program]="FAIL: no python3"
@@ -231,11 +260,11 @@ check() {
       step[rank_program]="FAIL: nccl_check_ranks.py: $(cat "$res/self-test.txt" 2>/dev/null)"
     fi
     echo "nccl-check: rank program: ${step[rank_program]}"
-  elif [[ -z "$py" ]]; then
+  elif [[ -z "$py" && -z "${step[gpu]:-}" ]]; then
     step[gpu]="FAIL: no python with torch, CUDA and NCCL (set PYTHON=/path/to/python)"
   fi
   if [[ -n "$py" && "${step[bundle]}" == ok* && -z "${step[gpu]:-}" ]]; then
-    [[ $no_gpu == 1 ]] || "$py" - >"$res/torch.txt" 2>&1 <<'EOF' || true
+    [[ $no_gpu == 1 ]] || timeout 120 "$py" - >"$res/torch.txt" 2>&1 <<'EOF' || true
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda)
 print("nccl", ".".join(map(str, torch.cuda.nccl.version())))
@@ -310,8 +339,10 @@ EOF
       launch_ranks -collnet "$sizes"
       extra_env=()
       local used=0 ncoll=0
-      ncoll=$(sed -n 's/.*CollNet: rank 0 closed after \([0-9]*\) allreduce.*/\1/p' "$res/nccl-collnet-rank0.log" 2>/dev/null |
-              awk '{s += $1} END {print s + 0}')
+      if [[ -f "$res/nccl-collnet-rank0.log" ]]; then
+        ncoll=$(sed -n 's/.*CollNet: rank 0 closed after \([0-9]*\) allreduce.*/\1/p' "$res/nccl-collnet-rank0.log" |
+                awk '{s += $1} END {print s + 0}')
+      fi
       grep -q 'Loaded collnet plugin Railyard' "$res/nccl-collnet-rank0.log" 2>/dev/null && used=1
       if results_ok -collnet && ((used && ncoll > 0)); then
         step[collnet_nccl]="ok: NCCL loaded Railyard's CollNet table and ran $ncoll all_reduce through it (rank 0), every result right"
@@ -329,7 +360,7 @@ EOF
   # underneath (docs/architecture.md).
   one_table() {  # KEY PATTERN-ARGS...: run railyard-perf -np 2 on the bundled plugin
     local key=$1; shift
-    if ! grep -q "$table_sym" < <(nm -D --defined-only "$plugin" 2>/dev/null); then
+    if command -v nm >/dev/null && ! grep -q "$table_sym" < <(nm -D --defined-only "$plugin" 2>/dev/null); then
       step[$key]="skipped: the plugin exports no $table_sym*"
     elif [[ "${step[bundle]}" != ok* ]]; then
       step[$key]="skipped: the bundle check failed"
@@ -368,22 +399,33 @@ EOF
 
 # ================================================================ arguments
 mode=check pack_dir="" build="" no_gpu=0 sizes="4096,1048576,67108864" tmo=180 bench=0 collnet=0
+# value OPTION WHAT "$@": the option's value, or a usage error (exit 2) naming it.
+value() { [[ $# -ge 4 && -n "$4" ]] || die "$1 wants $2"; printf '%s' "$4"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --pack) mode=pack; pack_dir=${2:?--pack DIR}; shift 2 ;;
-    --build) build=${2:?--build DIR}; shift 2 ;;
+    --pack) mode=pack; pack_dir=$(value --pack DIR "$@") || exit 2; shift 2 ;;
+    --build) build=$(value --build DIR "$@") || exit 2; shift 2 ;;
     --no-gpu) no_gpu=1; shift ;;
-    --sizes) sizes=${2:?--sizes B,B,...}; shift 2 ;;
-    --timeout) tmo=${2:?--timeout S}; shift 2 ;;
-    --bench) bench=${2:?--bench ITERS}; shift 2 ;;
+    --sizes) sizes=$(value --sizes "B,B,..." "$@") || exit 2; shift 2 ;;
+    --timeout) tmo=$(value --timeout S "$@") || exit 2; shift 2 ;;
+    --bench) bench=$(value --bench ITERS "$@") || exit 2; shift 2 ;;
     --collnet) collnet=1; shift ;;
     -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
-[[ "$sizes" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--sizes wants comma-separated byte counts"
+[[ "$sizes" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--sizes wants comma-separated byte counts"
+for b in ${sizes//,/ }; do
+  ((b >= 4 && b % 4 == 0)) || die "--sizes: $b is not a whole number of float32 elements (4, 8, ... bytes)"
+done
 [[ "$tmo" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants seconds"
-[[ "$bench" =~ ^[0-9]+$ ]] || die "--bench wants a count of iterations"
+[[ "$bench" =~ ^(0|[1-9][0-9]*)$ ]] || die "--bench wants a count of iterations (no leading zero)"
+if [[ $mode == check && $no_gpu == 1 ]] && ((bench > 0 || collnet)); then
+  echo "nccl-check: --bench and --collnet need the GPU run; ignored with --no-gpu" >&2
+fi
+# Ctrl-C or a TERM: the ranks (each under timeout(1), in a process group of its own) go too.
+live_pids=()
+trap 'for p in "${live_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; exit 130' INT TERM
 if [[ $mode == pack ]]; then
   case "$pack_dir" in /*) ;; *) pack_dir=$PWD/$pack_dir ;; esac
   build=${build:-$(cd "$here/../.." && pwd)/build}

@@ -52,8 +52,14 @@ def _collnet():
 
 
 def _swap(a):
+    """Sends `a` to the other rank and returns what it sent: rank 0 sends first, rank 1
+    receives first (a pipe holds little: both sending first would deadlock on large tensors)."""
+    if _rank == 0:
+        _conn.send(a)
+        return _conn.recv()
+    got = _conn.recv()
     _conn.send(a)
-    return _conn.recv()
+    return got
 
 
 _allreduces = 0
