@@ -289,7 +289,9 @@ const Variable kVariables[] = {
      &ApplyInt<&Config::discoveryIntervalMs>},
     {"RAILYARD_DISCOVERY_DEAD_MS", "int", "1000", "ms", nullptr,
      "A neighbour, or a host's link-state record, unheard this long is taken as gone "
-     "(a cut cable, a dead host).",
+     "(a cut cable, a dead host). Fabric mode over the fabric comms also waits this long at "
+     "init for a first neighbour; with none, its Worker starts on the host-local rail "
+     "(this host's processes only) and takes cables as they come up.",
      30, 600000, &ApplyInt<&Config::discoveryDeadMs>},
     {"RAILYARD_CLUSTER_KEY_FILE", "string", "", "", nullptr,
      "File holding the cluster's shared secret (the same file on every host; at least 32 "

@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 
+#define XXH_INLINE_ALL  // header-only xxHash (Debian libxxhash-dev): nothing links libxxhash.so
+#include <xxhash.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -29,6 +32,9 @@ namespace {
 
 constexpr uint32_t kHostMagic = 0x41485952;  // "RYHA"
 constexpr size_t kHostPerRail = 8;
+
+/// A 127/8 address (network order): a host-local rail (HostLocalIpv4).
+bool IsHostLocal(uint32_t ipv4) { return (ntohl(ipv4) >> 24) == 127; }
 
 uint64_t RandomId() {
   std::random_device rd;
@@ -79,6 +85,7 @@ class CableSetWorker : public fabric::Worker {
   CableSetWorker() : id_(RandomId()) {}
   ~CableSetWorker() override {
     for (Cable& c : cables_) c.worker.reset();  // Workers before their Domains (verbs ones are the set's)
+    local_.reset();
   }
 
   Status Init(CableSetDomain* set, const CableSetOptions& o, const std::shared_ptr<fabric::RegionTable>& regions) {
@@ -91,7 +98,10 @@ class CableSetWorker : public fabric::Worker {
     port_ = o.forwarderPort;
     const topology::ClusterGraph g = graph_();
     for (uint64_t n : g.Neighbours(self_)) RY_RETURN_IF_ERROR(AddCable(g, n));
-    if (cables_.empty()) return InvalidUsage("fabric mode: the cabling graph has no cable of this host yet");
+    // No cable yet (no neighbour heard, or a host alone): the host-local Worker lets
+    // this host's processes reach each other (a one-rank run talks to itself); each
+    // cable is taken as it comes up (AdoptNewCables).
+    if (cables_.empty()) RY_RETURN_IF_ERROR(StartLocal());
     return RebuildAddress();
   }
 
@@ -103,10 +113,33 @@ class CableSetWorker : public fabric::Worker {
   Status Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<fabric::Endpoint>* out) override {
     HostAddress to;
     RY_RETURN_IF_ERROR(HostAddress::Unpack(peerAddress, &to));
+    const uint32_t here = HostLocalIpv4(self_);
+    for (const HostAddress::Rail& r : to.rails) {
+      if (!r.hostLocal || r.ipv4 != here) continue;
+      // A Worker of this host that has a host-local rail: straight over loopback.
+      if (local_ == nullptr) RY_RETURN_IF_ERROR(StartLocal());
+      fabric::tcp::WorkerAddress w;
+      w.workerId = to.workerId;
+      w.rails.push_back({r.ipv4, r.port, 0});
+      return local_->Connect(w.Pack(), out);
+    }
     const topology::ClusterGraph g = graph_();
     AdoptNewCables(g);
     std::vector<CableGroup> groups;
-    RY_RETURN_IF_ERROR(PickCableGroups(g, self_, to, &groups));
+    if (Status picked = PickCableGroups(g, self_, to, &groups); !picked.ok()) {
+      if (std::all_of(to.rails.begin(), to.rails.end(), [](const HostAddress::Rail& r) { return r.hostLocal; })) {
+        // Only a host-local rail, and another host's.
+        in_addr a{};
+        a.s_addr = to.rails.front().ipv4;
+        char text[INET_ADDRSTRLEN] = {};
+        inet_ntop(AF_INET, &a, text, sizeof text);
+        return InvalidUsage(std::string("fabric mode: the peer's Worker had no cable when its address was taken "
+                                        "(only its host-local rail ") + text + ", another host's): its host heard no "
+                                        "neighbour within RAILYARD_DISCOVERY_DEAD_MS of its start; run railyardd on "
+                                        "every host so the cabling is known before jobs start");
+      }
+      return picked;
+    }
     // The nearest cable first; a relayed peer also gets a route through every other
     // relay on a shortest path (a different first hop), used in turn.
     std::vector<std::unique_ptr<fabric::Endpoint>> routes;
@@ -185,13 +218,17 @@ class CableSetWorker : public fabric::Worker {
     }
     size_t n = 0;
     for (Cable& c : cables_) n += c.worker->Progress(events);
+    if (local_ != nullptr) n += local_->Progress(events);
     return n;
   }
 
   fabric::WorkerStats stats() const override {
     fabric::WorkerStats s;
-    for (const Cable& c : cables_) {
-      const fabric::WorkerStats x = c.worker->stats();
+    std::vector<const fabric::Worker*> workers;
+    for (const Cable& c : cables_) workers.push_back(c.worker.get());
+    if (local_ != nullptr) workers.push_back(local_.get());
+    for (const fabric::Worker* w : workers) {
+      const fabric::WorkerStats x = w->stats();
       s.bytesLanded += x.bytesLanded;
       s.bytesServed += x.bytesServed;
       s.framesRefused += x.framesRefused;
@@ -334,10 +371,37 @@ class CableSetWorker : public fabric::Worker {
     if (added) (void)RebuildAddress();
   }
 
+  /// The host-local Worker: a TCP Domain on one loopback rail, HostLocalIpv4(self),
+  /// over the set's registrations, and its Worker. Its rail leads the Address().
+  Status StartLocal() {
+    fabric::tcp::TcpOptions t = options_.tcp;
+    in_addr a{};
+    a.s_addr = HostLocalIpv4(self_);
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &a, text, sizeof text);
+    t.rails = {fabric::RailInfo{"lo", text, 0}};
+    t.listenPort = 0;
+    t.sharedRegions = regions_;
+    std::unique_ptr<fabric::Domain> domain;
+    std::unique_ptr<fabric::Worker> worker;
+    RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &domain));
+    RY_RETURN_IF_ERROR(domain->CreateWorker(&worker));
+    localDomain_ = std::move(domain);
+    local_ = std::move(worker);
+    RY_INFO(log::kNet, "fabric mode: no cable of this host yet; processes of this host reach this Worker over "
+            "loopback (%s)", text);
+    return Status::Ok();
+  }
+
   /// address_ from the Cables' Workers' rails, in Cable order (the first 16 rails).
   Status RebuildAddress() {
     HostAddress a;
     a.workerId = id_;
+    if (local_ != nullptr) {
+      fabric::tcp::WorkerAddress w;
+      RY_RETURN_IF_ERROR(fabric::tcp::WorkerAddress::Unpack(local_->Address(), &w));
+      a.rails.push_back({w.rails.front().ipv4, w.rails.front().port, false, 0, true});
+    }
     for (const Cable& c : cables_) {
       if (c.verbs) {
         // Every rail of the cable names the verbs Worker's bootstrap port; the first
@@ -360,7 +424,11 @@ class CableSetWorker : public fabric::Worker {
       }
     }
     std::lock_guard<std::mutex> lock(addressMutex_);
-    address_ = a.Pack();
+    if (a.rails.empty()) {
+      address_.clear();  // no cable yet: nothing a peer could dial
+    } else {
+      address_ = a.Pack();
+    }
     return Status::Ok();
   }
 
@@ -375,6 +443,8 @@ class CableSetWorker : public fabric::Worker {
   uint16_t port_ = 0;
   bool multiRoute_ = false;
   std::vector<Cable> cables_;
+  std::unique_ptr<fabric::Domain> localDomain_;  ///< the host-local rail's Domain (StartLocal)
+  std::unique_ptr<fabric::Worker> local_;        ///< its Worker (destroyed before its Domain)
   mutable std::mutex addressMutex_;  ///< Address() may be read by another thread than the Worker's
   std::vector<uint8_t> address_;
 };
@@ -414,9 +484,16 @@ const fabric::AddressRecordFormat kHostAddressFormat{kHostMagic,
 
 std::vector<uint8_t> HostAddress::Pack() const {
   return fabric::PackAddressRecord(kHostAddressFormat, workerId, rails, [this](size_t i, uint8_t* slot) {
-    slot[0] = rails[i].verbs ? 1 : 0;
+    slot[0] = rails[i].hostLocal ? 2 : rails[i].verbs ? 1 : 0;
     slot[1] = rails[i].railIndex;
   });
+}
+
+uint32_t HostLocalIpv4(uint64_t host) {
+  const uint64_t x = XXH64(&host, sizeof host, 0);  // ids differing in any bit differ here
+  const uint32_t a = static_cast<uint32_t>(x >> 16) & 0xff, b = static_cast<uint32_t>(x >> 8) & 0xff;
+  const uint32_t c = static_cast<uint32_t>(x % 254) + 1;
+  return htonl((127u << 24) | (a << 16) | (b << 8) | c);
 }
 
 Status HostAddress::Unpack(std::span<const uint8_t> b, HostAddress* out) {
@@ -424,11 +501,14 @@ Status HostAddress::Unpack(std::span<const uint8_t> b, HostAddress* out) {
   RY_RETURN_IF_ERROR(fabric::UnpackAddressRecord(
       kHostAddressFormat, b, &a.workerId, [&](size_t i, uint32_t ipv4, uint16_t port, const uint8_t* slot) {
         const std::string rail = "host address rail " + std::to_string(i);
-        if (slot[0] > 1) return InvalidArgument(rail + " has transport " + std::to_string(slot[0]) + " (0 TCP, 1 verbs)");
+        if (slot[0] > 2) {
+          return InvalidArgument(rail + " has transport " + std::to_string(slot[0]) + " (0 TCP, 1 verbs, 2 host-local)");
+        }
+        if (slot[0] == 2 && !IsHostLocal(ipv4)) return InvalidArgument(rail + " is host-local but not on 127/8");
         if (slot[1] >= fabric::RemoteKey::kMaxRails) {
           return InvalidArgument(rail + " has rail index " + std::to_string(slot[1]) + " (0..15)");
         }
-        a.rails.push_back({ipv4, port, slot[0] == 1, slot[1]});
+        a.rails.push_back({ipv4, port, slot[0] == 1, slot[1], slot[0] == 2});
         return Status::Ok();
       }));
   *out = std::move(a);

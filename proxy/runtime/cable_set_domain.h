@@ -59,13 +59,15 @@ namespace railyard::runtime {
 
 /// A CableSetWorker's packed address: magic "RYHA", version u16, rails u16, worker
 /// id u64, then per rail 8 bytes: IPv4 (network order) u32, port u16, transport u8
-/// (0 TCP, 1 verbs), fabric rail index u8 (the rail's slot in the host's RemoteKeys:
+/// (0 TCP, 1 verbs, 2 host-local: TCP over loopback), fabric rail index u8 (the rail's slot in the host's RemoteKeys:
 /// CableSetDomain::rails() order): 16 + 8 x rails bytes (64 for 6 rails: an NCCL
-/// handle's address area). A verbs cable's rails all carry its Worker's bootstrap
+/// handle's address area). A Worker that started with no cable lists its host-local
+/// rail first (HostLocalIpv4, TCP, index 0). A verbs cable's rails all carry its Worker's bootstrap
 /// port; its first rail's IPv4 is where that listens.
 struct HostAddress {
-  /// 2: the transport and rail index of every rail (issue 10: fabric mode over RDMA).
-  static constexpr uint16_t kVersion = 2;
+  /// 2: the transport and rail index of every rail (issue 10: fabric mode over RDMA);
+  /// 3: transport 2, the host-local rail.
+  static constexpr uint16_t kVersion = 3;
   static constexpr size_t kMaxRails = 16;
   uint64_t workerId = 0;
   struct Rail {
@@ -73,17 +75,25 @@ struct HostAddress {
     uint16_t port = 0;
     bool verbs = false;       ///< the rail's cable runs the verbs transport
     uint8_t railIndex = 0;    ///< the owner's fabric rail index (< 16): its RemoteKeys' rkey slot
+    bool hostLocal = false;   ///< the host-local rail (transport 2; HostLocalIpv4, TCP over loopback)
     bool operator==(const Rail&) const = default;
   };
   std::vector<Rail> rails;
 
   std::vector<uint8_t> Pack() const;
   /// Validates exact size, magic, version, 1..kMaxRails rails, non-zero id, ports and
-  /// addresses, a transport of 0 or 1 and a rail index < 16.
+  /// addresses, a transport of 0, 1 or 2 (2 only on 127/8) and a rail index < 16.
   /// InvalidArgument naming what is wrong.
   static Status Unpack(std::span<const uint8_t> bytes, HostAddress* out);
   bool operator==(const HostAddress&) const = default;
 };
+
+/// The IPv4 address (network order) of host `host`'s host-local rail: 127.a.b.c, the
+/// 24 bits a.b.c taken from the host id (c kept in 1..254). A CableSetWorker that
+/// starts with no cable listens there, so this host's processes reach it over
+/// loopback; a connector takes a peer's host-local rail only when it carries its own
+/// host's address (a peer on another host has other bits and is reached by cable).
+uint32_t HostLocalIpv4(uint64_t host);
 
 /// Settings of a CableSetDomain.
 struct CableSetOptions {
@@ -149,8 +159,10 @@ class CableSetDomain : public fabric::Domain {
   Status Register(void* addr, uint64_t bytes, uint32_t access, fabric::MemoryKind kind,
                   const fabric::Region** out) override;
   Status Deregister(const fabric::Region* region) override;
-  /// A CableSetWorker over the cables the graph knows now. SystemError when a cable's
-  /// rails cannot be listened on; InvalidUsage when the graph has no cable of this host.
+  /// A CableSetWorker over the cables the graph knows now, taking each later one as it
+  /// comes up. With no cable yet its Address() is empty (nothing to dial) until the
+  /// first one is taken, in its Progress (every 100 ms) or a Connect. SystemError when
+  /// a cable's rails cannot be listened on.
   /// The Domain must outlive its Workers (they take cables from it as they come up,
   /// and its verbs cable Domains are theirs).
   Status CreateWorker(std::unique_ptr<fabric::Worker>* out) override;

@@ -106,17 +106,15 @@ Status StartFabricModeComms(NetState& g) {
     RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
             "relays through the Forwarders at port %d", g.config->fabricRelayPort);
   }
-  // The CommWorker's Worker needs a cable of this host in the graph: a host whose
-  // neighbours' processes started later may have heard none yet when StartFabric's
-  // settle wait ended (init failed "no cable of this host yet"). Wait for a first
-  // neighbour, up to RAILYARD_TIMEOUT_MS; woken by every graph change.
+  // The CommWorker's Worker takes the cables the graph has when it starts (later ones
+  // as they come): let a neighbour whose processes started a moment later be heard
+  // first, up to RAILYARD_DISCOVERY_DEAD_MS (a neighbour unheard that long is taken as
+  // gone). With none, the Worker starts on its host-local rail alone (this host's
+  // processes reach it; a rank on another host cannot until this one listens again).
   const uint64_t self = g.router->HostId();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(g.config->timeoutMs);
-  while (std::chrono::steady_clock::now() < until &&
-         !g.router->Agent().WaitFor([self](const topology::ClusterGraph& graph,
-                                           uint64_t) { return !graph.Neighbours(self).empty(); },
-                                    g.config->discoveryIntervalMs)) {
-  }
+  (void)g.router->Agent().WaitFor(
+      [self](const topology::ClusterGraph& graph, uint64_t) { return !graph.Neighbours(self).empty(); },
+      g.config->discoveryDeadMs);
   return g.fabric->Start();
 }
 

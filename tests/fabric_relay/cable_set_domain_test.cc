@@ -234,8 +234,16 @@ TEST_F(CableSetTest, HostAddressesAreValidated) {
   bad[0] ^= 1;
   EXPECT_EQ(HostAddress::Unpack(bad, &h).code(), Code::kInvalidArgument);
   bad = good;
-  bad[16 + 6] = 2;  // rail 0's transport (0 TCP, 1 verbs)
+  bad[16 + 6] = 3;  // rail 0's transport (0 TCP, 1 verbs, 2 host-local)
   EXPECT_EQ(HostAddress::Unpack(bad, &h).code(), Code::kInvalidArgument);
+  HostAddress notLoopback;  // a host-local rail must be on 127/8
+  notLoopback.workerId = 9;
+  in_addr ten{};
+  inet_pton(AF_INET, "10.0.0.1", &ten);
+  notLoopback.rails.push_back({ten.s_addr, 4000, false, 0, true});
+  Status n = HostAddress::Unpack(notLoopback.Pack(), &h);
+  EXPECT_EQ(n.code(), Code::kInvalidArgument);
+  EXPECT_NE(n.message().find("host-local but not on 127/8"), std::string::npos) << n.message();
   // A host address whose rails are on no cable of the graph is refused at Connect.
   HostAddress off;
   off.workerId = 9;
@@ -246,6 +254,52 @@ TEST_F(CableSetTest, HostAddressesAreValidated) {
   Status s = aw_->Connect(off.Pack(), &ep);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_NE(s.message().find("no rail"), std::string::npos) << s.message();
+}
+
+// A host whose rail is on no cable yet (kC, 127.0.3.4, not in the graph): its Workers
+// start on the host-local rail (HostLocalIpv4(kC), the address's only rail), reach each
+// other over it (a Write with its immediate, content checked), and a Worker of another
+// host is told the peer had no cable.
+TEST_F(CableSetTest, AHostWithNoCableIsReachedOverItsHostLocalRail) {
+  constexpr uint64_t kC = 4;
+  std::unique_ptr<CableSetDomain> c = Make(kC, {"127.0.3.4"});
+  ASSERT_NE(c, nullptr);
+  std::unique_ptr<fabric::Worker> c1, c2;
+  ASSERT_TRUE(c->CreateWorker(&c1).ok());
+  ASSERT_TRUE(c->CreateWorker(&c2).ok());
+  HostAddress h;
+  ASSERT_TRUE(HostAddress::Unpack(c1->Address(), &h).ok());
+  ASSERT_EQ(h.rails.size(), 1u);
+  EXPECT_TRUE(h.rails[0].hostLocal);
+  EXPECT_EQ(h.rails[0].ipv4, HostLocalIpv4(kC));
+  EXPECT_NE(HostLocalIpv4(kC), HostLocalIpv4(kA));
+  EXPECT_EQ(ntohl(HostLocalIpv4(kC)) >> 24, 127u);
+
+  constexpr size_t kBytes = 70000;
+  constexpr uint32_t kImm = 41;
+  std::vector<char> src(kBytes), dst(kBytes + 16, 0);
+  for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<char>(i * 7 + 3);
+  const fabric::Region* s = nullptr;
+  const fabric::Region* d = nullptr;
+  ASSERT_TRUE(c->Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
+  ASSERT_TRUE(c->Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
+  std::unique_ptr<fabric::Endpoint> ep;
+  ASSERT_TRUE(c2->Connect(c1->Address(), &ep).ok());
+  ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, kBytes}, d->Key(), d->base + 8, 6, kImm).ok());
+  uint64_t landed = 0;
+  const std::string err = AwaitWrite({c1.get(), c2.get()}, 6, kImm, &landed);
+  ASSERT_TRUE(err.empty()) << err;
+  EXPECT_EQ(landed, kBytes);
+  ExpectLandedWithGuards(dst, src);
+  ep.reset();
+
+  std::unique_ptr<fabric::Endpoint> fromA;
+  Status refused = aw_->Connect(c1->Address(), &fromA);
+  EXPECT_EQ(refused.code(), Code::kInvalidUsage);
+  EXPECT_NE(refused.message().find("had no cable when its address was taken"), std::string::npos)
+      << refused.message();
+  EXPECT_TRUE(c->Deregister(s).ok());
+  EXPECT_TRUE(c->Deregister(d).ok());
 }
 
 proxy::nccl::MemHandle* Reg(fabric::Domain& d, void* data, size_t bytes) {
