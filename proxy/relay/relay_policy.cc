@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "proxy/fabric/tcp/tcp_frame.h"
@@ -14,6 +15,12 @@ namespace railyard::proxy {
 
 namespace {
 
+/// "0a": two lower-case hex digits.
+std::string HexByte(unsigned v) {
+  static const char* kDigits = "0123456789abcdef";
+  return {kDigits[(v >> 4) & 0xf], kDigits[v & 0xf]};
+}
+
 bool Contains(const std::vector<in_addr>& v, in_addr a) {
   return std::any_of(v.begin(), v.end(), [&](const in_addr& x) { return x.s_addr == a.s_addr; });
 }
@@ -21,6 +28,26 @@ bool Contains(const std::vector<in_addr>& v, in_addr a) {
 }  // namespace
 
 Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope) {
+  // Every byte the connector sends is checked, not only those this relay uses: a bit
+  // or byte with no meaning yet is refused, so a later version's record is not misread.
+  if ((rec.flags & ~kRelayFlagMac) != 0) {
+    return InvalidUsage("the record sets undefined flag bits (flags 0x" + HexByte(rec.flags) + ")");
+  }
+  if (rec.pad[0] != 0 || rec.pad[1] != 0) return InvalidUsage("the record's reserved bytes are not zero");
+  const size_t nameLen = strnlen(rec.originName, sizeof rec.originName);
+  if (nameLen == sizeof rec.originName) {
+    return InvalidUsage("the record's origin name is not NUL-terminated within its " +
+                        std::to_string(sizeof rec.originName) + " bytes");
+  }
+  for (size_t i = 0; i < nameLen; ++i) {
+    const auto c = static_cast<unsigned char>(rec.originName[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return InvalidUsage("the record's origin name holds control byte 0x" + HexByte(c) + " at " + std::to_string(i));
+    }
+  }
+  for (size_t i = nameLen; i < sizeof rec.originName; ++i) {
+    if (rec.originName[i] != '\0') return InvalidUsage("the record's origin name is not NUL-padded");
+  }
   if (rec.destHost == scope.selfHost) {
     return InvalidUsage("the record names this relay's own host as destination (port " +
                         std::to_string(rec.destPort) + "): a relay never connects to its own host");

@@ -26,9 +26,12 @@ struct RelayScope {
   uint16_t relayPort = 0;               ///< TCP port of relays (the same on every host)
 };
 
-/// Checks a relay record before any leg is planned: the destination is another host
-/// of the graph, the port a plausible listener port (not 0, not the relay port), the
-/// hop count in range. InvalidUsage saying why otherwise.
+/// Checks a relay record before any leg is planned, every byte of it (a connector's
+/// bytes are hostile): no undefined flag bit (only kRelayFlagMac), zero reserved bytes,
+/// an origin name NUL-terminated within its 24 bytes, NUL-padded and free of control
+/// bytes (it reaches logs); the destination another host of the graph, the port a
+/// plausible listener port (not 0, not the relay port), the hop count in range.
+/// InvalidUsage saying why otherwise.
 Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope);
 
 /// Checks a relay record's authentication (issue 9 item 2). With `key` (the cluster

@@ -309,11 +309,15 @@ void RelayService::Run() {
     if (Status m = CheckRelayMac(req, mac, router_->ClusterKey()); !m.ok()) {
       return refuse(l, "refused: " + m.message());
     }
+    const RelayScope s = scope();
+    const Status checked = CheckRelayRecord(req, s);  // on the bytes as received
     req.originName[sizeof req.originName - 1] = '\0';
+    for (char& c : req.originName) {
+      if (c != '\0' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) c = '?';  // never a control byte in a log
+    }
     l->desc = "socket " + std::to_string(req.sockIndex) + " from " + req.originName + " (" +
               AddressText(l->source) + ")";
-    const RelayScope s = scope();
-    if (Status c = CheckRelayRecord(req, s); !c.ok()) return refuse(l, "refused: " + c.message());
+    if (!checked.ok()) return refuse(l, "refused: " + checked.message());
     if (Status c = CheckFollowingHello(hello); !c.ok()) return refuse(l, "refused: " + c.message());
     l->fabric = hello.magic == fabric::tcp::kFrameMagic;
     SocketTarget t;

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -70,6 +71,33 @@ TEST(RelayPolicy, ARecordForAHostOutsideTheGraphIsRefused) {
 TEST(RelayPolicy, PortZeroOrTheRelayPortIsNoListener) {
   EXPECT_FALSE(CheckRelayRecord(Record(kOther, 0), Scope()).ok());
   EXPECT_FALSE(CheckRelayRecord(Record(kOther, 29518), Scope()).ok());
+}
+
+TEST(RelayPolicy, UndefinedFlagsReservedBytesAndABadOriginNameAreRefused) {
+  RelayRecord r = Record(kOther, 40000);
+  std::snprintf(r.originName, sizeof r.originName, "h0");
+  EXPECT_TRUE(CheckRelayRecord(r, Scope()).ok());
+  RelayRecord flags = r;
+  flags.flags = kRelayFlagMac | 0x80;
+  Status s = CheckRelayRecord(flags, Scope());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("undefined flag bits (flags 0x81)"), std::string::npos) << s.message();
+  RelayRecord pad = r;
+  pad.pad[1] = 1;
+  s = CheckRelayRecord(pad, Scope());
+  EXPECT_NE(s.message().find("reserved bytes"), std::string::npos) << s.message();
+  RelayRecord unterminated = r;
+  std::memset(unterminated.originName, 'a', sizeof unterminated.originName);
+  s = CheckRelayRecord(unterminated, Scope());
+  EXPECT_NE(s.message().find("not NUL-terminated"), std::string::npos) << s.message();
+  RelayRecord control = r;
+  control.originName[1] = '\n';
+  s = CheckRelayRecord(control, Scope());
+  EXPECT_NE(s.message().find("control byte 0x0a at 1"), std::string::npos) << s.message();
+  RelayRecord trailing = r;
+  trailing.originName[10] = 'x';  // after the name's NUL
+  s = CheckRelayRecord(trailing, Scope());
+  EXPECT_NE(s.message().find("not NUL-padded"), std::string::npos) << s.message();
 }
 
 TEST(RelayPolicy, TooManyHopsAreRefused) {
