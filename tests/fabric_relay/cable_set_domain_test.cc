@@ -136,6 +136,32 @@ void ExpectLandedWithGuards(const std::vector<char>& dst, const std::vector<char
   for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[bytes + 8 + i], 0) << "guard byte after " << i;
 }
 
+/// Writes `bytes` (a pattern of `imm`) from `from` (Domain `fromD`) into a region of
+/// `to`'s Domain `toD` at offset 8 with the immediate `imm`, progressing `workers`;
+/// checks the Write's bytes, the immediate's count and the guards around them.
+/// `problem` adds context to a failure (a relay's last problem, say).
+void WriteAndCheckWith(const std::vector<fabric::Worker*>& workers, fabric::Worker& from, fabric::Domain& fromD,
+                       fabric::Worker& to, fabric::Domain& toD, size_t bytes, uint32_t imm,
+                       const std::function<std::string()>& problem = [] { return std::string(); }) {
+  std::vector<char> src(bytes), dst(bytes + 16, 0);
+  for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 13 + imm);
+  const fabric::Region* s = nullptr;
+  const fabric::Region* d = nullptr;
+  ASSERT_TRUE(fromD.Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
+  ASSERT_TRUE(toD.Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
+  std::unique_ptr<fabric::Endpoint> ep;
+  ASSERT_TRUE(from.Connect(to.Address(), &ep).ok());
+  ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 5, imm).ok());
+  uint64_t landed = 0;
+  const std::string err = AwaitWrite(workers, 5, imm, &landed);
+  ASSERT_TRUE(err.empty()) << err << " (" << problem() << ")";
+  EXPECT_EQ(landed, bytes);
+  ExpectLandedWithGuards(dst, src);
+  ep.reset();
+  EXPECT_TRUE(fromD.Deregister(s).ok());
+  EXPECT_TRUE(toD.Deregister(d).ok());
+}
+
 class CableSetTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -168,23 +194,8 @@ class CableSetTest : public ::testing::Test {
   /// Writes `bytes` from `from` into `to`'s region with an immediate; checks content.
   void WriteAndCheck(fabric::Worker& from, fabric::Domain& fromD, fabric::Worker& to, fabric::Domain& toD,
                      size_t bytes, uint32_t imm) {
-    std::vector<char> src(bytes), dst(bytes + 16, 0);
-    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 13 + imm);
-    const fabric::Region* s = nullptr;
-    const fabric::Region* d = nullptr;
-    ASSERT_TRUE(fromD.Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
-    ASSERT_TRUE(toD.Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
-    std::unique_ptr<fabric::Endpoint> ep;
-    ASSERT_TRUE(from.Connect(to.Address(), &ep).ok());
-    ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, bytes}, d->Key(), d->base + 8, 5, imm).ok());
-    uint64_t landed = 0;
-    const std::string err = AwaitWrite({aw_.get(), rw_.get(), bw_.get()}, 5, imm, &landed);
-    ASSERT_TRUE(err.empty()) << err << " (" << relay_->lastProblem() << ")";
-    EXPECT_EQ(landed, bytes);
-    ExpectLandedWithGuards(dst, src);
-    ep.reset();
-    EXPECT_TRUE(fromD.Deregister(s).ok());
-    EXPECT_TRUE(toD.Deregister(d).ok());
+    WriteAndCheckWith({aw_.get(), rw_.get(), bw_.get()}, from, fromD, to, toD, bytes, imm,
+                      [this] { return relay_->lastProblem(); });
   }
 
   /// The NCCL comms over A's and B's Domains, one message of each size A -> B, the
@@ -275,31 +286,13 @@ TEST_F(CableSetTest, AHostWithNoCableIsReachedOverItsHostLocalRail) {
   EXPECT_NE(HostLocalIpv4(kC), HostLocalIpv4(kA));
   EXPECT_EQ(ntohl(HostLocalIpv4(kC)) >> 24, 127u);
 
-  constexpr size_t kBytes = 70000;
-  constexpr uint32_t kImm = 41;
-  std::vector<char> src(kBytes), dst(kBytes + 16, 0);
-  for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<char>(i * 7 + 3);
-  const fabric::Region* s = nullptr;
-  const fabric::Region* d = nullptr;
-  ASSERT_TRUE(c->Register(src.data(), src.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &s).ok());
-  ASSERT_TRUE(c->Register(dst.data(), dst.size(), fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost, &d).ok());
-  std::unique_ptr<fabric::Endpoint> ep;
-  ASSERT_TRUE(c2->Connect(c1->Address(), &ep).ok());
-  ASSERT_TRUE(ep->Write(fabric::LocalSlice{s, 0, kBytes}, d->Key(), d->base + 8, 6, kImm).ok());
-  uint64_t landed = 0;
-  const std::string err = AwaitWrite({c1.get(), c2.get()}, 6, kImm, &landed);
-  ASSERT_TRUE(err.empty()) << err;
-  EXPECT_EQ(landed, kBytes);
-  ExpectLandedWithGuards(dst, src);
-  ep.reset();
+  WriteAndCheckWith({c1.get(), c2.get()}, *c2, *c, *c1, *c, 70000, 41);
 
   std::unique_ptr<fabric::Endpoint> fromA;
   Status refused = aw_->Connect(c1->Address(), &fromA);
   EXPECT_EQ(refused.code(), Code::kInvalidUsage);
   EXPECT_NE(refused.message().find("had no cable when its address was taken"), std::string::npos)
       << refused.message();
-  EXPECT_TRUE(c->Deregister(s).ok());
-  EXPECT_TRUE(c->Deregister(d).ok());
 }
 
 proxy::nccl::MemHandle* Reg(fabric::Domain& d, void* data, size_t bytes) {
@@ -713,7 +706,8 @@ TEST(HostAddressV2, TransportAndRailIndexAreCarriedAndChecked) {
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << at;
     EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
   };
-  refused(16 + 6, 2, "transport 2");         // rail 0's transport byte
+  refused(16 + 6, 3, "transport 3");         // rail 0's transport byte
+  refused(16 + 6, 2, "host-local but not on 127/8");  // transport 2 on 10.0.0.1
   refused(16 + 8 + 7, 16, "rail index 16");  // rail 1's rail index
   // A version-1 address (8-byte rails) is refused by version.
   std::vector<uint8_t> v1 = packed;

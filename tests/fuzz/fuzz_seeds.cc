@@ -276,6 +276,14 @@ bool CableAddressSeeds() {
   ok &= Write("cable_address", "bad-transports-mixed-on-one-cable",
               select(0, 1, 0, host({{"10.1.0.2", true}, {"10.1.1.2", false}})));
   ok &= Write("cable_address", "bad-unknown-rail-address", select(0, 1, 0, host({{"10.9.9.9", false}})));
+  // A Worker that started with no cable lists its host-local rail first (transport 2,
+  // on 127/8): with cable rails after it the cables route; alone it routes nowhere.
+  rt::HostAddress local;
+  local.workerId = 0x45;
+  local.rails.push_back({htonl(0x7f0a0b0c), 40002, false, 0, true});
+  ok &= Write("cable_address", "bad-host-local-rail-only", select(0, 1, 0, local.Pack()));
+  local.rails.push_back({fz::RingIp("10.1.0.2"), 40000, false, 1});
+  ok &= Write("cable_address", "ok-host-local-rail-then-a-cable", select(0, 1, 0, local.Pack()));
   Bytes index = host({{"10.1.0.2", false}});
   index.back() = 16;  // the rail index byte: 0..15
   ok &= Write("cable_address", "bad-rail-index-16", select(0, 1, 0, index));
