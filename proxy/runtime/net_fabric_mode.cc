@@ -2,7 +2,7 @@
 // relays (proxy/routing, proxy/relay, the fabric relay's Forwarder), the one NCCL
 // device over every rail, and the route-to-port mapping of its connections (cabled
 // peers over the cable's RDMA ports, the rest over TCP, relayed; with
-// RAILYARD_COMMS=fabric, the CableSetDomain: RDMA cables over verbs, relayed over RDMA).
+// the fabric comms (RAILYARD_COMMS auto or fabric), the CableSetDomain: RDMA cables over verbs, relayed over RDMA).
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -99,11 +99,11 @@ Status StartFabricModeComms(NetState& g) {
     runtime::SetFabric(g.fabric);
   }
   if (g.config->fabricTcpRelay == "splice") {
-    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, TCP "
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms: cable set, TCP "
             "routes spliced through the socket relays at port %d, RDMA routes through the Forwarders' verbs ports "
             "(%d)", g.config->relayPort, g.config->fabricRelayVerbsPort);
   } else {
-    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms: cable set, "
             "relays through the Forwarders at port %d", g.config->fabricRelayPort);
   }
   // The CommWorker's Worker takes the cables the graph has when it starts (later ones
