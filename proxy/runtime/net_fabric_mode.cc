@@ -2,7 +2,7 @@
 // relays (proxy/routing, proxy/relay, the fabric relay's Forwarder), the one NCCL
 // device over every rail, and the route-to-port mapping of its connections (cabled
 // peers over the cable's RDMA ports, the rest over TCP, relayed; with
-// the fabric comms (RAILYARD_COMMS auto or fabric), the CableSetDomain: RDMA cables over verbs, relayed over RDMA).
+// RAILYARD_COMMS=fabric, the CableSetDomain: RDMA cables over verbs, relayed over RDMA).
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -99,22 +99,23 @@ Status StartFabricModeComms(NetState& g) {
     runtime::SetFabric(g.fabric);
   }
   if (g.config->fabricTcpRelay == "splice") {
-    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms: cable set, TCP "
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, TCP "
             "routes spliced through the socket relays at port %d, RDMA routes through the Forwarders' verbs ports "
             "(%d)", g.config->relayPort, g.config->fabricRelayVerbsPort);
   } else {
-    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms: cable set, "
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
             "relays through the Forwarders at port %d", g.config->fabricRelayPort);
   }
   // The CommWorker's Worker takes the cables the graph has when it starts (later ones
-  // as they come): let a neighbour whose processes started a moment later be heard
-  // first, up to RAILYARD_DISCOVERY_DEAD_MS (a neighbour unheard that long is taken as
-  // gone). With none, the Worker starts on its host-local rail alone (this host's
-  // processes reach it; a rank on another host cannot until this one listens again).
+  // as they come), and a listen hands out the addresses it has then: let a neighbour
+  // whose processes start later be heard first, up to RAILYARD_TIMEOUT_MS (a shorter
+  // wait, RAILYARD_DISCOVERY_DEAD_MS, let ranks of the soft-RoCE ring listen before
+  // their cables were known, and CollNet found no ring). With none by then, the
+  // Worker starts on its host-local rail alone (this host's processes reach it).
   const uint64_t self = g.router->HostId();
   (void)g.router->Agent().WaitFor(
       [self](const topology::ClusterGraph& graph, uint64_t) { return !graph.Neighbours(self).empty(); },
-      g.config->discoveryDeadMs);
+      g.config->timeoutMs);
   return g.fabric->Start();
 }
 

@@ -48,11 +48,11 @@ def sh(*args, ns=None, check=True):
 
 
 def base_env(extra):
-    """This process's environment without its RAILYARD_* settings (but RAILYARD_COMMS:
-    the .fabric test runs the cases over the fabric comms), NCCL_SOCKET_IFNAME and
-    NCCL_NET_PLUGIN; then the plugin on h0 at WARN, and `extra`."""
+    """This process's environment without its RAILYARD_* settings (but RAILYARD_COMMS
+    and RAILYARD_TIMEOUT_MS: the .fabric test runs the cases over the fabric comms),
+    NCCL_SOCKET_IFNAME and NCCL_NET_PLUGIN; then the plugin on h0 at WARN, and `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if (k == "RAILYARD_COMMS" or not k.startswith("RAILYARD_"))
+           if (k in ("RAILYARD_COMMS", "RAILYARD_TIMEOUT_MS") or not k.startswith("RAILYARD_"))
            and k not in ("NCCL_SOCKET_IFNAME", "NCCL_NET_PLUGIN")}
     env.update({"NCCL_NET_PLUGIN": "railyard", "LD_LIBRARY_PATH": LIBDIR, "RAILYARD_DEBUG": "WARN",
                 "RAILYARD_HOST_NAME": "h0"})
