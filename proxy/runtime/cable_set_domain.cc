@@ -129,14 +129,10 @@ class CableSetWorker : public fabric::Worker {
     if (Status picked = PickCableGroups(g, self_, to, &groups); !picked.ok()) {
       if (std::all_of(to.rails.begin(), to.rails.end(), [](const HostAddress::Rail& r) { return r.hostLocal; })) {
         // Only a host-local rail, and another host's.
-        in_addr a{};
-        a.s_addr = to.rails.front().ipv4;
-        char text[INET_ADDRSTRLEN] = {};
-        inet_ntop(AF_INET, &a, text, sizeof text);
-        return InvalidUsage(std::string("fabric mode: the peer's Worker had no cable when its address was taken "
-                                        "(only its host-local rail ") + text + ", another host's): its host heard no "
-                                        "neighbour within RAILYARD_DISCOVERY_DEAD_MS of its start; run railyardd on "
-                                        "every host so the cabling is known before jobs start");
+        return InvalidUsage("fabric mode: the peer's Worker had no cable when its address was taken (only its "
+                            "host-local rail " + Ipv4Text(to.rails.front().ipv4) + ", another host's): its host "
+                            "heard no neighbour within RAILYARD_TIMEOUT_MS of its start; run railyardd on every "
+                            "host so the cabling is known before jobs start");
       }
       return picked;
     }
@@ -375,10 +371,7 @@ class CableSetWorker : public fabric::Worker {
   /// over the set's registrations, and its Worker. Its rail leads the Address().
   Status StartLocal() {
     fabric::tcp::TcpOptions t = options_.tcp;
-    in_addr a{};
-    a.s_addr = HostLocalIpv4(self_);
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &a, text, sizeof text);
+    const std::string text = Ipv4Text(HostLocalIpv4(self_));
     t.rails = {fabric::RailInfo{"lo", text, 0}};
     t.listenPort = 0;
     t.sharedRegions = regions_;
@@ -389,7 +382,7 @@ class CableSetWorker : public fabric::Worker {
     localDomain_ = std::move(domain);
     local_ = std::move(worker);
     RY_INFO(log::kNet, "fabric mode: no cable of this host yet; processes of this host reach this Worker over "
-            "loopback (%s)", text);
+            "loopback (%s)", text.c_str());
     return Status::Ok();
   }
 
@@ -424,11 +417,7 @@ class CableSetWorker : public fabric::Worker {
       }
     }
     std::lock_guard<std::mutex> lock(addressMutex_);
-    if (a.rails.empty()) {
-      address_.clear();  // no cable yet: nothing a peer could dial
-    } else {
-      address_ = a.Pack();
-    }
+    address_ = a.Pack();  // never empty: with no cable, the host-local rail (Init)
     return Status::Ok();
   }
 

@@ -160,9 +160,9 @@ class CableSetDomain : public fabric::Domain {
                   const fabric::Region** out) override;
   Status Deregister(const fabric::Region* region) override;
   /// A CableSetWorker over the cables the graph knows now, taking each later one as it
-  /// comes up. With no cable yet its Address() is empty (nothing to dial) until the
-  /// first one is taken, in its Progress (every 100 ms) or a Connect. SystemError when
-  /// a cable's rails cannot be listened on.
+  /// comes up (in its Progress, every 100 ms, or a Connect). With no cable yet its
+  /// Address() holds its host-local rail only (HostLocalIpv4). SystemError when a
+  /// cable's rails, or the host-local rail, cannot be listened on.
   /// The Domain must outlive its Workers (they take cables from it as they come up,
   /// and its verbs cable Domains are theirs).
   Status CreateWorker(std::unique_ptr<fabric::Worker>* out) override;
