@@ -52,6 +52,7 @@ const char* ShapeSourceName(ShapeSource s) {
   switch (s) {
     case ShapeSource::kSetting: return "RAILYARD_COLLNET_SHAPE";
     case ShapeSource::kCablingGraph: return "cabling graph";
+    case ShapeSource::kCablingGraphAndSubnets: return "cabling graph and rail subnets";
     case ShapeSource::kRailSubnets: return "rail subnets";
     case ShapeSource::kTcpAddresses: return "tcp addresses";
     case ShapeSource::kRankOrder: return "rank order";
@@ -129,40 +130,71 @@ bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector
   auto lists = [](const CollnetHandle& h, uint32_t host) {
     return std::binary_search(h.neighbours.begin(), h.neighbours.end(), host);
   };
-  auto build = [&](bool byGraph) {
+  // Whether a rail of a and one of b lie in one network under the shorter prefix;
+  // `only` also asks that no third rank has a rail in that network (a point-to-point
+  // cable's subnet, not a switch's or a wide prefix's).
+  auto shareSubnet = [&](size_t a, size_t b, bool only) {
+    for (const HandleRail& ra : handles[a].rails) {
+      for (const HandleRail& rb : handles[b].rails) {
+        const uint32_t mask = PrefixMask(std::min(ra.prefix, rb.prefix));
+        if (((ra.ipv4 ^ rb.ipv4) & mask) != 0) continue;
+        if (!only) return true;
+        bool third = false;
+        for (size_t c = 0; c < n && !third; ++c) {
+          if (c == a || c == b) continue;
+          for (const HandleRail& rc : handles[c].rails) third = third || ((rc.ipv4 ^ ra.ipv4) & mask) == 0;
+        }
+        if (!third) return true;
+      }
+    }
+    return false;
+  };
+  auto build = [&](bool byGraph, bool* fromSubnets) {
     std::vector<std::vector<bool>> m(n, std::vector<bool>(n, false));
+    std::vector<size_t> degree(n, 0);
     for (size_t a = 0; a < n; ++a) {
       for (size_t b = a + 1; b < n; ++b) {
-        bool cabled = false;
-        if (byGraph) {
-          cabled = lists(handles[a], handles[b].host) && lists(handles[b], handles[a].host);
-        } else {
-          for (const HandleRail& ra : handles[a].rails) {
-            for (const HandleRail& rb : handles[b].rails) {
-              cabled = cabled || ((ra.ipv4 ^ rb.ipv4) & PrefixMask(std::min(ra.prefix, rb.prefix))) == 0;
-            }
-          }
-        }
+        const bool cabled = byGraph ? lists(handles[a], handles[b].host) && lists(handles[b], handles[a].host)
+                                    : shareSubnet(a, b, false);
         m[a][b] = m[b][a] = cabled;
+        degree[a] += cabled;
+        degree[b] += cabled;
+      }
+    }
+    if (!byGraph || !rails) return m;
+    // A point-to-point cable uses one rail at each end: a cable's subnet fills in only
+    // where both ends have a rail the graph does not account for yet.
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = a + 1; b < n; ++b) {
+        if (m[a][b] || degree[a] >= handles[a].rails.size() || degree[b] >= handles[b].rails.size()) continue;
+        if (!shareSubnet(a, b, true)) continue;
+        m[a][b] = m[b][a] = true;
+        ++degree[a];
+        ++degree[b];
+        *fromSubnets = true;
       }
     }
     return m;
   };
-  bool byGraph = graph;
-  std::vector<std::vector<bool>> m = build(byGraph);
+  bool byGraph = graph, fromSubnets = false;
+  std::vector<std::vector<bool>> m = build(byGraph, &fromSubnets);
   if (byGraph && rails && !Connected(m)) {
     // The agents' graphs disagree (one end of a cable has not heard the other yet when
-    // its rank filled its handle: slow hosts start a second apart): the rails' subnets,
-    // which every rank read from its own interfaces, answer instead when they connect
-    // every rank.
-    std::vector<std::vector<bool>> r = build(false);
+    // its rank filled its handle: slow hosts start a second apart) beyond what the
+    // cables' own subnets fill in: the rails' subnets, which every rank read from its
+    // own interfaces, answer instead when they connect every rank.
+    bool unused = false;
+    std::vector<std::vector<bool>> r = build(false, &unused);
     if (Connected(r)) {
       byGraph = false;
       m = std::move(r);
     }
   }
   *adj = std::move(m);
-  if (source) *source = byGraph ? ShapeSource::kCablingGraph : ShapeSource::kRailSubnets;
+  if (source) {
+    *source = !byGraph ? ShapeSource::kRailSubnets
+                       : (fromSubnets ? ShapeSource::kCablingGraphAndSubnets : ShapeSource::kCablingGraph);
+  }
   return true;
 }
 

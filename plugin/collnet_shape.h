@@ -18,11 +18,13 @@ namespace railyard::plugin::collnet {
 enum class ShapeSource {
   kSetting,       ///< RAILYARD_COLLNET_SHAPE named it
   kCablingGraph,  ///< every handle carries its cabling agent's neighbours (fabric mode)
+  kCablingGraphAndSubnets,  ///< the graph, with cables it missed filled in from two ranks' own subnet
   kRailSubnets,   ///< every handle carries its rails' IPv4 networks (any transport)
   kTcpAddresses,  ///< TCP Worker addresses' rails under this host's rail netmask
   kRankOrder,     ///< nothing to read the cabling from: a ring in rank order
 };
-/// "RAILYARD_COLLNET_SHAPE", "cabling graph", "rail subnets", "tcp addresses", "rank order".
+/// "RAILYARD_COLLNET_SHAPE", "cabling graph", "cabling graph and rail subnets", "rail
+/// subnets", "tcp addresses", "rank order".
 const char* ShapeSourceName(ShapeSource s);
 
 /// Fills this rank's locator in `*h` (host, neighbours, rails; not the address):
@@ -38,10 +40,14 @@ void FillLocator(const fabric::Domain& domain, CollnetHandle* h);
 /// and b are cabled when each lists the other's host among its neighbours (needs every
 /// handle with neighbours and every host digest distinct). Rail subnets: when a rail of
 /// a and one of b lie in one network under the shorter of their two prefixes (needs
-/// every handle with rails). When the graph's mutual listings leave the ranks
-/// disconnected (one end of a cable had not heard the other when its rank filled its
-/// handle) and every handle has rails, the rails answer. False (adj untouched) when
-/// the handles tell neither; `*source` says which rule answered.
+/// every handle with rails). When both are there, the graph is filled in where it
+/// lacks a cable between a and b, a rail of each lies in a network no third rank has a
+/// rail in (a cable's own subnet: the agents had not heard each other across it yet
+/// when their ranks filled their handles), and both have fewer graph cables than rails
+/// (kCablingGraphAndSubnets). When the graph's
+/// mutual listings, so filled in, still leave the ranks disconnected and every handle
+/// has rails, the rails alone answer. False (adj untouched) when the handles tell
+/// neither; `*source` says which rule answered.
 bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector<std::vector<bool>>* adj,
                           ShapeSource* source);
 

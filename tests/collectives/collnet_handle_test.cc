@@ -184,7 +184,8 @@ TEST(CollnetShapeFromHandles, RailSubnetsAsVerbsRanksCarryThem) {
   std::vector<CollnetHandle> mixed{Rank(0, {}, {HandleRail{Ip("10.5.1.1"), 16}}),
                                    Rank(1, {}, {HandleRail{Ip("10.5.2.1"), 24}})};
   EXPECT_EQ(ShapeOf(mixed, ShapeSource::kRailSubnets).shape, collectives::Shape::kMesh);
-  // The graph wins over rails when every rank has it; ranks of one host (one digest)
+  // The graph wins over rails when every rank has it and accounts for every rail (no
+  // fill-in from subnets: each rank already has as many graph cables as rails); ranks of one host (one digest)
   // make the graph useless and the rails answer.
   std::vector<CollnetHandle> both = ring;
   const std::vector<std::vector<int>> cabled{{2, 3}, {2, 3}, {0, 1}, {0, 1}};  // a graph ring 0-2-1-3-0
@@ -204,18 +205,47 @@ TEST(CollnetShapeFromHandles, RailSubnetsAsVerbsRanksCarryThem) {
   EXPECT_FALSE(AdjacencyFromHandles(ring, &adj, &src));
 }
 
-TEST(CollnetShapeFromHandles, GraphsThatDisagreeFallBackToTheRails) {
+TEST(CollnetShapeFromHandles, ACableBothAgentsMissedIsFilledInFromItsOwnSubnet) {
+  // The ring of 4 guests (CI, verbs-ring.collnet_over_rdma): g0 and g3 had not heard each
+  // other across cable 3 when their ranks filled their handles, so the graph, consistent
+  // at both ends, is the chain 0-1-2-3. Cable 3's /24 holds a rail of ranks 0 and 3 only,
+  // and each has one rail the graph does not account for: the ring comes back.
+  auto R = [](const char* ip) { return HandleRail{Ip(ip), 24}; };
+  std::vector<CollnetHandle> ring{Rank(0, {1}, {R("10.9.0.1"), R("10.9.3.2")}),
+                                  Rank(1, {0, 2}, {R("10.9.0.2"), R("10.9.1.1")}),
+                                  Rank(2, {1, 3}, {R("10.9.1.2"), R("10.9.2.1")}),
+                                  Rank(3, {2}, {R("10.9.2.2"), R("10.9.3.1")})};
+  collectives::Topology t = ShapeOf(ring, ShapeSource::kCablingGraphAndSubnets);
+  EXPECT_EQ(t.shape, collectives::Shape::kRing);
+  EXPECT_EQ(t.order, (std::vector<int>{0, 1, 2, 3}));
+  // A chain's ends with a rail each on one switch segment (10.9.9.0/24, shared with rank
+  // 1): no cable's own subnet, nothing filled in, the chain stays.
+  ring[0] = Rank(0, {1}, {R("10.9.0.1"), R("10.9.9.1")});
+  ring[1] = Rank(1, {0, 2}, {R("10.9.0.2"), R("10.9.1.1"), R("10.9.9.2")});
+  ring[3] = Rank(3, {2}, {R("10.9.2.2"), R("10.9.9.3")});
+  t = ShapeOf(ring, ShapeSource::kCablingGraph);
+  EXPECT_EQ(t.shape, collectives::Shape::kChain);
+}
+
+TEST(CollnetShapeFromHandles, GraphsThatDisagreeAreFilledInFromTheCablesSubnets) {
   // The ring of 4 guests: ranks 0 and 2 filled their handles before hearing g1's
   // hellos, so no cable of rank 1 is listed at both ends. The mutual graph leaves
-  // rank 1 alone; every rank's rails still place the ring.
+  // rank 1 alone; its cables' own subnets put it back in the ring.
   auto R = [](const char* ip) { return HandleRail{Ip(ip), 24}; };
   std::vector<CollnetHandle> ring{Rank(0, {3}, {R("10.9.0.1"), R("10.9.3.2")}),
                                   Rank(1, {0, 2}, {R("10.9.0.2"), R("10.9.1.1")}),
                                   Rank(2, {3}, {R("10.9.1.2"), R("10.9.2.1")}),
                                   Rank(3, {0, 2}, {R("10.9.2.2"), R("10.9.3.1")})};
-  collectives::Topology t = ShapeOf(ring, ShapeSource::kRailSubnets);
+  collectives::Topology t = ShapeOf(ring, ShapeSource::kCablingGraphAndSubnets);
   EXPECT_EQ(t.shape, collectives::Shape::kRing);
   EXPECT_EQ(t.order, (std::vector<int>{0, 1, 2, 3}));
+  // Rails all on one wide network (a /16 over every cable: no cable's own subnet):
+  // nothing to fill in, rank 1 is still alone, and the rails alone (a mesh) answer.
+  std::vector<CollnetHandle> wide = ring;
+  const char* ips[4][2] = {{"10.9.0.1", "10.9.3.2"}, {"10.9.0.2", "10.9.1.1"}, {"10.9.1.2", "10.9.2.1"},
+                           {"10.9.2.2", "10.9.3.1"}};
+  for (size_t r = 0; r < 4; ++r) wide[r].rails = {HandleRail{Ip(ips[r][0]), 16}, HandleRail{Ip(ips[r][1]), 16}};
+  EXPECT_EQ(ShapeOf(wide, ShapeSource::kRailSubnets).shape, collectives::Shape::kMesh);
   // Without rails the graph is all there is: rank 1 reaches nobody, as before.
   for (auto& h : ring) {
     h.hasRails = false;

@@ -43,7 +43,7 @@ if [[ -z ${RING_ID:-} || ${RING_N:-0} -ne 4 ]]; then
   echo "ring_relay_test: needs a ring of 4 guests (RING_ID/RING_N); skipped" >&2
   exit 77
 fi
-tag=frv-$mode  # every guest must use the same names
+tag=frv-$mode${RING_ROUND:+-$RING_ROUND}  # every guest must use the same names (RING_ROUND: a repeat by hand)
 dir=/ring/$tag
 out=$(mktemp -d)
 pids=()
@@ -106,9 +106,31 @@ rc=0
 if [[ $mode == relay-killed ]] && ((RING_ID != 0)); then
   ring-barrier "$tag-go" 300 || exit 1  # g0's stream is under way
   if ((RING_ID == 1)); then
-    kill -KILL "${pids[0]}"
-    wait "${pids[0]}" 2>/dev/null
+    relay_pid=${pids[0]}
+    if [[ -e $dir/no-stream ]]; then  # the relay stalled before the kill: say where it was
+      echo "ring_relay_test: guest 1: g0's stream did not get going; the relay was:" \
+        "$(cut -d' ' -f3 "/proc/$relay_pid/stat" 2>/dev/null) wchan $(cat "/proc/$relay_pid/wchan" 2>/dev/null)" \
+        "log: $(tail -5 "$out/relay")" >&2
+      for t in /proc/"$relay_pid"/task/*; do
+        echo "  task ${t##*/}: $(cut -d' ' -f3 "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)" \
+          "$(cat "$t/stack" 2>/dev/null | head -6 | tr '\n' ' ')" >&2
+      done
+    fi
+    kill -KILL "$relay_pid"
     pids=()
+    # Bounded: a process that stays after SIGKILL is stuck in the kernel (rxe); say where
+    # and go on to the barrier, so the other guests are not held for ctest's timeout.
+    for ((i = 0; i < 300; ++i)); do
+      kill -0 "$relay_pid" 2>/dev/null || break
+      sleep 0.1  # polling for the killed process to be reaped, not a barrier
+    done
+    if kill -0 "$relay_pid" 2>/dev/null; then
+      echo "ring_relay_test: guest 1: the relay is still there 30 s after SIGKILL:" \
+        "$(cat "/proc/$relay_pid/stat" 2>/dev/null) stack: $(cat "/proc/$relay_pid/stack" 2>/dev/null | head -12 | tr '\n' ' ')" >&2
+      echo "relay-stuck" >"$dir/relay-stuck"
+    else
+      wait "$relay_pid" 2>/dev/null
+    fi
     echo "ring_relay_test: guest 1: relay SIGKILLed mid-stream"
   fi
 fi
