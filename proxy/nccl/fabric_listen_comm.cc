@@ -57,6 +57,7 @@ Status FabricListenComm::Accept(RecvComm** recvComm) {
       RY_WARN("listen comm on %s: %s", cw_->device().c_str(), s.message().c_str());
       continue;
     }
+    RY_INFO(log::kNet, "receive comm accepted from %s", c->PeerText().c_str());
     *recvComm = c.release();
     return Status::Ok();
   }

@@ -46,6 +46,8 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   Status IflushFabric(int n, void** data, const int* sizes, MemHandle* const* mhs, Request** request);
   Status Test(Request* request, int* done, int* sizes) override;
   void Close() override;
+  /// The sender, as comm errors name it: "host (pid N, route) on rail device" (PeerInfo).
+  std::string PeerText() const { return peer_.ToString(); }
 
   void OnEvent(const fabric::Event& e) override;
   bool FromPeer(uint64_t worker) const override { return peerWorkers_.Has(worker); }

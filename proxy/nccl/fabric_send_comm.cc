@@ -258,7 +258,10 @@ void FabricSendComm::OnEvent(const fabric::Event& e) {
   }
   if ((e.cookie & kControlCookie) != 0) {
     if (e.kind == EventKind::kError) Poisoned(e.error.ToStatus());
-    if (e.kind == EventKind::kDone) helloAcked_ = true;  // the hello (the first control record)
+    if (e.kind == EventKind::kDone && !helloAcked_) {  // the hello (the first control record)
+      helloAcked_ = true;
+      RY_INFO(log::kNet, "send comm (%s) connected to %s", rank_->Text().c_str(), peer_.ToString().c_str());
+    }
     return;
   }
   if ((e.cookie & kBounceCookie) != 0) {

@@ -60,12 +60,14 @@ RAILYARD_TIMEOUT_MS=5000 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
   -p sendrecv -b 16M -e 16M -n 400 -w 1 -c 0 >"$out/table1" 2>"$out/log1" &
 ppid=$!
 if ((RING_ID == 0)); then
-  # Cut once the stream is under way: the first verbs connection is logged.
+  # Cut once the stream is under way: the first verbs connection is logged (the older
+  # comms' line, or the fabric comms' with RAILYARD_COMMS=fabric; over RDMA ports).
+  connected='verbs: connected to|send comm .* connected to'
   for _ in $(seq 1 600); do
-    grep -q 'verbs: connected to' "$out/log1" && break
+    grep -Eq "$connected" "$out/log1" && break
     sleep 0.1  # polling a log file for an event, not a barrier
   done
-  grep -q 'verbs: connected to' "$out/log1" || fail "no verbs connection before the cut"
+  grep -Eq "$connected" "$out/log1" || fail "no verbs connection before the cut"
   # 400 messages of 16 MiB take minutes under emulation: the cut lands mid-stream.
   ip link set p1 down
   cut_at=$(date +%s)
