@@ -257,7 +257,9 @@ const Variable kVariables[] = {
      "sockets chunk by chunk); accepts K, M, G suffixes (powers of 1024).",
      4096, kGiB, &ApplyChunkBytes},
     {"RAILYARD_TIMEOUT_MS", "int", "30000", "ms", nullptr,
-     "A request that makes no progress for this long fails.", 1, kIntMax,
+     "A request that makes no progress for this long fails. A verbs connection also fails "
+     "when the peer's host stops answering for this long with nothing under way (TCP "
+     "keepalive on its bootstrap socket: a cut cable, a host powered off).", 1, kIntMax,
      &ApplyInt<&Config::timeoutMs>},
     {"RAILYARD_ACCEPT_TIMEOUT_MS", "int", "10000", "ms", nullptr,
      "Listener: a socket must deliver its connection record (hello) within this time of "

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -65,6 +66,27 @@ Status TuneTcpSocket(int fd, int bufferBytes) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufferBytes, sizeof bufferBytes);
   }
   return Status::Ok();
+}
+
+Status SetPeerLiveness(int fd, int timeoutMs) {
+  const int totalS = std::max(2, timeoutMs / 1000);
+  const int idleS = std::max(1, totalS / 2);
+  const int count = 3;
+  const int intervalS = std::max(1, (totalS - idleS) / count);
+  const unsigned userMs = static_cast<unsigned>(std::max(timeoutMs, 1000));
+  const int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idleS, sizeof idleS) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intervalS, sizeof intervalS) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userMs, sizeof userMs) != 0) {
+    return SystemError("setsockopt(TCP keepalive): " + ErrnoText(errno));
+  }
+  return Status::Ok();
+}
+
+bool IsPeerUnreachable(int err) {
+  return err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN;
 }
 
 Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what) {

@@ -45,6 +45,18 @@ class Fd {
 Status SetNonBlocking(int fd, bool on);
 /// Sets TCP_NODELAY and, where given (> 0), SO_SNDBUF/SO_RCVBUF in bytes.
 Status TuneTcpSocket(int fd, int bufferBytes);
+/// Makes a silent connection notice a peer host that stopped answering (a cut cable,
+/// a host powered off: no FIN or RST ever comes) within about `timeoutMs` (>= 1000
+/// is useful; RAILYARD_TIMEOUT_MS): TCP keepalive probes after half of it idle, three
+/// more spread over the rest, and TCP_USER_TIMEOUT = `timeoutMs` for sent bytes left
+/// unacknowledged (tcp(7)). The peer's kernel answers the probes, so a stopped
+/// (SIGSTOP) or busy process still counts as alive. After that a read fails with
+/// ETIMEDOUT (IsPeerUnreachable). SystemError when a setsockopt fails.
+Status SetPeerLiveness(int fd, int timeoutMs);
+/// Whether `err` (an errno from a socket call) means the peer's host stopped answering
+/// or cannot be reached (ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, EHOSTDOWN), not that it
+/// closed the connection.
+bool IsPeerUnreachable(int err);
 
 /// Blocking: writes every byte of the iovecs (MSG_NOSIGNAL, restarts on EINTR).
 /// SystemError naming `what` and errno when the connection breaks.

@@ -80,9 +80,15 @@ void BootstrapChannel::Abandon() {
   if (fd_.valid()) (void)::send(fd_.get(), &kAbandonByte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-Status BootstrapChannel::Watch(bool* closed, bool* abandoned) {
+Status BootstrapChannel::WatchLiveness(int timeoutMs) {
+  Status s = proxy::SetPeerLiveness(fd_.get(), timeoutMs);
+  return s.ok() ? s : SystemError("verbs bootstrap: " + s.message());
+}
+
+Status BootstrapChannel::Watch(bool* closed, bool* abandoned, bool* lost) {
   *closed = false;
   if (abandoned != nullptr) *abandoned = false;
+  if (lost != nullptr) *lost = false;
   char byte = 0;
   const ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_DONTWAIT);
   if (n == 0) {
@@ -97,6 +103,11 @@ Status BootstrapChannel::Watch(bool* closed, bool* abandoned) {
   if (n > 0) return InvalidArgument("verbs bootstrap: the peer sent bytes after the handshake");
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
   if (errno == ECONNRESET || errno == EPIPE) {
+    *closed = true;
+    return Status::Ok();
+  }
+  if (proxy::IsPeerUnreachable(errno) && lost != nullptr) {
+    *lost = true;
     *closed = true;
     return Status::Ok();
   }

@@ -43,11 +43,17 @@ class BootstrapChannel {
   /// InvalidArgument/InvalidUsage for a bad record (peer data), SystemError when the
   /// socket broke or closed.
   Status Read(uint16_t role, int expectedQps, Handshake* out, bool* done);
+  /// After the handshake: the channel watches the peer's host (proxy::SetPeerLiveness
+  /// with `timeoutMs`, RAILYARD_TIMEOUT_MS), so a cut cable or a dead host shows in
+  /// Watch as *lost even when no op is under way. SystemError when it cannot be set.
+  Status WatchLiveness(int timeoutMs);
   /// After the handshake: Ok while the socket is open and silent; *closed once the
   /// peer closed it; *abandoned (with *closed) when its last byte was kAbandonByte (the
-  /// peer's Endpoint went away with ops under way). SystemError when it broke;
+  /// peer's Endpoint went away with ops under way); *lost (with *closed) when the
+  /// peer's host stopped answering (proxy::IsPeerUnreachable: keepalive probes
+  /// unanswered, see WatchLiveness). SystemError when it broke otherwise;
   /// InvalidArgument when the peer sent any other bytes.
-  Status Watch(bool* closed, bool* abandoned = nullptr);
+  Status Watch(bool* closed, bool* abandoned = nullptr, bool* lost = nullptr);
   /// Initiator, before it closes the socket with ops outstanding: sends kAbandonByte
   /// (best effort, never blocks), so the target reports an error as TCP does for a
   /// connection closed with work half done; a verbs target cannot see in-flight Writes.

@@ -577,6 +577,10 @@ void VerbsEndpoint::StepHandshake() {
         peerRecordBytes_ = reply.hello.recordBytes;
         state_ = 3;
         lastActivity_ = Clock::now();
+        if (Status ws = boot_.WatchLiveness(worker_->domain().options().timeoutMs); !ws.ok()) {
+          RY_INFO(log::kNet, "verbs endpoint to %s: %s (a cut cable shows only with ops under way)",
+                  peer_.Name().c_str(), ws.message().c_str());
+        }
         Dispatch();
         return;
       }
@@ -634,7 +638,26 @@ void VerbsEndpoint::Progress() {
                  "the rail's RDMA port " + port.Name() + " went down (port error or device fatal event)"));
       return;
     }
-    s = boot_.Watch(&closed);
+    bool lost = false;
+    s = boot_.Watch(&closed, nullptr, &lost);
+    if (lost) {
+      // The peer's host stopped answering the bootstrap connection's keepalive probes:
+      // a cut cable or a dead host, heard even with nothing under way (a receive that
+      // waits for data, a send that waits for its clear-to-send).
+      int rail = 0;
+      for (int r = 0; r < rails_; ++r) {
+        if (sqPosted_[static_cast<size_t>(r)] > 0) {
+          rail = r;
+          break;
+        }
+      }
+      Fail(Error(FabricErrc::kTimeout, rail, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+                 "the peer's host stopped answering for about " +
+                     std::to_string(worker_->domain().options().timeoutMs) +
+                     " ms (RAILYARD_TIMEOUT_MS; keepalive probes on the bootstrap connection unanswered: a cut "
+                     "cable or a dead host)"));
+      return;
+    }
   }
   if (!s.ok() || closed) {
     Fail(Error(FabricErrc::kPeerClosed, 0, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),

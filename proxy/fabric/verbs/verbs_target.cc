@@ -131,6 +131,7 @@ bool VerbsTarget::StepHandshake() {
     if (s.ok() && done) {
       state_ = 2;
       ++worker_->counters().peerConnections;
+      (void)boot_.WatchLiveness(worker_->domain().options().timeoutMs);  // best effort: as the initiator's
       return true;
     }
   }
@@ -232,12 +233,20 @@ bool VerbsTarget::Progress() {
   Poll();
   ReturnCredits();
   if (state_ != 2) return false;
-  bool closed = false, abandoned = false;
+  bool closed = false, abandoned = false, lost = false;
   Status s;
   const auto now = std::chrono::steady_clock::now();
   if (now - lastWatch_ >= kWatchInterval) {
     lastWatch_ = now;
-    s = boot_.Watch(&closed, &abandoned);
+    s = boot_.Watch(&closed, &abandoned, &lost);
+  }
+  if (lost) {
+    if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;
+    Failed(FabricErrc::kTimeout, -1,
+           "the peer's host stopped answering for about " + std::to_string(worker_->domain().options().timeoutMs) +
+               " ms (RAILYARD_TIMEOUT_MS; keepalive probes on the bootstrap connection unanswered: a cut cable or a "
+               "dead host)");
+    return false;
   }
   if (abandoned) {
     if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;
