@@ -234,7 +234,10 @@ TEST(TcpSplice, AWriteWithImmediateLandsThroughTheRelay) {
   EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin() + 32));
   for (size_t i = 0; i < 32; ++i) EXPECT_EQ(dst[i], 0xee) << i;  // guard bytes untouched
   for (size_t i = 32 + src.size(); i < dst.size(); ++i) EXPECT_EQ(dst[i], 0xee) << i;
-  // Each of the two sockets sent exactly its plan's relay record first.
+  // Each of the two sockets sent exactly its plan's relay record first. The relay's
+  // thread reads the second socket's record on its own schedule (the Write may finish
+  // over the first alone: CI once saw 1 of 2 here), so wait for it, progressing both.
+  ASSERT_TRUE(Until(a, b, [&] { return relay.records().size() >= 2; })) << relay.records().size() << " records";
   const auto records = relay.records();
   ASSERT_EQ(records.size(), 2u);
   WorkerAddress to;
