@@ -291,7 +291,9 @@ const Variable kVariables[] = {
      &ApplyInt<&Config::discoveryIntervalMs>},
     {"RAILYARD_DISCOVERY_DEAD_MS", "int", "1000", "ms", nullptr,
      "A neighbour, or a host's link-state record, unheard this long is taken as gone "
-     "(a cut cable, a dead host).",
+     "(a cut cable, a dead host). Fabric mode over the fabric comms gives each rail up to 3 "
+     "times this at init to hear its neighbour, once a first neighbour is heard "
+     "(RAILYARD_TIMEOUT_MS), so the first listens' addresses hold every cable.",
      30, 600000, &ApplyInt<&Config::discoveryDeadMs>},
     {"RAILYARD_CLUSTER_KEY_FILE", "string", "", "", nullptr,
      "File holding the cluster's shared secret (the same file on every host; at least 32 "
@@ -365,14 +367,16 @@ const Variable kVariables[] = {
      "always uses TCP sockets (RAILYARD_SOCKET_IFNAME).",
      0, 0, &ApplyTransport, "auto, verbs, tcp"},
     {"RAILYARD_COMMS", "enum", "auto", "", nullptr,
-     "Which NCCL comms carry plain TCP mode and verbs mode: fabric = the comms written once over "
-     "the fabric's one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with "
-     "immediate) in both modes (verbs mode: one verbs Domain per NCCL device), legacy = the "
-     "older comms of proxy/tcp and proxy/verbs in both, auto = fabric in plain TCP mode and in "
-     "verbs mode. In fabric mode (RAILYARD_FABRIC) over TCP rails, fabric selects the comms over "
-     "the host's cable set (cabled peers straight over the cable's rails, the others relayed "
-     "as RAILYARD_FABRIC_TCP_RELAY says: spliced through the socket relays by default); auto and legacy keep the older "
-     "comms and the socket relay there for now. Both ends must use the same value.",
+     "Which NCCL comms carry the traffic: fabric = the comms written once over the fabric's "
+     "one-sided Endpoint (proxy/nccl: clear-to-send and data are Writes with immediate) in "
+     "every mode: plain TCP mode, verbs mode (one verbs Domain per NCCL device) and fabric mode "
+     "(RAILYARD_FABRIC: over the host's cable set, cabled peers straight over the cable's rails, "
+     "the others relayed as RAILYARD_FABRIC_TCP_RELAY says: spliced through the socket relays by "
+     "default; RDMA cables relayed through the Forwarders' verbs ports); legacy = the older "
+     "comms of proxy/tcp and proxy/verbs (fabric mode: the socket relay's planned routes); auto "
+     "= fabric, except fabric mode with RDMA ports, which keeps the older comms until a cable "
+     "cut under the fabric comms over RDMA fails by name (a sendrecv still hangs after the cut "
+     "in the soft-RoCE ring). Both ends must use the same value.",
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "

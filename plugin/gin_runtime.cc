@@ -55,9 +55,10 @@ Status AcquireRuntime(Runtime* out) {
     ReleaseOneSidedFabric();
     return InvalidUsage(
         "GIN/RMA in fabric mode runs over the host's cable set (relays to ranks on hosts with no cable), "
-        "which exists only with RAILYARD_COMMS=fabric and at most " + std::to_string(kOneSidedMaxRails) +
+        "which exists only with the fabric comms (RAILYARD_COMMS auto or fabric, not legacy) and at most " +
+        std::to_string(kOneSidedMaxRails) +
         " rails; this process's one-sided fabric is its own TCP Domain over " + count +
-        " rail(s) (first " + first + "), which relays nothing: set RAILYARD_COMMS=fabric, or RAILYARD_FABRIC=off");
+        " rail(s) (first " + first + "), which relays nothing: set RAILYARD_COMMS=fabric (or auto), or RAILYARD_FABRIC=off");
   }
   // Fabric mode's Domain routes by the cabling graph, which fills in as the agents
   // hear each other: a peer it cannot route to yet is tried again until the timeout

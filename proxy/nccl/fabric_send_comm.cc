@@ -260,7 +260,8 @@ void FabricSendComm::OnEvent(const fabric::Event& e) {
     if (e.kind == EventKind::kError) Poisoned(e.error.ToStatus());
     if (e.kind == EventKind::kDone && !helloAcked_) {  // the hello (the first control record)
       helloAcked_ = true;
-      RY_INFO(log::kNet, "send comm (%s) connected to %s", rank_->Text().c_str(), peer_.ToString().c_str());
+      // No rank yet: NCCL's tags name it from the first isend on.
+      RY_INFO(log::kNet, "send comm connected to %s", peer_.ToString().c_str());
     }
     return;
   }

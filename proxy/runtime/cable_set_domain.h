@@ -124,7 +124,7 @@ struct CableSetOptions {
   /// keep it off (tiers.relay.*-relayed failed with it on).
   bool multiRoute = false;
   /// The host's RDMA ports (see the file comment); null (default): every cable TCP.
-  /// The plugin's fabric mode passes the ports it opened (RAILYARD_COMMS=fabric).
+  /// The plugin's fabric mode passes the ports it opened (the fabric comms).
   std::shared_ptr<proxy::verbs::IbPorts> ib;
   /// Template of the verbs Domains (timeouts, link and GID settings); the bootstrap
   /// address and rails are set per cable.

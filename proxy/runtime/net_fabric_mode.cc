@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,9 +114,38 @@ Status StartFabricModeComms(NetState& g) {
   // their cables were known, and CollNet found no ring). With none by then, the
   // Worker starts on its host-local rail alone (this host's processes reach it).
   const uint64_t self = g.router->HostId();
-  (void)g.router->Agent().WaitFor(
+  const topology::CablingAgent& agent = g.router->Agent();
+  const auto t0 = proxy::Clock::now();
+  (void)agent.WaitFor(
       [self](const topology::ClusterGraph& graph, uint64_t) { return !graph.Neighbours(self).empty(); },
       g.config->timeoutMs);
+  // The other rails' neighbours may come a moment later (their processes start a second
+  // apart under load): an address handed out before a cable is heard lacks it, and a
+  // peer holding it reaches this host round the ring for the whole job. Give every
+  // rail that is no shared segment up to 3 x RAILYARD_DISCOVERY_DEAD_MS (within
+  // RAILYARD_TIMEOUT_MS) to hear its neighbour; a rail with nobody on it costs that once.
+  std::set<std::string> rails;
+  const auto shared = agent.SharedSegments();
+  for (const proxy::FabricRail& r : g.fabricRails) {
+    if (std::find(shared.begin(), shared.end(), r.ifname) == shared.end()) rails.insert(r.ifname);
+  }
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(proxy::Clock::now() - t0).count();
+  const int more = static_cast<int>(std::min<int64_t>(3LL * g.config->discoveryDeadMs, g.config->timeoutMs - spent));
+  if (more > 0 && !rails.empty()) {
+    const bool all = agent.WaitFor(
+        [self, &rails](const topology::ClusterGraph& graph, uint64_t) {
+          std::set<std::string> heard;
+          for (uint64_t n : graph.Neighbours(self)) {
+            for (const topology::RailLink& l : graph.LinksBetween(self, n)) heard.insert(l.End(self).ifname);
+          }
+          return std::all_of(rails.begin(), rails.end(), [&](const std::string& r) { return heard.count(r) != 0; });
+        },
+        more);
+    if (!all) {
+      RY_INFO(log::kInit | log::kNet, "fabric mode: not every rail heard a neighbour within %d ms; the first "
+              "listens' addresses leave those rails out (peers reach this host by the cables heard)", more);
+    }
+  }
   return g.fabric->Start();
 }
 

@@ -18,18 +18,25 @@ using Global = NetState;  // UsesFabricComms keeps its signature's shape (plugin
 
 /// THE one place that chooses between the comms written once over the fabric
 /// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
-/// fabric comms serve plain TCP mode on IPv4 devices and verbs mode (over the
-/// fabric's verbs transport, one verbs Domain per NCCL device); fabric mode
-/// (RAILYARD_FABRIC, relays) uses them only with RAILYARD_COMMS=fabric (relayed comms
-/// are still slower than the socket relay): over the host's cable set, whose cables of
-/// RDMA ports run the verbs transport and are relayed over RDMA; IPv6 devices in TCP mode (the fabric's TCP transport binds
-/// IPv4 rails). RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the
-/// devices and the transport choice.
+/// fabric comms serve plain TCP mode on IPv4 devices, verbs mode (over the fabric's
+/// verbs transport, one verbs Domain per NCCL device) and fabric mode over TCP rails
+/// (RAILYARD_FABRIC: the host's cable set, relayed peers spliced through the socket
+/// relays); fabric mode with RDMA ports only with RAILYARD_COMMS=fabric (cables of RDMA
+/// ports run the verbs transport, relayed over RDMA); not IPv6 devices in TCP mode
+/// (the fabric's TCP transport binds IPv4 rails).
+/// RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the devices and
+/// the transport choice.
 bool UsesFabricComms(const Global& g) {
   if (g.verbsMode) return g.config->comms != "legacy";
-  // Fabric mode: the comms over the CableSetDomain (relays through the Forwarders;
-  // cables of RDMA ports over verbs) with RAILYARD_COMMS=fabric.
-  if (g.fabricMode) return g.config->comms == "fabric";
+  // Fabric mode: the comms over the CableSetDomain (TCP relays spliced through the
+  // socket relays, RDMA ones through the Forwarders' verbs ports). With RDMA ports,
+  // only when asked (RAILYARD_COMMS=fabric): a cable cut under them hung a sendrecv in
+  // the ring of soft-RoCE guests (ring_cut_cable_test), where the older comms fail
+  // it by name; auto keeps the older comms there until that is mended.
+  if (g.fabricMode) {
+    const bool rdma = g.ib != nullptr && g.ib->size() > 0;
+    return g.config->comms == "fabric" || (g.config->comms == "auto" && !rdma);
+  }
   if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
   for (const topology::NetDevice& d : g.devices) {
     if (d.family() != AF_INET) return false;
@@ -57,9 +64,10 @@ Status ChooseTransport(NetState& g, const env::Config& cfg, bool fabric) {
     return Status::Ok();
   }
   // The older comms register in the MR cache's hardware backend; the fabric comms
-  // (verbs mode, and fabric mode with RAILYARD_COMMS=fabric) register through their
-  // Domains (the MR cache stays software).
-  if ((fabric && cfg.comms != "fabric") || cfg.comms == "legacy") proxy::GlobalMrCache().SetBackend(g.ib.get());
+  // (verbs mode unless RAILYARD_COMMS=legacy; fabric mode over RDMA ports only with
+  // RAILYARD_COMMS=fabric, see UsesFabricComms) register through their Domains (the MR
+  // cache stays software).
+  if (cfg.comms == "legacy" || (fabric && cfg.comms != "fabric")) proxy::GlobalMrCache().SetBackend(g.ib.get());
   if (fabric) {
     // Switchless: peers on a cable get verbs QPs on that cable's ports; peers
     // further away go through relays over TCP. NCCL still sees one device.

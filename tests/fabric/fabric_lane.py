@@ -9,8 +9,9 @@ bytes counted on the rail interfaces, and for faults the error each rank prints.
 
 Usage: fabric_lane.py CASE RAILYARD_PERF RAILYARDD LIBDIR
 Cases: adjacent-two-rails, opposite-via-railyardd, alltoall-ranks-relay,
-       chain-end-to-end, cut-cable, kill-relay; a case name ending in ".fabric"
-       runs the ranks over the fabric comms (RAILYARD_COMMS=fabric, relayed peers
+       chain-end-to-end, cut-cable, kill-relay (the older comms: RAILYARD_COMMS=legacy);
+       a case name ending in ".fabric" runs the ranks over the fabric comms (fabric
+       mode's default; RAILYARD_COMMS=fabric, relayed peers
        spliced through the socket relays: RAILYARD_FABRIC_TCP_RELAY=splice) and checks
        that the Endpoints took the socket relays (their INFO lines) and no Forwarder
        route opened; relay-refuses.fabric (fabric comms only): a relay that is not
@@ -31,7 +32,10 @@ from netns_lane import stop  # noqa: E402,F401  (relay_lane.py takes it from her
 TB = json.load(open(os.environ["TESTBED_JSON"]))
 CASE, PERF, RAILYARDD, LIBDIR = sys.argv[1:5]
 FABRIC = CASE.endswith(".fabric")  # the ranks run the fabric comms (see the docstring)
-COMMS = {"RAILYARD_COMMS": "fabric", "RAILYARD_FABRIC_TCP_RELAY": "splice"} if FABRIC else {}
+# The plain cases pin the older comms (fabric mode's default is the fabric comms): they
+# check the socket relay's behaviour (both ring directions, the connector's hello).
+COMMS = ({"RAILYARD_COMMS": "fabric", "RAILYARD_FABRIC_TCP_RELAY": "splice"} if FABRIC
+         else {"RAILYARD_COMMS": "legacy"})
 NS = [h["namespace"] for h in TB["hosts"]]
 MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
 

@@ -47,7 +47,7 @@ TEST(NetRuntimeTransport, FabricCommsServePlainTcpOnIpv4DevicesOnly) {
 // Verbs mode takes the fabric comms unless RAILYARD_COMMS=legacy; fabric mode over TCP
 // rails only when RAILYARD_COMMS=fabric asks (its relayed comms are still slower than
 // the socket relay), and never over RDMA ports.
-TEST(NetRuntimeTransport, VerbsModeTakesTheFabricCommsUnlessLegacyFabricModeOnlyWhenAsked) {
+TEST(NetRuntimeTransport, VerbsModeAndFabricModeOverTcpTakeTheFabricCommsUnlessLegacy) {
   env::Config cfg;
   cfg.comms = "auto";
   NetState g;
@@ -63,7 +63,9 @@ TEST(NetRuntimeTransport, VerbsModeTakesTheFabricCommsUnlessLegacyFabricModeOnly
   g.fabricMode = true;
   EXPECT_TRUE(detail::UsesFabricComms(g)) << "fabric mode over TCP rails with RAILYARD_COMMS=fabric";
   cfg.comms = "auto";
-  EXPECT_FALSE(detail::UsesFabricComms(g));
+  EXPECT_TRUE(detail::UsesFabricComms(g)) << "fabric mode over TCP rails, RAILYARD_COMMS=auto: the fabric comms";
+  cfg.comms = "legacy";
+  EXPECT_FALSE(detail::UsesFabricComms(g)) << "fabric mode, RAILYARD_COMMS=legacy: the older comms";
 }
 
 TEST(NetRuntimeTransport, DeviceCountFollowsTheMode) {

@@ -67,7 +67,7 @@ if ((RING_ID == 0)); then
     grep -Eq "$connected" "$out/log1" && break
     sleep 0.1  # polling a log file for an event, not a barrier
   done
-  grep -Eq "$connected" "$out/log1" || fail "no verbs connection before the cut"
+  grep -Eq "$connected" "$out/log1" || { tail -25 "$out/log1" >&2; fail "no verbs connection before the cut"; }
   # 400 messages of 16 MiB take minutes under emulation: the cut lands mid-stream.
   ip link set p1 down
   cut_at=$(date +%s)
