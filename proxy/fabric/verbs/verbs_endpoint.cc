@@ -613,6 +613,15 @@ void VerbsEndpoint::Poll() {
   }
 }
 
+int VerbsEndpoint::BusyRail() const {
+  for (int r = 0; r < rails_; ++r) {
+    if (sqPosted_[static_cast<size_t>(r)] > 0) return r;
+  }
+  return 0;
+}
+
+int64_t VerbsEndpoint::OldestSeq() const { return ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first); }
+
 void VerbsEndpoint::Progress() {
   if (failed_) {
     if (qps_ != nullptr) Poll();  // drain flushed completions
@@ -644,14 +653,7 @@ void VerbsEndpoint::Progress() {
       // The peer's host stopped answering the bootstrap connection's keepalive probes:
       // a cut cable or a dead host, heard even with nothing under way (a receive that
       // waits for data, a send that waits for its clear-to-send).
-      int rail = 0;
-      for (int r = 0; r < rails_; ++r) {
-        if (sqPosted_[static_cast<size_t>(r)] > 0) {
-          rail = r;
-          break;
-        }
-      }
-      Fail(Error(FabricErrc::kTimeout, rail, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+      Fail(Error(FabricErrc::kTimeout, BusyRail(), OldestSeq(),
                  "the peer's host stopped answering for about " +
                      std::to_string(worker_->domain().options().timeoutMs) +
                      " ms (RAILYARD_TIMEOUT_MS; keepalive probes on the bootstrap connection unanswered: a cut "
@@ -667,14 +669,7 @@ void VerbsEndpoint::Progress() {
   Dispatch();
   const int timeout = worker_->domain().options().timeoutMs;
   if (!failed_ && Outstanding() > 0 && Clock::now() - lastActivity_ > std::chrono::milliseconds(timeout)) {
-    int rail = 0;
-    for (int r = 0; r < rails_; ++r) {
-      if (sqPosted_[static_cast<size_t>(r)] > 0) {
-        rail = r;
-        break;
-      }
-    }
-    Fail(Error(FabricErrc::kTimeout, rail, ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first),
+    Fail(Error(FabricErrc::kTimeout, BusyRail(), OldestSeq(),
                "no completion for " + std::to_string(timeout) +
                    " ms (RAILYARD_TIMEOUT_MS): the peer's HCA or process stopped answering"));
   }

@@ -114,6 +114,10 @@ class VerbsEndpoint : public Endpoint {
                    std::optional<uint32_t> immediate, uint64_t reportBytes);
   void StepHandshake();
   void Poll();
+  /// The first rail with send WRs outstanding (0 when none): the rail a timeout names.
+  int BusyRail() const;
+  /// The oldest outstanding op's sequence, -1 when none: the seq an error names.
+  int64_t OldestSeq() const;
   void OnCompletion(int rail, const ibv_wc& wc);
   void Dispatch();
   /// Posts what it can of `op`; true once every WR of it is posted.
