@@ -257,9 +257,15 @@ const Variable kVariables[] = {
      "sockets chunk by chunk); accepts K, M, G suffixes (powers of 1024).",
      4096, kGiB, &ApplyChunkBytes},
     {"RAILYARD_TIMEOUT_MS", "int", "30000", "ms", nullptr,
-     "A request that makes no progress for this long fails. A verbs connection also fails "
-     "when the peer's host stops answering for this long with nothing under way (TCP "
-     "keepalive on its bootstrap socket: a cut cable, a host powered off).", 1, kIntMax,
+     "A request that makes no progress for this long fails. Over the fabric comms' verbs "
+     "transport (verbs mode, fabric mode's cable set; not RAILYARD_COMMS=legacy) a connection "
+     "also fails when the peer's host stops answering its bootstrap TCP connection for about "
+     "this long with nothing under way: a dead host, or a cut of the link that connection runs "
+     "on (verbs mode: the RAILYARD_SOCKET_IFNAME interface; the cable set: the cable's first "
+     "rail). Fabric mode over the fabric comms also waits up to this long at a process's first "
+     "init for a first cable neighbour: a host that never hears one (a single-host job, a rail "
+     "cabled to nothing that runs Railyard) waits all of it (RAILYARD_FABRIC=off on a single "
+     "host, or RAILYARD_COMMS=legacy, avoid it).", 1, kIntMax,
      &ApplyInt<&Config::timeoutMs>},
     {"RAILYARD_ACCEPT_TIMEOUT_MS", "int", "10000", "ms", nullptr,
      "Listener: a socket must deliver its connection record (hello) within this time of "
@@ -291,9 +297,11 @@ const Variable kVariables[] = {
      &ApplyInt<&Config::discoveryIntervalMs>},
     {"RAILYARD_DISCOVERY_DEAD_MS", "int", "1000", "ms", nullptr,
      "A neighbour, or a host's link-state record, unheard this long is taken as gone "
-     "(a cut cable, a dead host). Fabric mode over the fabric comms gives each rail up to 3 "
-     "times this at init to hear its neighbour, once a first neighbour is heard "
-     "(RAILYARD_TIMEOUT_MS), so the first listens' addresses hold every cable.",
+     "(a cut cable, a dead host). With the fabric comms (fabric mode's default over TCP "
+     "rails), once init heard a first neighbour (RAILYARD_TIMEOUT_MS) it waits once more, up "
+     "to 3 times this in all and never past RAILYARD_TIMEOUT_MS from its start, for every rail "
+     "that is no shared segment to hear its own, so the first listens' addresses hold every "
+     "cable; a rail with nobody on it costs that wait at every first init.",
      30, 600000, &ApplyInt<&Config::discoveryDeadMs>},
     {"RAILYARD_CLUSTER_KEY_FILE", "string", "", "", nullptr,
      "File holding the cluster's shared secret (the same file on every host; at least 32 "
@@ -374,9 +382,11 @@ const Variable kVariables[] = {
      "the others relayed as RAILYARD_FABRIC_TCP_RELAY says: spliced through the socket relays by "
      "default; RDMA cables relayed through the Forwarders' verbs ports); legacy = the older "
      "comms of proxy/tcp and proxy/verbs (fabric mode: the socket relay's planned routes); auto "
-     "= fabric, except fabric mode with RDMA ports, which keeps the older comms until a cable "
-     "cut under the fabric comms over RDMA fails by name (a sendrecv still hangs after the cut "
-     "in the soft-RoCE ring). Both ends must use the same value.",
+     "= fabric, except in fabric mode on a host with any usable RDMA port (RAILYARD_HCA, "
+     "RAILYARD_TRANSPORT not tcp; on a rail or not), which keeps the older comms: over RDMA "
+     "the fabric comms still fail soft-RoCE ring tests (docs/architecture.md, 'Not built "
+     "yet'). Both ends must use the same value: where hosts differ in RDMA ports, set fabric "
+     "or legacy explicitly on every host.",
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "

@@ -46,12 +46,14 @@ Status SetNonBlocking(int fd, bool on);
 /// Sets TCP_NODELAY and, where given (> 0), SO_SNDBUF/SO_RCVBUF in bytes.
 Status TuneTcpSocket(int fd, int bufferBytes);
 /// Makes a silent connection notice a peer host that stopped answering (a cut cable,
-/// a host powered off: no FIN or RST ever comes) within about `timeoutMs` (>= 1000
-/// is useful; RAILYARD_TIMEOUT_MS): TCP keepalive probes after half of it idle, three
-/// more spread over the rest, and TCP_USER_TIMEOUT = `timeoutMs` for sent bytes left
-/// unacknowledged (tcp(7)). The peer's kernel answers the probes, so a stopped
-/// (SIGSTOP) or busy process still counts as alive. After that a read fails with
-/// ETIMEDOUT (IsPeerUnreachable). SystemError when a setsockopt fails.
+/// a host powered off: no FIN or RST ever comes) within about `timeoutMs`
+/// (RAILYARD_TIMEOUT_MS), in whole seconds: the first TCP keepalive probe after about
+/// half of it idle (at least 1 s), then one every (rest)/3 s (at least 1 s), 3 in all;
+/// TCP_USER_TIMEOUT = max(`timeoutMs`, 1000) ms, which (tcp(7)) closes the connection
+/// once that long passed with probes or data unanswered. Under 2000 ms gives about
+/// 2 s. The peer's kernel answers the probes, so a stopped (SIGSTOP) or busy process
+/// still counts as alive. After that a read fails with ETIMEDOUT (IsPeerUnreachable).
+/// SystemError when a setsockopt fails.
 Status SetPeerLiveness(int fd, int timeoutMs);
 /// Whether `err` (an errno from a socket call) means the peer's host stopped answering
 /// or cannot be reached (ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, EHOSTDOWN), not that it

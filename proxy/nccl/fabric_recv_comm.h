@@ -46,7 +46,8 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   Status IflushFabric(int n, void** data, const int* sizes, MemHandle* const* mhs, Request** request);
   Status Test(Request* request, int* done, int* sizes) override;
   void Close() override;
-  /// The sender, as comm errors name it: "host (pid N, route) on rail device" (PeerInfo).
+  /// The sender, as comm errors name it (PeerInfo::ToString): "peer HOST (pid N, ADDR[
+  /// via RELAY (ip:port)]) on rail DEV".
   std::string PeerText() const { return peer_.ToString(); }
 
   void OnEvent(const fabric::Event& e) override;

@@ -100,12 +100,12 @@ Status StartFabricModeComms(NetState& g) {
     runtime::SetFabric(g.fabric);
   }
   if (g.config->fabricTcpRelay == "splice") {
-    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, TCP "
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=%s): cable set, TCP "
             "routes spliced through the socket relays at port %d, RDMA routes through the Forwarders' verbs ports "
-            "(%d)", g.config->relayPort, g.config->fabricRelayVerbsPort);
+            "(%d)", g.config->comms.c_str(), g.config->relayPort, g.config->fabricRelayVerbsPort);
   } else {
-    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=fabric): cable set, "
-            "relays through the Forwarders at port %d", g.config->fabricRelayPort);
+    RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=%s): cable set, "
+            "relays through the Forwarders at port %d", g.config->comms.c_str(), g.config->fabricRelayPort);
   }
   // The CommWorker's Worker takes the cables the graph has when it starts (later ones
   // as they come), and a listen hands out the addresses it has then: let a neighbour

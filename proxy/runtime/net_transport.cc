@@ -29,10 +29,11 @@ using Global = NetState;  // UsesFabricComms keeps its signature's shape (plugin
 bool UsesFabricComms(const Global& g) {
   if (g.verbsMode) return g.config->comms != "legacy";
   // Fabric mode: the comms over the CableSetDomain (TCP relays spliced through the
-  // socket relays, RDMA ones through the Forwarders' verbs ports). With RDMA ports,
-  // only when asked (RAILYARD_COMMS=fabric): a cable cut under them hung a sendrecv in
-  // the ring of soft-RoCE guests (ring_cut_cable_test), where the older comms fail
-  // it by name; auto keeps the older comms there until that is mended.
+  // socket relays, RDMA ones through the Forwarders' verbs ports). With RDMA ports (any
+  // usable port of this host, on a rail or not), only when asked (RAILYARD_COMMS=fabric):
+  // the soft-RoCE ring's tests still fail with them (a connect that never finished in
+  // ring_cut_cable_test, one refused through a railyardd relay; docs/architecture.md,
+  // "Not built yet"); auto keeps the older comms there until that is mended.
   if (g.fabricMode) {
     const bool rdma = g.ib != nullptr && g.ib->size() > 0;
     return g.config->comms == "fabric" || (g.config->comms == "auto" && !rdma);
