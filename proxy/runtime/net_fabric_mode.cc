@@ -1,8 +1,9 @@
 // Fabric mode (RAILYARD_FABRIC) of the process's NetRuntime: the cabling agent and
 // relays (proxy/routing, proxy/relay, the fabric relay's Forwarder), the one NCCL
 // device over every rail, and the route-to-port mapping of its connections (cabled
-// peers over the cable's RDMA ports, the rest over TCP, relayed; with
-// RAILYARD_COMMS=fabric, the CableSetDomain: RDMA cables over verbs, relayed over RDMA).
+// peers over the cable's RDMA ports, the rest over TCP, relayed; with the fabric
+// comms (runtime::detail::UsesFabricComms: the default over TCP rails), the
+// CableSetDomain: RDMA cables over verbs, relayed over RDMA).
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -109,10 +110,10 @@ Status StartFabricModeComms(NetState& g) {
   }
   // The CommWorker's Worker takes the cables the graph has when it starts (later ones
   // as they come), and a listen hands out the addresses it has then: let a neighbour
-  // whose processes start later be heard first, up to RAILYARD_TIMEOUT_MS (a shorter
-  // wait, RAILYARD_DISCOVERY_DEAD_MS, let ranks of the soft-RoCE ring listen before
-  // their cables were known, and CollNet found no ring). With none by then, the
-  // Worker starts on its host-local rail alone (this host's processes reach it).
+  // whose processes start later be heard first, up to RAILYARD_TIMEOUT_MS (with a
+  // shorter wait, a rank whose neighbours' processes start seconds later would hand
+  // out an address with no cable, which they are refused at connect). With none by
+  // then, the Worker starts on its host-local rail alone (this host's processes reach it).
   const uint64_t self = g.router->HostId();
   const topology::CablingAgent& agent = g.router->Agent();
   const auto t0 = proxy::Clock::now();

@@ -85,6 +85,12 @@ Status BootstrapChannel::WatchLiveness(int timeoutMs) {
   return s.ok() ? s : SystemError("verbs bootstrap: " + s.message());
 }
 
+std::string BootstrapChannel::LostText(int timeoutMs) {
+  return "the peer's host stopped answering for about " + std::to_string(timeoutMs) +
+         " ms (RAILYARD_TIMEOUT_MS; keepalive probes on the bootstrap connection unanswered: a cut cable or a dead "
+         "host)";
+}
+
 Status BootstrapChannel::Watch(bool* closed, bool* abandoned, bool* lost) {
   *closed = false;
   if (abandoned != nullptr) *abandoned = false;

@@ -47,6 +47,8 @@ class BootstrapChannel {
   /// with `timeoutMs`, RAILYARD_TIMEOUT_MS), so a cut cable or a dead host shows in
   /// Watch as *lost even when no op is under way. SystemError when it cannot be set.
   Status WatchLiveness(int timeoutMs);
+  /// The error text for Watch's *lost (both ends of a verbs connection say the same).
+  static std::string LostText(int timeoutMs);
   /// After the handshake: Ok while the socket is open and silent; *closed once the
   /// peer closed it; *abandoned (with *closed) when its last byte was kAbandonByte (the
   /// peer's Endpoint went away with ops under way); *lost (with *closed) when the

@@ -654,10 +654,7 @@ void VerbsEndpoint::Progress() {
       // a cut cable or a dead host, heard even with nothing under way (a receive that
       // waits for data, a send that waits for its clear-to-send).
       Fail(Error(FabricErrc::kTimeout, BusyRail(), OldestSeq(),
-                 "the peer's host stopped answering for about " +
-                     std::to_string(worker_->domain().options().timeoutMs) +
-                     " ms (RAILYARD_TIMEOUT_MS; keepalive probes on the bootstrap connection unanswered: a cut "
-                     "cable or a dead host)"));
+                 BootstrapChannel::LostText(worker_->domain().options().timeoutMs)));
       return;
     }
   }

@@ -243,9 +243,7 @@ bool VerbsTarget::Progress() {
   if (lost) {
     if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;
     Failed(FabricErrc::kTimeout, -1,
-           "the peer's host stopped answering for about " + std::to_string(worker_->domain().options().timeoutMs) +
-               " ms (RAILYARD_TIMEOUT_MS; keepalive probes on the bootstrap connection unanswered: a cut cable or a "
-               "dead host)");
+           BootstrapChannel::LostText(worker_->domain().options().timeoutMs));
     return false;
   }
   if (abandoned) {
