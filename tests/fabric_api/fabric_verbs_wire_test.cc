@@ -4,7 +4,13 @@
 // completion-status mapping names the causes the suite relies on.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <cstring>
 
@@ -181,6 +187,54 @@ TEST(VerbsBootstrap, WatchTellsAnAbandonedEndpointFromAPlainClose) {
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.message();
     EXPECT_FALSE(abandoned);
   }
+}
+
+// A keepalive timeout is the peer's host gone only when the connection's QPs have been
+// silent as long: a completion within RAILYARD_TIMEOUT_MS outvotes it (soft-RoCE ring: a
+// saturated cable starved the probes while the Writes completed).
+TEST(VerbsBootstrap, AKeepaliveTimeoutIsOutvotedByARecentCompletion) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  EXPECT_TRUE(BootstrapChannel::LostMeansDead(Clock::time_point{}, now, 5000));  // no completion ever
+  EXPECT_FALSE(BootstrapChannel::LostMeansDead(now - std::chrono::milliseconds(100), now, 5000));
+  EXPECT_FALSE(BootstrapChannel::LostMeansDead(now - std::chrono::milliseconds(4999), now, 5000));
+  EXPECT_TRUE(BootstrapChannel::LostMeansDead(now - std::chrono::milliseconds(5000), now, 5000));
+  EXPECT_TRUE(BootstrapChannel::LostMeansDead(now - std::chrono::seconds(60), now, 5000));
+  const std::string text = BootstrapChannel::StarvedText("w=00000000000000ab 10.0.0.2:4000", 120);
+  EXPECT_NE(text.find("w=00000000000000ab 10.0.0.2:4000"), std::string::npos) << text;
+  EXPECT_NE(text.find("120 ms ago"), std::string::npos) << text;
+}
+
+// A peer whose own keepalive gave up resets the connection (Linux's keepalive timer
+// sends a reset before it reports); Watch says so apart from a plain close, so a recent
+// completion can outvote it as it outvotes our own timeout.
+TEST(VerbsBootstrap, WatchTellsAResetFromAClose) {
+  proxy::Fd listener(::socket(AF_INET, SOCK_STREAM, 0));
+  ASSERT_TRUE(listener.valid());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener.get(), 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  int peer = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(peer, 0);
+  ASSERT_EQ(::connect(peer, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  BootstrapChannel ours(proxy::Fd(::accept(listener.get(), nullptr, nullptr)));
+  ASSERT_GE(ours.fd(), 0);
+  bool closed = true, lost = true, reset = true;
+  ASSERT_TRUE(ours.Watch(&closed, nullptr, &lost, &reset).ok());
+  EXPECT_FALSE(closed || lost || reset);
+  const linger abort{1, 0};  // close with a reset, as a keepalive that gave up does
+  ASSERT_EQ(::setsockopt(peer, SOL_SOCKET, SO_LINGER, &abort, sizeof abort), 0);
+  ::close(peer);
+  pollfd p{ours.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);  // the reset has arrived
+  ASSERT_TRUE(ours.Watch(&closed, nullptr, &lost, &reset).ok());
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(reset);
+  EXPECT_FALSE(lost);
 }
 
 TEST(VerbsWire, CompletionStatusesMapToNamedCauses) {

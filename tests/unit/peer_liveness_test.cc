@@ -2,9 +2,10 @@
 // Endpoint's bootstrap socket) gets from RAILYARD_TIMEOUT_MS, read back from the
 // kernel, and which socket errors count as "the peer's host stopped answering".
 // That a cut cable then fails a verbs Endpoint with nothing under way is not checked
-// end to end yet: cut_cable_then_reroute runs the older comms by default (no
-// keepalive there), its GIN phase cuts with ops under way, and with
-// RAILYARD_COMMS=fabric its last ring run failed before the cut (a connect).
+// end to end yet: cut_cable_then_reroute.fabric (the fabric comms, keepalive on) and
+// the GIN phase of cut_cable_then_reroute cut with a stream under way, where the
+// port-down event names the fault first. When a keepalive timeout is outvoted by a recent completion:
+// VerbsBootstrap.AKeepaliveTimeoutIsOutvotedByARecentCompletion (fabric_verbs_wire_test).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>

@@ -91,10 +91,24 @@ std::string BootstrapChannel::LostText(int timeoutMs) {
          "host)";
 }
 
-Status BootstrapChannel::Watch(bool* closed, bool* abandoned, bool* lost) {
+bool BootstrapChannel::LostMeansDead(std::chrono::steady_clock::time_point lastCompletion,
+                                     std::chrono::steady_clock::time_point now, int timeoutMs) {
+  if (lastCompletion == std::chrono::steady_clock::time_point{}) return true;
+  return now - lastCompletion >= std::chrono::milliseconds(timeoutMs);
+}
+
+std::string BootstrapChannel::StarvedText(const std::string& peer, int64_t sinceCompletionMs) {
+  return "verbs connection with " + peer + ": the keepalive on its bootstrap connection timed out (here or at the "
+         "peer, which then resets it), but an RDMA completion came " + std::to_string(sinceCompletionMs) +
+         " ms ago: the link is saturated, not cut; the connection goes on, a dead peer now noticed only with ops "
+         "under way (RAILYARD_TIMEOUT_MS), its process exit only by its ops' errors";
+}
+
+Status BootstrapChannel::Watch(bool* closed, bool* abandoned, bool* lost, bool* reset) {
   *closed = false;
   if (abandoned != nullptr) *abandoned = false;
   if (lost != nullptr) *lost = false;
+  if (reset != nullptr) *reset = false;
   char byte = 0;
   const ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_DONTWAIT);
   if (n == 0) {
@@ -110,6 +124,7 @@ Status BootstrapChannel::Watch(bool* closed, bool* abandoned, bool* lost) {
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
   if (errno == ECONNRESET || errno == EPIPE) {
     *closed = true;
+    if (reset != nullptr) *reset = true;
     return Status::Ok();
   }
   if (proxy::IsPeerUnreachable(errno) && lost != nullptr) {

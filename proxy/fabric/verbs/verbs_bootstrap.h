@@ -49,13 +49,26 @@ class BootstrapChannel {
   Status WatchLiveness(int timeoutMs);
   /// The error text for Watch's *lost (both ends of a verbs connection say the same).
   static std::string LostText(int timeoutMs);
+  /// Whether Watch's *lost means the peer's host is gone: false when a work completion
+  /// of the same connection came less than `timeoutMs` before `now` (the peer's HCA
+  /// answers over RDMA; the probes were starved on a saturated link: soft-RoCE ring,
+  /// a 16 MiB sendrecv stream with RAILYARD_TIMEOUT_MS=5000 lost them while its Writes
+  /// completed). `lastCompletion` is the time of the last completion (epoch = none).
+  static bool LostMeansDead(std::chrono::steady_clock::time_point lastCompletion,
+                            std::chrono::steady_clock::time_point now, int timeoutMs);
+  /// The WARN text when *lost is outvoted by completions (LostMeansDead false), `peer`
+  /// naming the other end.
+  static std::string StarvedText(const std::string& peer, int64_t sinceCompletionMs);
   /// After the handshake: Ok while the socket is open and silent; *closed once the
   /// peer closed it; *abandoned (with *closed) when its last byte was kAbandonByte (the
   /// peer's Endpoint went away with ops under way); *lost (with *closed) when the
   /// peer's host stopped answering (proxy::IsPeerUnreachable: keepalive probes
-  /// unanswered, see WatchLiveness). SystemError when it broke otherwise;
-  /// InvalidArgument when the peer sent any other bytes.
-  Status Watch(bool* closed, bool* abandoned = nullptr, bool* lost = nullptr);
+  /// unanswered, see WatchLiveness); *reset (with *closed) when the peer's kernel
+  /// reset the connection (ECONNRESET/EPIPE): a peer whose own keepalive gave up sends
+  /// that (Linux's keepalive timer resets before it reports), where a process that
+  /// exits closes with EOF. SystemError when it broke otherwise; InvalidArgument when
+  /// the peer sent any other bytes.
+  Status Watch(bool* closed, bool* abandoned = nullptr, bool* lost = nullptr, bool* reset = nullptr);
   /// Initiator, before it closes the socket with ops outstanding: sends kAbandonByte
   /// (best effort, never blocks), so the target reports an error as TCP does for a
   /// connection closed with work half done; a verbs target cannot see in-flight Writes.

@@ -479,6 +479,7 @@ void VerbsEndpoint::Complete(std::map<uint64_t, Op>::iterator it, uint64_t value
 
 void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
   lastActivity_ = Clock::now();
+  lastCompletion_ = lastActivity_;
   --sqPosted_[static_cast<size_t>(rail)];
   const uint64_t seq = wc.wr_id >> 8;
   const auto kind = static_cast<WrKind>(wc.wr_id & 0xff);
@@ -647,15 +648,24 @@ void VerbsEndpoint::Progress() {
                  "the rail's RDMA port " + port.Name() + " went down (port error or device fatal event)"));
       return;
     }
-    bool lost = false;
-    s = boot_.Watch(&closed, nullptr, &lost);
-    if (lost) {
+    bool lost = false, reset = false;
+    if (!bootLost_) s = boot_.Watch(&closed, nullptr, &lost, &reset);
+    const int timeoutMs = worker_->domain().options().timeoutMs;
+    const bool recent = !BootstrapChannel::LostMeansDead(lastCompletion_, now, timeoutMs);
+    if (lost && !recent) {
       // The peer's host stopped answering the bootstrap connection's keepalive probes:
       // a cut cable or a dead host, heard even with nothing under way (a receive that
       // waits for data, a send that waits for its clear-to-send).
-      Fail(Error(FabricErrc::kTimeout, BusyRail(), OldestSeq(),
-                 BootstrapChannel::LostText(worker_->domain().options().timeoutMs)));
+      Fail(Error(FabricErrc::kTimeout, BusyRail(), OldestSeq(), BootstrapChannel::LostText(timeoutMs)));
       return;
+    }
+    // Outvoted by a recent completion: our keepalive, or the peer's (a reset, see Watch;
+    // else a reset is the close it always was). The socket is gone, the QPs are not.
+    if ((lost || reset) && recent) {
+      bootLost_ = true;
+      closed = false;
+      RY_WARN("%s", BootstrapChannel::StarvedText(peer_.Name(), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                     now - lastCompletion_).count()).c_str());
     }
   }
   if (!s.ok() || closed) {

@@ -157,7 +157,9 @@ class VerbsEndpoint : public Endpoint {
   Status status_;
   bool failed_ = false;
   Clock::time_point lastActivity_;
+  Clock::time_point lastCompletion_{};  ///< last work completion (BootstrapChannel::LostMeansDead)
   Clock::time_point lastWatch_;  ///< last look at the bootstrap socket
+  bool bootLost_ = false;        ///< its keepalive timed out while completions came: no longer watched
 };
 
 /// How often Progress looks at the bootstrap socket (one recv syscall) for a peer

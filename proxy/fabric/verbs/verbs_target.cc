@@ -153,6 +153,7 @@ void VerbsTarget::Poll() {
   ibv_wc wcs[32];
   for (size_t r = 0; r < qps_->ncqs() && state_ == 2; ++r) {
     const int n = ibv_poll_cq(qps_->cq(static_cast<int>(r)), 32, wcs);
+    if (n > 0) lastCompletion_ = std::chrono::steady_clock::now();
     for (int i = 0; i < n && state_ == 2; ++i) {
       const ibv_wc& wc = wcs[i];
       if (wc.status != IBV_WC_SUCCESS) {
@@ -233,12 +234,23 @@ bool VerbsTarget::Progress() {
   Poll();
   ReturnCredits();
   if (state_ != 2) return false;
-  bool closed = false, abandoned = false, lost = false;
+  bool closed = false, abandoned = false, lost = false, reset = false;
   Status s;
   const auto now = std::chrono::steady_clock::now();
-  if (now - lastWatch_ >= kWatchInterval) {
+  if (now - lastWatch_ >= kWatchInterval && !bootLost_) {
     lastWatch_ = now;
-    s = boot_.Watch(&closed, &abandoned, &lost);
+    s = boot_.Watch(&closed, &abandoned, &lost, &reset);
+  }
+  const int timeoutMs = worker_->domain().options().timeoutMs;
+  // A reset is the peer's keepalive giving up (see Watch): outvoted as our own is.
+  if ((lost || reset) && !BootstrapChannel::LostMeansDead(lastCompletion_, now, timeoutMs)) {
+    // Outvoted by a recent completion (see the Endpoint's Progress): keep serving.
+    bootLost_ = true;
+    lost = closed = false;
+    char id[40];
+    std::snprintf(id, sizeof id, "peer w=%016llx", static_cast<unsigned long long>(peer_.workerId));
+    RY_WARN("%s", BootstrapChannel::StarvedText(id, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        now - lastCompletion_).count()).c_str());
   }
   if (lost) {
     if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;

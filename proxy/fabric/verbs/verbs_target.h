@@ -54,6 +54,9 @@ class VerbsTarget {
   uint64_t reported_ = 0;  ///< value of the last credit write posted
   bool creditInFlight_ = false;
   std::chrono::steady_clock::time_point lastWatch_;  ///< last look at the bootstrap socket
+  /// Last work completion of this connection (BootstrapChannel::LostMeansDead).
+  std::chrono::steady_clock::time_point lastCompletion_{};
+  bool bootLost_ = false;  ///< its keepalive timed out while completions came: no longer watched
 };
 
 }  // namespace railyard::fabric::verbs
