@@ -141,6 +141,7 @@ class CableSetWorker : public fabric::Worker {
     std::vector<std::unique_ptr<fabric::Endpoint>> routes;
     std::vector<uint64_t> firstHops;
     Status mismatch = Status::Ok();
+    Status firstError = Status::Ok();  ///< the first relayed route that failed to connect
     if (options_.spliceTcpRelays && !groups.front().verbs && groups.size() > 1) {
       // Spliced through the socket relays, one route: a MultiRouteEndpoint moves to its
       // next route only once nothing is outstanding, and that wait cost more than the
@@ -158,7 +159,8 @@ class CableSetWorker : public fabric::Worker {
     for (const CableGroup& group : groups) {
       fabric::relay::SourcePlan plan;
       Status s = fabric::relay::PlanSource(g, self_, group.address, port_, &plan, options_.verbsForwarderPort);
-      if (!routes.empty() && (!s.ok() || plan.relay.empty())) continue;
+      const bool tried = !routes.empty() || !firstError.ok();
+      if (tried && (!s.ok() || plan.relay.empty())) continue;
       RY_RETURN_IF_ERROR(s);
       if (std::find(firstHops.begin(), firstHops.end(), plan.neighbour) != firstHops.end()) continue;
       Cable* cable = nullptr;
@@ -166,7 +168,7 @@ class CableSetWorker : public fabric::Worker {
         if (c.neighbour == plan.neighbour) cable = &c;
       }
       if (cable == nullptr) {
-        if (!routes.empty()) continue;
+        if (tried) continue;
         return InvalidUsage("fabric mode: no Worker on the cable to " + g.HostName(plan.neighbour) +
                             " (a cable that came up after this Worker started and could not be taken: see the WARN)");
       }
@@ -188,8 +190,19 @@ class CableSetWorker : public fabric::Worker {
       } else {
         c = cable->worker->Connect(group.address, &ep);
       }
-      if (!c.ok() && routes.empty()) return c;
-      if (!c.ok()) continue;
+      if (!c.ok()) {
+        // A route whose Connect fails at once (a local error, an address it cannot use)
+        // costs that route only: the peer's other shortest paths are tried before the
+        // first error is returned. A relay that refuses later (a TCP or verbs connect
+        // is non-blocking) fails the Endpoint by an error event, as before.
+        if (routes.empty() && plan.relay.empty()) return c;
+        RY_INFO(log::kNet, "fabric mode: the route to the peer through %s failed (%s)%s",
+                g.HostName(plan.neighbour).c_str(), c.message().c_str(),
+                routes.empty() ? "; trying the peer's other routes" : "; the others carry its traffic");
+        if (firstError.ok()) firstError = c;
+        firstHops.push_back(plan.neighbour);  // not that relay again for another of the peer's cables
+        continue;
+      }
       if (cable->verbs) {
         ep = std::make_unique<CableEndpoint>(std::move(ep), set_, cable->domain, cable->railIndices, group.railIndices);
       }
@@ -197,6 +210,7 @@ class CableSetWorker : public fabric::Worker {
       firstHops.push_back(plan.neighbour);
       if (plan.relay.empty()) break;  // straight over a cable: that one only
     }
+    if (routes.empty() && !firstError.ok()) return firstError;
     if (routes.empty()) return mismatch.ok() ? InvalidUsage("fabric mode: no cable of the peer can be reached") : mismatch;
     if (routes.size() == 1) {
       *out = std::move(routes.front());
