@@ -3,6 +3,7 @@
 // written once over the fabric, proxy/nccl/, or the older per-transport ones).
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,7 +11,24 @@
 
 #include "env/log.h"
 #include "proxy/mr_cache.h"
+#include "proxy/runtime/comms_choice.h"
 #include "proxy/runtime/net_state.h"
+
+namespace railyard::runtime {
+
+bool ChoosesFabricComms(const CommsFacts& f) {
+  if (f.comms == "legacy") return false;
+  if (f.verbsMode) return true;
+  // Fabric mode: the comms over the CableSetDomain. With RDMA ports (any usable port of
+  // this host, on a rail or not) only when asked: they pass every soft-RoCE ring test,
+  // but ran at 0.52-0.69 of the older comms' speed direct and 0.46-0.81 relayed there;
+  // auto keeps the older comms until they are not slower.
+  if (f.fabricMode) return f.comms == "fabric" || !f.rdma;
+  if (f.rdma) return false;  // RDMA ports opened outside verbs mode: not a plain TCP process
+  return f.ipv4Devices;
+}
+
+}  // namespace railyard::runtime
 
 namespace railyard::runtime::detail {
 
@@ -18,31 +36,18 @@ using Global = NetState;  // UsesFabricComms keeps its signature's shape (plugin
 
 /// THE one place that chooses between the comms written once over the fabric
 /// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
-/// fabric comms serve plain TCP mode on IPv4 devices, verbs mode (over the fabric's
-/// verbs transport, one verbs Domain per NCCL device) and fabric mode over TCP rails
-/// (RAILYARD_FABRIC: the host's cable set, relayed peers spliced through the socket
-/// relays); fabric mode with RDMA ports only with RAILYARD_COMMS=fabric (cables of RDMA
-/// ports run the verbs transport, relayed over RDMA); not IPv6 devices in TCP mode
-/// (the fabric's TCP transport binds IPv4 rails).
-/// RAILYARD_COMMS=legacy keeps the older comms everywhere. Requires the devices and
-/// the transport choice.
+/// rule is ChoosesFabricComms (comms_choice.h), over this process's facts. Requires
+/// the devices and the transport choice.
 bool UsesFabricComms(const Global& g) {
-  if (g.verbsMode) return g.config->comms != "legacy";
-  // Fabric mode: the comms over the CableSetDomain (TCP relays spliced through the
-  // socket relays, RDMA ones through the Forwarders' verbs ports). With RDMA ports (any
-  // usable port of this host, on a rail or not), only when asked (RAILYARD_COMMS=fabric):
-  // the soft-RoCE ring's tests still fail with them (a connect that never finished in
-  // ring_cut_cable_test, one refused through a railyardd relay; docs/architecture.md,
-  // "Not built yet"); auto keeps the older comms there until that is mended.
-  if (g.fabricMode) {
-    const bool rdma = g.ib != nullptr && g.ib->size() > 0;
-    return g.config->comms == "fabric" || (g.config->comms == "auto" && !rdma);
-  }
-  if (g.config->comms == "legacy" || g.verbsMode || g.fabricMode || g.ib != nullptr) return false;
-  for (const topology::NetDevice& d : g.devices) {
-    if (d.family() != AF_INET) return false;
-  }
-  return !g.devices.empty();
+  CommsFacts f;
+  f.comms = g.config->comms;
+  f.fabricMode = g.fabricMode;
+  f.verbsMode = g.verbsMode;
+  f.rdma = g.ib != nullptr && g.ib->size() > 0;
+  f.ipv4Devices = !g.devices.empty() && std::all_of(g.devices.begin(), g.devices.end(), [](const topology::NetDevice& d) {
+    return d.family() == AF_INET;
+  });
+  return ChoosesFabricComms(f);
 }
 
 Status ChooseTransport(NetState& g, const env::Config& cfg, bool fabric) {

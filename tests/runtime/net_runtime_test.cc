@@ -16,6 +16,7 @@
 #include "proxy/handle.h"
 #include "proxy/nccl/nccl_records.h"
 #include "proxy/runtime/net_runtime.h"
+#include "proxy/runtime/comms_choice.h"
 #include "proxy/runtime/net_state.h"
 #include "tests/runtime/net_runtime_pairs.h"
 
@@ -44,9 +45,35 @@ TEST(NetRuntimeTransport, FabricCommsServePlainTcpOnIpv4DevicesOnly) {
   EXPECT_FALSE(detail::UsesFabricComms(g));
 }
 
-// Verbs mode takes the fabric comms unless RAILYARD_COMMS=legacy; fabric mode over TCP
-// rails only when RAILYARD_COMMS=fabric asks (its relayed comms are still slower than
-// the socket relay), and never over RDMA ports.
+// The rule itself, over every combination that matters (railyard-info shares it): the
+// RDMA branch of fabric mode keeps the older comms unless RAILYARD_COMMS=fabric.
+TEST(NetRuntimeTransport, TheCommsRuleOverItsFacts) {
+  CommsFacts f;
+  f.fabricMode = true;
+  f.rdma = true;
+  EXPECT_FALSE(ChoosesFabricComms(f)) << "fabric mode with RDMA ports, auto: the older comms";
+  f.comms = "fabric";
+  EXPECT_TRUE(ChoosesFabricComms(f)) << "fabric mode with RDMA ports, fabric";
+  f.comms = "legacy";
+  EXPECT_FALSE(ChoosesFabricComms(f));
+  f = CommsFacts{};
+  f.fabricMode = true;
+  EXPECT_TRUE(ChoosesFabricComms(f)) << "fabric mode over TCP rails, auto";
+  f = CommsFacts{};
+  f.verbsMode = true;
+  f.rdma = true;
+  EXPECT_TRUE(ChoosesFabricComms(f)) << "verbs mode, auto";
+  f = CommsFacts{};
+  EXPECT_FALSE(ChoosesFabricComms(f)) << "plain TCP mode, no IPv4-only device list";
+  f.ipv4Devices = true;
+  EXPECT_TRUE(ChoosesFabricComms(f)) << "plain TCP mode on IPv4 devices";
+  f.comms = "legacy";
+  EXPECT_FALSE(ChoosesFabricComms(f));
+}
+
+// Verbs mode and fabric mode over TCP rails take the fabric comms unless
+// RAILYARD_COMMS=legacy (fabric mode with RDMA ports keeps the older comms unless
+// RAILYARD_COMMS=fabric: not checked here, a host has no RDMA port to open).
 TEST(NetRuntimeTransport, VerbsModeAndFabricModeOverTcpTakeTheFabricCommsUnlessLegacy) {
   env::Config cfg;
   cfg.comms = "auto";

@@ -1,0 +1,31 @@
+// CommsChoice: which NCCL comms the plugin's init takes, as a pure rule over the facts
+// init found (runtime::detail::UsesFabricComms applies it to the NetRuntime's state;
+// railyard-info applies it to what it discovers, so both say the same).
+#pragma once
+
+#include <string>
+
+namespace railyard::runtime {
+
+/// What the choice depends on: RAILYARD_COMMS as set ("auto", "fabric", "legacy"),
+/// fabric mode (rails found, RAILYARD_FABRIC not off), verbs mode (RDMA ports opened
+/// outside fabric mode), whether this host has any usable RDMA port (on a rail or
+/// not), and whether every plain-TCP device is IPv4 (and there is one).
+struct CommsFacts {
+  std::string comms = "auto";
+  bool fabricMode = false;
+  bool verbsMode = false;
+  bool rdma = false;
+  bool ipv4Devices = false;
+};
+
+/// True: the comms written once over the fabric (proxy/nccl/); false: the older
+/// per-transport comms (proxy/tcp, proxy/verbs). The fabric comms serve plain TCP
+/// mode on IPv4 devices, verbs mode and fabric mode over TCP rails; fabric mode on a
+/// host with RDMA ports only with comms "fabric" (they pass every soft-RoCE ring test
+/// there but ran at 0.46-0.81 of the older comms' speed: docs/benchmarks.md, "Fabric
+/// mode over RDMA: the fabric comms pass, and are slower"); never IPv6 devices in
+/// plain TCP mode (the fabric's TCP transport binds IPv4). "legacy": never.
+bool ChoosesFabricComms(const CommsFacts& f);
+
+}  // namespace railyard::runtime
