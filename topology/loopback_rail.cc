@@ -28,4 +28,9 @@ std::string FabricRailRequirement(const std::string& filterSource) {
          " names it exactly (=NAME); " + filterSource + " chooses";
 }
 
+std::string FabricOnWithoutRailText(const std::string& filterSource, const std::string& whyNone) {
+  return "RAILYARD_FABRIC=on but no interface qualifies as a rail (" + FabricRailRequirement(filterSource) +
+         "): " + (whyNone.empty() ? std::string("none found") : whyNone);
+}
+
 }  // namespace railyard::topology

@@ -40,4 +40,9 @@ bool IsLoopbackSkipReason(const std::string& skipReason, std::string* ifname = n
 /// from ("RAILYARD_SOCKET_IFNAME", "--ifname").
 std::string FabricRailRequirement(const std::string& filterSource);
 
+/// The plugin's init error for RAILYARD_FABRIC=on with no rail (railyard-info says the
+/// same): "RAILYARD_FABRIC=on but no interface qualifies as a rail (<requirement>):
+/// <whyNone, or 'none found'>".
+std::string FabricOnWithoutRailText(const std::string& filterSource, const std::string& whyNone);
+
 }  // namespace railyard::topology

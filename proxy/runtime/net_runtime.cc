@@ -158,8 +158,7 @@ Status NetRuntime::Discover() {
                                                 "RAILYARD_SOCKET_IFNAME",
                                                 proxy::BootstrapIfname(cfg->railIfname, cfg->socketIfname)));
     if (rails.empty() && cfg->fabric == "on") {
-      return InvalidUsage("RAILYARD_FABRIC=on but no interface qualifies as a rail (" +
-                          topology::FabricRailRequirement("RAILYARD_SOCKET_IFNAME") + "): " + whyNone);
+      return InvalidUsage(topology::FabricOnWithoutRailText("RAILYARD_SOCKET_IFNAME", whyNone));
     }
     if (rails.empty()) {
       RY_INFO(log::kInit | log::kNet, "fabric mode off: no rail (%s)", whyNone.c_str());

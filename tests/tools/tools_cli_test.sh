@@ -118,5 +118,21 @@ grep -q "RAILYARD_SOCKET_IFNAME='eth0,^docker': '^' may only lead the list" "$tm
 expect_status 2 "railyardd --ifname ^=" "$DAEMON" --ifname '^='
 grep -q -- "--ifname='^=': '^=' with no name after it" "$tmp/err" || { echo "FAIL: railyardd --ifname ^=: $(cat "$tmp/err")"; failed=1; }
 expect_status 0 "railyard-info --ifname ^=mgmt0 (an NCCL form)" "$INFO" --no-hwloc --listen-ms 0 --ifname '^=mgmt0'
+# Bad-input trial: RAILYARD_FABRIC=on with no rail (loopback never is one) is the plugin's
+# init error; railyard-info said nothing of it and exited 0.
+expect_status 1 "RAILYARD_FABRIC=on, no rail" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_FABRIC=on RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0
+grep -q "RAILYARD_FABRIC=on but no interface qualifies as a rail .*lo: loopback.*the plugin's init fails the same way" "$tmp/err" ||
+  { echo "FAIL: RAILYARD_FABRIC=on, no rail: $(cat "$tmp/err")"; failed=1; }
+grep -q "^Mode: none: the plugin's init fails (RAILYARD_FABRIC=on but no interface" "$tmp/out" ||
+  { echo "FAIL: RAILYARD_FABRIC=on, no rail: no Mode line: $(grep -i mode "$tmp/out")"; failed=1; }
+# The mode and comms the plugin's init would choose (bad-input trial: railyard-info did not
+# say which comms run).
+expect_status 0 "railyard-info, fabric off, legacy comms" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_FABRIC=off RAILYARD_COMMS=legacy "$INFO" --no-hwloc --listen-ms 0
+grep -q "^Mode: plain TCP: fabric mode off, 0 usable RDMA port(s) (RAILYARD_FABRIC=off)" "$tmp/out" || { echo "FAIL: no plain Mode line: $(grep -i mode "$tmp/out")"; failed=1; }
+grep -q "^NCCL comms: the older per-transport comms (proxy/tcp, proxy/verbs) (RAILYARD_COMMS=legacy)" "$tmp/out" ||
+  { echo "FAIL: no legacy comms line: $(grep -i comms "$tmp/out")"; failed=1; }
+expect_status 0 "railyard-info --json, mode" env -u RAILYARD_CLUSTER_KEY_FILE -u RAILYARD_COMMS RAILYARD_FABRIC=auto RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0 --json
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["mode"]; assert m["fabric_mode"] is False and m["fabric_rails"]==0 and m["rdma_ports"]==0 and m["comms"]=="fabric" and m["comms_setting"]=="auto" and m["fabric_error"] is None, m' "$tmp/out" ||
+  { echo "FAIL: --json mode: $(cat "$tmp/out" | head -c 600)"; failed=1; }
 
 exit $failed

@@ -10,7 +10,10 @@
 // default route is not a rail unless the filter names it exactly. A fixture has no addresses,
 // so --sysfs keeps interfaces without one. Loopback is shown (row LO) while RAILYARD_SOCKET_IFNAME
 // is unset: the tiers' TCP rail. RAILYARD_CLUSTER_KEY_FILE is always checked ("Cluster key").
-// Exit status: 0 ok, 1 discovery failed or the cluster key file is unusable, 2 usage.
+// "Mode" says fabric mode, verbs or plain TCP and which NCCL comms the plugin's init would
+// take (runtime::ChoosesFabricComms, the plugin's own rule).
+// Exit status: 0 ok, 1 discovery failed, the cluster key file is unusable or the plugin's
+// init would fail on the rails (RAILYARD_FABRIC=on with none), 2 usage.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,6 +36,8 @@
 #include "env/device_list_syntax.h"
 #include "env/log.h"
 #include "proxy/routing/router.h"
+#include "proxy/runtime/comms_choice.h"
+#include "proxy/verbs/ib_ports.h"
 #include "tools/common/cli_parse.h"
 #include "tools/railyard-info/section.h"
 #include "topology/discovery.h"
@@ -270,6 +275,45 @@ class ClusterKeySection : public SectionPrinter {
   }
 };
 
+/// "mode": fabric mode, verbs mode or plain TCP, and which NCCL comms
+/// (runtime::ChoosesFabricComms, the rule the plugin's init applies), as the plugin's
+/// init would choose them here.
+class ModeSection : public SectionPrinter {
+ public:
+  std::string name() const override { return "mode"; }
+  void PrintText(const InfoContext& ctx, std::ostream& out) const override {
+    if (ctx.fabricSetting.empty()) return;
+    out << "Mode: " << Mode(ctx) << "\nNCCL comms: " << Comms(ctx) << "\n\n";
+  }
+  json ToJson(const InfoContext& ctx) const override {
+    if (ctx.fabricSetting.empty()) return nullptr;
+    return {{"fabric_setting", ctx.fabricSetting},
+            {"fabric_mode", FabricMode(ctx)},
+            {"fabric_rails", ctx.fabricRails},
+            {"fabric_error", ctx.fabricError.empty() ? json(nullptr) : json(ctx.fabricError)},
+            {"rdma_ports", ctx.rdmaPorts},
+            {"comms_setting", ctx.commsSetting},
+            {"comms", ctx.fabricComms ? "fabric" : "legacy"}};
+  }
+
+ private:
+  static bool FabricMode(const InfoContext& ctx) { return ctx.fabricSetting != "off" && ctx.fabricRails > 0; }
+  static std::string Mode(const InfoContext& ctx) {
+    const std::string set = " (RAILYARD_FABRIC=" + ctx.fabricSetting + ")";
+    if (!ctx.fabricError.empty()) return "none: the plugin's init fails (" + ctx.fabricError + ")";
+    const std::string rdma = ", " + std::to_string(ctx.rdmaPorts) + " usable RDMA port(s)";
+    if (FabricMode(ctx)) return "fabric mode over " + std::to_string(ctx.fabricRails) + " rail(s)" + rdma + set;
+    const std::string plain = ctx.rdmaPorts > 0 ? "verbs" : "plain TCP";
+    if (ctx.fabricSetting == "off") return plain + ": fabric mode off" + rdma + set;
+    return plain + ": no fabric rail" + rdma + set + (ctx.fabricWhyNone.empty() ? "" : ": " + ctx.fabricWhyNone);
+  }
+  static std::string Comms(const InfoContext& ctx) {
+    const std::string set = " (RAILYARD_COMMS=" + ctx.commsSetting + ")";
+    if (!ctx.fabricComms) return "the older per-transport comms (proxy/tcp, proxy/verbs)" + set;
+    return "the comms over the fabric (proxy/nccl)" + set;
+  }
+};
+
 /// The report, in order.
 /// Neighbours, shape and routes: the cabling graph from this host's point of view.
 class CablingSection : public SectionPrinter {
@@ -295,6 +339,7 @@ std::vector<std::unique_ptr<SectionPrinter>> MakeSections() {
   sections.push_back(std::make_unique<LoopbackSection>());
   sections.push_back(std::make_unique<SkippedSection>());
   sections.push_back(std::make_unique<ClusterKeySection>());
+  sections.push_back(std::make_unique<ModeSection>());
   sections.push_back(std::make_unique<CablingSection>());  // neighbours, shape, routes
   return sections;
 }
@@ -448,6 +493,58 @@ int Run(int argc, char** argv) {
   ctx.keyFile = keyFile;
   ctx.keyError = keyError;
   ctx.keyFingerprint = keyFingerprint;
+  // RAILYARD_FABRIC=on with no rail is the plugin's init error (runtime::NetRuntime's
+  // init, the same rule): said here and exit 1, not a table that looks fine (bad-input
+  // trial: railyard-info exited 0 where the plugin refused to start).
+  std::string fabricError;
+  // The fabric rails as the plugin's fabric mode selects them, once: the Mode section
+  // and the cabling listen below both use them (live machine, valid environment).
+  const bool live = envStatus.ok() && !options.interfaces;
+  std::vector<proxy::FabricRail> fabricRails;
+  std::string whyNone;
+  Status railStatus = Status::Ok();
+  if (live) {
+    railStatus = proxy::SelectFabricRails(options.ifnameFilter, envConfig->defaultSpeedMbps, &fabricRails, &whyNone,
+                                          options.ifnameFilterSource,
+                                          proxy::BootstrapIfname(options.ifnameFilter, envConfig->socketIfname));
+  }
+  if (live) {
+    ctx.fabricSetting = envConfig->fabric;
+    ctx.commsSetting = envConfig->comms;
+    const bool selects = envConfig->fabric != "off";  // RAILYARD_FABRIC=off: the plugin takes no rail
+    const Status fs = selects ? railStatus : Status::Ok();
+    ctx.fabricRails = selects ? fabricRails.size() : 0;
+    ctx.fabricWhyNone = selects ? whyNone : "";
+    // The plugin's init reads RAILYARD_SOCKET_IFNAME; with --ifname this is what that
+    // filter would give, said as such.
+    const std::string same = ifnameGiven ? " (with RAILYARD_SOCKET_IFNAME set to the --ifname value)" : "";
+    if (!fs.ok()) {
+      fabricError = "fabric rails: " + fs.message() + "; the plugin's init fails the same way" + same;
+    } else if (ctx.fabricRails == 0 && envConfig->fabric == "on") {
+      fabricError = topology::FabricOnWithoutRailText(options.ifnameFilterSource, whyNone) +
+                    "; the plugin's init fails the same way" + same;
+    }
+    if (!fabricError.empty()) {
+      std::cerr << "railyard-info: " << fabricError << "\n";
+      ctx.fabricError = fabricError;
+    }
+    // The comms, by the plugin's own rule over the same facts (proxy/runtime/comms_choice.h).
+    if (envConfig->transport != "tcp") {
+      std::unique_ptr<proxy::verbs::IbPorts> ports;
+      if (proxy::verbs::IbPorts::Open(*envConfig, &ports, nullptr).ok() && ports != nullptr) ctx.rdmaPorts = ports->size();
+    }
+    runtime::CommsFacts facts;
+    facts.comms = envConfig->comms;
+    facts.fabricMode = ctx.fabricRails > 0;
+    facts.rdma = ctx.rdmaPorts > 0;
+    facts.verbsMode = facts.rdma && !facts.fabricMode;
+    std::vector<topology::NetDevice> socketDevices;
+    facts.ipv4Devices = topology::SelectSocketDevices(envConfig->socketIfname, &socketDevices).ok() &&
+                        !socketDevices.empty() &&
+                        std::all_of(socketDevices.begin(), socketDevices.end(),
+                                    [](const topology::NetDevice& d) { return d.family() == AF_INET; });
+    ctx.fabricComms = runtime::ChoosesFabricComms(facts);
+  }
   std::unique_ptr<proxy::Router> router;
   topology::ClusterGraph graph;
   if (listenMs <= 0) {
@@ -457,17 +554,11 @@ int Run(int argc, char** argv) {
   } else if (!keyError.empty()) {
     ctx.notListened = "the cluster key is unusable (see Cluster key)";
   } else {  // live machine only
-    const env::Config* config = nullptr;
-    std::vector<proxy::FabricRail> fabricRails;
-    std::string whyNone;
-    Status fs;
-    if (Status ls = env::Load(&config); !ls.ok()) {
-      ctx.notListened = ls.message();
-    } else if (fs = proxy::SelectFabricRails(options.ifnameFilter, config->defaultSpeedMbps, &fabricRails, &whyNone,
-                                             options.ifnameFilterSource,
-                                             proxy::BootstrapIfname(options.ifnameFilter, config->socketIfname));
-               !fs.ok()) {
-      ctx.notListened = "rail selection failed: " + fs.message();
+    const env::Config* config = envConfig;
+    if (!envStatus.ok()) {
+      ctx.notListened = envStatus.message();
+    } else if (!railStatus.ok()) {
+      ctx.notListened = "rail selection failed: " + railStatus.message();
     } else if (fabricRails.empty()) {
       // The table's rails may include loopback (named by the filter); the cabling protocol
       // runs only on fabric rails (IPv4, not loopback, no default route unless named exactly).
@@ -515,7 +606,7 @@ int Run(int argc, char** argv) {
   } else {
     for (const auto& section : sections) section->PrintText(ctx, std::cout);
   }
-  return keyError.empty() ? 0 : 1;
+  return keyError.empty() && fabricError.empty() ? 0 : 1;
 }
 
 }  // namespace

@@ -41,6 +41,17 @@ struct InfoContext {
   std::string keyFile;
   std::string keyError;
   std::string keyFingerprint;
+  /// What the plugin's init would choose here (live machine, environment valid; empty
+  /// fabricSetting = not known: a fixture or a bad environment): RAILYARD_FABRIC and
+  /// RAILYARD_COMMS as set, the fabric rails found (fabricRails), why none qualified
+  /// (fabricWhyNone), and fabricError when RAILYARD_FABRIC=on finds none (init fails).
+  std::string fabricSetting;
+  std::string commsSetting;
+  size_t fabricRails = 0;
+  std::string fabricWhyNone;
+  std::string fabricError;
+  size_t rdmaPorts = 0;      ///< usable RDMA ports (RAILYARD_HCA; 0 with RAILYARD_TRANSPORT=tcp)
+  bool fabricComms = false;  ///< runtime::ChoosesFabricComms over the facts above
 };
 
 /// One section of the report. Sections are printed in registration order (see
