@@ -109,7 +109,12 @@ Status ParseIntValue(const Variable& var, const char* source, std::string_view v
   bool overflow = false;
   if (!ParseDecimal(value, &v, &overflow)) return Invalid(var, source, value, ExpectedInt(var));
   if (overflow || v < var.minValue || v > var.maxValue) {
-    return Invalid(var, source, value, ExpectedInt(var) + " (out of range)");
+    // The table shows ">= min" for rows capped only by int's range; an out-of-range
+    // value is told that cap too (bad-input trial: "(out of range)" named no bound).
+    std::string why = ExpectedInt(var) + " (out of range";
+    const bool above = overflow ? value.front() != '-' : v > var.maxValue;
+    if (above && var.maxValue >= std::numeric_limits<int>::max()) why += ": at most " + std::to_string(var.maxValue);
+    return Invalid(var, source, value, why + ")");
   }
   *out = v;
   return Status::Ok();

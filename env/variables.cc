@@ -262,7 +262,8 @@ const Variable kVariables[] = {
      "also fails when the peer's host stops answering its bootstrap TCP connection for about "
      "this long with nothing under way: a dead host, or a cut of the link that connection runs "
      "on (verbs mode: the RAILYARD_SOCKET_IFNAME interface; the cable set: the cable's first "
-     "rail). Fabric mode over the fabric comms also waits up to this long at a process's first "
+     "rail); unless an RDMA completion of that connection came within this long (a saturated "
+     "link starves the probes: a WARN, and the connection goes on without the watch). Fabric mode over the fabric comms also waits up to this long at a process's first "
      "init for a first cable neighbour: a host that never hears one (a single-host job, a rail "
      "cabled to nothing that runs Railyard) waits all of it (RAILYARD_FABRIC=off on a single "
      "host, or RAILYARD_COMMS=legacy, avoid it).", 1, kIntMax,
@@ -371,8 +372,10 @@ const Variable kVariables[] = {
     {"RAILYARD_TRANSPORT", "enum", "auto", "", nullptr,
      "Data path: verbs = RDMA (RoCE v2 RC QPs over the ports RAILYARD_HCA selects; required), "
      "tcp = sockets only, auto = verbs when an RDMA port is usable, else tcp. In fabric mode "
-     "verbs carries the peers on a cable and relayed peers go over TCP. Connection setup "
-     "always uses TCP sockets (RAILYARD_SOCKET_IFNAME).",
+     "verbs carries the peers on a cable of RDMA ports; relayed peers go over TCP through the "
+     "socket relays with the older comms (the default there), over RDMA through the relay "
+     "hosts' Forwarders with RAILYARD_COMMS=fabric. Connection setup always uses TCP sockets "
+     "(RAILYARD_SOCKET_IFNAME).",
      0, 0, &ApplyTransport, "auto, verbs, tcp"},
     {"RAILYARD_COMMS", "enum", "auto", "", nullptr,
      "Which NCCL comms carry the traffic: fabric = the comms written once over the fabric's "
@@ -381,12 +384,13 @@ const Variable kVariables[] = {
      "(RAILYARD_FABRIC: over the host's cable set, cabled peers straight over the cable's rails, "
      "the others relayed as RAILYARD_FABRIC_TCP_RELAY says: spliced through the socket relays by "
      "default; RDMA cables relayed through the Forwarders' verbs ports); legacy = the older "
-     "comms of proxy/tcp and proxy/verbs (fabric mode: the socket relay's planned routes); auto "
-     "= fabric, except in fabric mode on a host with any usable RDMA port (RAILYARD_HCA, "
-     "RAILYARD_TRANSPORT not tcp; on a rail or not), which keeps the older comms: over RDMA "
-     "the fabric comms still fail soft-RoCE ring tests (docs/architecture.md, 'Not built "
-     "yet'). Both ends must use the same value: where hosts differ in RDMA ports, set fabric "
-     "or legacy explicitly on every host.",
+     "comms of proxy/tcp and proxy/verbs (fabric mode: the socket relay's planned routes, "
+     "relayed peers over TCP); auto = fabric, except in fabric mode on a host with any "
+     "usable RDMA port (RAILYARD_HCA, RAILYARD_TRANSPORT not tcp; on a rail or not), which "
+     "keeps the older comms: over RDMA the fabric comms pass every soft-RoCE ring test but "
+     "ran at 0.46-0.81 of the older comms' speed there (docs/benchmarks.md). Both ends must "
+     "use the same value: where hosts differ in RDMA ports, set fabric or legacy explicitly "
+     "on every host.",
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "

@@ -156,6 +156,26 @@ TEST_F(TcpWire, HalfConnectedPeerIsDroppedAfterTheTimeout) {
   EXPECT_EQ(worker_->stats().peerConnections, 0u);
 }
 
+// A peer that stops mid-frame (SIGSTOPped, or a relay frozen in between): the target's
+// TIMEOUT names the rail and socket it stopped on, and nothing of the half frame lands.
+TEST_F(TcpWire, APeerStoppedMidFrameTimesOutNamingItsRail) {
+  SendHello();
+  FrameHeader h = MakeHeader(FrameType::kWrite);
+  h.seq = 0;
+  h.addr = region_->base;
+  h.opBytes = 8;
+  h.offset = 0;
+  h.key = region_->softwareKey;
+  h.payloadBytes = 8;
+  SendBytes(&h, sizeof h);
+  SendBytes("AB", 2);  // 2 of the 8 payload bytes, then silence
+  const std::string err = NextError();  // within the 5 s timeout of this Domain
+  EXPECT_NE(err.find("TIMEOUT"), std::string::npos) << err;
+  EXPECT_NE(err.find("device lo rail 0 socket 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("half-received"), std::string::npos) << err;
+  EXPECT_TRUE(OutsideUntouched());
+}
+
 TEST_F(TcpWire, ChunkForAnOpAlreadyCompleteIsRefused) {
   SendHello();
   SendWrite(0, 8, 0, "AAAAAAAA");

@@ -274,6 +274,11 @@ TEST(EnvConfig, OutOfRangeValuesFail) {
     EXPECT_THAT(st.message(), HasSubstr(c.name));
     EXPECT_THAT(st.message(), HasSubstr("out of range"));
   }
+  // A row the table shows as ">= min" names its cap when a value passes it.
+  EXPECT_THAT(ParseErr(FakeEnv{{{"RAILYARD_TIMEOUT_MS", "2147483648"}}}).message(),
+              HasSubstr("(out of range: at most 2147483647)"));
+  EXPECT_THAT(ParseErr(FakeEnv{{{"RAILYARD_TIMEOUT_MS", "0"}}}).message(),
+              ::testing::AllOf(HasSubstr("an integer >= 1 (out of range)"), Not(HasSubstr("at most"))));
   // Boundaries are inclusive.
   Config c = ParseOk(FakeEnv{{{"RAILYARD_NSOCKS", "1"},
                               {"RAILYARD_NTHREADS", "16"},

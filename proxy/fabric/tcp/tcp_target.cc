@@ -359,8 +359,19 @@ void TcpTarget::Progress() {
   if (moved) {
     lastActivity_ = now;
   } else if (Busy() && now - lastActivity_ > timeout) {
-    Fail(Error(FabricErrc::kTimeout, -1, static_cast<int64_t>(frontier_),
-               "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms with ops under way"));
+    // Name the socket (so its rail) the peer stopped on: the first one caught
+    // mid-frame, else the only one there is (trial: a SIGSTOPped relay's TIMEOUT named
+    // no rail); with several and none mid-frame, none is named.
+    int stalled = -1;
+    bool midFrame = false;
+    for (size_t i = 0; i < sockets_.size() && !midFrame; ++i) {
+      if (sockets_[i] == nullptr) continue;
+      midFrame = sockets_[i]->MidFrame();
+      if (midFrame || (arrived == 1 && stalled < 0)) stalled = static_cast<int>(i);
+    }
+    Fail(Error(FabricErrc::kTimeout, stalled, static_cast<int64_t>(frontier_),
+               "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms with ops under way" +
+                   (midFrame ? " (a frame stopped half-received on this socket)" : "")));
   }
 }
 
