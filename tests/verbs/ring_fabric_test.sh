@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# ring_fabric_test.sh PERF PLUGIN - switchless routing over verbs, in a ring of guests.
+# ring_fabric_test.sh PERF PLUGIN - switchless routing over verbs, in a ring of guests,
+# with the older comms (the default on hosts with RDMA ports, pinned here by
+# RAILYARD_COMMS=legacy; the fabric comms' all-to-all is ring_fabric_comms_test.sh).
 #
 # Runs in EVERY guest of the ring lane at once (tests/lanes/rxe-ring, `ctest -L
 # verbs-ring`, SPMD): guest g is rank g of an all-to-all over railyard-perf with the
@@ -34,7 +36,7 @@ want_verbs=2
 ((RING_N == 2)) && want_verbs=1
 want_tcp=$((RING_N - 1 - want_verbs))
 
-RAILYARD_TRANSPORT=auto RAILYARD_FABRIC=on RAILYARD_SOCKET_IFNAME='=p0,p1' NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+RAILYARD_COMMS=legacy RAILYARD_TRANSPORT=auto RAILYARD_FABRIC=on RAILYARD_SOCKET_IFNAME='=p0,p1' NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
 RAILYARD_TIMEOUT_MS=60000 \
   timeout 600 "$perf" --plugin "$plugin" --rank "$RING_ID" --nranks "$RING_N" --root 10.79.0.1:29650 \
   -p alltoall -b 4K -e 4M -f 8 -n 2 -w 1 -c 1 >"$out/table" 2>"$out/log"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# ring_railyardd_test.sh PERF PLUGIN RAILYARDD - opposite guests through railyardd,
-# in a ring of 4 guests (tests/lanes/rxe-ring, `ctest -L verbs-ring`, SPMD).
+# ring_railyardd_test.sh PERF PLUGIN RAILYARDD [COMMS] - opposite guests through
+# railyardd, in a ring of 4 guests (tests/lanes/rxe-ring, `ctest -L verbs-ring`, SPMD).
+# COMMS sets RAILYARD_COMMS (empty: the default, the older comms on these hosts).
 #
 # Guests 1 and 3 run only railyardd (the per-host relay service); guests 0 and 2,
 # which share no cable, run a 2-rank sendrecv with -c 1 in fabric mode. Their
 # traffic has to cross g1 or g3: the ranks find the route in the cabling graph and
-# railyardd relays it. Checks: railyard-perf exits 0 on both ranks, rank 0's table
-# has #wrong 0 on every row, and each railyardd reports relaying ("relay: carrying").
+# railyardd relays it: its socket relay with the older comms, its Forwarder over RDMA
+# with the fabric comms. Checks: railyard-perf exits 0 on both ranks, rank 0's table
+# has #wrong 0 on every row, at least one railyardd relayed by the comms' own relay
+# (the socket relay says "relay: carrying"; the Forwarder's stop line counts slots
+# forwarded), and no rank made a verbs connection to a peer it has no cable to.
 # Guests meet through /ring barriers (ring-barrier), never through the rails.
 # Exit: 0 pass, 1 fail, 77 not in a ring guest of 4 (RING_ID unset, or RING_N != 4).
 set -uo pipefail
@@ -20,7 +24,9 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"; [[ -n ${dpid:-} ]] && kill "$dpid" 2>/dev/null' EXIT
 export RAILYARD_SOCKET_IFNAME='=p0,p1' RAILYARD_FABRIC=on RAILYARD_TIMEOUT_MS=60000
-tag=rydd  # every guest must use the same barrier names
+comms=${4:-}
+export RAILYARD_COMMS=${comms:-auto}  # not one the caller's environment left behind
+tag=rydd${comms:+-$comms}  # every guest must use the same barrier names
 
 if ((RING_ID % 2 == 1)); then
   NCCL_DEBUG=INFO RAILYARD_DEBUG=INFO "$railyardd" >"$out/log" 2>&1 &
@@ -30,7 +36,11 @@ if ((RING_ID % 2 == 1)); then
   kill "$dpid"
   wait "$dpid" 2>/dev/null
   dpid=
-  if ! grep -q 'relay: carrying' "$out/log"; then
+  slots=$(sed -n 's/.*fabric relay: Forwarder stopped: .* \([0-9]*\) slots, .*/\1/p' "$out/log" | sort -n | tail -1)
+  # The proof of the relay the comms use: the socket relay's for the older comms (auto
+  # on these hosts), the Forwarder's slots for the fabric comms.
+  if [[ $RAILYARD_COMMS == fabric ]]; then relayed=$((${slots:-0} > 0)); else relayed=$(grep -c 'relay: carrying' "$out/log"); fi
+  if ((relayed == 0)); then
     echo "ring_railyardd_test: FAIL: railyardd on guest $RING_ID relayed nothing; its log:" >&2
     tail -30 "$out/log" >&2
     # Both relays are candidates (two tied paths): fail only if neither carried anything.
@@ -63,7 +73,10 @@ if ((RING_ID == 0)); then
     exit 1
   fi
 fi
-if grep -q 'verbs: connected to' "$out/log"; then
+# Neither comms may reach the opposite guest over a cable of its own: the older comms
+# log a verbs connection per cabled peer, the fabric comms a cable per neighbour.
+opposite=$(((RING_ID + 2) % 4))
+if grep -q 'verbs: connected to' "$out/log" || grep -q "the cable to g$opposite " "$out/log"; then
   echo "ring_railyardd_test: FAIL: guest $RING_ID used verbs to a peer it has no cable to" >&2
   exit 1
 fi
