@@ -390,7 +390,10 @@ const Variable kVariables[] = {
      "keeps the older comms: over RDMA the fabric comms pass every soft-RoCE ring test but "
      "ran at 0.46-0.81 of the older comms' speed there (docs/benchmarks.md). Both ends must "
      "use the same value: where hosts differ in RDMA ports, set fabric or legacy explicitly "
-     "on every host.",
+     "on every host. Plain TCP mode with a socket device that is not IPv4 keeps the older "
+     "comms even with fabric (the fabric's TCP transport binds IPv4 only; a WARN says so). "
+     "Init logs the choice and its reason at INFO (\"Railyard NCCL comms: ...\"); "
+     "railyard-info's Mode section prints the same.",
      0, 0, &ApplyComms, "auto, fabric, legacy"},
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "

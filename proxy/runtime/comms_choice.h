@@ -28,4 +28,13 @@ struct CommsFacts {
 /// plain TCP mode (the fabric's TCP transport binds IPv4). "legacy": never.
 bool ChoosesFabricComms(const CommsFacts& f);
 
+/// Why ChoosesFabricComms(f) chose what it did, one clause for a log line or a report:
+/// e.g. "fabric mode over TCP rails", "RAILYARD_COMMS=legacy", "fabric mode on a host
+/// with RDMA ports: auto keeps the older comms (slower over RDMA ...)". Same facts, same text.
+std::string CommsChoiceReason(const CommsFacts& f);
+
+/// True where RAILYARD_COMMS=fabric was set and the rule still takes the older comms
+/// (plain TCP mode with a non-IPv4 device): init says so at WARN, never silently.
+bool FabricCommsRefused(const CommsFacts& f);
+
 }  // namespace railyard::runtime

@@ -121,7 +121,9 @@ void FailStartThreadsAfterForTesting(StartStage stage);
 
 // ---- net_transport.cc ----
 /// THE one place that chooses between the comms written once over the fabric and
-/// the older per-transport comms (see its definition). Requires the devices and the
+/// the older per-transport comms (see its definition), and says so: one INFO line with
+/// the choice and its reason (CommsChoiceReason), and a WARN where RAILYARD_COMMS=fabric
+/// is not honoured. Called once per init (Discover). Requires the devices and the
 /// transport choice.
 bool UsesFabricComms(const NetState& g);
 /// Opens the RDMA ports when RAILYARD_TRANSPORT asks for verbs (or auto finds some);

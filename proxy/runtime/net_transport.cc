@@ -28,17 +28,30 @@ bool ChoosesFabricComms(const CommsFacts& f) {
   return f.ipv4Devices;
 }
 
+std::string CommsChoiceReason(const CommsFacts& f) {
+  if (f.comms == "legacy") return "RAILYARD_COMMS=legacy";
+  if (f.verbsMode) return "verbs mode";
+  if (f.fabricMode && !f.rdma) return "fabric mode over TCP rails";
+  if (f.fabricMode && f.comms == "fabric") return "RAILYARD_COMMS=fabric, fabric mode with RDMA ports";
+  if (f.fabricMode) {
+    return "fabric mode on a host with RDMA ports: RAILYARD_COMMS=auto keeps the older comms (the fabric comms "
+           "ran at 0.46-0.81 of their speed over RDMA, docs/benchmarks.md)";
+  }
+  if (f.rdma) return "RDMA ports outside verbs mode";
+  if (f.ipv4Devices) return "plain TCP over IPv4 devices";
+  return "plain TCP with a device that is not IPv4 (the fabric's TCP transport binds IPv4 only)";
+}
+
+bool FabricCommsRefused(const CommsFacts& f) { return f.comms == "fabric" && !ChoosesFabricComms(f); }
+
 }  // namespace railyard::runtime
 
 namespace railyard::runtime::detail {
 
 using Global = NetState;  // UsesFabricComms keeps its signature's shape (plugin/net.cc history)
 
-/// THE one place that chooses between the comms written once over the fabric
-/// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
-/// rule is ChoosesFabricComms (comms_choice.h), over this process's facts. Requires
-/// the devices and the transport choice.
-bool UsesFabricComms(const Global& g) {
+/// This process's facts for the comms rule. Requires the devices and the transport choice.
+static CommsFacts CommsFactsOf(const Global& g) {
   CommsFacts f;
   f.comms = g.config->comms;
   f.fabricMode = g.fabricMode;
@@ -47,7 +60,24 @@ bool UsesFabricComms(const Global& g) {
   f.ipv4Devices = !g.devices.empty() && std::all_of(g.devices.begin(), g.devices.end(), [](const topology::NetDevice& d) {
     return d.family() == AF_INET;
   });
-  return ChoosesFabricComms(f);
+  return f;
+}
+
+/// THE one place that chooses between the comms written once over the fabric
+/// (proxy/nccl/) and the older per-transport comms (proxy/tcp, proxy/verbs): the
+/// rule is ChoosesFabricComms (comms_choice.h), over this process's facts; it logs
+/// the choice (INFO) and a refused RAILYARD_COMMS=fabric (WARN).
+bool UsesFabricComms(const Global& g) {
+  const CommsFacts f = CommsFactsOf(g);
+  const bool fabric = ChoosesFabricComms(f);
+  if (FabricCommsRefused(f)) {
+    RY_WARN("RAILYARD_COMMS=fabric is not honoured: %s; the older comms (proxy/tcp) carry the traffic",
+            CommsChoiceReason(f).c_str());
+  }
+  RY_INFO(log::kInit | log::kNet, "Railyard NCCL comms: %s (%s)",
+          fabric ? "the comms over the fabric (proxy/nccl)" : "the older per-transport comms (proxy/tcp, proxy/verbs)",
+          CommsChoiceReason(f).c_str());
+  return fabric;
 }
 
 Status ChooseTransport(NetState& g, const env::Config& cfg, bool fabric) {

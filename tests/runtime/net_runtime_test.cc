@@ -19,6 +19,7 @@
 #include "proxy/runtime/comms_choice.h"
 #include "proxy/runtime/net_state.h"
 #include "tests/runtime/net_runtime_pairs.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::runtime {
 namespace {
@@ -69,6 +70,48 @@ TEST(NetRuntimeTransport, TheCommsRuleOverItsFacts) {
   EXPECT_TRUE(ChoosesFabricComms(f)) << "plain TCP mode on IPv4 devices";
   f.comms = "legacy";
   EXPECT_FALSE(ChoosesFabricComms(f));
+}
+
+// The reason init logs and railyard-info prints follows the same facts, and an
+// explicit RAILYARD_COMMS=fabric the rule cannot honour is told apart (new-user trial:
+// it ran the older comms on an IPv6 device without a word).
+TEST(NetRuntimeTransport, TheCommsReasonNamesWhatDecided) {
+  CommsFacts f;
+  f.fabricMode = true;
+  f.rdma = true;
+  EXPECT_NE(CommsChoiceReason(f).find("auto keeps the older comms"), std::string::npos) << CommsChoiceReason(f);
+  f.rdma = false;
+  EXPECT_EQ(CommsChoiceReason(f), "fabric mode over TCP rails");
+  f.comms = "legacy";
+  EXPECT_EQ(CommsChoiceReason(f), "RAILYARD_COMMS=legacy");
+  f = CommsFacts{};
+  f.comms = "fabric";
+  EXPECT_TRUE(FabricCommsRefused(f)) << "plain TCP, a device that is not IPv4";
+  EXPECT_NE(CommsChoiceReason(f).find("not IPv4"), std::string::npos) << CommsChoiceReason(f);
+  f.ipv4Devices = true;
+  EXPECT_FALSE(FabricCommsRefused(f));
+  EXPECT_EQ(CommsChoiceReason(f), "plain TCP over IPv4 devices");
+  f.comms = "auto";
+  f.ipv4Devices = false;
+  EXPECT_FALSE(FabricCommsRefused(f)) << "auto asked for nothing";
+}
+
+TEST(NetRuntimeTransport, InitLogsTheCommsAndWarnsWhenFabricIsRefused) {
+  env::Config cfg;
+  cfg.comms = "fabric";
+  NetState g;
+  g.config = &cfg;
+  g.devices = {DeviceOfFamily(AF_INET), DeviceOfFamily(AF_INET6)};
+  test_support::LogCapture logs;
+  EXPECT_FALSE(detail::UsesFabricComms(g)) << "the fabric's TCP transport binds IPv4 only";
+  const auto warns = logs.At(log::Level::kWarn);
+  ASSERT_EQ(warns.size(), 1u);
+  EXPECT_NE(warns[0].find("RAILYARD_COMMS=fabric is not honoured: plain TCP with a device that is not IPv4"),
+            std::string::npos)
+      << warns[0];
+  const auto infos = logs.At(log::Level::kInfo);
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_NE(infos[0].find("Railyard NCCL comms: the older per-transport comms"), std::string::npos) << infos[0];
 }
 
 // Verbs mode and fabric mode over TCP rails take the fabric comms unless

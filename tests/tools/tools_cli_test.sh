@@ -121,10 +121,22 @@ expect_status 0 "railyard-info --ifname ^=mgmt0 (an NCCL form)" "$INFO" --no-hwl
 # Bad-input trial: RAILYARD_FABRIC=on with no rail (loopback never is one) is the plugin's
 # init error; railyard-info said nothing of it and exited 0.
 expect_status 1 "RAILYARD_FABRIC=on, no rail" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_FABRIC=on RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0
-grep -q "RAILYARD_FABRIC=on but no interface qualifies as a rail .*lo: loopback.*the plugin's init fails the same way" "$tmp/err" ||
+grep -q "the plugin's init would fail here: RAILYARD_FABRIC=on but no interface qualifies as a rail .*lo: loopback" "$tmp/err" ||
   { echo "FAIL: RAILYARD_FABRIC=on, no rail: $(cat "$tmp/err")"; failed=1; }
-grep -q "^Mode: none: the plugin's init fails (RAILYARD_FABRIC=on but no interface" "$tmp/out" ||
+grep -q "^Mode: none: the plugin's init fails: RAILYARD_FABRIC=on but no interface" "$tmp/out" ||
   { echo "FAIL: RAILYARD_FABRIC=on, no rail: no Mode line: $(grep -i mode "$tmp/out")"; failed=1; }
+grep -q "^NCCL comms: none (init fails)" "$tmp/out" || { echo "FAIL: init fails, comms: $(grep -i comms "$tmp/out")"; failed=1; }
+# New-user trial: init fails for reasons other than the rails too (a socket filter that
+# matches nothing, RAILYARD_TRANSPORT=verbs on a host without RDMA); railyard-info said
+# "plain TCP" and exited 0.
+expect_status 1 "RAILYARD_SOCKET_IFNAME matching nothing" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_SOCKET_IFNAME='=nosuchif0' "$INFO" --no-hwloc --listen-ms 0
+grep -q "^Mode: none: the plugin's init fails: socket interface list '=nosuchif0' .* matches no interface" "$tmp/out" ||
+  { echo "FAIL: socket filter matching nothing: $(grep -i mode "$tmp/out"; cat "$tmp/err")"; failed=1; }
+if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+  expect_status 1 "RAILYARD_TRANSPORT=verbs without RDMA" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_TRANSPORT=verbs RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0 --json
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["mode"]; assert m["init_error"].startswith("RAILYARD_TRANSPORT=verbs: no usable RDMA port") and m["comms"] is None and m["fabric_mode"] is False, m' "$tmp/out" ||
+    { echo "FAIL: RAILYARD_TRANSPORT=verbs without RDMA: $(head -c 600 "$tmp/out")"; failed=1; }
+fi
 # The mode and comms the plugin's init would choose (bad-input trial: railyard-info did not
 # say which comms run).
 expect_status 0 "railyard-info, fabric off, legacy comms" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_FABRIC=off RAILYARD_COMMS=legacy "$INFO" --no-hwloc --listen-ms 0
@@ -132,7 +144,7 @@ grep -q "^Mode: plain TCP: fabric mode off, 0 usable RDMA port(s) (RAILYARD_FABR
 grep -q "^NCCL comms: the older per-transport comms (proxy/tcp, proxy/verbs) (RAILYARD_COMMS=legacy)" "$tmp/out" ||
   { echo "FAIL: no legacy comms line: $(grep -i comms "$tmp/out")"; failed=1; }
 expect_status 0 "railyard-info --json, mode" env -u RAILYARD_CLUSTER_KEY_FILE -u RAILYARD_COMMS RAILYARD_FABRIC=auto RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0 --json
-python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["mode"]; assert m["fabric_mode"] is False and m["fabric_rails"]==0 and m["rdma_ports"]==0 and m["comms"]=="fabric" and m["comms_setting"]=="auto" and m["fabric_error"] is None, m' "$tmp/out" ||
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["mode"]; assert m["fabric_mode"] is False and m["fabric_rails"]==0 and m["rdma_ports"]==0 and m["comms"]=="fabric" and m["comms_setting"]=="auto" and m["init_error"] is None and "plain TCP" in m["comms_reason"], m' "$tmp/out" ||
   { echo "FAIL: --json mode: $(cat "$tmp/out" | head -c 600)"; failed=1; }
 
 exit $failed

@@ -287,20 +287,23 @@ class ModeSection : public SectionPrinter {
   }
   json ToJson(const InfoContext& ctx) const override {
     if (ctx.fabricSetting.empty()) return nullptr;
+    const bool fails = !ctx.initError.empty();
     return {{"fabric_setting", ctx.fabricSetting},
-            {"fabric_mode", FabricMode(ctx)},
+            {"fabric_mode", !fails && FabricMode(ctx)},
             {"fabric_rails", ctx.fabricRails},
-            {"fabric_error", ctx.fabricError.empty() ? json(nullptr) : json(ctx.fabricError)},
+            {"fabric_why_none", ctx.fabricWhyNone.empty() ? json(nullptr) : json(ctx.fabricWhyNone)},
+            {"init_error", fails ? json(ctx.initError) : json(nullptr)},
             {"rdma_ports", ctx.rdmaPorts},
             {"comms_setting", ctx.commsSetting},
-            {"comms", ctx.fabricComms ? "fabric" : "legacy"}};
+            {"comms", fails ? json(nullptr) : json(ctx.fabricComms ? "fabric" : "legacy")},
+            {"comms_reason", fails ? json(nullptr) : json(ctx.commsReason)}};
   }
 
  private:
   static bool FabricMode(const InfoContext& ctx) { return ctx.fabricSetting != "off" && ctx.fabricRails > 0; }
   static std::string Mode(const InfoContext& ctx) {
     const std::string set = " (RAILYARD_FABRIC=" + ctx.fabricSetting + ")";
-    if (!ctx.fabricError.empty()) return "none: the plugin's init fails (" + ctx.fabricError + ")";
+    if (!ctx.initError.empty()) return "none: the plugin's init fails: " + ctx.initError;
     const std::string rdma = ", " + std::to_string(ctx.rdmaPorts) + " usable RDMA port(s)";
     if (FabricMode(ctx)) return "fabric mode over " + std::to_string(ctx.fabricRails) + " rail(s)" + rdma + set;
     const std::string plain = ctx.rdmaPorts > 0 ? "verbs" : "plain TCP";
@@ -308,9 +311,13 @@ class ModeSection : public SectionPrinter {
     return plain + ": no fabric rail" + rdma + set + (ctx.fabricWhyNone.empty() ? "" : ": " + ctx.fabricWhyNone);
   }
   static std::string Comms(const InfoContext& ctx) {
-    const std::string set = " (RAILYARD_COMMS=" + ctx.commsSetting + ")";
-    if (!ctx.fabricComms) return "the older per-transport comms (proxy/tcp, proxy/verbs)" + set;
-    return "the comms over the fabric (proxy/nccl)" + set;
+    if (!ctx.initError.empty()) return "none (init fails)";
+    // The reason names RAILYARD_COMMS itself when the setting decided.
+    const bool named = ctx.commsReason.rfind("RAILYARD_COMMS=", 0) == 0;
+    const std::string why =
+        " (" + (named ? ctx.commsReason : "RAILYARD_COMMS=" + ctx.commsSetting + "; " + ctx.commsReason) + ")";
+    if (!ctx.fabricComms) return "the older per-transport comms (proxy/tcp, proxy/verbs)" + why;
+    return "the comms over the fabric (proxy/nccl)" + why;
   }
 };
 
@@ -493,10 +500,11 @@ int Run(int argc, char** argv) {
   ctx.keyFile = keyFile;
   ctx.keyError = keyError;
   ctx.keyFingerprint = keyFingerprint;
-  // RAILYARD_FABRIC=on with no rail is the plugin's init error (runtime::NetRuntime's
-  // init, the same rule): said here and exit 1, not a table that looks fine (bad-input
-  // trial: railyard-info exited 0 where the plugin refused to start).
-  std::string fabricError;
+  // Where the plugin's init would fail (RAILYARD_FABRIC=on with no rail, no socket
+  // interface, RAILYARD_TRANSPORT=verbs without an RDMA port: runtime::NetRuntime's
+  // init, the same rules), it is said here and the exit is 1, not a table that looks
+  // fine (bad-input trials: railyard-info exited 0 where the plugin refused to start).
+  std::string initError;
   // The fabric rails as the plugin's fabric mode selects them, once: the Mode section
   // and the cabling listen below both use them (live machine, valid environment).
   const bool live = envStatus.ok() && !options.interfaces;
@@ -515,35 +523,48 @@ int Run(int argc, char** argv) {
     const Status fs = selects ? railStatus : Status::Ok();
     ctx.fabricRails = selects ? fabricRails.size() : 0;
     ctx.fabricWhyNone = selects ? whyNone : "";
-    // The plugin's init reads RAILYARD_SOCKET_IFNAME; with --ifname this is what that
-    // filter would give, said as such.
-    const std::string same = ifnameGiven ? " (with RAILYARD_SOCKET_IFNAME set to the --ifname value)" : "";
-    if (!fs.ok()) {
-      fabricError = "fabric rails: " + fs.message() + "; the plugin's init fails the same way" + same;
-    } else if (ctx.fabricRails == 0 && envConfig->fabric == "on") {
-      fabricError = topology::FabricOnWithoutRailText(options.ifnameFilterSource, whyNone) +
-                    "; the plugin's init fails the same way" + same;
-    }
-    if (!fabricError.empty()) {
-      std::cerr << "railyard-info: " << fabricError << "\n";
-      ctx.fabricError = fabricError;
-    }
-    // The comms, by the plugin's own rule over the same facts (proxy/runtime/comms_choice.h).
+    // The plugin's init reads RAILYARD_SOCKET_IFNAME (NCCL_SOCKET_IFNAME while ours is
+    // unset) for its socket devices; with --ifname this is what that filter would give.
+    const std::string socketFilter = ifnameGiven ? options.ifnameFilter : envConfig->socketIfname;
+    std::vector<topology::NetDevice> socketDevices;
+    const Status ss = topology::SelectSocketDevices(socketFilter, &socketDevices);
+    std::string whyNoPort;  // as the plugin's ChooseTransport says it
     if (envConfig->transport != "tcp") {
       std::unique_ptr<proxy::verbs::IbPorts> ports;
-      if (proxy::verbs::IbPorts::Open(*envConfig, &ports, nullptr).ok() && ports != nullptr) ctx.rdmaPorts = ports->size();
+      std::vector<std::string> skippedPorts;
+      const Status ps = proxy::verbs::IbPorts::Open(*envConfig, &ports, &skippedPorts);
+      if (ps.ok() && ports != nullptr) ctx.rdmaPorts = ports->size();
+      if (!ps.ok()) whyNoPort = ": " + ps.message();
+      for (const auto& k : skippedPorts) whyNoPort += "; " + k;
+      if (ps.ok() && skippedPorts.empty()) whyNoPort = " (no RDMA device)";
     }
+    if (!ss.ok()) {
+      initError = ss.message();
+    } else if (socketDevices.empty()) {
+      initError = "no network device is usable" + (socketFilter.empty() ? std::string() : " ('" + socketFilter + "')");
+    } else if (!fs.ok()) {
+      initError = "fabric rails: " + fs.message();
+    } else if (ctx.fabricRails == 0 && envConfig->fabric == "on") {
+      initError = topology::FabricOnWithoutRailText(options.ifnameFilterSource, whyNone);
+    } else if (envConfig->transport == "verbs" && ctx.rdmaPorts == 0) {
+      initError = "RAILYARD_TRANSPORT=verbs: no usable RDMA port" + whyNoPort;
+    }
+    if (!initError.empty()) {
+      std::cerr << "railyard-info: the plugin's init would fail here: " << initError
+                << (ifnameGiven ? " (with RAILYARD_SOCKET_IFNAME set to the --ifname value)" : "") << "\n";
+      ctx.initError = initError;
+    }
+    // The comms, by the plugin's own rule over the same facts (proxy/runtime/comms_choice.h).
     runtime::CommsFacts facts;
     facts.comms = envConfig->comms;
     facts.fabricMode = ctx.fabricRails > 0;
     facts.rdma = ctx.rdmaPorts > 0;
     facts.verbsMode = facts.rdma && !facts.fabricMode;
-    std::vector<topology::NetDevice> socketDevices;
-    facts.ipv4Devices = topology::SelectSocketDevices(envConfig->socketIfname, &socketDevices).ok() &&
-                        !socketDevices.empty() &&
+    facts.ipv4Devices = !socketDevices.empty() &&
                         std::all_of(socketDevices.begin(), socketDevices.end(),
                                     [](const topology::NetDevice& d) { return d.family() == AF_INET; });
     ctx.fabricComms = runtime::ChoosesFabricComms(facts);
+    ctx.commsReason = runtime::CommsChoiceReason(facts);
   }
   std::unique_ptr<proxy::Router> router;
   topology::ClusterGraph graph;
@@ -606,7 +627,7 @@ int Run(int argc, char** argv) {
   } else {
     for (const auto& section : sections) section->PrintText(ctx, std::cout);
   }
-  return keyError.empty() && fabricError.empty() ? 0 : 1;
+  return keyError.empty() && initError.empty() ? 0 : 1;
 }
 
 }  // namespace

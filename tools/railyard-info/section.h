@@ -44,13 +44,16 @@ struct InfoContext {
   /// What the plugin's init would choose here (live machine, environment valid; empty
   /// fabricSetting = not known: a fixture or a bad environment): RAILYARD_FABRIC and
   /// RAILYARD_COMMS as set, the fabric rails found (fabricRails), why none qualified
-  /// (fabricWhyNone), and fabricError when RAILYARD_FABRIC=on finds none (init fails).
+  /// (fabricWhyNone), and initError when the plugin's init would fail (no socket
+  /// interface, RAILYARD_TRANSPORT=verbs without an RDMA port, RAILYARD_FABRIC=on
+  /// without a rail, a rail selection error): its reason, without "init fails".
   std::string fabricSetting;
   std::string commsSetting;
   size_t fabricRails = 0;
   std::string fabricWhyNone;
-  std::string fabricError;
+  std::string initError;
   size_t rdmaPorts = 0;      ///< usable RDMA ports (RAILYARD_HCA; 0 with RAILYARD_TRANSPORT=tcp)
+  std::string commsReason;   ///< runtime::CommsChoiceReason over the facts
   bool fabricComms = false;  ///< runtime::ChoosesFabricComms over the facts above
 };
 
