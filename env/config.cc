@@ -138,6 +138,10 @@ Status ParseBytesValue(const Variable& var, const char* source, std::string_view
   if (!ParseDecimal(digits, &v, &overflow)) {
     return Invalid(var, source, value, ExpectedBytes(var));
   }
+  // A byte count has no sign: "-4K" is malformed, not merely below the range (trial).
+  if (!digits.empty() && digits.front() == '-') {
+    return Invalid(var, source, value, ExpectedBytes(var) + " (a byte count is never negative)");
+  }
   if (!overflow && shift != 0) {
     if (v > (std::numeric_limits<std::int64_t>::max() >> shift) ||
         v < (std::numeric_limits<std::int64_t>::min() >> shift)) {

@@ -118,6 +118,11 @@ grep -q "RAILYARD_SOCKET_IFNAME='eth0,^docker': '^' may only lead the list" "$tm
 expect_status 2 "railyardd --ifname ^=" "$DAEMON" --ifname '^='
 grep -q -- "--ifname='^=': '^=' with no name after it" "$tmp/err" || { echo "FAIL: railyardd --ifname ^=: $(cat "$tmp/err")"; failed=1; }
 expect_status 0 "railyard-info --ifname ^=mgmt0 (an NCCL form)" "$INFO" --no-hwloc --listen-ms 0 --ifname '^=mgmt0'
+# New-user trial: a numeric option given a word said "Value abc not in range 0 to 600000".
+expect_status 2 "railyard-info --listen-ms abc" "$INFO" --no-hwloc --listen-ms abc
+grep -q -- "--listen-ms: 'abc' is not a number" "$tmp/err" || { echo "FAIL: --listen-ms abc: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-info --listen-ms 1.5" "$INFO" --no-hwloc --listen-ms 1.5
+grep -q -- "--listen-ms: '1.5' is not an integer" "$tmp/err" || { echo "FAIL: --listen-ms 1.5: $(cat "$tmp/err")"; failed=1; }
 # Bad-input trial: RAILYARD_FABRIC=on with no rail (loopback never is one) is the plugin's
 # init error; railyard-info said nothing of it and exited 0.
 expect_status 1 "RAILYARD_FABRIC=on, no rail" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_FABRIC=on RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0

@@ -279,6 +279,10 @@ TEST(EnvConfig, OutOfRangeValuesFail) {
               HasSubstr("(out of range: at most 2147483647)"));
   EXPECT_THAT(ParseErr(FakeEnv{{{"RAILYARD_TIMEOUT_MS", "0"}}}).message(),
               ::testing::AllOf(HasSubstr("an integer >= 1 (out of range)"), Not(HasSubstr("at most"))));
+  // A negative byte count is malformed, whatever the range (trial: "-4K" was "out of range").
+  EXPECT_THAT(ParseErr(FakeEnv{{{"RAILYARD_CHUNK_BYTES", "-4K"}}}).message(),
+              ::testing::AllOf(HasSubstr("RAILYARD_CHUNK_BYTES"), HasSubstr("(a byte count is never negative)"),
+                               Not(HasSubstr("out of range"))));
   // Boundaries are inclusive.
   Config c = ParseOk(FakeEnv{{{"RAILYARD_NSOCKS", "1"},
                               {"RAILYARD_NTHREADS", "16"},

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <type_traits>
 
 #include <CLI/CLI.hpp>
 
@@ -11,6 +13,28 @@ namespace railyard::tools {
 /// Exit status of a Railyard tool for a usage error (unknown option, bad value, failed check).
 /// CLI11's own codes (105 for a failed validator, 106 for a missing option, ...) are not used.
 inline constexpr int kUsageExit = 2;
+
+/// A numeric option's check: the value must read as a number (else "'abc' is not a
+/// number"; CLI11's Range alone said "Value abc not in range 0 to 600000", a trial
+/// found), then lie in [min, max] inclusive (CLI::Range's own message). A number that
+/// does not read as an integral T is said so ("'1.5' is not an integer (digits only)").
+template <typename T>
+CLI::Validator InRange(T min, T max) {
+  const CLI::Range range(min, max);
+  return CLI::Validator(
+      [range](std::string& value) -> std::string {
+        T v{};
+        double d = 0;
+        if (CLI::detail::lexical_cast(value, v)) return range(value);
+        if (!CLI::detail::lexical_cast(value, d)) return "'" + value + "' is not a number";
+        if constexpr (std::is_integral_v<T>) {
+          if (!value.empty() && value.front() == '-') return range(value);  // "-5" for an unsigned
+          return "'" + value + "' is not an integer (digits only)";
+        }
+        return range(value);
+      },
+      range.get_description());
+}
 
 /// Parses argv with `app`. Returns nullopt when the tool should go on; otherwise the exit
 /// status it should return at once: 0 after --help (or CLI11's --help-all / --version) was

@@ -265,19 +265,19 @@ int main(int argc, char** argv) {
   // Sizes take K/M/G suffixes (powers of 1024), as railyard-tcp-pump's.
   app.add_option("--min-bytes", a.minBytes, "smallest size (bytes)")
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+      ->check(tools::InRange(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--max-bytes", a.maxBytes, "largest size (bytes)")
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 30));
+      ->check(tools::InRange(uint64_t{8}, uint64_t{1} << 30));
   app.add_option("--lat-max-bytes", a.latMaxBytes, "latency only up to this size (bytes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--bw-bytes", a.bwBytes, "bytes per bandwidth round")
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app.add_option("--factor", a.factor, "size step factor")->check(CLI::Range(2, 1024));
-  app.add_option("--iters", a.iters, "latency samples per size")->check(CLI::Range(1, 1000000));
-  app.add_option("--depth", a.depth, "ops in flight for bandwidth")->check(CLI::Range(1, 1024));
-  app.add_option("--rounds", a.rounds, "bandwidth rounds (median)")->check(CLI::Range(1, 100));
+      ->check(tools::InRange(uint64_t{1}, uint64_t{1} << 40));
+  app.add_option("--factor", a.factor, "size step factor")->check(tools::InRange(2, 1024));
+  app.add_option("--iters", a.iters, "latency samples per size")->check(tools::InRange(1, 1000000));
+  app.add_option("--depth", a.depth, "ops in flight for bandwidth")->check(tools::InRange(1, 1024));
+  app.add_option("--rounds", a.rounds, "bandwidth rounds (median)")->check(tools::InRange(1, 100));
   app.footer("Exit status: 0 done, 1 a fabric error or the target failed, 2 usage error.");
   if (auto rc = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-fabric-bench")) return *rc;
   if (a.minBytes > a.maxBytes) {

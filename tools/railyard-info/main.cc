@@ -379,7 +379,7 @@ int Run(int argc, char** argv) {
   app.add_option("--listen-ms", listenMs,
                  "Listen this long for the cabling protocol on the rails and print neighbours, shape "
                  "and routes (0 = off; needs railyardd or the plugin running on the other hosts)")
-      ->check(CLI::Range(0, 600000))
+      ->check(tools::InRange(0, 600000))
       ->capture_default_str();
   app.add_option("--debug", debug, "stderr log level: NONE, VERSION, WARN, INFO, TRACE (default RAILYARD_DEBUG)");
   if (std::optional<int> exitNow = tools::ParseCommandLine(app, argc, argv, "railyard-info")) return *exitNow;

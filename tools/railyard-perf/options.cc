@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/railyard-perf/coll_pattern.h"
+#include "tools/common/cli_parse.h"
 
 namespace railyard::perf {
 
@@ -103,12 +104,12 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   app.add_option("-e,--maxbytes", maxB, "largest message size, at most 1G")->capture_default_str();
   app.add_option("-i,--stepbytes", stepB, "linear size step, used when -f is 1")->capture_default_str();
   app.add_option("-f,--stepfactor", o.stepFactor, "multiplicative size step (1 = use -i)")
-      ->capture_default_str()->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
-  app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+      ->capture_default_str()->check(tools::InRange(std::uint64_t{1}, std::uint64_t{1} << 20));
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str()->check(tools::InRange(1, 1 << 24));
   app.add_option("-w,--warmup_iters", o.warmupIters, "untimed warm-up iterations per size (nccl-tests: 1)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+      ->capture_default_str()->check(tools::InRange(0, 1 << 24));
   app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration, 0 = off (N/A)")
-      ->capture_default_str()->check(CLI::Range(0, 1));
+      ->capture_default_str()->check(tools::InRange(0, 1));
   app.add_option("-p,--pattern", pattern,
                  "sendrecv | ring | alltoall | allreduce | allgather | reducescatter | gin-put | gin-signal | gin-alltoall | "
                  "gin-put-oneway")
@@ -123,22 +124,22 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       ->capture_default_str()->check(CLI::IsMember({"sum", "prod", "max", "min", "avg"}));
   app.add_option("--idle-sleep-us", o.idleSleepUs,
                  "gin-* patterns: sleep this many us when a poll pass completed nothing (0: yield)")
-      ->capture_default_str()->check(CLI::Range(0, 100000));
+      ->capture_default_str()->check(tools::InRange(0, 100000));
   app.add_option("--one-sided", o.oneSided, "table the gin-* patterns drive: rma-v14 | rma-v13 | gin-v11")
       ->capture_default_str()->check(CLI::IsMember({"rma-v14", "rma-v13", "gin-v11"}));
-  app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(CLI::Range(0, INT_MAX));
+  app.add_option("--dev", o.dev, "plugin device index")->capture_default_str()->check(tools::InRange(0, INT_MAX));
   app.add_option("-T,--timeout", o.timeoutSec, "limit for the whole run, seconds")
-      ->capture_default_str()->check(CLI::Range(1, 7 * 24 * 3600));
+      ->capture_default_str()->check(tools::InRange(1, 7 * 24 * 3600));
   auto* pluginOpt = app.add_option(
       "--plugin", plugin,
       "net plugin, same grammar as NCCL_NET_PLUGIN (name, file, path, comma list, none); overrides it");
   app.add_option("--json", o.jsonPath, "also write the result rows to this JSON file");
   app.add_option("--net-version", o.netVersion,
                  "testing aid: use ncclNetPlugin_v<N> (6..11) instead of the newest table (NCCL takes the newest)")
-      ->check(CLI::Range(6, 11));
-  auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(CLI::Range(1, 1024));
-  auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(CLI::Range(0, 1023));
-  auto* nranksOpt = app.add_option("--nranks", o.nranks, "number of ranks (multi-host mode)")->check(CLI::Range(1, 1024));
+      ->check(tools::InRange(6, 11));
+  auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(tools::InRange(1, 1024));
+  auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(tools::InRange(0, 1023));
+  auto* nranksOpt = app.add_option("--nranks", o.nranks, "number of ranks (multi-host mode)")->check(tools::InRange(1, 1024));
   auto* rootOpt = app.add_option("--root", o.root, "HOST:PORT where rank 0 listens (multi-host mode)");
   npOpt->excludes(rankOpt)->excludes(nranksOpt)->excludes(rootOpt);
   rankOpt->needs(nranksOpt)->needs(rootOpt);

@@ -120,16 +120,16 @@ int main(int argc, char** argv) {
   std::string pattern = "pair";
   size_t minBytes = 64 << 10, maxBytes = 256 << 20;
   double factor = 2;
-  app.add_option("-n,--iters", iters, "timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  app.add_option("-w,--warmup", warmup, "untimed iterations per size")->capture_default_str()->check(CLI::Range(0, 1 << 24));
-  app.add_option("-s,--streams", streams, "TCP streams per connection")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_option("--np", nranks, "processes (-p ring only; oneway and pair use 2)")->capture_default_str()->check(CLI::Range(2, 16));
+  app.add_option("-n,--iters", iters, "timed iterations per size")->capture_default_str()->check(railyard::tools::InRange(1, 1 << 24));
+  app.add_option("-w,--warmup", warmup, "untimed iterations per size")->capture_default_str()->check(railyard::tools::InRange(0, 1 << 24));
+  app.add_option("-s,--streams", streams, "TCP streams per connection")->capture_default_str()->check(railyard::tools::InRange(1, 64));
+  app.add_option("--np", nranks, "processes (-p ring only; oneway and pair use 2)")->capture_default_str()->check(railyard::tools::InRange(2, 16));
   app.add_option("-p,--pattern", pattern, "oneway | pair | ring")->capture_default_str()->check(CLI::IsMember({"oneway", "pair", "ring"}));
   app.add_option("-b,--minbytes", minBytes, "smallest message (bytes; K/M/G suffixes are powers of 1024)")
       ->capture_default_str()->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", maxBytes, "largest message (bytes; K/M/G suffixes are powers of 1024), at most 1G")
       ->capture_default_str()->transform(CLI::AsSizeValue(false));
-  app.add_option("-f,--stepfactor", factor, "size multiplier")->capture_default_str()->check(CLI::Range(1.01, 1024.0));
+  app.add_option("-f,--stepfactor", factor, "size multiplier")->capture_default_str()->check(railyard::tools::InRange(1.01, 1024.0));
   app.footer("Exit status: 0 done, 1 a socket or process failed, 2 usage error.");
   if (std::optional<int> exitNow = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-tcp-pump")) {
     return *exitNow;

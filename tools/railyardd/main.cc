@@ -45,6 +45,7 @@
 #include "topology/utf8_name.h"
 #include "tools/railyardd/snapshot_serve.h"
 #include "tools/railyardd/tier_tunnels.h"
+#include "tools/common/cli_parse.h"
 
 namespace {
 
@@ -152,20 +153,20 @@ int main(int argc, char** argv) {
   bool expertOnly = false, expertVerify = false;
   app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar (default RAILYARD_SOCKET_IFNAME)");
   app.add_option("--host-name", hostName, "name this host reports (default RAILYARD_HOST_NAME, else the host name)");
-  app.add_option("--port", agent.port, "UDP port of the cabling protocol")->check(CLI::Range(1, 65535));
-  app.add_option("--interval-ms", agent.intervalMs, "hello period (ms)")->check(CLI::Range(10, 60000));
-  app.add_option("--dead-ms", agent.deadIntervalMs, "neighbour timeout (ms)")->check(CLI::Range(30, 600000));
+  app.add_option("--port", agent.port, "UDP port of the cabling protocol")->check(tools::InRange(1, 65535));
+  app.add_option("--interval-ms", agent.intervalMs, "hello period (ms)")->check(tools::InRange(10, 60000));
+  app.add_option("--dead-ms", agent.deadIntervalMs, "neighbour timeout (ms)")->check(tools::InRange(30, 600000));
   app.add_option("--wait-hosts", waitHosts,
                  "print the graph once this many hosts are known, then exit (0 = serve, printing every change)")
-      ->check(CLI::Range(0, 4096));
+      ->check(tools::InRange(0, 4096));
   app.add_option("--settle-ms", settleMs, "with --wait-hosts: graph unchanged this long (ms)")
-      ->check(CLI::Range(0, 600000));
+      ->check(tools::InRange(0, 600000));
   app.add_option("--linger-ms", lingerMs, "with --wait-hosts: keep serving this long after printing (ms)")
-      ->check(CLI::Range(0, 600000));
-  app.add_option("--timeout-ms", timeoutMs, "with --wait-hosts: give up after (ms)")->check(CLI::Range(1, 3600000));
+      ->check(tools::InRange(0, 600000));
+  app.add_option("--timeout-ms", timeoutMs, "with --wait-hosts: give up after (ms)")->check(tools::InRange(1, 3600000));
   app.add_flag("--text", text, "print the graph as text instead of JSON");
   app.add_option("--relay-port", relayPort, "TCP port of the relay (default RAILYARD_RELAY_PORT)")
-      ->check(CLI::Range(1, 65535));
+      ->check(tools::InRange(1, 65535));
   tools::SnapshotFlags snapshot;
   bool snapshotOnly = false;
   app.add_option("--snapshot-arena", snapshot.arenas,
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
                  "slots lets the first client size it; repeat for several kinds; paging arenas swap to RAILYARD_SWAP_DIR)");
   app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's)");
   app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral, printed)")
-      ->check(CLI::Range(0, 65535));  // a range, not CLI11's bare "could not be converted" (new-user trial)
+      ->check(tools::InRange(0, 65535));  // a range, not CLI11's bare "could not be converted" (new-user trial)
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");

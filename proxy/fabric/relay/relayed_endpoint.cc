@@ -381,7 +381,7 @@ void RelayedEndpoint::Pump(std::vector<Event>* out) {
     const int limit = 2 * client_->options().timeoutMs;
     if (quiet > std::chrono::milliseconds(limit)) {
       Fail(FabricErrc::kTimeout, ops_.empty() ? -1 : static_cast<int64_t>(ops_.front().opSeq),
-           std::string("nothing heard from the relay for ") + std::to_string(limit) + " ms " +
+           std::string("nothing heard from the relay for ") + std::to_string(limit) + " ms (2 x RAILYARD_TIMEOUT_MS) " +
                (state_ == State::kOpening ? "while opening the route" : "with ops outstanding"));
     }
   }

@@ -591,7 +591,7 @@ void TcpEndpoint::Progress() {
       }
     }
     Fail(Error(FabricErrc::kTimeout, socket, oldest,
-               "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms with " +
+               "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS) with " +
                    std::to_string(Outstanding()) + " ops outstanding"));
   }
 }

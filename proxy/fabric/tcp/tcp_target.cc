@@ -353,7 +353,7 @@ void TcpTarget::Progress() {
   if (arrived < count_ && now - created_ > timeout) {
     Fail(Error(FabricErrc::kConnectFailed, -1, -1,
                "only " + std::to_string(arrived) + " of " + std::to_string(count_) + " sockets arrived in " +
-                   std::to_string(worker_->options().timeoutMs) + " ms"));
+                   std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS)"));
     return;
   }
   if (moved) {
@@ -370,7 +370,8 @@ void TcpTarget::Progress() {
       if (midFrame || (arrived == 1 && stalled < 0)) stalled = static_cast<int>(i);
     }
     Fail(Error(FabricErrc::kTimeout, stalled, static_cast<int64_t>(frontier_),
-               "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms with ops under way" +
+               "no progress for " + std::to_string(worker_->options().timeoutMs) +
+                   " ms (RAILYARD_TIMEOUT_MS) with ops under way" +
                    (midFrame ? " (a frame stopped half-received on this socket)" : "")));
   }
 }
