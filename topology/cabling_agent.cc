@@ -1,5 +1,6 @@
 #include "topology/cabling_agent.h"
 
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -331,6 +332,7 @@ CablingAgent::~CablingAgent() {
 }
 
 void CablingAgent::Run() {
+  pthread_setname_np(pthread_self(), "ry-cabling");  // ps -L, top -H, gdb name it
   std::vector<pollfd> pfds;
   pfds.push_back({wakeFd_, POLLIN, 0});
   for (const RailState& r : rails_) pfds.push_back({r.fd, POLLIN, 0});

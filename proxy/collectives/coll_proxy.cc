@@ -1,5 +1,6 @@
 #include "proxy/collectives/coll_proxy.h"
 
+#include <pthread.h>
 #include <chrono>
 
 namespace railyard::collectives {
@@ -45,6 +46,7 @@ Algorithm CollProxy::lastAlgorithm() {
 }
 
 void CollProxy::Loop() {
+  pthread_setname_np(pthread_self(), "ry-coll-proxy");  // ps -L, top -H, gdb name it
   std::unique_lock<std::mutex> lock(mu_);
   int idlePolls = 0;
   while (!stop_) {

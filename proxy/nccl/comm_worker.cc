@@ -1,5 +1,7 @@
 #include "proxy/nccl/comm_worker.h"
 
+#include <pthread.h>
+
 #include "env/log.h"
 
 namespace railyard::proxy::nccl {
@@ -169,6 +171,7 @@ bool CommWorker::HelperSleep(std::chrono::microseconds d) {
 }
 
 void CommWorker::HelperLoop() {
+  pthread_setname_np(pthread_self(), "ry-comms");  // ps -L, top -H, gdb name it
   using std::chrono::microseconds;
   auto idleWait = microseconds(50);
   microseconds standByStretch{0};

@@ -1,5 +1,6 @@
 #include "proxy/relay/relay_service.h"
 
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -236,6 +237,7 @@ void RelayService::NoteSeat() {
 }
 
 void RelayService::Run() {
+  pthread_setname_np(pthread_self(), "ry-relay");  // ps -L, top -H, gdb name it
   std::map<int, std::shared_ptr<Leg>> legs;  // by both of a leg's fds
   std::map<uint32_t, int> perSource;         // sockets per source address
   bool draining = false;

@@ -1,5 +1,6 @@
 #include "proxy/verbs/ib_ports.h"
 
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -239,6 +240,7 @@ void IbPorts::ReresolveGid(IbPort& p) {
 }
 
 void IbPorts::EventLoop() {
+  pthread_setname_np(pthread_self(), "ry-ib-events");  // ps -L, top -H, gdb name it
   std::vector<pollfd> fds;
   for (auto& p : ports_) fds.push_back({p->ctx->async_fd, POLLIN, 0});
   fds.push_back({wake_.get(), POLLIN, 0});

@@ -1,5 +1,6 @@
 #include "storage/expert/expert_server.h"
 
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -75,6 +76,7 @@ ServerStats ExpertServer::stats() const {
 }
 
 void ExpertServer::AcceptLoop() {
+  pthread_setname_np(pthread_self(), "ry-exp-accept");  // ps -L, top -H, gdb name it
   uint64_t next = 1;
   while (!stop_.load()) {
     pollfd p{listenFd_, POLLIN, 0};
@@ -109,6 +111,7 @@ void ExpertServer::AcceptLoop() {
 }
 
 void ExpertServer::ProgressLoop() {
+  pthread_setname_np(pthread_self(), "ry-exp-prog");  // ps -L, top -H, gdb name it
   std::vector<fabric::Event> events;
   uint64_t lastServed = 0;
   auto lastCheck = std::chrono::steady_clock::now();

@@ -1,5 +1,6 @@
 #include "storage/snapshot/snapshot_server.h"
 
+#include <pthread.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -187,6 +188,7 @@ PagingStats SnapshotServer::Stats(const std::string& kind) const {
 }
 
 void SnapshotServer::ProgressLoop() {
+  pthread_setname_np(pthread_self(), "ry-snap-prog");  // ps -L, top -H, gdb name it
   // Serves the clients' one-sided operations. The TCP Worker has no fd to sleep on,
   // so an idle loop backs off (up to 200 us) and any landed or served byte resets it.
   std::vector<fabric::Event> events;
@@ -222,6 +224,7 @@ void SnapshotServer::ReapDone() {
 }
 
 void SnapshotServer::AcceptLoop() {
+  pthread_setname_np(pthread_self(), "ry-snap-accept");  // ps -L, top -H, gdb name it
   while (!stop_.load()) {
     pollfd p{listener_.get(), POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) {

@@ -1,5 +1,6 @@
 #include "storage/tunnel/control_tunnel.h"
 
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -387,6 +388,7 @@ void ControlTunnel::Reap() {
 }
 
 void ControlTunnel::Run() {
+  pthread_setname_np(pthread_self(), "ry-tunnel");  // ps -L, top -H, gdb name it
   std::vector<fabric::Event> events;
   std::vector<pollfd> fds;
   while (!stop_.load()) {

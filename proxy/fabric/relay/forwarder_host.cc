@@ -1,5 +1,6 @@
 #include "proxy/fabric/relay/forwarder_host.h"
 
+#include <pthread.h>
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -287,6 +288,7 @@ void ForwarderHost::AddVerbsPorts(const std::vector<uint64_t>& neighbours,
 }
 
 void ForwarderHost::Run() {
+  pthread_setname_np(pthread_self(), "ry-forwarder");  // ps -L, top -H, gdb name it
   using Clock = std::chrono::steady_clock;
   const auto retry = std::chrono::milliseconds(options_.retryMs);
   Clock::time_point nextCheck{};
