@@ -83,6 +83,7 @@ struct AgentCounters {
   uint64_t rateLimited = 0;     ///< over its source's budget for the period
   uint64_t evicted = 0;         ///< speakers dropped to make room (tombstones, then unlinked hosts)
   uint64_t tableFull = 0;       ///< records of new speakers refused: kMaxSpeakers held, none could go
+  uint64_t rebuilds = 0;        ///< graph rebuilds (each interval's Tick, and records or hellos that changed it)
 };
 
 /// A stable 64-bit host id: FNV-1a of the sorted MAC addresses of the host's rails,
