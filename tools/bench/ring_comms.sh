@@ -13,6 +13,10 @@
 #                (default build/)
 #   --rounds N   interleaved rounds (default 3)
 #   --out FILE   also write the table (markdown) to FILE
+#   --threads    also sample, every 0.5 s in every guest, each Railyard thread's CPU
+#                time (/proc/PID/task/TID/stat, by thread name: ry-comms, ry-forwarder,
+#                ...) and the guest's /proc/stat, and print per phase where the guest's
+#                CPU went (threads.g*.log in the raw output)
 # Prints per pair and size the median µs per iteration of each comms and the ratio
 # legacy time ÷ fabric time (> 1: the fabric comms moved more per second). Raw output:
 # <build>/bench/ring-comms-<date>/. Under TCG a cable moves 0.1-0.25 Gb/s: only the
@@ -33,11 +37,18 @@ guest() {  # WORK BUILD
     RAILYARD_DEBUG=WARN "$daemon" >"$work/railyardd.g$RING_ID.log" 2>&1 &
     dpid=$!
   fi
+  local spid=
+  if ((THREADS)); then
+    echo start >"$work/phase.g$RING_ID"
+    sampler "$work/phase.g$RING_ID" >"$work/threads.g$RING_ID.log" &
+    spid=$!
+  fi
   ring-barrier bench-up 300
   for ((round = 1; round <= ROUNDS; round++)); do
     for comms in legacy fabric; do
       for pair in direct relayed; do
         port=$((port + 1))
+        echo "r$round-$comms-$pair" >"$work/phase.g$RING_ID"
         peer=1
         [[ $pair == relayed ]] && peer=2
         rank=-1
@@ -56,7 +67,32 @@ guest() {  # WORK BUILD
     done
   done
   [[ -n $dpid ]] && kill "$dpid"
+  [[ -n $spid ]] && kill "$spid"
   return 0
+}
+
+# Every 0.5 s: "S <uptime> <phase>", the guest's /proc/stat cpu line, and one line
+# "T <pid> <tid> <name> <utime+stime ticks>" per thread of railyard-perf and railyardd.
+sampler() {  # PHASEFILE
+  local t stat rest name pid tid comm f
+  while :; do
+    read -r t _ </proc/uptime
+    echo "S $t $(<"$1")"
+    head -1 /proc/stat
+    for stat in /proc/[0-9]*/task/[0-9]*/stat; do
+      pid=${stat#/proc/}; pid=${pid%%/*}
+      read -r comm <"/proc/$pid/comm" 2>/dev/null || continue
+      [[ $comm == railyard-perf || $comm == railyardd ]] || continue
+      read -r rest <"$stat" 2>/dev/null || continue
+      name=${rest#*(}; name=${name%%)*}
+      rest=${rest##*) }
+      # After ')': state is field 3 of the whole line, utime 14 and stime 15: here 11 and 12.
+      read -r -a f <<<"$rest"
+      tid=${stat%/stat}; tid=${tid##*/}
+      echo "T $pid $tid ${name// /_} $((f[11] + f[12]))"
+    done
+    sleep 0.5
+  done
 }
 
 if [[ ${1:-} == --guest ]]; then
@@ -64,18 +100,19 @@ if [[ ${1:-} == --guest ]]; then
   exit 0
 fi
 
-build=$ROOT/build rounds=3 out=
+build=$ROOT/build rounds=3 out= threads=0
 while (($#)); do
   case $1 in
     --build) build=$(readlink -f "$2"); shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --threads) threads=1; shift ;;
     *) echo "ring_comms.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 work=$build/bench/ring-comms-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$work"
-printf 'ROUNDS=%d\nITERS=%d\n' "$rounds" 5 >"$work/plan.env"
+printf 'ROUNDS=%d\nITERS=%d\nTHREADS=%d\n' "$rounds" 5 "$threads" >"$work/plan.env"
 echo "ring_comms: host load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; raw output in $work"
 # About 300 s a round under TCG on a quiet 2-core host: the guests' limit grows with the rounds.
 "$ROOT/tests/lanes/rxe-ring/ring.sh" -n 4 -G -t $((300 + 600 * rounds)) -w "$work" -C "$ROOT" \
@@ -109,3 +146,40 @@ print(table)
 if out:
     open(out, "w").write(table + "\n")
 EOF
+if ((threads)); then
+  python3 - "$work" <<'EOF'
+import collections, glob, re, sys
+work = sys.argv[1]
+# Per guest and phase: the guest's CPU split (/proc/stat deltas) and each thread name's share.
+for path in sorted(glob.glob(f"{work}/threads.g*.log")):
+    guest = re.search(r"threads\.(g\d+)\.log", path).group(1)
+    first, last, cpu0, cpu1 = {}, {}, {}, {}
+    phase = None
+    for line in open(path, errors="replace"):
+        p = line.split()
+        if not p:
+            continue
+        if p[0] == "S" and len(p) >= 3:
+            phase = p[2]
+        elif p[0] == "cpu" and phase:
+            v = list(map(int, p[1:8]))  # user nice system idle iowait irq softirq
+            cpu0.setdefault(phase, v)
+            cpu1[phase] = v
+        elif p[0] == "T" and phase and len(p) == 5:
+            key = (phase, p[1], p[2], p[3])
+            first.setdefault(key, int(p[4]))
+            last[key] = int(p[4])
+    for phase in cpu0:
+        if not phase.startswith("r"):
+            continue
+        d = [b - a for a, b in zip(cpu0[phase], cpu1[phase])]
+        total = sum(d) or 1
+        by = collections.Counter()
+        for key, v in last.items():
+            if key[0] == phase:
+                by[key[3]] += v - first[key]
+        threads = ", ".join(f"{n} {100 * t / total:.0f}%" for n, t in by.most_common() if t > 0)
+        print(f"{guest} {phase}: user {100 * d[0] / total:.0f}% sys {100 * d[2] / total:.0f}% "
+              f"softirq {100 * d[6] / total:.0f}% idle {100 * d[3] / total:.0f}% | {threads}")
+EOF
+fi
