@@ -10,7 +10,10 @@ namespace railyard::proxy::verbs {
 
 Status QpBundle::Create(IbPorts* ib, const std::vector<int>& ports, int nqps, uint32_t recvWrs,
                         uint32_t inlineBytes, std::unique_ptr<QpBundle>* out,
-                        const std::vector<int>* qpRails) {
+                        const std::vector<int>* qpRails, const std::vector<ibv_comp_channel*>* channels) {
+  if (channels != nullptr && channels->size() != ports.size()) {
+    return InternalError("a verbs connection's completion channels do not match its rails");
+  }
   if (ports.empty() || ports.size() > static_cast<size_t>(kMaxConnRails)) {
     return InternalError("a verbs connection needs 1.." + std::to_string(kMaxConnRails) + " rails, got " +
                          std::to_string(ports.size()));
@@ -18,11 +21,14 @@ Status QpBundle::Create(IbPorts* ib, const std::vector<int>& ports, int nqps, ui
   std::unique_ptr<QpBundle> b(new QpBundle());
   b->ib_ = ib;
   b->ports_ = ports;
+  b->channelled_ = channels != nullptr;
   const int perRail = (nqps + static_cast<int>(ports.size()) - 1) / static_cast<int>(ports.size());
-  for (int port : ports) {
-    IbPort& p = ib->at(static_cast<size_t>(port));
+  for (size_t i = 0; i < ports.size(); ++i) {
+    IbPort& p = ib->at(static_cast<size_t>(ports[i]));
     const int cqe = perRail * static_cast<int>(kMaxSendWr + recvWrs) + 64;
-    ibv_cq* cq = ibv_create_cq(p.ctx, cqe, nullptr, nullptr, 0);
+    ibv_comp_channel* channel = channels != nullptr ? (*channels)[i] : nullptr;
+    b->channelled_ = b->channelled_ && channel != nullptr;
+    ibv_cq* cq = ibv_create_cq(p.ctx, cqe, nullptr, channel, 0);
     if (cq == nullptr) return SystemError("ibv_create_cq(" + std::to_string(cqe) + ") on " + p.Name() + ": " + ErrnoText(errno));
     b->cqs_.push_back(cq);
   }
@@ -61,6 +67,14 @@ Status QpBundle::Create(IbPorts* ib, const std::vector<int>& ports, int nqps, ui
   }
   *out = std::move(b);
   return Status::Ok();
+}
+
+bool QpBundle::ArmCqs() const {
+  if (!channelled_) return false;
+  for (ibv_cq* cq : cqs_) {
+    if (ibv_req_notify_cq(cq, 0) != 0) return false;
+  }
+  return true;
 }
 
 QpBundle::~QpBundle() {

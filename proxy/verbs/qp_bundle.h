@@ -34,9 +34,13 @@ class QpBundle {
   /// receiver side posts them). `inlineBytes` > 0 asks for that much inline data
   /// (the device may grant less; Qp::maxInline says). SystemError naming the device.
   /// `qpRails` (optional, nqps entries) puts QP i on rail ports[qpRails[i]] instead.
+  /// `channels` (optional, one per entry of `ports`, each of that port's device
+  /// context or null): the completion channel each rail's CQ reports to, so a thread
+  /// can sleep until a completion (ArmCqs, ibv_req_notify_cq(3)).
   static Status Create(IbPorts* ib, const std::vector<int>& ports, int nqps, uint32_t recvWrs,
                        uint32_t inlineBytes, std::unique_ptr<QpBundle>* out,
-                       const std::vector<int>* qpRails = nullptr);
+                       const std::vector<int>* qpRails = nullptr,
+                       const std::vector<ibv_comp_channel*>* channels = nullptr);
   ~QpBundle();
 
   /// This end's QP record set (rails with GIDs, MTUs; QPs with numbers and PSNs).
@@ -58,6 +62,10 @@ class QpBundle {
   /// The CQ of local rail `r`.
   ibv_cq* cq(int r) const { return cqs_[static_cast<size_t>(r)]; }
   size_t ncqs() const { return cqs_.size(); }
+  /// Asks every CQ made with a completion channel to report its next completion
+  /// there (ibv_req_notify_cq, any completion). False when one could not be armed
+  /// (the caller must not sleep on the channel then) or a CQ has no channel.
+  bool ArmCqs() const;
   IbPorts& ib() const { return *ib_; }
   /// Local rails joined with '+', e.g. "rxe_h0r0:1+rxe_h0r1:1".
   std::string RailsText() const;
@@ -67,6 +75,7 @@ class QpBundle {
   IbPorts* ib_ = nullptr;
   std::vector<int> ports_;
   std::vector<ibv_cq*> cqs_;
+  bool channelled_ = false;  ///< every CQ reports to a completion channel
   std::vector<Qp> qps_;
 };
 

@@ -77,7 +77,8 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
                                 MemoryKind::kHost, &ep->scratch_));
   for (int s = kSlots - 1; s >= 0; --s) ep->freeSlots_.push_back(s);
   const std::vector<int> ports(d.railPorts().begin(), d.railPorts().begin() + ep->rails_);
-  RY_RETURN_IF_ERROR(proxy::verbs::QpBundle::Create(&d.ports(), ports, ep->rails_, 0, 64, &ep->qps_));
+  RY_RETURN_IF_ERROR(proxy::verbs::QpBundle::Create(&d.ports(), ports, ep->rails_, 0, 64, &ep->qps_, nullptr,
+                                                    worker->ChannelsFor(ports)));
   for (auto& q : ep->qps_->qps()) {
     ibv_qp_attr a{};
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
@@ -622,6 +623,15 @@ int VerbsEndpoint::BusyRail() const {
 }
 
 int64_t VerbsEndpoint::OldestSeq() const { return ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first); }
+
+bool VerbsEndpoint::Idle() const {
+  if (failed_) return true;
+  if (state_ < 3) return false;  // the handshake runs on a non-blocking socket: keep polling
+  if (queue_.empty()) return true;
+  // Queued ops wait for room that a completion frees; with nothing outstanding they
+  // may wait for credits (an RDMA Write into this side's word, no completion here).
+  return std::any_of(sqPosted_.begin(), sqPosted_.end(), [](int n) { return n > 0; });
+}
 
 void VerbsEndpoint::Progress() {
   if (failed_) {

@@ -69,6 +69,12 @@ class VerbsEndpoint : public Endpoint {
   /// Called by the Worker's Progress: handshake, completions, dispatch, liveness and
   /// the timeout. Never blocks.
   void Progress();
+  /// True when only a completion (or the peer) can give Progress work: failed, or
+  /// set up with nothing queued, or with queued ops behind send WRs outstanding.
+  /// (VerbsWorker::Quiet.)
+  bool Idle() const;
+  /// QpBundle::ArmCqs; true before the QPs exist only when failed.
+  bool ArmCqs() const { return qps_ != nullptr ? qps_->ArmCqs() : failed_; }
 
  private:
   struct Op {

@@ -77,7 +77,10 @@ bool VerbsTarget::Accept(const Handshake& h, std::string* why) {
   mem_.assign(kBufBase + static_cast<size_t>(credits_) * kVerbsMaxRecordBytes, 0);
   Status s = d.Register(mem_.data(), mem_.size(), kAccessLocal, MemoryKind::kHost, &region_);
   const std::vector<int> ports(d.railPorts().begin(), d.railPorts().begin() + static_cast<ptrdiff_t>(n));
-  if (s.ok()) s = proxy::verbs::QpBundle::Create(&d.ports(), ports, static_cast<int>(n), credits_, 64, &qps_);
+  if (s.ok()) {
+    s = proxy::verbs::QpBundle::Create(&d.ports(), ports, static_cast<int>(n), credits_, 64, &qps_, nullptr,
+                                       worker_->ChannelsFor(ports));
+  }
   if (s.ok()) {
     for (auto& q : qps_->qps()) {
       ibv_qp_attr a{};

@@ -32,6 +32,11 @@ class VerbsTarget {
   /// socket. False once the connection is over (closed by the peer or failed: a
   /// failure was reported as a kError event with op kNone). Never blocks.
   bool Progress();
+  /// True when only a completion (or the peer) can give Progress work: set up (or
+  /// over) with no credit return waiting to be posted. (VerbsWorker::Quiet.)
+  bool Idle() const { return state_ == 3 || (state_ == 2 && (creditInFlight_ || consumed_ == reported_)); }
+  /// QpBundle::ArmCqs; true when the connection is over.
+  bool ArmCqs() const { return qps_ != nullptr ? qps_->ArmCqs() : state_ == 3; }
 
  private:
   bool StepHandshake();

@@ -1,7 +1,9 @@
 #include "proxy/fabric/verbs/verbs_worker.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -55,8 +57,72 @@ Status VerbsWorker::Create(VerbsDomain* domain, std::unique_ptr<Worker>* out) {
   w->address_.ipv4 = sa.sin_addr.s_addr;
   w->address_.port = ntohs(sa.sin_port);
   w->address_.rails = static_cast<uint16_t>(domain->rails().size());
+  if (!w->MakeChannels()) {
+    RY_INFO(log::kNet, "verbs fabric worker: no completion channel (%s): its callers poll", proxy::ErrnoText(errno).c_str());
+  }
   *out = std::move(w);
   return Status::Ok();
+}
+
+bool VerbsWorker::MakeChannels() {
+  epoll_ = proxy::Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0) return false;
+  for (int port : domain_->railPorts()) {
+    ibv_context* ctx = domain_->ports().at(static_cast<size_t>(port)).ctx;
+    if (channels_.count(ctx) != 0) continue;
+    ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+    if (ch == nullptr) return false;
+    channels_[ctx] = ch;
+    const int flags = ::fcntl(ch->fd, F_GETFL);
+    if (flags < 0 || ::fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, ch->fd, &ev) != 0) return false;
+  }
+  channelled_ = true;
+  return true;
+}
+
+const std::vector<ibv_comp_channel*>* VerbsWorker::ChannelsFor(const std::vector<int>& ports) {
+  if (!channelled_) return nullptr;
+  channelsFor_.clear();
+  for (int port : ports) channelsFor_.push_back(channels_.at(domain_->ports().at(static_cast<size_t>(port)).ctx));
+  armed_ = false;  // a new CQ is being made
+  return &channelsFor_;
+}
+
+bool VerbsWorker::DrainChannels() {
+  bool any = false;
+  for (auto& [ctx, ch] : channels_) {
+    ibv_cq* cq = nullptr;
+    void* cqContext = nullptr;
+    while (ibv_get_cq_event(ch, &cq, &cqContext) == 0) {  // non-blocking: EAGAIN ends it
+      ibv_ack_cq_events(cq, 1);
+      any = true;
+    }
+  }
+  if (any) armed_ = false;
+  return any;
+}
+
+bool VerbsWorker::Quiet() const {
+  if (!channelled_ || !events_.empty()) return false;
+  for (const auto& t : targets_) {
+    if (!t->Idle()) return false;
+  }
+  for (const VerbsEndpoint* ep : endpoints_) {
+    if (!ep->Idle()) return false;
+  }
+  if (armed_) return true;
+  for (const auto& t : targets_) {
+    if (!t->ArmCqs()) return false;
+  }
+  for (const VerbsEndpoint* ep : endpoints_) {
+    if (!ep->ArmCqs()) return false;
+  }
+  armed_ = true;
+  return false;  // armed now: one more Progress must find nothing before a sleep
 }
 
 VerbsWorker::~VerbsWorker() {
@@ -64,6 +130,13 @@ VerbsWorker::~VerbsWorker() {
     RY_WARN("verbs fabric worker destroyed with %zu endpoints still alive (destroy them first)", endpoints_.size());
   }
   targets_.clear();
+  for (auto& [ctx, ch] : channels_) {
+    // EBUSY while a CQ still reports to it (an Endpoint that outlived its Worker,
+    // warned above): left, as that CQ still needs it.
+    if (ibv_destroy_comp_channel(ch) != 0) {
+      RY_WARN("verbs fabric worker: a completion channel is still in use at destruction (left)");
+    }
+  }
 }
 
 Status VerbsWorker::Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<Endpoint>* out) {
@@ -86,10 +159,12 @@ void VerbsWorker::AcceptNew() {
     if (fd < 0) return;  // EAGAIN, or a transient error: the next Progress tries again
     (void)proxy::TuneTcpSocket(fd, 0);
     targets_.push_back(std::make_unique<VerbsTarget>(this, proxy::Fd(fd)));
+    armed_ = false;
   }
 }
 
 size_t VerbsWorker::Progress(std::vector<Event>* events) {
+  if (channelled_) DrainChannels();
   AcceptNew();
   for (auto it = targets_.begin(); it != targets_.end();) {
     if ((*it)->Progress()) {

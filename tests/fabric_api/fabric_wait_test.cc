@@ -1,0 +1,90 @@
+// The fabric suite, sleeping: a Worker that offers WaitFd() and says Quiet() may be
+// slept on until a peer's bytes come (what a relay host's Forwarder does), and the
+// descriptor must then wake it, on the target (a Write with immediate) and on the
+// initiator (its own op's completion). One body, run over every transport of
+// FabricTransports(); skipped where the Worker offers no descriptor (fake, relayed).
+#include <poll.h>
+
+#include <chrono>
+
+#include "tests/fabric_api/fabric_harness.h"
+
+namespace railyard::fabric::testing {
+namespace {
+
+class FabricWait : public FabricTest {};
+
+RemoteKey Exchange(const Region* r) {
+  RemoteKey k;
+  Status s = RemoteKey::Unpack(r->Key().Pack(), &k);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return k;
+}
+
+/// Progresses `side` until its Worker says Quiet() (which may take a call to arm and
+/// a Progress after it), at most `ms`. True when it did.
+bool ProgressUntilQuiet(Side& side, int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) {
+    side.worker->Progress(&side.events);
+    if (side.worker->Quiet()) return true;
+  }
+  return false;
+}
+
+/// True when `fd` polls readable within `ms`; `other`, when given, is progressed
+/// meanwhile (its bytes may need its Progress), the side of `fd` never.
+bool Readable(int fd, Side* other, int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (other != nullptr) other->worker->Progress(&other->events);
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 1) == 1) return true;
+  }
+  return false;
+}
+
+TEST_P(FabricWait, AQuietWorkerIsWokenByAnImmediateAndByItsOwnCompletion) {
+  if (!Has(kCapWrite) || !Has(kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
+  if (a_.worker->WaitFd() < 0 || b_.worker->WaitFd() < 0) GTEST_SKIP() << "the Worker offers no descriptor";
+  Guarded src(4096), dst(4096);
+  FillPattern(src.data(), src.size(), 5);
+  const Region* rs = Reg(a_, src.data(), src.size(), kAccessLocal);
+  const Region* rd = Reg(b_, dst.data(), dst.size(), kAccessRemoteWrite);
+  ASSERT_TRUE(rs && rd);
+  // A first Write sets the connection up on both sides.
+  ASSERT_TRUE(ep_->Write({rs, 0, 64}, Exchange(rd), rd->base, 1).ok());
+  ASSERT_EQ(Wait(1).kind, EventKind::kDone);
+  b_.events.clear();
+
+  ASSERT_TRUE(ProgressUntilQuiet(b_, 10000)) << "the target never said Quiet";
+  ASSERT_TRUE(ProgressUntilQuiet(a_, 10000)) << "the initiator never said Quiet";
+  pollfd quiet[2] = {{a_.worker->WaitFd(), POLLIN, 0}, {b_.worker->WaitFd(), POLLIN, 0}};
+  EXPECT_EQ(::poll(quiet, 2, 0), 0) << "nothing came, yet a descriptor is readable";
+
+  ASSERT_TRUE(ep_->Write({rs, 0, src.size()}, Exchange(rd), rd->base, 2, 0x5eed).ok());
+  // Whatever the Write needs the initiator's Progress for (TCP: its frames) is done
+  // once it says Quiet again; its completion needs the target (TCP: an ack), or it
+  // comes by itself and wakes it (verbs: its CQ), so it cannot be taken here.
+  if (!a_.worker->Quiet()) {
+    ASSERT_TRUE(ProgressUntilQuiet(a_, 10000)) << "the initiator never said Quiet";
+  }
+  // The immediate wakes the target, which nobody progresses.
+  EXPECT_TRUE(Readable(b_.worker->WaitFd(), nullptr, 10000)) << "the target was not woken";
+  // The initiator's own completion wakes it (the target progressed: TCP's ack).
+  EXPECT_TRUE(Readable(a_.worker->WaitFd(), &b_, 10000)) << "the initiator was not woken";
+  bool got = false;
+  ASSERT_TRUE(PumpUntil([&] {
+    for (const Event& e : b_.events) got = got || (e.kind == EventKind::kImmediate && e.value == 0x5eed);
+    return got;
+  }));
+  EXPECT_EQ(FirstMismatch(dst.data(), dst.size(), 5), -1) << "the data is there when the immediate is";
+  EXPECT_EQ(Wait(2).kind, EventKind::kDone);
+  EXPECT_TRUE(a_.domain->Deregister(rs).ok());
+  EXPECT_TRUE(b_.domain->Deregister(rd).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FabricWait, ::testing::ValuesIn(FabricTransports()), CaseName);
+
+}  // namespace
+}  // namespace railyard::fabric::testing
