@@ -257,7 +257,10 @@ class CablingAgent {
   /// Handles one datagram of `n` bytes from `src` (network order) on `r`. Requires mu_.
   void Handle(RailState& r, const char* buf, size_t n, uint32_t src, int64_t nowMs,
               std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty);
-  void SendAll(const std::vector<char>& datagram, const RailState* except);
+  /// Broadcasts `datagram` on every rail but `except`; `onward` (a record flooded on
+  /// arrival): also not on rails whose one neighbour is the host it came from or
+  /// its origin.
+  void SendAll(const std::vector<char>& datagram, const RailState* except, bool onward = false);
   std::vector<char> EncodeHello(const RailState& r, uint64_t seq) const;
   /// A record as held at `nowMs` (its age is nowMs - rec.receivedMs).
   std::vector<char> EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec, int64_t nowMs) const;
@@ -279,6 +282,7 @@ class CablingAgent {
   std::set<std::tuple<uint64_t, uint64_t, std::string>> nameClashesWarned_;
   uint64_t speaker_ = 0;
   uint64_t ownSeq_ = 0;  ///< last sequence this speaker sent
+  uint64_t ticks_ = 0;   ///< Ticks so far (the others' records are re-flooded every few)
   std::string hostName_;
   AgentOptions options_;
   std::vector<RailState> rails_;
