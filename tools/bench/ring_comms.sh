@@ -13,7 +13,7 @@
 #                (default build/)
 #   --rounds N   interleaved rounds (default 3)
 #   --out FILE   also write the table (markdown) to FILE
-#   --threads    also sample, every 0.5 s in every guest, each Railyard thread's CPU
+#   --threads    also sample, every second in every guest, each Railyard thread's CPU
 #                time (/proc/PID/task/TID/stat, by thread name: ry-comms, ry-forwarder,
 #                ...) and the guest's /proc/stat, and print per phase where the guest's
 #                CPU went (threads.g*.log in the raw output)
@@ -71,27 +71,33 @@ guest() {  # WORK BUILD
   return 0
 }
 
-# Every 0.5 s: "S <uptime> <phase>", the guest's /proc/stat cpu line, and one line
+# Every second: "S <uptime> <phase>", the guest's /proc/stat cpu line, and one line
 # "T <pid> <tid> <name> <utime+stime ticks>" per thread of railyard-perf and railyardd.
+# Builtins only (no fork per sample): under TCG a forking sampler took a visible share
+# of the guest.
 sampler() {  # PHASEFILE
-  local t stat rest name pid tid comm f
+  local t stat rest name pid tid comm f phase cpu d
   while :; do
     read -r t _ </proc/uptime
-    echo "S $t $(<"$1")"
-    head -1 /proc/stat
-    for stat in /proc/[0-9]*/task/[0-9]*/stat; do
-      pid=${stat#/proc/}; pid=${pid%%/*}
-      read -r comm <"/proc/$pid/comm" 2>/dev/null || continue
+    read -r phase <"$1"
+    echo "S $t $phase"
+    read -r cpu <"/proc/stat"
+    echo "$cpu"
+    for d in /proc/[0-9]*; do
+      read -r comm <"$d/comm" 2>/dev/null || continue
       [[ $comm == railyard-perf || $comm == railyardd ]] || continue
-      read -r rest <"$stat" 2>/dev/null || continue
-      name=${rest#*(}; name=${name%%)*}
-      rest=${rest##*) }
-      # After ')': state is field 3 of the whole line, utime 14 and stime 15: here 11 and 12.
-      read -r -a f <<<"$rest"
-      tid=${stat%/stat}; tid=${tid##*/}
-      echo "T $pid $tid ${name// /_} $((f[11] + f[12]))"
+      pid=${d#/proc/}
+      for stat in "$d"/task/[0-9]*/stat; do
+        read -r rest <"$stat" 2>/dev/null || continue
+        name=${rest#*(}; name=${name%%)*}
+        rest=${rest##*) }
+        # After ')': state is field 3 of the whole line, utime 14 and stime 15: here 11 and 12.
+        read -r -a f <<<"$rest"
+        tid=${stat%/stat}; tid=${tid##*/}
+        echo "T $pid $tid ${name// /_} $((f[11] + f[12]))"
+      done
     done
-    sleep 0.5
+    sleep 1
   done
 }
 
