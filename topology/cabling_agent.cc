@@ -363,7 +363,7 @@ void CablingAgent::Run() {
     for (size_t i = 1; i < pfds.size(); ++i) {
       if (pfds[i].revents != 0) Receive(rails_[i - 1], NowMs(), &forward, &dirty);
     }
-    for (const auto& [datagram, from] : forward) SendAll(datagram, from, true);  // the flood onwards
+    for (const auto& [datagram, from] : forward) SendAll(datagram, from);  // the flood onwards
   }
 }
 
@@ -417,30 +417,16 @@ std::vector<char> CablingAgent::EncodeRecord(uint64_t origin, uint64_t speaker, 
   return Seal(std::move(buf));
 }
 
-void CablingAgent::SendAll(const std::vector<char>& datagram, const RailState* except, bool onward) {
-  // Onward: not back over another rail of the cable it came by, nor to its origin
-  // (both have it); a rail that hears no single neighbour gets it as before.
-  std::vector<bool> skip(rails_.size(), false);
-  if (onward && datagram.size() >= sizeof(WireHeader)) {
-    WireHeader h;
-    std::memcpy(&h, datagram.data(), sizeof h);
-    std::lock_guard lock(mu_);  // `heard` changes under it (Handle, Tick)
-    const auto soleNeighbour = [](const RailState& r) -> uint64_t {
-      return r.heard.size() == 1 ? r.heard.begin()->first : 0;
-    };
-    const uint64_t cameFrom = except != nullptr ? soleNeighbour(*except) : 0;
-    for (size_t i = 0; i < rails_.size(); ++i) {
-      const uint64_t n = soleNeighbour(rails_[i]);
-      skip[i] = n != 0 && (n == cameFrom || n == h.origin);
-    }
-  }
+void CablingAgent::SendAll(const std::vector<char>& datagram, const RailState* except) {
+  // Onward floods go back towards the host they came from and to their origin too:
+  // another process of that host may listen on other rails than the one that sent
+  // it (every process of a host has its own agent on the rails it was given).
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(options_.port);
   to.sin_addr.s_addr = htonl(INADDR_BROADCAST);
-  for (size_t i = 0; i < rails_.size(); ++i) {
-    const RailState& r = rails_[i];
-    if (&r == except || skip[i]) continue;
+  for (const RailState& r : rails_) {
+    if (&r == except) continue;
     // Best effort: a rail that is down or cut drops the datagram; the neighbour on
     // it then ages out, which is exactly what the graph should say.
     (void)::sendto(r.fd, datagram.data(), datagram.size(), MSG_DONTWAIT,

@@ -257,10 +257,8 @@ class CablingAgent {
   /// Handles one datagram of `n` bytes from `src` (network order) on `r`. Requires mu_.
   void Handle(RailState& r, const char* buf, size_t n, uint32_t src, int64_t nowMs,
               std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty);
-  /// Broadcasts `datagram` on every rail but `except`; `onward` (a record flooded on
-  /// arrival): also not on rails whose one neighbour is the host it came from or
-  /// its origin.
-  void SendAll(const std::vector<char>& datagram, const RailState* except, bool onward = false);
+  /// Broadcasts `datagram` on every rail but `except`.
+  void SendAll(const std::vector<char>& datagram, const RailState* except);
   std::vector<char> EncodeHello(const RailState& r, uint64_t seq) const;
   /// A record as held at `nowMs` (its age is nowMs - rec.receivedMs).
   std::vector<char> EncodeRecord(uint64_t origin, uint64_t speaker, const SpeakerRecord& rec, int64_t nowMs) const;
