@@ -133,6 +133,13 @@ size_t CountDir(const char* path) {
 }
 }  // namespace
 
+RemoteKey Exchange(const Region* r) {
+  RemoteKey k;
+  Status s = RemoteKey::Unpack(r->Key().Pack(), &k);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return k;
+}
+
 size_t OpenFds() { return CountDir("/proc/self/fd"); }
 size_t Threads() { return CountDir("/proc/self/task"); }
 

@@ -83,6 +83,9 @@ void FillPattern(uint8_t* p, size_t n, uint64_t seed);
 /// Index of the first byte of p[0, n) that differs from the pattern of `seed`, or -1.
 int64_t FirstMismatch(const uint8_t* p, size_t n, uint64_t seed);
 
+/// `r`'s key as a peer gets it: packed, sent, unpacked (a failed unpack fails the test).
+RemoteKey Exchange(const Region* r);
+
 /// Number of entries in /proc/self/fd and /proc/self/task.
 size_t OpenFds();
 size_t Threads();

@@ -16,14 +16,6 @@ namespace {
 
 class FabricOps : public FabricTest {};
 
-/// The key as a peer gets it: packed, sent, unpacked.
-RemoteKey Exchange(const Region* r) {
-  RemoteKey k;
-  Status s = RemoteKey::Unpack(r->Key().Pack(), &k);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return k;
-}
-
 const size_t kSizes[] = {0, 1, 7, 4095, 4097, 65537, 1000003, (5u << 20) + 3};
 
 TEST_P(FabricOps, WriteEverySizeLandsExactlyAndNothingAround) {

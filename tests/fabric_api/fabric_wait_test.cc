@@ -14,13 +14,6 @@ namespace {
 
 class FabricWait : public FabricTest {};
 
-RemoteKey Exchange(const Region* r) {
-  RemoteKey k;
-  Status s = RemoteKey::Unpack(r->Key().Pack(), &k);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return k;
-}
-
 /// Progresses `side` until its Worker says Quiet() (which may take a call to arm and
 /// a Progress after it), at most `ms`. True when it did.
 bool ProgressUntilQuiet(Side& side, int ms) {
