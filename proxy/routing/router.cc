@@ -69,6 +69,10 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
   opt.skipDefaultRoute = true;  // an uplink is never a cable (unless named exactly)
   opt.includeDown = true;
   opt.crossCheckIbverbs = false;
+  // Name, address, speed and state come from sysfs and getifaddrs; hwloc adds only NUMA
+  // and the nearest GPU, which no fabric rail uses, and loading its topology was most
+  // of a railyard-info run under ASan (every init, railyardd and tier client pay it too).
+  opt.disableHwloc = true;
   std::vector<topology::Rail> rails;
   std::vector<std::string> skipped;
   std::vector<std::string> namedLoopback;  // loopback the filter named (discovery kept it)
