@@ -28,7 +28,9 @@ CLI::Validator InRange(T min, T max) {
         if (CLI::detail::lexical_cast(value, v)) return range(value);
         if (!CLI::detail::lexical_cast(value, d)) return "'" + value + "' is not a number";
         if constexpr (std::is_integral_v<T>) {
-          if (!value.empty() && value.front() == '-') return range(value);  // "-5" for an unsigned
+          // "-5" for an unsigned, or digits past T's range: out of range, said so.
+          const size_t digits = value.find_first_not_of("0123456789", value.front() == '-' ? 1 : 0);
+          if (digits == std::string::npos) return range(value);
           return "'" + value + "' is not an integer (digits only)";
         }
         return range(value);
