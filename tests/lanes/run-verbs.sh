@@ -15,7 +15,7 @@
 # fails, the guest breaks) this prints a LANE BROKEN banner and exits non-zero.
 #
 # Exit status: 0 all passed; the failing ctest's status; 124 a stage timed out;
-# 125 a lane could not run; 2 usage.
+# 125 a lane could not run; 126 a ring guest's kernel oopsed in both tries; 2 usage.
 # Environment: RAILYARD_LANE_TIMEOUT (seconds per stage, default 1200),
 #              RXE_LAB_DIR, RXE_KERNEL_PKG (see rxe/lane.sh).
 set -uo pipefail
@@ -39,6 +39,7 @@ banner() {  # STATUS WHAT
 judge() {  # STAGE STATUS
   case $2 in
     0) say "$1: passed" ;;
+    126) banner 126 "$1: a guest KERNEL OOPSED twice (see the oops above)" ;;
     124) banner 124 "$1: TIMED OUT after ${timeout_s}s (RAILYARD_LANE_TIMEOUT)" ;;
     125) banner 125 "LANE BROKEN in $1: the lane could not run the tests (see the lines above)" ;;
     *) banner "$2" "$1: TESTS FAILED" ;;
@@ -104,11 +105,18 @@ if ! prepare "$ring"; then
   banner 125 "LANE BROKEN: cannot prepare the ring lane (packages? python3? kernel download?)"
   exit 125
 fi
-st=0
 # ctest writes Testing/ in the build directory: inside each guest that lands in
-# its own tmpfs overlay, so the guests do not collide.
-"$ring" -n "$ring_guests" -G -t "$timeout_s" -C "$build" \
-  ctest -L '^verbs-ring$' --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
+# its own tmpfs overlay, so the guests do not collide. Status 126: a guest's
+# kernel oopsed (the Debian 6.1 rdma_rxe's rxe_skb_tx_dtor, seen in 1 of 6 rings
+# with cables cut under traffic): the ring runs once more, said in a banner, and
+# counts only if that run is clean.
+for try in 1 2; do
+  st=0
+  "$ring" -n "$ring_guests" -G -t "$timeout_s" -C "$build" \
+    ctest -L '^verbs-ring$' --output-on-failure --no-tests=error --timeout "$timeout_s" || st=$?
+  ((st == 126 && try == 1)) || break
+  banner 126 "stage 2: a guest KERNEL OOPSED (soft-RoCE in the guest kernel; oops above): running the ring again"
+done
 say "stage 2 took $((SECONDS - t0))s"
 judge "stage 2 (ctest -L verbs-ring, ring of $ring_guests)" "$st" || { ((rc)) || rc=$st; }
 exit "$rc"
