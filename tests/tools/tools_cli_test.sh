@@ -122,7 +122,9 @@ expect_status 0 "railyard-info --ifname ^=mgmt0 (an NCCL form)" "$INFO" --no-hwl
 expect_status 2 "railyard-info --listen-ms abc" "$INFO" --no-hwloc --listen-ms abc
 grep -q -- "--listen-ms: 'abc' is not a number" "$tmp/err" || { echo "FAIL: --listen-ms abc: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyard-info --listen-ms 99999999999" "$INFO" --no-hwloc --listen-ms 99999999999
-grep -q -- "--listen-ms: Value 99999999999 not in range" "$tmp/err" || { echo "FAIL: --listen-ms 99999999999: $(cat "$tmp/err")"; failed=1; }
+grep -q -- "--listen-ms: '99999999999' is out of range: expected 0..600000" "$tmp/err" || { echo "FAIL: --listen-ms 99999999999: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-info --listen-ms -1" "$INFO" --no-hwloc --listen-ms -1
+grep -q -- "--listen-ms: '-1' is out of range: expected 0..600000" "$tmp/err" || { echo "FAIL: --listen-ms -1: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyard-info --listen-ms 1.5" "$INFO" --no-hwloc --listen-ms 1.5
 grep -q -- "--listen-ms: '1.5' is not an integer" "$tmp/err" || { echo "FAIL: --listen-ms 1.5: $(cat "$tmp/err")"; failed=1; }
 # Bad-input trial: RAILYARD_FABRIC=on with no rail (loopback never is one) is the plugin's

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -16,24 +17,33 @@ inline constexpr int kUsageExit = 2;
 
 /// A numeric option's check: the value must read as a number (else "'abc' is not a
 /// number"; CLI11's Range alone said "Value abc not in range 0 to 600000", a trial
-/// found), then lie in [min, max] inclusive (CLI::Range's own message). A number that
-/// does not read as an integral T is said so ("'1.5' is not an integer (digits only)").
+/// found), then lie in [min, max] inclusive (else "'-1' is out of range: expected
+/// 0..600000", the wording of the tiers' C API; CLI11 prefixes the flag). A number that
+/// does not read as an integral T is said so ("'1.5' is not an integer (digits only)");
+/// digits past T's range are out of range.
 template <typename T>
 CLI::Validator InRange(T min, T max) {
   const CLI::Range range(min, max);
+  const auto text = [](T x) {
+    std::ostringstream o;
+    o << x;  // 600000, 1.01, 1024
+    return o.str();
+  };
+  const std::string expected = "expected " + text(min) + ".." + text(max);
   return CLI::Validator(
-      [range](std::string& value) -> std::string {
+      [range, expected](std::string& value) -> std::string {
+        const std::string outOfRange = "'" + value + "' is out of range: " + expected;
         T v{};
         double d = 0;
-        if (CLI::detail::lexical_cast(value, v)) return range(value);
+        if (CLI::detail::lexical_cast(value, v)) return range(value).empty() ? "" : outOfRange;
         if (!CLI::detail::lexical_cast(value, d)) return "'" + value + "' is not a number";
         if constexpr (std::is_integral_v<T>) {
-          // "-5" for an unsigned, or digits past T's range: out of range, said so.
+          // "-5" for an unsigned, or digits past T's range: out of range.
           const size_t digits = value.find_first_not_of("0123456789", value.front() == '-' ? 1 : 0);
-          if (digits == std::string::npos) return range(value);
+          if (digits == std::string::npos) return outOfRange;
           return "'" + value + "' is not an integer (digits only)";
         }
-        return range(value);
+        return range(value).empty() ? "" : outOfRange;
       },
       range.get_description());
 }
