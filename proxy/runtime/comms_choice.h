@@ -33,6 +33,14 @@ bool ChoosesFabricComms(const CommsFacts& f);
 /// with RDMA ports: auto keeps the older comms (slower over RDMA ...)". Same facts, same text.
 std::string CommsChoiceReason(const CommsFacts& f);
 
+/// The comms ChoosesFabricComms(f) takes, named for a log line or a report, with the
+/// transport they run over: "the fabric-interface comms (proxy/nccl) over the cabled
+/// fabric (fabric mode)", "... over the fabric's TCP transport alone (no fabric mode)",
+/// "... over the fabric's verbs transport alone (no fabric mode)", or "the older
+/// per-transport comms (proxy/tcp, proxy/verbs)". (A trial read "the comms over the
+/// fabric" beside "Mode: plain TCP: no fabric rail" as a contradiction.)
+std::string CommsName(const CommsFacts& f);
+
 /// True where RAILYARD_COMMS=fabric was set and the rule still takes the older comms
 /// (plain TCP mode with a non-IPv4 device): init says so at WARN, never silently.
 bool FabricCommsRefused(const CommsFacts& f);

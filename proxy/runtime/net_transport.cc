@@ -44,6 +44,13 @@ std::string CommsChoiceReason(const CommsFacts& f) {
 
 bool FabricCommsRefused(const CommsFacts& f) { return f.comms == "fabric" && !ChoosesFabricComms(f); }
 
+std::string CommsName(const CommsFacts& f) {
+  if (!ChoosesFabricComms(f)) return "the older per-transport comms (proxy/tcp, proxy/verbs)";
+  const std::string name = "the fabric-interface comms (proxy/nccl) over ";
+  if (f.fabricMode) return name + "the cabled fabric (fabric mode)";
+  return name + (f.verbsMode ? "the fabric's verbs transport" : "the fabric's TCP transport") + " alone (no fabric mode)";
+}
+
 }  // namespace railyard::runtime
 
 namespace railyard::runtime::detail {
@@ -75,8 +82,7 @@ bool UsesFabricComms(const Global& g) {
             CommsChoiceReason(f).c_str());
   }
   RY_INFO(log::kInit | log::kNet, "Railyard NCCL comms: %s (%s)",
-          fabric ? "the comms over the fabric (proxy/nccl)" : "the older per-transport comms (proxy/tcp, proxy/verbs)",
-          CommsChoiceReason(f).c_str());
+          CommsName(f).c_str(), CommsChoiceReason(f).c_str());
   return fabric;
 }
 

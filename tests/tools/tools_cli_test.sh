@@ -152,6 +152,10 @@ expect_status 0 "railyard-info, fabric off, legacy comms" env -u RAILYARD_CLUSTE
 grep -q "^Mode: plain TCP: fabric mode off, 0 usable RDMA port(s) (RAILYARD_FABRIC=off)" "$tmp/out" || { echo "FAIL: no plain Mode line: $(grep -i mode "$tmp/out")"; failed=1; }
 grep -q "^NCCL comms: the older per-transport comms (proxy/tcp, proxy/verbs) (RAILYARD_COMMS=legacy)" "$tmp/out" ||
   { echo "FAIL: no legacy comms line: $(grep -i comms "$tmp/out")"; failed=1; }
+# Trial: "the comms over the fabric" beside "Mode: plain TCP: no fabric rail" read as a contradiction.
+expect_status 0 "railyard-info, plain TCP, auto comms" env -u RAILYARD_CLUSTER_KEY_FILE -u RAILYARD_COMMS RAILYARD_FABRIC=auto RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0
+grep -q "^NCCL comms: the fabric-interface comms (proxy/nccl) over the fabric's TCP transport alone (no fabric mode) (RAILYARD_COMMS=auto; plain TCP" "$tmp/out" ||
+  { echo "FAIL: plain TCP comms line: $(grep -i comms "$tmp/out")"; failed=1; }
 expect_status 0 "railyard-info --json, mode" env -u RAILYARD_CLUSTER_KEY_FILE -u RAILYARD_COMMS RAILYARD_FABRIC=auto RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0 --json
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["mode"]; assert m["fabric_mode"] is False and m["fabric_rails"]==0 and m["rdma_ports"]==0 and m["comms"]=="fabric" and m["comms_setting"]=="auto" and m["init_error"] is None and "plain TCP" in m["comms_reason"], m' "$tmp/out" ||
   { echo "FAIL: --json mode: $(cat "$tmp/out" | head -c 600)"; failed=1; }

@@ -316,8 +316,7 @@ class ModeSection : public SectionPrinter {
     const bool named = ctx.commsReason.rfind("RAILYARD_COMMS=", 0) == 0;
     const std::string why =
         " (" + (named ? ctx.commsReason : "RAILYARD_COMMS=" + ctx.commsSetting + "; " + ctx.commsReason) + ")";
-    if (!ctx.fabricComms) return "the older per-transport comms (proxy/tcp, proxy/verbs)" + why;
-    return "the comms over the fabric (proxy/nccl)" + why;
+    return ctx.commsName + why;
   }
 };
 
@@ -565,6 +564,7 @@ int Run(int argc, char** argv) {
                                     [](const topology::NetDevice& d) { return d.family() == AF_INET; });
     ctx.fabricComms = runtime::ChoosesFabricComms(facts);
     ctx.commsReason = runtime::CommsChoiceReason(facts);
+    ctx.commsName = runtime::CommsName(facts);
   }
   std::unique_ptr<proxy::Router> router;
   topology::ClusterGraph graph;

@@ -54,6 +54,7 @@ struct InfoContext {
   std::string initError;
   size_t rdmaPorts = 0;      ///< usable RDMA ports (RAILYARD_HCA; 0 with RAILYARD_TRANSPORT=tcp)
   std::string commsReason;   ///< runtime::CommsChoiceReason over the facts
+  std::string commsName;     ///< runtime::CommsName over the facts: which comms, over which transport
   bool fabricComms = false;  ///< runtime::ChoosesFabricComms over the facts above
 };
 
