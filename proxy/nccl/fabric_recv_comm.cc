@@ -88,6 +88,11 @@ Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello he
 
 FabricRecvComm::~FabricRecvComm() { Close(); }
 
+std::string FabricRecvComm::Who() const {
+  const int peer = peerRank_.load(std::memory_order_relaxed);
+  return "receive comm (" + rank_->Text() + (peer >= 0 ? ", from rank " + std::to_string(peer) : "") + ")";
+}
+
 void FabricRecvComm::Poisoned(const Status& s) {
   // The message sequence the comm was at: the oldest receive posted, else the next.
   // Named in every comm error, as the transport's own seq is absent when the fault
@@ -96,7 +101,7 @@ void FabricRecvComm::Poisoned(const Status& s) {
   for (size_t i = 0; i < posted_.size(); ++i) {
     if (posted_[i] != nullptr) seq = std::min(seq, postedSeq_[i]);
   }
-  poison_.Set(Status(s.code(), "receive comm (" + rank_->Text() + ") from " + peer_.ToString() + ", message seq " +
+  poison_.Set(Status(s.code(), Who() + " from " + peer_.ToString() + ", message seq " +
                                    std::to_string(seq) + ": " + s.message()),
               table_.InFlight() > 0);
 }
@@ -128,6 +133,7 @@ Status FabricRecvComm::IrecvFabric(int n, void** data, const size_t* sizes, cons
     }
     legacy[i] = mhs[i]->legacy;
   }
+  if (tags != nullptr && tags[0] >= 0) peerRank_.store(tags[0], std::memory_order_relaxed);
   const uint64_t seq = table_.NextSeq();
   FabricCts& rec = outbox_[seq % RecvTable::kMaxRequests];
   // Every key first: a refused buffer must leave nothing posted.
@@ -261,7 +267,7 @@ void FabricRecvComm::OnEvent(const fabric::Event& e) {
     if (idx < flushes_.size() && flushes_[idx].inUse) {
       flushes_[idx].done = true;
       if (e.kind == EventKind::kError) {
-        flushes_[idx].error = Status(e.error.ToStatus().code(), "receive comm (" + rank_->Text() + ") from " +
+        flushes_[idx].error = Status(e.error.ToStatus().code(), Who() + " from " +
                                                                     peer_.ToString() + ": flush READ: " +
                                                                     e.error.ToString());
       }
@@ -279,8 +285,8 @@ void FabricRecvComm::Close() {
   if (ep_ != nullptr && cw_->running() && peerClosed_) {
     // The sender closed first and is tearing down: no notice it may leave unread (see
     // FabricSendComm::Close).
-    RY_INFO(log::kNet, "receive comm (%s) from %s: the sender closed first; no close notice sent",
-            rank_->Text().c_str(), peer_.ToString().c_str());
+    RY_INFO(log::kNet, "%s from %s: the sender closed first; no close notice sent", Who().c_str(),
+            peer_.ToString().c_str());
   } else if (ep_ != nullptr && cw_->running() && ep_->status().ok()) {
     (void)ep_->Send(EncodeClose({peerCommId_}), (uint64_t{id_} << kCookieCommShift) | kControlCookie);
     const auto until = Clock::now() + std::chrono::milliseconds(50);

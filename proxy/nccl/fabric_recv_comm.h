@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -61,6 +62,11 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   /// oldest receive posted, else the next; WARN when receives are posted, else INFO).
   void Poisoned(const Status& s);
   Status CheckEndpoint();
+  /// "receive comm (rank 0, from rank 1)": this process's rank (RankSource: "rank ?"
+  /// before its first send on the communicator) and the sender's, from the tags of the
+  /// receives (NCCL posts the remote rank as the tag, nccl-net-abi.md §2.5 "irecv";
+  /// left out before the first receive).
+  std::string Who() const;
 
   /// A flush in flight (IflushFabric).
   struct FlushRequest : Request {
@@ -74,6 +80,7 @@ class FabricRecvComm final : public RecvComm, public CommClient {
   CommWorker* cw_;
   size_t dev_;
   std::shared_ptr<RankSource> rank_;  ///< this process's rank in the comm's communicator
+  std::atomic<int> peerRank_{-1};     ///< the sender's rank: the first tag of the last irecv (-1: none yet)
   uint32_t id_ = 0;
   bool registered_ = false;
   PeerInfo peer_;

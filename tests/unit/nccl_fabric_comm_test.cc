@@ -280,8 +280,18 @@ TEST_F(NcclFabricComm, ErrorsNameTheRankOfTheirOwnCommunicator) {
   int done = -1;
   Status s = DeliverImmediate(17, recv_->peerWorkers().First(), &done);
   EXPECT_EQ(done, 0);
-  EXPECT_NE(s.message().find("rank 3"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("receive comm (rank 3, from rank 1)"), std::string::npos)
+      << "its own rank, and the sender's from the receive's tag: " << s.message();
   EXPECT_EQ(s.message().find("rank 9"), std::string::npos) << s.message();
+}
+
+// Before this process sends on the communicator its rank is unknown; the sender's rank
+// (the receive's tag) is still named (a trial's receive-comm TIMEOUT said only "rank ?").
+TEST_F(NcclFabricComm, ARankThatHasNotSentYetStillNamesItsSender) {
+  int done = -1;
+  Status s = DeliverImmediate(17, recv_->peerWorkers().First(), &done);
+  EXPECT_EQ(done, 0);
+  EXPECT_NE(s.message().find("receive comm (rank ?, from rank 1)"), std::string::npos) << s.message();
 }
 
 // iflush: host memory needs none (NULL request); a buffer whose Region is device
