@@ -634,13 +634,21 @@ Status CableSetDomain::Create(CableSetOptions options, std::unique_ptr<CableSetD
   if (o.ib != nullptr) {
     d->verbsPortOf_.assign(o.rails.size(), std::string());
     std::vector<std::string> names;
+    std::string map;  // which fabric rail runs RDMA on which port (IbPorts::Open lists every port)
     for (size_t i = 0; i < o.rails.size(); ++i) {
       const int p = o.ib->FindActive(o.rails[i].device);
-      if (p < 0) continue;
+      map += (map.empty() ? "" : ", ") + o.rails[i].device;
+      if (p < 0) {
+        map += " TCP";
+        continue;
+      }
       d->verbsRailOf_[i] = static_cast<int>(names.size());
       d->verbsPortOf_[i] = o.ib->at(static_cast<size_t>(p)).Name();
       names.push_back(d->verbsPortOf_[i]);
+      map += " RDMA on " + d->verbsPortOf_[i];
     }
+    RY_INFO(log::kInit | log::kNet, "fabric mode: fabric rails %s; an RDMA port that is not a fabric rail is unused",
+            map.c_str());
     if (!names.empty()) {
       RY_RETURN_IF_ERROR(fabric::verbs::CreateVerbsDomainOn(o.verbs, o.ib, names, &d->verbsAll_));
       // What every cable can do: the verbs transport's limits too, and its errors are

@@ -114,7 +114,7 @@ Status IbPorts::Open(const env::Config& config, std::unique_ptr<IbPorts>* out,
         return s;
       }
       const IbPort& q = *ports->ports_.back();
-      RY_INFO(log::kInit | log::kNet, "verbs rail %d: %s (%s) MTU %d %s, %s%s", q.index,
+      RY_INFO(log::kInit | log::kNet, "RDMA port %d: %s (%s) MTU %d %s, %s%s", q.index,
               q.Name().c_str(), q.netdev.c_str(), IbMtuBytes(q.activeMtu),
               q.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE",
               q.Gid().reason.c_str(), q.dmabuf ? ", DMA-BUF" : "");
