@@ -1,6 +1,9 @@
 #include "proxy/nccl/comm_worker.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "env/log.h"
 
@@ -14,6 +17,7 @@ Status CommWorker::Start() {
   std::lock_guard lock(mu_);
   if (worker_ != nullptr) return Status::Ok();
   RY_RETURN_IF_ERROR(domain_->CreateWorker(&worker_));
+  wakeFd_ = proxy::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));  // -1: the helper never sleeps on the Worker
   {
     std::lock_guard sl(sleepMu_);
     stop_.store(false);
@@ -33,6 +37,10 @@ void CommWorker::Stop() {
     stop_.store(true);
   }
   sleepCv_.notify_all();
+  if (wakeFd_.valid()) {
+    const uint64_t one = 1;
+    (void)!::write(wakeFd_.get(), &one, sizeof one);
+  }
   if (helper_.joinable()) helper_.join();
   std::lock_guard lock(mu_);
   if (!clients_.empty() || !listeners_.empty()) {
@@ -161,6 +169,20 @@ void CommWorker::WakeHelper() {
     wake_ = true;
   }
   sleepCv_.notify_all();
+  if (wakeFd_.valid()) {
+    const uint64_t one = 1;
+    (void)!::write(wakeFd_.get(), &one, sizeof one);
+  }
+}
+
+bool CommWorker::HelperWait(int workerFd, std::chrono::milliseconds d) {
+  pollfd fds[2] = {{wakeFd_.get(), POLLIN, 0}, {workerFd, POLLIN, 0}};
+  (void)::poll(fds, 2, static_cast<int>(d.count()));
+  uint64_t drained = 0;
+  (void)!::read(wakeFd_.get(), &drained, sizeof drained);
+  std::lock_guard sl(sleepMu_);
+  wake_ = false;
+  return stop_.load();
 }
 
 bool CommWorker::HelperSleep(std::chrono::microseconds d) {
@@ -215,6 +237,12 @@ void CommWorker::HelperLoop() {
     const size_t n = worker_->Progress(&events_);
     for (const fabric::Event& e : events_) Dispatch(e);
     const uint64_t after = worker_->stats().bytesLanded + worker_->stats().bytesServed;
+    // Quiet for a while (2 ms of empty passes) and the Worker offers a descriptor:
+    // sleep on it rather than poll every 2 ms (the cable set's composite WaitFd).
+    const int sleepFd = n == 0 && after == before && idleWait >= std::chrono::milliseconds(2) &&
+                                wakeFd_.valid() && worker_->Quiet()
+                            ? worker_->WaitFd()
+                            : -1;
     lock.unlock();
     if (n > 0 || after != before) {
       idleWait = microseconds(50);
@@ -223,8 +251,12 @@ void CommWorker::HelperLoop() {
       while (callers_.load(std::memory_order_relaxed) > 0 && Clock::now() < until) std::this_thread::yield();
       continue;
     }
-    // Quiet: look again after a growing pause (50 us .. 2 ms; the TCP Worker offers
-    // no descriptor to wait on), the lock free for callers meanwhile.
+    // Quiet: look again after a growing pause (50 us .. 2 ms), the lock free for
+    // callers meanwhile; then on the Worker's descriptor, up to kMaxQuietWait.
+    if (sleepFd >= 0) {
+      if (HelperWait(sleepFd, kMaxQuietWait)) return;
+      continue;
+    }
     if (HelperSleep(idleWait)) return;
     idleWait = std::min<microseconds>(idleWait * 2, std::chrono::milliseconds(2));
   }

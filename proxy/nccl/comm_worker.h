@@ -9,6 +9,10 @@
 // variable (not the Worker's lock), so its wake-ups while the caller drives cost the
 // caller nothing; it takes the Worker's lock only with try_lock, after the caller has
 // been quiet for kHandoff, and hands it back after each pass a caller waits for.
+// Once its passes find nothing for 2 ms and the Worker says Quiet() with a WaitFd()
+// (fabric mode's cable set: one epoll set of every cable's and relayed route's
+// Workers), it sleeps on that descriptor and an eventfd of its own, up to
+// kMaxQuietWait, instead of polling every 2 ms.
 //
 // Routing of events: an op's cookie carries the comm id in its top 24 bits; an
 // immediate's value carries the target comm id in its top 24 bits; a Send record
@@ -33,6 +37,8 @@
 #include "proxy/fabric/endpoint.h"
 #include "proxy/fabric/event.h"
 #include "proxy/nccl/nccl_records.h"
+#include "proxy/socket.h"
+#include "proxy/socket.h"
 #include "proxy/tcp/tcp_progress_gate.h"
 
 namespace railyard::proxy::nccl {
@@ -63,6 +69,10 @@ inline constexpr int kCookieCommShift = 40;
 inline constexpr int kImmCommShift = 8;
 /// Largest comm id (24 bits).
 inline constexpr uint32_t kMaxCommId = (1u << 24) - 1;
+
+/// Longest a helper sleeps on a Quiet Worker's WaitFd: op timeouts, keepalives and a
+/// cable set's adoption of a new cable (every 100 ms) still need a Progress pass.
+inline constexpr std::chrono::milliseconds kMaxQuietWait{50};
 
 /// Most a helper adds to its kHandoff stand-by nap while the caller keeps driving (see
 /// CommWorker::HelperLoop): a caller that stops is taken over within kHandoff plus this.
@@ -122,6 +132,10 @@ class CommWorker {
   void HelperLoop();
   /// The helper sleeps up to `d` (without the Worker's lock); true when Stop asks it to end.
   bool HelperSleep(std::chrono::microseconds d);
+  /// The helper sleeps (without the Worker's lock) until `workerFd` (the Worker's
+  /// WaitFd, taken while it was Quiet) polls readable, WakeHelper is called, or `d`
+  /// passes; true when Stop asks it to end.
+  bool HelperWait(int workerFd, std::chrono::milliseconds d);
   /// Wakes a sleeping helper (a comm or listen comm appeared, or Stop).
   void WakeHelper();
 
@@ -134,6 +148,7 @@ class CommWorker {
   std::condition_variable sleepCv_;   ///< the helper sleeps here, never on mu_
   std::atomic<bool> stop_{false};
   bool wake_ = false;
+  proxy::Fd wakeFd_;  ///< eventfd: WakeHelper and Stop also wake a helper in HelperWait
   std::atomic<int> callers_{0};  ///< threads waiting in Lock()
   ProgressGate gate_;
   std::unordered_map<uint32_t, CommClient*> clients_;

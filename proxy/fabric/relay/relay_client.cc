@@ -67,4 +67,16 @@ size_t RelayClient::Progress(std::vector<Event>* events) {
   return events->size() - before;
 }
 
+bool RelayClient::Quiet() const {
+  if (!closing_.empty()) return false;  // a Close record on its way: Progress drives it
+  for (const auto& [id, r] : routes_) {
+    if (!r->Quiet()) return false;
+  }
+  return true;
+}
+
+void RelayClient::WaitFds(std::vector<int>* fds) const {
+  for (const auto& [id, r] : routes_) fds->push_back(r->WaitFd());
+}
+
 }  // namespace railyard::fabric::relay

@@ -44,6 +44,12 @@ class RelayClient {
   /// events (kDone/kError with the callers' cookies); returns how many.
   size_t Progress(std::vector<Event>* events);
 
+  /// True when no route is closing and every route is Quiet() (RelayedEndpoint):
+  /// only input from the relays can give Progress work.
+  bool Quiet() const;
+  /// Appends every route's leg Worker's WaitFd() (-1 where one has none) to `fds`.
+  void WaitFds(std::vector<int>* fds) const;
+
   Domain& domain() { return domain_; }
   const RelayOptions& options() const { return options_; }
 

@@ -400,6 +400,13 @@ void RelayedEndpoint::Progress(std::vector<Event>* out) {
   Pump(out);
 }
 
+bool RelayedEndpoint::Quiet() const {
+  if (state_ == State::kOpening || !ops_.empty() || !events_.empty() || returnCredited_ != returnConsumed_) {
+    return false;
+  }
+  return worker_ == nullptr || worker_->Quiet();
+}
+
 void RelayedEndpoint::Dispatch(const Event& e) {
   switch (e.kind) {
     case EventKind::kDone:

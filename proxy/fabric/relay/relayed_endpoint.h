@@ -83,6 +83,12 @@ class RelayedEndpoint : public Endpoint {
   /// For RelayClient: polls the route's Worker, posts what credits allow, completes
   /// ops, checks the timeout; appends the events for the caller.
   void Progress(std::vector<Event>* out);
+  /// For RelayClient: true when only input from the relay can give Progress work: the
+  /// route is open (or failed), no op is outstanding, no event waits, every return
+  /// slot copied out is credited, and its leg Worker is Quiet().
+  bool Quiet() const;
+  /// The leg Worker's WaitFd() (-1 before Init).
+  int WaitFd() const { return worker_ ? worker_->WaitFd() : -1; }
 
  private:
   void Dispatch(const Event& e);

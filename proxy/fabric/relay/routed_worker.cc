@@ -21,4 +21,11 @@ size_t RoutedWorker::Progress(std::vector<Event>* events) {
   return events->size() - before;
 }
 
+bool RoutedWorker::Quiet() const {
+  if (!direct_->Quiet() || !client_->Quiet()) return false;
+  fds_.assign(1, direct_->WaitFd());
+  client_->WaitFds(&fds_);
+  return waitSet_.Sync(fds_);
+}
+
 }  // namespace railyard::fabric::relay

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "proxy/fabric/relay/relay_client.h"
+#include "proxy/fabric/wait_set.h"
 #include "proxy/fabric/worker.h"
 
 namespace railyard::fabric::relay {
@@ -31,6 +32,12 @@ class RoutedWorker : public Worker {
   Status Connect(std::span<const uint8_t> peerAddress, std::unique_ptr<Endpoint>* out) override;
   size_t Progress(std::vector<Event>* events) override;
   WorkerStats stats() const override { return direct_->stats(); }
+  /// An epoll set of the direct Worker's WaitFd() and every relayed route's leg
+  /// Worker's (WaitSet, kept up to date by Quiet); -1 when none can be made.
+  int WaitFd() const override { return waitSet_.fd(); }
+  /// The direct Worker and the client (every route) Quiet(), and each of them offers a
+  /// descriptor (the WaitSet then holds them all).
+  bool Quiet() const override;
 
   RelayClient& client() { return *client_; }
 
@@ -38,6 +45,8 @@ class RoutedWorker : public Worker {
   std::unique_ptr<Worker> direct_;
   std::unique_ptr<RelayClient> client_;
   RouteFn route_;
+  mutable WaitSet waitSet_;       ///< synced by Quiet()
+  mutable std::vector<int> fds_;  ///< Quiet()'s scratch
 };
 
 }  // namespace railyard::fabric::relay
