@@ -77,7 +77,11 @@ Status FabricRecvComm::CreateLocked(CommWorker* cw, size_t deviceIndex, Hello he
   if (Status s = cw->worker().Connect(hello.address, &c->ep_); !s.ok()) {
     return RemoteError("accept from " + c->peer_.ToString() + ": its hello's worker address: " + s.message());
   }
+  // This comm's own Endpoint back to the sender carries its clear-to-sends; relayed, its
+  // route may differ from the one the sender's data takes (a ring's opposite host:
+  // each side's lowest first hop), so the name says whose route it is.
   c->peer_.address = c->ep_->PeerName();
+  if (c->peer_.address.find(" via ") != std::string::npos) c->peer_.address = "clear-to-sends to " + c->peer_.address;
   c->peerWorkers_.SetLimit(c->ep_->Routes());
   (void)c->peerWorkers_.Admit(peerWorker);
   RY_RETURN_IF_ERROR(cw->AddClient(c.get(), &c->id_));

@@ -569,6 +569,10 @@ void NcclMessages(CableSetDomain* a, CableSetDomain* b, const std::vector<size_t
     proxy::RecvComm* rc = nullptr;
     ASSERT_TRUE(Within(10000, [&] { return listen->Accept(&rc).ok() && rc != nullptr; }));
     std::unique_ptr<FabricRecvComm> recv(static_cast<FabricRecvComm*>(rc));
+    // B reaches A through a relay: the receive comm names that route as its own (its
+    // clear-to-sends'), not as the one A's data takes (a trial read it so).
+    EXPECT_NE(recv->PeerText().find("clear-to-sends to "), std::string::npos) << recv->PeerText();
+    EXPECT_NE(recv->PeerText().find(" via "), std::string::npos) << recv->PeerText();
     for (size_t size : sizes) {
       std::vector<char> src(size), dst(size + 64, 'G');
       for (size_t i = 0; i < size; ++i) src[i] = static_cast<char>(i * 11 + 3);
