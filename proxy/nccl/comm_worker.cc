@@ -235,6 +235,7 @@ void CommWorker::HelperLoop() {
     const uint64_t before = worker_->stats().bytesLanded + worker_->stats().bytesServed;
     events_.clear();
     const size_t n = worker_->Progress(&events_);
+    helperPasses_.fetch_add(1, std::memory_order_relaxed);
     for (const fabric::Event& e : events_) Dispatch(e);
     const uint64_t after = worker_->stats().bytesLanded + worker_->stats().bytesServed;
     // Quiet for a while (2 ms of empty passes) and the Worker offers a descriptor:

@@ -108,6 +108,11 @@ class CommWorker {
   /// as driving (the helper stands by). Returns the events seen.
   size_t DriveLocked();
 
+  /// Progress passes the helper thread has made since Start (any thread may read it):
+  /// an idle helper that sleeps on the Worker's descriptor makes about 20 a second,
+  /// one that polls every 2 ms about 500.
+  uint64_t helperPasses() const { return helperPasses_.load(std::memory_order_relaxed); }
+
   fabric::Worker& worker() { return *worker_; }
   fabric::Domain& domain() { return *domain_; }
   const std::string& device() const { return device_; }
@@ -150,6 +155,7 @@ class CommWorker {
   bool wake_ = false;
   proxy::Fd wakeFd_;  ///< eventfd: WakeHelper and Stop also wake a helper in HelperWait
   std::atomic<int> callers_{0};  ///< threads waiting in Lock()
+  std::atomic<uint64_t> helperPasses_{0};  ///< helperPasses()
   ProgressGate gate_;
   std::unordered_map<uint32_t, CommClient*> clients_;
   std::unordered_map<uint64_t, HelloSink*> listeners_;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -550,9 +551,11 @@ TEST(CableSetRingTest, OppositeHostUsesBothRelaysInTurn) {
 
 /// The NCCL comms over A's Domain `a` and B's `b`, one message of each size A -> B
 /// (content and guard bytes checked), the comms left idle for `pauseMs` after each;
-/// `problem` names what the relays last refused, for failure messages.
+/// `problem` names what the relays last refused, for failure messages; `beforeClose`,
+/// when given, runs with both CommWorkers once every message is through.
 void NcclMessages(CableSetDomain* a, CableSetDomain* b, const std::vector<size_t>& sizes, int pauseMs,
-                  const std::function<std::string()>& problem) {
+                  const std::function<std::string()>& problem,
+                  const std::function<void(proxy::nccl::CommWorker&, proxy::nccl::CommWorker&)>& beforeClose = {}) {
   using namespace proxy::nccl;
   CommWorker ca(a, "railyard[a0]"), cb(b, "railyard[b0]");
   ASSERT_TRUE(ca.Start().ok());
@@ -602,6 +605,7 @@ void NcclMessages(CableSetDomain* a, CableSetDomain* b, const std::vector<size_t
       // Idle on purpose (the condition under test, not a wait for anything).
       if (pauseMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pauseMs));
     }
+    if (beforeClose) beforeClose(ca, cb);
     send->Close();
     recv->Close();
   }
@@ -612,6 +616,29 @@ void NcclMessages(CableSetDomain* a, CableSetDomain* b, const std::vector<size_t
 void CableSetTest::RunNccl(const std::vector<size_t>& sizes, int pauseMs) {
   NcclMessages(a_.get(), b_.get(), sizes, pauseMs, [this] { return relay_->lastProblem(); });
   EXPECT_GE(relay_->stats().routesOpened, 2u);  // A -> B (data) and B -> A (clear-to-send)
+}
+
+// Idle comms cost their helpers a wake-up per 50 ms, not per 2 ms: once a pass finds
+// nothing the helper sleeps on the cable-set Worker's descriptor (it polled every 2 ms:
+// 500 passes a second, 7-8 % of a ring guest). Over 1 s of idleness (the condition
+// under test, not a wait for anything) each helper makes well under 100 passes; a
+// descriptor that stayed readable while Quiet would spin it far past that.
+TEST_F(CableSetTest, IdleCommsLetTheirHelpersSleep) {
+  uint64_t passesA = 0, passesB = 0;
+  NcclMessages(a_.get(), b_.get(), {4096}, 0, [this] { return relay_->lastProblem(); },
+               [&](proxy::nccl::CommWorker& ca, proxy::nccl::CommWorker& cb) {
+                 // Let the helpers find the comms quiet first (a few ms of passes).
+                 std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                 const uint64_t a0 = ca.helperPasses(), b0 = cb.helperPasses();
+                 std::this_thread::sleep_for(std::chrono::seconds(1));
+                 passesA = ca.helperPasses() - a0;
+                 passesB = cb.helperPasses() - b0;
+               });
+  std::printf("helper passes in 1 s of idle comms: sender %llu, receiver %llu\n",
+              static_cast<unsigned long long>(passesA), static_cast<unsigned long long>(passesB));
+  EXPECT_LT(passesA, 100u) << "the sender's helper did not sleep";
+  EXPECT_LT(passesB, 100u) << "the receiver's helper did not sleep";
+  EXPECT_GT(passesA + passesB, 0u) << "the helpers stopped altogether (the 50 ms bound keeps them passing)";
 }
 
 // The NCCL comms to the opposite host of a ring: the send comm's Endpoint has a
