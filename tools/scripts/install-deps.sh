@@ -13,7 +13,8 @@
 #          busybox, rdma-core, perftest, rdmacm-utils, ...), the packaging tests
 #          (dpkg-dev for dpkg-shlibdeps, file) and the plots (python3-matplotlib;
 #          python3-numpy for the GPU-check rehearsal's stand-in torch) and the fuzz suite
-#          (tests/fuzz/run.sh: clang-14 with libFuzzer, llvm-14's llvm-symbolizer).
+#          (tests/fuzz/run.sh: clang-14 with libFuzzer, llvm-14's llvm-symbolizer), and
+#          lld (tools/test.sh links the sanitizer tree with it: about 3x faster than ld.bfd).
 #   bench  what tools/bench/*.sh add: iperf3, valgrind, python3-matplotlib, openmpi-bin + libopenmpi-dev (tools/bench/collnet.sh: MPI_Allreduce baseline).
 #   --list print the packages of the given groups and exit (installs nothing).
 set -euo pipefail
@@ -23,7 +24,7 @@ declare -A group=(
   [test]="iproute2 procps nftables iputils-ping python3
           qemu-system-x86 busybox-static rdma-core ibverbs-utils kmod xz-utils perftest rdmacm-utils hwloc-nox
           dpkg-dev file python3-matplotlib python3-numpy
-          clang-14 libclang-rt-14-dev llvm-14"
+          clang-14 libclang-rt-14-dev llvm-14 lld"
   [bench]="iperf3 valgrind python3 python3-matplotlib openmpi-bin libopenmpi-dev"
 )
 list=0 groups=()
