@@ -13,6 +13,8 @@
 # RAILYARD_FUZZ_PARALLEL   targets run at once (default: the number of CPUs)
 # RAILYARD_FUZZ_BUILD_ONLY=1  build the targets and exit (tools/test.sh builds them
 #                          early, in the background; the later run finds them built)
+# RAILYARD_FUZZ_LINKER_FLAGS  extra link flags of the fuzz targets (tools/test.sh:
+#                          -fuse-ld=lld where installed)
 # RAILYARD_FUZZ_DEBUG_FLAGS  debug-info flags of the fuzz build (default -g; tools/test.sh
 #                          passes -g1, line tables only, for CI time)
 # Inputs the fuzzers add go to $build/fuzz-work/<target>/ (never into the source
@@ -42,7 +44,8 @@ cxx=$(command -v clang++-14 || command -v clang++)
 dbg=${RAILYARD_FUZZ_DEBUG_FLAGS:--g}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 $dbg -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 $dbg -DNDEBUG" \
-      -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DRAILYARD_FUZZ=ON >/dev/null || exit 2
+      -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DRAILYARD_FUZZ=ON \
+      ${RAILYARD_FUZZ_LINKER_FLAGS:+-DCMAKE_EXE_LINKER_FLAGS="$RAILYARD_FUZZ_LINKER_FLAGS"} >/dev/null || exit 2
 bins=()
 for t in "${targets[@]}"; do bins+=("${t}_fuzz"); done
 cmake --build "$build" -j"$(nproc)" --target "${bins[@]}" || exit 2
