@@ -36,11 +36,7 @@ void CommWorker::Stop() {
     std::lock_guard sl(sleepMu_);
     stop_.store(true);
   }
-  sleepCv_.notify_all();
-  if (wakeFd_.valid()) {
-    const uint64_t one = 1;
-    (void)!::write(wakeFd_.get(), &one, sizeof one);
-  }
+  WakeHelper();  // from a condition-variable nap or a sleep on the Worker's descriptor
   if (helper_.joinable()) helper_.join();
   std::lock_guard lock(mu_);
   if (!clients_.empty() || !listeners_.empty()) {
