@@ -95,6 +95,11 @@ std::string AddressText(uint32_t a) {
   return b;
 }
 
+/// Sockets refused over RAILYARD_RELAY_MAX_PER_PEER that may wait at once for their
+/// origin to read the refusal and close (each holds one fd, no buffer, for at most
+/// RAILYARD_RELAY_IDLE_MS); refusals beyond it are reset at once, unexplained.
+constexpr int kMaxRefusing = 64;
+
 /// What the relay reads before it plans anything: the relay record, its MAC when
 /// the record says one follows, and the header of the hello that must follow.
 constexpr size_t kHeadBytes = sizeof(RelayRecord) + kRelayMacBytes + sizeof(RecordHeader);
@@ -111,7 +116,10 @@ Status CheckRelayRecordHeader(const RelayRecord& rec) {
 
 /// One relayed socket: the incoming side, the onward side and the two directions.
 struct RelayService::Leg {
-  enum class State { kRequest, kConnecting, kSplicing };
+  /// kRefusing: over RAILYARD_RELAY_MAX_PER_PEER; the reject record is sent and the
+  /// sending side shut; what the origin sends is read and dropped until it closes, so
+  /// the close is a FIN after the reason, not a reset that may overtake it.
+  enum class State { kRequest, kConnecting, kSplicing, kRefusing };
   State state = State::kRequest;
   Fd in, out;
   char head[kHeadBytes] = {};  ///< relay record [+ MAC] + hello header, as received
@@ -240,6 +248,7 @@ void RelayService::Run() {
   pthread_setname_np(pthread_self(), "ry-relay");  // ps -L, top -H, gdb name it
   std::map<int, std::shared_ptr<Leg>> legs;  // by both of a leg's fds
   std::map<uint32_t, int> perSource;         // sockets per source address
+  int refusing = 0;                          // legs in Leg::State::kRefusing
   bool draining = false;
   SteadyClock::time_point drainUntil{};
 
@@ -271,6 +280,10 @@ void RelayService::Run() {
       legs.erase(fd->get());
       fd->Reset();
     }
+    if (l->state == Leg::State::kRefusing) {
+      --refusing;
+      return;  // never counted as carried, pending or from its source
+    }
     if (l->state == Leg::State::kSplicing) {
       active_.fetch_sub(1);
     } else {
@@ -288,6 +301,22 @@ void RelayService::Run() {
     size_t sent = 0;
     (void)TrySend(l->in.get(), &r, sizeof r, &sent);
     drop(l, why, false);
+  };
+  // Over the per-source cap: the reason goes out at once and the leg waits (bounded
+  // by kMaxRefusing and the idle deadline) for the origin to close after reading it.
+  auto refuseOverCap = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
+    RY_WARN("relay on %s: %s refused: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
+    RejectRecord r{};
+    r.header = MakeHeader(RecordKind::kReject);
+    std::snprintf(r.reason, sizeof r.reason, "relay on %s: %s", router_->HostName().c_str(), why.c_str());
+    size_t sent = 0;
+    (void)TrySend(l->in.get(), &r, sizeof r, &sent);  // a new socket's empty send buffer takes it whole
+    ::shutdown(l->in.get(), SHUT_WR);
+    l->state = Leg::State::kRefusing;
+    l->deadline = SteadyClock::now() + std::chrono::milliseconds(options_.idleMs);
+    ++refusing;
+    Watch(l->in.get(), kLeg, EPOLLIN);
+    legs[l->in.get()] = l;
   };
   auto scope = [&] {
     RelayScope s;
@@ -385,7 +414,13 @@ void RelayService::Run() {
         for (auto& [k, l] : legs) {
           if (l->state != Leg::State::kSplicing && std::find(setup.begin(), setup.end(), l) == setup.end()) setup.push_back(l);
         }
-        for (auto& l : setup) refuse(l, "the relay is stopping");
+        for (auto& l : setup) {
+          if (l->state == Leg::State::kRefusing) {
+            drop(l, "", false);  // its reason is already out
+          } else {
+            refuse(l, "the relay is stopping");
+          }
+        }
         if (ms > 0 && active_.load() > 0) {
           RY_INFO(log::kNet, "relay on %s: stopping; carrying %d relayed sockets for up to %d ms",
                   router_->HostName().c_str(), active_.load(), ms);
@@ -418,9 +453,15 @@ void RelayService::Run() {
           l->source = SourceOf(c);
           l->desc = "socket from " + AddressText(l->source);
           if (perSource[l->source] >= options_.maxPerPeer) {
-            RY_WARN("relay on %s: %s closed: already %d sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)",
-                    router_->HostName().c_str(), l->desc.c_str(), options_.maxPerPeer);
-            Abort(c);
+            const std::string why = "already " + std::to_string(options_.maxPerPeer) +
+                                    " sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)";
+            if (refusing >= kMaxRefusing) {
+              RY_WARN("relay on %s: %s reset: %s, and %d refusals in progress", router_->HostName().c_str(),
+                      l->desc.c_str(), why.c_str(), refusing);
+              Abort(c);
+              continue;  // l->in closes c
+            }
+            refuseOverCap(l, why);
             continue;
           }
           ++perSource[l->source];
@@ -438,6 +479,16 @@ void RelayService::Run() {
       std::shared_ptr<Leg> l = it->second;
       const bool isIn = fd == l->in.get();
 
+      if (l->state == Leg::State::kRefusing) {
+        // Read and drop what the origin sent (its relay record, perhaps its hello)
+        // until it closes; the sweep resets a leg whose origin never does.
+        char sink[4096];
+        ssize_t r;
+        while ((r = ::read(fd, sink, sizeof sink)) > 0) {
+        }
+        if (r == 0 || (errno != EAGAIN && errno != EINTR)) drop(l, "", false);
+        continue;
+      }
       if (l->state == Leg::State::kRequest) {
         size_t nread = 0;
         bool closed = false;
@@ -565,6 +616,10 @@ void RelayService::Run() {
         }
       }
       for (auto& l : late) {
+        if (l->state == Leg::State::kRefusing) {  // refused, and the origin never closed
+          drop(l, "", true);
+          continue;
+        }
         RY_WARN("relay on %s: %s closed: no %s within %d ms (RAILYARD_RELAY_IDLE_MS)", router_->HostName().c_str(),
                 l->desc.c_str(), l->state == Leg::State::kRequest ? "relay record and hello" : "onward connection",
                 options_.idleMs);

@@ -475,7 +475,7 @@ def proc_stat(pid):
 IDLE_FLOOD = r'''
 import socket, sys, time, select
 addr, port, n, expect = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-socks, closed, reset_early = [], set(), 0
+socks, closed, reset_early, got = [], set(), 0, {}
 for _ in range(n):
     try:
         socks.append(socket.create_connection((addr, port), timeout=10))
@@ -488,12 +488,17 @@ def sweep():
     r, _, _ = select.select([s for s in socks if s not in closed], [], [], 0.05)
     for s in r:
         try:
-            if not s.recv(1): closed.add(s)
+            b = s.recv(4096)
         except OSError:
+            b = b""
+        if b:
+            got[s] = got.get(s, b"") + b
+        else:
             closed.add(s)
 end = time.monotonic() + 5
 while len(closed) < expect and time.monotonic() < end: sweep()
-print("closed_at_once", len(closed) + reset_early, flush=True)
+told = sum(1 for s in closed if b"RAILYARD_RELAY_MAX_PER_PEER" in got.get(s, b""))
+print("closed_at_once", len(closed) + reset_early, told, flush=True)
 sys.stdin.readline()                      # the parent measured the relay
 end = time.monotonic() + 30
 while len(closed) < n and time.monotonic() < end: sweep()
@@ -526,7 +531,8 @@ def case_relay_bounded():
         f = subprocess.Popen(["ip", "netns", "exec", NS[0], sys.executable, "-c", IDLE_FLOOD, address_of(1, 0),
                               str(RELAY_PORT), str(flood), str(flood - cap)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        at_once = int(f.stdout.readline().split()[1])  # the relay accepted them all by now
+        line = f.stdout.readline().split()  # the relay accepted them all by now
+        at_once, told = int(line[1]), int(line[2])
         _, rss1 = proc_stat(relay.pid)
         f.stdin.write("go\n")
         f.stdin.flush()
@@ -535,13 +541,18 @@ def case_relay_bounded():
         f.wait(timeout=30)
         grew = (rss1 - rss0) / 2**20
         print(f"{flood} idle sockets: relay RSS {rss0 / 2**20:.1f} -> {rss1 / 2**20:.1f} MiB; "
-              f"{at_once} closed at once (cap {cap}); all {all_closed} closed after {secs:.1f} s "
+              f"{at_once} closed at once (cap {cap}), {told} of them with the reason; all {all_closed} closed "
+              f"after {secs:.1f} s "
               f"(RAILYARD_RELAY_IDLE_MS={idle_ms})")
         if grew > 64:
             problems.append(f"{flood} idle sockets grew the relay by {grew:.0f} MiB: buffers before any data")
         if at_once != flood - cap:
             problems.append(f"{at_once} of {flood} sockets were closed at once, expected {flood - cap} over the "
                             f"cap of {cap}")
+        # The relay explains a refusal (a reject record naming the variable, then a FIN)
+        # to as many at once as it keeps refusing sockets for; the rest are reset.
+        if told == 0:
+            problems.append("no socket over the cap was told why (RAILYARD_RELAY_MAX_PER_PEER in a reject record)")
         if all_closed != flood or secs > idle_ms / 1000 + 5:
             problems.append(f"{all_closed} of {flood} idle sockets were closed within {secs:.1f} s "
                             f"(idle timeout {idle_ms} ms)")
