@@ -225,16 +225,13 @@ def case_cut_cable():
                        check=True, capture_output=True)
         results = wait_all(procs, timeout=60)
         took = time.monotonic() - t0
-        # Both ranks time out on their own waits about together; the one that loses the race
-        # may see its peer's process exit first (railyard-perf's bootstrap) and report that,
-        # as a secondary failure (exit 4). At least one rank carries the plugin's own error.
+        # Both ranks time out on their own waits about together. The one that loses the race
+        # sees its peer's process exit first (railyard-perf's bootstrap), but with its own ops
+        # in flight it keeps testing them (3 s): each rank reports the plugin's own error.
         primary = [r for r in range(2) if "has gone away" not in results[r][2]]
-        if not primary:
-            fail("no rank carries the plugin's error; both say the other has gone away:\n" +
+        if len(primary) != 2:
+            fail("a rank reports only that the other has gone away, not the plugin's error:\n" +
                  "\n".join(e[-1500:] for _, _, e in results))
-        for r in set(range(2)) - set(primary):
-            if results[r][0] != 4:
-                fail(f"rank {r} reports its peer gone but exits {results[r][0]}, not 4 (secondary)")
         expect_fault([results[r] for r in primary], ["seq", "rail", "no progress"],
                      [["h1", "h0"][r] for r in primary])
         for rank, (_, _, err) in enumerate(results):

@@ -74,7 +74,8 @@ inline constexpr const char* kExitStatusHelp =
     "  2  bad flags or options (including --json PATH that cannot be written, and ranks\n"
     "     started with different options)\n"
     "  3  the run finished but #wrong > 0 (data check failed)\n"
-    "  4  this rank stopped because another rank failed first (that rank prints the cause)";
+    "  4  this rank stopped because another rank failed first (that rank prints the cause;\n"
+    "     a rank with operations in flight first waits up to 3 s for their own error)";
 
 /// The options every rank must agree on, as a fixed-size record for the bootstrap's
 /// AllGather (same build on every rank, so the layout matches). Ranks started with

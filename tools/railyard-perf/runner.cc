@@ -5,12 +5,14 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -130,10 +132,14 @@ class Runner {
   bool quiet_ = false;
   bool usageError_ = false;
   bool warnedSizes_ = false;  ///< the "test() left sizes unwritten" WARN is printed once
+  std::optional<Clock::time_point> peerGone_;  ///< when Exchange's CheckPeers first failed
 };
 
 /// What test() leaves in sizes[0] when it does not write it.
 constexpr int kSizeUnwritten = INT_MIN;
+/// How long a rank whose peer's process is gone keeps testing its own in-flight ops
+/// before it reports the peer's exit (Runner::Exchange).
+constexpr auto kPeerGoneGrace = std::chrono::seconds(3);
 
 Status Runner::CheckSameOptions() {
   const RunShape mine = ShapeOf(opts_);
@@ -382,7 +388,20 @@ Status Runner::Exchange(std::vector<Op>& ops, const char* phase) {
       }
     }
     if (!progress) {
-      if ((++spins & 1023) == 0) RY_RETURN_IF_ERROR(PeersAlive());
+      if ((++spins & 1023) == 0) {
+        if (Status s = boot_.CheckPeers(); !s.ok()) {
+          // A peer's process is gone. While ops of this rank are in flight, the plugin may
+          // fail them itself in a moment (a cut cable times out on both ranks at about the
+          // same time): keep testing them for kPeerGoneGrace, so that this rank reports the
+          // plugin's error when it has one, and the peer's exit (secondary) only after.
+          const bool inFlight = std::any_of(ops.begin(), ops.end(), [](const Op& o) { return o.posted && !o.done; });
+          if (!peerGone_) peerGone_ = Clock::now();
+          if (!inFlight || Clock::now() - *peerGone_ >= kPeerGoneGrace) {
+            secondary_ = true;
+            return s;
+          }
+        }
+      }
       if ((spins & 1023) == 0 && Clock::now() > deadline_) {
         std::string waiting;
         for (auto& op : ops) {
