@@ -1,6 +1,10 @@
 #include "proxy/fabric/relay/relay_client.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "proxy/fabric/relay/relay_wire.h"
 #include "proxy/fabric/relay/relayed_endpoint.h"
@@ -17,12 +21,28 @@ RelayClient::~RelayClient() {
   // Routes closed just before get their Close records out, for a bounded time, so
   // the relay ends them cleanly instead of finding their legs reset.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(options_.timeoutMs, 200));
+  std::vector<pollfd> fds;
   while (!closing_.empty() && std::chrono::steady_clock::now() < until) {
+    fds.clear();
+    bool quiet = true, waitable = true;
     for (Closing& c : closing_) {
       scratch_.clear();
       c.worker->Progress(&scratch_);
+      quiet = quiet && c.worker->Quiet();
+      const int fd = c.worker->WaitFd();
+      waitable = waitable && fd >= 0;
+      fds.push_back({fd, POLLIN, 0});
     }
     std::erase_if(closing_, [](const Closing& c) { return c.leg->Outstanding() == 0; });
+    if (closing_.empty()) break;
+    // Until a relay answers there is nothing to do: sleep on the legs' descriptors
+    // (1 ms at most between passes), or briefly where a transport has none (the
+    // in-process fake), rather than spin for the whole bound.
+    if (waitable && quiet) {
+      (void)::poll(fds.data(), fds.size(), 1);
+    } else if (!waitable) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
   closing_.clear();
 }

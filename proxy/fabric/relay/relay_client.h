@@ -29,7 +29,8 @@ class RelayClient {
   /// A client of `domain` (which must outlive it). InvalidArgument for bad options.
   static Status Create(Domain& domain, const RelayOptions& options, std::unique_ptr<RelayClient>* out);
   /// Gives routes closed just before up to min(timeoutMs, 200) ms to deliver their
-  /// Close records (bounded: a dead relay costs at most that).
+  /// Close records (bounded: a dead relay costs at most that), sleeping on the legs'
+  /// WaitFd()s between passes.
   ~RelayClient();
   RelayClient(const RelayClient&) = delete;
   RelayClient& operator=(const RelayClient&) = delete;
@@ -64,6 +65,8 @@ class RelayClient {
 
   /// Routes open now (closing ones excluded).
   size_t Routes() const { return routes_.size(); }
+  /// Routes closed whose Close records are still on their way (Progress drives them).
+  size_t ClosingRoutes() const { return closing_.size(); }
 
   // --- for RelayedEndpoint ------------------------------------------------------------
   /// A route going away. `leftovers` (its Worker, leg Endpoint and rings) is kept,
