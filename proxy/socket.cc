@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,6 +90,27 @@ bool IsPeerUnreachable(int err) {
   return err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN;
 }
 
+namespace {
+
+/// The text of a blocking send/recv that failed with `err`: on a socket with a send or
+/// receive timeout (SO_SNDTIMEO / SO_RCVTIMEO, `opt`), EAGAIN means that timeout passed
+/// with the peer silent, said so with its length instead of as "Resource temporarily
+/// unavailable".
+std::string TransferFailure(int fd, int opt, int err, const char* verb) {
+  if (err == EAGAIN || err == EWOULDBLOCK) {
+    timeval tv{};
+    socklen_t len = sizeof tv;
+    if (::getsockopt(fd, SOL_SOCKET, opt, &tv, &len) == 0 && (tv.tv_sec != 0 || tv.tv_usec != 0)) {
+      const long long ms = static_cast<long long>(tv.tv_sec) * 1000 + tv.tv_usec / 1000;
+      return std::string(verb) + " timed out: the peer was silent for " + std::to_string(ms) +
+             " ms (the connection's timeout: stopped, frozen or cut off)";
+    }
+  }
+  return std::string(verb) + " failed: " + ErrnoText(err);
+}
+
+}  // namespace
+
 Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what) {
   msghdr msg{};
   while (iovcnt > 0) {
@@ -97,7 +119,7 @@ Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what) {
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return SystemError(what + ": send failed: " + ErrnoText(errno));
+      return SystemError(what + ": " + TransferFailure(fd, SO_SNDTIMEO, errno, "send"));
     }
     size_t left = static_cast<size_t>(n);
     while (iovcnt > 0 && left >= iov->iov_len) {
@@ -121,7 +143,7 @@ Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* e
     ssize_t n = ::recv(fd, p + got, bytes - got, MSG_WAITALL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return SystemError(what + ": receive failed: " + ErrnoText(errno));
+      return SystemError(what + ": " + TransferFailure(fd, SO_RCVTIMEO, errno, "receive"));
     }
     if (n == 0) {
       if (got == 0 && eof != nullptr) {

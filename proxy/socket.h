@@ -61,10 +61,13 @@ Status SetPeerLiveness(int fd, int timeoutMs);
 bool IsPeerUnreachable(int err);
 
 /// Blocking: writes every byte of the iovecs (MSG_NOSIGNAL, restarts on EINTR).
-/// SystemError naming `what` and errno when the connection breaks.
+/// SystemError naming `what` and errno when the connection breaks; on a socket with
+/// SO_SNDTIMEO, "send timed out: the peer was silent for N ms ..." when that passes.
 Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what);
 /// Blocking: reads exactly `bytes` into `buf`. An orderly EOF before the first byte
 /// returns kEof (when `eof` is given) so callers can tell a clean close from a break.
+/// On a socket with SO_RCVTIMEO, "receive timed out: the peer was silent for N ms ..."
+/// (SystemError) when that passes with nothing read.
 Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* eof = nullptr);
 
 /// Non-blocking read of up to `bytes`; adds to *got. *closed = true on orderly EOF.

@@ -142,7 +142,13 @@ Status SnapshotClient::CheckBlob(uint64_t bytes, const char* what) const {
                            " bytes; kind '" + options_.kind + "' holds blobs of " + std::to_string(options_.blobBytes) +
                            " bytes (nothing was sent)");
   }
-  return failed_;
+  return Earlier();
+}
+
+Status SnapshotClient::Earlier() const {
+  if (failed_.ok()) return failed_;
+  return Status(failed_.code(), "snapshot: this handle's connection to the peer failed earlier (" +
+                                    failed_.message() + "); nothing was sent: open a new handle");
 }
 
 Status SnapshotClient::WithRouteCause(Status s) {
@@ -215,7 +221,7 @@ Status SnapshotClient::ReadAt(uint64_t offset, void* dst, uint64_t bytes) {
 
 Status SnapshotClient::Alloc(uint64_t key, uint64_t* offset) {
   if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Put on raw kind '" + options_.kind + "' (use WriteAt)");
-  RY_RETURN_IF_ERROR(failed_);
+  RY_RETURN_IF_ERROR(Earlier());
   Response r;
   RY_RETURN_IF_ERROR(Call(Op::kAlloc, key, 0, &r));
   *offset = r.offset;
@@ -271,7 +277,7 @@ Status SnapshotClient::Get(uint64_t key, void* dst, uint64_t bytes, bool* found)
 
 Status SnapshotClient::Remove(uint64_t key, bool* found) {
   if (options_.mode != Mode::kPaging) return InvalidUsage("snapshot: Remove on raw kind '" + options_.kind + "'");
-  RY_RETURN_IF_ERROR(failed_);
+  RY_RETURN_IF_ERROR(Earlier());
   Response r;
   RY_RETURN_IF_ERROR(Call(Op::kRemove, key, 0, &r));
   *found = r.result == Response::kOk;

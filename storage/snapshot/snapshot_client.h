@@ -112,6 +112,9 @@ class SnapshotClient {
   SnapshotClient(fabric::Worker& worker, ClientOptions o) : worker_(worker), options_(std::move(o)) {}
   Status Call(Op op, uint64_t key, uint64_t checksum, Response* out);
   Status CheckBlob(uint64_t bytes, const char* what) const;
+  /// OK, or the sticky failure (failed_) said as an earlier one: "snapshot: this
+  /// handle's connection to the peer failed earlier (<first error>); ...".
+  Status Earlier() const;
   Status Sticky(Status s);
   /// `s` (a control-connection error) with the fabric Endpoint's error appended when
   /// the Endpoint fails within min(timeout, 1 s): a relayed route names peer, relay and

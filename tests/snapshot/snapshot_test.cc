@@ -603,6 +603,34 @@ TEST_F(SnapshotTest, PeerKilledWhileTheBlobsBytesAreMovingFailsThePut) {
   EXPECT_FALSE(found);
 }
 
+// A frozen peer: the call that waits on it fails saying how long the peer was silent
+// (not "Resource temporarily unavailable"), and every later call of the handle, even
+// after the peer resumes, says the connection failed earlier, quoting that first error.
+TEST_F(SnapshotTest, AFrozenPeerTimesOutSayingSoAndLaterCallsSayItFailedEarlier) {
+  StartPeer(false);
+  ClientOptions o = Paging();
+  o.timeoutMs = 1000;
+  SnapshotClient& c = Connect(o);
+  PutAll(c, 0, 1);
+  peer_->Signal(SIGSTOP);
+  uint64_t offset = 0;
+  Status first = c.Alloc(5, &offset);
+  peer_->Signal(SIGCONT);
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.message().find("timed out: the peer was silent for 1000 ms"), std::string::npos) << first.message();
+  EXPECT_EQ(first.message().find("Resource temporarily unavailable"), std::string::npos) << first.message();
+  std::vector<uint8_t> b(kBlob);
+  bool found = false;
+  Status later = c.Get(0, b.data(), kBlob, &found);
+  ASSERT_FALSE(later.ok());
+  EXPECT_NE(later.message().find("this handle's connection to the peer failed earlier ("), std::string::npos)
+      << later.message();
+  EXPECT_NE(later.message().find(first.message()), std::string::npos) << later.message();
+  // A new handle to the resumed peer works.
+  SnapshotClient& fresh = Connect(Paging());
+  ExpectAll(fresh, 0, 1);
+}
+
 TEST_F(SnapshotTest, FullSwapDiskFailsThePutThatHitItEarlierBlobsStay) {
   // tmpfs of 4 MiB: the 4 KiB file header and three 1 MiB + 4 KiB records fit, the fourth does not.
   std::vector<std::string> argv = {PeerBinary(), "--arena", "kind=big,mode=paging,blob=1M,slots=2", "--swap-dir", dir_,
