@@ -478,7 +478,8 @@ const Variable kVariables[] = {
      "Snapshot tier: 1 = a committed blob is written through to the swap file and fdatasync'ed "
      "before the put returns, and survives a restart of the serving process (the index is rebuilt "
      "from the file; records torn by a crash fail their xxHash64 checksum and are dropped, never "
-     "served). 0 = the swap file is a cache only and starts empty.",
+     "served). 0 = the swap file is a cache only and starts empty; a swap file that an arena "
+     "with 1 kept is refused (not emptied) until it is set to 1 again or the file is moved away.",
      0, 1, &ApplyInt<&Config::swapSync>},
     {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
      "CollNet collectives: bytes of one pipelined ring chunk, the size of one staging slot "

@@ -27,10 +27,13 @@ constexpr uint64_t kPage = 4096;
 struct FileHeader {
   uint32_t magic;
   uint16_t version;
-  uint16_t reserved;
+  uint16_t flags;  ///< kFileDurable
   uint64_t blobBytes;
   char kind[32];
 };
+/// FileHeader::flags: an arena with RAILYARD_SWAP_SYNC=1 has owned the file, so it may
+/// hold committed blobs that were promised to survive a restart.
+constexpr uint16_t kFileDurable = 1;
 
 struct RecordHeader {
   uint32_t magic;
@@ -119,6 +122,17 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
   FileHeader fh{};
   const off_t size = ::lseek(fd, 0, SEEK_END);
   bool fresh = !sync || size < static_cast<off_t>(kPage);
+  if (!sync && size >= static_cast<off_t>(kPage)) {
+    // A cache-only arena starts empty, but never by silently dropping blobs that an
+    // arena with RAILYARD_SWAP_SYNC=1 committed here.
+    RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
+    if (fh.magic == kFileMagic && (fh.flags & kFileDurable) != 0) {
+      return InvalidUsage("swap " + path + " was kept by an arena with RAILYARD_SWAP_SYNC=1 and may hold committed "
+                          "blobs; this one runs with RAILYARD_SWAP_SYNC=0, which starts its swap empty: set "
+                          "RAILYARD_SWAP_SYNC=1 to keep them, or move the file away to start empty (nothing was "
+                          "touched)");
+    }
+  }
   if (!fresh) {
     RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
     if (fh.magic != kFileMagic) {
@@ -133,13 +147,17 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
   if (fresh) {
     if (::ftruncate(fd, 0) != 0) return SystemError("swap " + path + ": truncate failed: " + proxy::ErrnoText(errno));
     std::vector<uint8_t> page(kPage, 0);
-    fh = FileHeader{kFileMagic, kSwapVersion, 0, blobBytes, {}};
+    fh = FileHeader{kFileMagic, kSwapVersion, static_cast<uint16_t>(sync ? kFileDurable : 0), blobBytes, {}};
     std::memcpy(fh.kind, kind.data(), std::min(kind.size(), sizeof fh.kind - 1));
     std::memcpy(page.data(), &fh, sizeof fh);
     RY_RETURN_IF_ERROR(PwriteAll(fd, page.data(), kPage, 0, path));
     if (sync && ::fdatasync(fd) != 0) return WriteError(path, errno);
     *out = std::move(f);
     return Status::Ok();
+  }
+  if ((fh.flags & kFileDurable) == 0) {  // a cache-only arena's file, durable from now on
+    fh.flags |= kFileDurable;
+    RY_RETURN_IF_ERROR(PwriteAll(fd, &fh, sizeof fh, 0, path));
   }
   // Rebuild: every whole record; the newest valid generation of each key wins.
   const int64_t slots = (size - static_cast<off_t>(kPage)) / static_cast<off_t>(f->stride_);

@@ -242,5 +242,48 @@ TEST(SwapFileLock, ASecondOpenIsRefusedAndTouchesNothing) {
   std::filesystem::remove_all(dir);
 }
 
+// A swap file an arena with RAILYARD_SWAP_SYNC=1 kept is never emptied by a restart
+// with RAILYARD_SWAP_SYNC=0 (that used to truncate it silently, committed blobs and
+// all): refused naming both settings, the file untouched; a sync arena then finds the
+// record. A cache-only arena's own file still starts empty on its restart.
+TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
+  char tmpl[] = "/tmp/railyard-swapsync-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 4096;
+  std::vector<uint8_t> blob(kBlob, 0x5a);
+  const uint64_t sum = XXH64(blob.data(), blob.size(), 0);
+  const std::string path = dir + "/railyard-snapshot-ssm.swap";
+  std::unique_ptr<SwapFile> f;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(0, 7, 1, blob.data(), sum).ok());
+  f.reset();
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+
+  const Status st = SwapFile::Open(dir, "ssm", kBlob, /*sync=*/false, &f, &rebuild);
+  EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
+  EXPECT_NE(st.message().find("kept by an arena with RAILYARD_SWAP_SYNC=1"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("nothing was touched"), std::string::npos) << st.message();
+  EXPECT_EQ(f, nullptr);
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_EQ(after.st_size, before.st_size);
+
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_EQ(rebuild.records.size(), 1u);
+  EXPECT_EQ(rebuild.records[0].key, 7u);
+  f.reset();
+
+  // A cache-only arena of another kind: its file starts empty again on a restart.
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(0, 9, 1, blob.data(), sum).ok());
+  f.reset();
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
+  EXPECT_TRUE(rebuild.records.empty());
+  f.reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace railyard::storage::snapshot
