@@ -37,6 +37,17 @@ Status GetString(const json& j, const char* key, size_t maxBytes, std::string* o
   if (it == j.end() || !it->is_string()) return Bad(std::string("field '") + key + "' missing or not a string");
   std::string s = it->get<std::string>();
   if (s.size() > maxBytes) return Bad(std::string("field '") + key + "' longer than " + std::to_string(maxBytes));
+  // Every string of the manifest ends up in logs and on terminals: no control byte
+  // (an escape sequence, a NUL that cuts the text) is ever taken from a peer's store.
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      return Bad(std::string("field '") + key + "' holds a control character (" + hex + " at byte " +
+                 std::to_string(i) + ")");
+    }
+  }
   *out = std::move(s);
   return Status::Ok();
 }

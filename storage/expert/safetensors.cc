@@ -129,11 +129,20 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
   return Status::Ok();
 }
 
-Status ReadCheckpoint(const std::string& path, std::vector<CheckpointTensor>* out) {
+Status ReadCheckpoint(const std::string& given, std::vector<CheckpointTensor>* out) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return ReadSafetensorsHeader(path, out);
-  const std::string index = path + "/model.safetensors.index.json";
+  // A sharded checkpoint may be named by its index file too (as Hugging Face lists it):
+  // its directory holds the shards.
+  const bool isIndex = given.size() >= 5 && given.compare(given.size() - 5, 5, ".json") == 0 &&
+                       fs::is_regular_file(given, ec);
+  if (!isIndex && !fs::is_directory(given, ec)) return ReadSafetensorsHeader(given, out);
+  std::string path = given;
+  if (isIndex) {
+    path = fs::path(given).parent_path().string();
+    if (path.empty()) path = ".";
+  }
+  const std::string index = isIndex ? given : path + "/model.safetensors.index.json";
   if (!fs::exists(index, ec)) {
     const std::string single = path + "/model.safetensors";
     if (fs::exists(single, ec)) return ReadSafetensorsHeader(single, out);

@@ -36,7 +36,8 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
 /// Reads a checkpoint: a .safetensors file, or a directory with
 /// model.safetensors.index.json (its "weight_map" names the shard of every tensor;
 /// each shard is read once and must hold the tensors the index gives it) or with a
-/// single model.safetensors. PACK_INPUT for a missing/malformed index or shard, a
+/// single model.safetensors; or such an index file itself (any *.json file: its
+/// directory holds the shards). PACK_INPUT for a missing/malformed index or shard, a
 /// tensor the index names but its shard lacks, or a name in two shards.
 Status ReadCheckpoint(const std::string& path, std::vector<CheckpointTensor>* out);
 

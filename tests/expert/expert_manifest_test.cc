@@ -71,6 +71,16 @@ TEST(ExpertManifest, NamedErrorsForBadManifests) {
   EXPECT_EQ(mutate([](Manifest& x) { x.recordStride = x.recordBytes - 2; }), ExpertErrc::kManifestInvalid);
   EXPECT_EQ(mutate([](Manifest& x) { x.expertsPerLayer = 0; }), ExpertErrc::kManifestInvalid);
   EXPECT_EQ(mutate([](Manifest& x) { x.alignment = 96; }), ExpertErrc::kManifestInvalid);
+  // A terminal escape sequence, a bell or a NUL in any string never reaches a log.
+  EXPECT_EQ(mutate([](Manifest& x) { x.modelId = "\x1b[2J\x1b[31mPWNED\x07"; }), ExpertErrc::kManifestInvalid);
+  EXPECT_EQ(mutate([](Manifest& x) { x.modelId = std::string("cut\0here", 8); }), ExpertErrc::kManifestInvalid);
+  EXPECT_EQ(mutate([](Manifest& x) { x.tensors[0].name = "w\x7f"; }), ExpertErrc::kManifestInvalid);
+  Manifest bad = m;
+  bad.modelId = "a\x1b[31m";
+  Manifest out;
+  const Status s = Manifest::Parse(bad.ToJson(), &out);
+  EXPECT_NE(s.message().find("field 'model_id' holds a control character (0x1b at byte 1)"), std::string::npos)
+      << s.message();
 }
 
 TEST(ExpertManifest, MutatedManifestsNeverCrashAndAlwaysNameTheirError) {

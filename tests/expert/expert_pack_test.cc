@@ -123,6 +123,9 @@ TEST(ExpertPack, MixtralShardedWithIndexRecordsAreByteIdentical) {
   std::ofstream(tmp.path + "/model.safetensors.index.json") << index.dump();
   PackAndCheck(tmp.path, tmp.path + "/store", t, "model.layers.%d.block_sparse_moe.experts.%d.",
                {"w1.weight", "w2.weight", "w3.weight"});
+  // Named by its index file (as Hugging Face lists it), the same checkpoint.
+  PackAndCheck(tmp.path + "/model.safetensors.index.json", tmp.path + "/store2", t,
+               "model.layers.%d.block_sparse_moe.experts.%d.", {"w1.weight", "w2.weight", "w3.weight"});
 }
 
 Status PlanOf(const std::map<std::string, StTensor>& t, const std::string& dir, const std::string& scheme = "auto") {

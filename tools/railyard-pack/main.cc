@@ -91,6 +91,18 @@ int main(int argc, char** argv) {
     std::filesystem::path p(checkpoint);
     if (p.filename().empty()) p = p.parent_path();
     opts.modelId = std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
+    // A sharded checkpoint named by its index file: the model is its directory.
+    if (opts.modelId == "model.safetensors.index") opts.modelId = p.parent_path().filename().string();
+    // From a file name: never a control character in the manifest (which refuses it).
+    for (char& c : opts.modelId) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+  }
+  for (unsigned char c : opts.modelId) {
+    if (c < 0x20 || c == 0x7f) {
+      std::fprintf(stderr, "railyard-pack: --model-id holds a control character (0x%02x)\n", c);
+      return 2;
+    }
   }
   std::vector<expert::CheckpointTensor> tensors;
   if (Status s = expert::ReadCheckpoint(checkpoint, &tensors); !s.ok()) {
