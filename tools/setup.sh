@@ -14,8 +14,9 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 cmake --build "$build" -j"$(nproc)" --target shipped
-echo "railyard: built the plugin and tools in $build (the tests too: cmake --build $build;" \
-     "install: cmake --install $build --prefix PREFIX); running the main job" >&2
+echo "railyard: built the plugin and the tools in $build (tools: $build/tools/NAME/NAME; the tests" \
+     "are not built: cmake --build $build builds them, or tools/test.sh builds and runs them all in" \
+     "build-test/; install: cmake --install $build --prefix PREFIX); running the main job" >&2
 export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NET_PLUGIN=${NCCL_NET_PLUGIN:-railyard}
 exec "$build/tools/railyard-perf/railyard-perf" -np 4 -p ring -b 64K -e 64M -f 4 -c 1 "$@"

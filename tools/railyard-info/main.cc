@@ -381,6 +381,12 @@ int Run(int argc, char** argv) {
       ->check(tools::InRange(0, 600000))
       ->capture_default_str();
   app.add_option("--debug", debug, "stderr log level: NONE, VERSION, WARN, INFO, TRACE (default RAILYARD_DEBUG)");
+  app.footer(
+      "Exit status:\n"
+      "  0  the rails were listed, and the plugin's init would start with this environment\n"
+      "  1  the plugin's init would fail here (the Mode section says why), or the cluster key\n"
+      "     file is unusable\n"
+      "  2  bad flags, or a RAILYARD_* variable (or --ifname) that is malformed");
   if (std::optional<int> exitNow = tools::ParseCommandLine(app, argc, argv, "railyard-info")) return *exitNow;
 
   if (!debug.empty()) {

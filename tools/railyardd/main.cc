@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot-arena", snapshot.arenas,
                  "serve a snapshot arena: kind=NAME,mode=raw|paging,blob=BYTES,slots=N (raw: max=BYTES instead of "
                  "slots lets the first client size it; repeat for several kinds; paging arenas swap to RAILYARD_SWAP_DIR)");
-  app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's)");
+  app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's, or 127.0.0.1 with no rail: RAILYARD_SOCKET_IFNAME unset)");
   app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral, printed)")
       ->check(tools::InRange(0, 65535));  // a range, not CLI11's bare "could not be converted" (new-user trial)
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
