@@ -366,8 +366,9 @@ const Variable kVariables[] = {
      "this time is closed (it holds no buffer meanwhile).",
      100, 3600000, &ApplyInt<&Config::relayIdleMs>},
     {"RAILYARD_RELAY_MAX_PER_PEER", "int", "1024", "", nullptr,
-     "Most sockets a relay carries (or is setting up) from one source address; more are "
-     "closed at once with a WARN.",
+     "Most sockets a relay carries (or is setting up) from one source address; one more is "
+     "refused at once with a WARN and a reject record naming this variable (the dialer's error "
+     "quotes it).",
      1, 1000000, &ApplyInt<&Config::relayMaxPerPeer>},
     {"RAILYARD_TRANSPORT", "enum", "auto", "", nullptr,
      "Data path: verbs = RDMA (RoCE v2 RC QPs over the ports RAILYARD_HCA selects; required), "
