@@ -294,23 +294,23 @@ void RelayService::Run() {
     l->down.buf = {};
     if (auto it = perSource.find(l->source); it != perSource.end() && --it->second == 0) perSource.erase(it);
   };
-  auto refuse = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
+  // The reason, as the origin's dialer reads it (RejectRecord), sent without blocking.
+  auto sendReject = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
     RejectRecord r{};
     r.header = MakeHeader(RecordKind::kReject);
     std::snprintf(r.reason, sizeof r.reason, "relay on %s: %s", router_->HostName().c_str(), why.c_str());
     size_t sent = 0;
     (void)TrySend(l->in.get(), &r, sizeof r, &sent);
+  };
+  auto refuse = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
+    sendReject(l, why);
     drop(l, why, false);
   };
   // Over the per-source cap: the reason goes out at once and the leg waits (bounded
   // by kMaxRefusing and the idle deadline) for the origin to close after reading it.
   auto refuseOverCap = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
     RY_WARN("relay on %s: %s refused: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
-    RejectRecord r{};
-    r.header = MakeHeader(RecordKind::kReject);
-    std::snprintf(r.reason, sizeof r.reason, "relay on %s: %s", router_->HostName().c_str(), why.c_str());
-    size_t sent = 0;
-    (void)TrySend(l->in.get(), &r, sizeof r, &sent);  // a new socket's empty send buffer takes it whole
+    sendReject(l, why);  // a new socket's empty send buffer takes it whole
     ::shutdown(l->in.get(), SHUT_WR);
     l->state = Leg::State::kRefusing;
     l->deadline = SteadyClock::now() + std::chrono::milliseconds(options_.idleMs);
