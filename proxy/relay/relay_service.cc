@@ -482,11 +482,13 @@ void RelayService::Run() {
       if (l->state == Leg::State::kRefusing) {
         // Read and drop what the origin sent (its relay record, perhaps its hello)
         // until it closes; the sweep resets a leg whose origin never does.
+        // At most 64 KiB a wake (level-triggered: the rest on the next), so an origin that
+        // keeps sending cannot hold this thread; the sweep resets it at the deadline.
         char sink[4096];
-        ssize_t r;
-        while ((r = ::read(fd, sink, sizeof sink)) > 0) {
+        ssize_t r = 0;
+        for (int i = 0; i < 16 && (r = ::read(fd, sink, sizeof sink)) > 0; ++i) {
         }
-        if (r == 0 || (errno != EAGAIN && errno != EINTR)) drop(l, "", false);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) drop(l, "", false);
         continue;
       }
       if (l->state == Leg::State::kRequest) {
