@@ -128,6 +128,31 @@ TEST(PerfOptions, SizesThatMoveNothingAreRefused) {
   EXPECT_TRUE(Parse({"-np", "2", "-p", "allgather", "-b", "0", "-e", "0"}, &o).ok());
 }
 
+// A sweep whose steps skip every size that moves data is refused too (new-user trial:
+// -b 3 -e 7 with the default -i 1M runs 3 alone, one row of 0 B), and one whose first
+// sizes move nothing gets a note naming the first size that moves data.
+TEST(PerfOptions, ASweepWhoseStepsRunOnlyEmptySizesIsRefusedAndAnEmptyFirstRowIsNoted) {
+  Options o;
+  Status s = Parse({"-np", "2", "-p", "ring", "-b", "3", "-e", "7"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("-b 3 -e 7 (whose steps run no size above 3) moves nothing with -p ring"),
+            std::string::npos)
+      << s.message();
+  ASSERT_TRUE(Parse({"-np", "2", "-p", "ring", "-b", "3", "-e", "7", "-i", "4"}, &o).ok());  // 3, 7
+  EXPECT_EQ(RowBytes(o, 3), 0u);
+  EXPECT_EQ(RowBytes(o, 7), 4u);
+  EXPECT_EQ(SizeNote(o),
+            "-b 3 is too small to move a whole element with -p ring: the sizes under 7 give one row of 0 B "
+            "(count 0, as nccl-tests prints it); the first that moves data is 4 B");
+  ASSERT_TRUE(Parse({"-np", "4", "-p", "alltoall", "-b", "3", "-e", "128", "-f", "2"}, &o).ok());
+  EXPECT_NE(SizeNote(o).find("the sizes under 96 give one row of 0 B"), std::string::npos) << SizeNote(o);
+  EXPECT_NE(SizeNote(o).find("the first that moves data is 64 B"), std::string::npos) << SizeNote(o);
+  ASSERT_TRUE(Parse({"-np", "2", "-p", "ring", "-b", "4", "-e", "64", "-f", "2"}, &o).ok());
+  EXPECT_EQ(SizeNote(o), "");  // the first size moves data
+  ASSERT_TRUE(Parse({"-np", "2", "-p", "ring", "-b", "0", "-e", "64", "-f", "2"}, &o).ok());
+  EXPECT_EQ(SizeNote(o), "");  // -b 0 asks for the empty row
+}
+
 TEST(PerfOptions, RejectsBadCombinations) {
   Options o;
   EXPECT_FALSE(Parse({"-e", "2G"}, &o).ok());                       // above 1 GiB

@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyard-perf: %s\n", why.c_str());
     return kExitUsage;
   }
+  if (const std::string note = SizeNote(opts); !note.empty() && (opts.np > 0 || opts.rank == 0)) {
+    std::fprintf(stderr, "railyard-perf: note: %s\n", note.c_str());
+  }
   // Only rank 0 writes --json; find out now, not after the whole run.
   if (!opts.jsonPath.empty() && (opts.np > 0 || opts.rank == 0)) {
     if (railyard::Status s = CheckJsonWritable(opts.jsonPath); !s.ok()) {

@@ -199,16 +199,21 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   // row as nccl-tests prints it (count 0).
   const bool collective = IsCollective(o.pattern);
   const int nranks = o.np > 0 ? o.np : o.nranks;
+  // The largest size the sweep runs: -e itself, or less when the steps skip it (new-user
+  // trial: -b 3 -e 7 with the default -i 1M runs 3 alone, one row of 0 B).
+  const std::size_t largest = SizeList(o).back();
+  const std::string sweep = largest == o.maxBytes ? "-e " + maxB
+                                                  : "-b " + minB + " -e " + maxB + " (whose steps run no size above " +
+                                                        FormatSize(largest) + ")";
   if (collective && o.minBytes > 0) {
     // The same rule for the collectives (new-user trial: -p allgather -b 1 -e 1 ran one
     // passing row of 0 B): whole elements per rank (allreduce: whole elements).
     collectives::DataType type = collectives::DataType::kFloat32;
     (void)collectives::ParseDataType(o.datatype, &type);  // CLI11 checked the name
-    const CollPattern& pat = PatternOps(o.pattern);
     const std::size_t tb = collectives::TypeBytes(type);
-    if (pat.shape(o.maxBytes, nranks, tb).totalBytes == 0) {
+    if (RowBytes(o, largest) == 0) {
       const std::size_t least = o.pattern == Pattern::kAllReduce ? tb : tb * static_cast<std::size_t>(nranks);
-      return InvalidUsage("-e " + maxB + " moves nothing with -p " + pattern + " -d " + o.datatype + ": " +
+      return InvalidUsage(sweep + " moves nothing with -p " + pattern + " -d " + o.datatype + ": " +
                           (o.pattern == Pattern::kAllReduce
                                ? "the size counts whole " + std::to_string(tb) + "-byte elements"
                                : "each of the " + std::to_string(nranks) + " ranks holds whole " +
@@ -216,9 +221,9 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
                           ", so at least " + std::to_string(least) + " B (-b 0 -e 0 for an empty operation)");
     }
   }
-  if (!collective && o.minBytes > 0 && LayoutFor(o.pattern, o.maxBytes, nranks).totalBytes == 0) {
+  if (!collective && o.minBytes > 0 && RowBytes(o, largest) == 0) {
     const bool alltoall = o.pattern == Pattern::kAllToAll || o.pattern == Pattern::kGinAllToAll;
-    return InvalidUsage("-e " + maxB + " moves nothing with -p " + pattern + ": " +
+    return InvalidUsage(sweep + " moves nothing with -p " + pattern + ": " +
                         (alltoall ? "alltoall sends 16-byte multiples to each of the " + std::to_string(nranks) +
                                         " ranks, so at least " + std::to_string(16 * nranks) + " B"
                                   : std::string("messages are whole 4-byte floats, so at least 4 B")) +
@@ -226,6 +231,32 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   }
   *out = std::move(o);
   return Status::Ok();
+}
+
+std::size_t RowBytes(const Options& o, std::size_t requestedBytes) {
+  const int nranks = o.np > 0 ? o.np : o.nranks;
+  if (IsCollective(o.pattern)) {
+    collectives::DataType type = collectives::DataType::kFloat32;
+    (void)collectives::ParseDataType(o.datatype, &type);  // CLI11 checked the name
+    return PatternOps(o.pattern).shape(requestedBytes, nranks, collectives::TypeBytes(type)).totalBytes;
+  }
+  return LayoutFor(o.pattern, requestedBytes, nranks).totalBytes;
+}
+
+std::string SizeNote(const Options& o) {
+  if (o.minBytes == 0 || RowBytes(o, o.minBytes) != 0) return "";
+  // ParseOptions refused a sweep whose largest size moves nothing, so some size does.
+  std::size_t firstMoving = SizeList(o).back();
+  for (std::size_t s : SizeList(o)) {
+    if (RowBytes(o, s) != 0) {
+      firstMoving = s;
+      break;
+    }
+  }
+  return "-b " + FormatSize(o.minBytes) + " is too small to move a whole element with -p " +
+         std::string(PatternName(o.pattern)) + ": the sizes under " + FormatSize(firstMoving) +
+         " give one row of 0 B (count 0, as nccl-tests prints it); the first that moves data is " +
+         std::to_string(RowBytes(o, firstMoving)) + " B";
 }
 
 RunShape ShapeOf(const Options& o) {

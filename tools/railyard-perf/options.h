@@ -65,6 +65,16 @@ Status ParseHostPort(const std::string& text, std::string* host, int* port);
 /// a bad flag. `*exitNow` is set (with ok) when --help was printed.
 Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitNow);
 
+/// Bytes one row of `o`'s pattern moves for a requested size `requestedBytes`: whole
+/// elements (floats, or -d's type for the collectives; alltoall: 16-byte chunks per
+/// rank), so it may be less than requested, or 0.
+std::size_t RowBytes(const Options& o, std::size_t requestedBytes);
+
+/// A one-line note for a sweep whose smallest size (-b, above 0) moves no whole element
+/// (new-user trial: `-b 3 -e 7` printed a 0-byte row without a word), naming the first
+/// size that moves data; "" otherwise. For a parsed `o` (ParseOptions).
+std::string SizeNote(const Options& o);
+
 /// Exit statuses of railyard-perf (also printed by --help; tools/railyard-perf/README.md).
 inline constexpr const char* kExitStatusHelp =
     "Exit status:\n"
