@@ -267,32 +267,39 @@ void RelayService::Run() {
     if (l.state == Leg::State::kSplicing && !l.down.eof && l.down.Space() > 0) ev.events |= EPOLLIN;
     epoll_ctl(epoll_, EPOLL_CTL_MOD, l.out.get(), &ev);
   };
+  // Takes a leg out of the counts it is in (carried or pending, buffered, per source;
+  // or refusing).
+  auto uncount = [&](Leg& l) {
+    if (l.state == Leg::State::kRefusing) {
+      --refusing;
+      return;  // never counted as carried, pending or from its source
+    }
+    if (l.state == Leg::State::kSplicing) {
+      active_.fetch_sub(1);
+    } else {
+      pending_.fetch_sub(1);
+    }
+    buffered_.fetch_sub(l.up.buf.size() + l.down.buf.size());
+    l.up.buf = {};
+    l.down.buf = {};
+    if (auto it = perSource.find(l.source); it != perSource.end() && --it->second == 0) perSource.erase(it);
+  };
+  auto closeFd = [&](Fd& fd, bool abort) {
+    if (!fd.valid()) return;
+    epoll_ctl(epoll_, EPOLL_CTL_DEL, fd.get(), nullptr);
+    if (abort) Abort(fd.get());
+    legs.erase(fd.get());
+    fd.Reset();
+  };
   auto drop = [&](const std::shared_ptr<Leg>& l, const std::string& why, bool abort) {
     if (!why.empty() && l->fabric && l->state == Leg::State::kSplicing) {
       RY_INFO(log::kNet, "relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
     } else if (!why.empty()) {
       RY_WARN("relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
     }
-    for (Fd* fd : {&l->in, &l->out}) {
-      if (!fd->valid()) continue;
-      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd->get(), nullptr);
-      if (abort) Abort(fd->get());
-      legs.erase(fd->get());
-      fd->Reset();
-    }
-    if (l->state == Leg::State::kRefusing) {
-      --refusing;
-      return;  // never counted as carried, pending or from its source
-    }
-    if (l->state == Leg::State::kSplicing) {
-      active_.fetch_sub(1);
-    } else {
-      pending_.fetch_sub(1);
-    }
-    buffered_.fetch_sub(l->up.buf.size() + l->down.buf.size());
-    l->up.buf = {};
-    l->down.buf = {};
-    if (auto it = perSource.find(l->source); it != perSource.end() && --it->second == 0) perSource.erase(it);
+    closeFd(l->in, abort);
+    closeFd(l->out, abort);
+    uncount(*l);
   };
   // The reason, as the origin's dialer reads it (RejectRecord), sent without blocking.
   auto sendReject = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
@@ -302,15 +309,26 @@ void RelayService::Run() {
     size_t sent = 0;
     (void)TrySend(l->in.get(), &r, sizeof r, &sent);
   };
-  auto refuse = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
-    sendReject(l, why);
-    drop(l, why, false);
-  };
-  // Over the per-source cap: the reason goes out at once and the leg waits (bounded
-  // by kMaxRefusing and the idle deadline) for the origin to close after reading it.
-  auto refuseOverCap = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
-    RY_WARN("relay on %s: %s refused: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
-    sendReject(l, why);  // a new socket's empty send buffer takes it whole
+  // A refusal: the reason goes out at once and the leg lingers in kRefusing (at most
+  // kMaxRefusing of them, each until the idle deadline) reading and dropping what the
+  // origin sends until it closes. Closing at once could reset the socket over bytes the
+  // origin sent that were never read, and a reset can discard the reason before the
+  // origin's dialer reads it. `counted`: the leg is in the pending counts (a socket
+  // refused at accept, over the per-source cap, never was). While stopping, or with
+  // kMaxRefusing lingering already, the leg closes at once.
+  auto refuse = [&](const std::shared_ptr<Leg>& l, const std::string& why, bool counted = true) {
+    RY_WARN("relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
+    sendReject(l, why);  // the origin's side sent no more than the head: the send buffer is empty
+    if (draining || refusing >= kMaxRefusing) {
+      if (counted) {
+        drop(l, "", false);
+      } else {
+        closeFd(l->in, false);
+      }
+      return;
+    }
+    closeFd(l->out, true);  // an onward socket that never carried a byte
+    if (counted) uncount(*l);
     ::shutdown(l->in.get(), SHUT_WR);
     l->state = Leg::State::kRefusing;
     l->deadline = SteadyClock::now() + std::chrono::milliseconds(options_.idleMs);
@@ -453,7 +471,7 @@ void RelayService::Run() {
           l->source = SourceOf(c);
           l->desc = "socket from " + AddressText(l->source);
           if (perSource[l->source] >= options_.maxPerPeer) {
-            const std::string why = "already " + std::to_string(options_.maxPerPeer) +
+            const std::string why = "refused: already " + std::to_string(options_.maxPerPeer) +
                                     " sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)";
             if (refusing >= kMaxRefusing) {
               RY_WARN("relay on %s: %s reset: %s, and %d refusals in progress", router_->HostName().c_str(),
@@ -461,7 +479,7 @@ void RelayService::Run() {
               Abort(c);
               continue;  // l->in closes c
             }
-            refuseOverCap(l, why);
+            refuse(l, why, false);
             continue;
           }
           ++perSource[l->source];

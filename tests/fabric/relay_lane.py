@@ -378,6 +378,10 @@ def case_relay_hostile_records():
             ("a cabled host's non-Railyard port, as curl would", relay_record(ids["h2"], port + 1) +
              b"GET / HTTP/1.0\r\n\r\n", "not a Railyard record"),
             ("the relay port itself", relay_record(ids["h2"], RELAY_PORT) + HELLO_HEADER, "not a listener port"),
+            # Bytes the relay never reads must not reset the socket over its reason (it
+            # reads and drops them until the origin closes).
+            ("a host outside the graph, 32 KiB after the hello (a dialer's first frames)",
+             relay_record(0x1234567890abcdef, port + 1) + HELLO_HEADER + bytes(32 << 10), "not in the cabling graph"),
         ]
         for what, payload, reason in cases:
             got = send_via_relay(0, 1, payload)
