@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "env/log.h"
 #include "proxy/fabric/relay/graph_routes.h"
 #include "proxy/fabric/relay/seat_forwarder.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
@@ -90,8 +91,20 @@ Status TierRoute::WithTunnelFailure(const Status& s, const std::string& spec, co
   return why.empty() ? s : Status(s.code(), s.message() + why);
 }
 
+std::shared_ptr<proxy::verbs::IbPorts> OpenTierRdmaPorts(const env::Config& config, const char* who) {
+  std::unique_ptr<proxy::verbs::IbPorts> ports;
+  if (Status s = proxy::verbs::IbPorts::Open(config, &ports, nullptr); !s.ok()) {
+    RY_WARN("%s: RDMA ports cannot be opened, the tier data runs over TCP: %s", who, s.message().c_str());
+    return nullptr;
+  }
+  if (ports->size() == 0) return nullptr;
+  RY_INFO(log::kNet, "%s: tier data over RDMA on %zu port(s) where a cable's rails are RDMA ports", who, ports->size());
+  return std::shared_ptr<proxy::verbs::IbPorts>(std::move(ports));
+}
+
 Status CreateTierDomain(const env::Config& config, const proxy::Router& router, const std::vector<proxy::FabricRail>& rails,
-                        uint16_t listenPort, std::unique_ptr<runtime::CableSetDomain>* out) {
+                        uint16_t listenPort, std::unique_ptr<runtime::CableSetDomain>* out,
+                        std::shared_ptr<proxy::verbs::IbPorts> ib) {
   std::vector<fabric::RailInfo> infos;
   for (const proxy::FabricRail& r : rails) {
     char text[INET_ADDRSTRLEN] = {};
@@ -103,6 +116,7 @@ Status CreateTierDomain(const env::Config& config, const proxy::Router& router, 
   runtime::CableSetOptions o = runtime::CableSetOptions::FromConfig(config, router.HostId(), fabric::relay::RouterGraph(router),
                                                                     std::move(infos), std::move(key));
   o.tcp.listenPort = listenPort;
+  if (ib != nullptr && ib->size() > 0) o.ib = std::move(ib);
   // A refused dial means nothing listens at that host's tier port (its railyardd serves
   // no such tier, or is starting its tunnels, which it does once its agent settled):
   // redialed for 5 x RAILYARD_DISCOVERY_DEAD_MS, not the whole RAILYARD_TIMEOUT_MS.
@@ -155,7 +169,9 @@ Status TierClientFabric::Get(TierClientFabric** out) {
       ro.relayPort = static_cast<uint16_t>(cfg.relayPort);
       RY_RETURN_IF_ERROR(proxy::Router::Start(rails, ro, &f->router_));  // the cabling agent's thread
       RY_RETURN_IF_ERROR(CreateTierDomain(cfg, *f->router_, rails, 0, &f->domain_));
-      f->cache_ = std::make_unique<fabric::RegistrationCache>(*f->domain_);
+      f->ib_ = OpenTierRdmaPorts(cfg, "tier client");
+      RY_RETURN_IF_ERROR(CreateTierDomain(cfg, *f->router_, rails, 0, &f->dataDomain_, f->ib_));
+      f->cache_ = std::make_unique<fabric::RegistrationCache>(*f->dataDomain_);
       return Status::Ok();
     }();
     if (st.status.ok()) st.fabric = f.release();
@@ -219,7 +235,7 @@ Status TierClientFabric::Open(const std::string& name, uint16_t port, TierRoute*
     router_->Agent().WaitFor([v](const topology::ClusterGraph&, uint64_t now) { return now != v; }, 100);
   }
   out->how = (plan.relay.empty() ? "direct to " : "via relay ") + g.HostName(plan.neighbour);
-  RY_RETURN_IF_ERROR(domain_->CreateWorker(&out->worker));
+  RY_RETURN_IF_ERROR(dataDomain_->CreateWorker(&out->worker));
   storage::tunnel::TunnelOptions o;
   o.peerName = out->PeerName(kTierHostPrefix + name);  // its logs name the peer asked for
   return storage::tunnel::ControlTunnel::Dial(*domain_, address, o, &out->tunnel);

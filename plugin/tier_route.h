@@ -35,6 +35,7 @@
 #include "proxy/fabric/worker.h"
 #include "proxy/routing/router.h"
 #include "proxy/runtime/cable_set_domain.h"
+#include "proxy/verbs/ib_ports.h"
 #include "storage/tunnel/control_tunnel.h"
 
 namespace railyard::plugin {
@@ -54,13 +55,24 @@ Status TunnelAddressOf(const topology::ClusterGraph& graph, uint64_t self, const
                        std::vector<uint8_t>* out);
 
 /// A fabric-mode Domain over `router`'s graph and rails (RAILYARD_* settings from
-/// `config`); `listenPort` 0: ephemeral ports, else that port on every rail.
+/// `config`); `listenPort` 0: ephemeral ports, else that port on every rail. `ib`: the
+/// process's RDMA ports, for a data Domain whose cables of RDMA ports run verbs
+/// (CableSetOptions::ib; both ends of a cable must: a client's data Domain and the tier
+/// peer's are made alike); null or empty: every cable TCP (the tunnels' Domains, whose
+/// acceptor address a client builds from the graph: TCP at the tier tunnel port).
 /// Errors of CableSetDomain::Create and LoadClusterKey.
 Status CreateTierDomain(const env::Config& config, const proxy::Router& router, const std::vector<proxy::FabricRail>& rails,
-                        uint16_t listenPort, std::unique_ptr<runtime::CableSetDomain>* out);
+                        uint16_t listenPort, std::unique_ptr<runtime::CableSetDomain>* out,
+                        std::shared_ptr<proxy::verbs::IbPorts> ib = nullptr);
 
-/// A client's route to one tier peer: its Worker (data) and tunnel (control), both of
-/// TierClientFabric's Domain. Destroy the tier client before it.
+/// The process's RDMA ports for the tiers' data Domains (IbPorts::Open: those
+/// RAILYARD_HCA selects, ACTIVE with a usable GID), or null when the host has none or
+/// they cannot be opened (then said at WARN, naming `who`, and the data runs over TCP).
+std::shared_ptr<proxy::verbs::IbPorts> OpenTierRdmaPorts(const env::Config& config, const char* who);
+
+/// A client's route to one tier peer: its Worker (data, of TierClientFabric's data
+/// Domain: RDMA on cables of RDMA ports) and tunnel (control, of its TCP Domain).
+/// Destroy the tier client before it.
 struct TierRoute {
   std::unique_ptr<fabric::Worker> worker;                  ///< the data (fabric Reads/Writes) Worker
   std::unique_ptr<storage::tunnel::ControlTunnel> tunnel;  ///< the control connection's dialing side
@@ -86,8 +98,10 @@ struct TierRoute {
 };
 
 /// The client process's fabric for host:NAME peers: a Router (cabling agent) over
-/// RAILYARD_SOCKET_IFNAME's rails, a fabric-mode Domain and its RegistrationCache.
-/// Made once, never destroyed (handles may outlive static teardown).
+/// RAILYARD_SOCKET_IFNAME's rails; a TCP fabric-mode Domain for the control tunnels;
+/// a data Domain over the same rails whose cables of RDMA ports run verbs (the host's
+/// RDMA ports, OpenTierRdmaPorts; TCP where there are none), and its
+/// RegistrationCache. Made once, never destroyed (handles may outlive static teardown).
 class TierClientFabric {
  public:
   /// The process's instance, started on first use. Errors of SelectFabricRails (none:
@@ -105,8 +119,10 @@ class TierClientFabric {
   TierClientFabric() = default;
   const env::Config* config_ = nullptr;
   std::unique_ptr<proxy::Router> router_;
-  std::unique_ptr<runtime::CableSetDomain> domain_;
-  std::unique_ptr<fabric::RegistrationCache> cache_;
+  std::unique_ptr<runtime::CableSetDomain> domain_;      ///< TCP: the control tunnels
+  std::shared_ptr<proxy::verbs::IbPorts> ib_;            ///< null: no RDMA port
+  std::unique_ptr<runtime::CableSetDomain> dataDomain_;  ///< the data Workers (RDMA where cabled so)
+  std::unique_ptr<fabric::RegistrationCache> cache_;     ///< of dataDomain_
 };
 
 }  // namespace railyard::plugin

@@ -32,6 +32,7 @@
 #include "env/device_list_syntax.h"
 #include "env/log.h"
 #include "plugin/expert_domain.h"
+#include "plugin/tier_route.h"
 #include "proxy/routing/router.h"
 #include "proxy/fabric/relay/seat_forwarder.h"
 #include "proxy/relay/relay_seat.h"
@@ -352,9 +353,14 @@ int main(int argc, char** argv) {
     }
   }
   // The fabric relay (relayed fabric Endpoints) serves while the relay above holds the seat.
+  // Serving a tier, the host's RDMA ports are opened once, here, for the tiers' data
+  // Domain and the Forwarder's verbs ports both (else the Forwarder opens its own).
+  tools::TierTunnelFlags tierFlags{expertStore, expertVerify, snapshot.arenas};
+  const bool wantTiers = !tierFlags.expertStore.empty() || !tierFlags.snapshotArenas.empty();
+  std::shared_ptr<proxy::verbs::IbPorts> ib = wantTiers ? plugin::OpenTierRdmaPorts(*cfg, "railyardd") : nullptr;
   std::unique_ptr<fabric::relay::ForwarderHost> forwarder;
   if (relay != nullptr) {
-    if (Status s = fabric::relay::StartSeatForwarder(*router, *relay, *cfg, -1, &forwarder); !s.ok()) {
+    if (Status s = fabric::relay::StartSeatForwarder(*router, *relay, *cfg, -1, &forwarder, ib); !s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;
     }
@@ -427,8 +433,6 @@ int main(int argc, char** argv) {
   std::string lastShape;
   // The tier tunnels (host:NAME clients, through relays): started here, once, when the
   // agent has settled with a neighbour; their Workers take later cables as they come up.
-  tools::TierTunnelFlags tierFlags{expertStore, expertVerify, snapshot.arenas};
-  const bool wantTiers = !tierFlags.expertStore.empty() || !tierFlags.snapshotArenas.empty();
   std::unique_ptr<tools::TierTunnels> tiers;
   bool tiersFailed = false;
   size_t tierCables = 0;
@@ -436,7 +440,7 @@ int main(int argc, char** argv) {
     if (wantTiers && !tiers && !tiersFailed && cabling->Settled() &&
         !cabling->Graph().Neighbours(cabling->HostId()).empty()) {
       tierCables = cabling->Graph().Neighbours(cabling->HostId()).size();
-      if (Status s = tools::TierTunnels::Start(*cfg, *router, rails, tierFlags, &tiers); !s.ok()) {
+      if (Status s = tools::TierTunnels::Start(*cfg, *router, rails, tierFlags, ib, &tiers); !s.ok()) {
         std::fprintf(stderr, "railyardd: tier tunnels not served (host:NAME clients cannot reach this host): %s\n",
                      s.message().c_str());
         tiersFailed = true;

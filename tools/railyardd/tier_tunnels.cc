@@ -9,10 +9,11 @@
 namespace railyard::tools {
 
 Status TierTunnels::Start(const env::Config& cfg, const proxy::Router& router, const std::vector<proxy::FabricRail>& rails,
-                          const TierTunnelFlags& flags, std::unique_ptr<TierTunnels>* out) {
+                          const TierTunnelFlags& flags, std::shared_ptr<proxy::verbs::IbPorts> ib,
+                          std::unique_ptr<TierTunnels>* out) {
   std::unique_ptr<TierTunnels> t(new TierTunnels);
   const uint16_t port = static_cast<uint16_t>(cfg.tierTunnelPort);
-  RY_RETURN_IF_ERROR(plugin::CreateTierDomain(cfg, router, rails, 0, &t->data_));
+  RY_RETURN_IF_ERROR(plugin::CreateTierDomain(cfg, router, rails, 0, &t->data_, std::move(ib)));
   t->cache_ = std::make_unique<fabric::RegistrationCache>(*t->data_);
   if (!flags.expertStore.empty()) {
     std::unique_ptr<expert::Store> store;

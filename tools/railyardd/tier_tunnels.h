@@ -43,12 +43,14 @@ struct TierTunnelFlags {
 /// Running tier tunnels; stopping = destroying.
 class TierTunnels {
  public:
-  /// Opens the store / parses the arenas, builds the Domains (data: ephemeral ports;
-  /// each acceptor: its fixed port), starts the servers and the acceptors. SystemError
-  /// when a tunnel port is taken (another railyardd); errors of Store::Open,
-  /// ParseArenaSpec, the servers' Start and ControlTunnel::Accept.
+  /// Opens the store / parses the arenas, builds the Domains (data: ephemeral ports,
+  /// its cables of RDMA ports over verbs on `ib` (null: TCP), as a host:NAME client's
+  /// data Domain is; each acceptor: its fixed port, TCP), starts the servers and the
+  /// acceptors. SystemError when a tunnel port is taken (another railyardd); errors of
+  /// Store::Open, ParseArenaSpec, the servers' Start and ControlTunnel::Accept.
   static Status Start(const env::Config& cfg, const proxy::Router& router, const std::vector<proxy::FabricRail>& rails,
-                      const TierTunnelFlags& flags, std::unique_ptr<TierTunnels>* out);
+                      const TierTunnelFlags& flags, std::shared_ptr<proxy::verbs::IbPorts> ib,
+                      std::unique_ptr<TierTunnels>* out);
   ~TierTunnels();
   /// One line for the log: what is served on which port.
   const std::string& summary() const { return summary_; }
