@@ -65,6 +65,10 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
   uint16_t port = 0;
   RY_RETURN_IF_ERROR(ParseHostPort(peer, &host, &port));
   std::unique_ptr<ExpertClient> c(new ExpertClient());
+  // Until the open completes, a failure closes without the polite shutdown: the peer
+  // that failed the open (silent, or speaking something else) would only make the
+  // destructor wait RAILYARD_TIMEOUT_MS more for its reply.
+  c->closed_ = true;
   c->options_ = options;
   c->peer_ = options.peerName.empty() ? peer : options.peerName;
   const std::string& who = c->peer_;
@@ -147,6 +151,7 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
   }
   c->arenaBase_ = arena;
   c->arenaBytes_ = arenaBytes;
+  c->closed_ = false;
   *out = std::move(c);
   return Status::Ok();
 }

@@ -594,5 +594,43 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
   ::close(ls);
 }
 
+// A peer whose kernel accepts the connection but whose process never answers (SIGSTOPped,
+// wedged): the open fails once its hello does not come within the timeout, and closes
+// without the polite shutdown, whose reply would cost a second timeout (new-user trial:
+// 6.2 s with RAILYARD_TIMEOUT_MS=3000). The peer's side of the connection then reads the
+// client's close and not one byte before it.
+TEST(ExpertPeer, ASilentPeerFailsTheOpenAndIsSentNothing) {
+  std::unique_ptr<fabric::Domain> d;
+  ASSERT_TRUE(testing::LoopbackDomain(false, 2000, &d).ok());
+  fabric::RegistrationCache cache(*d);
+  std::vector<char> arena(4096);
+  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(ls, 1), 0);  // never accepted until the open has returned
+  ASSERT_EQ(::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ClientOptions o;
+  o.transport = kTransportTcp;
+  o.timeoutMs = 200;
+  std::unique_ptr<ExpertClient> c;
+  Status s = ExpertClient::Open("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), o, cache, nullptr, arena.data(),
+                                arena.size(), &c);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPeerLost) << s.message();
+  EXPECT_NE(s.message().find("hello: peer silent (timeout)"), std::string::npos) << s.message();
+  EXPECT_EQ(c, nullptr);
+  const int cfd = ::accept(ls, nullptr, nullptr);
+  ASSERT_GE(cfd, 0);
+  char buf[256];
+  size_t got = 0;
+  for (ssize_t n; (n = ::recv(cfd, buf, sizeof buf, 0)) > 0;) got += static_cast<size_t>(n);  // until the client's FIN
+  EXPECT_EQ(got, 0u) << "the client sent a request to a peer that failed its open";
+  EXPECT_EQ(cache.stats().live, 0u);
+  ::close(cfd);
+  ::close(ls);
+}
+
 }  // namespace
 }  // namespace railyard::expert
