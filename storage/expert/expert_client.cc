@@ -302,9 +302,16 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
     }
     if (!first.ok() && endpoint_->Outstanding() == 0) break;
     if (std::chrono::steady_clock::now() - lastMove > std::chrono::milliseconds(options_.timeoutMs)) {
+      // The fabric's own error, when there is one, says more than this watchdog (which
+      // route, relay and seq): an error event already seen, else the Endpoint's sticky
+      // status (its ops may not all have had their error events yet).
+      if (!first.ok()) return AskWhyReadsFailed(first);
+      if (Status es = endpoint_->status(); !es.ok()) {
+        return AskWhyReadsFailed(ExpertError(ExpertErrc::kPeerLost, "expert peer " + peer_ + ": " + es.message()));
+      }
       return ExpertError(ExpertErrc::kPeerLost, "expert peer " + peer_ + ": no read completed for " +
                                                     std::to_string(options_.timeoutMs) + " ms (" + std::to_string(pending.size()) +
-                                                    " outstanding)");
+                                                    " outstanding) over " + endpoint_->PeerName());
     }
   }
   return first.ok() ? first : AskWhyReadsFailed(first);
