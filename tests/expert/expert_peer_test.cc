@@ -26,6 +26,23 @@
 namespace railyard::expert {
 namespace {
 
+/// A TCP socket listening on 127.0.0.1 at an ephemeral port (backlog 1), its port in
+/// *port: a fake peer. -1 on any failure.
+int ListenOnLoopback(uint16_t* port) {
+  const int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (ls < 0 || ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 1) != 0 ||
+      ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (ls >= 0) ::close(ls);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return ls;
+}
+
 using testing::TempDir;
 
 struct Peer {
@@ -571,14 +588,9 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
   ::close(fd);
 
   // A "peer" that announces a manifest over the cap is refused before it is read.
-  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(ls, 1), 0);
-  ASSERT_EQ(::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  uint16_t fakePort = 0;
+  const int ls = ListenOnLoopback(&fakePort);
+  ASSERT_GE(ls, 0);
   std::thread fake([&] {
     int cfd = ::accept(ls, nullptr, nullptr);
     HelloHeader big{kHelloMagic, kWireVersion, 0, static_cast<uint32_t>(kMaxManifestBytes + 1)};
@@ -588,7 +600,7 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
     ::close(cfd);
   });
   o.transport = kTransportTcp;
-  s = ExpertClient::Open("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), o, cache, nullptr, arena.data(), arena.size(), &c);
+  s = ExpertClient::Open("127.0.0.1:" + std::to_string(fakePort), o, cache, nullptr, arena.data(), arena.size(), &c);
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kManifestTooLarge) << s.message();
   fake.join();
   ::close(ls);
@@ -604,20 +616,14 @@ TEST(ExpertPeer, ASilentPeerFailsTheOpenAndIsSentNothing) {
   ASSERT_TRUE(testing::LoopbackDomain(false, 2000, &d).ok());
   fabric::RegistrationCache cache(*d);
   std::vector<char> arena(4096);
-  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(ls, 1), 0);  // never accepted until the open has returned
-  ASSERT_EQ(::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  uint16_t port = 0;
+  const int ls = ListenOnLoopback(&port);  // never accepted until the open has returned
+  ASSERT_GE(ls, 0);
   ClientOptions o;
   o.transport = kTransportTcp;
   o.timeoutMs = 200;
   std::unique_ptr<ExpertClient> c;
-  Status s = ExpertClient::Open("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), o, cache, nullptr, arena.data(),
-                                arena.size(), &c);
+  Status s = ExpertClient::Open("127.0.0.1:" + std::to_string(port), o, cache, nullptr, arena.data(), arena.size(), &c);
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPeerLost) << s.message();
   EXPECT_NE(s.message().find("hello: peer silent (timeout)"), std::string::npos) << s.message();
   EXPECT_EQ(c, nullptr);
