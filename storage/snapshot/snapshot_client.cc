@@ -151,17 +151,20 @@ Status SnapshotClient::Earlier() const {
                                     failed_.message() + "); nothing was sent: open a new handle");
 }
 
-Status SnapshotClient::WithRouteCause(Status s) {
+Status SnapshotClient::WithRouteCause(Status s, std::chrono::steady_clock::time_point began) {
   if (s.ok() || !ep_) return s;
   // The control connection broke. When it runs over the same route as the data (a
   // relayed peer: storage/tunnel), the fabric Endpoint has the named cause (peer,
-  // relay, sequence): give it a moment to see it (a killed relay shows at once).
+  // relay, sequence): give it a moment to see it (a killed relay shows at once), but
+  // never past the call's RAILYARD_TIMEOUT_MS (new-user trial: a silent peer's call
+  // took the timeout plus 1 s).
   std::vector<fabric::Event> events;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(options_.timeoutMs, 1000));
-  while (ep_->status().ok() && std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = std::min(began + std::chrono::milliseconds(options_.timeoutMs),
+                                 std::chrono::steady_clock::now() + std::chrono::milliseconds(1000));
+  do {
     events.clear();
-    if (worker_.Progress(&events) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+    if (worker_.Progress(&events) == 0 && ep_->status().ok()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  } while (ep_->status().ok() && std::chrono::steady_clock::now() < deadline);
   if (ep_->status().ok()) return s;
   return Status(s.code(), s.message() + "; the fabric route to the peer failed too: " + ep_->status().message());
 }
@@ -176,13 +179,14 @@ Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* ou
   const int fd = control_.get();
   const std::string what = std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key) +
                            (options_.peerName.empty() ? "" : " to " + options_.peerName);
-  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::SendAll(fd, &iov, 1, what))));
+  const auto began = std::chrono::steady_clock::now();
+  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::SendAll(fd, &iov, 1, what), began)));
   std::array<uint8_t, Response::kBytes> rb{};
-  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, rb.data(), rb.size(), what))));
+  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, rb.data(), rb.size(), what), began)));
   uint32_t n = 0;
   if (Status s = Response::DecodeFixed(rb, out, &n); !s.ok()) return Sticky(RemoteError(what + ": " + s.message()));
   out->message.resize(n);
-  if (n > 0) RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, out->message.data(), n, what))));
+  if (n > 0) RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, out->message.data(), n, what), began)));
   if (out->result == Response::kError) {
     return Status(static_cast<Code>(out->code), what + ": the peer says: " + out->message);
   }

@@ -10,6 +10,7 @@
 // After a transport or protocol error the client stays failed (sticky).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -116,10 +117,13 @@ class SnapshotClient {
   /// handle's connection to the peer failed earlier (<first error>); ...".
   Status Earlier() const;
   Status Sticky(Status s);
-  /// `s` (a control-connection error) with the fabric Endpoint's error appended when
-  /// the Endpoint fails within min(timeout, 1 s): a relayed route names peer, relay and
-  /// sequence there. Ok and non-errors pass unchanged.
-  Status WithRouteCause(Status s);
+  /// `s` (a control-connection error of a call that began at `began`) with the fabric
+  /// Endpoint's error appended when the Endpoint has failed, or fails while the call is
+  /// still within RAILYARD_TIMEOUT_MS (waiting at most 1 s): a relayed route names peer,
+  /// relay and sequence there. So a connection that broke at once (a killed relay)
+  /// waits for that cause, and one that timed out adds no wait to its timeout. Ok
+  /// passes unchanged.
+  Status WithRouteCause(Status s, std::chrono::steady_clock::time_point began);
 
   fabric::Worker& worker_;
   ClientOptions options_;
