@@ -103,6 +103,13 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
   auto signalAll = [&](int sig) {
     for (pid_t p : pids) if (p > 0) (void)kill(p, sig);
   };
+  // SIGTERM, then SIGCONT: a stopped rank (SIGSTOP, a debugger's detach) gets the
+  // SIGTERM only once it runs again (new-user trial: a SIGSTOPped rank cost the whole
+  // 5 s until SIGKILL).
+  auto terminateAll = [&] {
+    signalAll(SIGTERM);
+    signalAll(SIGCONT);
+  };
 
   while (running > 0) {
     // Reap whatever has ended.
@@ -147,7 +154,7 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
     }
     if (failing && !sentTerm && now >= termAt) {
       sentTerm = true;
-      signalAll(SIGTERM);
+      terminateAll();
     }
     if (failing && !sentKill && now >= killAt) {
       sentKill = true;
@@ -166,7 +173,7 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
       result.message = std::string("interrupted by ") + strsignal(sig) + "; stopping every rank";
       failing = sentTerm = true;
       killAt = DeadlineIn(5);
-      signalAll(SIGTERM);
+      terminateAll();
     }
   }
   (void)sigprocmask(SIG_SETMASK, &oldMask, nullptr);
