@@ -96,6 +96,12 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
     return ExpertError(ExpertErrc::kManifestTruncated, s.message());
   }
   RY_RETURN_IF_ERROR(Manifest::Parse(text, &c->manifest_));
+  if (arenaBytes < c->manifest_.recordStride) {
+    // (new-user trial: a 100-byte arena opened, and only the first fetch failed)
+    return ExpertError(ExpertErrc::kInvalidArgument, "expert peer " + who + ": the arena of " + std::to_string(arenaBytes) +
+                                                         " bytes cannot hold one record (stride " +
+                                                         std::to_string(c->manifest_.recordStride) + " bytes)");
+  }
   ChooseMessage choose{};
   choose.transport = options.transport;
   RY_RETURN_IF_ERROR(WireSend(c->fd_, &choose, sizeof choose, "expert peer " + who + " transport choice"));

@@ -55,7 +55,8 @@ class ExpertClient {
  public:
   /// Connects to `peer` ("host:port"), reads its Hello and manifest (PEER_LOST when it
   /// does not answer, PROTOCOL for a bad magic or wire version, MANIFEST_TOO_LARGE for a
-  /// length over kMaxManifestBytes, then Manifest::Parse's errors), chooses
+  /// length over kMaxManifestBytes, then Manifest::Parse's errors; INVALID_ARGUMENT for
+  /// an arena smaller than one record stride, before anything is chosen), chooses
   /// options.transport and takes the peer's answer (UNKNOWN_TRANSPORT, ADMISSION_REFUSED,
   /// STORE_CHANGED as the peer names them). Registers [arena, arena + arenaBytes)
   /// through `cache` (kAccessLocal). `worker` (of cache.domain()) is needed for READ.

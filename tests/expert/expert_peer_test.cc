@@ -562,6 +562,14 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
   s = ExpertClient::Open("127.0.0.1:" + std::to_string(server->port()), o, cache, w.get(), arena.data(), arena.size(), &c);
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kUnknownTransport) << s.message();
   EXPECT_EQ(cache.stats().live, 0u);  // nothing stays registered after a refusal
+  // An arena that cannot hold one record is refused at open, naming both sizes.
+  o.transport = kTransportTcp;
+  s = ExpertClient::Open("127.0.0.1:" + std::to_string(server->port()), o, cache, nullptr, arena.data(), 15, &c);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("the arena of 15 bytes cannot hold one record (stride " + std::to_string(m.recordStride)),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(c, nullptr);
 
   // A raw request for an out-of-range record gets a named error reply from the peer itself.
   int fd = -1;
