@@ -79,8 +79,14 @@ RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verif
     o.timeoutMs = cfg->timeoutMs;
     plugin::TierClientFabric* f = nullptr;
     h->route = std::make_unique<plugin::TierRoute>();
-    Status s = plugin::TierClientFabric::Get(&f);
-    if (s.ok()) s = f->Open(hostName, static_cast<uint16_t>(cfg->tierTunnelPort), h->route.get());
+    // The client's own fabric not starting is this host's configuration (no rails, a bad
+    // variable: INVALID_ARGUMENT) or system; the peer not reached is PEER_LOST.
+    if (Status s = plugin::TierClientFabric::Get(&f); !s.ok()) {
+      const bool config = s.code() == Code::kInvalidUsage || s.code() == Code::kInvalidArgument;
+      return Report(expert::ExpertError(config ? ExpertErrc::kInvalidArgument : ExpertErrc::kSystem,
+                                        "railyard_expert_open " + std::string(peer) + ": " + s.message()));
+    }
+    Status s = f->Open(hostName, static_cast<uint16_t>(cfg->tierTunnelPort), h->route.get());
     if (!s.ok()) return Report(expert::ExpertError(ExpertErrc::kPeerLost, "railyard_expert_open " + std::string(peer) + ": " + s.message()));
     fabric::Worker* w = transport == RAILYARD_EXPERT_TRANSPORT_READ ? h->route->worker.get() : nullptr;
     o.peerName = h->route->PeerName(peer);  // not the tunnel's local 127.0.0.1:PORT
