@@ -116,7 +116,8 @@ Status Store::CheckLayer(size_t i) const {
   if (fst.st_size != id.size) add("size " + std::to_string(id.size) + " -> " + std::to_string(fst.st_size));
   if (MtimeNs(fst) != id.mtimeNs) add("modified in place (mtime changed)");
   if (!what.empty()) {
-    return ExpertError(ExpertErrc::kStoreChanged, path + " changed since the store was opened (" + what + ")");
+    return ExpertError(ExpertErrc::kStoreChanged, path + " changed since the store was opened (" + what +
+                                                      "): restart the peer to serve the store as it is now");
   }
   return Status::Ok();
 }
