@@ -92,8 +92,9 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   *exitNow = false;
   Options o;
   CLI::App app{
-      "railyard-perf: nccl-tests style point-to-point benchmark that drives an NCCL net plugin\n"
-      "through its ABI the way NCCL 2.28.9 does (plugin chosen by NCCL_NET_PLUGIN or --plugin).",
+      "railyard-perf: nccl-tests style benchmark (point-to-point, CollNet collectives, GIN/RMA\n"
+      "one-sided patterns) that drives an NCCL net plugin through its ABI the way NCCL 2.28.9\n"
+      "does (plugin chosen by NCCL_NET_PLUGIN or --plugin).",
       "railyard-perf"};
   std::string minB = "32M", maxB = "32M", stepB = "1M", pattern = "ring", plugin;
   // An option given twice takes its last value, as nccl-tests' getopt does: tools/setup.sh
@@ -135,7 +136,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       "net plugin, same grammar as NCCL_NET_PLUGIN (name, file, path, comma list, none); overrides it");
   app.add_option("--json", o.jsonPath, "also write the result rows to this JSON file");
   app.add_option("--net-version", o.netVersion,
-                 "testing aid: use ncclNetPlugin_v<N> (6..11) instead of the newest table (NCCL takes the newest)")
+                 "testing aid: use ncclNetPlugin_v<N> (6..11) instead of the newest of them (NCCL 2.28.9 takes "
+                 "the newest it knows, v11; a library's v12 table is NCCL 2.30's, which railyard-perf does not drive)")
       ->check(tools::InRange(6, 11));
   auto* npOpt = app.add_option("--np", o.np, "fork this many local ranks (written -np N)")->check(tools::InRange(1, 1024));
   auto* rankOpt = app.add_option("--rank", o.rank, "this process's rank (multi-host mode)")->check(tools::InRange(0, 1023));

@@ -41,7 +41,7 @@ struct Options {
   int timeoutSec = 600;               ///< -T/--timeout: whole-run limit in seconds
   std::optional<std::string> plugin;  ///< --plugin (same grammar as NCCL_NET_PLUGIN; overrides it)
   std::string jsonPath;               ///< --json PATH: also write the rows as JSON
-  int netVersion = 0;                 ///< --net-version 6..11: use that table only (testing aid; 0 = newest, as NCCL)
+  int netVersion = 0;                 ///< --net-version 6..11: use that table only (testing aid; 0 = the newest of them, as NCCL 2.28.9)
   int np = 0;                         ///< -np N: fork N local ranks (0 = not in this mode)
   int rank = -1;                      ///< --rank R (multi-host mode)
   int nranks = 0;                     ///< --nranks N (multi-host mode)
@@ -80,7 +80,8 @@ inline constexpr const char* kExitStatusHelp =
     "Exit status:\n"
     "  0  every size ran and every check passed\n"
     "  1  error: a plugin call, the bootstrap or the setup failed (the call, rank, peer and\n"
-    "     ncclResult_t are printed)\n"
+    "     ncclResult_t are printed), no plugin could be loaded (NCCL_NET_PLUGIN=none\n"
+    "     included), or the -T limit expired\n"
     "  2  bad flags or options (including --json PATH that cannot be written, and ranks\n"
     "     started with different options)\n"
     "  3  the run finished but #wrong > 0 (data check failed)\n"
