@@ -234,7 +234,11 @@ Status TierClientFabric::Open(const std::string& name, uint16_t port, TierRoute*
     const uint64_t v = router_->Agent().Version();
     router_->Agent().WaitFor([v](const topology::ClusterGraph&, uint64_t now) { return now != v; }, 100);
   }
-  out->how = (plan.relay.empty() ? "direct to " : "via relay ") + g.HostName(plan.neighbour);
+  // The control tunnel's first hop, as its Endpoint chooses it (a spliced TCP route may
+  // take another of the tied relays than the Forwarder plan above).
+  if (!runtime::FirstHopOf(g, domain_->options(), address, &out->how).ok()) {
+    out->how = (plan.relay.empty() ? "direct to " : "via relay ") + g.HostName(plan.neighbour);
+  }
   RY_RETURN_IF_ERROR(dataDomain_->CreateWorker(&out->worker));
   storage::tunnel::TunnelOptions o;
   o.peerName = out->PeerName(kTierHostPrefix + name);  // its logs name the peer asked for

@@ -142,19 +142,10 @@ class CableSetWorker : public fabric::Worker {
     std::vector<uint64_t> firstHops;
     Status mismatch = Status::Ok();
     Status firstError = Status::Ok();  ///< the first relayed route that failed to connect
-    if (options_.spliceTcpRelays && !groups.front().verbs && groups.size() > 1) {
-      // Spliced through the socket relays, one route: a MultiRouteEndpoint moves to its
-      // next route only once nothing is outstanding, and that wait cost more than the
-      // second relay gave (docs/benchmarks.md, "Fabric relay over TCP spliced"). Of
-      // the tied cables, the lower host of a pair takes the first and the higher the
-      // last, so a pair's two directions go through different relays.
-      fabric::relay::AddressKind kind;
-      fabric::relay::AddressCable where;
-      if (fabric::relay::LocatePacked(g, groups.front().address, &kind, &where).ok() && self_ > where.owner) {
-        std::swap(groups.front(), groups.back());
-      }
-      groups.resize(1);
-    }
+    // Spliced through the socket relays, one route: a MultiRouteEndpoint moves to its
+    // next route only once nothing is outstanding, and that wait cost more than the
+    // second relay gave (docs/benchmarks.md, "Fabric relay over TCP spliced").
+    PreferSplicedGroup(g, self_, options_.spliceTcpRelays, &groups);
     if (!multiRoute_) groups.resize(1);
     for (const CableGroup& group : groups) {
       fabric::relay::SourcePlan plan;
@@ -554,6 +545,30 @@ Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const Host
   RY_RETURN_IF_ERROR(PickCableGroups(graph, self, to, &groups));
   cableAddresses->clear();
   for (CableGroup& g : groups) cableAddresses->push_back(std::move(g.address));
+  return Status::Ok();
+}
+
+void PreferSplicedGroup(const topology::ClusterGraph& graph, uint64_t self, bool splice, std::vector<CableGroup>* groups) {
+  if (!splice || groups->size() < 2 || groups->front().verbs) return;
+  fabric::relay::AddressKind kind;
+  fabric::relay::AddressCable where;
+  if (fabric::relay::LocatePacked(graph, groups->front().address, &kind, &where).ok() && self > where.owner) {
+    std::swap(groups->front(), groups->back());
+  }
+  groups->resize(1);
+}
+
+Status FirstHopOf(const topology::ClusterGraph& graph, const CableSetOptions& options, std::span<const uint8_t> peer,
+                  std::string* how) {
+  HostAddress to;
+  RY_RETURN_IF_ERROR(HostAddress::Unpack(peer, &to));
+  std::vector<CableGroup> groups;
+  RY_RETURN_IF_ERROR(PickCableGroups(graph, options.self, to, &groups));
+  PreferSplicedGroup(graph, options.self, options.spliceTcpRelays, &groups);
+  fabric::relay::SourcePlan plan;
+  RY_RETURN_IF_ERROR(fabric::relay::PlanSource(graph, options.self, groups.front().address, options.forwarderPort, &plan,
+                                               options.verbsForwarderPort));
+  *how = (plan.relay.empty() ? "direct to " : "via relay ") + graph.HostName(plan.neighbour);
   return Status::Ok();
 }
 

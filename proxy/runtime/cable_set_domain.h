@@ -229,4 +229,18 @@ Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const Host
 Status PickCableGroups(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
                        std::vector<CableGroup>* groups);
 
+/// With `splice` (CableSetOptions::spliceTcpRelays), a relayed TCP peer tied between
+/// several nearest cables gets one route: of `groups` (PickCableGroups' order) the lower
+/// host of a pair keeps the first, the higher takes the last, so a pair's two
+/// directions go through different relays; `groups` is cut to that one. Else unchanged.
+void PreferSplicedGroup(const topology::ClusterGraph& graph, uint64_t self, bool splice, std::vector<CableGroup>* groups);
+
+/// The first hop a CableSetDomain's Endpoint (`options`: spliceTcpRelays and the
+/// Forwarder ports) from `options.self` takes toward the packed HostAddress `peer` in
+/// `graph`, as CableSetWorker::Connect chooses it for its first route: "direct to NAME"
+/// or "via relay NAME" (the graph's host names). Errors of HostAddress::Unpack,
+/// PickCableGroups and fabric::relay::PlanSource.
+Status FirstHopOf(const topology::ClusterGraph& graph, const CableSetOptions& options, std::span<const uint8_t> peer,
+                  std::string* how);
+
 }  // namespace railyard::runtime

@@ -78,4 +78,48 @@ TEST(TierRoute, PeerNameIsTheSpecAndTheRoutesFirstHop) {
   EXPECT_EQ(direct.PeerName("host:h2"), "host:h2 (direct to h2)");
 }
 
+/// A ring h0 - h1 - h2 - h3 - h0, one rail per cable (host ids 10..13).
+ClusterGraph Ring4() {
+  ClusterGraph g;
+  for (int h = 0; h < 4; ++h) g.AddHost(10 + h, "h" + std::to_string(h));
+  for (int h = 0; h < 4; ++h) {
+    const int n = (h + 1) % 4;
+    const std::string net = "10." + std::to_string(h + 1) + ".0.";
+    g.AddLink({static_cast<uint64_t>(10 + h), "p1", net + "1", 10000}, {static_cast<uint64_t>(10 + n), "p0", net + "2", 10000});
+  }
+  return g;
+}
+
+// The first hop a tier route names is the one its Endpoint takes. The opposite host of a
+// ring is tied between two relays: through the Forwarders the lowest first hop (h1 from
+// h0); spliced through the socket relays the lower host of a pair keeps the first of the
+// tied cables and the higher takes the last, so h0 -> h2 and h2 -> h0 use different relays
+// (a tier client named "via relay h3" while its tunnel went through h1).
+TEST(TierRoute, FirstHopIsTheOneTheEndpointTakes) {
+  const ClusterGraph g = Ring4();
+  railyard::runtime::CableSetOptions o;
+  std::vector<uint8_t> toH2, toH0, toH1;
+  ASSERT_TRUE(TunnelAddressOf(g, 10, "h2", 29520, &toH2).ok());
+  ASSERT_TRUE(TunnelAddressOf(g, 12, "h0", 29520, &toH0).ok());
+  ASSERT_TRUE(TunnelAddressOf(g, 10, "h1", 29520, &toH1).ok());
+  std::string how;
+  o.self = 10;
+  o.spliceTcpRelays = false;
+  ASSERT_TRUE(railyard::runtime::FirstHopOf(g, o, toH2, &how).ok());
+  const std::string forwarders = how;
+  o.spliceTcpRelays = true;
+  ASSERT_TRUE(railyard::runtime::FirstHopOf(g, o, toH2, &how).ok());
+  const std::string splicedUp = how;
+  o.self = 12;
+  ASSERT_TRUE(railyard::runtime::FirstHopOf(g, o, toH0, &how).ok());
+  const std::string splicedDown = how;
+  for (const std::string& h : {forwarders, splicedUp, splicedDown}) {
+    EXPECT_TRUE(h == "via relay h1" || h == "via relay h3") << h;
+  }
+  EXPECT_NE(splicedUp, splicedDown);  // a pair's two directions, two relays
+  o.self = 10;
+  ASSERT_TRUE(railyard::runtime::FirstHopOf(g, o, toH1, &how).ok());
+  EXPECT_EQ(how, "direct to h1");
+}
+
 }  // namespace

@@ -390,6 +390,16 @@ def case_capi_no_tier_or_self():
     line = refused_open("host:h1", ["does railyardd there serve --expert-store?", "host:h1", "Connection refused"],
                         "railyardd there serves no expert store")
     print(f"client: {line[:500]}")
+    # The same through a relay (h2 has no cable to h0): the tier's hint, not only the dialer's.
+    # The relay's whole reason arrives (it was cut at the frame header's 56 bytes), and
+    # the route named is the one the tunnel took.
+    line = refused_open("host:h2", ["does railyardd there serve --expert-store?", "host:h2",
+                                    "connect onward: Connection refused (errno 111)"],
+                        "railyardd on a relayed host serves no expert store")
+    m = re.search(r"host:h2 \(via relay (h\d)\).* via (h\d) \(", line)
+    if not m or m.group(1) != m.group(2):
+        fail(f"the route named for host:h2 is not the one its tunnel took: {line}")
+    print(f"client: {line[:500]}")
     line = refused_open("host:h0", ["host 'h0' is this host", "127.0.0.1"], "this host's own name")
     print(f"client: {line[:300]}")
     print("ok: a host that serves no expert store, and this host's own name, are refused naming why, "

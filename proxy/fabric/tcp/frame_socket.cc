@@ -165,13 +165,27 @@ FabricError FrameSocket::HeaderArrived(FrameHandler& handler) {
   Status s = DecodeFrameHeader(inHeader_, incoming_, &inFrame_);
   if (!s.ok() && dialer_ && !dialer_->plan().preamble.empty()) {
     // Through a relay, a record of the relay's own protocol instead of a frame is its
-    // refusal (proxy/wire.h RejectRecord: header, then the reason; the first 56 bytes of
-    // it are in this header's room).
+    // refusal (proxy/wire.h RejectRecord: header, then the reason; the first bytes of it
+    // are in this header's room, the rest follows in the same send: taken when it has
+    // arrived, so the reason is not cut at the frame header's size).
     proxy::RecordHeader h;
     std::memcpy(&h, inHeader_, sizeof h);
     if (h.magic == proxy::kMagic && h.kind == static_cast<uint16_t>(proxy::RecordKind::kReject)) {
-      std::string reason(reinterpret_cast<const char*>(inHeader_) + sizeof h, sizeof inHeader_ - sizeof h);
-      reason.resize(std::strlen(reason.c_str()));
+      proxy::RejectRecord r{};
+      static_assert(sizeof r > sizeof inHeader_);
+      std::memcpy(&r, inHeader_, sizeof inHeader_);
+      auto* rest = reinterpret_cast<char*>(&r) + sizeof inHeader_;
+      const size_t want = sizeof r - sizeof inHeader_;
+      size_t got = std::min(want, inBufLen_ - inBufPos_);  // the read-ahead first
+      std::memcpy(rest, inBuf_.data() + inBufPos_, got);
+      inBufPos_ += got;
+      while (got < want) {
+        const ssize_t n = ::recv(fd_.get(), rest + got, want - got, MSG_DONTWAIT);
+        if (n <= 0) break;  // what has arrived is all there is to say
+        got += static_cast<size_t>(n);
+      }
+      r.reason[sizeof r.reason - 1] = '\0';
+      std::string reason(r.reason, std::strlen(r.reason));
       return {FabricErrc::kConnectFailed, {}, "the relay " + dialer_->plan().via + " refused the socket: " + reason};
     }
   }
