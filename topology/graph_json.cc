@@ -28,7 +28,9 @@ nlohmann::json GraphToJson(const ClusterGraph& g, uint64_t self) {
   for (const RailLink& l : g.Links()) j["links"].push_back({{"a", EndJson(g, l.a)}, {"b", EndJson(g, l.b)}});
   j["routes"] = nlohmann::json::array();
   for (const Route& r : g.Routes(self)) {
-    nlohmann::json route = {{"peer", HostIdText(r.peer)}, {"name", g.HostName(r.peer)}, {"hops", r.hops}};
+    // hops 0: no path in the graph (the text form's "unreachable"), said outright too.
+    nlohmann::json route = {{"peer", HostIdText(r.peer)}, {"name", g.HostName(r.peer)}, {"hops", r.hops},
+                            {"reachable", r.hops > 0}};
     route["direct"] = nlohmann::json::array();
     for (const RailLink& l : r.direct) {
       const RailEnd& mine = l.End(self);

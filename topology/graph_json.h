@@ -12,8 +12,10 @@
 namespace railyard::topology {
 
 /// {"self": {...}, "shape": "ring", "hosts": [{"id","name"}], "links": [{"a": end, "b": end}],
-///  "routes": [{"peer","name","hops","direct":[{"local_if","local_address","peer_if",
-///  "peer_address","speed_mbps"}],"next_hops":[names]}]}. Host ids are hex strings.
+///  "routes": [{"peer","name","hops","reachable","direct":[{"local_if","local_address","peer_if",
+///  "peer_address","speed_mbps"}],"next_hops":[names]}]}. Host ids are hex strings. A
+///  host the graph knows but has no path to: "hops": 0, "reachable": false, no direct
+///  rails or next hops (the text form says "unreachable").
 /// Dump it with DumpJson (a plain dump() throws on a name that is not UTF-8).
 nlohmann::json GraphToJson(const ClusterGraph& g, uint64_t self);
 

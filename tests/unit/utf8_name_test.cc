@@ -79,5 +79,30 @@ TEST(GraphJson, DumpJsonNeverThrowsOnANameThatIsNotUtf8) {
   EXPECT_EQ(back["hosts"].size(), 2u);
 }
 
+// A host the graph knows but cannot reach (its cable's far side not heard yet) is said
+// to be unreachable in the JSON too, not only as a 0-hop route (new-user trial).
+TEST(GraphJson, AHostWithNoPathIsMarkedUnreachable) {
+  ClusterGraph g;
+  g.AddHost(1, "h0");
+  g.AddHost(2, "h1");
+  g.AddHost(3, "h3");  // known (e.g. from a neighbour's record) but with no link
+  g.AddLink({1, "p0", "10.0.0.1", 10000}, {2, "p1", "10.0.0.2", 10000});
+  const nlohmann::json j = GraphToJson(g, 1);
+  int seen = 0;
+  for (const auto& r : j["routes"]) {
+    if (r["name"] == "h1") {
+      EXPECT_EQ(r["hops"], 1);
+      EXPECT_EQ(r["reachable"], true);
+      ++seen;
+    } else if (r["name"] == "h3") {
+      EXPECT_EQ(r["hops"], 0);
+      EXPECT_EQ(r["reachable"], false);
+      EXPECT_TRUE(r["next_hops"].empty());
+      ++seen;
+    }
+  }
+  EXPECT_EQ(seen, 2) << j.dump(2);
+}
+
 }  // namespace
 }  // namespace railyard::topology

@@ -482,8 +482,14 @@ Status Runner::Run(long long* wrongTotal) {
 
   // Per-rank description line, gathered for rank 0's header.
   char line[256];
+  // The host as Railyard's own messages name it (RAILYARD_HOST_NAME, which the plugin's
+  // peers and relays go by) when set, else the system host name (new-user trial: "on vm"
+  // beside the plugin's "peer h1").
   char host[64] = "?";
   (void)gethostname(host, sizeof(host) - 1);
+  if (const char* named = std::getenv("RAILYARD_HOST_NAME"); named != nullptr && named[0] != '\0') {
+    std::snprintf(host, sizeof host, "%s", named);
+  }
   std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] speed %d Mbps", me_,
                 int(getpid()), host, opts_.dev, props_.name ? props_.name : "?", props_.speed);
   std::vector<char> lines(std::size_t(n_) * sizeof(line));

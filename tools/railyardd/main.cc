@@ -322,7 +322,8 @@ int main(int argc, char** argv) {
   if (Status s = inspectOnly ? Status::Ok() : proxy::RelaySeat::Claim("railyardd:discovery-port-" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
                                          [](std::vector<proxy::Fd>*) { return Status::Ok(); }, &daemonSeat);
       !s.ok()) {
-    std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+    std::fprintf(stderr, "railyardd: %s%s\n", s.message().c_str(),
+                 waitHosts > 0 ? "; to print the graph beside it, add --no-relay (an inspection run takes no seat)" : "");
     return 2;
   }
   proxy::RouterOptions fo;
