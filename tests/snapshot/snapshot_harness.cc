@@ -66,6 +66,13 @@ bool PeerProcess::Start(const std::vector<std::string>& argv, std::string* why, 
 void PeerProcess::Signal(int sig) {
   if (pid_ <= 0) return;
   ::kill(pid_, sig);
+  if (sig == SIGSTOP) {
+    // kill() only queues the stop: wait until the peer is stopped, so a request sent
+    // next cannot be served first (under load it was: a test saw its call succeed).
+    int st = 0;
+    if (::waitpid(pid_, &st, WUNTRACED) == pid_ && WIFSTOPPED(st)) return;
+    sig = SIGKILL;  // it exited instead: reaped, and forgotten below
+  }
   if (sig == SIGKILL || sig == SIGTERM) {
     int st = 0;
     ::waitpid(pid_, &st, 0);

@@ -25,7 +25,8 @@ class PeerProcess {
   /// (railyardd prints "snapshot-port N"). False with *why on failure; *exitCode gets
   /// the exit status when it exited before printing (77 = cannot mount a tmpfs).
   bool Start(const std::vector<std::string>& argv, std::string* why, int* exitCode = nullptr);
-  /// Sends `sig`; with SIGKILL/SIGTERM also reaps it.
+  /// Sends `sig`; with SIGSTOP returns once the peer is stopped (waitpid WUNTRACED);
+  /// with SIGKILL/SIGTERM also reaps it.
   void Signal(int sig);
   uint16_t port() const { return port_; }
   pid_t pid() const { return pid_; }
