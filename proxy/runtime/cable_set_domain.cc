@@ -328,6 +328,7 @@ class CableSetWorker : public fabric::Worker {
     fabric::tcp::TcpOptions t = options_.tcp;
     t.rails = fabric::relay::CableRails(g, self_, n);
     if (t.rails.empty()) return Status::Ok();
+    t.nameAddress = [graph = graph_](const std::string& ip) { return HostOfRailAddress(graph(), ip); };
     if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
     RY_RETURN_IF_ERROR(set_->CableRailIndices(t.rails, &c.railIndices, &c.verbs));
     c.rails = t.rails;
@@ -546,6 +547,14 @@ Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const Host
   cableAddresses->clear();
   for (CableGroup& g : groups) cableAddresses->push_back(std::move(g.address));
   return Status::Ok();
+}
+
+std::string HostOfRailAddress(const topology::ClusterGraph& graph, const std::string& ipv4) {
+  for (const topology::RailLink& l : graph.Links()) {
+    if (l.a.address == ipv4) return graph.HostName(l.a.host);
+    if (l.b.address == ipv4) return graph.HostName(l.b.host);
+  }
+  return "";
 }
 
 void PreferSplicedGroup(const topology::ClusterGraph& graph, uint64_t self, bool splice, std::vector<CableGroup>* groups) {

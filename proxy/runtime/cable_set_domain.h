@@ -229,6 +229,10 @@ Status PickCables(const topology::ClusterGraph& graph, uint64_t self, const Host
 Status PickCableGroups(const topology::ClusterGraph& graph, uint64_t self, const HostAddress& to,
                        std::vector<CableGroup>* groups);
 
+/// The name of the host whose rail in `graph` has the IPv4 address `ipv4` (dotted
+/// text); "" when no rail has it.
+std::string HostOfRailAddress(const topology::ClusterGraph& graph, const std::string& ipv4);
+
 /// With `splice` (CableSetOptions::spliceTcpRelays), a relayed TCP peer tied between
 /// several nearest cables gets one route: of `groups` (PickCableGroups' order) the lower
 /// host of a pair keeps the first, the higher takes the last, so a pair's two

@@ -3,6 +3,7 @@
 // target's Worker before a byte lands or leaves.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct TcpOptions {
   /// proxy/runtime/cable_set_domain.h) share one table: a Region registered there is
   /// valid on each, with one RemoteKey.
   std::shared_ptr<RegionTable> sharedRegions;
+  /// The host that owns a rail's IPv4 address (dotted text), for the errors of incoming
+  /// connections: they say whom their sockets arrived from, the origin or, relayed, the
+  /// last relay ("arriving from h1 (10.0.1.1)"). Empty function, or "" returned: the
+  /// address alone. Fabric mode sets it from the cabling graph's host names.
+  std::function<std::string(const std::string& ipv4)> nameAddress;
 
   /// Striping and timeout from `config`; `rails` as given.
   static TcpOptions FromConfig(const env::Config& config, std::vector<RailInfo> rails);

@@ -1,5 +1,9 @@
 #include "proxy/fabric/tcp/tcp_target.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -60,6 +64,21 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
     return Error(FabricErrc::kMalformed, -1, -1,
                  "hello for socket " + std::to_string(index) + " of " + std::to_string(count) +
                      " does not fit a connection of " + std::to_string(count_) + " sockets (or repeats one)");
+  }
+  if (!arrivalNamed_) {
+    // Whom the sockets arrive from: the origin, or the last relay of a relayed route,
+    // the host an operator looks at when this connection breaks (new-user trial: the
+    // receiving rank named the relay of its own route back, not the one that died).
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&from), &len) == 0 && from.sin_family == AF_INET) {
+      char ip[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
+      const auto& nameOf = worker_->options().nameAddress;
+      const std::string host = nameOf ? nameOf(ip) : std::string();
+      peerName_ += " arriving from " + (host.empty() ? std::string(ip) : host + " (" + ip + ")");
+      arrivalNamed_ = true;
+    }
   }
   worker_->Watch(fd.get());
   sockets_[static_cast<size_t>(index)] =

@@ -102,6 +102,7 @@ class TcpTarget : private FrameHandler {
   uint64_t peer_;
   uint64_t connection_;
   std::string peerName_;
+  bool arrivalNamed_ = false;  ///< peerName_ says whom the sockets arrive from (first socket's peer)
   int count_;
   std::vector<std::unique_ptr<FrameSocket>> sockets_;  ///< by hello index (null until it arrives)
   std::vector<int> rails_;
