@@ -58,4 +58,18 @@ int SpliceSockIndex(const topology::ClusterGraph& graph, uint64_t firstRelay, ui
   return -1;
 }
 
+std::vector<uint64_t> SplicePathAfter(const topology::ClusterGraph& graph, uint64_t firstRelay, uint64_t destHost,
+                                      int sockIndex) {
+  std::vector<uint64_t> relays;
+  uint64_t at = firstRelay;
+  for (int hops = 1; hops <= kMaxRelayHops && at != destHost; ++hops) {
+    const HopChoice c = ChooseHop(graph, at, destHost, sockIndex, hops);
+    if (!c.reachable) return {};
+    if (c.direct) return relays;
+    at = c.next;
+    relays.push_back(at);
+  }
+  return {};
+}
+
 }  // namespace railyard::proxy

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "topology/cluster_graph.h"
 
@@ -38,5 +39,12 @@ HopChoice ChooseHop(const topology::ClusterGraph& graph, uint64_t self, uint64_t
 /// cable, or the graph has no route).
 int SpliceSockIndex(const topology::ClusterGraph& graph, uint64_t firstRelay, uint64_t lastRelay, uint64_t destHost,
                     const std::string& destAddress);
+
+/// The relays after `firstRelay` that socket `sockIndex` crosses on its way to
+/// `destHost` (the path SpliceSockIndex walks), in order; empty when `firstRelay` is
+/// cabled to `destHost` or the graph has no route. For errors that name a relayed route
+/// whole ("via h1 (ADDR) -> h2"), so a fault at a later relay is not taken for the first.
+std::vector<uint64_t> SplicePathAfter(const topology::ClusterGraph& graph, uint64_t firstRelay, uint64_t destHost,
+                                      int sockIndex);
 
 }  // namespace railyard::proxy

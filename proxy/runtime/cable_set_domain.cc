@@ -297,12 +297,21 @@ class CableSetWorker : public fabric::Worker {
       route.localRail.push_back(static_cast<int>(j % std::min(cable.rails.size(), links.size())));
     }
     const std::string relayHost = g.HostName(cable.neighbour);
-    route.via = relayHost + " (" + links[0].Other(self_).address + ":" + std::to_string(options_.socketRelayPort) + ")";
+    // The relays after the first, named too: a fault at any of them shows at this end
+    // as the route's ("via h1 (ADDR) -> h2"; new-user trial: a frozen second relay was
+    // named as the first, which was healthy).
+    std::string beyond;
+    for (uint64_t h : sockIndex.empty() ? std::vector<uint64_t>{}
+                                        : proxy::SplicePathAfter(g, cable.neighbour, where.owner, sockIndex.front())) {
+      beyond += " -> " + g.HostName(h);
+    }
+    route.via = relayHost + " (" + links[0].Other(self_).address + ":" + std::to_string(options_.socketRelayPort) + ")" +
+                beyond;
     const std::string origin = g.HostName(self_);
     const uint64_t self = self_;
     const uint16_t relayPort = options_.socketRelayPort;
     const std::vector<fabric::RailInfo> rails = cable.rails;
-    route.dial = [w, where, sockIndex, links, rails, origin, self, relayPort, relayHost, route = route.localRail,
+    route.dial = [w, where, sockIndex, links, rails, origin, self, relayPort, relayHost, beyond, route = route.localRail,
                   key = options_.relay.clusterKey](int peerRail, int, fabric::tcp::DialPlan* plan) -> Status {
       const size_t j = static_cast<size_t>(peerRail);
       const size_t li = static_cast<size_t>(route[j]);
@@ -312,7 +321,7 @@ class CableSetWorker : public fabric::Worker {
       plan->remote.sin_family = AF_INET;
       inet_pton(AF_INET, relayAddress.c_str(), &plan->remote.sin_addr);
       plan->remote.sin_port = htons(relayPort);
-      plan->via = relayHost + " (" + relayAddress + ":" + std::to_string(relayPort) + ")";
+      plan->via = relayHost + " (" + relayAddress + ":" + std::to_string(relayPort) + ")" + beyond;
       return proxy::MakeRelayPrefix(where.owner, w.rails[j].port, sockIndex[j], 0, origin, self, key.get(),
                                     &plan->preamble);
     };

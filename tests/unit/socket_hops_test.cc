@@ -117,6 +117,12 @@ TEST(SocketHops, TwoRelaysInAChainLandOnTheRailAsked) {
   }
   // h1 is not the last relay of any path to h3.
   EXPECT_EQ(SpliceSockIndex(g, kH1, kH1, kH3, "10.3.0.2"), -1);
+  // The relays after the first on that path (the route's errors name them): h2 alone;
+  // none from h2 (cabled to h3) or toward a host with no route.
+  EXPECT_EQ(SplicePathAfter(g, kH1, kH3, SpliceSockIndex(g, kH1, kH2, kH3, "10.3.0.2")), std::vector<uint64_t>{kH2});
+  EXPECT_TRUE(SplicePathAfter(g, kH2, kH3, 0).empty());
+  g.AddHost(99, "lonely");
+  EXPECT_TRUE(SplicePathAfter(g, kH1, 99, 0).empty());
 }
 
 }  // namespace
