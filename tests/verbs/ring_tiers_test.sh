@@ -18,14 +18,24 @@
 # puts; over TCP they would count none).
 # Guests meet through /ring barriers, never through the rails.
 # Exit: 0 pass, 1 fail, 77 not in a ring guest of 4 (RING_ID unset, or RING_N != 4).
+#
+# With `bench` (by hand, for docs/benchmarks.md; RING_TIERS_ROUNDS, default 3, passed
+# with ring.sh -e):
+#   tests/lanes/rxe-ring/ring.sh -n 4 -G -e RING_TIERS_ROUNDS -C build \
+#     $PWD/tests/verbs/ring_tiers_test.sh $B/tests/tiers_relay/tiers_relay_node \
+#     $B/tools/railyardd/railyardd $B/lib/libnccl-net-railyard.so bench
+# the store's records are 1 MiB and no arena is served. In interleaved rounds, one at a
+# time, g1 (cabled to g2) and then g0 (relayed) fetch all 16 records of host:g2 in one
+# fetch_batch (checksums verified), after one untimed warm-up fetch; MB/s = record bytes
+# / the batch's wall time. Guest 0 prints the medians and the relayed / direct ratio.
 set -uo pipefail
-node=$1 railyardd=$2 lib=$3
+node=$1 railyardd=$2 lib=$3 mode=${4:-test}
 if [[ -z ${RING_ID:-} || ${RING_N:-0} -ne 4 ]]; then
   echo "ring_tiers_test: needs a ring of 4 guests (RING_ID/RING_N); skipped" >&2
   exit 77
 fi
 here=$(cd "$(dirname "$0")" && pwd)
-tag=tiers-rdma${RING_ROUND:+-$RING_ROUND}  # every guest must use the same names
+tag=tiers-$mode${RING_ROUND:+-$RING_ROUND}  # every guest must use the same names
 dir=/ring/$tag
 out=$(mktemp -d)
 pids=()
@@ -46,8 +56,55 @@ rxe_count() {
   for f in /sys/class/infiniband/rxe*/ports/1/hw_counters/"$1"; do [[ -r $f ]] && n=$((n + $(<"$f"))); done
   echo "$n"
 }
+# bench: the interleaved rounds (see the file comment), then the relays' counts.
+bench_rounds() {
+  local r d rl
+  bench() {  # warm-up, then one timed fetch of every record; prints "mbps X"
+    RAILYARD_LIB=$lib PYTHONPATH=$here/../../python python3 - <<'PY'
+import time
+from railyard.expert import ExpertClient
+arena = bytearray(16 << 20)
+with ExpertClient("host:g2", arena, transport="read") as c:
+    batch = [(l, e, (l * c.experts_per_layer + e) * c.record_stride)
+             for l in range(c.layers) for e in range(c.experts_per_layer)]
+    c.fetch_batch(batch)  # warm-up: routes open, caches warm
+    t = time.monotonic()
+    c.fetch_batch(batch)
+    dt = time.monotonic() - t
+    print(f"mbps {len(batch) * c.record_stride / dt / 1e6:.2f}")
+PY
+  }
+  for ((r = 0; r < ${RING_TIERS_ROUNDS:-3}; ++r)); do
+    if ((RING_ID == 1)); then
+      bench >"$out/direct.$r" 2>&1 || fail "direct fetch: $(tail -3 "$out/direct.$r")"
+      sed -n 's/^mbps //p' "$out/direct.$r" >>"$dir/direct"
+    fi
+    ring-barrier "$tag-direct-$r" 600 || exit 1
+    if ((RING_ID == 0)); then
+      bench >"$out/relayed.$r" 2>&1 || fail "relayed fetch: $(tail -3 "$out/relayed.$r")"
+      sed -n 's/^mbps //p' "$out/relayed.$r" >>"$dir/relayed"
+    fi
+    ring-barrier "$tag-relayed-$r" 600 || exit 1
+  done
+  if ((RING_ID == 0)); then
+    median() { sort -n "$1" | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+    d=$(median "$dir/direct") rl=$(median "$dir/relayed")
+    echo "ring_tiers_test: bench: host:g2 expert fetch over RDMA, 16 x 1 MiB:" \
+      "direct (g1) $(tr '\n' ' ' <"$dir/direct")MB/s, median $d;" \
+      "relayed (g0) $(tr '\n' ' ' <"$dir/relayed")MB/s, median $rl;" \
+      "relayed / direct $(awk -v a="$rl" -v b="$d" 'BEGIN {printf "%.2f", a / b}')"
+  fi
+  ring-barrier "$tag-done" 300 || exit 1
+  kill -TERM "${pids[@]}" 2>/dev/null
+  wait "${pids[@]}" 2>/dev/null
+  pids=()
+  if ((RING_ID == 1 || RING_ID == 3)); then
+    echo "ring_tiers_test: bench: guest $RING_ID: $(grep '^railyardd: fabric relay: ' "$out/rydd")"
+  fi
+}
 export RAILYARD_TIMEOUT_MS=60000 RAILYARD_SOCKET_IFNAME='=p0,p1' RAILYARD_HOST_NAME=g$RING_ID
 record=$((256 << 10))
+[[ $mode == bench ]] && record=$((1 << 20))
 ((RING_ID == 0)) && { rm -rf "$dir"; mkdir -p "$dir"; }
 ring-barrier "$tag-dir" 120 || exit 1
 
@@ -58,8 +115,11 @@ case $RING_ID in
     "$node" make-store --store "$dir/store" --layers 2 --experts 8 --record-bytes "$record" >"$out/make" 2>&1 ||
       fail "make-store: $(tail -5 "$out/make")"
     mkdir -p "$out/swap"
-    args=(--no-relay --expert-store "$dir/store" --snapshot-arena "kind=kv,mode=paging,blob=$record,slots=8")
-    envs=(RAILYARD_SWAP_DIR="$out/swap")
+    args=(--no-relay --expert-store "$dir/store")
+    if [[ $mode != bench ]]; then
+      args+=(--snapshot-arena "kind=kv,mode=paging,blob=$record,slots=8")
+      envs=(RAILYARD_SWAP_DIR="$out/swap")
+    fi
     ;;
 esac
 env "${envs[@]}" RAILYARD_DEBUG=INFO "$railyardd" "${args[@]}" >"$out/rydd" 2>&1 &
@@ -77,6 +137,7 @@ case $RING_ID in
     ;;
 esac
 ring-barrier "$tag-up" 300 || exit 1
+[[ $mode == bench ]] && { bench_rounds; exit; }
 
 if ((RING_ID == 0)); then
   client() {  # NAME ARGS...: the Python client, its output in $out/NAME
