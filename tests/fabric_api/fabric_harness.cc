@@ -40,7 +40,8 @@ Status MakeVerbsDomain(const Knobs& k, std::unique_ptr<Domain>* out) {
   o.timeoutMs = k.timeoutMs;
   // Connection setup under the lane's emulation (a fresh process opening its
   // devices, QPs to RTS) takes seconds: not what a test's short timeout is about.
-  o.connectTimeoutMs = std::max(k.timeoutMs, 20000);
+  o.connectTimeoutMs = k.verbsConnectTimeoutMs > 0 ? k.verbsConnectTimeoutMs : std::max(k.timeoutMs, 20000);
+  o.bootstrapPort = k.verbsBootstrapPort;
   o.stripe.thresholdBytes = 64 * 1024;
   o.stripe.chunkBytes = 256 * 1024;
   o.stripe.chunksInFlightPerRail = 4;

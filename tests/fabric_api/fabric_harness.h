@@ -23,6 +23,10 @@ namespace railyard::fabric::testing {
 /// Per-test settings a transport case applies to the Domains it makes.
 struct Knobs {
   int timeoutMs = 20000;  ///< the Domain's timeout (RAILYARD_TIMEOUT_MS equivalent)
+  /// Verbs case only: the Worker's bootstrap listener port (0: ephemeral) and the
+  /// connection-setup deadline in ms (0: the case's default, at least 20 s).
+  uint16_t verbsBootstrapPort = 0;
+  int verbsConnectTimeoutMs = 0;
 };
 
 /// One transport configuration the suite runs over.

@@ -10,21 +10,27 @@
 
 namespace railyard::fabric::verbs {
 
-Status BootstrapChannel::Connect(uint32_t ipv4, uint16_t port) {
-  fd_ = proxy::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd_.valid()) return SystemError("verbs bootstrap: socket: " + proxy::ErrnoText(errno));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = ipv4;
-  sa.sin_port = htons(port);
-  if (::connect(fd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
-    return SystemError("verbs bootstrap: connect: " + proxy::ErrnoText(errno));
-  }
+Status BootstrapChannel::Connect(uint32_t ipv4, uint16_t port, std::chrono::steady_clock::time_point redialUntil) {
+  tcp::DialPlan plan;
+  plan.local.sin_family = AF_INET;  // any address, an ephemeral port: the kernel picks the route
+  plan.remote.sin_family = AF_INET;
+  plan.remote.sin_addr.s_addr = ipv4;
+  plan.remote.sin_port = htons(port);
+  plan.redialUntil = redialUntil;
+  dialer_.emplace(plan);
+  const FabricError e = dialer_->Start(&fd_);
+  if (!e.ok()) return SystemError("verbs bootstrap: " + e.what);
   return Status::Ok();
 }
 
 Status BootstrapChannel::Connected(bool* done) {
   *done = false;
+  if (dialer_.has_value() && dialer_->Waiting()) {
+    if (!dialer_->Due()) return Status::Ok();
+    const FabricError e = dialer_->Start(&fd_);
+    if (!e.ok()) return SystemError("verbs bootstrap: " + e.what);
+    if (!fd_.valid()) return Status::Ok();  // refused in the call (loopback): a redial waits again
+  }
   pollfd p{fd_.get(), POLLOUT, 0};
   const int n = ::poll(&p, 1, 0);
   if (n < 0) return errno == EINTR ? Status::Ok() : SystemError("verbs bootstrap: poll: " + proxy::ErrnoText(errno));
@@ -32,7 +38,13 @@ Status BootstrapChannel::Connected(bool* done) {
   int err = 0;
   socklen_t len = sizeof err;
   if (::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-  if (err != 0) return SystemError("verbs bootstrap: connect: " + proxy::ErrnoText(err));
+  if (err != 0) {
+    if (!dialer_.has_value()) return SystemError("verbs bootstrap: connect: " + proxy::ErrnoText(err));
+    const FabricError e = dialer_->Failed(err);
+    if (!e.ok()) return SystemError("verbs bootstrap: " + e.what);
+    fd_ = proxy::Fd();  // refused: closed until the redial is due
+    return Status::Ok();
+  }
   (void)proxy::TuneTcpSocket(fd_.get(), 0);
   *done = true;
   return Status::Ok();

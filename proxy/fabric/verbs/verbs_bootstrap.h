@@ -6,10 +6,12 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "env/status.h"
+#include "proxy/fabric/tcp/tcp_dial.h"
 #include "proxy/fabric/verbs/verbs_wire.h"
 #include "proxy/socket.h"
 #include "proxy/verbs/qp_record.h"
@@ -30,9 +32,14 @@ class BootstrapChannel {
   explicit BootstrapChannel(proxy::Fd fd) : fd_(std::move(fd)) {}
 
   /// Starts a non-blocking connect to ipv4:port (network-order address, host-order port).
-  /// SystemError when no socket can be made.
-  Status Connect(uint32_t ipv4, uint16_t port);
-  /// True once the connect finished; SystemError (e.g. "connection refused") when it failed.
+  /// A refused connect is dialed again with backoff until `redialUntil` (tcp::Dialer:
+  /// nothing listens there yet, e.g. a relay host's Forwarder still opening its RDMA
+  /// ports); the default (epoch) fails at the first refusal. SystemError when no socket
+  /// can be made.
+  Status Connect(uint32_t ipv4, uint16_t port, std::chrono::steady_clock::time_point redialUntil = {});
+  /// True once the connect finished; false while it is under way or a redial waits.
+  /// SystemError when it failed: any error but a refusal, or a refusal past the
+  /// redial deadline (the message counts the refusals and says what to check).
   Status Connected(bool* done);
   /// Queues `h` to be sent.
   void Queue(const Handshake& h);
@@ -79,6 +86,7 @@ class BootstrapChannel {
 
  private:
   proxy::Fd fd_;
+  std::optional<tcp::Dialer> dialer_;  ///< set by Connect (the initiator's side)
   std::vector<char> out_;
   size_t sent_ = 0;
   uint8_t hello_[sizeof(VerbsHello)] = {};

@@ -86,7 +86,10 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
     const int rc = ibv_modify_qp(q.qp, &a, IBV_QP_ACCESS_FLAGS);
     if (rc != 0) return SystemError("verbs fabric: QP access flags: " + proxy::ErrnoText(rc));
   }
-  RY_RETURN_IF_ERROR(ep->boot_.Connect(peer.ipv4, peer.port));
+  // A refused dial is dialed again until the setup deadline: nothing listens there yet
+  // (the peer's Worker, or a relay host's Forwarder still opening its RDMA ports).
+  RY_RETURN_IF_ERROR(ep->boot_.Connect(peer.ipv4, peer.port,
+                                       ep->started_ + std::chrono::milliseconds(d.options().connectTimeoutMs)));
   *out = std::move(ep);
   return Status::Ok();
 }
