@@ -488,6 +488,17 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
   const uint64_t seq = wc.wr_id >> 8;
   const auto kind = static_cast<WrKind>(wc.wr_id & 0xff);
   if (failed_) return;
+  if (kind == WrKind::kProbe) {
+    probing_ = false;
+    if (wc.status != IBV_WC_SUCCESS) {
+      Fail(Error(ErrcOfCompletion(wc.status), rail, OldestSeq(),
+                 std::string("a liveness probe (a zero-byte RDMA Write; the bootstrap connection's keepalive was "
+                             "outvoted earlier) failed at the HCA: ") +
+                     ibv_wc_status_str(wc.status) + " (vendor error " + std::to_string(wc.vendor_err) +
+                     "): the peer's host or process is gone"));
+    }
+    return;
+  }
   if (wc.status != IBV_WC_SUCCESS) {
     auto it = ops_.find(seq);
     const char* what = it == ops_.end() ? "work request" : OpTypeName(it->second.type);
@@ -518,6 +529,34 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
   }
   if (op.recordSlot >= 0) freeSlots_.push_back(op.recordSlot);
   Complete(it, value);
+}
+
+void VerbsEndpoint::Probe(Clock::time_point now) {
+  const int timeoutMs = worker_->domain().options().timeoutMs;
+  if (probing_) {
+    if (now - probeSent_ > std::chrono::milliseconds(timeoutMs)) {
+      Fail(Error(FabricErrc::kTimeout, 0, OldestSeq(),
+                 "a liveness probe (a zero-byte RDMA Write; the bootstrap connection's keepalive was outvoted "
+                 "earlier) had no answer for " + std::to_string(timeoutMs) +
+                     " ms (RAILYARD_TIMEOUT_MS): the peer's host or process is gone"));
+    }
+    return;
+  }
+  if (Outstanding() > 0 || now - lastCompletion_ < std::chrono::milliseconds(timeoutMs / 2)) return;
+  if (sqPosted_[0] >= static_cast<int>(proxy::verbs::kMaxSendWr) - kSqReserve) return;
+  ibv_send_wr wr{};
+  wr.wr_id = MakeWrId(0, WrKind::kProbe);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(qps_->qps()[0].qp, &wr, &bad);
+  if (rc != 0) {
+    Fail(Error(FabricErrc::kSystem, 0, OldestSeq(), "ibv_post_send(liveness probe): " + proxy::ErrnoText(rc)));
+    return;
+  }
+  ++sqPosted_[0];
+  probing_ = true;
+  probeSent_ = now;
 }
 
 void VerbsEndpoint::Fail(FabricError e) {
@@ -687,6 +726,7 @@ void VerbsEndpoint::Progress() {
     return;
   }
   Dispatch();
+  if (bootLost_ && !failed_) Probe(Clock::now());
   const int timeout = worker_->domain().options().timeoutMs;
   if (!failed_ && Outstanding() > 0 && Clock::now() - lastActivity_ > std::chrono::milliseconds(timeout)) {
     Fail(Error(FabricErrc::kTimeout, BusyRail(), OldestSeq(),

@@ -34,7 +34,9 @@ using Clock = std::chrono::steady_clock;
 
 /// Kinds of work requests, in the low 8 bits of wr_id (the op's sequence above).
 /// kWriteImm: a Write's SEND WITH IMM of its WriteSizeRecord.
-enum class WrKind : uint8_t { kWriteChunk = 1, kWriteImm = 2, kReadChunk = 3, kAtomic = 4, kSend = 5, kCredit = 6 };
+/// What a work request is (the low byte of its wr_id; the op's sequence above it).
+/// kProbe: an Endpoint's liveness probe (VerbsEndpoint::Probe), no op's.
+enum class WrKind : uint8_t { kWriteChunk = 1, kWriteImm = 2, kReadChunk = 3, kAtomic = 4, kSend = 5, kCredit = 6, kProbe = 7 };
 inline uint64_t MakeWrId(uint64_t seq, WrKind k) { return (seq << 8) | static_cast<uint8_t>(k); }
 
 /// FabricErrc for a failed work completion: IBV_WC_REM_ACCESS_ERR and the other
@@ -75,6 +77,10 @@ class VerbsEndpoint : public Endpoint {
   bool Idle() const;
   /// QpBundle::ArmCqs; true before the QPs exist only when failed.
   bool ArmCqs() const { return qps_ != nullptr ? qps_->ArmCqs() : failed_; }
+  /// Test hook: stop watching the bootstrap connection, as a keepalive verdict
+  /// outvoted by completions does (the soft-RoCE lane cannot starve it on demand), so
+  /// the liveness probe (Probe) is the only watch left.
+  void ForgetBootstrapForTesting() { bootLost_ = true; }
 
  private:
   struct Op {
@@ -132,6 +138,13 @@ class VerbsEndpoint : public Endpoint {
   bool OtherRailsQuiet(int rail) const;
   bool PostWr(int rail, ibv_send_wr* wr, const Op& op);
   void Complete(std::map<uint64_t, Op>::iterator it, uint64_t value);
+  /// Once the bootstrap connection no longer watches the peer (bootLost_): with no op
+  /// under way and no completion for half of RAILYARD_TIMEOUT_MS, posts a zero-byte
+  /// RDMA Write on rail 0 (no address or rkey is checked for it: IBA C9-88; the
+  /// peer's CPU sees nothing), so a peer whose host or process went away fails this
+  /// Endpoint (retry exceeded, or no answer within the timeout) while it is idle, as
+  /// the keepalive did. Ops under way are watched by their own timeout.
+  void Probe(Clock::time_point now);
   void Fail(FabricError e);
   FabricError Error(FabricErrc errc, int rail, int64_t seq, std::string what) const;
   uint64_t CreditsFree() const;
@@ -166,6 +179,9 @@ class VerbsEndpoint : public Endpoint {
   Clock::time_point lastCompletion_{};  ///< last work completion (BootstrapChannel::LostMeansDead)
   Clock::time_point lastWatch_;  ///< last look at the bootstrap socket
   bool bootLost_ = false;        ///< its keepalive timed out while completions came: no longer watched
+  bool probing_ = false;         ///< a liveness probe is posted (Probe)
+  Clock::time_point probeSent_{};
+
 };
 
 /// How often Progress looks at the bootstrap socket (one recv syscall) for a peer

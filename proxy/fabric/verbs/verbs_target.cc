@@ -209,8 +209,8 @@ void VerbsTarget::Poll() {
   }
 }
 
-void VerbsTarget::ReturnCredits() {
-  if (creditInFlight_ || consumed_ == reported_ || state_ != 2) return;
+void VerbsTarget::ReturnCredits(bool probe) {
+  if (creditInFlight_ || (consumed_ == reported_ && !probe) || state_ != 2) return;
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(mem_.data())).store(consumed_, std::memory_order_release);
   ibv_sge sge{reinterpret_cast<uint64_t>(mem_.data()), 8, region_->railLkeys[0]};
   ibv_send_wr wr{};
@@ -229,6 +229,7 @@ void VerbsTarget::ReturnCredits() {
   }
   reported_ = consumed_;
   creditInFlight_ = true;
+  creditSent_ = std::chrono::steady_clock::now();
 }
 
 bool VerbsTarget::Progress() {
@@ -260,6 +261,19 @@ bool VerbsTarget::Progress() {
     Failed(FabricErrc::kTimeout, -1,
            BootstrapChannel::LostText(worker_->domain().options().timeoutMs));
     return false;
+  }
+  if (bootLost_) {
+    // No longer watched by the socket: a credit write is the probe (see ReturnCredits).
+    const auto quiet = std::chrono::milliseconds(timeoutMs);
+    if (creditInFlight_ && now - creditSent_ > quiet) {
+      if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;
+      Failed(FabricErrc::kTimeout, 0,
+             "a liveness probe (a credit write; the bootstrap connection's keepalive was outvoted earlier) had no "
+             "answer for " + std::to_string(timeoutMs) + " ms (RAILYARD_TIMEOUT_MS): the peer's host or process is gone");
+      return false;
+    }
+    if (!creditInFlight_ && now - lastCompletion_ >= quiet / 2) ReturnCredits(true);
+    if (state_ != 2) return false;
   }
   if (abandoned) {
     if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;

@@ -37,13 +37,22 @@ class VerbsTarget {
   bool Idle() const { return state_ == 3 || (state_ == 2 && (creditInFlight_ || consumed_ == reported_)); }
   /// QpBundle::ArmCqs; true when the connection is over.
   bool ArmCqs() const { return qps_ != nullptr ? qps_->ArmCqs() : state_ == 3; }
+  /// Test hook (VerbsWorker::ForgetBootstrapsForTesting): stop watching the bootstrap
+  /// connection, as an outvoted keepalive verdict does.
+  void ForgetBootstrapForTesting() { bootLost_ = true; }
 
  private:
   bool StepHandshake();
   bool Accept(const Handshake& h, std::string* why);
   bool PostRecv(uint32_t index);
   void Poll();
-  void ReturnCredits();
+  /// Posts the credit word to the initiator when buffers were consumed since the last
+  /// post; with `probe`, also when none were (the same value again: the initiator sees
+  /// no change), as a liveness probe once the bootstrap connection no longer watches
+  /// the peer (bootLost_): a dead initiator's HCA never answers it, and the retry-
+  /// exceeded completion (or RAILYARD_TIMEOUT_MS without one) ends this connection
+  /// with an error event rather than keeping its QPs and buffers for ever.
+  void ReturnCredits(bool probe = false);
   void Failed(FabricErrc errc, int rail, std::string what);
 
   VerbsWorker* worker_;
@@ -58,6 +67,7 @@ class VerbsTarget {
   uint64_t consumed_ = 0;  ///< buffers consumed and re-posted
   uint64_t reported_ = 0;  ///< value of the last credit write posted
   bool creditInFlight_ = false;
+  std::chrono::steady_clock::time_point creditSent_{};  ///< when the credit write in flight was posted
   std::chrono::steady_clock::time_point lastWatch_;  ///< last look at the bootstrap socket
   /// Last work completion of this connection (BootstrapChannel::LostMeansDead).
   std::chrono::steady_clock::time_point lastCompletion_{};

@@ -125,6 +125,11 @@ bool VerbsWorker::Quiet() const {
   return false;  // armed now: one more Progress must find nothing before a sleep
 }
 
+void VerbsWorker::ForgetBootstrapsForTesting() {
+  for (auto& t : targets_) t->ForgetBootstrapForTesting();
+  for (VerbsEndpoint* ep : endpoints_) ep->ForgetBootstrapForTesting();
+}
+
 VerbsWorker::~VerbsWorker() {
   if (!endpoints_.empty()) {
     RY_WARN("verbs fabric worker destroyed with %zu endpoints still alive (destroy them first)", endpoints_.size());

@@ -50,6 +50,11 @@ class VerbsWorker : public Worker {
   /// Progress since that took nothing (no event queued, every connection set up
   /// and waiting on its CQ or its peer).
   bool Quiet() const override;
+  /// Test hook: every connection of this Worker, Endpoints and targets, stops watching
+  /// its bootstrap connection, as an outvoted keepalive verdict does; their liveness
+  /// probes are then the only watch left (VerbsEndpoint::Probe,
+  /// VerbsTarget::ReturnCredits).
+  void ForgetBootstrapsForTesting();
 
   // --- for VerbsEndpoint and VerbsTarget ------------------------------------------
   VerbsDomain& domain() { return *domain_; }
