@@ -51,16 +51,6 @@ std::string Ipv4Text(uint32_t networkOrder) {
   return text;
 }
 
-/// "h1 (10.0.1.2:29519)": the host of the graph whose Forwarder address `relay` is,
-/// and the address's first rail; "" when the graph does not place it.
-std::string RelayLabel(const topology::ClusterGraph& g, std::span<const uint8_t> relay) {
-  fabric::tcp::WorkerAddress w;
-  if (!fabric::tcp::WorkerAddress::Unpack(relay, &w).ok() || w.rails.empty()) return "";
-  fabric::relay::AddressCable c;
-  if (!fabric::relay::LocateAddress(g, w, &c).ok()) return "";
-  return g.HostName(c.owner) + " (" + fabric::tcp::RailAddressText(w.rails[0]) + ")";
-}
-
 /// One cable of a CableSetWorker: its Domain (sharing the set's RegionTable), and
 /// the RoutedWorker over that Domain's TCP Worker and RelayClient.
 struct Cable {
@@ -364,7 +354,9 @@ class CableSetWorker : public fabric::Worker {
       RY_RETURN_IF_ERROR(
           fabric::relay::RelayClient::Create(c.relayDomain ? *c.relayDomain : *c.domain, options_.relay, &client));
     }
-    client->SetRelayNamer([graph = graph_](std::span<const uint8_t> relay) { return RelayLabel(graph(), relay); });
+    client->SetRelayNamer([graph = graph_](std::span<const uint8_t> relay, std::span<const uint8_t> target) {
+      return fabric::relay::ForwardRouteLabel(graph(), relay, target);
+    });
     std::string railNames;
     for (const fabric::RailInfo& r : c.domain->rails()) railNames += (railNames.empty() ? "" : ",") + r.device;
     RY_INFO(log::kNet, "fabric mode: the cable to %s runs %s over %s", g.HostName(n).c_str(),

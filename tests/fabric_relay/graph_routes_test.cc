@@ -128,6 +128,38 @@ TEST(GraphRoutes, SourcePlanDirectOneAndTwoRelays) {
   EXPECT_EQ(relay.rails[0].ipv4, Ip("10.0.0.2"));
 }
 
+TEST(GraphRoutes, ForwardPathNamesEveryRelayAfterTheFirst) {
+  // Chain h0-h1-h2-h3; host ids 1..4.
+  const auto chain = Graph(false);
+  // To h3's end of cable 2 (entry h2): from h1 on through h2, whose Forwarder hands it to h3.
+  EXPECT_EQ(ForwardPathAfter(chain, 2, AddressCable{4, 3}), (std::vector<uint64_t>{3}));
+  // The first relay is the entry: nothing after it.
+  EXPECT_TRUE(ForwardPathAfter(chain, 3, AddressCable{4, 3}).empty());
+  // An address of the relay host itself: nothing after it.
+  EXPECT_TRUE(ForwardPathAfter(chain, 2, AddressCable{2, 1}).empty());
+  // From two hops short of the entry: both later relays, in path order.
+  EXPECT_EQ(ForwardPathAfter(chain, 1, AddressCable{4, 3}), (std::vector<uint64_t>{2, 3}));
+  // A host the graph cannot reach: cut short, empty.
+  auto cut = Graph(false);
+  cut.AddHost(9, "h9");
+  EXPECT_TRUE(ForwardPathAfter(cut, 2, AddressCable{9, 9}).empty());
+
+  // The label: the first relay's host and Forwarder rail, then the later relays.
+  std::vector<uint8_t> relay;
+  ASSERT_TRUE(ForwarderAddress(chain, 2, 1, kPort, &relay).ok());  // h1 on its cable to h0
+  const auto target = Address({"10.2.0.2", "10.2.1.2"});          // h3's end of cable 2
+  EXPECT_EQ(ForwardRouteLabel(chain, relay, target), "h1 (10.0.0.2:" + std::to_string(kPort) + ") -> h2");
+  // Over verbs: the Forwarder's bootstrap listener, the same path.
+  std::vector<uint8_t> verbsRelay;
+  ASSERT_TRUE(ForwarderAddress(chain, 2, 1, 29522, &verbsRelay, AddressKind::kVerbs).ok());
+  EXPECT_EQ(ForwardRouteLabel(chain, verbsRelay, VerbsAt("10.2.0.2")), "h1 (10.0.0.2:29522) -> h2");
+  // A target the graph does not place: the first relay alone; a relay it does not
+  // place (peer data): nothing.
+  EXPECT_EQ(ForwardRouteLabel(chain, relay, Address({"10.9.9.9"})), "h1 (10.0.0.2:" + std::to_string(kPort) + ")");
+  EXPECT_EQ(ForwardRouteLabel(chain, Address({"10.9.9.9"}), target), "");
+  EXPECT_EQ(ForwardRouteLabel(chain, std::vector<uint8_t>{1, 2, 3}, target), "");
+}
+
 TEST(GraphRoutes, RouteFnRefusesTheWrongCableAndForeignAddresses) {
   const auto ring = Graph(true);
   RouteFn viaH1 = MakeGraphRouteFn([&] { return ring; }, 1, 2, kPort);

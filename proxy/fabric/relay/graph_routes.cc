@@ -135,6 +135,40 @@ Status ForwarderAddress(const topology::ClusterGraph& graph, uint64_t relay, uin
   return Status::Ok();
 }
 
+std::vector<uint64_t> ForwardPathAfter(const topology::ClusterGraph& graph, uint64_t relay,
+                                       const AddressCable& target) {
+  std::vector<uint64_t> path;
+  uint64_t at = relay;
+  while (at != target.entry && at != target.owner && path.size() < 16) {
+    uint64_t next = 0;
+    if (!FirstHop(graph, at, target.entry, &next).ok()) break;
+    path.push_back(next);
+    at = next;
+  }
+  return path;
+}
+
+std::string ForwardRouteLabel(const topology::ClusterGraph& graph, std::span<const uint8_t> relay,
+                              std::span<const uint8_t> target) {
+  AddressKind kind = AddressKind::kTcp;
+  AddressCable at;
+  if (!LocatePacked(graph, relay, &kind, &at).ok()) return "";
+  std::string label = graph.HostName(at.owner) + " (";
+  tcp::WorkerAddress w;
+  verbs::VerbsAddress v;
+  if (kind == AddressKind::kTcp && tcp::WorkerAddress::Unpack(relay, &w).ok() && !w.rails.empty()) {
+    label += tcp::RailAddressText(w.rails[0]);
+  } else if (kind == AddressKind::kVerbs && verbs::VerbsAddress::Unpack(relay, &v).ok()) {
+    label += Ipv4Text(v.ipv4) + ":" + std::to_string(v.port);
+  }
+  label += ")";
+  AddressCable to;
+  if (LocatePacked(graph, target, &kind, &to).ok()) {
+    for (uint64_t h : ForwardPathAfter(graph, at.owner, to)) label += " -> " + HostText(graph, h);
+  }
+  return label;
+}
+
 Status FirstHop(const topology::ClusterGraph& graph, uint64_t from, uint64_t to, uint64_t* out) {
   const topology::Route r = graph.RouteTo(from, to);
   if (r.hops == 1) {

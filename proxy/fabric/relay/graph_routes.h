@@ -96,6 +96,23 @@ Status ForwarderAddress(const topology::ClusterGraph& graph, uint64_t relay, uin
 /// cabled; else the lowest of the tied next hops). InvalidUsage when unreachable.
 Status FirstHop(const topology::ClusterGraph& graph, uint64_t from, uint64_t to, uint64_t* out);
 
+/// The hosts a route through the Forwarder of `relay` passes after it, in order: each
+/// relay's next hop toward the target's entry host (FirstHop, the relay side's rule
+/// above) until the entry (whose Forwarder hands the route to the target over their
+/// cable) or the target's own host. Empty when `relay` is the entry or the owner; cut
+/// short where the graph has no route on (at most 16 hosts).
+std::vector<uint64_t> ForwardPathAfter(const topology::ClusterGraph& graph, uint64_t relay,
+                                       const AddressCable& target);
+
+/// A relayed route's name in errors and peer names: "h1 (10.0.1.2:29519) -> h2", the
+/// host whose Forwarder address `relay` (packed, TCP or verbs) is, that address's
+/// first rail (TCP) or bootstrap listener (verbs), then every later relay
+/// (ForwardPathAfter) toward `target` (packed; the path is left out when the graph
+/// does not place it). "" when the graph does not place `relay` (peer data: a bad
+/// address names nothing rather than failing).
+std::string ForwardRouteLabel(const topology::ClusterGraph& graph, std::span<const uint8_t> relay,
+                              std::span<const uint8_t> target);
+
 /// A source's plan for one Endpoint.
 struct SourcePlan {
   uint64_t neighbour = 0;      ///< the host whose cable the Endpoint leaves by (self for own-host targets)

@@ -54,14 +54,18 @@ class RelayClient {
   Domain& domain() { return domain_; }
   const RelayOptions& options() const { return options_; }
 
-  /// Names a relay in the routes' peer names and errors: given the relay's packed
-  /// Forwarder address, e.g. "h1 (10.0.1.2:29519)" (empty: unknown). Routes then
-  /// read "... via h1 (10.0.1.2:29519)" instead of "... via relay <leg address>".
-  using RelayNamer = std::function<std::string(std::span<const uint8_t> relay)>;
+  /// Names a route's relays in its peer name and errors: given the first relay's
+  /// packed Forwarder address and the route's target address, e.g.
+  /// "h1 (10.0.1.2:29519) -> h2" (graph_routes.h ForwardRouteLabel; empty: unknown).
+  /// Routes then read "... via h1 (10.0.1.2:29519) -> h2" instead of "... via relay
+  /// <leg address>", so a fault at a later relay is not taken for the first's.
+  using RelayNamer = std::function<std::string(std::span<const uint8_t> relay, std::span<const uint8_t> target)>;
   /// Sets the namer for routes connected from now on (call before Connect).
   void SetRelayNamer(RelayNamer namer) { namer_ = std::move(namer); }
-  /// The namer's label for `relay`, "" without a namer.
-  std::string RelayLabel(std::span<const uint8_t> relay) const { return namer_ ? namer_(relay) : std::string(); }
+  /// The namer's label for a route through `relay` to `target`, "" without a namer.
+  std::string RelayLabel(std::span<const uint8_t> relay, std::span<const uint8_t> target) const {
+    return namer_ ? namer_(relay, target) : std::string();
+  }
 
   /// Routes open now (closing ones excluded).
   size_t Routes() const { return routes_.size(); }

@@ -55,7 +55,7 @@ Status RelayedEndpoint::Init(std::span<const uint8_t> relay) {
   returnDone_.assign(o.returnSlots, 0);
   RY_RETURN_IF_ERROR(d.CreateWorker(&worker_));
   RY_RETURN_IF_ERROR(worker_->Connect(relay, &leg_));
-  relayLabel_ = client_->RelayLabel(relay);
+  relayLabel_ = client_->RelayLabel(relay, target_);
   relayLabel_ = relayLabel_.empty() ? "relay " + leg_->PeerName() : relayLabel_;
   peerName_ = "(relayed) via " + relayLabel_;
   nonce_ = RandomNonce();

@@ -141,7 +141,7 @@ class RelayedEndpoint : public Endpoint {
   State state_ = State::kOpening;
   Status status_;
   std::string peerName_;
-  std::string relayLabel_;  ///< "relay <leg address>", or the RelayClient namer's "h1 (ADDR:PORT)"
+  std::string relayLabel_;  ///< "relay <leg address>", or the RelayClient namer's "h1 (ADDR:PORT) -> h2"
   uint64_t nonce_ = 0;
   uint64_t relayWorker_ = 0;
   uint32_t relayRoute_ = 0;
