@@ -31,14 +31,23 @@ class TcpWire : public ::testing::Test {
     ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
     std::memset(mem_, 0, sizeof mem_);
     ASSERT_TRUE(domain_->Register(mem_ + 64, 64, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+    fd_ = ConnectRaw();
+    ASSERT_GE(fd_, 0);
+  }
+  /// A raw socket connected to the Worker's listener on rail 0; -1 (test failed) if not.
+  int ConnectRaw() {
     WorkerAddress a;
-    ASSERT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
+    if (a.rails.empty()) return -1;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in to{};
     to.sin_family = AF_INET;
     to.sin_addr.s_addr = a.rails[0].ipv4;
     to.sin_port = htons(a.rails[0].port);
-    ASSERT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    const bool connected = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0;
+    EXPECT_TRUE(connected) << "connect to the Worker's rail 0 listener";
+    if (!connected && fd >= 0) close(fd);
+    return connected ? fd : -1;
   }
   void TearDown() override {
     if (fd_ >= 0) close(fd_);
@@ -176,6 +185,33 @@ TEST_F(TcpWire, APeerStoppedMidFrameTimesOutNamingItsRail) {
   EXPECT_TRUE(OutsideUntouched());
 }
 
+// A connection of two sockets whose op is half landed and whose peer then falls
+// silent between frames (no socket mid-frame): the TIMEOUT names every socket's rail,
+// as any of them may be the one the rest was to come by.
+TEST_F(TcpWire, APeerSilentBetweenFramesOnTwoSocketsTimesOutNamingEachRail) {
+  const int second = ConnectRaw();
+  ASSERT_GE(second, 0);
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.addr = 123;
+  h.seq = 1;
+  h.opBytes = 2;  // two sockets
+  h.offset = 0;
+  SendBytes(&h, sizeof h);
+  h.offset = 1;
+  ASSERT_EQ(send(second, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  SendWrite(0, 8, 0, "AAAA");  // 4 of op 0's 8 bytes, whole frames only, then silence
+  const std::string err = NextError();  // within the 5 s timeout of this Domain
+  close(second);
+  EXPECT_NE(err.find("TIMEOUT"), std::string::npos) << err;
+  EXPECT_NE(err.find("seq 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("every socket idle between frames: socket 0 on rail 0 (lo), socket 1 on rail 0 (lo)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("half-received"), std::string::npos) << err;
+  EXPECT_EQ(Landed(), std::string("AAAA\0\0\0\0", 8));
+  EXPECT_TRUE(OutsideUntouched());
+}
+
 TEST_F(TcpWire, ChunkForAnOpAlreadyCompleteIsRefused) {
   SendHello();
   SendWrite(0, 8, 0, "AAAAAAAA");
@@ -300,14 +336,8 @@ TEST_F(TcpWire, HelloOfAnotherVersionIsRefusedWithAVersionNack) {
     SCOPED_TRACE("version " + std::to_string(version));
     if (version != 1) {
       close(fd_);
-      WorkerAddress a;
-      ASSERT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
-      fd_ = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in to{};
-      to.sin_family = AF_INET;
-      to.sin_addr.s_addr = a.rails[0].ipv4;
-      to.sin_port = htons(a.rails[0].port);
-      ASSERT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+      fd_ = ConnectRaw();
+      ASSERT_GE(fd_, 0);
     }
     FrameHeader h = MakeHeader(FrameType::kHello);
     h.version = version;

@@ -388,10 +388,22 @@ void TcpTarget::Progress() {
       midFrame = sockets_[i]->MidFrame();
       if (midFrame || (arrived == 1 && stalled < 0)) stalled = static_cast<int>(i);
     }
+    // Several sockets, none mid-frame: the text names each socket's rail (any of them
+    // may be the one the next frame was to come by).
+    std::string idle;
+    if (stalled < 0) {
+      for (size_t i = 0; i < sockets_.size(); ++i) {
+        if (sockets_[i] == nullptr || i >= rails_.size() || rails_[i] < 0) continue;
+        const int rail = rails_[i];
+        idle += std::string(idle.empty() ? "" : ", ") + "socket " + std::to_string(i) + " on rail " +
+                std::to_string(rail) + " (" + worker_->options().rails[static_cast<size_t>(rail)].device + ")";
+      }
+    }
     Fail(Error(FabricErrc::kTimeout, stalled, static_cast<int64_t>(frontier_),
                "no progress for " + std::to_string(worker_->options().timeoutMs) +
                    " ms (RAILYARD_TIMEOUT_MS) with ops under way" +
-                   (midFrame ? " (a frame stopped half-received on this socket)" : "")));
+                   (midFrame ? " (a frame stopped half-received on this socket)" : "") +
+                   (idle.empty() ? "" : " (every socket idle between frames: " + idle + ")")));
   }
 }
 
