@@ -7,7 +7,7 @@
 # unless RAILYARD_SKIP_SANITIZE=1, build again with -fsanitize=address,undefined
 # and run the unit and conformance tests under it. Then, unless RAILYARD_SKIP_FUZZ=1,
 # run the fuzz targets (tests/fuzz/run.sh, a clang build in <dir>-fuzz) for
-# RAILYARD_FUZZ_TOTAL_SECONDS in all (default 170 here, for CI time) or
+# RAILYARD_FUZZ_TOTAL_SECONDS in all (default 95 here, for CI time) or
 # RAILYARD_FUZZ_SECONDS each.
 #
 # It builds in its own directory, RAILYARD_TEST_BUILD_DIR (default build-test/;
@@ -161,11 +161,12 @@ fi
 
 # libFuzzer targets of every decoder of bytes from a peer or a cable, each for a
 # bounded time on its committed corpus, in their own clang build (tests/fuzz/run.sh,
-# tests/fuzz/README.md). For CI time the run gets RAILYARD_FUZZ_TOTAL_SECONDS=170
-# target-seconds in all (run.sh's floor of 10 s a target applies: 18 targets, 180 s; CI took
-# 47.8 min with 270), divided among the targets; RAILYARD_FUZZ_SECONDS, when set, is per target
+# tests/fuzz/README.md). For CI time the run gets RAILYARD_FUZZ_TOTAL_SECONDS=95
+# target-seconds in all, 5 s a target (run.sh's floor; 19 targets), two at a time: about
+# 55 s (it was 10 s a target, 105 s, until CI came within a minute of 45 minutes; 270
+# before that, when CI took 47.8 min), divided among the targets; RAILYARD_FUZZ_SECONDS, when set, is per target
 # instead. Self-contained: it needs nothing the stages above built.
 if ((fuzz)); then
-  if [ -z "${RAILYARD_FUZZ_SECONDS:-}" ]; then export RAILYARD_FUZZ_TOTAL_SECONDS=${RAILYARD_FUZZ_TOTAL_SECONDS:-170}; fi
+  if [ -z "${RAILYARD_FUZZ_SECONDS:-}" ]; then export RAILYARD_FUZZ_TOTAL_SECONDS=${RAILYARD_FUZZ_TOTAL_SECONDS:-95}; fi
   RAILYARD_FUZZ_BUILD_DIR="$fuzz_build" "$root/tests/fuzz/run.sh"
 fi

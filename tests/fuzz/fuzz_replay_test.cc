@@ -36,6 +36,7 @@ bool ExpertManifestOneInput(const uint8_t*, size_t);
 bool TcpFrameOneInput(const uint8_t*, size_t);
 bool VerbsWireOneInput(const uint8_t*, size_t);
 bool CableAddressOneInput(const uint8_t*, size_t);
+bool RelayReplyOneInput(const uint8_t*, size_t);
 }  // namespace railyard::fuzz
 
 namespace {
@@ -106,6 +107,7 @@ TEST(FuzzReplay, ExpertManifest) { ReplayTarget("expert_manifest", railyard::fuz
 TEST(FuzzReplay, TcpFrame) { ReplayTarget("tcp_frame", railyard::fuzz::TcpFrameOneInput); }
 TEST(FuzzReplay, VerbsWire) { ReplayTarget("verbs_wire", railyard::fuzz::VerbsWireOneInput); }
 TEST(FuzzReplay, CableAddress) { ReplayTarget("cable_address", railyard::fuzz::CableAddressOneInput); }
+TEST(FuzzReplay, RelayReply) { ReplayTarget("relay_reply", railyard::fuzz::RelayReplyOneInput); }
 
 // Regressions of issue 9, fixed on main and replayed by the tests above:
 //  - item 1 (recv-guard): regressions/chunk_stream/issue9-item1-*: a chunk's payload

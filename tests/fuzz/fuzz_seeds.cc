@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -249,6 +250,36 @@ Bytes TcpAddress(uint16_t port) {
   a.workerId = 0x77;
   a.rails.push_back({htonl(0x7f000001), port, 10000});
   return a.Pack();
+}
+
+/// relay_reply (tests/fuzz/relay_reply_fuzz.cc): byte 0 (low 3 bits 0: stay silent,
+/// else close), then what the relay sends back.
+bool RelayReplySeeds() {
+  namespace t = railyard::fabric::tcp;
+  bool ok = true;
+  auto reject = [](const std::string& reason, size_t cut) {
+    railyard::proxy::RejectRecord r{};
+    r.header = {railyard::proxy::kMagic, railyard::proxy::kProtocolVersion,
+                static_cast<uint16_t>(railyard::proxy::RecordKind::kReject)};
+    std::snprintf(r.reason, sizeof r.reason, "%s", reason.c_str());
+    Bytes b{1};
+    Put(b, r);
+    b.resize(std::min(b.size(), 1 + cut));
+    return b;
+  };
+  ok &= Write("relay_reply", "reject-no-route", reject("no route to h3 from h1 (cabling graph)", 128));
+  ok &= Write("relay_reply", "reject-cut-after-header", reject("a reason cut after the frame header's room", 64));
+  ok &= Write("relay_reply", "reject-short-of-a-header", reject("short", 40));
+  Bytes acks{1};
+  t::FrameHeader ack = t::MakeHeader(t::FrameType::kAck);
+  ack.seq = 0;
+  Put(acks, ack);
+  ok &= Write("relay_reply", "ack-of-the-send-then-close", acks);
+  Bytes silent{0};
+  Put(silent, ack);
+  ok &= Write("relay_reply", "ack-of-the-send-then-silence", silent);
+  ok &= Write("relay_reply", "garbage-then-close", Bytes{3, 'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P'});
+  return ok;
 }
 
 /// cable_address (tests/fuzz/cable_address_fuzz.cc): byte 0 selects the decision,
@@ -847,5 +878,6 @@ int main(int argc, char** argv) {
   }
   ok &= FabricSeeds();
   ok &= CableAddressSeeds();
+  ok &= RelayReplySeeds();
   return ok ? 0 : 1;
 }

@@ -7,8 +7,8 @@
 #
 # RAILYARD_FUZZ_SECONDS    seconds per target (default 60)
 # RAILYARD_FUZZ_TOTAL_SECONDS  instead: target-seconds for the whole run, divided
-#                          evenly among the targets run (at least 10 s each), so
-#                          adding a target does not add time (tools/test.sh: 170)
+#                          evenly among the targets run (at least 5 s each), so
+#                          adding a target does not add time (tools/test.sh: 95)
 # RAILYARD_FUZZ_BUILD_DIR  build directory (default build-fuzz in the source tree)
 # RAILYARD_FUZZ_PARALLEL   targets run at once (default: the number of CPUs)
 # RAILYARD_FUZZ_BUILD_ONLY=1  build the targets and exit (tools/test.sh builds them
@@ -29,13 +29,13 @@ secs=${RAILYARD_FUZZ_SECONDS:-60}
 parallel=${RAILYARD_FUZZ_PARALLEL:-$(nproc)}
 all=(handle records control chunk_stream listener relay_record qp_record cabling graph_json
      nccl_records relay_wire gin_wire coll_wire snapshot_wire expert_manifest tcp_frame verbs_wire
-     cable_address)
+     cable_address relay_reply)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 if [ -n "${RAILYARD_FUZZ_TOTAL_SECONDS:-}" ]; then
   [[ $RAILYARD_FUZZ_TOTAL_SECONDS =~ ^[0-9]+$ ]] || { echo "fuzz: RAILYARD_FUZZ_TOTAL_SECONDS must be a whole number of seconds" >&2; exit 2; }
   secs=$((RAILYARD_FUZZ_TOTAL_SECONDS / ${#targets[@]}))
-  ((secs >= 10)) || secs=10
+  ((secs >= 5)) || secs=5
 fi
 [[ $secs =~ ^[0-9]+$ ]] && ((secs > 0)) || { echo "fuzz: RAILYARD_FUZZ_SECONDS must be a positive whole number" >&2; exit 2; }
 cc=$(command -v clang-14 || command -v clang) || { echo "fuzz: clang not found (tools/scripts/install-deps.sh installs clang-14)" >&2; exit 2; }
