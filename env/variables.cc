@@ -263,7 +263,10 @@ const Variable kVariables[] = {
      "this long with nothing under way: a dead host, or a cut of the link that connection runs "
      "on (verbs mode: the RAILYARD_SOCKET_IFNAME interface; the cable set: the cable's first "
      "rail); unless an RDMA completion of that connection came within this long (a saturated "
-     "link starves the probes: a WARN, and the connection goes on without the watch). Fabric mode over the fabric comms also waits up to this long at a process's first "
+     "link starves the probes: a WARN, and the connection goes on, watched instead by an RDMA "
+     "probe every half of this long while idle). A refused connect (nothing listens yet: a "
+     "peer or relay still starting) is dialed again for up to this long, over TCP and verbs "
+     "alike. Fabric mode over the fabric comms also waits up to this long at a process's first "
      "init for a first cable neighbour: a host that never hears one (a single-host job, a rail "
      "cabled to nothing that runs Railyard) waits all of it (RAILYARD_FABRIC=off on a single "
      "host, or RAILYARD_COMMS=legacy, avoid it).", 1, kIntMax,
