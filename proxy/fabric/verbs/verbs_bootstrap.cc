@@ -116,6 +116,11 @@ std::string BootstrapChannel::StarvedText(const std::string& peer, int64_t since
          "under way (RAILYARD_TIMEOUT_MS), its process exit only by its ops' errors";
 }
 
+std::string BootstrapChannel::ProbeFailedText(const std::string& probe, const std::string& outcome) {
+  return "a liveness probe (" + probe + "; the bootstrap connection's keepalive was outvoted earlier) " + outcome +
+         ": the peer's host or process is gone";
+}
+
 Status BootstrapChannel::Watch(bool* closed, bool* abandoned, bool* lost, bool* reset) {
   *closed = false;
   if (abandoned != nullptr) *abandoned = false;

@@ -66,6 +66,9 @@ class BootstrapChannel {
   /// The WARN text when *lost is outvoted by completions (LostMeansDead false), `peer`
   /// naming the other end.
   static std::string StarvedText(const std::string& peer, int64_t sinceCompletionMs);
+  /// The error text when a liveness probe sent after such a verdict (`probe`, e.g. "a
+  /// zero-byte RDMA Write") ends in `outcome` (e.g. "had no answer for 5000 ms").
+  static std::string ProbeFailedText(const std::string& probe, const std::string& outcome);
   /// After the handshake: Ok while the socket is open and silent; *closed once the
   /// peer closed it; *abandoned (with *closed) when its last byte was kAbandonByte (the
   /// peer's Endpoint went away with ops under way); *lost (with *closed) when the

@@ -20,6 +20,8 @@ constexpr int kSlots = 64;
 constexpr size_t kSlotBase = 64;
 /// Send WRs kept free on every QP.
 constexpr int kSqReserve = 8;
+/// What an Endpoint's liveness probe is, in its errors.
+constexpr const char* kProbeWhat = "a zero-byte RDMA Write";
 
 uint64_t LoadCredit(const char* p) {
   return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(p)).load(std::memory_order_acquire);
@@ -492,10 +494,9 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
     probing_ = false;
     if (wc.status != IBV_WC_SUCCESS) {
       Fail(Error(ErrcOfCompletion(wc.status), rail, OldestSeq(),
-                 std::string("a liveness probe (a zero-byte RDMA Write; the bootstrap connection's keepalive was "
-                             "outvoted earlier) failed at the HCA: ") +
-                     ibv_wc_status_str(wc.status) + " (vendor error " + std::to_string(wc.vendor_err) +
-                     "): the peer's host or process is gone"));
+                 BootstrapChannel::ProbeFailedText(kProbeWhat, std::string("failed at the HCA: ") +
+                                                                   ibv_wc_status_str(wc.status) + " (vendor error " +
+                                                                   std::to_string(wc.vendor_err) + ")")));
     }
     return;
   }
@@ -536,9 +537,8 @@ void VerbsEndpoint::Probe(Clock::time_point now) {
   if (probing_) {
     if (now - probeSent_ > std::chrono::milliseconds(timeoutMs)) {
       Fail(Error(FabricErrc::kTimeout, 0, OldestSeq(),
-                 "a liveness probe (a zero-byte RDMA Write; the bootstrap connection's keepalive was outvoted "
-                 "earlier) had no answer for " + std::to_string(timeoutMs) +
-                     " ms (RAILYARD_TIMEOUT_MS): the peer's host or process is gone"));
+                 BootstrapChannel::ProbeFailedText(
+                     kProbeWhat, "had no answer for " + std::to_string(timeoutMs) + " ms (RAILYARD_TIMEOUT_MS)")));
     }
     return;
   }

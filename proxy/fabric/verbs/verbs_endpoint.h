@@ -33,9 +33,8 @@ class VerbsWorker;
 using Clock = std::chrono::steady_clock;
 
 /// Kinds of work requests, in the low 8 bits of wr_id (the op's sequence above).
-/// kWriteImm: a Write's SEND WITH IMM of its WriteSizeRecord.
-/// What a work request is (the low byte of its wr_id; the op's sequence above it).
-/// kProbe: an Endpoint's liveness probe (VerbsEndpoint::Probe), no op's.
+/// kWriteImm: a Write's SEND WITH IMM of its WriteSizeRecord; kProbe: an Endpoint's
+/// liveness probe (VerbsEndpoint::Probe), no op's.
 enum class WrKind : uint8_t { kWriteChunk = 1, kWriteImm = 2, kReadChunk = 3, kAtomic = 4, kSend = 5, kCredit = 6, kProbe = 7 };
 inline uint64_t MakeWrId(uint64_t seq, WrKind k) { return (seq << 8) | static_cast<uint8_t>(k); }
 
@@ -180,8 +179,7 @@ class VerbsEndpoint : public Endpoint {
   Clock::time_point lastWatch_;  ///< last look at the bootstrap socket
   bool bootLost_ = false;        ///< its keepalive timed out while completions came: no longer watched
   bool probing_ = false;         ///< a liveness probe is posted (Probe)
-  Clock::time_point probeSent_{};
-
+  Clock::time_point probeSent_{};  ///< when it was posted
 };
 
 /// How often Progress looks at the bootstrap socket (one recv syscall) for a peer

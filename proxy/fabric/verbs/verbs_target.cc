@@ -268,8 +268,8 @@ bool VerbsTarget::Progress() {
     if (creditInFlight_ && now - creditSent_ > quiet) {
       if (worker_->counters().peerConnections > 0) --worker_->counters().peerConnections;
       Failed(FabricErrc::kTimeout, 0,
-             "a liveness probe (a credit write; the bootstrap connection's keepalive was outvoted earlier) had no "
-             "answer for " + std::to_string(timeoutMs) + " ms (RAILYARD_TIMEOUT_MS): the peer's host or process is gone");
+             BootstrapChannel::ProbeFailedText("a credit write", "had no answer for " + std::to_string(timeoutMs) +
+                                                                     " ms (RAILYARD_TIMEOUT_MS)"));
       return false;
     }
     if (!creditInFlight_ && now - lastCompletion_ >= quiet / 2) ReturnCredits(true);
