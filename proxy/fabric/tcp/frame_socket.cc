@@ -85,13 +85,25 @@ FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult
     }
   }
   FabricError e = PumpOut(handler, budget, result);
-  if (!e.ok() || !readable) return e;
+  if (!e.ok()) return RefusalBehind(handler, std::move(e), result);
+  if (!readable) return e;
   const size_t queued = out_.size();
   e = PumpIn(handler, budget, result);
   // What the received frames queued (acks, read data) goes out in this pass, not
   // the next: a round trip costs one Progress less.
   if (e.ok() && out_.size() > queued) e = PumpOut(handler, budget, result);
   return e;
+}
+
+FabricError FrameSocket::RefusalBehind(FrameHandler& handler, FabricError sendFailed, PumpResult* result) {
+  const bool relayed = dialer_ && !dialer_->plan().preamble.empty();
+  if (!relayed || framed_ || sendFailed.errc != FabricErrc::kPeerClosed || !fd_.valid()) return sendFailed;
+  // A relay that refuses writes its reason and closes; a frame sent after the
+  // preamble can meet the close (EPIPE, ECONNRESET) before the reason is read.
+  // The reason is still in the receive queue: what the peer sent is read before
+  // the reset is reported.
+  FabricError refused = PumpIn(handler, sizeof(proxy::RejectRecord), result);
+  return refused.errc == FabricErrc::kConnectFailed ? refused : sendFailed;
 }
 
 FabricError FrameSocket::PumpOut(FrameHandler& handler, uint64_t budget, PumpResult* result) {
@@ -192,6 +204,7 @@ FabricError FrameSocket::HeaderArrived(FrameHandler& handler) {
   if (!s.ok()) {
     return {s.code() == Code::kInvalidUsage ? FabricErrc::kVersion : FabricErrc::kMalformed, {}, s.message()};
   }
+  framed_ = true;
   inSink_ = Sink{};
   inDone_ = 0;
   inIntact_ = true;

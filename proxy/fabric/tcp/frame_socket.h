@@ -115,12 +115,18 @@ class FrameSocket {
   void DeliverBuffered(const uint8_t* from, uint64_t n);
   /// The current payload is whole: tell the handler.
   FabricError PayloadDone(FrameHandler& handler);
+  /// `sendFailed` came from the send side of a socket dialed through a relay before
+  /// any frame arrived: the relay may have refused it and closed, so its RejectRecord
+  /// can be waiting unread. Returns that refusal (CONNECT_FAILED) when it is there,
+  /// else `sendFailed`.
+  FabricError RefusalBehind(FrameHandler& handler, FabricError sendFailed, PumpResult* result);
 
   proxy::Fd fd_;
   int index_;
   Direction incoming_;
   bool connecting_;
   std::optional<Dialer> dialer_;  ///< set for a socket that dials (Open)
+  bool framed_ = false;           ///< a frame header has been received on this socket
   // send side
   std::deque<OutFrame> out_;
   uint64_t outSent_ = 0;        ///< bytes of the front frame sent (header + payload)
