@@ -88,6 +88,14 @@ uint32_t SourceOf(int fd) {
   return reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr;
 }
 
+/// The local IPv4 address an accepted socket arrived at (0 when not IPv4).
+uint32_t ArrivedAt(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || ss.ss_family != AF_INET) return 0;
+  return reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr;
+}
+
 std::string AddressText(uint32_t a) {
   in_addr x{a};
   char b[INET_ADDRSTRLEN] = {};
@@ -336,6 +344,25 @@ void RelayService::Run() {
     Watch(l->in.get(), kLeg, EPOLLIN);
     legs[l->in.get()] = l;
   };
+  // A socket refused as it is accepted (never in the pending counts): lingers to say
+  // why, or is reset at once while kMaxRefusing refusals linger already.
+  auto refuseAtAccept = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
+    if (refusing >= kMaxRefusing) {
+      RY_WARN("relay on %s: %s reset: %s, and %d refusals in progress", router_->HostName().c_str(),
+              l->desc.c_str(), why.c_str(), refusing);
+      Abort(l->in.get());  // l->in closes it
+      return;
+    }
+    refuse(l, why, false);
+  };
+  // Whether `at` (network order) is one of this host's rail addresses: where relayed
+  // sockets arrive (every origin and relay dials a relay at its rail address).
+  auto onRail = [&](uint32_t at) {
+    for (const FabricRail& r : router_->Rails()) {
+      if (at != 0 && r.addr.s_addr == at) return true;
+    }
+    return false;
+  };
   auto scope = [&] {
     RelayScope s;
     s.selfHost = router_->HostId();
@@ -470,16 +497,18 @@ void RelayService::Run() {
           l->in = Fd(c);
           l->source = SourceOf(c);
           l->desc = "socket from " + AddressText(l->source);
+          // The listener is bound to every interface (one socket, which the seat hands
+          // between processes), but it serves cables only: a socket that reached this
+          // host at any other address (the management network, loopback) is refused
+          // before a byte of it is read.
+          if (const uint32_t at = ArrivedAt(c); !onRail(at)) {
+            refuseAtAccept(l, "refused: reached at " + AddressText(at) +
+                                  ", not at a rail address (the relay serves its cables only)");
+            continue;
+          }
           if (perSource[l->source] >= options_.maxPerPeer) {
-            const std::string why = "refused: already " + std::to_string(options_.maxPerPeer) +
-                                    " sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)";
-            if (refusing >= kMaxRefusing) {
-              RY_WARN("relay on %s: %s reset: %s, and %d refusals in progress", router_->HostName().c_str(),
-                      l->desc.c_str(), why.c_str(), refusing);
-              Abort(c);
-              continue;  // l->in closes c
-            }
-            refuse(l, why, false);
+            refuseAtAccept(l, "refused: already " + std::to_string(options_.maxPerPeer) +
+                                  " sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)");
             continue;
           }
           ++perSource[l->source];

@@ -12,7 +12,9 @@ Cases:
   relay-sigterm-drains     SIGTERM: no new relayed socket, the job in flight finishes
                            (#wrong 0), the daemon exits as soon as it has (8.5)
   relay-hostile-records    records for loopback, a non-Railyard port or a host outside
-                           the graph are refused and nothing connects (9.4)
+                           the graph, and sockets that reach the relay at its
+                           management or loopback address, are refused and nothing
+                           connects (9.4)
   relay-authenticated      with RAILYARD_CLUSTER_KEY_FILE, records without a valid MAC
                            are refused and nothing connects; jobs still run (9.2)
   relay-bounded            idle sockets hold no buffers, a cap per source address, an
@@ -355,10 +357,12 @@ print(got[8:].split(b"\0")[0].decode(errors="replace") if got[:4] == bytes.fromh
 '''
 
 
-def send_via_relay(frm, relay, payload):
-    """Sends payload to the relay on host `relay` from host `frm`; returns the relay's
-    reject reason, or 'no reject'."""
-    return subprocess.run(["ip", "netns", "exec", NS[frm], sys.executable, "-c", SENDER, address_of(relay, frm),
+def send_via_relay(frm, relay, payload, addr=None):
+    """Sends payload to the relay on host `relay` from host `frm`, at `addr` (default:
+    the relay's rail address on its cable to `frm`); returns the relay's reject reason,
+    or 'no reject'."""
+    addr = addr or address_of(relay, frm)
+    return subprocess.run(["ip", "netns", "exec", NS[frm], sys.executable, "-c", SENDER, addr,
                            str(RELAY_PORT), payload.hex()], capture_output=True, text=True, timeout=30).stdout.strip()
 
 
@@ -388,6 +392,17 @@ def case_relay_hostile_records():
             if reason not in got:
                 fail(f"record for {what}: expected a reject saying '{reason}', got '{got}'")
             print(f"ok: refused {what}: {got}")
+        # A well-formed record, but sent to the relay at an address that is not a rail's:
+        # over the management network from another host, and over loopback on the relay
+        # host itself. The relay serves its cables only.
+        wellformed = relay_record(ids["h2"], port + 1) + HELLO_HEADER + b"\0" * 56
+        mgmt = TB["hosts"][1]["mgmt_ip"]
+        for what, frm, addr in [(f"the management network ({mgmt})", 0, mgmt), ("loopback", 1, "127.0.0.1")]:
+            got = send_via_relay(frm, 1, wellformed, addr)
+            reason = f"refused: reached at {addr}, not at a rail address"
+            if reason not in got:
+                fail(f"a socket that reached the relay over {what}: expected a reject saying '{reason}', got '{got}'")
+            print(f"ok: refused a socket that reached the relay over {what}: {got}")
         n_loop, n_other = listener_count(loop), listener_count(other)
         if n_loop or n_other:
             fail(f"the relay connected anyway: loopback listener saw {n_loop}, h2's listener {n_other} connections")
