@@ -5,7 +5,8 @@
 // the record the plan carries before any frame; a striped Write with immediate lands
 // whole at the target; the Endpoint's peer name says which relay; a relay that refuses
 // the socket (its RejectRecord) fails the op with CONNECT_FAILED quoting the relay's
-// reason; a relay that closes the socket fails the op naming the relay.
+// reason; a relay that closes the socket fails the op naming the relay, and saying
+// that the peer or any relay on the path may have ended it.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -303,6 +304,10 @@ TEST(TcpSplice, ARelayThatClosesTheSocketFailsTheOpNamingTheRelay) {
   const std::string text = e.error.ToString();
   EXPECT_NE(text.find("via hR (127.0.0.1:" + std::to_string(port) + ")"), std::string::npos) << text;
   EXPECT_NE(text.find("rail 0"), std::string::npos) << text;
+  // It cannot know whether the relay or the peer ended it, and says so.
+  EXPECT_EQ(e.error.errc, FabricErrc::kPeerClosed) << text;
+  EXPECT_NE(text.find("through relays: the peer or any relay on the path may have ended it"), std::string::npos)
+      << text;
 }
 
 TEST(TcpSplice, APlanThatDoesNotFitThePeerIsRefused) {

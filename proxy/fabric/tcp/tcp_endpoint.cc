@@ -104,6 +104,7 @@ TcpEndpoint::TcpEndpoint(TcpWorker* worker, const WorkerAddress& peer, uint64_t 
       scheduler_(Speeds(peer, worker->options().rails, pairs_), worker->options().stripe.chunksInFlightPerRail) {
   peerName_ = "w=" + HexId(peer.workerId) + " " + RailAddressText(peer.rails[0]);
   if (splice != nullptr && !splice->via.empty()) peerName_ += " via " + splice->via;
+  spliced_ = splice != nullptr;
   lastActivity_ = Clock::now();
 }
 
@@ -564,6 +565,13 @@ void TcpEndpoint::Progress() {
     if (e.ok() && r.closed) e = FabricError{FabricErrc::kPeerClosed, {}, "the peer closed the connection"};
     if (r.dialed && s->fd() >= 0) worker_->Watch(s->fd());
     if (!e.ok()) {
+      if (spliced_ && e.errc == FabricErrc::kPeerClosed) {
+        // A spliced socket is a chain of TCP connections: a relay that dies, or whose
+        // next leg breaks, resets the socket as the peer would. This end cannot tell
+        // which; each relay logs the leg that broke.
+        e.what += " (through relays: the peer or any relay on the path may have ended it; each relay logs "
+                  "which of its legs broke, at INFO)";
+      }
       if (e.site.peer.empty()) {
         FabricError full = Error(e.errc, s->index(), e.site.seq, e.what);
         e = std::move(full);

@@ -126,6 +126,7 @@ class TcpEndpoint : public Endpoint, private FrameHandler {
   WorkerAddress peer_;
   uint64_t connection_;
   std::string peerName_;
+  bool spliced_ = false;  ///< the sockets go through socket relays (SpliceRoute)
   std::vector<std::unique_ptr<FrameSocket>> sockets_;
   std::vector<int> socketRail_;              ///< socket -> rail
   std::vector<std::vector<int>> railSockets_;  ///< rail -> sockets
