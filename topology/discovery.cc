@@ -345,8 +345,8 @@ std::string DownReason(const Rail& r) {
   return "";
 }
 
-void Skip(std::vector<std::string>* skipped, const std::string& name, const std::string& reason) {
-  RY_INFO(kLogSubsys, "rail candidate %s skipped: %s", name.c_str(), reason.c_str());
+void Skip(bool log, std::vector<std::string>* skipped, const std::string& name, const std::string& reason) {
+  if (log) RY_INFO(kLogSubsys, "rail candidate %s skipped: %s", name.c_str(), reason.c_str());
   if (skipped != nullptr) skipped->push_back(name + ": " + reason);
 }
 
@@ -576,16 +576,16 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
     // Loopback: a table row only when the filter names it; never a fabric rail
     // (SelectFabricRails drops it), one wording (topology/loopback_rail.h).
     if (IsLoopbackInterface(name, flags.loopback) && !explicitlyMatched) {
-      Skip(skipped, name, LoopbackRailRule());  // "<name>: " + the rule: LoopbackSkipReason(name)
+      Skip(options.logRails, skipped, name, LoopbackRailRule());  // "<name>: " + the rule: LoopbackSkipReason(name)
       continue;
     }
     if (!filter.Matches(name)) {
-      Skip(skipped, name, "filtered out by " + options.ifnameFilterSource + "='" + filter.text() + "'");
+      Skip(options.logRails, skipped, name, "filtered out by " + options.ifnameFilterSource + "='" + filter.text() + "'");
       continue;
     }
     if (uplinks.count(name) != 0) {
       if (!filter.NamesExactly(name)) {
-        Skip(skipped, name,
+        Skip(options.logRails, skipped, name,
              "carries a default route (an uplink, not a cable; a rail only when " +
                  options.ifnameFilterSource + " names it exactly: '=" + name + "')");
         continue;
@@ -602,21 +602,21 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
     // so skipped for the address) used to give it two different reasons.
     const std::string down = DownReason(r);
     if (!down.empty() && r.addresses.empty() && (!options.includeDown || !options.includeNoAddress)) {
-      Skip(skipped, name, down + " and no address");
+      Skip(options.logRails, skipped, name, down + " and no address");
       continue;
     }
     if (!down.empty() && !options.includeDown) {
-      Skip(skipped, name, down);
+      Skip(options.logRails, skipped, name, down);
       continue;
     }
     if (r.addresses.empty() && !options.includeNoAddress) {
-      Skip(skipped, name, "no address");
+      Skip(options.logRails, skipped, name, "no address");
       continue;
     }
     const bool routable = std::any_of(r.addresses.begin(), r.addresses.end(),
                                       [](const RailAddress& a) { return !a.linkLocal; });
     if (!r.addresses.empty() && !routable && !options.includeLinkLocal) {
-      Skip(skipped, name, "only link-local addresses (169.254/16, fe80::/10)");
+      Skip(options.logRails, skipped, name, "only link-local addresses (169.254/16, fe80::/10)");
       continue;
     }
 
@@ -631,7 +631,7 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
   }
 
   for (const RdmaPort& p : ports) {
-    if (!p.used) Skip(skipped, p.device + ":" + std::to_string(p.port), "no network interface");
+    if (!p.used) Skip(options.logRails, skipped, p.device + ":" + std::to_string(p.port), "no network interface");
   }
 
   std::sort(out.begin(), out.end(), [](const Rail& a, const Rail& b) {
@@ -640,7 +640,7 @@ Status DiscoverRails(const DiscoveryOptions& options, std::vector<Rail>* rails,
     if (ka && *ka != *kb) return *ka < *kb;
     return a.netdev < b.netdev;
   });
-  for (std::size_t i = 0; i < out.size(); ++i) {
+  for (std::size_t i = 0; options.logRails && i < out.size(); ++i) {
     const Rail& r = out[i];
     RY_INFO(kLogSubsys, "rail %zu: %s rdma=%s:%d pci=%s numa=%d port=%d speed=%d gpu=%s", i, r.netdev.c_str(),
             r.rdmaDevice.empty() ? "-" : r.rdmaDevice.c_str(), r.rdmaPort,

@@ -56,6 +56,11 @@ struct DiscoveryOptions {
   /// Cross-check the sysfs RDMA devices with ibv_get_device_list() (only done when
   /// sysfsRoot resolves to "/sys"; zero devices is normal on hosts without RDMA).
   bool crossCheckIbverbs = true;
+  /// Log each rail found ("rail N: ...") and each candidate skipped, at INFO. Off for a
+  /// caller that looks up ports with another filter than the rails' (the verbs
+  /// transport lists every RDMA port, unfiltered): its list is not the rails and would
+  /// read as if it were.
+  bool logRails = true;
 };
 
 /// Finds the rails of this host (or of the fixture `options` describes).

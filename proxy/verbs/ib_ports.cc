@@ -96,6 +96,7 @@ Status IbPorts::Open(const env::Config& config, std::unique_ptr<IbPorts>* out,
   topology::DiscoveryOptions o;
   o.includeDown = true;  // SelectVerbsDevices says why a down port is skipped
   o.disableHwloc = true;  // every rank runs this at init: sysfs has what the QPs need
+  o.logRails = false;     // every port, unfiltered: SelectVerbsDevices logs what it keeps
   std::vector<topology::Rail> rails;
   RY_RETURN_IF_ERROR(topology::DiscoverRails(o, &rails, nullptr));
   const std::vector<VerbsDevice> devs =
@@ -216,6 +217,7 @@ void IbPorts::ReresolveGid(IbPort& p) {
   topology::DiscoveryOptions o;
   o.includeDown = true;
   o.disableHwloc = true;
+  o.logRails = false;
   std::vector<topology::Rail> rails;
   if (!topology::DiscoverRails(o, &rails, nullptr).ok()) return;
   GidPolicy policy = PolicyFrom(config_);
