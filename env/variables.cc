@@ -338,9 +338,12 @@ const Variable kVariables[] = {
      "every frame as on a cable; forwarder = through the Forwarders at RAILYARD_FABRIC_RELAY_PORT, "
      "which take each operation whole and write it on (slots and credits). Routes over RDMA "
      "ports always go through the Forwarders' verbs ports. A route whose relays would not land "
-     "on the target's cable (a tie broken the other way) uses the Forwarders. Every host must use "
-     "the same value (the two route the same peer through different Workers; a mismatch fails the "
-     "first message naming this variable).",
+     "on the target's cable (a tie broken the other way) uses the Forwarders. Set the same value "
+     "on every host. A mismatch is not checked at connect: where the two ends' routes differ in "
+     "number (a ring's opposite host: the Forwarders spread a peer's ops over both ring "
+     "directions, a spliced route takes one) the comm fails at its first message, naming this "
+     "variable; where a peer has one route each way (a chain) each direction goes its own host's "
+     "way and the job runs (both seen on the netns lanes).",
      0, 0, &ApplyFabricTcpRelay, "splice, forwarder"},
     {"RAILYARD_FABRIC_RELAY_VERBS_PORT", "int", "29522", "", nullptr,
      "TCP port of the fabric relay's RDMA ports: on a cable whose rails are RDMA ports, the "
