@@ -21,6 +21,8 @@ Cases:
                   relay seat: proxy/fabric/relay/forwarder_host.h), found at the fixed
                   RAILYARD_FABRIC_RELAY_PORT on h1's rails, routed by its cabling graph
   daemon-relay-killed  SIGKILL of that railyardd mid-stream
+  daemon-target-killed SIGKILL of the target mid-stream: railyardd's Forwarder names
+                  the dead leg by its host (h2)
   relay-bench     (benchmark, not a ctest case) Write GB/s h0 -> h1 direct against
                   h0 -> h1 -> h2 relayed, interleaved rounds in one run, medians
 Each fault must end in one error event at h0 within RAILYARD_TIMEOUT_MS (+ slack)
@@ -239,6 +241,9 @@ def fault_case(fault):
             fail(f"{fault}: the error does not name {word!r}: {err}")
     if fault.startswith("relay") and "via relay" not in err:
         fail(f"{fault}: the error does not name the relay: {err}")
+    if daemon and fault == "target-killed" and "at the relay, the leg to the next hop h2 failed" not in err:
+        # railyardd's Forwarder routes by its cabling graph: the dead leg is named by host.
+        fail(f"{fault}: the relay's error does not name the dead leg's host h2: {err}")
     if "stays-failed yes" not in out or "closed" not in out:
         fail(f"{fault}: the endpoint took a new op after failing, or closing hung")
     if after > TIMEOUT_MS + SLACK_MS:
@@ -295,7 +300,7 @@ try:
         case_relay_suite()
     elif CASE == "daemon-suite":
         case_daemon_suite()
-    elif CASE == "daemon-relay-killed":
+    elif CASE in ("daemon-relay-killed", "daemon-target-killed"):
         fault_case(CASE)
     elif CASE == "relay-refuses":
         case_relay_refuses()

@@ -183,6 +183,7 @@ TEST(GraphRoutes, ResolveFnStraightOnThroughTheNextRelayAndRefusals) {
   ASSERT_TRUE(h1(Address({"10.1.0.2", "10.1.1.2"}), &hop).ok());
   EXPECT_EQ(hop.port, 1u);
   EXPECT_TRUE(hop.via.empty());
+  EXPECT_EQ(hop.name, "h2");  // the target's host: its errors name the leg by it
   // h0's end of cable 0 (a source arriving on port 0): a neighbour on port 0.
   ASSERT_TRUE(h1(Address({"10.0.0.1", "10.0.1.1"}), &hop).ok());
   EXPECT_EQ(hop.port, 0u);
@@ -190,6 +191,7 @@ TEST(GraphRoutes, ResolveFnStraightOnThroughTheNextRelayAndRefusals) {
   // h3's end of cable 2 (entry h2): on through h2's Forwarder on cable 1.
   ASSERT_TRUE(h1(Address({"10.2.0.2", "10.2.1.2"}), &hop).ok());
   EXPECT_EQ(hop.port, 1u);
+  EXPECT_EQ(hop.name, "h2");  // the next relay's host, not the target's
   const auto via = Unpacked(hop.via);
   EXPECT_EQ(via.rails[0].ipv4, Ip("10.1.0.2"));
   EXPECT_EQ(via.rails[1].ipv4, Ip("10.1.1.2"));

@@ -282,7 +282,10 @@ void ForwardRoute::OnLegEvent(const Event& e) {
       errc = CauseOf(down_->status());
       text = down_->status().message();
     }
-    Error(errc, opSeq, "at the relay, the leg to the next hop failed: " + text);
+    // Named by host where the routing knows it: the leg's own name is a Worker id and
+    // an address, which does not say which host died.
+    const std::string hop = s_.nextHop.empty() ? "the next hop" : "the next hop " + s_.nextHop;
+    Error(errc, opSeq, "at the relay, the leg to " + hop + " failed: " + text);
     return;
   }
   switch (tag) {

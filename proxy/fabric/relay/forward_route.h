@@ -53,6 +53,7 @@ class ForwardRoute {
     uint32_t returnSlots = 0;  ///< the source's return slots (= staging slots here)
     RemoteKey returnKey;       ///< the source's return ring
     const RelayOptions* options = nullptr;
+    std::string nextHop;       ///< the next hop's host name for errors (NextHop::name; may be empty)
   };
 
   explicit ForwardRoute(Setup setup);

@@ -136,6 +136,7 @@ void Forwarder::Open(size_t port, const Control& c, uint64_t peer) {
   setup.returnSlots = o.returnSlots;
   (void)RemoteKey::Unpack(o.returnKey, &setup.returnKey);  // checked by DecodeRouteOpen
   setup.options = &options_;
+  setup.nextHop = hop.name;
   auto route = std::make_unique<ForwardRoute>(setup);
   s = route->Init(std::move(backEp), std::move(down));
   if (!s.ok()) {

@@ -44,6 +44,9 @@ struct NextHop {
   /// be carried to it, never come from it (Open refuses such a source: a neighbour
   /// could otherwise point a route's way back into a local process).
   bool local = false;
+  /// The next hop's host name (the target's host when `via` is empty) for errors, e.g.
+  /// "h2"; empty when the resolver does not know it (the leg is then named by address).
+  std::string name;
 };
 /// The relay host's routing: Ok with the next hop, or InvalidUsage saying why the
 /// address is not one this relay carries to (not a graph host, not over a rail, ...).

@@ -250,6 +250,7 @@ ResolveFn MakeGraphResolveFn(GraphFn graph, uint64_t self, std::vector<uint64_t>
     NextHop hop;
     hop.port = port;
     hop.local = c.owner == self;
+    hop.name = HostText(g, next);
     if (c.owner != self && c.entry != self) {
       RY_RETURN_IF_ERROR(ForwarderAddress(g, next, self, kind == AddressKind::kVerbs ? verbsForwarderPort : forwarderPort,
                                           &hop.via, kind));
