@@ -144,4 +144,14 @@ std::vector<in_addr> LocalIpv4Addresses() {
   return out;
 }
 
+bool ArrivedFromTheCable(in_addr source, in_addr rail, int prefixLen, const std::vector<in_addr>& ownRails) {
+  if (source.s_addr == 0) return false;
+  for (const in_addr& a : ownRails) {
+    if (a.s_addr == source.s_addr) return false;
+  }
+  if (prefixLen <= 0 || prefixLen >= 32) return true;
+  const uint32_t mask = htonl(~uint32_t{0} << (32 - prefixLen));
+  return (source.s_addr & mask) == (rail.s_addr & mask);
+}
+
 }  // namespace railyard::proxy

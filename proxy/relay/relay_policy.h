@@ -55,6 +55,14 @@ Status CheckFollowingHello(const RecordHeader& h);
 /// InvalidUsage naming the address otherwise.
 Status CheckOnwardLeg(const SocketTarget& t, uint16_t destPort, bool relayed, const RelayScope& scope);
 
+/// Whether a socket from `source` that reached this host at its rail address `rail`
+/// (a /`prefixLen` subnet: the cable's) came over that rail's cable: the source lies
+/// in the subnet and is none of `ownRails` (this host's rail addresses). A /32 (or
+/// unknown, 0) prefix has no subnet to check: only the second rule holds. A host off
+/// the cable that routes the cable's subnet through this host's management address,
+/// or a local process, reaches the same rail address: false. A source of 0.0.0.0: false.
+bool ArrivedFromTheCable(in_addr source, in_addr rail, int prefixLen, const std::vector<in_addr>& ownRails);
+
 /// This host's IPv4 addresses on every interface (getifaddrs), loopback included.
 std::vector<in_addr> LocalIpv4Addresses();
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "env/log.h"
 #include "proxy/handle.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "proxy/relay/log_budget.h"
 #include "proxy/relay/relay_policy.h"
 #include "proxy/wire.h"
 #include "topology/graph_json.h"
@@ -107,6 +109,17 @@ std::string AddressText(uint32_t a) {
 /// origin to read the refusal and close (each holds one fd, no buffer, for at most
 /// RAILYARD_RELAY_IDLE_MS); refusals beyond it are reset at once, unexplained.
 constexpr int kMaxRefusing = 64;
+
+/// Sockets accepted and not yet relayed (waiting for their record, or their onward
+/// connect), from every source together: a bound on the fds hostile sockets can hold
+/// whatever addresses they come from (RAILYARD_RELAY_MAX_PER_PEER bounds one address).
+/// A quarter of the fd limit, within [64, 4096]; more are reset at once.
+int MaxPendingSockets() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return 4096;
+  return static_cast<int>(std::clamp<rlim_t>(l.rlim_cur / 4, 64, 4096));
+}
+
 
 /// What the relay reads before it plans anything: the relay record, its MAC when
 /// the record says one follows, and the header of the hello that must follow.
@@ -257,6 +270,10 @@ void RelayService::Run() {
   std::map<int, std::shared_ptr<Leg>> legs;  // by both of a leg's fds
   std::map<uint32_t, int> perSource;         // sockets per source address
   int refusing = 0;                          // legs in Leg::State::kRefusing
+  const int maxPending = MaxPendingSockets();
+  // Refusals, resets and idle closes are a peer's doing: a flood of them must not
+  // flood the log (20 lines per 10 s, then a count).
+  LogBudget noisy(20, std::chrono::seconds(10));
   bool draining = false;
   SteadyClock::time_point drainUntil{};
 
@@ -325,7 +342,9 @@ void RelayService::Run() {
   // refused at accept, over the per-source cap, never was). While stopping, or with
   // kMaxRefusing lingering already, the leg closes at once.
   auto refuse = [&](const std::shared_ptr<Leg>& l, const std::string& why, bool counted = true) {
-    RY_WARN("relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
+    if (noisy.Take(SteadyClock::now())) {
+      RY_WARN("relay on %s: %s: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
+    }
     sendReject(l, why);  // the origin's side sent no more than the head: the send buffer is empty
     if (draining || refusing >= kMaxRefusing) {
       if (counted) {
@@ -348,20 +367,37 @@ void RelayService::Run() {
   // why, or is reset at once while kMaxRefusing refusals linger already.
   auto refuseAtAccept = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
     if (refusing >= kMaxRefusing) {
-      RY_WARN("relay on %s: %s reset: %s, and %d refusals in progress", router_->HostName().c_str(),
-              l->desc.c_str(), why.c_str(), refusing);
+      if (noisy.Take(SteadyClock::now())) {
+        RY_WARN("relay on %s: %s reset: %s, and %d refusals in progress", router_->HostName().c_str(),
+                l->desc.c_str(), why.c_str(), refusing);
+      }
       Abort(l->in.get());  // l->in closes it
       return;
     }
     refuse(l, why, false);
   };
-  // Whether `at` (network order) is one of this host's rail addresses: where relayed
-  // sockets arrive (every origin and relay dials a relay at its rail address).
-  auto onRail = [&](uint32_t at) {
-    for (const FabricRail& r : router_->Rails()) {
-      if (at != 0 && r.addr.s_addr == at) return true;
+  // A socket reset as it is accepted, unexplained to its sender (which is no
+  // Railyard process, or is one of a flood): no fd, no buffer, no lingering slot.
+  auto resetAtAccept = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
+    if (noisy.Take(SteadyClock::now())) {
+      RY_WARN("relay on %s: %s reset: %s", router_->HostName().c_str(), l->desc.c_str(), why.c_str());
     }
-    return false;
+    Abort(l->in.get());  // l->in closes it
+  };
+  // Why a socket that arrived at `at` from `source` (network order) is not one the
+  // relay serves ("" when it is): relayed sockets arrive at a rail address of this
+  // host (every origin and relay dials a relay there), from the other end of that
+  // rail's cable.
+  auto offCable = [&](uint32_t at, uint32_t source) -> std::string {
+    std::vector<in_addr> own;
+    for (const FabricRail& r : router_->Rails()) own.push_back(r.addr);
+    for (const FabricRail& r : router_->Rails()) {
+      if (at == 0 || r.addr.s_addr != at) continue;
+      if (ArrivedFromTheCable(in_addr{source}, r.addr, r.prefixLen, own)) return "";
+      return "it reached rail " + r.ifname + " (" + AddressText(at) + ") from " + AddressText(source) +
+             ", which is not on that rail's cable (/" + std::to_string(r.prefixLen) + ")";
+    }
+    return "it reached " + AddressText(at) + ", not a rail address (the relay serves its cables only)";
   };
   auto scope = [&] {
     RelayScope s;
@@ -499,11 +535,15 @@ void RelayService::Run() {
           l->desc = "socket from " + AddressText(l->source);
           // The listener is bound to every interface (one socket, which the seat hands
           // between processes), but it serves cables only: a socket that reached this
-          // host at any other address (the management network, loopback) is refused
-          // before a byte of it is read.
-          if (const uint32_t at = ArrivedAt(c); !onRail(at)) {
-            refuseAtAccept(l, "refused: reached at " + AddressText(at) +
-                                  ", not at a rail address (the relay serves its cables only)");
+          // host at any other address (the management network, loopback), or at a rail
+          // address from off that rail's cable, is reset before a byte of it is read.
+          if (const std::string why = offCable(ArrivedAt(c), l->source); !why.empty()) {
+            resetAtAccept(l, why);
+            continue;
+          }
+          if (pending_.load() >= maxPending) {
+            resetAtAccept(l, std::to_string(maxPending) + " sockets already wait for their relay record (a quarter "
+                                                          "of the fd limit, at most 4096)");
             continue;
           }
           if (perSource[l->source] >= options_.maxPerPeer) {
@@ -669,10 +709,17 @@ void RelayService::Run() {
           drop(l, "", true);
           continue;
         }
-        RY_WARN("relay on %s: %s closed: no %s within %d ms (RAILYARD_RELAY_IDLE_MS)", router_->HostName().c_str(),
-                l->desc.c_str(), l->state == Leg::State::kRequest ? "relay record and hello" : "onward connection",
-                options_.idleMs);
+        if (noisy.Take(now)) {
+          RY_WARN("relay on %s: %s closed: no %s within %d ms (RAILYARD_RELAY_IDLE_MS)", router_->HostName().c_str(),
+                  l->desc.c_str(), l->state == Leg::State::kRequest ? "relay record and hello" : "onward connection",
+                  options_.idleMs);
+        }
         drop(l, "", true);
+      }
+      if (const uint64_t quiet = noisy.TakeSuppressed(now); quiet > 0) {
+        RY_WARN("relay on %s: %llu more refused, reset or idle sockets not logged (at most 20 lines per %lld s)",
+                router_->HostName().c_str(), static_cast<unsigned long long>(quiet),
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(noisy.window()).count()));
       }
     }
   }

@@ -93,6 +93,7 @@ Status SelectFabricRails(const std::string& ifnameFilter, int defaultSpeedMbps,
       FabricRail f;
       f.ifname = r.netdev;
       f.addr = reinterpret_cast<const sockaddr_in*>(&a.sockaddr)->sin_addr;
+      f.prefixLen = a.prefixLen;
       f.speedMbps = r.speedMbps.value_or(defaultSpeedMbps);
       f.mac = r.mac;
       f.namedUplink = r.carriesDefaultRoute;

@@ -22,6 +22,7 @@ namespace railyard::proxy {
 struct FabricRail {
   std::string ifname;  ///< netdev name
   in_addr addr{};      ///< the rail's IPv4 address
+  int prefixLen = 32;  ///< its netmask bits: the cable's subnet (the neighbour's end lies in it)
   int speedMbps = 0;   ///< link speed, Mbps
   std::string mac;     ///< link-layer address (feeds the host id)
   /// The port carries a default route and the user named it exactly

@@ -210,5 +210,32 @@ TEST(RelayPolicy, AMacToARelayWithoutAKeyIsAConfigurationError) {
   EXPECT_NE(s.message().find("RAILYARD_CLUSTER_KEY_FILE"), std::string::npos) << s.message();
 }
 
+in_addr V4(const char* text) {
+  in_addr a{};
+  EXPECT_EQ(inet_pton(AF_INET, text, &a), 1) << text;
+  return a;
+}
+
+TEST(RelayPolicy, OnlyASourceOnTheRailsCableArrivedFromIt) {
+  const in_addr rail = V4("10.201.0.2");  // h1's end of its /24 cable to h0
+  const std::vector<in_addr> own = {rail, V4("10.201.2.1")};
+  EXPECT_TRUE(ArrivedFromTheCable(V4("10.201.0.1"), rail, 24, own));  // h0's end
+  EXPECT_TRUE(ArrivedFromTheCable(V4("10.201.0.254"), rail, 24, own));
+  // Off the cable: the management network routed through this host, another cable's
+  // subnet, loopback, this host's own rails (a local process), no address at all.
+  EXPECT_FALSE(ArrivedFromTheCable(V4("10.200.0.4"), rail, 24, own));
+  EXPECT_FALSE(ArrivedFromTheCable(V4("10.201.1.1"), rail, 24, own));
+  EXPECT_FALSE(ArrivedFromTheCable(V4("127.0.0.1"), rail, 24, own));
+  EXPECT_FALSE(ArrivedFromTheCable(rail, rail, 24, own));
+  EXPECT_FALSE(ArrivedFromTheCable(V4("10.201.2.1"), rail, 24, own));
+  EXPECT_FALSE(ArrivedFromTheCable(V4("0.0.0.0"), rail, 24, own));
+  // A /30 point-to-point cable: only its own four addresses.
+  EXPECT_TRUE(ArrivedFromTheCable(V4("10.201.0.1"), rail, 30, own));
+  EXPECT_FALSE(ArrivedFromTheCable(V4("10.201.0.5"), rail, 30, own));
+  // A /32 rail (peer routes) has no subnet: any source but this host's own.
+  EXPECT_TRUE(ArrivedFromTheCable(V4("10.9.9.9"), rail, 32, own));
+  EXPECT_FALSE(ArrivedFromTheCable(rail, rail, 32, own));
+}
+
 }  // namespace
 }  // namespace railyard::proxy
