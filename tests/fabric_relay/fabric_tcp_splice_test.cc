@@ -6,7 +6,8 @@
 // whole at the target; the Endpoint's peer name says which relay; a relay that refuses
 // the socket (its RejectRecord) fails the op with CONNECT_FAILED quoting the relay's
 // reason; a relay that closes the socket fails the op naming the relay, and saying
-// that the peer or any relay on the path may have ended it.
+// that the peer or any relay on the path may have ended it; a relay that stalls times
+// the op out saying the rail named is only the first hop.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -38,7 +39,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 /// What the test relay does with a socket once its relay record is read.
-enum class RelayMode { kSplice, kReject, kClose };
+/// kStall: reads the record, then neither forwards nor closes (a relay frozen, or a
+/// cable cut beyond it) until the relay stops.
+enum class RelayMode { kSplice, kReject, kClose, kStall };
 
 /// A relay on 127.0.0.1 (an ephemeral port): one thread per socket.
 class TestRelay {
@@ -101,6 +104,13 @@ class TestRelay {
       close(in);
       return;
     }
+    if (mode_ == RelayMode::kStall) {
+      pollfd p{in, 0, 0};  // no events asked: wakes only on an error or hang-up
+      while (!stop_ && poll(&p, 1, 50) >= 0 && (p.revents & (POLLHUP | POLLERR)) == 0) {
+      }
+      close(in);
+      return;
+    }
     proxy::RelayRecord rec;
     std::memcpy(&rec, record.data(), sizeof rec);
     const int out = socket(AF_INET, SOCK_STREAM, 0);
@@ -158,10 +168,10 @@ struct Side {
   std::vector<Event> events;
 };
 
-void MakeSide(Side* s) {
+void MakeSide(Side* s, int timeoutMs = 20000) {
   TcpOptions o;
   o.rails = {{"lo", "127.0.0.1", 10000}};
-  o.timeoutMs = 20000;
+  o.timeoutMs = timeoutMs;
   o.socketsPerRail = 2;
   ASSERT_TRUE(CreateTcpDomain(o, &s->domain).ok());
   ASSERT_TRUE(s->domain->CreateWorker(&s->worker).ok());
@@ -264,9 +274,9 @@ TEST(TcpSplice, AWriteWithImmediateLandsThroughTheRelay) {
 
 /// Sends a record from a to b through a test relay of `mode` and returns a's error
 /// event (cookie 21), which the test checks; the Endpoint stays failed.
-Event FailThroughRelay(RelayMode mode, uint16_t* relayPort) {
+Event FailThroughRelay(RelayMode mode, uint16_t* relayPort, int timeoutMs = 20000) {
   Side a, b;
-  MakeSide(&a);
+  MakeSide(&a, timeoutMs);
   MakeSide(&b);
   TestRelay relay(mode, sizeof(proxy::RelayRecord));
   *relayPort = relay.port();
@@ -308,6 +318,18 @@ TEST(TcpSplice, ARelayThatClosesTheSocketFailsTheOpNamingTheRelay) {
   EXPECT_EQ(e.error.errc, FabricErrc::kPeerClosed) << text;
   EXPECT_NE(text.find("through relays: the peer or any relay on the path may have ended it"), std::string::npos)
       << text;
+}
+
+TEST(TcpSplice, AStallBeyondTheFirstHopTimesOutSayingTheRailIsOnlyTheFirstHop) {
+  uint16_t port = 0;
+  const Event e = FailThroughRelay(RelayMode::kStall, &port, 500);
+  EXPECT_EQ(e.kind, EventKind::kError);
+  EXPECT_EQ(e.cookie, 21u);
+  EXPECT_EQ(e.error.errc, FabricErrc::kTimeout) << e.error.ToString();
+  const std::string text = e.error.ToString();
+  EXPECT_NE(text.find("via hR (127.0.0.1:" + std::to_string(port) + ")"), std::string::npos) << text;
+  EXPECT_NE(text.find("no progress for 500 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("through relays: the rail named is this host's first hop"), std::string::npos) << text;
 }
 
 TEST(TcpSplice, APlanThatDoesNotFitThePeerIsRefused) {

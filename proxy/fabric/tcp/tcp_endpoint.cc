@@ -598,9 +598,14 @@ void TcpEndpoint::Progress() {
         break;
       }
     }
+    // Spliced, the named rail is only this host's first hop: a cable cut or a relay
+    // frozen further on stalls the socket the same way.
     Fail(Error(FabricErrc::kTimeout, socket, oldest,
                "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS) with " +
-                   std::to_string(Outstanding()) + " ops outstanding"));
+                   std::to_string(Outstanding()) + " ops outstanding" +
+                   (spliced_ ? std::string(" (through relays: the rail named is this host's first hop; the stall may be "
+                                           "on any cable or relay of the path)")
+                             : std::string())));
   }
 }
 
