@@ -17,7 +17,9 @@ prints 0 for the others); FMODE_ITERS=N timed iterations per run (default 20 up 
 RAILYARD_FABRIC_TCP_RELAY=forwarder (relayed through the Forwarders, not spliced
 through the socket relay) as a third path, "fwd" in the table (FMODE_FWD_RELAY=splice
 makes that path splice too). The "fabric" path splices (RAILYARD_FABRIC_TCP_RELAY=splice)
-unless the environment sets the variable.
+unless the environment sets the variable. FMODE_FAR=N makes the relayed pair h0<->hN
+(default 2), relayed by railyardd on every other host: FMODE_FAR=3 inside
+`testbed.sh run --lane chain4` measures 2 relays in a row (h1 then h2).
 """
 import json
 import os
@@ -33,6 +35,8 @@ ROUNDS = int(sys.argv[5])
 SIZES = [int(s) for s in sys.argv[6:]]
 NS = [h["namespace"] for h in TB["hosts"]]
 MGMT = [h["mgmt_ip"] for h in TB["hosts"]]
+FAR = int(os.environ.get("FMODE_FAR", "2"))  # the relayed pair is h0<->h{FAR}
+RELAY_HOSTS = [h for h in range(len(NS)) if h not in (0, FAR)]
 
 
 def env_for(host, comms):
@@ -55,7 +59,7 @@ def run_perf(hosts, size, comms):
 def main():
     load_before = open("/proc/loadavg").read().split()[:3]
     relays = [subprocess.Popen(["ip", "netns", "exec", NS[h], RAILYARDD], env=env_for(h, "legacy"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in (1, 3)]
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in RELAY_HOSTS]
     hops_run = [os.environ["FMODE_HOPS"]] if os.environ.get("FMODE_HOPS") else ["direct", "relayed"]
     paths = ("fabric", "legacy", "fwd") if os.environ.get("FMODE_FORWARDER") == "1" else ("fabric", "legacy")
     cases = [(comms, hops, size) for size in SIZES for comms in paths for hops in hops_run]
@@ -63,7 +67,7 @@ def main():
     try:
         for _ in range(ROUNDS):
             for comms, hops, size in cases:
-                got[(comms, hops, size)].append(run_perf([0, 1] if hops == "direct" else [0, 2], size, comms))
+                got[(comms, hops, size)].append(run_perf([0, 1] if hops == "direct" else [0, FAR], size, comms))
     finally:
         for p in relays:
             p.terminate()
