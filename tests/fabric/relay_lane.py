@@ -339,12 +339,37 @@ def listener_count(p):
     return int(out.split()[-1])
 
 
+FABRIC_RELAY_PORT = 29519  # RAILYARD_FABRIC_RELAY_PORT's default
+
+# Connects (retrying refusals for 30 s: the Forwarder serves once the cabling settles),
+# then says whether the socket was closed within 3 s ("closed"), stayed open ("open").
+FORWARDER_PROBE = r'''
+import socket, time
+deadline = time.monotonic() + 30
+while True:
+    try:
+        s = socket.create_connection(("%s", %d), timeout=5)
+        break
+    except ConnectionRefusedError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.2)  # retrying a refused connect, not a barrier
+s.settimeout(3)
+try:
+    print("closed" if s.recv(1) == b"" else "data")
+except ConnectionResetError:
+    print("closed")
+except socket.timeout:
+    print("open")
+'''
+
+
 SENDER = r'''
 import socket, sys
 addr, port, hexbytes = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-s = socket.create_connection((addr, port), timeout=10)
 got = b""
 try:
+    s = socket.create_connection((addr, port), timeout=10)
     s.sendall(bytes.fromhex(hexbytes))
     s.settimeout(10)
     while True:
@@ -352,8 +377,11 @@ try:
         if not b:
             break
         got += b
-except (socket.timeout, ConnectionResetError, BrokenPipeError):
+except (socket.timeout, ConnectionError):  # reset, refused, aborted, broken pipe: not served
     pass
+except OSError as e:  # anything else is the test's business: said, not swallowed
+    print(f"error {e!r}")
+    raise SystemExit(0)
 print(got[8:].split(b"\0")[0].decode(errors="replace") if got[:4] == bytes.fromhex("52595244") else "no reject")
 '''
 
@@ -363,8 +391,9 @@ def send_via_relay(frm, relay, payload, addr=None):
     the relay's rail address on its cable to `frm`); returns the relay's reject reason,
     or 'no reject'."""
     addr = addr or address_of(relay, frm)
-    return subprocess.run(["ip", "netns", "exec", NS[frm], sys.executable, "-c", SENDER, addr,
-                           str(RELAY_PORT), payload.hex()], capture_output=True, text=True, timeout=30).stdout.strip()
+    r = subprocess.run(["ip", "netns", "exec", NS[frm], sys.executable, "-c", SENDER, addr,
+                        str(RELAY_PORT), payload.hex()], capture_output=True, text=True, timeout=30)
+    return r.stdout.strip() or f"(sender exited {r.returncode}: {r.stderr.strip()[-500:]})"
 
 
 def case_relay_hostile_records():
@@ -410,6 +439,13 @@ def case_relay_hostile_records():
             if got != "no reject":
                 fail(f"a socket that reached the relay over {what}: expected a reset, got '{got}'")
             print(f"ok: reset a socket that reached the relay over {what}")
+        # The same way into the Forwarder's port (RAILYARD_FABRIC_RELAY_PORT, on the rail
+        # addresses): closed at accept, not after its hello deadline (RAILYARD_TIMEOUT_MS).
+        got = in_ns(3, FORWARDER_PROBE % (rail, FABRIC_RELAY_PORT)).strip()
+        if got != "closed":
+            fail(f"a socket routed over the management network to h1's Forwarder port: expected it closed at "
+                 f"accept, got '{got}'")
+        print(f"ok: h1's Forwarder port closed a socket from h3 routed over the management network at once")
         n_loop, n_other = listener_count(loop), listener_count(other)
         if n_loop or n_other:
             fail(f"the relay connected anyway: loopback listener saw {n_loop}, h2's listener {n_other} connections")

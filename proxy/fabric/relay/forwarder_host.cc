@@ -27,6 +27,17 @@ void Cables(const topology::ClusterGraph& g, uint64_t self, std::vector<uint64_t
   }
 }
 
+/// The neighbour's ends of its cable to `self`: the only sources a Forwarder port
+/// facing that neighbour accepts sockets from (TcpOptions::acceptOnlyFrom).
+std::vector<std::string> NeighbourEnds(const topology::ClusterGraph& g, uint64_t self, uint64_t neighbour) {
+  std::vector<std::string> out;
+  for (const topology::RailLink& l : g.LinksBetween(self, neighbour)) {
+    if (!l.Other(self).address.empty()) out.push_back(l.Other(self).address);
+  }
+  if (out.empty()) out.push_back("0.0.0.0");  // none known: no source matches (never "any")
+  return out;
+}
+
 /// Between rebuilds that retry verbs ports which could not be made (ms).
 constexpr int kVerbsRetryMs = 5000;
 
@@ -178,11 +189,12 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
   std::vector<Domain*> ports, onward;
   std::vector<uint64_t> portNeighbours = neighbours;
   std::vector<AddressKind> kinds(neighbours.size(), AddressKind::kTcp);
-  for (const auto& rails : cables) {
+  for (size_t c = 0; c < cables.size(); ++c) {
     tcp::TcpOptions o = options_.tcp;
-    o.rails = rails;
+    o.rails = cables[c];
     o.listenPort = options_.port;
     o.rank = options_.relay.rank;
+    o.acceptOnlyFrom = NeighbourEnds(g, self_, neighbours[c]);
     // The port's Domain listens at the fixed port; routes on through a further relay
     // get Workers of a second Domain over the same rails at ephemeral ports.
     tcp::TcpOptions on = o;

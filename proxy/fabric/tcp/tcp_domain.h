@@ -57,6 +57,12 @@ struct TcpOptions {
   /// last relay ("arriving from h1 (10.0.1.1)"). Empty function, or "" returned: the
   /// address alone. Fabric mode sets it from the cabling graph's host names.
   std::function<std::string(const std::string& ipv4)> nameAddress;
+  /// The IPv4 addresses (dotted) incoming sockets may come from; empty (the default) =
+  /// any. A socket from any other source is closed as it is accepted, before a byte is
+  /// read. A relay's Forwarder ports set their neighbours' ends of the cable (the graph
+  /// knows them): a host off the cable that routes the cable's subnet through this
+  /// host's management address reaches the rail address too (hostile-peer probe).
+  std::vector<std::string> acceptOnlyFrom;
 
   /// Striping and timeout from `config`; `rails` as given.
   static TcpOptions FromConfig(const env::Config& config, std::vector<RailInfo> rails);

@@ -3,6 +3,8 @@
 // events. Explicit progress only: it starts no thread.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -69,6 +71,8 @@ class TcpWorker : public Worker {
   /// Fills ready_ from one non-blocking epoll_wait.
   void PollReadiness();
   void ReadHellos();
+  /// Whether an accepted socket's source is one TcpOptions::acceptOnlyFrom allows.
+  bool SourceAllowed(int fd) const;
 
   /// A socket accepted and waiting for its hello.
   struct Pending {
@@ -93,6 +97,8 @@ class TcpWorker : public Worker {
   std::vector<Event> events_;
   WorkerStats stats_;
   uint64_t nextConnection_ = 1;
+  std::vector<in_addr> acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed (empty = any)
+  uint64_t offSource_ = 0;               ///< sockets closed at accept for their source
 };
 
 }  // namespace railyard::fabric::tcp
