@@ -2,9 +2,6 @@
 // the cable): a socket from another source is closed as it is accepted, before its
 // hello or any frame is read, and nothing lands; one from an allowed source is served.
 // Sources are told apart on loopback by binding 127.0.0.1 or 127.0.0.2.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +15,7 @@
 
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "tests/fabric_api/tcp_raw_peer.h"
 
 namespace railyard::fabric::tcp {
 namespace {
@@ -43,19 +41,8 @@ class TcpAcceptFrom : public ::testing::Test {
   /// Connects to the Worker's rail 0 from `source` (bound, port 0) and sends a hello
   /// and an 8-byte Write of "landed!!" at the region's start.
   void ConnectAndWrite(const char* source) {
-    WorkerAddress a;
-    ASSERT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    fd_ = raw_peer::ConnectToRail0(*worker_, source);
     ASSERT_GE(fd_, 0);
-    sockaddr_in from{};
-    from.sin_family = AF_INET;
-    ASSERT_EQ(inet_pton(AF_INET, source, &from.sin_addr), 1);
-    ASSERT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from), 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = a.rails[0].ipv4;
-    to.sin_port = htons(a.rails[0].port);
-    ASSERT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
     FrameHeader h = MakeHeader(FrameType::kHello);
     h.addr = 123;
     h.seq = 1;
@@ -71,38 +58,29 @@ class TcpAcceptFrom : public ::testing::Test {
     bytes.append("landed!!");
     ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   }
-  /// Progresses the Worker until `done()` or 10 s.
-  bool Pump(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      worker_->Progress(&events_);
+  /// Progresses the Worker until `done()`, for at most 10 s; whether it came.
+  bool ProgressUntil(const std::function<bool()>& done) {
+    std::vector<Event> events;
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         std::chrono::steady_clock::now() < until;) {
+      worker_->Progress(&events);
       if (done()) return true;
     }
     return false;
-  }
-  bool ClosedByWorker() {
-    return Pump([&] {
-      char c;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 0) <= 0) return false;
-      const ssize_t n = recv(fd_, &c, 1, MSG_DONTWAIT);
-      return n == 0 || (n < 0 && errno == ECONNRESET);
-    });
   }
   std::string Landed() const { return std::string(reinterpret_cast<const char*>(mem_), 8); }
 
   std::unique_ptr<Domain> domain_;
   std::unique_ptr<Worker> worker_;
-  const Region* region_ = nullptr;
   uint8_t mem_[64];
-  int fd_ = -1;
-  std::vector<Event> events_;
+  const Region* region_ = nullptr;
+  int fd_ = -1;  ///< the raw peer
 };
 
 TEST_F(TcpAcceptFrom, ASocketFromAnotherSourceIsClosedBeforeAnythingIsRead) {
   Start({"127.0.0.2"});
   ConnectAndWrite("127.0.0.1");
-  EXPECT_TRUE(ClosedByWorker());
+  EXPECT_TRUE(ProgressUntil([&] { return raw_peer::SawClose(fd_); }));
   EXPECT_EQ(worker_->stats().peerConnections, 0u);
   EXPECT_EQ(Landed(), std::string(8, '\0'));
 }
@@ -110,7 +88,7 @@ TEST_F(TcpAcceptFrom, ASocketFromAnotherSourceIsClosedBeforeAnythingIsRead) {
 TEST_F(TcpAcceptFrom, ASocketFromAnAllowedSourceIsServed) {
   Start({"127.0.0.9", "127.0.0.2"});
   ConnectAndWrite("127.0.0.2");
-  EXPECT_TRUE(Pump([&] { return Landed() == "landed!!"; })) << Landed();
+  EXPECT_TRUE(ProgressUntil([&] { return Landed() == "landed!!"; })) << Landed();
   EXPECT_EQ(worker_->stats().peerConnections, 1u);
 }
 

@@ -23,6 +23,7 @@
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "tests/common/free_port.h"
+#include "tests/fabric_api/tcp_raw_peer.h"
 
 namespace railyard::fabric::tcp {
 namespace {
@@ -84,14 +85,8 @@ class TcpAckTarget : public ::testing::Test {
     ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
     mem_.assign(4096, 0);
     ASSERT_TRUE(domain_->Register(mem_.data(), mem_.size(), kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
-    WorkerAddress a;
-    ASSERT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = a.rails[0].ipv4;
-    to.sin_port = htons(a.rails[0].port);
-    ASSERT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    fd_ = raw_peer::ConnectToRail0(*worker_);
+    ASSERT_GE(fd_, 0);
     FrameHeader h = MakeHeader(FrameType::kHello);
     h.addr = 123;
     h.seq = 1;

@@ -17,6 +17,7 @@
 
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "tests/fabric_api/tcp_raw_peer.h"
 
 namespace railyard::fabric::tcp {
 namespace {
@@ -35,20 +36,7 @@ class TcpWire : public ::testing::Test {
     ASSERT_GE(fd_, 0);
   }
   /// A raw socket connected to the Worker's listener on rail 0; -1 (test failed) if not.
-  int ConnectRaw() {
-    WorkerAddress a;
-    EXPECT_TRUE(WorkerAddress::Unpack(worker_->Address(), &a).ok());
-    if (a.rails.empty()) return -1;
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = a.rails[0].ipv4;
-    to.sin_port = htons(a.rails[0].port);
-    const bool connected = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0;
-    EXPECT_TRUE(connected) << "connect to the Worker's rail 0 listener";
-    if (!connected && fd >= 0) close(fd);
-    return connected ? fd : -1;
-  }
+  int ConnectRaw() { return raw_peer::ConnectToRail0(*worker_); }
   void TearDown() override {
     if (fd_ >= 0) close(fd_);
     worker_.reset();
@@ -104,13 +92,7 @@ class TcpWire : public ::testing::Test {
   }
   /// True when the worker closed the raw socket (EOF) within 10 s of progress.
   bool ClosedByWorker() {
-    return Pump([&] {
-      char c;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 0) <= 0) return false;
-      ssize_t n = recv(fd_, &c, 1, MSG_DONTWAIT);
-      return n == 0 || (n < 0 && errno == ECONNRESET);
-    });
+    return Pump([&] { return raw_peer::SawClose(fd_); });
   }
   std::string Landed() const { return std::string(reinterpret_cast<const char*>(mem_ + 64), 8); }
   bool OutsideUntouched() const {
