@@ -120,7 +120,6 @@ int MaxPendingSockets() {
   return static_cast<int>(std::clamp<rlim_t>(l.rlim_cur / 4, 64, 4096));
 }
 
-
 /// What the relay reads before it plans anything: the relay record, its MAC when
 /// the record says one follows, and the header of the hello that must follow.
 constexpr size_t kHeadBytes = sizeof(RelayRecord) + kRelayMacBytes + sizeof(RecordHeader);
@@ -363,19 +362,6 @@ void RelayService::Run() {
     Watch(l->in.get(), kLeg, EPOLLIN);
     legs[l->in.get()] = l;
   };
-  // A socket refused as it is accepted (never in the pending counts): lingers to say
-  // why, or is reset at once while kMaxRefusing refusals linger already.
-  auto refuseAtAccept = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
-    if (refusing >= kMaxRefusing) {
-      if (noisy.Take(SteadyClock::now())) {
-        RY_WARN("relay on %s: %s reset: %s, and %d refusals in progress", router_->HostName().c_str(),
-                l->desc.c_str(), why.c_str(), refusing);
-      }
-      Abort(l->in.get());  // l->in closes it
-      return;
-    }
-    refuse(l, why, false);
-  };
   // A socket reset as it is accepted, unexplained to its sender (which is no
   // Railyard process, or is one of a flood): no fd, no buffer, no lingering slot.
   auto resetAtAccept = [&](const std::shared_ptr<Leg>& l, const std::string& why) {
@@ -384,16 +370,18 @@ void RelayService::Run() {
     }
     Abort(l->in.get());  // l->in closes it
   };
+  // This host's rail addresses (fixed for the Router's life): a socket from one of
+  // them comes from a local process, not from a cable.
+  std::vector<in_addr> ownRails;
+  for (const FabricRail& r : router_->Rails()) ownRails.push_back(r.addr);
   // Why a socket that arrived at `at` from `source` (network order) is not one the
   // relay serves ("" when it is): relayed sockets arrive at a rail address of this
   // host (every origin and relay dials a relay there), from the other end of that
   // rail's cable.
   auto offCable = [&](uint32_t at, uint32_t source) -> std::string {
-    std::vector<in_addr> own;
-    for (const FabricRail& r : router_->Rails()) own.push_back(r.addr);
     for (const FabricRail& r : router_->Rails()) {
       if (at == 0 || r.addr.s_addr != at) continue;
-      if (ArrivedFromTheCable(in_addr{source}, r.addr, r.prefixLen, own)) return "";
+      if (ArrivedFromTheCable(in_addr{source}, r.addr, r.prefixLen, ownRails)) return "";
       return "it reached rail " + r.ifname + " (" + AddressText(at) + ") from " + AddressText(source) +
              ", which is not on that rail's cable (/" + std::to_string(r.prefixLen) + ")";
     }
@@ -547,8 +535,15 @@ void RelayService::Run() {
             continue;
           }
           if (perSource[l->source] >= options_.maxPerPeer) {
-            refuseAtAccept(l, "refused: already " + std::to_string(options_.maxPerPeer) +
-                                  " sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)");
+            // Said to the origin (a Railyard rank over its cap): the refusal lingers to
+            // deliver its reason, unless kMaxRefusing refusals linger already.
+            const std::string why = "refused: already " + std::to_string(options_.maxPerPeer) +
+                                    " sockets from that address (RAILYARD_RELAY_MAX_PER_PEER)";
+            if (refusing >= kMaxRefusing) {
+              resetAtAccept(l, why + ", and " + std::to_string(refusing) + " refusals in progress");
+            } else {
+              refuse(l, why, false);
+            }
             continue;
           }
           ++perSource[l->source];
