@@ -42,6 +42,7 @@ Status MakeVerbsDomain(const Knobs& k, std::unique_ptr<Domain>* out) {
   // devices, QPs to RTS) takes seconds: not what a test's short timeout is about.
   o.connectTimeoutMs = k.verbsConnectTimeoutMs > 0 ? k.verbsConnectTimeoutMs : std::max(k.timeoutMs, 20000);
   o.bootstrapPort = k.verbsBootstrapPort;
+  o.acceptOnlyFrom = k.verbsAcceptOnlyFrom;
   o.stripe.thresholdBytes = 64 * 1024;
   o.stripe.chunkBytes = 256 * 1024;
   o.stripe.chunksInFlightPerRail = 4;

@@ -27,6 +27,8 @@ struct Knobs {
   /// connection-setup deadline in ms (0: the case's default, at least 20 s).
   uint16_t verbsBootstrapPort = 0;
   int verbsConnectTimeoutMs = 0;
+  /// Verbs case only: VerbsOptions::acceptOnlyFrom (empty: any source).
+  std::vector<std::string> verbsAcceptOnlyFrom;
 };
 
 /// One transport configuration the suite runs over.

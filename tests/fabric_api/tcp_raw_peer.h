@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "proxy/fabric/tcp/tcp_domain.h"
+#include "proxy/fabric/tcp/tcp_frame.h"
 
 namespace railyard::fabric::tcp::raw_peer {
 

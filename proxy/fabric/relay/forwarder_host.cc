@@ -28,7 +28,8 @@ void Cables(const topology::ClusterGraph& g, uint64_t self, std::vector<uint64_t
 }
 
 /// The neighbour's ends of its cable to `self`: the only sources a Forwarder port
-/// facing that neighbour accepts sockets from (TcpOptions::acceptOnlyFrom).
+/// facing that neighbour accepts sockets from (TcpOptions::acceptOnlyFrom, and
+/// VerbsOptions::acceptOnlyFrom for its verbs port's bootstrap connections).
 std::vector<std::string> NeighbourEnds(const topology::ClusterGraph& g, uint64_t self, uint64_t neighbour) {
   std::vector<std::string> out;
   for (const topology::RailLink& l : g.LinksBetween(self, neighbour)) {
@@ -189,12 +190,14 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
   std::vector<Domain*> ports, onward;
   std::vector<uint64_t> portNeighbours = neighbours;
   std::vector<AddressKind> kinds(neighbours.size(), AddressKind::kTcp);
+  std::vector<std::vector<std::string>> ends;
+  for (uint64_t n : neighbours) ends.push_back(NeighbourEnds(g, self_, n));
   for (size_t c = 0; c < cables.size(); ++c) {
     tcp::TcpOptions o = options_.tcp;
     o.rails = cables[c];
     o.listenPort = options_.port;
     o.rank = options_.relay.rank;
-    o.acceptOnlyFrom = NeighbourEnds(g, self_, neighbours[c]);
+    o.acceptOnlyFrom = ends[c];
     // The port's Domain listens at the fixed port; routes on through a further relay
     // get Workers of a second Domain over the same rails at ephemeral ports.
     tcp::TcpOptions on = o;
@@ -212,7 +215,7 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
     domains.push_back(std::move(od));
   }
   const size_t tcpPorts = ports.size(), tcpDomains = domains.size();
-  AddVerbsPorts(neighbours, cables, &domains, &ports, &onward, &portNeighbours, &kinds);
+  AddVerbsPorts(neighbours, cables, ends, &domains, &ports, &onward, &portNeighbours, &kinds);
   std::unique_ptr<Forwarder> f;
   Status s = Forwarder::Create(ports, options_.relay,
                                MakeGraphResolveFn(graph_, self_, portNeighbours, options_.port, kinds,
@@ -265,6 +268,7 @@ bool ForwarderHost::Build(const topology::ClusterGraph& g) {
 
 void ForwarderHost::AddVerbsPorts(const std::vector<uint64_t>& neighbours,
                                   const std::vector<std::vector<RailInfo>>& cables,
+                                  const std::vector<std::vector<std::string>>& ends,
                                   std::vector<std::unique_ptr<Domain>>* domains, std::vector<Domain*>* ports,
                                   std::vector<Domain*>* onward, std::vector<uint64_t>* portNeighbours,
                                   std::vector<AddressKind>* kinds) {
@@ -286,6 +290,7 @@ void ForwarderHost::AddVerbsPorts(const std::vector<uint64_t>& neighbours,
     v.bootstrapAddress = cables[c].front().address;  // graph_routes.h: the cable's first rail
     v.bootstrapPort = options_.verbsPort;
     v.rank = options_.relay.rank;
+    v.acceptOnlyFrom = ends[c];
     verbs::VerbsOptions on = v;
     on.bootstrapPort = 0;  // routes on through a further relay: a Worker each, at ephemeral ports
     std::unique_ptr<Domain> d, od;

@@ -122,8 +122,10 @@ class ForwarderHost {
   void OpenRdmaPortsOnce();
   /// Adds a verbs port Domain and its onward Domain for every cable whose rails are
   /// all active RDMA ports (appending to the vectors); a cable that cannot have one is
-  /// warned once. Requires mu_.
+  /// warned once. `ends[c]`: the sources cable c's port accepts (the neighbour's ends of
+  /// the cable, as its TCP port). Requires mu_.
   void AddVerbsPorts(const std::vector<uint64_t>& neighbours, const std::vector<std::vector<RailInfo>>& cables,
+                     const std::vector<std::vector<std::string>>& ends,
                      std::vector<std::unique_ptr<Domain>>* domains, std::vector<Domain*>* ports,
                      std::vector<Domain*>* onward, std::vector<uint64_t>* portNeighbours,
                      std::vector<AddressKind>* kinds);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include "proxy/fabric/accept_sources.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "proxy/fabric/tcp/tcp_worker.h"
 
@@ -36,12 +37,8 @@ Status TcpOptions::Validate() const {
   if (pumpBytes < 4096 || pumpBytes > (64ull << 20)) {
     return InvalidArgument("TCP fabric pump bytes " + std::to_string(pumpBytes) + " (4 KiB..64 MiB)");
   }
-  for (const std::string& a : acceptOnlyFrom) {
-    in_addr x{};
-    if (inet_pton(AF_INET, a.c_str(), &x) != 1) {
-      return InvalidArgument("TCP fabric: accepted source '" + a + "' is not an IPv4 address");
-    }
-  }
+  AcceptSources sources;
+  RY_RETURN_IF_ERROR(AcceptSources::Parse(acceptOnlyFrom, "TCP fabric", &sources));
   if (timeoutMs < 1) return InvalidArgument("TCP fabric timeout " + std::to_string(timeoutMs) + " ms");
   if (connectRetryMs < 0) {
     return InvalidArgument("TCP fabric connect retry " + std::to_string(connectRetryMs) + " ms (0 or more)");

@@ -52,10 +52,7 @@ TcpWorker::TcpWorker(TcpDomain* domain) : domain_(domain) {}
 Status TcpWorker::Create(TcpDomain* domain, std::unique_ptr<Worker>* out) {
   std::unique_ptr<TcpWorker> w(new TcpWorker(domain));
   w->address_.workerId = RandomId();
-  for (const std::string& a : domain->options().acceptOnlyFrom) {
-    in_addr x{};
-    if (inet_pton(AF_INET, a.c_str(), &x) == 1) w->acceptOnlyFrom_.push_back(x);  // validated with the options
-  }
+  RY_RETURN_IF_ERROR(AcceptSources::Parse(domain->options().acceptOnlyFrom, "TCP fabric", &w->acceptOnlyFrom_));
   w->epoll_ = proxy::Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!w->epoll_.valid()) return SystemError("fabric worker: epoll_create1: " + proxy::ErrnoText(errno));
   const auto& rails = domain->rails();
@@ -147,17 +144,6 @@ void TcpWorker::PollReadiness() {
   }
 }
 
-bool TcpWorker::SourceAllowed(int fd) const {
-  if (acceptOnlyFrom_.empty()) return true;
-  sockaddr_in from{};
-  socklen_t len = sizeof from;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&from), &len) != 0 || from.sin_family != AF_INET) return false;
-  for (const in_addr& a : acceptOnlyFrom_) {
-    if (a.s_addr == from.sin_addr.s_addr) return true;
-  }
-  return false;
-}
-
 void TcpWorker::AcceptNew() {
   for (size_t rail = 0; rail < listeners_.size(); ++rail) {
     if (!Readable(listeners_[rail].get())) continue;
@@ -171,7 +157,7 @@ void TcpWorker::AcceptNew() {
         break;
       }
       proxy::Fd owned(fd);
-      if (!SourceAllowed(fd)) {
+      if (!acceptOnlyFrom_.Allows(fd)) {
         // Logged for the first and then every 1024th: a flood of them writes little.
         if (offSource_++ % 1024 == 0) {
           RY_WARN("fabric rail %zu: closed a socket from a source off this rail's cable (%llu so far)", rail,

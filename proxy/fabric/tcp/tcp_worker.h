@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "proxy/fabric/accept_sources.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "proxy/fabric/worker.h"
@@ -71,8 +72,6 @@ class TcpWorker : public Worker {
   /// Fills ready_ from one non-blocking epoll_wait.
   void PollReadiness();
   void ReadHellos();
-  /// Whether an accepted socket's source is one TcpOptions::acceptOnlyFrom allows.
-  bool SourceAllowed(int fd) const;
 
   /// A socket accepted and waiting for its hello.
   struct Pending {
@@ -97,8 +96,8 @@ class TcpWorker : public Worker {
   std::vector<Event> events_;
   WorkerStats stats_;
   uint64_t nextConnection_ = 1;
-  std::vector<in_addr> acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed (empty = any)
-  uint64_t offSource_ = 0;               ///< sockets closed at accept for their source
+  AcceptSources acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed
+  uint64_t offSource_ = 0;        ///< sockets closed at accept for their source
 };
 
 }  // namespace railyard::fabric::tcp

@@ -38,6 +38,8 @@ Status VerbsOptions::Validate() const {
       return InvalidArgument("verbs fabric bootstrap address '" + bootstrapAddress + "' is not IPv4");
     }
   }
+  AcceptSources sources;
+  RY_RETURN_IF_ERROR(AcceptSources::Parse(acceptOnlyFrom, "verbs fabric", &sources));
   return stripe.Validate();
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "env/config.h"
+#include "proxy/fabric/accept_sources.h"
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/stripe_scheduler.h"
 #include "proxy/verbs/ib_ports.h"
@@ -44,6 +45,11 @@ struct VerbsOptions {
   /// (RAILYARD_FABRIC_RELAY_VERBS_PORT), where sources derive the address from the
   /// cabling graph. Only one Worker of such a Domain can listen there.
   uint16_t bootstrapPort = 0;
+  /// The IPv4 addresses (dotted) bootstrap connections may come from; empty (the
+  /// default) = any. Any other source is closed at accept, before a byte is read
+  /// (AcceptSources). A relay's Forwarder verbs ports set their neighbours' ends of
+  /// the cable, as its TCP ports do (TcpOptions::acceptOnlyFrom).
+  std::vector<std::string> acceptOnlyFrom;
   /// Receive buffers a target posts per connection for records and immediates (the
   /// initiator's credits): 4..4096.
   int recordCredits = 64;

@@ -34,6 +34,10 @@ class VerbsTarget {
   bool Progress();
   /// True when only a completion (or the peer) can give Progress work: set up (or
   /// over) with no credit return waiting to be posted. (VerbsWorker::Quiet.)
+  /// True while the handshake runs (before the QPs are ready; until the peer's
+  /// records come or the setup deadline passes): such connections are capped per
+  /// Worker (VerbsWorker::kMaxSettingUp).
+  bool SettingUp() const { return state_ < 2; }
   bool Idle() const { return state_ == 3 || (state_ == 2 && (creditInFlight_ || consumed_ == reported_)); }
   /// QpBundle::ArmCqs; true when the connection is over.
   bool ArmCqs() const { return qps_ != nullptr ? qps_->ArmCqs() : state_ == 3; }

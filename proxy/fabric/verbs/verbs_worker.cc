@@ -17,7 +17,7 @@
 namespace railyard::fabric::verbs {
 
 namespace {
-uint64_t RandomId() {
+uint64_t RandomWorkerId() {
   std::random_device rd;
   uint64_t id = 0;
   while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -29,6 +29,7 @@ VerbsWorker::VerbsWorker(VerbsDomain* domain) : domain_(domain) {}
 
 Status VerbsWorker::Create(VerbsDomain* domain, std::unique_ptr<Worker>* out) {
   std::unique_ptr<VerbsWorker> w(new VerbsWorker(domain));
+  RY_RETURN_IF_ERROR(AcceptSources::Parse(domain->options().acceptOnlyFrom, "verbs fabric", &w->acceptOnlyFrom_));
   std::string addr = domain->options().bootstrapAddress;
   if (addr.empty()) addr = domain->rails()[0].address;
   if (addr.empty()) addr = "127.0.0.1";
@@ -53,7 +54,7 @@ Status VerbsWorker::Create(VerbsDomain* domain, std::unique_ptr<Worker>* out) {
   if (::getsockname(w->listener_.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     return SystemError(where + ": getsockname: " + proxy::ErrnoText(errno));
   }
-  w->address_.workerId = RandomId();
+  w->address_.workerId = RandomWorkerId();
   w->address_.ipv4 = sa.sin_addr.s_addr;
   w->address_.port = ntohs(sa.sin_port);
   w->address_.rails = static_cast<uint16_t>(domain->rails().size());
@@ -159,11 +160,30 @@ void VerbsWorker::Detach(VerbsEndpoint* ep) {
 }
 
 void VerbsWorker::AcceptNew() {
+  size_t settingUp = static_cast<size_t>(
+      std::count_if(targets_.begin(), targets_.end(), [](const auto& t) { return t->SettingUp(); }));
   for (int i = 0; i < 16; ++i) {
     const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a transient error: the next Progress tries again
+    proxy::Fd owned(fd);
+    // Logged for the first and then every 1024th: a flood of them writes little.
+    if (!acceptOnlyFrom_.Allows(fd)) {
+      if (offSource_++ % 1024 == 0) {
+        RY_WARN("verbs fabric: closed a bootstrap socket from a source off this port's cable (%llu so far)",
+                static_cast<unsigned long long>(offSource_));
+      }
+      continue;
+    }
+    if (settingUp >= kMaxSettingUp) {
+      if (overCap_++ % 1024 == 0) {
+        RY_WARN("verbs fabric: %zu connections are already being set up; closed a new bootstrap socket (%llu so far)",
+                settingUp, static_cast<unsigned long long>(overCap_));
+      }
+      continue;
+    }
     (void)proxy::TuneTcpSocket(fd, 0);
-    targets_.push_back(std::make_unique<VerbsTarget>(this, proxy::Fd(fd)));
+    targets_.push_back(std::make_unique<VerbsTarget>(this, std::move(owned)));
+    ++settingUp;
     armed_ = false;
   }
 }

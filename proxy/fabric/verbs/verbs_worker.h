@@ -33,6 +33,11 @@ class VerbsTarget;
 /// See file comment. Its Endpoints must be destroyed before it.
 class VerbsWorker : public Worker {
  public:
+  /// Incoming connections still in their handshake at once; a socket accepted beyond
+  /// this is closed at once (each holds an fd until the setup deadline: a flood of
+  /// idle connections must not take every descriptor of the process).
+  static constexpr size_t kMaxSettingUp = 256;
+
   /// Opens the bootstrap listener on VerbsOptions::bootstrapAddress (an ephemeral
   /// port). SystemError naming the address when bind or listen fails.
   static Status Create(VerbsDomain* domain, std::unique_ptr<Worker>* out);
@@ -81,6 +86,9 @@ class VerbsWorker : public Worker {
   VerbsAddress address_;
   proxy::Fd listener_;
   std::vector<std::unique_ptr<VerbsTarget>> targets_;
+  AcceptSources acceptOnlyFrom_;  ///< VerbsOptions::acceptOnlyFrom, parsed
+  uint64_t offSource_ = 0;        ///< bootstrap sockets closed at accept for their source
+  uint64_t overCap_ = 0;          ///< bootstrap sockets closed at accept: too many setting up
   std::vector<VerbsEndpoint*> endpoints_;
   std::vector<Event> events_;
   WorkerStats stats_;
