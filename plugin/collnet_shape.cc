@@ -17,7 +17,7 @@ namespace railyard::plugin::collnet {
 namespace {
 
 /// Netmask (network byte order) of this host's interface holding IPv4 `want`; 0 when none.
-uint32_t NetmaskOf(const ifaddrs* list, in_addr want) {
+uint32_t CollNetNetmaskOf(const ifaddrs* list, in_addr want) {
   for (const ifaddrs* i = list; i; i = i->ifa_next) {
     if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
     if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != want.s_addr) continue;
@@ -34,7 +34,7 @@ uint32_t RailNetmask(const std::vector<fabric::RailInfo>& rails) {
   for (const auto& r : rails) {
     in_addr want{};
     if (inet_pton(AF_INET, r.address.c_str(), &want) != 1) continue;
-    if ((mask = NetmaskOf(list, want)) != 0) break;
+    if ((mask = CollNetNetmaskOf(list, want)) != 0) break;
   }
   freeifaddrs(list);
   return mask;
@@ -83,7 +83,7 @@ void FillLocator(const fabric::Domain& domain, CollnetHandle* h) {
   for (const auto& r : domain.rails()) {
     in_addr a{};
     uint32_t mask = 0;
-    if (inet_pton(AF_INET, r.address.c_str(), &a) != 1 || (mask = NetmaskOf(list, a)) == 0) {
+    if (inet_pton(AF_INET, r.address.c_str(), &a) != 1 || (mask = CollNetNetmaskOf(list, a)) == 0) {
       all = false;
       break;
     }

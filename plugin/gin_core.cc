@@ -22,7 +22,7 @@ constexpr uint64_t kListenMagic = 0x5259474e4c53544eull;  // "RYGNLSTN"
 constexpr uint64_t kCollMagic = 0x5259474e434f4c4cull;    // "RYGNCOLL"
 constexpr uint64_t kRmaMagic = 0x5259474e524d4158ull;     // "RYGNRMAX"
 
-struct Ctx {
+struct GinCtx {
   uint64_t magic = kCtxMagic;
   void* netCtx = nullptr;
   Runtime rt;  ///< one reference on the one-sided fabric per ctx (getProperties reads its capabilities)
@@ -48,12 +48,12 @@ struct RmaCtx {
   int nContexts = 0;
 };
 
-ncclResult_t Fail(const Status& s, const char* call) {
+ncclResult_t GinFail(const Status& s, const char* call) {
   RY_WARN("%s: %s", call, s.message().c_str());
   return static_cast<ncclResult_t>(s.ncclResult());
 }
-ncclResult_t Bad(const char* call, const char* what) {
-  return Fail(InvalidArgument(std::string(what)), call);
+ncclResult_t GinBad(const char* call, const char* what) {
+  return GinFail(InvalidArgument(std::string(what)), call);
 }
 Coll* AsColl(void* p) {
   auto* c = static_cast<Coll*>(p);
@@ -67,7 +67,7 @@ fabric::MemoryKind KindOf(int type) {
 }  // namespace
 
 ncclResult_t Init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) {
-  if (ctx == nullptr) return Bad("GIN init", "ctx out-pointer is NULL");
+  if (ctx == nullptr) return GinBad("GIN init", "ctx out-pointer is NULL");
   *ctx = nullptr;
   void* netCtx = nullptr;
   ncclResult_t rc = plugin::Init(&netCtx, commId, nullptr, logFunction, nullptr);
@@ -75,12 +75,12 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) {
     (void)plugin::Finalize(netCtx);
     return rc;
   }
-  auto* c = new Ctx;
+  auto* c = new GinCtx;
   c->netCtx = netCtx;
   if (Status s = AcquireRuntime(&c->rt); !s.ok()) {
     delete c;
     (void)plugin::Finalize(netCtx);
-    return Fail(s, "GIN init");
+    return GinFail(s, "GIN init");
   }
   *ctx = c;
   return ncclSuccess;
@@ -88,8 +88,8 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) {
 
 ncclResult_t Finalize(void* ctx) {
   if (ctx == nullptr) return ncclSuccess;
-  auto* c = static_cast<Ctx*>(ctx);
-  if (c->magic != kCtxMagic) return Bad("GIN finalize", "not a Railyard GIN/RMA context");
+  auto* c = static_cast<GinCtx*>(ctx);
+  if (c->magic != kCtxMagic) return GinBad("GIN finalize", "not a Railyard GIN/RMA context");
   c->magic = 0;
   ncclResult_t rc = plugin::Finalize(c->netCtx);
   delete c;
@@ -100,7 +100,7 @@ ncclResult_t Finalize(void* ctx) {
 ncclResult_t Devices(int* ndev) { return plugin::Devices(ndev); }
 
 ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
-  if (props == nullptr) return Bad("GIN getProperties", "props is NULL");
+  if (props == nullptr) return GinBad("GIN getProperties", "props is NULL");
   ncclResult_t rc = plugin::GetProperties(dev, props);
   if (rc != ncclSuccess) return rc;
   props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
@@ -120,53 +120,53 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
 }
 
 ncclResult_t GetPropertiesV12(int dev, ncclNetProperties_v12_t* props) {
-  if (props == nullptr) return Bad("GIN getProperties", "props is NULL");
+  if (props == nullptr) return GinBad("GIN getProperties", "props is NULL");
   return adapters::GetPropertiesV12(&GetProperties, dev, props);
 }
 
 ncclResult_t Listen(void* /*ctx*/, int dev, void* handle, void** listenComm) {
-  if (handle == nullptr || listenComm == nullptr) return Bad("GIN listen", "handle or listenComm is NULL");
+  if (handle == nullptr || listenComm == nullptr) return GinBad("GIN listen", "handle or listenComm is NULL");
   *listenComm = nullptr;
   int ndev = 0;
   ncclResult_t rc = plugin::Devices(&ndev);
   if (rc != ncclSuccess) return rc;
   if (dev < 0 || dev >= ndev) {
-    return Fail(InvalidArgument("device " + std::to_string(dev) + " outside 0.." + std::to_string(ndev - 1)),
+    return GinFail(InvalidArgument("device " + std::to_string(dev) + " outside 0.." + std::to_string(ndev - 1)),
                 "GIN listen");
   }
   auto l = std::make_unique<ListenComm>();
   Status s = AcquireRuntime(&l->rt);
-  if (!s.ok()) return Fail(s, "GIN listen");
+  if (!s.ok()) return GinFail(s, "GIN listen");
   AwaitCables(*l->rt.domain, l->rt.options.timeoutMs);  // fabric mode: a Worker over every cable
   s = l->rt.domain->CreateWorker(&l->worker);
   if (s.ok()) s = railyard::gin::PackHandle(l->worker->Address(), static_cast<uint8_t*>(handle));
   if (!s.ok()) {
     l->worker.reset();
     ReleaseRuntime();
-    return Fail(s, "GIN listen");
+    return GinFail(s, "GIN listen");
   }
   *listenComm = l.release();
   return ncclSuccess;
 }
 
 ncclResult_t Connect(void* /*ctx*/, void* handles[], int nranks, int rank, void* listenComm, void** collComm) {
-  if (collComm == nullptr) return Bad("GIN connect", "collComm out-pointer is NULL");
+  if (collComm == nullptr) return GinBad("GIN connect", "collComm out-pointer is NULL");
   *collComm = nullptr;
   auto* l = static_cast<ListenComm*>(listenComm);
   if (l == nullptr || l->magic != kListenMagic || !l->worker) {
-    return Bad("GIN connect", "not a live Railyard GIN listen comm");
+    return GinBad("GIN connect", "not a live Railyard GIN listen comm");
   }
-  if (handles == nullptr || nranks < 1) return Bad("GIN connect", "no handles");
+  if (handles == nullptr || nranks < 1) return GinBad("GIN connect", "no handles");
   auto c = std::make_unique<Coll>();
   Status s = AcquireRuntime(&c->rt);
-  if (!s.ok()) return Fail(s, "GIN connect");
+  if (!s.ok()) return GinFail(s, "GIN connect");
   c->worker = std::move(l->worker);
   std::span<const uint8_t* const> hs(reinterpret_cast<const uint8_t* const*>(handles), size_t(nranks));
   s = GinComm::Connect(c->rt.options, *c->rt.cache, *c->worker, hs, rank, &c->comm);
   if (!s.ok()) {
     c.reset();
     ReleaseRuntime();
-    return Fail(s, "GIN connect");
+    return GinFail(s, "GIN connect");
   }
   *collComm = c.release();
   return ncclSuccess;
@@ -174,7 +174,7 @@ ncclResult_t Connect(void* /*ctx*/, void* handles[], int nranks, int rank, void*
 
 ncclResult_t CloseListen(void* listenComm) {
   auto* l = static_cast<ListenComm*>(listenComm);
-  if (l == nullptr || l->magic != kListenMagic) return Bad("GIN closeListen", "not a Railyard GIN listen comm");
+  if (l == nullptr || l->magic != kListenMagic) return GinBad("GIN closeListen", "not a Railyard GIN listen comm");
   l->magic = 0;
   l->worker.reset();
   delete l;
@@ -184,7 +184,7 @@ ncclResult_t CloseListen(void* listenComm) {
 
 ncclResult_t CloseColl(void* collComm) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr) return Bad("GIN closeColl", "not a Railyard GIN collComm");
+  if (c == nullptr) return GinBad("GIN closeColl", "not a Railyard GIN collComm");
   c->magic = 0;
   delete c;
   ReleaseRuntime();
@@ -193,14 +193,14 @@ ncclResult_t CloseColl(void* collComm) {
 
 ncclResult_t RegMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags, void** mhandle) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr || mhandle == nullptr) return Bad("GIN regMrSym", "not a Railyard GIN collComm, or mhandle NULL");
+  if (c == nullptr || mhandle == nullptr) return GinBad("GIN regMrSym", "not a Railyard GIN collComm, or mhandle NULL");
   *mhandle = nullptr;
   if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
-    return Fail(InvalidArgument("memory type " + std::to_string(type) + " (HOST 1 or CUDA 2)"), "GIN regMrSym");
+    return GinFail(InvalidArgument("memory type " + std::to_string(type) + " (HOST 1 or CUDA 2)"), "GIN regMrSym");
   }
   uint64_t id = 0;
   Status s = c->comm->RegisterWindow(data, size, KindOf(type), mrFlags, &id);
-  if (!s.ok()) return Fail(s, "GIN regMrSym");
+  if (!s.ok()) return GinFail(s, "GIN regMrSym");
   *mhandle = reinterpret_cast<void*>(uintptr_t(id));
   return ncclSuccess;
 }
@@ -209,34 +209,34 @@ ncclResult_t RegMrSymDmaBuf(void* collComm, void* data, size_t size, int type, u
                             uint64_t mrFlags, void** mhandle) {
   Coll* c = AsColl(collComm);
   if (c == nullptr || mhandle == nullptr) {
-    return Bad("GIN regMrSymDmaBuf", "not a Railyard GIN collComm, or mhandle NULL");
+    return GinBad("GIN regMrSymDmaBuf", "not a Railyard GIN collComm, or mhandle NULL");
   }
   *mhandle = nullptr;
   if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
-    return Fail(InvalidArgument("memory type " + std::to_string(type) + " (HOST 1 or CUDA 2)"), "GIN regMrSymDmaBuf");
+    return GinFail(InvalidArgument("memory type " + std::to_string(type) + " (HOST 1 or CUDA 2)"), "GIN regMrSymDmaBuf");
   }
   uint64_t id = 0;
   Status s = c->comm->RegisterWindowDmaBuf(data, size, fd, offset, KindOf(type), mrFlags, &id);
-  if (!s.ok()) return Fail(s, "GIN regMrSymDmaBuf");
+  if (!s.ok()) return GinFail(s, "GIN regMrSymDmaBuf");
   *mhandle = reinterpret_cast<void*>(uintptr_t(id));
   return ncclSuccess;
 }
 
 ncclResult_t DeregMrSym(void* collComm, void* mhandle) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr) return Bad("GIN deregMrSym", "not a Railyard GIN collComm");
+  if (c == nullptr) return GinBad("GIN deregMrSym", "not a Railyard GIN collComm");
   Status s = c->comm->DeregisterWindow(Id(mhandle));
-  return s.ok() ? ncclSuccess : Fail(s, "GIN deregMrSym");
+  return s.ok() ? ncclSuccess : GinFail(s, "GIN deregMrSym");
 }
 
 ncclResult_t Iput(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                   void* dstMhandle, uint32_t rank, void** request) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr || request == nullptr) return Bad("GIN iput", "not a Railyard GIN collComm, or request NULL");
+  if (c == nullptr || request == nullptr) return GinBad("GIN iput", "not a Railyard GIN collComm, or request NULL");
   Request* r = nullptr;
   Status s = c->comm->Put(srcOff, Id(srcMhandle), size, dstOff, Id(dstMhandle), rank, &r);
   *request = r;
-  return s.ok() ? ncclSuccess : Fail(s, "GIN iput");
+  return s.ok() ? ncclSuccess : GinFail(s, "GIN iput");
 }
 
 ncclResult_t IputSignal(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
@@ -244,57 +244,57 @@ ncclResult_t IputSignal(void* collComm, uint64_t srcOff, void* srcMhandle, size_
                         uint64_t signalValue, uint32_t signalOp, bool strong, void** request) {
   Coll* c = AsColl(collComm);
   if (c == nullptr || request == nullptr) {
-    return Bad("GIN iputSignal", "not a Railyard GIN collComm, or request NULL");
+    return GinBad("GIN iputSignal", "not a Railyard GIN collComm, or request NULL");
   }
-  if (signalOp == 0) return Bad("GIN iputSignal", "signal op 0 (INC 1 or ADD 2)");
+  if (signalOp == 0) return GinBad("GIN iputSignal", "signal op 0 (INC 1 or ADD 2)");
   Request* r = nullptr;
   Status s = c->comm->PutSignal(srcOff, Id(srcMhandle), size, dstOff, Id(dstMhandle), rank, signalOff,
                                 Id(signalMhandle), signalValue, signalOp, strong, &r);
   *request = r;
-  return s.ok() ? ncclSuccess : Fail(s, "GIN iputSignal");
+  return s.ok() ? ncclSuccess : GinFail(s, "GIN iputSignal");
 }
 
 ncclResult_t Iget(void* collComm, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
                   void* localMhandle, uint32_t rank, void** request) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr || request == nullptr) return Bad("RMA iget", "not a Railyard collComm, or request NULL");
+  if (c == nullptr || request == nullptr) return GinBad("RMA iget", "not a Railyard collComm, or request NULL");
   Request* r = nullptr;
   Status s = c->comm->Get(remoteOff, Id(remoteMhandle), size, localOff, Id(localMhandle), rank, &r);
   *request = r;
-  return s.ok() ? ncclSuccess : Fail(s, "RMA iget");
+  return s.ok() ? ncclSuccess : GinFail(s, "RMA iget");
 }
 
 ncclResult_t Iflush(void* collComm, void* /*mhandle*/, uint32_t rank, void** request) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr || request == nullptr) return Bad("RMA iflush", "not a Railyard collComm, or request NULL");
+  if (c == nullptr || request == nullptr) return GinBad("RMA iflush", "not a Railyard collComm, or request NULL");
   Request* r = nullptr;
   Status s = c->comm->Flush(rank, &r);
   *request = r;
-  return s.ok() ? ncclSuccess : Fail(s, "RMA iflush");
+  return s.ok() ? ncclSuccess : GinFail(s, "RMA iflush");
 }
 
 ncclResult_t Test(void* collComm, void* request, int* done) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr || done == nullptr) return Bad("GIN test", "not a Railyard GIN collComm, or done NULL");
+  if (c == nullptr || done == nullptr) return GinBad("GIN test", "not a Railyard GIN collComm, or done NULL");
   bool d = false;
   Status s = c->comm->Test(static_cast<Request*>(request), &d);
   *done = d ? 1 : 0;
-  return s.ok() ? ncclSuccess : Fail(s, "GIN test");
+  return s.ok() ? ncclSuccess : GinFail(s, "GIN test");
 }
 
 ncclResult_t Progress(void* collComm) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr) return Bad("GIN progress", "not a Railyard GIN collComm");
+  if (c == nullptr) return GinBad("GIN progress", "not a Railyard GIN collComm");
   Status s = c->comm->Progress();
   return s.ok() ? ncclSuccess : static_cast<ncclResult_t>(s.ncclResult());
 }
 
 ncclResult_t CreateContext(void* collComm, int nContexts, void** rmaCtx) {
   Coll* c = AsColl(collComm);
-  if (c == nullptr || rmaCtx == nullptr) return Bad("RMA createContext", "not a Railyard collComm, or ctx NULL");
+  if (c == nullptr || rmaCtx == nullptr) return GinBad("RMA createContext", "not a Railyard collComm, or ctx NULL");
   *rmaCtx = nullptr;
   if (nContexts < 1 || nContexts > 1024) {
-    return Fail(InvalidArgument("nContexts " + std::to_string(nContexts) + " outside 1..1024"), "RMA createContext");
+    return GinFail(InvalidArgument("nContexts " + std::to_string(nContexts) + " outside 1..1024"), "RMA createContext");
   }
   auto* r = new RmaCtx;
   r->coll = c;
@@ -305,7 +305,7 @@ ncclResult_t CreateContext(void* collComm, int nContexts, void** rmaCtx) {
 
 ncclResult_t DestroyContext(void* rmaCtx) {
   auto* r = static_cast<RmaCtx*>(rmaCtx);
-  if (r == nullptr || r->magic != kRmaMagic) return Bad("RMA destroyContext", "not a Railyard RMA context");
+  if (r == nullptr || r->magic != kRmaMagic) return GinBad("RMA destroyContext", "not a Railyard RMA context");
   r->magic = 0;
   delete r;
   return ncclSuccess;
@@ -314,11 +314,11 @@ ncclResult_t DestroyContext(void* rmaCtx) {
 void* ContextComm(void* rmaCtx, int context, const char* call) {
   auto* r = static_cast<RmaCtx*>(rmaCtx);
   if (r == nullptr || r->magic != kRmaMagic) {
-    (void)Bad(call, "not a Railyard RMA context");
+    (void)GinBad(call, "not a Railyard RMA context");
     return nullptr;
   }
   if (context < 0 || context >= r->nContexts) {
-    (void)Fail(InvalidArgument("context " + std::to_string(context) + " outside 0.." +
+    (void)GinFail(InvalidArgument("context " + std::to_string(context) + " outside 0.." +
                                std::to_string(r->nContexts - 1)),
                call);
     return nullptr;
@@ -332,10 +332,10 @@ void* ContextCollComm(void* rmaCtx) {
 }
 
 ncclResult_t QueryLastError(void* rmaCtx, bool* hasError) {
-  if (hasError == nullptr) return Bad("RMA queryLastError", "hasError is NULL");
+  if (hasError == nullptr) return GinBad("RMA queryLastError", "hasError is NULL");
   void* coll = ContextCollComm(rmaCtx);
   Coll* c = AsColl(coll);
-  if (c == nullptr) return Bad("RMA queryLastError", "not a Railyard RMA context");
+  if (c == nullptr) return GinBad("RMA queryLastError", "not a Railyard RMA context");
   *hasError = !c->comm->status().ok();
   return ncclSuccess;
 }

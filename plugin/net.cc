@@ -31,13 +31,13 @@ static_assert(runtime::kPtrHost == NCCL_PTR_HOST && runtime::kPtrCuda == NCCL_PT
 NetRuntime& R() { return NetRuntime::Process(); }
 
 /// Logs `s` at WARN naming `call` and returns its ncclResult_t.
-ncclResult_t Fail(const Status& s, const char* call) {
+ncclResult_t NetFail(const Status& s, const char* call) {
   RY_WARN("%s: %s", call, s.message().c_str());
   return static_cast<ncclResult_t>(s.ncclResult());
 }
 
-/// ncclSuccess, or Fail(s, call).
-ncclResult_t Result(const Status& s, const char* call) { return s.ok() ? ncclSuccess : Fail(s, call); }
+/// ncclSuccess, or NetFail(s, call).
+ncclResult_t Result(const Status& s, const char* call) { return s.ok() ? ncclSuccess : NetFail(s, call); }
 
 /// The context NCCL hands back (NULL from the v8..v10 adapters).
 CommContext* ContextOf(void* ctx) { return static_cast<CommContext*>(ctx); }
@@ -56,7 +56,7 @@ ncclResult_t Init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
   }
   CommContext* c = nullptr;
   Status s = R().Open(commId, config != nullptr ? config->trafficClass : -1, &c);
-  if (!s.ok()) return Fail(s, "init");
+  if (!s.ok()) return NetFail(s, "init");
   if (ctx != nullptr) *ctx = c;
   return ncclSuccess;
 }
@@ -69,7 +69,7 @@ ncclResult_t Devices(int* ndev) {
 ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   if (props == nullptr) return ncclInvalidArgument;
   runtime::DeviceInfo d;
-  if (Status s = R().Device(dev, &d); !s.ok()) return Fail(s, "getProperties");
+  if (Status s = R().Device(dev, &d); !s.ok()) return NetFail(s, "getProperties");
   std::memset(props, 0, sizeof *props);
   props->name = const_cast<char*>(d.name);
   props->pciPath = const_cast<char*>(d.pciPath);
@@ -100,7 +100,7 @@ ncclResult_t Listen(void* ctx, int dev, void* handle, void** listenComm) {
   if (handle == nullptr || listenComm == nullptr) return ncclInvalidArgument;
   *listenComm = nullptr;
   ListenComm* l = nullptr;
-  if (Status s = R().Listen(ContextOf(ctx), dev, handle, &l); !s.ok()) return Fail(s, "listen");
+  if (Status s = R().Listen(ContextOf(ctx), dev, handle, &l); !s.ok()) return NetFail(s, "listen");
   *listenComm = l;
   return ncclSuccess;
 }
@@ -109,7 +109,7 @@ ncclResult_t Connect(void* ctx, int dev, void* handle, void** sendComm) {
   if (handle == nullptr || sendComm == nullptr) return ncclInvalidArgument;
   *sendComm = nullptr;
   SendComm* comm = nullptr;  // stays NULL while the connect is under way: NCCL calls again
-  if (Status s = R().Connect(ContextOf(ctx), dev, handle, &comm); !s.ok()) return Fail(s, "connect");
+  if (Status s = R().Connect(ContextOf(ctx), dev, handle, &comm); !s.ok()) return NetFail(s, "connect");
   *sendComm = comm;
   return ncclSuccess;
 }
@@ -118,7 +118,7 @@ ncclResult_t Accept(void* listenComm, void** recvComm) {
   if (listenComm == nullptr || recvComm == nullptr) return ncclInvalidArgument;
   *recvComm = nullptr;
   RecvComm* comm = nullptr;
-  if (Status s = R().Accept(static_cast<ListenComm*>(listenComm), &comm); !s.ok()) return Fail(s, "accept");
+  if (Status s = R().Accept(static_cast<ListenComm*>(listenComm), &comm); !s.ok()) return NetFail(s, "accept");
   *recvComm = comm;
   return ncclSuccess;
 }
@@ -127,7 +127,7 @@ ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle
   if (comm == nullptr || mhandle == nullptr) return ncclInvalidArgument;
   *mhandle = nullptr;
   if (type != NCCL_PTR_HOST && !(type == NCCL_PTR_CUDA && (PtrSupport(R().HostRouteFacts()) & NCCL_PTR_CUDA) != 0)) {
-    return Fail(InvalidUsage("regMr of pointer type " + std::to_string(type) +
+    return NetFail(InvalidUsage("regMr of pointer type " + std::to_string(type) +
                              ": Railyard supports host memory here (ptrSupport HOST); GPU memory "
                              "needs regMrDmaBuf on the verbs transport"),
                 "regMr");
@@ -153,10 +153,10 @@ ncclResult_t Isend(void* sendComm, void* data, size_t size, int tag, void* mhand
                    void* /*phandle*/, void** request) {
   if (request == nullptr) return ncclInvalidArgument;
   *request = nullptr;
-  if (sendComm == nullptr) return Fail(InvalidArgument("isend on a NULL comm"), "isend");
+  if (sendComm == nullptr) return NetFail(InvalidArgument("isend on a NULL comm"), "isend");
   Request* r = nullptr;
   auto* comm = static_cast<SendComm*>(static_cast<Comm*>(sendComm));
-  if (Status s = runtime::IsendOn(comm, data, size, tag, mhandle, &r); !s.ok()) return Fail(s, "isend");
+  if (Status s = runtime::IsendOn(comm, data, size, tag, mhandle, &r); !s.ok()) return NetFail(s, "isend");
   *request = r;
   return ncclSuccess;
 }
@@ -166,11 +166,11 @@ ncclResult_t Irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
   if (request == nullptr) return ncclInvalidArgument;
   *request = nullptr;  // always overwrite: it may hold NCCL_NET_OPTIONAL_RECV_COMPLETION
   if (recvComm == nullptr || data == nullptr || sizes == nullptr || tags == nullptr) {
-    return Fail(InvalidArgument("irecv with a NULL comm or array"), "irecv");
+    return NetFail(InvalidArgument("irecv with a NULL comm or array"), "irecv");
   }
   Request* r = nullptr;
   auto* comm = static_cast<RecvComm*>(static_cast<Comm*>(recvComm));
-  if (Status s = runtime::IrecvOn(comm, n, data, sizes, tags, mhandles, &r); !s.ok()) return Fail(s, "irecv");
+  if (Status s = runtime::IrecvOn(comm, n, data, sizes, tags, mhandles, &r); !s.ok()) return NetFail(s, "irecv");
   *request = r;
   return ncclSuccess;
 }
@@ -183,7 +183,7 @@ ncclResult_t Iflush(void* recvComm, int n, void** data, int* sizes, void** mhand
   if (recvComm == nullptr || n <= 0 || data == nullptr || sizes == nullptr) return ncclSuccess;
   Request* r = nullptr;
   auto* comm = static_cast<RecvComm*>(static_cast<Comm*>(recvComm));
-  if (Status s = runtime::IflushOn(comm, n, data, sizes, mhandles, &r); !s.ok()) return Fail(s, "iflush");
+  if (Status s = runtime::IflushOn(comm, n, data, sizes, mhandles, &r); !s.ok()) return NetFail(s, "iflush");
   *request = r;
   return ncclSuccess;
 }
@@ -194,7 +194,7 @@ ncclResult_t Test(void* request, int* done, int* sizes) {
   if (!R().Running()) {
     // The last finalize closed every comm; the request went with its comm, so it
     // must not be read (misuse, but it fails cleanly instead of reading freed memory).
-    return Fail(InvalidUsage("test() after finalize: the request's comm was closed by finalize"), "test");
+    return NetFail(InvalidUsage("test() after finalize: the request's comm was closed by finalize"), "test");
   }
   auto* r = static_cast<Request*>(request);
   Status s = r->owner->Test(r, done, sizes);

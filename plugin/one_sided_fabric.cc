@@ -8,19 +8,19 @@
 namespace railyard::plugin {
 namespace {
 
-struct State {
+struct OneSidedState {
   std::mutex mu;
   int refs = 0;
   const env::Config* config = nullptr;
   runtime::FabricLease lease;  ///< one lease for GIN, RMA and CollNet together
 };
 
-State& S() {
-  static State* s = new State;  // never destroyed: proxy threads may outlive static teardown
+OneSidedState& S() {
+  static OneSidedState* s = new OneSidedState;  // never destroyed: proxy threads may outlive static teardown
   return *s;
 }
 
-Status Create(State& s, const char* who) {
+Status Create(OneSidedState& s, const char* who) {
   const env::Config* cfg = nullptr;
   RY_RETURN_IF_ERROR(env::Load(&cfg));
   runtime::LeaseOptions o;
@@ -38,7 +38,7 @@ Status Create(State& s, const char* who) {
 }  // namespace
 
 Status AcquireOneSidedFabric(const char* who, OneSidedFabric* out) {
-  State& s = S();
+  OneSidedState& s = S();
   std::lock_guard lock(s.mu);
   if (s.refs == 0) {
     RY_RETURN_IF_ERROR(Create(s, who));
@@ -49,7 +49,7 @@ Status AcquireOneSidedFabric(const char* who, OneSidedFabric* out) {
 }
 
 void ReleaseOneSidedFabric() {
-  State& s = S();
+  OneSidedState& s = S();
   std::lock_guard lock(s.mu);
   if (s.refs == 0) return;
   if (--s.refs == 0) runtime::ReleaseProcessFabric(&s.lease);

@@ -96,11 +96,6 @@ std::vector<int> ListNumericDir(const std::string& path) {
   return out;
 }
 
-std::string RealPath(const std::string& path) {
-  std::unique_ptr<char, decltype(&std::free)> resolved(realpath(path.c_str(), nullptr), &std::free);
-  return resolved ? std::string(resolved.get()) : std::string();
-}
-
 bool SafeName(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos;
 }

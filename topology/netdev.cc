@@ -26,7 +26,7 @@
 namespace railyard::topology {
 namespace {
 
-constexpr unsigned long kLogSubsys = log::kNet | log::kInit;
+constexpr unsigned long kNetdevLog = log::kNet | log::kInit;
 
 bool SafeIfname(std::string_view ifname) {
   return !ifname.empty() && ifname != "." && ifname != ".." &&
@@ -35,11 +35,6 @@ bool SafeIfname(std::string_view ifname) {
 
 std::string NetPath(const std::string& sysfsRoot, std::string_view ifname, const char* leaf) {
   return sysfsRoot + "/class/net/" + std::string(ifname) + "/" + leaf;
-}
-
-std::string RealPath(const std::string& path) {
-  std::unique_ptr<char, decltype(&std::free)> resolved(realpath(path.c_str(), nullptr), &std::free);
-  return resolved ? std::string(resolved.get()) : std::string();
 }
 
 int PrefixLength(const sockaddr* mask) {
@@ -78,6 +73,11 @@ std::string Describe(const NetDevice& d) {
 }
 
 }  // namespace
+
+std::string RealPath(const std::string& path) {
+  std::unique_ptr<char, decltype(&std::free)> resolved(realpath(path.c_str(), nullptr), &std::free);
+  return resolved ? std::string(resolved.get()) : std::string();
+}
 
 std::optional<int> ReadSpeedMbps(std::string_view ifname, const std::string& sysfsRoot) {
   if (!SafeIfname(ifname)) return std::nullopt;
@@ -208,17 +208,17 @@ Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const Ne
   if (!filter.automatic()) {
     for (const auto& [name, addrs] : byName) {
       if (!filter.Matches(name)) {
-        RY_INFO(kLogSubsys, "socket device %s skipped: does not match '%s'", name.c_str(),
+        RY_INFO(kNetdevLog, "socket device %s skipped: does not match '%s'", name.c_str(),
                 filter.text().c_str());
         continue;
       }
       const NetDevice* d = pick(addrs, /*routableOnly=*/false);
       if (d == nullptr) {
-        RY_INFO(kLogSubsys, "socket device %s skipped: matches '%s' but has no usable address",
+        RY_INFO(kNetdevLog, "socket device %s skipped: matches '%s' but has no usable address",
                 name.c_str(), filter.text().c_str());
         continue;
       }
-      RY_INFO(kLogSubsys, "socket device %zu: %s (matches '%s')%s", chosen.size(),
+      RY_INFO(kNetdevLog, "socket device %zu: %s (matches '%s')%s", chosen.size(),
               Describe(*d).c_str(), filter.text().c_str(), d->up ? "" : "; interface is down");
       chosen.push_back(*d);
     }
@@ -247,10 +247,10 @@ Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const Ne
     const NetDevice* d = reason == nullptr ? pick(addrs, /*routableOnly=*/true) : nullptr;
     if (reason == nullptr && d == nullptr) reason = "only link-local addresses";
     if (reason != nullptr) {
-      RY_INFO(kLogSubsys, "socket device %s skipped: %s", name.c_str(), reason);
+      RY_INFO(kNetdevLog, "socket device %s skipped: %s", name.c_str(), reason);
       continue;
     }
-    RY_INFO(kLogSubsys, "socket device %zu: %s (automatic)", chosen.size(), Describe(*d).c_str());
+    RY_INFO(kNetdevLog, "socket device %zu: %s (automatic)", chosen.size(), Describe(*d).c_str());
     chosen.push_back(*d);
   }
   if (chosen.empty()) {
@@ -258,7 +258,7 @@ Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const Ne
       if (!addrs.front()->loopback) continue;
       const NetDevice* d = pick(addrs, /*routableOnly=*/false);
       if (d == nullptr) continue;
-      RY_INFO(kLogSubsys, "socket device %zu: %s (automatic fallback: no other interface fits)",
+      RY_INFO(kNetdevLog, "socket device %zu: %s (automatic fallback: no other interface fits)",
               chosen.size(), Describe(*d).c_str());
       chosen.push_back(*d);
     }

@@ -47,6 +47,10 @@ struct NetDevice {
 /// '/' or equal to "." / ".." yields nullopt.
 std::optional<int> ReadSpeedMbps(std::string_view ifname, const std::string& sysfsRoot = "/sys");
 
+/// realpath(3) of `path`: the absolute path with every link resolved; "" when it
+/// does not resolve (missing, dangling link, no permission).
+std::string RealPath(const std::string& path);
+
 /// realpath(<sysfsRoot>/class/net/<ifname>/device) if it resolves to a path under
 /// realpath(<sysfsRoot>)/devices/pci*, else "" (missing or dangling link, virtual
 /// device, platform bus). Same `ifname` restrictions as ReadSpeedMbps.

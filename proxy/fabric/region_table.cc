@@ -13,7 +13,7 @@ uint64_t SplitMix(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
-std::string Hex(uint64_t v) {
+std::string RegionHex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
@@ -79,17 +79,17 @@ FabricErrc RegionTable::Resolve(uint64_t key, uint64_t addr, uint64_t bytes, uin
   std::shared_lock lock(mu_);
   auto it = byKey_.find(key);
   if (it == byKey_.end()) {
-    *why = "no registered region has key " + Hex(key);
+    *why = "no registered region has key " + RegionHex(key);
     return FabricErrc::kBadKey;
   }
   const Region& r = it->second->region_;
   if ((r.access & right) != right) {
-    *why = "region " + Hex(r.base) + "+" + std::to_string(r.length) + " grants " + AccessText(r.access) +
+    *why = "region " + RegionHex(r.base) + "+" + std::to_string(r.length) + " grants " + AccessText(r.access) +
            ", not " + AccessText(right);
     return FabricErrc::kAccessDenied;
   }
   if (!r.Contains(addr, bytes)) {
-    *why = "[" + Hex(addr) + ", +" + std::to_string(bytes) + ") is outside region " + Hex(r.base) + "+" +
+    *why = "[" + RegionHex(addr) + ", +" + std::to_string(bytes) + ") is outside region " + RegionHex(r.base) + "+" +
            std::to_string(r.length);
     return FabricErrc::kOutOfBounds;
   }

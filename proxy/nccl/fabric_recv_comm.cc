@@ -10,7 +10,7 @@ namespace railyard::proxy::nccl {
 namespace {
 /// Cookie bits: the CTS Write of slot (low bits), and the close notice.
 constexpr uint64_t kCtsCookie = 1ull << 39;
-constexpr uint64_t kControlCookie = 1ull << 38;
+constexpr uint64_t kRecvControlCookie = 1ull << 38;
 /// Cookie bit of a flush READ (low bits: its FlushRequest).
 constexpr uint64_t kFlushCookie = 1ull << 37;
 }  // namespace
@@ -292,7 +292,7 @@ void FabricRecvComm::Close() {
     RY_INFO(log::kNet, "%s from %s: the sender closed first; no close notice sent", Who().c_str(),
             peer_.ToString().c_str());
   } else if (ep_ != nullptr && cw_->running() && ep_->status().ok()) {
-    (void)ep_->Send(EncodeClose({peerCommId_}), (uint64_t{id_} << kCookieCommShift) | kControlCookie);
+    (void)ep_->Send(EncodeClose({peerCommId_}), (uint64_t{id_} << kCookieCommShift) | kRecvControlCookie);
     const auto until = Clock::now() + std::chrono::milliseconds(50);
     while (ep_->status().ok() && ep_->Outstanding() > 0 && !peerClosed_ && Clock::now() < until) cw_->DriveLocked();
   }

@@ -11,13 +11,13 @@ std::string Hex(uint64_t v) {
   std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
   return b;
 }
-std::string Describe(uint64_t seq, uint32_t slot, uint64_t addr, uint64_t len, uint32_t rkey) {
+std::string DescribeRecv(uint64_t seq, uint32_t slot, uint64_t addr, uint64_t len, uint32_t rkey) {
   return "seq " + std::to_string(seq) + " slot " + std::to_string(slot) + " addr " + Hex(addr) +
          " len " + std::to_string(len) + " rkey " + std::to_string(rkey);
 }
-std::string Describe(const ChunkHeader& h) { return Describe(h.seq, h.slot, h.addr, h.len, h.rkey); }
-std::string Describe(const RecvTable::ChunkClaim& c) {
-  return Describe(c.seq, c.slot, c.addr, c.len, c.rkey);
+std::string DescribeRecv(const ChunkHeader& h) { return DescribeRecv(h.seq, h.slot, h.addr, h.len, h.rkey); }
+std::string DescribeRecv(const RecvTable::ChunkClaim& c) {
+  return DescribeRecv(c.seq, c.slot, c.addr, c.len, c.rkey);
 }
 }  // namespace
 
@@ -77,25 +77,25 @@ Status RecvTable::Post(int n, void* const* data, const size_t* sizes, const int*
 
 Status RecvTable::ClaimLocked(Entry& e, const ChunkHeader& h, ChunkClaim* out) {
   if (e.seq.load(std::memory_order_acquire) != h.seq) {
-    return RemoteError("rejected remote write for a receive that is not posted: " + Describe(h));
+    return RemoteError("rejected remote write for a receive that is not posted: " + DescribeRecv(h));
   }
   if (h.slot >= static_cast<uint32_t>(e.n)) {
     return RemoteError("rejected remote write to a buffer index that was not posted: " +
-                       Describe(h));
+                       DescribeRecv(h));
   }
   const uint64_t base = e.addr[h.slot], size = e.size[h.slot];
   if (h.total > size) {
     return RemoteError("rejected message of " + std::to_string(h.total) +
                        " bytes for a posted buffer of " + std::to_string(size) + " bytes: " +
-                       Describe(h));
+                       DescribeRecv(h));
   }
   const bool inBuffer = h.addr >= base && h.len <= size && h.addr - base <= size - h.len;
   if (!inBuffer || h.rkey != e.rkey[h.slot] || !cache_->Contains(h.rkey, h.addr, h.len)) {
     return RemoteError("rejected remote write outside the posted, registered buffer: " +
-                       Describe(h));
+                       DescribeRecv(h));
   }
   if (Status s = e.ledger[h.slot].Claim(h.addr - base, h.len, h.total); !s.ok()) {
-    return RemoteError("rejected chunk: " + s.message() + ": " + Describe(h));
+    return RemoteError("rejected chunk: " + s.message() + ": " + DescribeRecv(h));
   }
   e.total[h.slot].store(static_cast<int64_t>(h.total), std::memory_order_release);
   if (out != nullptr) {
@@ -113,7 +113,7 @@ void RecvTable::SettleLocked(Entry& e, uint32_t slot) {
 
 Status RecvTable::Claim(const ChunkHeader& h, ChunkClaim* out) {
   if (poison_ != nullptr && poison_->IsSet()) {
-    return RemoteError("rejected remote write after the comm failed: " + Describe(h));
+    return RemoteError("rejected remote write after the comm failed: " + DescribeRecv(h));
   }
   Entry& e = entries_[h.seq % kMaxRequests];
   std::lock_guard lock(e.mu);
@@ -135,21 +135,21 @@ Status RecvTable::ClaimLanded(const ChunkHeader& h) {
 Status RecvTable::BeginWrite(const ChunkClaim& c, WritePin* pin) {
   pin->Release();
   if (c.entry == nullptr || c.landed >= c.len) {
-    return InternalError("write without an outstanding claim: " + Describe(c));
+    return InternalError("write without an outstanding claim: " + DescribeRecv(c));
   }
   if (poison_ != nullptr && poison_->IsSet()) {
     return RemoteError("refused the rest of a chunk after the comm failed (" +
                        std::to_string(c.landed) + " of " + std::to_string(c.len) +
-                       " bytes had landed): " + Describe(c));
+                       " bytes had landed): " + DescribeRecv(c));
   }
   std::lock_guard lock(c.entry->mu);
   if (c.entry->seq.load(std::memory_order_acquire) != c.seq) {
-    return RemoteError("refused the rest of a chunk whose receive is no longer posted: " + Describe(c));
+    return RemoteError("refused the rest of a chunk whose receive is no longer posted: " + DescribeRecv(c));
   }
   const uint64_t at = c.addr + c.landed;
   if (!cache_->PinForWrite(c.rkey, at, c.len - c.landed, &pin->region_)) {
     return RemoteError("refused the rest of a chunk: its buffer was deregistered (deregMr) while " +
-                       std::to_string(c.len - c.landed) + " bytes were still to land: " + Describe(c));
+                       std::to_string(c.len - c.landed) + " bytes were still to land: " + DescribeRecv(c));
   }
   return Status::Ok();
 }
@@ -158,11 +158,11 @@ Status RecvTable::EndWrite(ChunkClaim* c, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   std::lock_guard lock(c->entry->mu);
   if (c->entry->seq.load(std::memory_order_acquire) != c->seq || c->slot >= static_cast<uint32_t>(c->entry->n)) {
-    return RemoteError("bytes landed for a receive that is no longer posted: " + Describe(*c));
+    return RemoteError("bytes landed for a receive that is no longer posted: " + DescribeRecv(*c));
   }
   bool whole = false;
   if (Status s = c->entry->ledger[c->slot].Land(c->offset, bytes, &whole); !s.ok()) {
-    return RemoteError(s.message() + ": " + Describe(*c));
+    return RemoteError(s.message() + ": " + DescribeRecv(*c));
   }
   c->landed += bytes;
   SettleLocked(*c->entry, c->slot);

@@ -36,7 +36,7 @@ constexpr size_t kHostPerRail = 8;
 /// A 127/8 address (network order): a host-local rail (HostLocalIpv4).
 bool IsHostLocal(uint32_t ipv4) { return (ntohl(ipv4) >> 24) == 127; }
 
-uint64_t RandomId() {
+uint64_t RandomCableSetId() {
   std::random_device rd;
   uint64_t id = 0;
   while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -72,7 +72,7 @@ struct Cable {
 /// See cable_set_domain.h.
 class CableSetWorker : public fabric::Worker {
  public:
-  CableSetWorker() : id_(RandomId()) {}
+  CableSetWorker() : id_(RandomCableSetId()) {}
   ~CableSetWorker() override {
     for (Cable& c : cables_) c.worker.reset();  // Workers before their Domains (verbs ones are the set's)
     local_.reset();

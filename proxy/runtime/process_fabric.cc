@@ -26,7 +26,7 @@ struct OwnDomain {
   std::unique_ptr<fabric::RegistrationCache> cache;
 };
 
-struct State {
+struct ProcessFabricState {
   std::mutex mu;
   std::list<OwnDomain> own;  // list: leases point at elements that stay put
   uint64_t nextId = 1;
@@ -36,8 +36,8 @@ struct State {
   std::vector<std::pair<uint64_t, OwnDomain*>> live;
 };
 
-State& S() {
-  static State* s = new State;  // never destroyed: tier handles may outlive static teardown
+ProcessFabricState& ProcessFabricS() {
+  static ProcessFabricState* s = new ProcessFabricState;  // never destroyed: tier handles may outlive static teardown
   return *s;
 }
 
@@ -90,7 +90,7 @@ Status AcquireProcessFabric(const env::Config& config, const LeaseOptions& optio
     return InvalidArgument("maxRails " + std::to_string(o.maxRails) + " is outside 1.." +
                            std::to_string(fabric::RemoteKey::kMaxRails));
   }
-  State& s = S();
+  ProcessFabricState& s = ProcessFabricS();
   std::lock_guard lock(s.mu);
   FabricRuntime* rt = Fabric();
   if (rt != nullptr && options.everyRank && rt->devices() > 1) {
@@ -146,7 +146,7 @@ Status AcquireProcessFabric(const env::Config& config, const LeaseOptions& optio
 
 void ReleaseProcessFabric(FabricLease* lease) {
   if (lease == nullptr || lease->id == 0) return;
-  State& s = S();
+  ProcessFabricState& s = ProcessFabricS();
   std::unique_ptr<fabric::RegistrationCache> cache;
   std::unique_ptr<fabric::Domain> domain;
   {
@@ -171,7 +171,7 @@ void ReleaseProcessFabric(FabricLease* lease) {
 }
 
 ProcessFabricStats GetProcessFabricStats() {
-  State& s = S();
+  ProcessFabricState& s = ProcessFabricS();
   std::lock_guard lock(s.mu);
   ProcessFabricStats st;
   st.ncclLeases = s.ncclLeases;

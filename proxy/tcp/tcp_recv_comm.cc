@@ -15,7 +15,7 @@ namespace railyard::proxy {
 namespace {
 
 /// Most bytes one progress pass reads from one socket before it serves the next.
-constexpr size_t kSocketBudget = 2u << 20;
+constexpr size_t kRecvSocketBudget = 2u << 20;
 
 }  // namespace
 
@@ -91,7 +91,7 @@ bool TcpRecvComm::ProgressLocked(Group& g) {
     if (!r.open()) continue;
     size_t bytes = 0;
     bool eof = false;
-    Status s = r.ReadSome(table_, kSocketBudget, &bytes, &eof);
+    Status s = r.ReadSome(table_, kRecvSocketBudget, &bytes, &eof);
     moved = moved || bytes > 0;
     if (stop_.load(std::memory_order_acquire)) return moved;
     if (!s.ok()) {

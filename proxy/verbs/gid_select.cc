@@ -118,7 +118,7 @@ struct Entry {
   int family;
 };
 
-std::string Describe(const Entry& e) {
+std::string DescribeGid(const Entry& e) {
   std::string s = "GID " + std::to_string(e.gid->index) + " (";
   s += e.type == GidType::kUnknown ? "type unreadable" : GidTypeName(e.type);
   s += ", " + AddrWords(e.gid->raw) + ")";
@@ -159,7 +159,7 @@ std::string Kinds(const std::vector<Entry>& entries) {
   return s + " GIDs";
 }
 
-GidChoice Fail(std::string error) {
+GidChoice GidFail(std::string error) {
   GidChoice c;
   c.error = std::move(error);
   return c;
@@ -170,7 +170,7 @@ GidChoice Choose(const Entry& e, std::string why) {
   c.index = e.gid->index;
   c.gid = *e.gid;
   c.type = e.type;
-  c.reason = Describe(e) + ": " + why;
+  c.reason = DescribeGid(e) + ": " + why;
   return c;
 }
 
@@ -238,7 +238,7 @@ GidChoice ChooseGid(const std::vector<topology::Gid>& table, const GidPolicy& po
   if (peerIn != nullptr) {
     Peer p;
     if (!ParsePeer(*peerIn, &p)) {
-      return Fail("peer address '" + peerIn->ip + "' is not an IPv4 or IPv6 address or a GID");
+      return GidFail("peer address '" + peerIn->ip + "' is not an IPv4 or IPv6 address or a GID");
     }
     peer = p;
   }
@@ -260,13 +260,13 @@ GidChoice ChooseGid(const std::vector<topology::Gid>& table, const GidPolicy& po
                            [&](const Entry& e) { return e.gid->index == policy.forcedIndex; });
     if (it == entries.end()) {
       if (policy.forcedIndex > maxIndex) {
-        return Fail(name + ": GID index " + std::to_string(policy.forcedIndex) +
+        return GidFail(name + ": GID index " + std::to_string(policy.forcedIndex) +
                     " is out of range (" +
                     (maxIndex < 0 ? std::string("the GID table is empty")
                                   : "the GID table's last entry is index " + std::to_string(maxIndex)) +
                     ")");
       }
-      return Fail(name + ": GID index " + std::to_string(policy.forcedIndex) +
+      return GidFail(name + ": GID index " + std::to_string(policy.forcedIndex) +
                   " is a hole in the GID table (all-zero GID, no address behind it)");
     }
     GidChoice c = Choose(*it, "forced by " + name + " (no auto-selection, as NCCL_IB_GID_INDEX)");
@@ -295,17 +295,17 @@ GidChoice ChooseGid(const std::vector<topology::Gid>& table, const GidPolicy& po
   if (!policy.addrRange.empty()) {
     range = ParseCidr(policy.addrRange);
     if (!range) {
-      return Fail("RAILYARD_ADDR_RANGE='" + policy.addrRange +
+      return GidFail("RAILYARD_ADDR_RANGE='" + policy.addrRange +
                   "' is not a CIDR such as 10.0.0.0/16 or fd00::/8");
     }
     if (range->family != policy.addrFamily) {
-      return Fail(std::string("RAILYARD_ADDR_RANGE=") + policy.addrRange + " is " +
+      return GidFail(std::string("RAILYARD_ADDR_RANGE=") + policy.addrRange + " is " +
                   FamilyName(range->family) + " but RAILYARD_ADDR_FAMILY is " +
                   (policy.addrFamily == AF_INET ? "AF_INET" : "AF_INET6"));
     }
   }
   if (entries.empty()) {
-    return Fail("no usable GID: the GID table is empty (every entry is a hole)");
+    return GidFail("no usable GID: the GID table is empty (every entry is a hole)");
   }
 
   // Is the peer reachable through a link-local GID? Only on this link/subnet.
@@ -358,7 +358,7 @@ GidChoice ChooseGid(const std::vector<topology::Gid>& table, const GidPolicy& po
       clauses.push_back(p);
     }
     for (const std::string& c : clauses) msg += ", " + c;
-    return Fail(msg);
+    return GidFail(msg);
   }
 
   const int wanted = policy.addrFamily == AF_INET6 ? AF_INET6 : AF_INET;

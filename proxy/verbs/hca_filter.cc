@@ -11,7 +11,7 @@ namespace {
 
 bool IsDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
-void Skip(const topology::Rail& rail, const std::string& reason,
+void SkipHca(const topology::Rail& rail, const std::string& reason,
           std::vector<std::string>* skipped) {
   std::string line = rail.rdmaDevice + ":" + std::to_string(rail.rdmaPort) + " (" + rail.netdev +
                      "): " + reason;
@@ -67,11 +67,11 @@ std::vector<VerbsDevice> SelectVerbsDevices(const std::vector<topology::Rail>& r
   for (const topology::Rail& rail : rails) {
     if (rail.rdmaDevice.empty()) continue;
     if (!filter.Matches(rail.rdmaDevice, rail.rdmaPort)) {
-      Skip(rail, "filtered out by RAILYARD_HCA='" + filter.text() + "'", skipped);
+      SkipHca(rail, "filtered out by RAILYARD_HCA='" + filter.text() + "'", skipped);
       continue;
     }
     if (rail.rdmaPortState != "ACTIVE") {
-      Skip(rail,
+      SkipHca(rail,
            "port down (state " + (rail.rdmaPortState.empty() ? std::string("unknown")
                                                              : rail.rdmaPortState) +
                ")",
@@ -79,7 +79,7 @@ std::vector<VerbsDevice> SelectVerbsDevices(const std::vector<topology::Rail>& r
       continue;
     }
     if (rail.linkLayer != "Ethernet") {
-      Skip(rail,
+      SkipHca(rail,
            "link layer " + (rail.linkLayer.empty() ? std::string("unknown") : rail.linkLayer) +
                ": only RoCE (Ethernet) is supported",
            skipped);
@@ -87,11 +87,11 @@ std::vector<VerbsDevice> SelectVerbsDevices(const std::vector<topology::Rail>& r
     }
     GidChoice gid = ChooseGid(rail.gids, policy, nullptr);
     if (!gid.ok()) {
-      Skip(rail, gid.error, skipped);
+      SkipHca(rail, gid.error, skipped);
       continue;
     }
     if (out.size() == topology::kNcclMaxIbDevs) {
-      Skip(rail, "more than " + std::to_string(topology::kNcclMaxIbDevs) +
+      SkipHca(rail, "more than " + std::to_string(topology::kNcclMaxIbDevs) +
                      " devices (NCCL's MAX_IB_DEVS)",
            skipped);
       continue;

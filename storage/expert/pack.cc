@@ -37,7 +37,7 @@ const std::vector<Scheme>& Schemes() {
 
 int KindRank(const std::string& k) { return k == "weight" ? 0 : k == "weight_scale" ? 1 : 2; }
 
-Status Bad(const std::string& what) { return ExpertError(ExpertErrc::kPackInput, what); }
+Status PackBad(const std::string& what) { return ExpertError(ExpertErrc::kPackInput, what); }
 
 std::string ShapeText(const std::vector<uint64_t>& s) {
   std::string t = "[";
@@ -63,10 +63,10 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
       }
     }
     if (found.empty()) {
-      return Bad("no MoE expert tensors recognised (looked for model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight "
+      return PackBad("no MoE expert tensors recognised (looked for model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight "
                  "and model.layers.L.block_sparse_moe.experts.E.{w1,w2,w3}.weight)");
     }
-    if (found.size() > 1) return Bad("the checkpoint has expert tensors of both the qwen-moe and the mixtral scheme: choose one with --scheme");
+    if (found.size() > 1) return PackBad("the checkpoint has expert tensors of both the qwen-moe and the mixtral scheme: choose one with --scheme");
     scheme = found[0];
   } else {
     for (const Scheme& s : Schemes()) {
@@ -89,7 +89,7 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
     const std::string ls = m[1].str(), es = m[2].str();
     const bool layerOk = std::from_chars(ls.data(), ls.data() + ls.size(), layer).ec == std::errc();
     const bool expertOk = std::from_chars(es.data(), es.data() + es.size(), expert).ec == std::errc();
-    if (!layerOk || !expertOk || layer > (1u << 20) || expert >= kMaxExperts) return Bad("tensor '" + t.name + "' has a layer or expert number out of range");
+    if (!layerOk || !expertOk || layer > (1u << 20) || expert >= kMaxExperts) return PackBad("tensor '" + t.name + "' has a layer or expert number out of range");
     const std::string proj = m[3].str(), kind = m[4].str();
     const std::string rname = proj + "." + kind;
     int pr = 0;
@@ -99,17 +99,17 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
     order[rname] = {pr, KindRank(kind)};
     experts[layer][expert][rname] = &t;
   }
-  if (experts.empty()) return Bad(std::string("no tensor matches the ") + scheme->name + " scheme");
-  if (experts.size() > kMaxLayers) return Bad("more than " + std::to_string(kMaxLayers) + " MoE layers");
+  if (experts.empty()) return PackBad(std::string("no tensor matches the ") + scheme->name + " scheme");
+  if (experts.size() > kMaxLayers) return PackBad("more than " + std::to_string(kMaxLayers) + " MoE layers");
   uint64_t nExperts = 0;
   for (const auto& [l, es] : experts) nExperts = std::max(nExperts, es.rbegin()->first + 1);
   // The reference record: layer first, expert 0.
   const auto& ref = experts.begin()->second;
-  if (!ref.count(0)) return Bad("layer " + std::to_string(experts.begin()->first) + " is missing expert 0");
+  if (!ref.count(0)) return PackBad("layer " + std::to_string(experts.begin()->first) + " is missing expert 0");
   std::vector<std::string> names;
   for (const auto& [n, t] : ref.at(0)) names.push_back(n);
   std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) { return order[a] < order[b]; });
-  if (names.size() > kMaxTensorsPerRecord) return Bad("an expert with more than " + std::to_string(kMaxTensorsPerRecord) + " tensors");
+  if (names.size() > kMaxTensorsPerRecord) return PackBad("an expert with more than " + std::to_string(kMaxTensorsPerRecord) + " tensors");
 
   PackPlan plan;
   Manifest& man = plan.manifest;
@@ -126,7 +126,7 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
   }
   man.recordBytes = at;
   man.recordStride = (at + options.alignment - 1) / options.alignment * options.alignment;
-  if (man.recordBytes == 0) return Bad("the expert tensors hold no bytes");
+  if (man.recordBytes == 0) return PackBad("the expert tensors hold no bytes");
   const uint64_t refLayer = experts.begin()->first;
   for (const auto& [l, es] : experts) {
     man.layers.push_back({l, "", {}});
@@ -134,17 +134,17 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
     for (uint64_t e = 0; e < nExperts; ++e) {
       auto it = es.find(e);
       if (it == es.end()) {
-        return Bad("layer " + std::to_string(l) + " is missing expert " + std::to_string(e) + " (other layers have " +
+        return PackBad("layer " + std::to_string(l) + " is missing expert " + std::to_string(e) + " (other layers have " +
                    std::to_string(nExperts) + " experts)");
       }
       auto& rec = layerSources.emplace_back();
       for (size_t k = 0; k < names.size(); ++k) {
         auto t = it->second.find(names[k]);
         const std::string where = "layer " + std::to_string(l) + " expert " + std::to_string(e);
-        if (t == it->second.end()) return Bad(where + " is missing tensor " + names[k]);
+        if (t == it->second.end()) return PackBad(where + " is missing tensor " + names[k]);
         const TensorLayout& want = man.tensors[k];
         if (t->second->dtype != want.dtype || t->second->shape != want.shape) {
-          return Bad(where + " tensor " + names[k] + " is " + t->second->dtype + " " + ShapeText(t->second->shape) +
+          return PackBad(where + " tensor " + names[k] + " is " + t->second->dtype + " " + ShapeText(t->second->shape) +
                      "; layer " + std::to_string(refLayer) + " expert 0 has " + want.dtype + " " + ShapeText(want.shape) +
                      " (inconsistent experts)");
         }
@@ -153,7 +153,7 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
       if (it->second.size() != names.size()) {
         for (const auto& [n, t] : it->second) {
           if (std::find(names.begin(), names.end(), n) == names.end()) {
-            return Bad("layer " + std::to_string(l) + " expert " + std::to_string(e) + " has tensor " + n +
+            return PackBad("layer " + std::to_string(l) + " expert " + std::to_string(e) + " has tensor " + n +
                        " that layer " + std::to_string(refLayer) + " expert 0 lacks");
           }
         }

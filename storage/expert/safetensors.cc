@@ -21,7 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-Status Bad(const std::string& file, const std::string& what) {
+Status SafetensorsBad(const std::string& file, const std::string& what) {
   return ExpertError(ExpertErrc::kPackInput, file + ": " + what);
 }
 
@@ -29,39 +29,39 @@ Status Bad(const std::string& file, const std::string& what) {
 
 Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTensor>* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Bad(path, std::string("cannot open: ") + std::strerror(errno));
+  if (fd < 0) return SafetensorsBad(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Bad(path, "not a regular file");
+    return SafetensorsBad(path, "not a regular file");
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   uint64_t n = 0;
   uint8_t len[8];
   if (size < 8 || ::pread(fd, len, 8, 0) != 8) {
     ::close(fd);
-    return Bad(path, "truncated: shorter than the 8-byte header length");
+    return SafetensorsBad(path, "truncated: shorter than the 8-byte header length");
   }
   for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
   if (n > kMaxSafetensorsHeader) {
     ::close(fd);
-    return Bad(path, "header length " + std::to_string(n) + " over " + std::to_string(kMaxSafetensorsHeader) + " bytes (malformed)");
+    return SafetensorsBad(path, "header length " + std::to_string(n) + " over " + std::to_string(kMaxSafetensorsHeader) + " bytes (malformed)");
   }
   if (n > size - 8) {
     ::close(fd);
-    return Bad(path, "truncated: the header says " + std::to_string(n) + " bytes, the file has " + std::to_string(size - 8) + " after the length");
+    return SafetensorsBad(path, "truncated: the header says " + std::to_string(n) + " bytes, the file has " + std::to_string(size - 8) + " after the length");
   }
   std::string text(n, '\0');
   const ssize_t got = ::pread(fd, text.data(), n, 8);
   ::close(fd);
-  if (got != static_cast<ssize_t>(n)) return Bad(path, "short read of the header");
+  if (got != static_cast<ssize_t>(n)) return SafetensorsBad(path, "short read of the header");
   json j;
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for "1E999" (was std::terminate)
-    return Bad(path, std::string("malformed header JSON: ") + e.what());
+    return SafetensorsBad(path, std::string("malformed header JSON: ") + e.what());
   }
-  if (!j.is_object()) return Bad(path, "header is not a JSON object");
+  if (!j.is_object()) return SafetensorsBad(path, "header is not a JSON object");
   const uint64_t dataBytes = size - 8 - n;
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   std::vector<std::string> spanNames;  ///< parallel to spans
@@ -72,39 +72,39 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
     if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() || !t.contains("shape") ||
         !t["shape"].is_array() || !t.contains("data_offsets") || !t["data_offsets"].is_array() ||
         t["data_offsets"].size() != 2) {
-      return Bad(path, "tensor '" + name + "' lacks dtype, shape or data_offsets [begin, end]");
+      return SafetensorsBad(path, "tensor '" + name + "' lacks dtype, shape or data_offsets [begin, end]");
     }
     CheckpointTensor ct;
     ct.name = name;
     ct.dtype = t["dtype"].get<std::string>();
     ct.file = path;
     const uint64_t es = DtypeBytes(ct.dtype);
-    if (es == 0) return Bad(path, "tensor '" + name + "' has unknown dtype '" + ct.dtype + "'");
+    if (es == 0) return SafetensorsBad(path, "tensor '" + name + "' has unknown dtype '" + ct.dtype + "'");
     uint64_t elems = 1;
     for (const json& d : t["shape"]) {
-      if (!d.is_number_unsigned()) return Bad(path, "tensor '" + name + "' shape has a non-integer");
+      if (!d.is_number_unsigned()) return SafetensorsBad(path, "tensor '" + name + "' shape has a non-integer");
       ct.shape.push_back(d.get<uint64_t>());
-      if (__builtin_mul_overflow(elems, ct.shape.back(), &elems)) return Bad(path, "tensor '" + name + "' shape overflows");
+      if (__builtin_mul_overflow(elems, ct.shape.back(), &elems)) return SafetensorsBad(path, "tensor '" + name + "' shape overflows");
     }
     const json& off = t["data_offsets"];
     for (int k = 0; k < 2; ++k) {
       if (off[k].is_number_unsigned()) continue;
-      return Bad(path, "tensor '" + name + "' data_offsets[" + std::to_string(k) + "] is " + off[k].dump() +
+      return SafetensorsBad(path, "tensor '" + name + "' data_offsets[" + std::to_string(k) + "] is " + off[k].dump() +
                            (off[k].is_number_integer() ? " (negative)" : "") + ", not an unsigned integer");
     }
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     if (b > e) {
-      return Bad(path, "tensor '" + name + "' data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+      return SafetensorsBad(path, "tensor '" + name + "' data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
                            "]: begin after end");
     }
     if (e > dataBytes) {
-      return Bad(path, "tensor '" + name + "' data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+      return SafetensorsBad(path, "tensor '" + name + "' data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
                            "] end past the " + std::to_string(dataBytes) + "-byte data (truncated?)");
     }
     uint64_t want = 0;
     const bool overflow = __builtin_mul_overflow(elems, es, &want);
     if (overflow || want != e - b) {
-      return Bad(path, "tensor '" + name + "' holds " + std::to_string(e - b) + " bytes; shape " + t["shape"].dump() +
+      return SafetensorsBad(path, "tensor '" + name + "' holds " + std::to_string(e - b) + " bytes; shape " + t["shape"].dump() +
                            " x " + ct.dtype + " (" + std::to_string(es) + " bytes each) needs " +
                            (overflow ? std::string("2^64 or more") : std::to_string(want)));
     }
@@ -123,7 +123,7 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
   for (size_t k = 1; k < order.size(); ++k) {
     const size_t lo = order[k - 1], hi = order[k];
     if (spans[hi].first < spans[lo].second) {
-      return Bad(path, "the data of tensors " + spanText(lo) + " and " + spanText(hi) + " overlap");
+      return SafetensorsBad(path, "the data of tensors " + spanText(lo) + " and " + spanText(hi) + " overlap");
     }
   }
   return Status::Ok();
@@ -146,7 +146,7 @@ Status ReadCheckpoint(const std::string& given, std::vector<CheckpointTensor>* o
   if (!fs::exists(index, ec)) {
     const std::string single = path + "/model.safetensors";
     if (fs::exists(single, ec)) return ReadSafetensorsHeader(single, out);
-    return Bad(path, "a directory with neither model.safetensors.index.json nor model.safetensors");
+    return SafetensorsBad(path, "a directory with neither model.safetensors.index.json nor model.safetensors");
   }
   std::string text;
   if (Status s = ReadSmallFile(index, 64ull << 20, static_cast<int>(ExpertErrc::kPackInput), &text); !s.ok()) {
@@ -156,14 +156,14 @@ Status ReadCheckpoint(const std::string& given, std::vector<CheckpointTensor>* o
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for "1E999" (was std::terminate)
-    return Bad(index, std::string("malformed JSON: ") + e.what());
+    return SafetensorsBad(index, std::string("malformed JSON: ") + e.what());
   }
-  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) return Bad(index, "no \"weight_map\" object");
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) return SafetensorsBad(index, "no \"weight_map\" object");
   std::map<std::string, std::set<std::string>> byShard;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-    if (!it.value().is_string()) return Bad(index, "weight_map['" + it.key() + "'] is not a file name");
+    if (!it.value().is_string()) return SafetensorsBad(index, "weight_map['" + it.key() + "'] is not a file name");
     const std::string shard = it.value().get<std::string>();
-    if (shard.empty() || shard.find('/') != std::string::npos || shard == "..") return Bad(index, "shard name '" + shard + "' is not a plain file name");
+    if (shard.empty() || shard.find('/') != std::string::npos || shard == "..") return SafetensorsBad(index, "shard name '" + shard + "' is not a plain file name");
     byShard[shard].insert(it.key());
   }
   std::set<std::string> seen;
@@ -174,11 +174,11 @@ Status ReadCheckpoint(const std::string& given, std::vector<CheckpointTensor>* o
     for (CheckpointTensor& t : ts) {
       have.insert(t.name);
       if (!names.count(t.name)) continue;  // a tensor the index places elsewhere: not this shard's
-      if (!seen.insert(t.name).second) return Bad(index, "tensor '" + t.name + "' is in two shards");
+      if (!seen.insert(t.name).second) return SafetensorsBad(index, "tensor '" + t.name + "' is in two shards");
       out->push_back(std::move(t));
     }
     for (const std::string& n : names) {
-      if (!have.count(n)) return Bad(path + "/" + shard, "lacks tensor '" + n + "' that the index places there");
+      if (!have.count(n)) return SafetensorsBad(path + "/" + shard, "lacks tensor '" + n + "' that the index places there");
     }
   }
   return Status::Ok();

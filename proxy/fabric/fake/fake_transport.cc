@@ -14,7 +14,7 @@
 namespace railyard::fabric::fake {
 namespace {
 
-constexpr uint32_t kAddressMagic = 0x4b465952;  // "RYFK"
+constexpr uint32_t kFakeAddressMagic = 0x4b465952;  // "RYFK"
 constexpr size_t kMaxRecordBytes = 64 * 1024;
 constexpr int kWindow = 256;
 
@@ -105,7 +105,7 @@ class FakeWorker : public Worker {
 
   std::vector<uint8_t> Address() const override {
     std::vector<uint8_t> a(12);
-    std::memcpy(a.data(), &kAddressMagic, 4);
+    std::memcpy(a.data(), &kFakeAddressMagic, 4);
     std::memcpy(a.data() + 4, &id_, 8);
     return a;
   }
@@ -358,7 +358,7 @@ Status FakeWorker::Connect(std::span<const uint8_t> peerAddress, std::unique_ptr
   if (peerAddress.size() != 12) return InvalidArgument("fake worker address of " + std::to_string(peerAddress.size()) + " bytes");
   std::memcpy(&magic, peerAddress.data(), 4);
   std::memcpy(&peer, peerAddress.data() + 4, 8);
-  if (magic != kAddressMagic || peer == 0) return InvalidArgument("not a fake fabric worker address");
+  if (magic != kFakeAddressMagic || peer == 0) return InvalidArgument("not a fake fabric worker address");
   *out = std::make_unique<FakeEndpoint>(this, peer);
   return Status::Ok();
 }

@@ -16,11 +16,11 @@ uint32_t Ipv4(const std::string& dotted) {
 
 /// The rails of every port (host order) and the subnet mask: which port an
 /// address's rails lie on.
-struct Cables {
+struct CableNets {
   std::vector<std::vector<uint32_t>> nets;
   uint32_t mask = 0;
 
-  Cables(std::vector<std::vector<uint32_t>> n, int prefixLen) : nets(std::move(n)) {
+  CableNets(std::vector<std::vector<uint32_t>> n, int prefixLen) : nets(std::move(n)) {
     mask = prefixLen <= 0 ? 0 : prefixLen >= 32 ? 0xffffffffu : ~((1u << (32 - prefixLen)) - 1);
   }
   bool Own(uint32_t ip) const {
@@ -55,7 +55,7 @@ ResolveFn MakeTcpCableResolver(std::vector<std::vector<RailInfo>> ports, int pre
     for (const RailInfo& r : rails) v.push_back(Ipv4(r.address));
     nets.push_back(std::move(v));
   }
-  return [cables = Cables(std::move(nets), prefixLen)](std::span<const uint8_t> address, NextHop* out) -> Status {
+  return [cables = CableNets(std::move(nets), prefixLen)](std::span<const uint8_t> address, NextHop* out) -> Status {
     tcp::WorkerAddress w;
     RY_RETURN_IF_ERROR(tcp::WorkerAddress::Unpack(address, &w));
     std::vector<uint32_t> ips;
@@ -73,7 +73,7 @@ ResolveFn MakeTcpCableResolver(std::vector<std::vector<RailInfo>> ports, int pre
 ResolveFn MakeVerbsCableResolver(std::vector<std::string> ports, int prefixLen) {
   std::vector<std::vector<uint32_t>> nets;
   for (const std::string& a : ports) nets.push_back({Ipv4(a)});
-  return [cables = Cables(std::move(nets), prefixLen)](std::span<const uint8_t> address, NextHop* out) -> Status {
+  return [cables = CableNets(std::move(nets), prefixLen)](std::span<const uint8_t> address, NextHop* out) -> Status {
     verbs::VerbsAddress v;
     RY_RETURN_IF_ERROR(verbs::VerbsAddress::Unpack(address, &v));
     const size_t p = cables.PortOf({ntohl(v.ipv4)});

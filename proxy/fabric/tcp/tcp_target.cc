@@ -13,7 +13,7 @@
 namespace railyard::fabric::tcp {
 namespace {
 
-std::string HexId(uint64_t v) {
+std::string TargetHexId(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
@@ -38,7 +38,7 @@ TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection
       sockets_(static_cast<size_t>(sockets)),
       rails_(static_cast<size_t>(sockets), -1),
       slots_(static_cast<size_t>(kOpWindow)) {
-  peerName_ = "w=" + HexId(peerWorker) + " connection " + std::to_string(connection);
+  peerName_ = "w=" + TargetHexId(peerWorker) + " connection " + std::to_string(connection);
   lastActivity_ = created_ = Clock::now();
 }
 
