@@ -286,7 +286,9 @@ const Variable kVariables[] = {
      1, kIntMax, &ApplyInt<&Config::defaultSpeedMbps>},
     {"RAILYARD_DEBUG", "level", "WARN", "", nullptr,
      "Stderr log threshold for standalone tools: NONE, VERSION, WARN, INFO or TRACE "
-     "(any case). Inside NCCL, NCCL_DEBUG and NCCL_DEBUG_SUBSYS decide instead.",
+     "(any case). Inside NCCL, NCCL_DEBUG and NCCL_DEBUG_SUBSYS decide instead; "
+     "railyard-perf, which loads the plugin as NCCL does, takes NCCL_DEBUG and this "
+     "one when NCCL_DEBUG is unset.",
      0, 0, &ApplyDebug},
     {"RAILYARD_HOST_NAME", "string", "", "", nullptr,
      "Name this host reports to its peers in the cabling graph, railyard-info and error "

@@ -69,8 +69,10 @@ std::string GraphToText(const ClusterGraph& g, uint64_t self) {
     } else if (r.hops == 1) {
       o << "direct over " << r.direct.size() << " rail(s)\n";
     } else {
-      o << r.hops << " hops via";
-      for (uint64_t n : r.nextHops) o << " " << g.HostName(n);
+      // The next hops are alternatives, not a path (new-user trial: "via h2 h0" read as
+      // "through h2, then h0").
+      o << r.hops << " hops, next hop ";
+      for (size_t i = 0; i < r.nextHops.size(); ++i) o << (i == 0 ? "" : " or ") << g.HostName(r.nextHops[i]);
       o << "\n";
     }
   }

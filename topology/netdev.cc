@@ -206,10 +206,20 @@ Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const Ne
 
   std::vector<NetDevice> chosen;
   if (!filter.automatic()) {
+    // An exclusion list ("^mgmt0") takes loopback only when it leaves nothing else: an
+    // NCCL device on lo cannot reach another host, and the peers' handles would name
+    // 127.0.0.1 (new-user trial). NCCL itself keeps lo there; naming it ("lo") still works.
+    const NetDevice* excludedLoopback = nullptr;
     for (const auto& [name, addrs] : byName) {
       if (!filter.Matches(name)) {
         RY_INFO(kNetdevLog, "socket device %s skipped: does not match '%s'", name.c_str(),
                 filter.text().c_str());
+        continue;
+      }
+      if (filter.list().exclude && addrs.front()->loopback) {
+        excludedLoopback = pick(addrs, /*routableOnly=*/false);
+        RY_INFO(kNetdevLog, "socket device %s skipped: loopback, taken by an exclusion list ('%s') only when "
+                "nothing else is left (name it to use it)", name.c_str(), filter.text().c_str());
         continue;
       }
       const NetDevice* d = pick(addrs, /*routableOnly=*/false);
@@ -221,6 +231,11 @@ Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const Ne
       RY_INFO(kNetdevLog, "socket device %zu: %s (matches '%s')%s", chosen.size(),
               Describe(*d).c_str(), filter.text().c_str(), d->up ? "" : "; interface is down");
       chosen.push_back(*d);
+    }
+    if (chosen.empty() && excludedLoopback != nullptr) {
+      RY_INFO(kNetdevLog, "socket device 0: %s (the exclusion list '%s' leaves nothing else)",
+              Describe(*excludedLoopback).c_str(), filter.text().c_str());
+      chosen.push_back(*excludedLoopback);
     }
     if (chosen.empty()) {
       std::string present;

@@ -74,7 +74,9 @@ Status ListNetDevices(std::vector<NetDevice>* out, const std::string& sysfsRoot 
 /// the IPv6 loopback address ::1 is never used (NCCL skips it too).
 ///  - filter not automatic: every interface the filter matches, whatever its flags
 ///    (loopback included when matched; a down interface is kept but logged), as
-///    NCCL's findInterfaces does. Errors: InvalidUsage naming the filter and
+///    NCCL's findInterfaces does, except that an exclusion list ("^mgmt0") takes
+///    loopback only when it leaves nothing else (NCCL keeps it: a device on lo
+///    cannot reach another host). Errors: InvalidUsage naming the filter and
 ///    listing the interfaces present when nothing matches.
 ///  - automatic (empty or 1-character value): every interface that is up, not
 ///    loopback, not docker* / virbr*, and has a routable (non-link-local) address;

@@ -146,7 +146,7 @@ Status NetRuntime::Discover() {
   if (!s.ok() && s.code() == Code::kInvalidUsage && !cfg->socketIfname.empty()) {
     // Say which variable held the list: NCCL_SOCKET_IFNAME is read only while ours is unset.
     s = InvalidUsage(std::string(cfg->railIfname.empty() ? "NCCL_SOCKET_IFNAME" : "RAILYARD_SOCKET_IFNAME") +
-                     "='" + cfg->socketIfname + "' chose the socket interfaces: " + s.message());
+                     "='" + cfg->socketIfname + "' is set: " + s.message());
   }
   RY_RETURN_IF_ERROR(s);
   if (devs.empty()) return SystemError("no network device is usable");

@@ -138,7 +138,7 @@ TEST(ConformanceLoading, AnUnmatchedInterfaceListNamesItsVariable) {
     ASSERT_FALSE(r.timedOut);
     EXPECT_EQ(r.signal, 0) << r.output;
     EXPECT_EQ(r.output.find("init=0\n"), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find(var + "='=nosuchif0' chose the socket interfaces: socket interface list "
+    EXPECT_NE(r.output.find(var + "='=nosuchif0' is set: socket interface list "
                                                "'=nosuchif0'"),
               std::string::npos)
         << var << ": " << r.output;

@@ -94,8 +94,8 @@ def main():
         # before any listener is announced: no "listening on" line, then "no rail".
         r = subprocess.run([railyardd, "--expert-store", store, "--expert-listen", ":0", "--ifname", "lo"],
                            capture_output=True, text=True, env=env, timeout=30)
-        check(r.returncode == 2 and "railyardd: no rail" in r.stderr and "listening on" not in r.stderr,
-              f"no rail without --expert-only: exit 2 before announcing the store ({r.returncode}, {r.stderr.strip()!r})")
+        check(r.returncode == 3 and "railyardd: no rail" in r.stderr and "listening on" not in r.stderr,
+              f"no rail without --expert-only: exit 3 before announcing the store ({r.returncode}, {r.stderr.strip()!r})")
         check("to serve only the expert store without cabling discovery or relaying, add --expert-only" in r.stderr,
               f"the no-rail error names --expert-only ({r.stderr.strip()!r})")
     finally:

@@ -1,5 +1,6 @@
 // Shapes and routes derived from cabling graphs built by hand.
 #include "topology/cluster_graph.h"
+#include "topology/graph_json.h"
 
 #include <gtest/gtest.h>
 
@@ -39,6 +40,10 @@ TEST(ClusterGraph, RingOfFourWithTwoRailsPerCable) {
   EXPECT_EQ(opposite.hops, 2);
   EXPECT_TRUE(opposite.direct.empty());
   EXPECT_EQ(opposite.nextHops, (std::vector<uint64_t>{2, 4}));  // both ring directions tie
+  // railyardd --text: the tied next hops read as alternatives, not as a path.
+  const std::string text = GraphToText(g, 1);
+  EXPECT_NE(text.find("  h2: 2 hops, next hop h1 or h3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  h1: direct over 2 rail(s)\n"), std::string::npos) << text;
 }
 
 TEST(ClusterGraph, RingOfFiveTakesTheShorterDirection) {

@@ -153,6 +153,9 @@ TEST(SelectSocketDevices, FilterTakesEveryMatchIncludingLoopbackAndDown) {
   // Link-local-only interfaces are usable when named (as in NCCL).
   EXPECT_THAT(Select("=eth3", Candidates()).addrs, ElementsAre("fe80::3"));
   EXPECT_THAT(Select("^eth,lo,docker,virbr", Candidates()).names, ElementsAre("ib0"));
+  // An exclusion list takes loopback only when nothing else is left (unlike NCCL).
+  EXPECT_THAT(Select("^eth,docker,virbr", Candidates()).names, ElementsAre("ib0"));
+  EXPECT_THAT(Select("^eth,docker,virbr,ib", Candidates()).names, ElementsAre("lo"));
   EXPECT_THAT(Select("^=eth1,eth2,eth3,eth4,lo", Candidates()).names,
               ElementsAre("docker0", "eth0", "eth11", "ib0", "virbr0"));
 }

@@ -14,8 +14,22 @@
 
 namespace railyard::perf {
 
+namespace {
+
+/// The log level asked for: NCCL_DEBUG as NCCL reads it, else RAILYARD_DEBUG (the
+/// standalone tools' variable: a user of this tool sets it and expected it to count,
+/// new-user trial); null when neither is set.
+const char* DebugLevel() {
+  const char* v = std::getenv("NCCL_DEBUG");
+  if (v != nullptr && *v != '\0') return v;
+  v = std::getenv("RAILYARD_DEBUG");
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+}  // namespace
+
 bool InfoLogging() {
-  const char* dbg = std::getenv("NCCL_DEBUG");
+  const char* dbg = DebugLevel();
   return dbg != nullptr && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
 }
 
@@ -28,8 +42,8 @@ bool gHaveWarn = false;  // guarded by gWarnMu
 
 int Threshold() {
   static const int level = [] {
-    const char* v = std::getenv("NCCL_DEBUG");
-    if (v == nullptr || *v == '\0') return int(NCCL_LOG_WARN);
+    const char* v = DebugLevel();
+    if (v == nullptr) return int(NCCL_LOG_WARN);
     if (strcasecmp(v, "VERSION") == 0) return int(NCCL_LOG_VERSION);
     if (strcasecmp(v, "WARN") == 0) return int(NCCL_LOG_WARN);
     if (strcasecmp(v, "INFO") == 0) return int(NCCL_LOG_INFO);

@@ -1,5 +1,6 @@
 // The ncclDebugLogger_t railyard-perf hands to a plugin's init: prints like
-// NCCL does ("host:pid:tid [rank] NCCL WARN ..."), filtered by NCCL_DEBUG.
+// NCCL does ("host:pid:tid [rank] NCCL WARN ..."), filtered by NCCL_DEBUG, or by
+// RAILYARD_DEBUG when NCCL_DEBUG is unset (a standalone tool's variable).
 #pragma once
 
 #include <string>
@@ -11,13 +12,13 @@ namespace railyard::perf {
 /// Sets the rank shown in every message (default -1: "[?]").
 void SetLoggerRank(int rank);
 
-/// True when NCCL_DEBUG is INFO or TRACE (case-insensitive), as NCCL spells them:
+/// True when NCCL_DEBUG (else RAILYARD_DEBUG) is INFO or TRACE (any case):
 /// railyard-perf's own step lines (the loader's log, "timed iterations start") go to
 /// stderr then. Read on every call.
 bool InfoLogging();
 
-/// The logger function. Threshold from NCCL_DEBUG (VERSION, WARN, INFO, TRACE;
-/// default WARN), read once. Thread-safe; writes one line per call to stderr.
+/// The logger function. Threshold from NCCL_DEBUG, else RAILYARD_DEBUG (VERSION, WARN,
+/// INFO, TRACE; NONE or anything else: nothing; default WARN), read once. Thread-safe; writes one line per call to stderr.
 /// The text of the first WARN (or ABORT) the logger got since the previous call, whether or
 /// not NCCL_DEBUG showed it; "" when none. The loader takes it around a plugin's init() to
 /// say why the init failed. Thread-safe.

@@ -106,9 +106,11 @@ Status InitOne(const OpenRequest& req, OpenedNet* o, std::vector<std::string>* l
     const std::string warn = req.logger == NcclLogger ? TakeFirstWarn() : std::string();
     const ncclResult_t rf = net.finalize(ctx);  // NCCL calls finalize even after a failed init
     o->ctx = nullptr;
+    // finalize's result only when it too failed (new-user trial: "returned ncclSuccess"
+    // at the end of the error read like a second error).
     return InvalidUsage(who + ": init failed: " + ResultName(ri) + " (" + std::to_string(int(ri)) + ")" +
                         (warn.empty() ? std::string() : ": " + warn) +
-                        "; finalize after the failed init returned " + ResultName(rf));
+                        (rf == ncclSuccess ? std::string() : std::string("; finalize after it failed too: ") + ResultName(rf)));
   }
   int ndev = 0;
   const ncclResult_t rd = net.devices(&ndev);

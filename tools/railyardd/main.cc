@@ -187,8 +187,9 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit status: 0 stopped by SIGTERM/SIGINT (serve), or the graph printed (--wait-hosts); 1 --wait-hosts\n"
       "timed out or was interrupted (the graph so far is printed); 2 usage or configuration error (a bad flag or\n"
-      "RAILYARD_* value, no rail, an unusable cluster key, an expert store that cannot be served, another\n"
-      "railyardd on this host).");
+      "RAILYARD_* value, an unusable cluster key, an expert store that cannot be served, another railyardd on\n"
+      "this host); 3 no rail: no port qualifies now (at boot the rails' addresses may come later: the systemd\n"
+      "unit starts it again).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -272,7 +273,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "railyardd: no rail (%s): %s%s\n",
                    topology::FabricRailRequirement(ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname").c_str(),
                    whyNone.c_str(), hint.c_str());
-      return 2;
+      return 3;  // not 2: it may be only that the rails' addresses are not up yet (new-user trial)
     }
   }
   // Snapshot arenas: started before discovery; "snapshot-port N" on stdout says where.
