@@ -101,9 +101,15 @@ Status StartFabricModeComms(NetState& g) {
     runtime::SetFabric(g.fabric);
   }
   if (g.config->fabricTcpRelay == "splice") {
+    // RDMA routes only where this host has RDMA ports (new-user trial: the line named
+    // the verbs ports on a host with none).
+    const std::string rdma = g.ib != nullptr && g.ib->size() > 0
+                                 ? ", RDMA routes through the Forwarders' verbs ports (" +
+                                       std::to_string(g.config->fabricRelayVerbsPort) + ")"
+                                 : std::string(", no RDMA port here");
     RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=%s): cable set, TCP "
-            "routes spliced through the socket relays at port %d, RDMA routes through the Forwarders' verbs ports "
-            "(%d)", g.config->comms.c_str(), g.config->relayPort, g.config->fabricRelayVerbsPort);
+            "routes spliced through the socket relays at port %d%s", g.config->comms.c_str(), g.config->relayPort,
+            rdma.c_str());
   } else {
     RY_INFO(log::kInit | log::kNet, "fabric mode over the fabric comms (RAILYARD_COMMS=%s): cable set, "
             "relays through the Forwarders at port %d", g.config->comms.c_str(), g.config->fabricRelayPort);

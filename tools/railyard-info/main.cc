@@ -331,7 +331,14 @@ class CablingSection : public SectionPrinter {
           << (ctx.notListened.empty() ? "a fixture, no rails, or --listen-ms 0" : ctx.notListened) << ")\n\n";
       return;
     }
-    out << topology::GraphToText(*ctx.graph, ctx.self) << "\n";
+    out << topology::GraphToText(*ctx.graph, ctx.self);
+    if (ctx.graph->Hosts().size() <= 1) {
+      // New-user trial: "single, 1 hosts" alone did not say that nothing was heard.
+      out << "  (no other host heard in " << ctx.listenedMs
+          << " ms: no neighbour runs railyardd or a rank on its rails, or no cable is up; a longer --listen-ms "
+             "waits longer)\n";
+    }
+    out << "\n";
   }
   nlohmann::json ToJson(const InfoContext& ctx) const override {
     if (ctx.graph == nullptr) return nullptr;
@@ -621,6 +628,7 @@ int Run(int argc, char** argv) {
         }
         graph = router->Agent().Graph();
         ctx.graph = &graph;
+        ctx.listenedMs = listenMs;
         ctx.self = router->HostId();
       }
     }

@@ -24,6 +24,8 @@ struct InfoContext {
   /// The cabling graph heard during --listen-ms (NULL when not listened: a fixture,
   /// no rails, or --listen-ms 0), and this host's id in it.
   const topology::ClusterGraph* graph = nullptr;
+  /// How long the cabling protocol was listened to, ms (0 when not).
+  int listenedMs = 0;
   uint64_t self = 0;
   /// When graph is NULL: why the cabling protocol was not listened to (e.g. "--listen-ms 0",
   /// "no fabric rail: lo: loopback ..."), printed after "Cabling: not listened".
