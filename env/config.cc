@@ -252,7 +252,8 @@ const Variable* NearestVariable(std::string_view name) {
 /// RAILYARD_* variables of the project's scripts and test harnesses, not of the
 /// plugin: tools/test.sh (RAILYARD_SKIP_LANE, RAILYARD_SKIP_SANITIZE,
 /// RAILYARD_TEST_BUILD_DIR, RAILYARD_SKIP_FUZZ, RAILYARD_TEST_OVERLAP,
-/// RAILYARD_TEST_DEBUG_FLAGS, RAILYARD_TEST_OPT_FLAGS), tools/setup.sh (RAILYARD_BUILD_DIR),
+/// RAILYARD_TEST_DEBUG_FLAGS, RAILYARD_TEST_OPT_FLAGS, RAILYARD_TEST_UNITY), tools/setup.sh
+/// (RAILYARD_BUILD_DIR),
 /// tests/lanes/run-verbs.sh (RAILYARD_LANE_TIMEOUT), tests/fuzz/run.sh (RAILYARD_FUZZ_*),
 /// the config-doc test (RAILYARD_UPDATE_DOCS) and the conformance harness
 /// (RAILYARD_CONFORMANCE_*). A process that loads the plugin while they are set is
@@ -263,7 +264,8 @@ bool IsToolingVariable(std::string_view name) {
                                                   "RAILYARD_LANE_TIMEOUT",
                                                   "RAILYARD_UPDATE_DOCS", "RAILYARD_SKIP_FUZZ",
                                                   "RAILYARD_TEST_OVERLAP",
-                                                  "RAILYARD_TEST_DEBUG_FLAGS", "RAILYARD_TEST_OPT_FLAGS"};
+                                                  "RAILYARD_TEST_DEBUG_FLAGS", "RAILYARD_TEST_OPT_FLAGS",
+                                                  "RAILYARD_TEST_UNITY"};
   if (name.starts_with("RAILYARD_CONFORMANCE_") || name.starts_with("RAILYARD_FUZZ_")) return true;
   return std::find(std::begin(kTooling), std::end(kTooling), name) != std::end(kTooling);
 }
@@ -460,7 +462,7 @@ std::string RenderMarkdown() {
         "`RAILYARD_TEST_BUILD_DIR`, "
         "`RAILYARD_LANE_TIMEOUT`, `RAILYARD_UPDATE_DOCS`, `RAILYARD_CONFORMANCE_*`, "
         "`RAILYARD_SKIP_FUZZ`, `RAILYARD_FUZZ_*`, `RAILYARD_TEST_OVERLAP`, "
-        "`RAILYARD_TEST_DEBUG_FLAGS`, `RAILYARD_TEST_OPT_FLAGS`) are not "
+        "`RAILYARD_TEST_DEBUG_FLAGS`, `RAILYARD_TEST_OPT_FLAGS`, `RAILYARD_TEST_UNITY`) are not "
         "the plugin's and draw no warning.\n";
   md += "\nRegenerate this file with `railyard-config-doc docs/configuration.md` "
         "(target `railyard-config-doc`), or run the `config_doc_test` unit test (`ConfigDoc.*` in "
