@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <random>
 
 #include "env/log.h"
@@ -160,12 +161,15 @@ void VerbsWorker::Detach(VerbsEndpoint* ep) {
 }
 
 void VerbsWorker::AcceptNew() {
-  size_t settingUp = static_cast<size_t>(
-      std::count_if(targets_.begin(), targets_.end(), [](const auto& t) { return t->SettingUp(); }));
+  std::optional<size_t> settingUp;  // counted once a socket comes (Progress is a hot loop)
   for (int i = 0; i < 16; ++i) {
     const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a transient error: the next Progress tries again
     proxy::Fd owned(fd);
+    if (!settingUp) {
+      settingUp = static_cast<size_t>(
+          std::count_if(targets_.begin(), targets_.end(), [](const auto& t) { return t->SettingUp(); }));
+    }
     // Logged for the first and then every 1024th: a flood of them writes little.
     if (!acceptOnlyFrom_.Allows(fd)) {
       if (offSource_++ % 1024 == 0) {
@@ -174,16 +178,16 @@ void VerbsWorker::AcceptNew() {
       }
       continue;
     }
-    if (settingUp >= kMaxSettingUp) {
+    if (*settingUp >= kMaxSettingUp) {
       if (overCap_++ % 1024 == 0) {
         RY_WARN("verbs fabric: %zu connections are already being set up; closed a new bootstrap socket (%llu so far)",
-                settingUp, static_cast<unsigned long long>(overCap_));
+                *settingUp, static_cast<unsigned long long>(overCap_));
       }
       continue;
     }
     (void)proxy::TuneTcpSocket(fd, 0);
     targets_.push_back(std::make_unique<VerbsTarget>(this, std::move(owned)));
-    ++settingUp;
+    ++*settingUp;
     armed_ = false;
   }
 }
