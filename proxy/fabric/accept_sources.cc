@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
+#include <utility>
+
 namespace railyard::fabric {
 
 Status AcceptSources::Parse(const std::vector<std::string>& list, const std::string& what, AcceptSources* out) {

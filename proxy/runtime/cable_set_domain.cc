@@ -16,14 +16,15 @@
 
 #include "env/log.h"
 #include "proxy/fabric/address_record.h"
+#include "proxy/fabric/random_id.h"
 #include "proxy/fabric/relay/multi_route_endpoint.h"
 #include "proxy/fabric/relay/relay_client.h"
 #include "proxy/fabric/relay/routed_worker.h"
 #include "proxy/fabric/tcp/tcp_endpoint.h"
-#include "proxy/routing/router.h"
-#include "proxy/routing/socket_hops.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "proxy/fabric/verbs/verbs_wire.h"
+#include "proxy/routing/router.h"
+#include "proxy/routing/socket_hops.h"
 #include "proxy/runtime/cable_endpoint.h"
 
 namespace railyard::runtime {
@@ -35,13 +36,6 @@ constexpr size_t kHostPerRail = 8;
 
 /// A 127/8 address (network order): a host-local rail (HostLocalIpv4).
 bool IsHostLocal(uint32_t ipv4) { return (ntohl(ipv4) >> 24) == 127; }
-
-uint64_t RandomCableSetId() {
-  std::random_device rd;
-  uint64_t id = 0;
-  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  return id;
-}
 
 std::string Ipv4Text(uint32_t networkOrder) {
   in_addr a{};
@@ -72,7 +66,7 @@ struct Cable {
 /// See cable_set_domain.h.
 class CableSetWorker : public fabric::Worker {
  public:
-  CableSetWorker() : id_(RandomCableSetId()) {}
+  CableSetWorker() : id_(fabric::RandomNonZeroId()) {}
   ~CableSetWorker() override {
     for (Cable& c : cables_) c.worker.reset();  // Workers before their Domains (verbs ones are the set's)
     local_.reset();

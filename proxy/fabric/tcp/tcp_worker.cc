@@ -11,6 +11,7 @@
 #include <random>
 
 #include "env/log.h"
+#include "proxy/fabric/random_id.h"
 #include "proxy/fabric/tcp/tcp_endpoint.h"
 #include "proxy/fabric/tcp/tcp_target.h"
 
@@ -21,13 +22,6 @@ namespace {
 constexpr size_t kMaxPending = 256;
 /// Peers' connections one Worker serves at once, at most.
 constexpr size_t kMaxTargets = 1024;
-
-uint64_t RandomId() {
-  std::random_device rd;
-  uint64_t id = 0;
-  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  return id;
-}
 
 /// Tells a peer whose hello is of another wire version why its socket closes: one
 /// NACK (errc kVersion, `why` as text) in this build's version, which the peer's
@@ -51,7 +45,7 @@ TcpWorker::TcpWorker(TcpDomain* domain) : domain_(domain) {}
 
 Status TcpWorker::Create(TcpDomain* domain, std::unique_ptr<Worker>* out) {
   std::unique_ptr<TcpWorker> w(new TcpWorker(domain));
-  w->address_.workerId = RandomId();
+  w->address_.workerId = RandomNonZeroId();
   RY_RETURN_IF_ERROR(AcceptSources::Parse(domain->options().acceptOnlyFrom, "TCP fabric", &w->acceptOnlyFrom_));
   w->epoll_ = proxy::Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!w->epoll_.valid()) return SystemError("fabric worker: epoll_create1: " + proxy::ErrnoText(errno));

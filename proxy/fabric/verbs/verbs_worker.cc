@@ -12,19 +12,11 @@
 #include <random>
 
 #include "env/log.h"
+#include "proxy/fabric/random_id.h"
 #include "proxy/fabric/verbs/verbs_endpoint.h"
 #include "proxy/fabric/verbs/verbs_target.h"
 
 namespace railyard::fabric::verbs {
-
-namespace {
-uint64_t RandomWorkerId() {
-  std::random_device rd;
-  uint64_t id = 0;
-  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  return id;
-}
-}  // namespace
 
 VerbsWorker::VerbsWorker(VerbsDomain* domain) : domain_(domain) {}
 
@@ -55,7 +47,7 @@ Status VerbsWorker::Create(VerbsDomain* domain, std::unique_ptr<Worker>* out) {
   if (::getsockname(w->listener_.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     return SystemError(where + ": getsockname: " + proxy::ErrnoText(errno));
   }
-  w->address_.workerId = RandomWorkerId();
+  w->address_.workerId = RandomNonZeroId();
   w->address_.ipv4 = sa.sin_addr.s_addr;
   w->address_.port = ntohs(sa.sin_port);
   w->address_.rails = static_cast<uint16_t>(domain->rails().size());
