@@ -63,8 +63,14 @@ struct CollComm::Active {
   bool acquiredRecv = false;
   const fabric::Region* recvRegion = nullptr;
   Plan plan;
-  uint8_t* work = nullptr;    ///< Buf::kWork (AccumType elements), inside work_
-  uint8_t* gather = nullptr;  ///< Buf::kGather, inside work_
+  bool planned = false;       ///< PlanOp ran: algorithm, plan, sizes
+  Algorithm algorithm = Algorithm::kRing;
+  uint64_t workBytes = 0;     ///< the accumulator's bytes (64-byte multiple)
+  uint64_t bufferBytes = 0;   ///< the whole work buffer this op takes from the pool
+  bool holdsWork = false;     ///< workBuf is this op's (from Begin until it finishes)
+  WorkBuffer workBuf;
+  uint8_t* work = nullptr;    ///< Buf::kWork (AccumType elements), inside workBuf
+  uint8_t* gather = nullptr;  ///< Buf::kGather, inside workBuf
   uint8_t* scratch = nullptr; ///< one-shot's second accumulator
   size_t tb = 0, ab = 0, gb = 0;
   uint64_t rbase = 0;         ///< result index of global element 0 is -rbase (reducescatter)
@@ -89,7 +95,7 @@ struct CollComm::Active {
 
 CollComm::CollComm(fabric::Worker& worker, fabric::RegistrationCache& cache, int rank, int nranks,
                    CollOptions options)
-    : worker_(worker), cache_(cache), rank_(rank), nranks_(nranks), options_(options) {
+    : worker_(worker), cache_(cache), rank_(rank), nranks_(nranks), options_(options), workPool_(cache) {
   lastProgress_ = Clock::now();
 }
 
@@ -97,10 +103,8 @@ CollComm::~CollComm() {
   for (auto& a : queue_) {
     if (a->acquiredRecv && a->recvRegion) (void)cache_.Release(a->recvRegion);
   }
-  endpoints_.clear();  // before the regions their ops may name
-  if (work_) (void)cache_.Release(work_);
+  endpoints_.clear();  // before the regions their ops may name (workPool_ frees its own after)
   if (staging_) (void)cache_.Release(staging_);
-  std::free(workMem_);
   std::free(stagingMem_);
 }
 
@@ -272,19 +276,6 @@ Status CollComm::Test(CollRequest* req, bool* done, uint64_t* bytes, bool progre
   return Status::Ok();
 }
 
-Status CollComm::EnsureWork(uint64_t bytes) {
-  if (bytes <= workBytes_) return Status::Ok();
-  if (work_) (void)cache_.Release(work_);
-  std::free(workMem_);
-  work_ = nullptr;
-  workBytes_ = 0;
-  workMem_ = AllocAligned(bytes);
-  if (!workMem_) return SystemError(Where() + ": cannot allocate " + std::to_string(bytes) + " work bytes");
-  RY_RETURN_IF_ERROR(cache_.Acquire(workMem_, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &work_));
-  workBytes_ = bytes;
-  return Status::Ok();
-}
-
 uint8_t* CollComm::Ptr(Active* a, Buf buf, uint64_t first) const {
   switch (buf) {
     case Buf::kWork: return a->work + first * a->ab;
@@ -295,17 +286,31 @@ uint8_t* CollComm::Ptr(Active* a, Buf buf, uint64_t first) const {
 }
 
 fabric::LocalSlice CollComm::Slice(Active* a, Buf buf, uint64_t first, uint64_t elems) const {
-  const fabric::Region* region = buf == Buf::kResult ? a->recvRegion : work_;
+  const fabric::Region* region = buf == Buf::kResult ? a->recvRegion : a->workBuf.region;
   const size_t eb = buf == Buf::kWork ? a->ab : buf == Buf::kGather ? a->gb : a->tb;
   return {region, reinterpret_cast<uint64_t>(Ptr(a, buf, first)) - region->base, elems * eb};
+}
+
+void CollComm::PlanOp(Active* a) const {
+  const CollOp& op = a->op;
+  a->planned = true;
+  a->tb = TypeBytes(op.type);
+  a->ab = TypeBytes(AccumType(op.type));
+  a->avgDivisor = op.op == RedOp::kAvg ? nranks_ : 1;
+  a->algorithm = nranks_ == 1 ? Algorithm::kRing : ChooseAlgorithm(op, options_.topology.shape, options_.smallBytes);
+  if (nranks_ > 1) a->plan = BuildPlan(op, a->algorithm, options_.topology, rank_, options_.chunkBytes / a->ab);
+  a->gb = a->plan.gatherAccum ? a->ab : a->tb;
+  // One buffer: the accumulator (twice for one-shot), then the gather buffer.
+  const bool reduces = op.kind != CollKind::kAllGather;
+  a->workBytes = reduces ? (op.TotalElems() * a->ab + 63) / 64 * 64 : 0;
+  const uint64_t scratchBytes = a->plan.oneShotFinish ? a->workBytes : 0;
+  a->bufferBytes = std::max<uint64_t>(a->workBytes + scratchBytes + a->plan.gatherElems * a->gb, 8);
 }
 
 Status CollComm::Begin(Active* a) {
   CollOp& op = a->op;
   a->begun = true;
-  a->tb = TypeBytes(op.type);
-  a->ab = TypeBytes(AccumType(op.type));
-  a->avgDivisor = op.op == RedOp::kAvg ? nranks_ : 1;
+  if (!a->planned) PlanOp(a);
   const uint64_t total = op.TotalElems();
   const uint64_t myFirst = op.BlockOffset(rank_);
   const uint64_t mine = op.blockElems[static_cast<size_t>(rank_)];
@@ -323,19 +328,16 @@ Status CollComm::Begin(Active* a) {
       a->acquiredRecv = true;
     }
   }
-  const Algorithm algo = nranks_ == 1 ? Algorithm::kRing : ChooseAlgorithm(op, options_.topology.shape, options_.smallBytes);
-  lastAlgorithm_ = algo;
-  if (nranks_ > 1) a->plan = BuildPlan(op, algo, options_.topology, rank_, options_.chunkBytes / a->ab);
-  a->gb = a->plan.gatherAccum ? a->ab : a->tb;
-  // One allocation, one registration: the accumulator (twice for one-shot), then the gather buffer.
-  const bool reduces = op.kind != CollKind::kAllGather;
-  const uint64_t workBytes = reduces ? (total * a->ab + 63) / 64 * 64 : 0;
-  const uint64_t scratchBytes = a->plan.oneShotFinish ? workBytes : 0;
-  const uint64_t gatherBytes = a->plan.gatherElems * a->gb;
-  RY_RETURN_IF_ERROR(EnsureWork(std::max<uint64_t>(workBytes + scratchBytes + gatherBytes, 8)));
-  a->work = workMem_;
-  a->scratch = workMem_ + workBytes;
-  a->gather = workMem_ + workBytes + scratchBytes;
+  lastAlgorithm_ = a->algorithm;
+  {
+    Status s = workPool_.Take(a->bufferBytes, &a->workBuf);
+    if (!s.ok()) return Status(s.code(), Where() + ": " + s.message());
+  }
+  a->holdsWork = true;
+  uint8_t* mem = a->workBuf.mem;
+  a->work = mem;
+  a->scratch = mem + a->workBytes;
+  a->gather = mem + a->workBytes + (a->plan.oneShotFinish ? a->workBytes : 0);
   uint8_t* recv = static_cast<uint8_t*>(op.recv);
   const uint8_t* send = static_cast<const uint8_t*>(op.send);
   if (op.kind == CollKind::kAllGather) {
@@ -368,7 +370,7 @@ void CollComm::FinishOneShot(Active* a) {
   FromAccum(op.type, op.recv, a->work, total, a->avgDivisor);
 }
 
-bool CollComm::Advance(Active* a, int s) {
+bool CollComm::Advance(Active* a, int s, bool mayReceive, bool maySend) {
   if (static_cast<size_t>(s) >= a->st.size()) return false;
   auto& st = a->st[static_cast<size_t>(s)];
   const StreamPlan& sp = a->plan.streams[static_cast<size_t>(s)];
@@ -380,8 +382,8 @@ bool CollComm::Advance(Active* a, int s) {
     return !r.valid() || a->st[static_cast<size_t>(r.stream)].recvDone[r.index] != 0;
   };
 
-  // Receive side: process landed chunks in stream order.
-  while (st.recvI < sp.recv.size()) {
+  // Receive side: process landed chunks in stream order (an earlier op's first).
+  while (mayReceive && st.recvI < sp.recv.size()) {
     const RecvItem& it = sp.recv[st.recvI];
     const uint64_t seq = sm.consumed;
     const size_t slot = seq % options_.slots;
@@ -404,7 +406,7 @@ bool CollComm::Advance(Active* a, int s) {
   }
 
   // Send side: post every chunk whose input is ready, while the right has room.
-  if (st.sendI >= sp.send.size()) return moved;
+  if (!maySend || st.sendI >= sp.send.size()) return moved;
   fabric::Endpoint* ep = EndpointTo(sm.right);
   const fabric::RemoteKey& key = stagingKeys_[sm.right];
   while (st.sendI < sp.send.size()) {
@@ -537,12 +539,22 @@ Status CollComm::Progress() {
   const size_t got = worker_.Progress(&events_);
   bool moved = got > 0;
   for (fabric::Event& ev : events_) OnEvent(ev);
-  // Ops run one at a time in post order; finished ones wait in the queue for Test.
+  // Ops begin in post order, up to kMaxOpsInFlight at once; on every stream an op
+  // receives and sends only after the ops before it are through with that stream
+  // (sequence numbers and staging slots are the stream's, shared by its ops).
+  // Finished ops wait in the queue for Test.
+  const size_t nstreams = streams_.size();
+  std::vector<uint8_t> mayReceive(nstreams, 1), maySend(nstreams, 1);
+  int inFlight = 0;
+  uint64_t inFlightBytes = 0;
   for (auto& entry : queue_) {
     if (!failed_.ok()) break;
     Active* a = entry.get();
     if (a->req.done) continue;
     if (!a->begun) {
+      if (inFlight >= kMaxOpsInFlight) break;
+      if (!a->planned) PlanOp(a);
+      if (inFlight > 0 && inFlightBytes + a->bufferBytes > kOverlapWorkBytes) break;
       Status s = Begin(a);
       if (!s.ok()) {
         // The peers would wait for this op forever: a local error fails the comm
@@ -552,10 +564,23 @@ Status CollComm::Progress() {
       }
       moved = true;
     }
-    for (size_t d = 0; d < a->st.size(); ++d) moved |= Advance(a, static_cast<int>(d));
-    if (!failed_.ok() || !a->Finished()) break;
+    ++inFlight;
+    inFlightBytes += a->bufferBytes;
+    for (size_t d = 0; d < a->st.size(); ++d) {
+      moved |= Advance(a, static_cast<int>(d), mayReceive[d] != 0, maySend[d] != 0);
+      const StreamPlan& sp = a->plan.streams[d];
+      if (a->st[d].recvI < sp.recv.size()) mayReceive[d] = 0;
+      if (a->st[d].sendI < sp.send.size()) maySend[d] = 0;
+    }
+    if (!failed_.ok() || !a->Finished()) continue;
     if (a->plan.oneShotFinish) FinishOneShot(a);
     a->req.done = true;
+    --inFlight;
+    inFlightBytes -= a->bufferBytes;
+    if (a->holdsWork) {
+      workPool_.Give(a->workBuf);
+      a->holdsWork = false;
+    }
     if (a->acquiredRecv && a->recvRegion) {
       (void)cache_.Release(a->recvRegion);
       a->acquiredRecv = false;

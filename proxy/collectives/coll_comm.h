@@ -32,6 +32,7 @@
 #include "proxy/collectives/coll_op.h"
 #include "proxy/collectives/plan.h"
 #include "proxy/collectives/shape.h"
+#include "proxy/collectives/work_pool.h"
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/endpoint.h"
 #include "proxy/fabric/registration_cache.h"
@@ -76,8 +77,11 @@ class CollComm {
   CollComm(const CollComm&) = delete;
   CollComm& operator=(const CollComm&) = delete;
 
-  /// Queues a collective (ops run one after another, in post order, which must be the
-  /// same on every rank, as NCCL guarantees). InvalidArgument for a malformed op
+  /// Queues a collective. Ops run in post order, which must be the same on every rank,
+  /// as NCCL guarantees; up to kMaxOpsInFlight of them run at once, each stream
+  /// carrying one op's chunks after the previous op's, so the next op starts sending
+  /// while the last chunks of the one before drain (NCCL's CollNet proxy keeps several
+  /// collectives posted; so do back-to-back benchmark iterations). InvalidArgument for a malformed op
   /// (block count != nranks, NULL buffers with bytes, AllGather not kUint8); the
   /// comm's error once it has failed. `*out` stays valid until Test finishes it.
   Status Post(CollOp op, CollRequest** out, bool progress = true);
@@ -92,6 +96,11 @@ class CollComm {
   bool LastProgressMoved() const { return lastMoved_; }
   /// Moves data: polls the Worker, reduces what landed, posts what may go. Never blocks.
   Status Progress();
+
+  /// Ops running at once, at most; a later op also waits while the work buffers of
+  /// those running would pass kOverlapWorkBytes with it (one op alone always runs).
+  static constexpr int kMaxOpsInFlight = 4;
+  static constexpr uint64_t kOverlapWorkBytes = 512ull << 20;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -108,15 +117,15 @@ class CollComm {
            CollOptions options);
 
   Status ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addresses);
+  void PlanOp(Active* a) const;
   Status Begin(Active* a);
-  bool Advance(Active* a, int stream);
+  bool Advance(Active* a, int stream, bool mayReceive, bool maySend);
   uint8_t* Ptr(Active* a, Buf buf, uint64_t first) const;
   fabric::LocalSlice Slice(Active* a, Buf buf, uint64_t first, uint64_t elems) const;
   void FinishOneShot(Active* a);
   void OnEvent(fabric::Event& ev);
   void SendCredits();
   void Fail(Status s, bool fromAbort = false, uint32_t origin = 0);
-  Status EnsureWork(uint64_t bytes);
   fabric::Endpoint* EndpointTo(int peerRank);
   std::string Where() const;
 
@@ -129,9 +138,7 @@ class CollComm {
   std::map<int, fabric::RemoteKey> stagingKeys_;                ///< peers' staging
   uint8_t* stagingMem_ = nullptr;
   const fabric::Region* staging_ = nullptr;  ///< [stream][slot] x chunkBytes
-  uint8_t* workMem_ = nullptr;
-  uint64_t workBytes_ = 0;
-  const fabric::Region* work_ = nullptr;
+  WorkPool workPool_;  ///< the running ops' work buffers (~CollComm ends the endpoints first)
   std::vector<std::unique_ptr<Stream>> streams_;  ///< indexed like PeersOf
   Algorithm lastAlgorithm_ = Algorithm::kRing;
   std::deque<std::unique_ptr<Active>> queue_;     ///< front = running

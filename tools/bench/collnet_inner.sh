@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CollNet benchmark inside `testbed.sh run --lane ring4x2 --rate R --` (see
 # tools/bench/collnet.sh). Prints the raw tables: Railyard allreduce (CollNet, shape from
-# the handles), p2p sendrecv h0<->h1, Open MPI MPI_Allreduce with kernel forwarding.
+# the handles; iterations back to back as nccl-tests runs them, then each waited for),
+# p2p sendrecv h0<->h1, Open MPI MPI_Allreduce with kernel forwarding.
 set -uo pipefail
 build="${1:?build dir}" mpibin="${2:?mpi_allreduce binary}" rate="${3:?rate}"
 perf="$build/tools/railyard-perf/railyard-perf" lib="$build/lib/libnccl-net-railyard.so"
@@ -22,8 +23,10 @@ run_perf() {  # nranks args... (IFN_<rank> overrides a rank's RAILYARD_SOCKET_IF
   for p in "${pids[@]}"; do wait "$p" || { echo "railyard-perf failed:"; tail -n 5 "$tmp"/e.*; }; done
   cat "$tmp/o.0"
 }
-echo "## railyard allreduce (CollNet) on the ring of $n, every rail tbf $rate"
-run_perf "$n" -p allreduce -d float -o sum -b 8K -e 16M -f 2 -n 5 -w 1 -c 0 -T 600
+echo "## railyard allreduce (CollNet, -z 0: iterations back to back) on the ring of $n, every rail tbf $rate"
+run_perf "$n" -p allreduce -d float -o sum -b 8K -e 16M -f 2 -n 10 -w 2 -c 0 -z 0 -T 600
+echo "## railyard allreduce-blocking (CollNet, -z 1: each iteration waited for) on the ring of $n, every rail tbf $rate"
+run_perf "$n" -p allreduce -d float -o sum -b 8K -e 16M -f 2 -n 10 -w 2 -c 0 -z 1 -T 600
 echo "## iperf3 ceiling: one TCP flow on every rail in each direction at once, 5 s"
 iperf_ceiling() {  # prints "iperf3 flows K sum MBITS"
   local -a A H

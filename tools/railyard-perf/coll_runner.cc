@@ -71,10 +71,48 @@ class CollRun {
   int version_ = 0;
   void* ctx_ = nullptr;
   void* comm_ = nullptr;
-  Buffer send_, recv_;
-  void* sendMh_ = nullptr;
-  void* recvMh_ = nullptr;
+  /// Timed iterations in flight at most when not blocking (-z 0), each on its own
+  /// buffers: a collective's buffers are its own until it finishes.
+  static constexpr int kInFlight = 2;
+  /// The timed iterations of -z 0: iteration i runs on buffer set i % kInFlight and
+  /// is posted once iteration i - kInFlight has finished (and been checked, -c 1).
+  /// *us: the whole loop; *wrong: elements that failed the check.
+  Status TimeBackToBack(const CollPattern& pat, const CollShape& sh, CollArgs a[kInFlight],
+                        const std::chrono::steady_clock::time_point& deadline, double* us, std::size_t* wrong);
+
+  Buffer send_[kInFlight], recv_[kInFlight];
+  void* sendMh_[kInFlight] = {};
+  void* recvMh_[kInFlight] = {};
 };
+
+Status CollRun::TimeBackToBack(const CollPattern& pat, const CollShape& sh, CollArgs a[kInFlight],
+                               const std::chrono::steady_clock::time_point& deadline, double* us,
+                               std::size_t* wrong) {
+  void* req[kInFlight] = {};
+  std::uint64_t salt[kInFlight] = {};
+  // Waits for the iteration on buffer set k, then checks it (-c 1).
+  auto finish = [&](int k) -> Status {
+    if (!req[k]) return Status::Ok();
+    RY_RETURN_IF_ERROR(Wait(req[k], deadline));
+    req[k] = nullptr;
+    if (opts_.check) *wrong += pat.check(a[k], sh, salt[k]);
+    return Status::Ok();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int it = 0; it < opts_.iters; ++it) {
+    const int k = it % kInFlight;
+    RY_RETURN_IF_ERROR(finish(k));  // iteration it - kInFlight
+    if (opts_.check) {  // peers read this input only through this rank's own sends: no barrier
+      salt[k] = std::uint64_t(it) + 1;
+      pat.fill(a[k], sh, salt[k]);
+      std::memset(a[k].recv, 0xff, sh.recvBytes);
+    }
+    RY_RETURN_IF_ERROR(Call("post", pat.post(a[k], sh, &req[k])));
+  }
+  for (int i = 0; i < kInFlight; ++i) RY_RETURN_IF_ERROR(finish((opts_.iters + i) % kInFlight));  // in post order
+  *us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
 
 Status CollRun::Open() {
   OpenRequest req;
@@ -167,28 +205,35 @@ Status CollRun::Run(long long* wrongTotal) {
     maxSend = std::max(maxSend, sh.sendBytes);
     maxRecv = std::max(maxRecv, sh.recvBytes);
   }
-  send_ = Alloc(maxSend);
-  recv_ = Alloc(maxRecv);
-  RY_RETURN_IF_ERROR(Call("regMr", table_->regMr(comm_, send_.get(), std::max<std::size_t>(maxSend, 1), NCCL_PTR_HOST, &sendMh_)));
-  RY_RETURN_IF_ERROR(Call("regMr", table_->regMr(comm_, recv_.get(), std::max<std::size_t>(maxRecv, 1), NCCL_PTR_HOST, &recvMh_)));
-
-  CollArgs a;
-  a.table = table_;
-  a.comm = comm_;
-  a.send = send_.get();
-  a.recv = recv_.get();
-  a.sendMh = sendMh_;
-  a.recvMh = recvMh_;
-  a.rank = me_;
-  a.nranks = n_;
-  a.type = type;
-  a.op = op;
+  const int sets = opts_.blocking ? 1 : kInFlight;
+  CollArgs args[kInFlight];
+  for (int k = 0; k < sets; ++k) {
+    send_[k] = Alloc(maxSend);
+    recv_[k] = Alloc(maxRecv);
+    RY_RETURN_IF_ERROR(Call("regMr", table_->regMr(comm_, send_[k].get(), std::max<std::size_t>(maxSend, 1),
+                                                   NCCL_PTR_HOST, &sendMh_[k])));
+    RY_RETURN_IF_ERROR(Call("regMr", table_->regMr(comm_, recv_[k].get(), std::max<std::size_t>(maxRecv, 1),
+                                                   NCCL_PTR_HOST, &recvMh_[k])));
+    CollArgs& a = args[k];
+    a.table = table_;
+    a.comm = comm_;
+    a.send = send_[k].get();
+    a.recv = recv_[k].get();
+    a.sendMh = sendMh_[k];
+    a.recvMh = recvMh_[k];
+    a.rank = me_;
+    a.nranks = n_;
+    a.type = type;
+    a.op = op;
+  }
+  const CollArgs& a = args[0];
   if (me_ == 0) {
     std::printf("# railyard-perf %s through %s (ncclCollNetPlugin_v%d), %d ranks, datatype %s, op %s\n",
                 PatternName(opts_.pattern), net_.path.c_str(), version_, n_, collectives::TypeName(type),
                 collectives::OpName(op));
-    std::printf("# busbw factor %.4f, %d warm-up + %d timed iterations per size, check %d\n#\n",
-                BusBwFactor(opts_.pattern, n_), opts_.warmupIters, opts_.iters, opts_.check);
+    std::printf("# busbw factor %.4f, %d warm-up + %d timed iterations per size, check %d, %s\n#\n",
+                BusBwFactor(opts_.pattern, n_), opts_.warmupIters, opts_.iters, opts_.check,
+                sets > 1 ? "timed iterations back to back (2 in flight, -z 0)" : "each iteration waited for (-z 1)");
     std::fputs(TableHeader().c_str(), stdout);
   }
   std::vector<Row> rows;
@@ -208,10 +253,14 @@ Status CollRun::Run(long long* wrongTotal) {
     }
     double us = 0;
     std::size_t wrong = 0;
-    for (int it = 0; it < opts_.iters; ++it) {
+    if (sets > 1) {
+      for (int k = 1; k < sets; ++k) pat.fill(args[k], sh, 0);
+      RY_RETURN_IF_ERROR(TimeBackToBack(pat, sh, args, deadline, &us, &wrong));
+    }
+    for (int it = 0; sets == 1 && it < opts_.iters; ++it) {
       if (opts_.check) {
         pat.fill(a, sh, std::uint64_t(it) + 1);
-        std::memset(recv_.get(), 0xff, sh.recvBytes);
+        std::memset(recv_[0].get(), 0xff, sh.recvBytes);
         RY_RETURN_IF_ERROR(boot_.Barrier());  // every rank's input is in place
       }
       const auto t0 = std::chrono::steady_clock::now();
@@ -247,12 +296,14 @@ Status CollRun::Run(long long* wrongTotal) {
 
 void CollRun::Cleanup() {
   if (table_ && comm_) {
-    if (sendMh_) (void)table_->deregMr(comm_, sendMh_);
-    if (recvMh_) (void)table_->deregMr(comm_, recvMh_);
+    for (int k = 0; k < kInFlight; ++k) {
+      if (sendMh_[k]) (void)table_->deregMr(comm_, sendMh_[k]);
+      if (recvMh_[k]) (void)table_->deregMr(comm_, recvMh_[k]);
+    }
     (void)table_->closeColl(comm_);
   }
   comm_ = nullptr;
-  sendMh_ = recvMh_ = nullptr;
+  for (int k = 0; k < kInFlight; ++k) sendMh_[k] = recvMh_[k] = nullptr;
   if (table_ && ctx_) (void)table_->finalize(ctx_);
   ctx_ = nullptr;
   table_ = nullptr;

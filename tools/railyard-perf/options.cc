@@ -111,6 +111,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
       ->capture_default_str()->check(tools::InRange(0, 1 << 24));
   app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration, 0 = off (N/A)")
       ->capture_default_str()->check(tools::InRange(0, 1));
+  app.add_option("-z,--blocking", o.blocking,
+                 "collectives: 1 = wait for each timed iteration before posting the next; 0 = post them back "
+                 "to back, 2 in flight on two sets of buffers (as nccl-tests enqueues them)")
+      ->capture_default_str()->check(tools::InRange(0, 1));
   app.add_option("-p,--pattern", pattern,
                  "sendrecv | ring | alltoall | allreduce | allgather | reducescatter | gin-put | gin-signal | gin-alltoall | "
                  "gin-put-oneway")

@@ -30,6 +30,11 @@ struct Options {
   int iters = 20;                     ///< -n/--iters
   int warmupIters = 5;                ///< -w/--warmup_iters (nccl-tests uses 1; we use 5)
   int check = 1;                      ///< -c/--check: 1 = verify every timed iteration, 0 = off
+  /// -z/--blocking (collectives, nccl-tests' flag): 0 = timed iterations are posted back
+  /// to back, the next one before the last has finished (at most 2 in flight, on two
+  /// sets of buffers; -c 1 checks each as it finishes), as nccl-tests enqueues them on
+  /// its stream; 1 = wait for each before posting the next.
+  int blocking = 0;
   Pattern pattern = Pattern::kRing;   ///< -p/--pattern sendrecv|ring|alltoall|allreduce|allgather|reducescatter|gin-put|gin-signal|gin-alltoall
   std::string datatype = "float";     ///< -d/--datatype (collectives; nccl-tests names: int8 .. f8e5m2)
   std::string op = "sum";             ///< -o/--op (collectives): sum, prod, max, min, avg
