@@ -318,10 +318,15 @@ Status CollComm::Begin(Active* a) {
   const uint64_t recvBytes = (op.kind == CollKind::kReduceScatter ? mine : total) * a->tb;
   if (recvBytes) {
     if (op.recvRegion) {
+      // Held for the op (the caller's deregMr cannot pull it from under a running op);
+      // a handle that is no registration of this cache is refused before it is read.
+      Status held = cache_.Retain(op.recvRegion);
+      if (!held.ok()) return InvalidArgument(Where() + ": the receive buffer's handle: " + held.message());
+      a->recvRegion = op.recvRegion;
+      a->acquiredRecv = true;
       if (!op.recvRegion->Contains(reinterpret_cast<uint64_t>(op.recv), recvBytes)) {
         return InvalidArgument(Where() + ": the receive buffer is not inside its registration");
       }
-      a->recvRegion = op.recvRegion;
     } else {
       RY_RETURN_IF_ERROR(cache_.Acquire(op.recv, recvBytes, fabric::kAccessLocal, fabric::MemoryKind::kHost,
                                         &a->recvRegion));
@@ -554,7 +559,7 @@ Status CollComm::Progress() {
     if (!a->begun) {
       if (inFlight >= kMaxOpsInFlight) break;
       if (!a->planned) PlanOp(a);
-      if (inFlight > 0 && inFlightBytes + a->bufferBytes > kOverlapWorkBytes) break;
+      if (inFlight > 0 && inFlightBytes + workPool_.TakeSize(a->bufferBytes) > kOverlapWorkBytes) break;
       Status s = Begin(a);
       if (!s.ok()) {
         // The peers would wait for this op forever: a local error fails the comm
@@ -565,7 +570,7 @@ Status CollComm::Progress() {
       moved = true;
     }
     ++inFlight;
-    inFlightBytes += a->bufferBytes;
+    inFlightBytes += a->workBuf.bytes;  // what it holds (a pooled buffer may be larger than asked)
     for (size_t d = 0; d < a->st.size(); ++d) {
       moved |= Advance(a, static_cast<int>(d), mayReceive[d] != 0, maySend[d] != 0);
       const StreamPlan& sp = a->plan.streams[d];
@@ -576,9 +581,10 @@ Status CollComm::Progress() {
     if (a->plan.oneShotFinish) FinishOneShot(a);
     a->req.done = true;
     --inFlight;
-    inFlightBytes -= a->bufferBytes;
+    inFlightBytes -= a->workBuf.bytes;
     if (a->holdsWork) {
       workPool_.Give(a->workBuf);
+      workPool_.TrimIdle(kOverlapWorkBytes);
       a->holdsWork = false;
     }
     if (a->acquiredRecv && a->recvRegion) {

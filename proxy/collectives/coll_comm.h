@@ -97,8 +97,10 @@ class CollComm {
   /// Moves data: polls the Worker, reduces what landed, posts what may go. Never blocks.
   Status Progress();
 
-  /// Ops running at once, at most; a later op also waits while the work buffers of
-  /// those running would pass kOverlapWorkBytes with it (one op alone always runs).
+  /// Ops running at once, at most; a later op also waits while the work buffers
+  /// held by those running would pass kOverlapWorkBytes with the one it would take
+  /// (one op alone always runs), and the pool keeps idle buffers only up to that
+  /// amount (its largest always: WorkPool::TrimIdle).
   static constexpr int kMaxOpsInFlight = 4;
   static constexpr uint64_t kOverlapWorkBytes = 512ull << 20;
 

@@ -15,6 +15,12 @@ void WorkPool::Free(Slot& slot) {
   slot = Slot{};
 }
 
+size_t WorkPool::buffers() const {
+  size_t n = 0;
+  for (const Slot& s : slots_) n += s.buffer.mem != nullptr;
+  return n;
+}
+
 uint64_t WorkPool::bytesHeld() const {
   uint64_t b = 0;
   for (const Slot& s : slots_) b += s.buffer.bytes;
@@ -55,6 +61,31 @@ Status WorkPool::Take(uint64_t bytes, WorkBuffer* out) {
   best->busy = true;
   *out = best->buffer;
   return Status::Ok();
+}
+
+uint64_t WorkPool::TakeSize(uint64_t bytes) const {
+  if (bytes == 0) bytes = 1;
+  uint64_t best = 0;
+  for (const Slot& s : slots_) {
+    if (!s.busy && s.buffer.bytes >= bytes && (best == 0 || s.buffer.bytes < best)) best = s.buffer.bytes;
+  }
+  return best ? best : (bytes + 4095) / 4096 * 4096;
+}
+
+void WorkPool::TrimIdle(uint64_t maxBytes) {
+  Slot* largest = nullptr;
+  for (Slot& s : slots_) {
+    if (!s.busy && s.buffer.mem && (!largest || s.buffer.bytes > largest->buffer.bytes)) largest = &s;
+  }
+  while (bytesHeld() > maxBytes) {
+    Slot* smallest = nullptr;
+    for (Slot& s : slots_) {
+      if (s.busy || !s.buffer.mem || &s == largest) continue;
+      if (!smallest || s.buffer.bytes < smallest->buffer.bytes) smallest = &s;
+    }
+    if (!smallest) return;
+    Free(*smallest);
+  }
 }
 
 void WorkPool::Give(const WorkBuffer& buffer) {

@@ -37,10 +37,16 @@ class WorkPool {
   /// valid until Give. SystemError when the memory cannot be allocated; the
   /// registration cache's error when it cannot be registered.
   Status Take(uint64_t bytes, WorkBuffer* out);
+  /// The size of the buffer Take(bytes) would hand out now (an idle one may be larger).
+  uint64_t TakeSize(uint64_t bytes) const;
   /// Returns the buffer Take handed out (its contents are not kept).
   void Give(const WorkBuffer& buffer);
+  /// Frees idle buffers, smallest first, while the pool holds more than `maxBytes`;
+  /// the largest idle buffer is always kept (the next op of that size reuses it
+  /// instead of registering again).
+  void TrimIdle(uint64_t maxBytes);
   /// Buffers held (idle and in use), and bytes held.
-  size_t buffers() const { return slots_.size(); }
+  size_t buffers() const;
   uint64_t bytesHeld() const;
 
  private:

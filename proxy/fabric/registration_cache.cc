@@ -72,6 +72,21 @@ Status RegistrationCache::Release(const Region* region) {
                          ", which it did not hand out or whose counts are all released");
 }
 
+Status RegistrationCache::Retain(const Region* region) {
+  std::lock_guard lock(mu_);
+  if (region != nullptr) {
+    for (auto& [base, entry] : byBase_) {  // by pointer: `region` may be garbage
+      if (entry.region != region) continue;
+      ++entry.refs;
+      return Status::Ok();
+    }
+  }
+  char what[96];
+  std::snprintf(what, sizeof(what), "region %p", static_cast<const void*>(region));
+  return InvalidArgument(std::string("registration cache: retain of ") + what +
+                         ", which it did not hand out or whose counts are all released");
+}
+
 uint64_t RegistrationCache::References(const Region* region) const {
   std::lock_guard lock(mu_);
   if (region == nullptr) return 0;

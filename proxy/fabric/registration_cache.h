@@ -61,6 +61,13 @@ class RegistrationCache {
   /// which no byte lands in it or leaves it). InvalidArgument for a region this
   /// cache did not hand out or whose counts are all released.
   Status Release(const Region* region);
+  /// Takes one more count on a live `region` this cache handed out (found by pointer,
+  /// never dereferenced), so a user's Release of its own count cannot deregister it
+  /// while the taker still uses it; dropped with Release. InvalidArgument for a region
+  /// this cache did not hand out or whose counts are all released (e.g. a handle from
+  /// a peer or a caller that is not, or no longer, a registration). Added 2026-12-06
+  /// (collectives: a running op holds the receive buffer NCCL registered).
+  Status Retain(const Region* region);
   /// Counts taken on `region` and not released (0 for one not handed out here).
   uint64_t References(const Region* region) const;
   Stats stats() const;

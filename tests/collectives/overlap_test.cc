@@ -167,7 +167,7 @@ TEST(Overlap, OpsPostedTogetherOverTcpLoopback) {
   CheckBatch("tcp", kCases[0]);
 }
 
-TEST(WorkPool, ReusesTheSmallestIdleBufferThatFitsAndReplacesOneTooSmall) {
+TEST(WorkPool, ReusesTheSmallestIdleBufferThatFitsReplacesOneTooSmallAndTrims) {
   std::unique_ptr<fabric::Domain> domain;
   ASSERT_TRUE(MakeDomain("fake", 1000, &domain).ok());
   fabric::RegistrationCache cache(*domain);
@@ -195,6 +195,20 @@ TEST(WorkPool, ReusesTheSmallestIdleBufferThatFitsAndReplacesOneTooSmall) {
     EXPECT_GE(e.bytes, 1u << 20);
     EXPECT_EQ(pool.bytesHeld(), e.bytes + d.bytes);
     EXPECT_EQ(cache.stats().live, 2u);
+    // What Take would hand out: the smallest idle buffer that fits, else a new rounded one.
+    EXPECT_EQ(pool.TakeSize(4097), 8192u);
+    pool.Give(e);
+    EXPECT_EQ(pool.TakeSize(4097), e.bytes);
+    pool.Give(d);
+    EXPECT_EQ(pool.TakeSize(4097), d.bytes);  // d (b's buffer) is the smaller idle one
+    // Trimming frees idle buffers, smallest first, and always keeps the largest.
+    pool.TrimIdle(0);
+    EXPECT_EQ(pool.buffers(), 1u);
+    EXPECT_EQ(pool.bytesHeld(), e.bytes);
+    EXPECT_EQ(cache.stats().live, 1u);
+    WorkBuffer f;
+    ASSERT_TRUE(pool.Take(100, &f).ok());  // the one kept is reused
+    EXPECT_EQ(f.mem, e.mem);
   }
   EXPECT_EQ(cache.stats().live, 0u);  // the pool deregisters what it held
 }

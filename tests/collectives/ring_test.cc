@@ -284,6 +284,32 @@ TEST(Ring, ARankThatNeverPostsTimesOutItsNeighboursWithANamedError) {
   Destroy(&ranks);
 }
 
+TEST(Ring, AReceiveHandleThatIsNoRegistrationFailsNamedWithoutBeingRead) {
+  // NCCL's recvMhandle reaches CollOp::recvRegion as it is: a pointer that is no live
+  // registration of the comm's cache (garbage, or deregistered) must fail the op with
+  // a named error before anything reads through it (it would crash here otherwise).
+  std::vector<RankSide> ranks;
+  ASSERT_TRUE(MakeRing("fake", 2, SmallChunks(), &ranks).ok());
+  std::vector<Status> st(2, Status::Ok());
+  OnEveryRank(2, [&](int r) {
+    std::vector<float> in(64, 1.f), out(64);
+    CollOp c;
+    c.blockElems = EvenBlocks(in.size(), 2);
+    c.send = in.data();
+    c.recv = out.data();
+    c.recvRegion = reinterpret_cast<const fabric::Region*>(0x10);
+    st[static_cast<size_t>(r)] = RunOp(*ranks[static_cast<size_t>(r)].comm, c);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(st[static_cast<size_t>(r)].ok()) << "rank " << r;
+  }
+  // At least one rank names the handle; the other may learn of it from the abort.
+  const bool named = st[0].message().find("receive buffer's handle") != std::string::npos ||
+                     st[1].message().find("receive buffer's handle") != std::string::npos;
+  EXPECT_TRUE(named) << st[0].message() << " / " << st[1].message();
+  Destroy(&ranks);
+}
+
 TEST(Ring, ConnectRejectsBadArguments) {
   std::vector<RankSide> ranks;
   ASSERT_TRUE(MakeRing("fake", 1, SmallChunks(), &ranks).ok());

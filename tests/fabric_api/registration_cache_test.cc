@@ -76,6 +76,24 @@ TEST_P(RegistrationCacheTest, LastReleaseDeregisters) {
   ASSERT_TRUE(cache_->Release(c).ok());
 }
 
+TEST_P(RegistrationCacheTest, RetainKeepsARegionAliveAfterItsOwnersRelease) {
+  const Region* a = nullptr;
+  ASSERT_TRUE(cache_->Acquire(mem_.data(), 8192, kAccessAll, MemoryKind::kHost, &a).ok());
+  ASSERT_TRUE(cache_->Retain(a).ok());
+  EXPECT_EQ(cache_->References(a), 2u);
+  ASSERT_TRUE(cache_->Release(a).ok());  // the owner's deregMr
+  EXPECT_EQ(cache_->stats().live, 1u);    // still registered for the retainer
+  EXPECT_TRUE(a->Contains(reinterpret_cast<uint64_t>(mem_.data()), 8192));
+  ASSERT_TRUE(cache_->Release(a).ok());
+  EXPECT_EQ(cache_->stats().live, 0u);
+  // A released or foreign handle is refused by pointer, never read.
+  Status gone = cache_->Retain(a);
+  EXPECT_EQ(gone.code(), Code::kInvalidArgument) << gone.message();
+  Status foreign = cache_->Retain(reinterpret_cast<const Region*>(0x1));
+  EXPECT_EQ(foreign.code(), Code::kInvalidArgument) << foreign.message();
+  EXPECT_EQ(cache_->Retain(nullptr).code(), Code::kInvalidArgument);
+}
+
 TEST_P(RegistrationCacheTest, BadInputIsTheDomainsErrorAndLeavesOutAlone) {
   const Region* sentinel = reinterpret_cast<const Region*>(0x1);
   const Region* out = sentinel;
