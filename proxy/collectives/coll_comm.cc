@@ -298,7 +298,10 @@ void CollComm::PlanOp(Active* a) const {
   a->ab = TypeBytes(AccumType(op.type));
   a->avgDivisor = op.op == RedOp::kAvg ? nranks_ : 1;
   a->algorithm = nranks_ == 1 ? Algorithm::kRing : ChooseAlgorithm(op, options_.topology.shape, options_.smallBytes);
-  if (nranks_ > 1) a->plan = BuildPlan(op, a->algorithm, options_.topology, rank_, options_.chunkBytes / a->ab);
+  if (nranks_ > 1) {
+    a->plan = BuildPlan(op, a->algorithm, options_.topology, rank_,
+                        ChunkElemsFor(op, a->algorithm, options_.chunkBytes / a->ab));
+  }
   a->gb = a->plan.gatherAccum ? a->ab : a->tb;
   // One buffer: the accumulator (twice for one-shot), then the gather buffer.
   const bool reduces = op.kind != CollKind::kAllGather;

@@ -263,6 +263,14 @@ Algorithm ChooseAlgorithm(const CollOp& op, Shape shape, uint64_t smallBytes) {
   return Algorithm::kRing;
 }
 
+uint64_t ChunkElemsFor(const CollOp& op, Algorithm algorithm, uint64_t slotElems) {
+  if (algorithm != Algorithm::kRing && algorithm != Algorithm::kChain) return slotElems;
+  const uint64_t n = std::max<uint64_t>(op.blockElems.size(), 1);
+  const uint64_t halfStep = (op.TotalElems() + 4 * n - 1) / (4 * n);
+  const uint64_t floor = std::max<uint64_t>(kMinChunkBytes / TypeBytes(AccumType(op.type)), 1);
+  return std::min(slotElems, std::max(halfStep, floor));
+}
+
 StreamPeers PeersOf(const Topology& topo, int nranks, int rank) {
   StreamPeers s;
   if (topo.shape == Shape::kMesh) {

@@ -39,6 +39,16 @@ bool ParseAlgorithm(const char* name, Algorithm* out);
 /// own algorithm (ring -> ring, chain -> chain, mesh -> direct).
 Algorithm ChooseAlgorithm(const CollOp& op, Shape shape, uint64_t smallBytes);
 
+/// Elements of one chunk of `op` under `algorithm`, given `slotElems` (a staging
+/// slot's elements, > 0). Ring and chain: at most half of a step's half-block
+/// (ceil(total / (4 n)) elements, n = ranks), at least kMinChunkBytes worth, never more
+/// than the slot, so every step in each direction is at least two chunks: consecutive
+/// chunks take the cable's rails in turn even where a chunk is too small to be striped,
+/// and a step overlaps the next. Others: the slot. Depends only on the op, so every
+/// rank cuts the same chunks.
+uint64_t ChunkElemsFor(const CollOp& op, Algorithm algorithm, uint64_t slotElems);
+inline constexpr uint64_t kMinChunkBytes = 16 * 1024;
+
 /// The buffers a plan item names: the accumulator (AccumType elements, global element
 /// index), the result (the op's recv; global index, minus the rank's block offset for
 /// reducescatter) and the gather buffer (one-shot: rank p's input at p * total; chain

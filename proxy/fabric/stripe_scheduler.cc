@@ -60,4 +60,18 @@ int StripeScheduler::Pick() {
   return best;
 }
 
+int StripeScheduler::Peek() const {
+  int best = -1;
+  int64_t bestCurrent = 0;
+  for (size_t i = 0; i < weight_.size(); ++i) {
+    if (inFlight_[i] >= maxInFlight_) continue;
+    const int64_t c = current_[i] + weight_[i];
+    if (best < 0 || c > bestCurrent) {
+      best = static_cast<int>(i);
+      bestCurrent = c;
+    }
+  }
+  return best;
+}
+
 }  // namespace railyard::fabric

@@ -58,6 +58,15 @@ class StripeScheduler {
   /// The rail for the next chunk: the smooth-weighted-round-robin choice among rails
   /// with room; -1 when every rail is full.
   int Pick();
+  /// The rail Pick would choose now, without taking the turn (-1 when every rail is
+  /// full). For ops too small to count as load (a 0-byte Write carrying only an
+  /// immediate, a credit): they ride along on the next rail instead of consuming a
+  /// turn, so the data ops between them still alternate over the rails. Found on the
+  /// CollNet ring, where every data Write alternated with a credit Write on the same
+  /// Endpoint and so every unstriped chunk took the same rail (2026-12-06).
+  int Peek() const;
+  /// Ops of at most this many bytes are too small to count as load (see Peek).
+  static constexpr uint64_t kTinyOpBytes = 4096;
   /// True when `rail` has room for one more chunk.
   bool HasRoom(int rail) const { return inFlight_[rail] < maxInFlight_; }
   /// A chunk was queued on `rail` (after Pick, or for a rail chosen otherwise).

@@ -331,7 +331,8 @@ bool TcpEndpoint::QueueChunks(Op& op) {
     } else if (op.rail >= 0) {
       rail = scheduler_.HasRoom(op.rail) ? op.rail : -1;
     } else {
-      rail = op.rail = scheduler_.Pick();
+      // A tiny op (a credit, a bare immediate) rides on the next rail without taking its turn.
+      rail = op.rail = op.bytes <= StripeScheduler::kTinyOpBytes ? scheduler_.Peek() : scheduler_.Pick();
     }
     if (rail < 0) return false;
     // The least loaded socket of the rail.
