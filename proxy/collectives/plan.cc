@@ -266,9 +266,9 @@ Algorithm ChooseAlgorithm(const CollOp& op, Shape shape, uint64_t smallBytes) {
 uint64_t ChunkElemsFor(const CollOp& op, Algorithm algorithm, uint64_t slotElems) {
   if (algorithm != Algorithm::kRing && algorithm != Algorithm::kChain) return slotElems;
   const uint64_t n = std::max<uint64_t>(op.blockElems.size(), 1);
-  const uint64_t halfStep = (op.TotalElems() + 4 * n - 1) / (4 * n);
+  const uint64_t quarterStep = (op.TotalElems() + 8 * n - 1) / (8 * n);  // a step's half-block / 4
   const uint64_t floor = std::max<uint64_t>(kMinChunkBytes / TypeBytes(AccumType(op.type)), 1);
-  return std::min(slotElems, std::max(halfStep, floor));
+  return std::min(slotElems, std::max(quarterStep, floor));
 }
 
 StreamPeers PeersOf(const Topology& topo, int nranks, int rank) {

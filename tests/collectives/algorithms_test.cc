@@ -231,18 +231,18 @@ TEST(Algorithms, RingAndChainCarryHalfTheDataEachWay) {
   }
 }
 
-TEST(Algorithms, RingAndChainChunksAreAtMostHalfAStep) {
+TEST(Algorithms, RingAndChainChunksAreAtMostAQuarterOfAStep) {
   const uint64_t slot = (512 * 1024) / 4;  // a 512 KiB staging slot of floats
   CollOp op;
   op.type = DataType::kFloat32;
   op.blockElems = EvenBlocks(1 << 18, 4);  // 1 MiB of floats on 4 ranks
-  // A step's half-block is 32 Ki elements: chunks of half of it, two per step.
-  EXPECT_EQ(ChunkElemsFor(op, Algorithm::kRing, slot), 16384u);
-  EXPECT_EQ(ChunkElemsFor(op, Algorithm::kChain, slot), 16384u);
+  // A step's half-block is 32 Ki elements: chunks of a quarter of it, four per step.
+  EXPECT_EQ(ChunkElemsFor(op, Algorithm::kRing, slot), 8192u);
+  EXPECT_EQ(ChunkElemsFor(op, Algorithm::kChain, slot), 8192u);
   EXPECT_EQ(ChunkElemsFor(op, Algorithm::kDirect, slot), slot);
   EXPECT_EQ(ChunkElemsFor(op, Algorithm::kOneShot, slot), slot);
   const Plan p = BuildPlan(op, Algorithm::kRing, Topology{Shape::kRing, {}}, 0, ChunkElemsFor(op, Algorithm::kRing, slot));
-  EXPECT_EQ(p.streams[0].send.size(), 2u * 6);  // 2 chunks x 2(n-1) steps
+  EXPECT_EQ(p.streams[0].send.size(), 4u * 6);  // 4 chunks x 2(n-1) steps
   op.blockElems = EvenBlocks(1 << 22, 4);       // 16 MiB: the slot bounds it
   EXPECT_EQ(ChunkElemsFor(op, Algorithm::kRing, slot), slot);
   op.blockElems = EvenBlocks(100, 4);  // tiny: at least 16 KiB worth, never above the slot
