@@ -12,7 +12,10 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-port=$((20000 + RANDOM % 20000))
+# A port the kernel says is free now (bind to port 0), as the C++ tests' FreePort: a
+# random pick in 20000-39999 collided with an ephemeral port in use (CI, 2026-12-06:
+# "bootstrap: bind 127.0.0.1:39217: Address already in use").
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 timeout_ms=5000
 for i in 0 1 2; do
   RAILYARD_SOCKET_IFNAME="=lo" RAILYARD_FABRIC=off RAILYARD_COLLNET_SHAPE=$shape RAILYARD_TIMEOUT_MS=$timeout_ms NCCL_DEBUG=INFO NCCL_NET_PLUGIN="$lib" \
