@@ -1,6 +1,7 @@
 #include "proxy/collectives/coll_comm.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -67,8 +68,7 @@ struct CollComm::Active {
   Algorithm algorithm = Algorithm::kRing;
   uint64_t workBytes = 0;     ///< the accumulator's bytes (64-byte multiple)
   uint64_t bufferBytes = 0;   ///< the whole work buffer this op takes from the pool
-  bool holdsWork = false;     ///< workBuf is this op's (from Begin until it finishes)
-  WorkBuffer workBuf;
+  WorkBuffer workBuf;         ///< from the pool, held from Begin until the op finishes (mem != NULL)
   uint8_t* work = nullptr;    ///< Buf::kWork (AccumType elements), inside workBuf
   uint8_t* gather = nullptr;  ///< Buf::kGather, inside workBuf
   uint8_t* scratch = nullptr; ///< one-shot's second accumulator
@@ -312,8 +312,7 @@ void CollComm::PlanOp(Active* a) const {
 
 Status CollComm::Begin(Active* a) {
   CollOp& op = a->op;
-  a->begun = true;
-  if (!a->planned) PlanOp(a);
+  a->begun = true;  // PlanOp ran (Progress plans before it checks the in-flight cap)
   const uint64_t total = op.TotalElems();
   const uint64_t myFirst = op.BlockOffset(rank_);
   const uint64_t mine = op.blockElems[static_cast<size_t>(rank_)];
@@ -341,7 +340,6 @@ Status CollComm::Begin(Active* a) {
     Status s = workPool_.Take(a->bufferBytes, &a->workBuf);
     if (!s.ok()) return Status(s.code(), Where() + ": " + s.message());
   }
-  a->holdsWork = true;
   uint8_t* mem = a->workBuf.mem;
   a->work = mem;
   a->scratch = mem + a->workBytes;
@@ -551,8 +549,9 @@ Status CollComm::Progress() {
   // receives and sends only after the ops before it are through with that stream
   // (sequence numbers and staging slots are the stream's, shared by its ops).
   // Finished ops wait in the queue for Test.
-  const size_t nstreams = streams_.size();
-  std::vector<uint8_t> mayReceive(nstreams, 1), maySend(nstreams, 1);
+  std::array<bool, kMaxStreams> mayReceive, maySend;  // no allocation per poll
+  mayReceive.fill(true);
+  maySend.fill(true);
   int inFlight = 0;
   uint64_t inFlightBytes = 0;
   for (auto& entry : queue_) {
@@ -575,20 +574,20 @@ Status CollComm::Progress() {
     ++inFlight;
     inFlightBytes += a->workBuf.bytes;  // what it holds (a pooled buffer may be larger than asked)
     for (size_t d = 0; d < a->st.size(); ++d) {
-      moved |= Advance(a, static_cast<int>(d), mayReceive[d] != 0, maySend[d] != 0);
+      moved |= Advance(a, static_cast<int>(d), mayReceive[d], maySend[d]);
       const StreamPlan& sp = a->plan.streams[d];
-      if (a->st[d].recvI < sp.recv.size()) mayReceive[d] = 0;
-      if (a->st[d].sendI < sp.send.size()) maySend[d] = 0;
+      if (a->st[d].recvI < sp.recv.size()) mayReceive[d] = false;
+      if (a->st[d].sendI < sp.send.size()) maySend[d] = false;
     }
     if (!failed_.ok() || !a->Finished()) continue;
     if (a->plan.oneShotFinish) FinishOneShot(a);
     a->req.done = true;
     --inFlight;
     inFlightBytes -= a->workBuf.bytes;
-    if (a->holdsWork) {
+    if (a->workBuf.mem) {
       workPool_.Give(a->workBuf);
       workPool_.TrimIdle(kOverlapWorkBytes);
-      a->holdsWork = false;
+      a->workBuf = {};
     }
     if (a->acquiredRecv && a->recvRegion) {
       (void)cache_.Release(a->recvRegion);
