@@ -165,6 +165,7 @@ Status CollComm::ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addr
   mine.nranks = static_cast<uint32_t>(nranks_);
   mine.chunkBytes = options_.chunkBytes;
   mine.slots = options_.slots;
+  mine.smallBytes = options_.smallBytes;
   mine.staging = staging_->Key();
   mine.shape = static_cast<uint16_t>(options_.topology.shape);
   const std::vector<uint8_t> record = mine.Pack();
@@ -187,14 +188,16 @@ Status CollComm::ConnectNeighbours(const std::vector<std::vector<uint8_t>>& addr
         const bool neighbour = std::find(neighbours.begin(), neighbours.end(),
                                          static_cast<int>(r.rank)) != neighbours.end();
         if (!neighbour || r.nranks != mine.nranks || r.chunkBytes != mine.chunkBytes ||
-            r.slots != mine.slots || r.shape != mine.shape) {
+            r.slots != mine.slots || r.shape != mine.shape || r.smallBytes != mine.smallBytes) {
           return RemoteError(Where() + ": connect record from rank " + std::to_string(r.rank) +
                              " (nranks " + std::to_string(r.nranks) + ", chunk " +
                              std::to_string(r.chunkBytes) + ", slots " + std::to_string(r.slots) +
-                             ", shape " + ShapeName(static_cast<Shape>(r.shape)) +
-                             ") does not match this comm (nranks " + std::to_string(nranks_) +
-                             ", chunk " + std::to_string(mine.chunkBytes) + ", slots " +
-                             std::to_string(mine.slots) + ", shape " + ShapeName(options_.topology.shape) + ")");
+                             ", shape " + ShapeName(static_cast<Shape>(r.shape)) + ", one-shot up to " +
+                             std::to_string(r.smallBytes) + " bytes) does not match this comm (nranks " +
+                             std::to_string(nranks_) + ", chunk " + std::to_string(mine.chunkBytes) + ", slots " +
+                             std::to_string(mine.slots) + ", shape " + ShapeName(options_.topology.shape) +
+                             ", one-shot up to " + std::to_string(mine.smallBytes) +
+                             " bytes; RAILYARD_COLLNET_CHUNK_BYTES, RAILYARD_COLLNET_SLOTS, RAILYARD_COLLNET_SHAPE and RAILYARD_COLLNET_SMALL_BYTES must be the same on every rank)");
         }
         const uint64_t need = static_cast<uint64_t>(streams_.size()) * mine.slots * mine.chunkBytes;
         if (r.staging.length < need) {

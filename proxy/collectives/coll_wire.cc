@@ -6,7 +6,7 @@
 namespace railyard::collectives {
 namespace {
 constexpr uint8_t kMagic[4] = {'R', 'Y', 'C', 'N'};
-constexpr size_t kHeader = 4 + 2 + 2 + 4 + 4 + 8 + 4 + 4;
+constexpr size_t kHeader = 4 + 2 + 2 + 4 + 4 + 8 + 4 + 8 + 4;
 
 template <typename T>
 void Put(std::vector<uint8_t>* out, T v) {
@@ -29,6 +29,7 @@ std::vector<uint8_t> ConnectRecord::Pack() const {
   Put<uint32_t>(&out, nranks);
   Put<uint64_t>(&out, chunkBytes);
   Put<uint32_t>(&out, slots);
+  Put<uint64_t>(&out, smallBytes);
   Put<uint32_t>(&out, static_cast<uint32_t>(key.size()));
   out.insert(out.end(), key.begin(), key.end());
   return out;
@@ -54,7 +55,8 @@ Status ConnectRecord::Unpack(std::span<const uint8_t> bytes, ConnectRecord* out)
   r.nranks = Take<uint32_t>(p + 12);
   r.chunkBytes = Take<uint64_t>(p + 16);
   r.slots = Take<uint32_t>(p + 24);
-  const uint32_t keyLen = Take<uint32_t>(p + 28);
+  r.smallBytes = Take<uint64_t>(p + 28);
+  const uint32_t keyLen = Take<uint32_t>(p + 36);
   if (keyLen != bytes.size() - kHeader) {
     return InvalidArgument("collnet connect record: key length " + std::to_string(keyLen) +
                                    " but " + std::to_string(bytes.size() - kHeader) + " bytes follow");

@@ -41,14 +41,18 @@ inline uint64_t WidenSeq(uint32_t imm, uint64_t base) {
 }
 
 /// The connect record: magic "RYCN", version u16, shape u16 (Shape), rank u32, nranks u32,
-/// chunk bytes u64, slots u32, key length u32, then the packed staging RemoteKey.
+/// chunk bytes u64, slots u32, one-shot bytes u64, key length u32, then the packed staging
+/// RemoteKey. Version 3 added the one-shot bytes (2026-12-06: ranks that disagreed on
+/// RAILYARD_COLLNET_SMALL_BYTES chose different algorithms for the same op and returned
+/// wrong results or timed out, found by a new-user trial).
 struct ConnectRecord {
-  static constexpr uint16_t kVersion = 2;
+  static constexpr uint16_t kVersion = 3;
   uint16_t shape = 0;  ///< the sender's Shape (peers must agree)
   uint32_t rank = 0;
   uint32_t nranks = 0;
   uint64_t chunkBytes = 0;
   uint32_t slots = 0;
+  uint64_t smallBytes = 0;  ///< CollOptions::smallBytes (peers must agree)
   fabric::RemoteKey staging;
 
   std::vector<uint8_t> Pack() const;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "proxy/collectives/plan.h"
@@ -283,27 +284,52 @@ TEST(Algorithms, ShapeFromAdjacency) {
   EXPECT_FALSE(ShapeFromAdjacency(adj(3, {{0, 1}}), &t).ok());          // rank 2 reaches nobody
 }
 
-TEST(Algorithms, ConnectRejectsAShapeMismatch) {
-  // Rank 1 believes in a chain, the others in a ring: connect fails with a named error.
+/// Connects 3 ranks whose options come from `options(rank)`; returns each rank's status.
+std::vector<Status> ConnectThree(const std::function<CollOptions(int)>& options) {
   std::vector<RankSide> ranks(3);
   std::vector<std::vector<uint8_t>> addresses;
   for (RankSide& r : ranks) {
-    ASSERT_TRUE(MakeDomain("fake", 2000, &r.domain).ok());
-    r.cache = std::make_unique<fabric::RegistrationCache>(*r.domain);
-    ASSERT_TRUE(r.domain->CreateWorker(&r.worker).ok());
+    Status made = MakeDomain("fake", 2000, &r.domain);
+    if (made.ok()) {
+      r.cache = std::make_unique<fabric::RegistrationCache>(*r.domain);
+      made = r.domain->CreateWorker(&r.worker);
+    }
+    if (!made.ok()) return std::vector<Status>(3, made);
     addresses.push_back(r.worker->Address());
   }
   std::vector<Status> st(3);
   OnEveryRank(3, [&](int i) {
-    CollOptions o = OptionsFor(kCases[i == 1 ? 1 : 0]);
+    CollOptions o = options(i);
     o.timeoutMs = 2000;
     std::unique_ptr<CollComm> comm;
     st[static_cast<size_t>(i)] = CollComm::Connect(*ranks[static_cast<size_t>(i)].worker, *ranks[static_cast<size_t>(i)].cache,
                                                    i, 3, addresses, o, &comm);
   });
+  Destroy(&ranks);
+  return st;
+}
+
+TEST(Algorithms, ConnectRejectsAShapeMismatch) {
+  // Rank 1 believes in a chain, the others in a ring: connect fails with a named error.
+  const std::vector<Status> st = ConnectThree([](int i) { return OptionsFor(kCases[i == 1 ? 1 : 0]); });
   EXPECT_FALSE(st[0].ok());
   EXPECT_NE(st[0].message().find("shape"), std::string::npos) << st[0].message();
-  Destroy(&ranks);
+}
+
+TEST(Algorithms, ConnectRejectsAOneShotSizeMismatch) {
+  // Rank 1 runs allreduces up to 1 MiB one-shot, the others none: they would pick different
+  // algorithms for the same op (new-user trial: wrong results or a timeout). Connect fails
+  // naming the setting.
+  const std::vector<Status> st = ConnectThree([](int i) {
+    CollOptions o = OptionsFor(kCases[0]);
+    o.smallBytes = i == 1 ? (1u << 20) : 0;
+    return o;
+  });
+  for (int i : {0, 2}) {
+    EXPECT_FALSE(st[static_cast<size_t>(i)].ok()) << "rank " << i;
+    EXPECT_NE(st[static_cast<size_t>(i)].message().find("RAILYARD_COLLNET_SMALL_BYTES"), std::string::npos)
+        << st[static_cast<size_t>(i)].message();
+  }
 }
 
 }  // namespace

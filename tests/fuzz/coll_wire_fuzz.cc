@@ -24,11 +24,13 @@ bool Connect(std::span<const uint8_t> bytes) {
   out.nranks = 12;
   out.chunkBytes = 13;
   out.slots = 14;
+  out.smallBytes = 16;
   out.staging.softwareKey = 15;
   const railyard::Status s = c::ConnectRecord::Unpack(bytes, &out);
   if (!s.ok()) {
     FUZZ_CHECK_REFUSAL(s);
     FUZZ_CHECK(out.shape == 10 && out.rank == 11 && out.nranks == 12 && out.chunkBytes == 13 && out.slots == 14 &&
+               out.smallBytes == 16 &&
                out.staging.softwareKey == 15 && out.staging.length == 0);
     return false;
   }

@@ -487,6 +487,7 @@ bool FabricSeeds() {
     cr.nranks = 4;
     cr.chunkBytes = 1 << 20;
     cr.slots = 4;
+    cr.smallBytes = 64 << 10;
     cr.staging = Key(0x600000, 8 << 20, 2);
     ok &= Write("coll_wire", "ok-connect", cr.Pack());
     Bytes b = cr.Pack();
