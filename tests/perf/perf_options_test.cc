@@ -245,6 +245,14 @@ TEST(PerfOptions, ShapeDifferenceNamesEveryFlagThatDiffers) {
   c.dev = 3;        // each rank picks its own device: not compared
   c.timeoutSec = 5;  // nor its own deadline
   EXPECT_EQ(ShapeDifference(ShapeOf(c), 1, ShapeOf(a), 0), "");
+  // -z is compared for the collectives (a rank waiting for each iteration while the
+  // other posts them back to back fails much later; new-user trial), ignored otherwise.
+  Options z0, z1;
+  z0.pattern = z1.pattern = Pattern::kAllReduce;
+  z1.blocking = 1;
+  EXPECT_EQ(ShapeDifference(ShapeOf(z1), 1, ShapeOf(z0), 0), "-z 1 on rank 1 but 0 on rank 0");
+  z0.pattern = z1.pattern = Pattern::kRing;
+  EXPECT_EQ(ShapeDifference(ShapeOf(z1), 1, ShapeOf(z0), 0), "");
 }
 
 }  // namespace

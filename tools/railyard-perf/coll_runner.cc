@@ -233,7 +233,10 @@ Status CollRun::Run(long long* wrongTotal) {
                 collectives::OpName(op));
     std::printf("# busbw factor %.4f, %d warm-up + %d timed iterations per size, check %d, %s\n#\n",
                 BusBwFactor(opts_.pattern, n_), opts_.warmupIters, opts_.iters, opts_.check,
-                sets > 1 ? "timed iterations back to back (2 in flight, -z 0)" : "each iteration waited for (-z 1)");
+                sets > 1 ? (opts_.check ? "timed iterations back to back (2 in flight, -z 0; the fill and check "
+                                           "are inside the time: -c 0 for speed)"
+                                         : "timed iterations back to back (2 in flight, -z 0)")
+                         : "each iteration waited for (-z 1)");
     std::fputs(TableHeader().c_str(), stdout);
   }
   std::vector<Row> rows;

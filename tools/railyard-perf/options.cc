@@ -275,6 +275,7 @@ RunShape ShapeOf(const Options& o) {
   s.warmupIters = o.warmupIters;
   s.check = o.check;
   s.pattern = static_cast<std::int32_t>(o.pattern);
+  s.blocking = IsCollective(o.pattern) ? o.blocking : 0;  // -z means nothing to the others
   return s;
 }
 
@@ -292,6 +293,7 @@ std::string ShapeDifference(const RunShape& mine, int myRank, const RunShape& ot
   add("-n", std::to_string(mine.iters), std::to_string(other.iters));
   add("-w", std::to_string(mine.warmupIters), std::to_string(other.warmupIters));
   add("-c", std::to_string(mine.check), std::to_string(other.check));
+  add("-z", std::to_string(mine.blocking), std::to_string(other.blocking));
   auto pattern = [](std::int32_t p) {
     return p >= 0 && p <= 5 ? std::string(PatternName(static_cast<Pattern>(p))) : "pattern(" + std::to_string(p) + ")";
   };

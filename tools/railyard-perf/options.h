@@ -95,11 +95,12 @@ inline constexpr const char* kExitStatusHelp =
 
 /// The options every rank must agree on, as a fixed-size record for the bootstrap's
 /// AllGather (same build on every rank, so the layout matches). Ranks started with
-/// different -b/-e/-i/-f/-n/-w/-c/-p would post different sizes or counts and fail
+/// different -b/-e/-i/-f/-n/-w/-c/-p/-z would post different sizes or counts and fail
 /// much later with a confusing plugin error ("send larger than posted receive buffer").
 struct RunShape {
   std::uint64_t minBytes = 0, maxBytes = 0, stepBytes = 0, stepFactor = 0;
   std::int32_t iters = 0, warmupIters = 0, check = 0, pattern = 0;
+  std::int32_t blocking = 0;  ///< -z (collective patterns only; 0 for the others)
 };
 
 /// The RunShape of `opts`.
