@@ -101,6 +101,19 @@ TEST(PerfCli, APluginThatRefusesItsSettingsIsAFailedCallInEveryPattern) {
   EXPECT_EQ(w.status, 0) << w.out << w.err;
   EXPECT_NE(w.err.find("warning: -d and -o apply to allreduce, allgather and reducescatter"), std::string::npos)
       << w.err;
+  // -z on a pattern that ignores it, -o on allgather: run, with a warning each
+  // (new-user trial: both were accepted silently).
+  const Result z = RunShell("env RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard +
+                            " -np 2 -p sendrecv -z 1 -b 1K -e 1K -n 1 -w 0 -T 60");
+  EXPECT_EQ(z.status, 0) << z.out << z.err;
+  EXPECT_NE(z.err.find("warning: -z applies to allreduce, allgather and reducescatter; -p sendrecv ignores it"),
+            std::string::npos)
+      << z.err;
+  const Result g = RunShell("env RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard +
+                            " -np 2 -p allgather -o prod -b 1K -e 1K -n 1 -w 0 -T 60");
+  EXPECT_EQ(g.status, 0) << g.out << g.err;
+  EXPECT_NE(g.err.find("warning: -p allgather reduces nothing and ignores -o prod"), std::string::npos) << g.err;
+  EXPECT_EQ(w.err.find("-z applies"), std::string::npos) << w.err;  // not said where no -z was given
 }
 
 // An empty --plugin is read as unset, as NCCL reads an empty NCCL_NET_PLUGIN, and it
@@ -139,6 +152,29 @@ TEST(PerfCli, UnwritableJsonFailsBeforeTheRun) {
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(Slurp(json).find("\"rows\""), std::string::npos);
   std::remove(json.c_str());
+}
+
+// --json is written for the collective and one-sided patterns too, naming the table that
+// ran (new-user trial: with -p allreduce or gin-put the file was never written).
+TEST(PerfCli, JsonIsWrittenForTheCollectiveAndOneSidedPatterns) {
+  struct Case {
+    const char* pattern;
+    const char* symbol;
+  };
+  for (const Case c : {Case{"allreduce", "\"symbol\": \"ncclCollNetPlugin_v12\""},
+                       Case{"gin-put", "\"symbol\": \"ncclRmaPlugin_v14\""}}) {
+    SCOPED_TRACE(c.pattern);
+    const std::string json = ::testing::TempDir() + "perf_cli_" + c.pattern + "_" + std::to_string(getpid()) + ".json";
+    const Result r = RunShell("env RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard + " -np 2 -p " +
+                              c.pattern + " -b 1K -e 4K -f 4 -n 2 -w 1 -c 1 -T 60 --json " + json);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    const std::string text = Slurp(json);
+    EXPECT_NE(text.find(std::string("\"pattern\": \"") + c.pattern + "\""), std::string::npos) << text;
+    EXPECT_NE(text.find(c.symbol), std::string::npos) << text;
+    EXPECT_EQ(Count(text, "\"busbw_gbps\""), 2u) << text;  // one per size: 1K and 4K
+    EXPECT_NE(text.find("\"out_of_bounds\": 0"), std::string::npos) << text;
+    std::remove(json.c_str());
+  }
 }
 
 TEST(PerfCli, RanksStartedWithDifferentOptionsSaySo) {

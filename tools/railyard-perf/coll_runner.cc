@@ -60,6 +60,9 @@ class CollRun {
     return Status(static_cast<Code>(r == ncclInvalidUsage || r == ncclInvalidArgument ? r : ncclSystemError), m);
   }
   Status Open();
+  /// Rank 0's --json file: the rows with what was loaded (the CollNet table's symbol,
+  /// name and version; the device as the net table of the same library reports it).
+  Status WriteRows(const std::vector<Row>& rows);
   Status Wait(void* request, const std::chrono::steady_clock::time_point& deadline);
 
   const Options& opts_;
@@ -69,6 +72,7 @@ class CollRun {
   OpenedNet net_;
   const ncclCollNet_v11_t* table_ = nullptr;  // v11 slot order (v12 is the same but getProperties)
   int version_ = 0;
+  std::string pluginValue_ = "<unset>";  ///< NCCL_NET_PLUGIN / --plugin as given, for --json
   void* ctx_ = nullptr;
   void* comm_ = nullptr;
   /// Timed iterations in flight at most when not blocking (-z 0), each on its own
@@ -128,6 +132,7 @@ Status CollRun::Open() {
   Status s = OpenNetPlugin(req, &net_, &log);
   PrintOpenLog(log, net_, me_);
   RY_RETURN_IF_ERROR(s);
+  if (req.value) pluginValue_ = *req.value + (opts_.plugin ? " (--plugin)" : "");
   // NCCL takes the CollNet table from the library that supplied the net table.
   if (void* t = dlsym(net_.lib, "ncclCollNetPlugin_v12")) {
     table_ = static_cast<const ncclCollNet_v11_t*>(t);
@@ -143,6 +148,21 @@ Status CollRun::Open() {
   RY_RETURN_IF_ERROR(Call("devices", table_->devices(&ndev)));
   if (ndev < 1) return InvalidUsage("the CollNet table reports no device");
   return Status::Ok();
+}
+
+Status CollRun::WriteRows(const std::vector<Row>& rows) {
+  RunInfo info = RunInfoFromOptions(opts_, n_);
+  info.pluginValue = pluginValue_;
+  info.pluginPath = net_.path;
+  info.symbol = "ncclCollNetPlugin_v" + std::to_string(version_);
+  info.pluginName = table_->name != nullptr ? table_->name : "?";
+  info.version = version_;
+  ncclNetProperties_v11_t props{};
+  if (net_.net && net_.net->getProperties(opts_.dev, &props) == ncclSuccess) {
+    info.devName = props.name != nullptr ? props.name : "?";
+    info.speedMbps = props.speed;
+  }
+  return WriteJson(opts_.jsonPath, info, rows);
 }
 
 Status CollRun::Wait(void* request, const std::chrono::steady_clock::time_point& deadline) {
@@ -294,6 +314,7 @@ Status CollRun::Run(long long* wrongTotal) {
     rows.push_back(row);
   }
   if (me_ == 0) std::fputs(TableFooter(rows).c_str(), stdout);
+  if (me_ == 0 && !opts_.jsonPath.empty()) return WriteRows(rows);
   return Status::Ok();
 }
 

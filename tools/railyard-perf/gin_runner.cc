@@ -215,12 +215,27 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
     }
   }
   if (me == 0) std::fputs(TableFooter(rows).c_str(), stdout);
+  Status json;
+  if (me == 0 && !opts.jsonPath.empty()) {
+    RunInfo info = RunInfoFromOptions(opts, n);
+    const char* env = std::getenv("NCCL_NET_PLUGIN");
+    info.pluginValue = opts.plugin ? *opts.plugin + " (--plugin)" : env != nullptr ? env : "<unset>";
+    info.pluginPath = path;
+    info.symbol = table.Symbol();
+    info.pluginName = table.Name();
+    info.version = table.Version();
+    json = WriteJson(opts.jsonPath, info, rows);
+  }
   (void)b.Barrier();
   (void)table.DeregMrSym(b.sigMh);
   (void)table.DeregMrSym(b.dataMh);
   (void)table.Close();
   (void)table.Finalize();
   ::munmap(mem, dataBytes);
+  if (!json.ok()) {
+    std::fprintf(stderr, "railyard-perf: rank %d: %s\n", me, json.message().c_str());
+    return int(kExitUsage);
+  }
   return wrongTotal > 0 ? int(kExitWrongData) : int(kExitOk);
 }
 

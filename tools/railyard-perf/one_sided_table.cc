@@ -14,12 +14,35 @@ const char* OneSidedKindName(OneSidedKind kind) {
   return "?";
 }
 
+const char* OneSidedTable::Symbol() const {
+  switch (kind_) {
+    case OneSidedKind::kGinV11: return "ncclGinPlugin_v11";
+    case OneSidedKind::kRmaV14: return "ncclRmaPlugin_v14";
+    case OneSidedKind::kRmaV13: return "ncclRmaPlugin_v13";
+  }
+  return "?";
+}
+
+int OneSidedTable::Version() const {
+  switch (kind_) {
+    case OneSidedKind::kGinV11: return 11;
+    case OneSidedKind::kRmaV14: return 14;
+    case OneSidedKind::kRmaV13: return 13;
+  }
+  return 0;
+}
+
+const char* OneSidedTable::Name() const {
+  const char* n = gin_ != nullptr ? gin_->name : rma14_ != nullptr ? rma14_->name : rma13_ != nullptr ? rma13_->name : nullptr;
+  return n != nullptr ? n : "?";
+}
+
 OneSidedTable::OneSidedTable(void* lib, OneSidedKind kind) : kind_(kind) {
   if (lib == nullptr) return;
   switch (kind) {
-    case OneSidedKind::kGinV11: gin_ = static_cast<const ncclGin_v11_t*>(::dlsym(lib, "ncclGinPlugin_v11")); break;
-    case OneSidedKind::kRmaV14: rma14_ = static_cast<const ncclRma_v14_t*>(::dlsym(lib, "ncclRmaPlugin_v14")); break;
-    case OneSidedKind::kRmaV13: rma13_ = static_cast<const ncclRma_v13_t*>(::dlsym(lib, "ncclRmaPlugin_v13")); break;
+    case OneSidedKind::kGinV11: gin_ = static_cast<const ncclGin_v11_t*>(::dlsym(lib, Symbol())); break;
+    case OneSidedKind::kRmaV14: rma14_ = static_cast<const ncclRma_v14_t*>(::dlsym(lib, Symbol())); break;
+    case OneSidedKind::kRmaV13: rma13_ = static_cast<const ncclRma_v13_t*>(::dlsym(lib, Symbol())); break;
   }
 }
 

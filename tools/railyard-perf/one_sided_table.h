@@ -32,6 +32,12 @@ class OneSidedTable {
   OneSidedTable(void* lib, OneSidedKind kind);
   bool ok() const { return gin_ != nullptr || rma14_ != nullptr || rma13_ != nullptr; }
   OneSidedKind kind() const { return kind_; }
+  /// The exported symbol: "ncclGinPlugin_v11", "ncclRmaPlugin_v14" or "ncclRmaPlugin_v13".
+  const char* Symbol() const;
+  /// The table's version number: 11, 14 or 13.
+  int Version() const;
+  /// The table's name field ("?" when the table is missing or its name is null).
+  const char* Name() const;
 
   /// init(&ctx, commId, logger).
   ncclResult_t Init(uint64_t commId, ncclDebugLogger_t logger);

@@ -188,6 +188,14 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
                  "floats and ignores them\n",
                  pattern.c_str());
   }
+  if (!IsCollective(o.pattern) && app.count("--blocking") > 0) {
+    std::fprintf(stderr,
+                 "railyard-perf: warning: -z applies to allreduce, allgather and reducescatter; -p %s ignores it\n",
+                 pattern.c_str());
+  }
+  if (o.pattern == Pattern::kAllGather && app.count("--op") > 0) {
+    std::fprintf(stderr, "railyard-perf: warning: -p allgather reduces nothing and ignores -o %s\n", o.op.c_str());
+  }
   if (pluginOpt->count() > 0) o.plugin = plugin;
   if (o.np == 0 && rankOpt->count() == 0) o.np = 1;  // plain run: one local rank
   if (rankOpt->count() > 0) {

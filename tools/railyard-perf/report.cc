@@ -14,6 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/railyard-perf/options.h"
+#include "tools/railyard-perf/patterns.h"
+
 namespace railyard::perf {
 namespace {
 
@@ -85,6 +88,22 @@ std::string RunHeader(const RunInfo& i) {
   for (const auto& l : i.rankLines) s += l + "\n";
   s += "#\n";
   return s;
+}
+
+RunInfo RunInfoFromOptions(const Options& opts, int nranks) {
+  RunInfo i;
+  i.pattern = PatternName(opts.pattern);
+  i.nranks = nranks;
+  i.dev = opts.dev;
+  i.busbwFactor = BusBwFactor(opts.pattern, nranks);
+  i.minBytes = opts.minBytes;
+  i.maxBytes = opts.maxBytes;
+  i.stepBytes = opts.stepBytes;
+  i.stepFactor = opts.stepFactor;
+  i.iters = opts.iters;
+  i.warmupIters = opts.warmupIters;
+  i.check = opts.check;
+  return i;
 }
 
 Status CheckJsonWritable(const std::string& path) {

@@ -9,6 +9,8 @@
 
 namespace railyard::perf {
 
+struct Options;  // tools/railyard-perf/options.h
+
 /// One result row.
 struct Row {
   std::size_t bytes = 0;   ///< "size": S, the bytes algbw is computed from
@@ -53,6 +55,11 @@ struct RunInfo {
   int iters = 0, warmupIters = 0, check = 0;
   std::vector<std::string> rankLines;  ///< one "#  Rank ..." line per rank
 };
+
+/// The RunInfo fields every pattern shares, from the command line: pattern, nranks,
+/// dev, busbw factor, the size sweep, -n/-w/-c. The plugin and device fields are the
+/// runner's to fill (what it loaded).
+RunInfo RunInfoFromOptions(const Options& opts, int nranks);
 
 /// The "# ..." block printed before the table.
 std::string RunHeader(const RunInfo& info);

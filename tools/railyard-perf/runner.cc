@@ -63,7 +63,12 @@ std::optional<std::string> Env(const char* name) {
 class Runner {
  public:
   Runner(const Options& o, Bootstrap& b)
-      : opts_(o), boot_(b), me_(b.rank()), n_(b.nranks()), deadline_(DeadlineIn(o.timeoutSec)) {}
+      : opts_(o),
+        boot_(b),
+        me_(b.rank()),
+        n_(b.nranks()),
+        deadline_(DeadlineIn(o.timeoutSec)),
+        info_(RunInfoFromOptions(o, b.nranks())) {}
 
   /// Everything from plugin load to the last row. `*wrongTotal` = #wrong over all sizes and ranks.
   Status Run(long long* wrongTotal);
@@ -501,19 +506,8 @@ Status Runner::Run(long long* wrongTotal) {
   RY_RETURN_IF_ERROR(Connect());
   RY_RETURN_IF_ERROR(Agree(RegisterBuffers(maxBuf), "registering buffers"));
 
-  info_.pattern = PatternName(opts_.pattern);
-  info_.nranks = n_;
-  info_.dev = opts_.dev;
   info_.devName = props_.name ? props_.name : "?";
   info_.speedMbps = props_.speed;
-  info_.busbwFactor = BusBwFactor(opts_.pattern, n_);
-  info_.minBytes = opts_.minBytes;
-  info_.maxBytes = opts_.maxBytes;
-  info_.stepBytes = opts_.stepBytes;
-  info_.stepFactor = opts_.stepFactor;
-  info_.iters = opts_.iters;
-  info_.warmupIters = opts_.warmupIters;
-  info_.check = opts_.check;
   for (int r = 0; r < n_; ++r) info_.rankLines.emplace_back(lines.data() + std::size_t(r) * sizeof(line));
   if (me_ == 0) {
     std::fputs(RunHeader(info_).c_str(), stdout);
