@@ -429,7 +429,8 @@ bool CollComm::Advance(Active* a, int s, bool mayReceive, bool maySend) {
                          PackImm(ImmKind::kData, sm.remoteRecv, seq));
     if (!w.ok()) {
       Fail(Status(w.code(), Where() + ": " + CollKindName(op.kind) + " (" + AlgorithmName(a->plan.algorithm) +
-                                ") write to rank " + std::to_string(sm.right) + ": " + w.message()));
+                                ") write to rank " + std::to_string(sm.right) + ": " + w.message()),
+           ep->status().ok() ? -1 : sm.right);
       return moved;
     }
     ++sm.sent;
@@ -475,11 +476,17 @@ void CollComm::OnEvent(fabric::Event& ev) {
           sm.credited = c;
           return;
         }
-        case ImmKind::kAbort:
-          Fail(RemoteError(Where() + ": the collective was aborted: rank " +
-                           std::to_string(imm & kImmSeqMask) + " failed (told by a peer)"),
-               true, imm & kImmSeqMask);
+        case ImmKind::kAbort: {
+          const int origin = AbortOrigin(imm & kImmSeqMask);
+          const int lost = AbortLost(imm & kImmSeqMask);
+          // The rank it lost is the likelier culprit (a killed process, a cut cable):
+          // named, so the survivors of a kill -9 name the dead rank (new-user trial).
+          Fail(RemoteError(Where() + ": the collective was aborted: rank " + std::to_string(origin) +
+                           (lost >= 0 ? " lost its connection to rank " + std::to_string(lost) : " failed") +
+                           " (told by a peer)"),
+               lost, origin);
           return;
+        }
         default:
           Fail(RemoteError(Where() + ": unknown immediate 0x" + std::to_string(imm)));
           return;
@@ -497,12 +504,30 @@ void CollComm::OnEvent(fabric::Event& ev) {
         if (d < a->st.size() && a->st[d].completed < a->st[d].posted) ++a->st[d].completed;
       }
       return;
-    case fabric::EventKind::kError:
-      Fail(Status(Code::kSystemError, Where() + ": " + ev.error.ToString()));
+    case fabric::EventKind::kError: {
+      // Named by rank as well as by worker (new-user trial: after a kill -9 the error
+      // named only this rank and the dead peer's worker address).
+      const int peer = RankOf(ev.error);
+      Fail(Status(Code::kSystemError, Where() + (peer >= 0 ? ": with rank " + std::to_string(peer) : std::string()) +
+                                          ": " + ev.error.ToString()),
+           peer);
       return;
+    }
     case fabric::EventKind::kRecord:
       return;  // connect records are done with; nothing else is sent as a record
   }
+}
+
+int CollComm::RankOf(const fabric::FabricError& e) const {
+  int failed = -1, nFailed = 0;
+  for (const auto& [rank, ep] : endpoints_) {
+    if (!e.site.peer.empty() && ep->PeerName() == e.site.peer) return rank;
+    if (!ep->status().ok()) {
+      failed = rank;
+      ++nFailed;
+    }
+  }
+  return nFailed == 1 ? failed : -1;
 }
 
 void CollComm::SendCredits() {
@@ -514,25 +539,26 @@ void CollComm::SendCredits() {
     Status s = ep->Write({staging_, 0, 0}, stagingKeys_[sm.left], stagingKeys_[sm.left].base, 0,
                          PackImm(ImmKind::kCredit, sm.remoteSend, sm.consumed));
     if (!s.ok()) {
-      Fail(Status(s.code(), Where() + ": credit to rank " + std::to_string(sm.left) + ": " + s.message()));
+      Fail(Status(s.code(), Where() + ": credit to rank " + std::to_string(sm.left) + ": " + s.message()),
+           ep->status().ok() ? -1 : sm.left);
       return;
     }
     sm.creditSent = sm.consumed;
   }
 }
 
-void CollComm::Fail(Status s, bool fromAbort, uint32_t origin) {
+void CollComm::Fail(Status s, int lost, int origin) {
   if (!failed_.ok()) return;
   failed_ = std::move(s);
   for (auto& a : queue_) {
     if (a->error.ok()) a->error = failed_;
   }
   // Tell every peer (best effort: the endpoint to a dead peer refuses).
-  const uint32_t who = fromAbort ? origin : static_cast<uint32_t>(rank_);
+  const uint32_t word = PackAbort(origin >= 0 ? origin : rank_, lost);
   for (auto& [peer, ep] : endpoints_) {
     if (!ep->status().ok() || !stagingKeys_.count(peer)) continue;
     (void)ep->Write({staging_, 0, 0}, stagingKeys_[peer], stagingKeys_[peer].base, 0,
-                    PackImm(ImmKind::kAbort, 0, who));
+                    PackImm(ImmKind::kAbort, 0, word));
   }
 }
 

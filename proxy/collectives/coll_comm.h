@@ -127,8 +127,14 @@ class CollComm {
   void FinishOneShot(Active* a);
   void OnEvent(fabric::Event& ev);
   void SendCredits();
-  void Fail(Status s, bool fromAbort = false, uint32_t origin = 0);
+  /// Fails the comm with `s` (the first failure wins) and sends every peer an abort
+  /// naming `origin` (this rank unless the failure is a peer's abort) and `lost`, the
+  /// rank whose connection failed (-1: none, or not known).
+  void Fail(Status s, int lost = -1, int origin = -1);
   fabric::Endpoint* EndpointTo(int peerRank);
+  /// The rank whose endpoint `e` happened on: the one whose PeerName is e.site.peer,
+  /// else the only endpoint that has failed; -1 when neither tells.
+  int RankOf(const fabric::FabricError& e) const;
   std::string Where() const;
 
   fabric::Worker& worker_;

@@ -17,7 +17,7 @@ namespace railyard::collectives {
 enum class ImmKind : uint32_t {
   kData = 0,    ///< a chunk landed in staging slot (seq % slots) of the receiver's stream `stream`
   kCredit = 1,  ///< the receiver has consumed `seq` chunks of the sender's stream `stream` so far
-  kAbort = 2,   ///< the sender's collective failed; `seq` is the rank that failed first
+  kAbort = 2,   ///< the sender's collective failed; `seq` is PackAbort's word
 };
 
 /// Streams per comm are tagged with 6 bits (a mesh of up to 65 ranks); sequence
@@ -35,6 +35,18 @@ inline uint32_t PackImm(ImmKind kind, int stream, uint64_t seq) {
 }
 inline ImmKind ImmKindOf(uint32_t imm) { return static_cast<ImmKind>(imm >> 30); }
 inline int ImmStream(uint32_t imm) { return static_cast<int>((imm >> kImmSeqBits) & (kMaxStreams - 1)); }
+/// An abort's 24-bit word: bits 0-11 the rank that failed first, bits 12-23 one more
+/// than the rank it lost its connection to (0: it failed on its own, or it is not
+/// known). Ranks are below 4096 (a comm has at most 65 ranks). From a peer: decoded
+/// values are only printed.
+inline uint32_t PackAbort(int origin, int lost) {
+  return (static_cast<uint32_t>(origin) & 0xfffu) | ((lost >= 0 ? (static_cast<uint32_t>(lost) + 1) & 0xfffu : 0u) << 12);
+}
+/// The failed rank of an abort word (PackAbort).
+inline int AbortOrigin(uint32_t word) { return static_cast<int>(word & 0xfffu); }
+/// The rank the failed rank lost, or -1 (PackAbort).
+inline int AbortLost(uint32_t word) { return static_cast<int>((word >> 12) & 0xfffu) - 1; }
+
 /// The full sequence number nearest at or after `base` whose low 24 bits are `imm`'s.
 inline uint64_t WidenSeq(uint32_t imm, uint64_t base) {
   return base + ((static_cast<uint64_t>(imm) - base) & kImmSeqMask);

@@ -2,8 +2,9 @@
 # A rank in its own process SIGKILLed mid-collective: three railyard-perf ranks (separate
 # processes, multi-host mode on loopback) run large allreduces through the CollNet
 # table (64 MiB each); once rank 1 is in its timed loop and has worked 0.2 s of CPU there
-# it is SIGKILLed. Ranks 0 and 2 must exit non-zero within RAILYARD_TIMEOUT_MS + 10 s, each
-# with a named collnet error ("collnet rank R/3: ..."), never hang.
+# it is SIGKILLed. Ranks 0 and 2 must exit 4 (a peer's failure) within RAILYARD_TIMEOUT_MS
+# + 10 s, each with a named collnet error ("collnet rank R/3: ...") naming the rank it
+# lost (one of them at least rank 1), never hang.
 # Usage: collnet_kill.sh <railyard-perf> <libnccl-net-railyard.so> [auto|ring|chain|mesh]
 # (RAILYARD_COLLNET_SHAPE; loopback's auto is a mesh: the direct algorithm).
 set -uo pipefail
@@ -62,9 +63,18 @@ for i in 0 2; do
   fi
   wait "${pids[$i]}"; rc=$?
   took=$(echo "$(date +%s.%N) - $killed" | bc)
-  if [ $rc -eq 0 ]; then echo "FAIL: rank $i exited 0 although rank 1 died"; fail=1; fi
+  # 4: stopped because another rank failed (railyard-perf --help), seen through the
+  # bootstrap: rank 0 sees rank 1's connection close, rank 2 sees rank 0 leave.
+  if [ $rc -ne 4 ]; then echo "FAIL: rank $i exited $rc, not 4 (a peer's failure), although rank 1 died"; tail -3 "$tmp/err.$i"; fail=1; fi
   msg=$(grep -o 'collnet rank [0-9]/3: .*' "$tmp/err.$i" "$tmp/out.$i" | head -1)
   if [ -z "$msg" ]; then echo "FAIL: rank $i has no named collnet error:"; tail -5 "$tmp/err.$i"; fail=1; continue; fi
+  # The error names the rank it lost by rank, not only by worker address: rank 1, or
+  # the other survivor when that one left first (its connection closed).
+  other=$((2 - i))
+  if ! grep -Eq "rank (1|$other)[^0-9/]" <<<"${msg#*: }"; then echo "FAIL: rank $i's error names no other rank: $msg"; fail=1; fi
+  grep -q 'rank 1[^0-9/]' <<<"${msg#*: }" && named1=1
   echo "ok: rank $i exited $rc after ${took} s: ${msg:0:200}"
 done
+# One survivor at least (the first to notice) names the dead rank.
+if [ $fail -eq 0 ] && [ -z "${named1:-}" ]; then echo "FAIL: neither survivor names rank 1"; fail=1; fi
 exit $fail

@@ -182,6 +182,13 @@ void Bootstrap::CloseAll() {
   fds_.clear();
 }
 
+void Bootstrap::Leave() {
+  for (int& fd : fds_) {
+    CloseFd(fd);
+    fd = -1;
+  }
+}
+
 Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootstrap* out) {
   Bootstrap b;
   b.rank_ = 0;

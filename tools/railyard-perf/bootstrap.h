@@ -78,6 +78,11 @@ class Bootstrap {
   /// already waiting (a peer ahead in the next collective) counts as alive.
   Status CheckPeers() const;
 
+  /// Closes every bootstrap connection now, so that the peers' CheckPeers see this rank
+  /// gone at once (a failed rank leaves before its slower plugin teardown). Later
+  /// collectives fail; the rank, nranks and deadline stay.
+  void Leave();
+
   /// Element-wise max or sum of `values` over all ranks, written back on every rank.
   /// Every rank must pass the same number of values.
   Status AllReduce(std::span<double> values, ReduceOp op);

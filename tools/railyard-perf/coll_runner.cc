@@ -49,6 +49,11 @@ class CollRun {
   /// status 2. A plugin that fails to load or init is a failed call (1), as for the
   /// net patterns (new-user trial: RAILYARD_NSOCKS=0 exited 2 here, 1 there).
   bool usageError() const { return usageError_; }
+  /// After a failure: whether another rank's process has gone (the bootstrap sees its
+  /// connection closed) within kPeerGoneGrace, so that this rank stopped because of it
+  /// (exit 4, as the net patterns' ranks; new-user trial: after a kill -9 the survivors
+  /// exited 1). Polls the bootstrap without blocking; `*why` gets the bootstrap's words.
+  bool PeerGone(std::string* why) const;
 
  private:
   Status Call(const char* what, ncclResult_t r) {
@@ -163,6 +168,22 @@ Status CollRun::WriteRows(const std::vector<Row>& rows) {
     info.speedMbps = props.speed;
   }
   return WriteJson(opts_.jsonPath, info, rows);
+}
+
+bool CollRun::PeerGone(std::string* why) const {
+  // The grace of the net patterns' runner (runner.cc): a dead peer's sockets close at
+  // once; a rank failing on its own (a cut cable) waits this long before it says so.
+  constexpr auto kPeerGoneGrace = std::chrono::seconds(3);
+  if (n_ < 2) return false;
+  const auto until = std::chrono::steady_clock::now() + kPeerGoneGrace;
+  for (;;) {
+    if (Status s = boot_.CheckPeers(); !s.ok()) {
+      *why = s.message();
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the sockets, not a barrier
+  }
 }
 
 Status CollRun::Wait(void* request, const std::chrono::steady_clock::time_point& deadline) {
@@ -341,10 +362,14 @@ int RunCollRank(const Options& opts, Bootstrap& boot) {
   CollRun run(opts, boot);
   long long wrong = 0;
   const Status s = run.Run(&wrong);
+  std::string gone;
+  const bool secondary = !s.ok() && !run.usageError() && run.PeerGone(&gone);
+  if (!s.ok()) boot.Leave();  // the others see this rank gone now, not after its teardown
   run.Cleanup();
   if (!s.ok()) {
-    std::fprintf(stderr, "railyard-perf: rank %d: %s\n", boot.rank(), s.message().c_str());
-    return run.usageError() ? kExitUsage : kExitError;
+    std::fprintf(stderr, "railyard-perf: rank %d: %s%s\n", boot.rank(), s.message().c_str(),
+                 secondary ? ("; " + gone).c_str() : "");
+    return run.usageError() ? kExitUsage : secondary ? kExitPeerFailed : kExitError;
   }
   if (wrong > 0) {
     if (boot.rank() == 0) std::fprintf(stderr, "railyard-perf: data check FAILED: %lld wrong element(s)\n", wrong);
