@@ -38,6 +38,21 @@ fail() { echo "ring_cut_cable_test: FAIL: guest $RING_ID: $*" >&2; exit 1; }
 # exit non-zero and not by `timeout` (124), and on guest 0 within BOUND s of $cut_at.
 # Sets rc and took; on a failure the job's LOG ends the message.
 wait_failed_after_cut() {
+  if ((RING_ID == 0)); then
+    # A slow exit after the cut (seen 1 run in 5 under GIN, once in CI with the fabric
+    # comms): the stacks of every thread of the job, 20 s after the cut, are logged.
+    while kill -0 "$1" 2>/dev/null && (($(date +%s) - cut_at < 20)); do
+      sleep 0.2  # polling the job for its exit, not a barrier
+    done
+    local job
+    if job=$(pgrep -P "$1" | head -1) && [[ -n $job ]] && command -v gdb >/dev/null; then
+      echo "ring_cut_cable_test: guest 0: $2 still running 20 s after the cut; its threads:" >&2
+      for t in /proc/"$job"/task/*; do  # kernel side: a thread stuck in a verbs call shows here
+        echo "task ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(tr '\n' ' ' <"$t/stack" 2>/dev/null)" >&2
+      done
+      timeout 60 gdb -p "$job" -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' >&2
+    fi
+  fi
   wait "$1"
   rc=$?
   took=
