@@ -1,9 +1,13 @@
 // The bootstrap and the local launcher with 4 forked ranks (bounded time).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/railyard-perf/bootstrap.h"
@@ -72,6 +76,57 @@ TEST(PerfBootstrap, TimeoutKillsHungRanks) {
   EXPECT_NE(r.message.find("timeout"), std::string::npos) << r.message;
   EXPECT_TRUE(r.timedOut);  // railyard-perf then leaves out its note on injected variables
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+// A rank that does not come to a collective (stopped, or slow) is named on stderr while
+// the others wait, before the -T limit ends the run (new-user trial: a rank SIGSTOPped
+// between two sizes was waited for silently until -T). Rank 1 enters the barrier only
+// once rank 0 has said that it waits for it, read from rank 0's stderr.
+TEST(PerfBootstrap, AWaitForALateRankIsNamedOnStderr) {
+  Listener l;
+  ASSERT_TRUE(ListenTcp("127.0.0.1", 0, &l).ok());
+  const Deadline deadline = DeadlineIn(8);  // NoteMs: a quarter, 2 s
+  Bootstrap root, peer;
+  Status joined;
+  std::thread joiner([&] { joined = Bootstrap::Join("127.0.0.1", l.port, 1, 2, deadline, &peer); });
+  ASSERT_TRUE(Bootstrap::CreateRoot(l.fd, 2, deadline, &root).ok());
+  joiner.join();
+  ASSERT_TRUE(joined.ok()) << joined.message();
+
+  int pipeFds[2];
+  ASSERT_EQ(pipe(pipeFds), 0);
+  std::fflush(stderr);
+  const int savedErr = dup(2);
+  ASSERT_GE(savedErr, 0);
+  ASSERT_GE(dup2(pipeFds[1], 2), 0);
+  std::string said;
+  Status late;
+  std::thread rank1([&] {
+    // Reads rank 0's stderr until it names this rank (bounded by the deadline), then
+    // comes to the barrier.
+    char buf[512];
+    while (said.find("in barrier #1 (receiving from rank 1)") == std::string::npos) {
+      pollfd p{pipeFds[0], POLLIN, 0};
+      if (poll(&p, 1, 10000) <= 0) break;
+      const ssize_t n = read(pipeFds[0], buf, sizeof buf);
+      if (n <= 0) break;
+      said.append(buf, std::size_t(n));
+    }
+    late = peer.Barrier();
+  });
+  const Status s = root.Barrier();
+  rank1.join();
+  std::fflush(stderr);
+  dup2(savedErr, 2);
+  close(savedErr);
+  close(pipeFds[0]);
+  close(pipeFds[1]);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(late.ok()) << late.message();
+  EXPECT_NE(said.find("railyard-perf: bootstrap: 2 s in barrier #1 (receiving from rank 1): that rank is stopped"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("the run ends at its -T limit in"), std::string::npos) << said;
 }
 
 TEST(PerfBootstrap, JoinTimesOutWithoutRoot) {

@@ -40,14 +40,28 @@ int MsLeft(Deadline deadline) {
   return int(std::clamp<long long>(left.count(), 0, 1 << 30));
 }
 
-/// Waits for `events` on `fd` until `deadline`.
-Status WaitFd(int fd, short events, Deadline deadline, const std::string& what) {
+/// Waits for `events` on `fd` until `deadline`. With `noteMs` > 0, every `noteMs` of
+/// waiting prints a note to stderr saying what it waits for (new-user trial: a rank
+/// stopped with SIGSTOP between two sizes was waited for silently until -T).
+Status WaitFd(int fd, short events, Deadline deadline, const std::string& what, int noteMs = 0) {
+  const auto start = std::chrono::steady_clock::now();
+  auto nextNote = start + std::chrono::milliseconds(noteMs);
   for (;;) {
     pollfd p{fd, events, 0};
-    const int ms = MsLeft(deadline);
+    int ms = MsLeft(deadline);
+    if (noteMs > 0) ms = std::min(ms, MsLeft(nextNote));
     const int rc = poll(&p, 1, ms);
     if (rc > 0) return Status::Ok();
-    if (rc == 0) return SystemError("bootstrap: timed out " + what);
+    if (rc == 0 && std::chrono::steady_clock::now() >= deadline) return SystemError("bootstrap: timed out " + what);
+    if (rc == 0) {
+      const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+      std::fprintf(stderr,
+                   "railyard-perf: bootstrap: %.0f s in %s: that rank is stopped, slow, or still busy with the "
+                   "previous size; the run ends at its -T limit in %d s\n",
+                   waited.count(), what.c_str(), MsLeft(deadline) / 1000);
+      nextNote += std::chrono::milliseconds(noteMs);
+      continue;
+    }
     if (errno != EINTR) return SystemError(Errno(("bootstrap: poll while " + what).c_str()));
   }
 }
@@ -70,7 +84,7 @@ Status SendAll(int fd, const void* buf, std::size_t bytes, Deadline deadline, co
   return Status::Ok();
 }
 
-Status RecvAll(int fd, void* buf, std::size_t bytes, Deadline deadline, const std::string& what) {
+Status RecvAll(int fd, void* buf, std::size_t bytes, Deadline deadline, const std::string& what, int noteMs = 0) {
   char* p = static_cast<char*>(buf);
   while (bytes > 0) {
     const ssize_t n = recv(fd, p, bytes, MSG_DONTWAIT);
@@ -80,7 +94,7 @@ Status RecvAll(int fd, void* buf, std::size_t bytes, Deadline deadline, const st
     } else if (n == 0) {
       return SystemError("bootstrap: connection closed while " + what + " (the peer process exited)");
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      RY_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, what));
+      RY_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, what, noteMs));
     } else if (errno != EINTR) {
       return SystemError(Errno(("bootstrap: recv while " + what).c_str()));
     }
@@ -170,6 +184,7 @@ Bootstrap& Bootstrap::operator=(Bootstrap&& other) noexcept {
     rank_ = std::exchange(other.rank_, -1);
     nranks_ = std::exchange(other.nranks_, 0);
     deadline_ = other.deadline_;
+    start_ = other.start_;
     seq_ = other.seq_;
     fds_ = std::move(other.fds_);
     other.fds_.clear();
@@ -194,6 +209,7 @@ Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootst
   b.rank_ = 0;
   b.nranks_ = nranks;
   b.deadline_ = deadline;
+  b.start_ = std::chrono::steady_clock::now();
   b.fds_.assign(std::size_t(nranks), -1);
   // Non-blocking: a connection that is reset between poll and accept (a port probe, a
   // stray process) leaves nothing to accept, and a blocking accept would wait past the
@@ -286,9 +302,16 @@ Status Bootstrap::Join(const std::string& host, int port, int rank, int nranks, 
   b.rank_ = rank;
   b.nranks_ = nranks;
   b.deadline_ = deadline;
+  b.start_ = std::chrono::steady_clock::now();
   b.fds_.assign(1, fd);
   *out = std::move(b);
   return Status::Ok();
+}
+
+int Bootstrap::NoteMs() const {
+  // A quarter of the run's limit, 1-30 s: -T 600 notes every 30 s, a test's -T 4 every 1 s.
+  const auto total = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - start_).count();
+  return int(std::clamp<long long>((total / 4 + 500) / 1000 * 1000, 1000, 30000));  // whole seconds
 }
 
 Status Bootstrap::Exchange(std::uint32_t op, const void* mine, std::size_t bytes, std::vector<char>* all) {
@@ -302,7 +325,7 @@ Status Bootstrap::Exchange(std::uint32_t op, const void* mine, std::size_t bytes
       const int fd = fds_[std::size_t(r)];
       const std::string what = name + " (receiving from rank " + std::to_string(r) + ")";
       Header h{};
-      RY_RETURN_IF_ERROR(RecvAll(fd, &h, sizeof(h), deadline_, what));
+      RY_RETURN_IF_ERROR(RecvAll(fd, &h, sizeof(h), deadline_, what, NoteMs()));
       if (h.magic != kMagic || h.op != op || h.seq != seq || h.rank != r || h.bytes != bytes) {
         return InternalError("bootstrap: rank " + std::to_string(r) + " is out of step in " + name +
                              " (it sent " + OpName(h.op) + " #" + std::to_string(h.seq) + " of " +
@@ -324,7 +347,7 @@ Status Bootstrap::Exchange(std::uint32_t op, const void* mine, std::size_t bytes
   RY_RETURN_IF_ERROR(SendAll(fd, &h, sizeof(h), deadline_, name + " (sending to rank 0)"));
   RY_RETURN_IF_ERROR(SendAll(fd, mine, bytes, deadline_, name + " (sending to rank 0)"));
   Header reply{};
-  RY_RETURN_IF_ERROR(RecvAll(fd, &reply, sizeof(reply), deadline_, name + " (waiting for rank 0)"));
+  RY_RETURN_IF_ERROR(RecvAll(fd, &reply, sizeof(reply), deadline_, name + " (waiting for rank 0)", NoteMs()));
   if (reply.magic != kMagic || reply.op != op || reply.seq != seq || reply.bytes != all->size()) {
     return InternalError("bootstrap: rank 0 is out of step in " + name);
   }

@@ -90,10 +90,14 @@ class Bootstrap {
  private:
   Status Exchange(std::uint32_t op, const void* mine, std::size_t bytes, std::vector<char>* all);
   void CloseAll();
+  /// How often a collective that waits on a peer says so on stderr (ms): a quarter of
+  /// the time from CreateRoot/Join to the deadline, within 1-30 s.
+  int NoteMs() const;
 
   int rank_ = -1;
   int nranks_ = 0;
   Deadline deadline_{};
+  Deadline start_{};  ///< when CreateRoot/Join connected it (NoteMs)
   std::uint32_t seq_ = 0;
   std::vector<int> fds_;  ///< rank 0: fds_[r] = socket to rank r (fds_[0] = -1); others: fds_[0] = socket to rank 0
 };
