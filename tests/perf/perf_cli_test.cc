@@ -114,6 +114,12 @@ TEST(PerfCli, APluginThatRefusesItsSettingsIsAFailedCallInEveryPattern) {
   EXPECT_EQ(g.status, 0) << g.out << g.err;
   EXPECT_NE(g.err.find("warning: -p allgather reduces nothing and ignores -o prod"), std::string::npos) << g.err;
   EXPECT_EQ(w.err.find("-z applies"), std::string::npos) << w.err;  // not said where no -z was given
+  const Result t = RunShell("env RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard +
+                            " -np 2 -p ring --one-sided gin-v11 -b 1K -e 1K -n 1 -w 0 -T 60");
+  EXPECT_EQ(t.status, 0) << t.out << t.err;
+  EXPECT_NE(t.err.find("warning: --one-sided applies to the gin-* patterns; -p ring ignores it"), std::string::npos)
+      << t.err;
+  EXPECT_NE(g.out.find("datatype float, op none"), std::string::npos) << g.out;  // allgather's header: no -o
 }
 
 // An empty --plugin is read as unset, as NCCL reads an empty NCCL_NET_PLUGIN, and it
@@ -173,6 +179,7 @@ TEST(PerfCli, JsonIsWrittenForTheCollectiveAndOneSidedPatterns) {
     EXPECT_NE(text.find(c.symbol), std::string::npos) << text;
     EXPECT_EQ(Count(text, "\"busbw_gbps\""), 2u) << text;  // one per size: 1K and 4K
     EXPECT_NE(text.find("\"out_of_bounds\": 0"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"name\": \"lo\""), std::string::npos) << text;  // the device, as the table reports it
     std::remove(json.c_str());
   }
 }

@@ -126,6 +126,22 @@ TEST(PerfOptions, SizesThatMoveNothingAreRefused) {
   EXPECT_TRUE(Parse({"-np", "2", "-p", "allgather", "-b", "8", "-e", "8"}, &o).ok());
   EXPECT_TRUE(Parse({"-np", "2", "-p", "allgather", "-b", "1", "-e", "1K", "-f", "2"}, &o).ok());  // a sweep: 0 B rows as nccl-tests
   EXPECT_TRUE(Parse({"-np", "2", "-p", "allgather", "-b", "0", "-e", "0"}, &o).ok());
+  // From 0 with the default linear step (1M) the sweep is the 0 B size alone (new-user
+  // trial: -b 0 -e 8 ran one row of 0 B and exited 0).
+  s = Parse({"-np", "2", "-p", "sendrecv", "-b", "0", "-e", "8"}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("-b 0 -e 8 runs the 0 B size alone: the next, 0 + -i 1M, is past -e"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(Parse({"-np", "2", "-p", "sendrecv", "-b", "0", "-e", "8", "-i", "4"}, &o).ok());
+}
+
+// An empty --json is refused (new-user trial: --json "" ran and wrote nothing).
+TEST(PerfOptions, AnEmptyJsonPathIsRefused) {
+  Options o;
+  const Status s = Parse({"-np", "2", "--json", ""}, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("--json needs a file name"), std::string::npos) << s.message();
 }
 
 // A sweep whose steps skip every size that moves data is refused too (new-user trial:

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 namespace railyard::perf {
@@ -52,7 +53,7 @@ Status WaitFd(int fd, short events, Deadline deadline, const std::string& what, 
     if (noteMs > 0) ms = std::min(ms, MsLeft(nextNote));
     const int rc = poll(&p, 1, ms);
     if (rc > 0) return Status::Ok();
-    if (rc == 0 && std::chrono::steady_clock::now() >= deadline) return SystemError("bootstrap: timed out " + what);
+    if (rc == 0 && std::chrono::steady_clock::now() >= deadline) return SystemError("bootstrap: the run's -T limit passed in " + what);
     if (rc == 0) {
       const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
       std::fprintf(stderr,
@@ -352,6 +353,19 @@ Status Bootstrap::Exchange(std::uint32_t op, const void* mine, std::size_t bytes
     return InternalError("bootstrap: rank 0 is out of step in " + name);
   }
   return RecvAll(fd, all->data(), all->size(), deadline_, name + " (receiving from rank 0)");
+}
+
+bool Bootstrap::PeerGoneWithin(std::chrono::milliseconds grace, std::string* why) const {
+  if (nranks_ < 2) return false;
+  const auto until = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    if (Status s = CheckPeers(); !s.ok()) {
+      *why = s.message();
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the sockets, not a barrier
+  }
 }
 
 Status Bootstrap::CheckPeers() const {

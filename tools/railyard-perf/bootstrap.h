@@ -78,6 +78,11 @@ class Bootstrap {
   /// already waiting (a peer ahead in the next collective) counts as alive.
   Status CheckPeers() const;
 
+  /// After this rank failed: whether another rank's process has gone (CheckPeers fails)
+  /// within `grace`, polled without blocking; `*why` then gets CheckPeers' words. A
+  /// dead peer's sockets close at once; a rank failing on its own waits `grace`.
+  bool PeerGoneWithin(std::chrono::milliseconds grace, std::string* why) const;
+
   /// Closes every bootstrap connection now, so that the peers' CheckPeers see this rank
   /// gone at once (a failed rank leaves before its slower plugin teardown). Later
   /// collectives fail; the rank, nranks and deadline stay.

@@ -49,11 +49,6 @@ class CollRun {
   /// status 2. A plugin that fails to load or init is a failed call (1), as for the
   /// net patterns (new-user trial: RAILYARD_NSOCKS=0 exited 2 here, 1 there).
   bool usageError() const { return usageError_; }
-  /// After a failure: whether another rank's process has gone (the bootstrap sees its
-  /// connection closed) within kPeerGoneGrace, so that this rank stopped because of it
-  /// (exit 4, as the net patterns' ranks; new-user trial: after a kill -9 the survivors
-  /// exited 1). Polls the bootstrap without blocking; `*why` gets the bootstrap's words.
-  bool PeerGone(std::string* why) const;
 
  private:
   Status Call(const char* what, ncclResult_t r) {
@@ -170,22 +165,6 @@ Status CollRun::WriteRows(const std::vector<Row>& rows) {
   return WriteJson(opts_.jsonPath, info, rows);
 }
 
-bool CollRun::PeerGone(std::string* why) const {
-  // The grace of the net patterns' runner (runner.cc): a dead peer's sockets close at
-  // once; a rank failing on its own (a cut cable) waits this long before it says so.
-  constexpr auto kPeerGoneGrace = std::chrono::seconds(3);
-  if (n_ < 2) return false;
-  const auto until = std::chrono::steady_clock::now() + kPeerGoneGrace;
-  for (;;) {
-    if (Status s = boot_.CheckPeers(); !s.ok()) {
-      *why = s.message();
-      return true;
-    }
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the sockets, not a barrier
-  }
-}
-
 Status CollRun::Wait(void* request, const std::chrono::steady_clock::time_point& deadline) {
   for (;;) {
     int done = 0, size = 0;
@@ -271,7 +250,7 @@ Status CollRun::Run(long long* wrongTotal) {
   if (me_ == 0) {
     std::printf("# railyard-perf %s through %s (ncclCollNetPlugin_v%d), %d ranks, datatype %s, op %s\n",
                 PatternName(opts_.pattern), net_.path.c_str(), version_, n_, collectives::TypeName(type),
-                collectives::OpName(op));
+                opts_.pattern == Pattern::kAllGather ? "none" : collectives::OpName(op));
     std::printf("# busbw factor %.4f, %d warm-up + %d timed iterations per size, check %d, %s\n#\n",
                 BusBwFactor(opts_.pattern, n_), opts_.warmupIters, opts_.iters, opts_.check,
                 sets > 1 ? (opts_.check ? "timed iterations back to back (2 in flight, -z 0; the fill and check "
@@ -363,7 +342,10 @@ int RunCollRank(const Options& opts, Bootstrap& boot) {
   long long wrong = 0;
   const Status s = run.Run(&wrong);
   std::string gone;
-  const bool secondary = !s.ok() && !run.usageError() && run.PeerGone(&gone);
+  // A rank whose peer's process has gone stopped because of it: exit 4, as the net
+  // patterns' ranks (new-user trial: after a kill -9 the survivors exited 1). The grace
+  // is the net runner's kPeerGoneGrace.
+  const bool secondary = !s.ok() && !run.usageError() && boot.PeerGoneWithin(std::chrono::seconds(3), &gone);
   if (!s.ok()) boot.Leave();  // the others see this rank gone now, not after its teardown
   run.Cleanup();
   if (!s.ok()) {

@@ -21,7 +21,7 @@ Status Iterations(GinBench& b, std::size_t chunk, int count) {
       ncclResult_t rc = b.table->IputSignal(uint64_t(q) * chunk, b.dataMh, chunk, b.areaBytes + uint64_t(b.me) * chunk,
                                             b.dataMh, uint32_t(q), 8 * uint64_t(b.me), b.sigMh, 1,
                                             NCCL_NET_SIGNAL_OP_ADD, true, &req);
-      if (rc != ncclSuccess) return SystemError("iputSignal to peer " + std::to_string(q) + " failed: " + std::to_string(int(rc)));
+      if (rc != ncclSuccess) return b.CallFailed("iputSignal", q, rc);
       reqs.push_back(req);
       ++b.expected[size_t(q)];  // symmetric: q sends us as many as we send it
     }

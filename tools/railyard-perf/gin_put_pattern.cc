@@ -21,7 +21,7 @@ Status Phase(GinBench& b, int partner, std::size_t bytes, int count, bool put = 
                           ? b.table->Iput(0, b.dataMh, bytes, b.areaBytes, b.dataMh, uint32_t(partner), &req)
                           : b.table->IputSignal(0, b.dataMh, bytes, b.areaBytes, b.dataMh, uint32_t(partner),
                                                 8 * uint64_t(b.me), b.sigMh, 1, NCCL_NET_SIGNAL_OP_INC, true, &req);
-    if (rc != ncclSuccess) return SystemError("iput to peer " + std::to_string(partner) + " failed: " + std::to_string(int(rc)));
+    if (rc != ncclSuccess) return b.CallFailed("iput", partner, rc);
     reqs.push_back(req);
   }
   std::vector<bool> from(size_t(b.n), false);

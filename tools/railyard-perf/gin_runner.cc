@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "tools/railyard-perf/launcher.h"
 #include "tools/railyard-perf/nccl_logger.h"
 #include "tools/railyard-perf/patterns.h"
 #include "tools/railyard-perf/plugin_loader.h"
@@ -65,6 +66,14 @@ void* OpenLib(const Options& opts, OneSidedKind kind, std::string* path) {
 }
 
 }  // namespace
+
+Status GinBench::CallFailed(const char* call, int peer, ncclResult_t rc) const {
+  std::string m = std::string(call) + " to peer " + std::to_string(peer) + " failed on rank " + std::to_string(me) +
+                  ": " + ResultName(rc) + " (" + std::to_string(int(rc)) + ")";
+  const std::string warn = TakeFirstWarn();
+  if (!warn.empty()) m += ": " + warn;
+  return SystemError(m);
+}
 
 Status GinBench::Poll(std::vector<void*>* reqs) {
   const std::size_t before = reqs->size();
@@ -128,8 +137,15 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   const int n = boot.nranks();
   SetLoggerRank(me);
   auto fail = [&](const Status& s) {
-    std::fprintf(stderr, "railyard-perf: rank %d: %s\n", me, s.message().c_str());
-    return int(kExitError);
+    // A rank whose peer's process has gone stopped because of it: exit 4, as in the
+    // other patterns (new-user trial: after a kill -9 the ranks that only lost the
+    // bootstrap exited 1). It leaves the bootstrap before its teardown.
+    std::string gone;
+    const bool secondary = boot.PeerGoneWithin(std::chrono::seconds(3), &gone);
+    boot.Leave();
+    std::fprintf(stderr, "railyard-perf: rank %d: %s%s\n", me, s.message().c_str(),
+                 secondary ? ("; " + gone).c_str() : "");
+    return secondary ? int(kExitPeerFailed) : int(kExitError);
   };
   const OneSidedKind kind = KindOf(opts.oneSided);
   std::string path;
@@ -141,7 +157,11 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   int ndev = 0, type = 0, maxRecvs = 0;
   if ((rc = table.Devices(&ndev)) != ncclSuccess) return fail(Plugin("devices", me, rc, kind, path));
   if (opts.dev >= ndev) return fail(InvalidUsage("--dev " + std::to_string(opts.dev) + " but the table has " + std::to_string(ndev)));
-  if ((rc = table.Properties(opts.dev, &type, &maxRecvs)) != ncclSuccess) return fail(Plugin("getProperties", me, rc, kind, path));
+  std::string devName = "?";
+  int speedMbps = 0;
+  if ((rc = table.Properties(opts.dev, &type, &maxRecvs, &devName, &speedMbps)) != ncclSuccess) {
+    return fail(Plugin("getProperties", me, rc, kind, path));
+  }
   uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   if ((rc = table.Listen(opts.dev, handle)) != ncclSuccess) return fail(Plugin("listen", me, rc, kind, path));
   std::vector<uint8_t> all(size_t(n) * NCCL_NET_HANDLE_MAXSIZE);
@@ -224,6 +244,8 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
     info.symbol = table.Symbol();
     info.pluginName = table.Name();
     info.version = table.Version();
+    info.devName = devName;
+    info.speedMbps = speedMbps;
     json = WriteJson(opts.jsonPath, info, rows);
   }
   (void)b.Barrier();

@@ -38,6 +38,9 @@ struct GinBench {
 
   /// The signal word from rank `q` (atomic load).
   uint64_t Signal(int q) const { return __atomic_load_n(&signals[q], __ATOMIC_ACQUIRE); }
+  /// A failed data call (iput, iputSignal) to `peer`, worded as every other failed
+  /// call: the result's name and number, this rank, the plugin's first WARN.
+  Status CallFailed(const char* call, int peer, ncclResult_t rc) const;
   /// Tests every request in `reqs` once, removing the done ones, then progresses.
   /// An error names the call and the rank.
   Status Poll(std::vector<void*>* reqs);

@@ -13,7 +13,7 @@ Status PutSignal(GinBench& b, int partner, std::size_t bytes, std::vector<void*>
   void* req = nullptr;
   ncclResult_t rc = b.table->IputSignal(0, b.dataMh, bytes, b.areaBytes, b.dataMh, uint32_t(partner),
                                         8 * uint64_t(b.me), b.sigMh, 1, NCCL_NET_SIGNAL_OP_INC, true, &req);
-  if (rc != ncclSuccess) return SystemError("iputSignal to peer " + std::to_string(partner) + " failed: " + std::to_string(int(rc)));
+  if (rc != ncclSuccess) return b.CallFailed("iputSignal", partner, rc);
   reqs->push_back(req);
   return Status::Ok();
 }

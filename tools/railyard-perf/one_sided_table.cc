@@ -63,20 +63,25 @@ ncclResult_t OneSidedTable::Devices(int* ndev) {
   RY_OS_CALL(gin_->devices(ndev), rma14_->devices(ndev), rma13_->devices(ndev));
 }
 
-ncclResult_t OneSidedTable::Properties(int dev, int* netDeviceType, int* maxRecvs) {
-  if (gin_ != nullptr) {
-    ncclNetProperties_v11_t p;
-    ncclResult_t rc = gin_->getProperties(dev, &p);
+ncclResult_t OneSidedTable::Properties(int dev, int* netDeviceType, int* maxRecvs, std::string* name,
+                                       int* speedMbps) {
+  auto fill = [&](const auto& p) {
     *netDeviceType = p.netDeviceType;
     *maxRecvs = p.maxRecvs;
+    if (name != nullptr) *name = p.name != nullptr ? p.name : "?";
+    if (speedMbps != nullptr) *speedMbps = p.speed;
+  };
+  if (gin_ != nullptr) {
+    ncclNetProperties_v11_t p{};
+    const ncclResult_t rc = gin_->getProperties(dev, &p);
+    if (rc == ncclSuccess) fill(p);
     return rc;
   }
-  ncclNetProperties_v12_t p;
-  ncclResult_t rc = rma14_ != nullptr ? rma14_->getProperties(dev, &p)
-                    : rma13_ != nullptr ? rma13_->getProperties(dev, &p)
-                                        : ncclInternalError;
-  *netDeviceType = p.netDeviceType;
-  *maxRecvs = p.maxRecvs;
+  ncclNetProperties_v12_t p{};
+  const ncclResult_t rc = rma14_ != nullptr ? rma14_->getProperties(dev, &p)
+                          : rma13_ != nullptr ? rma13_->getProperties(dev, &p)
+                                              : ncclInternalError;
+  if (rc == ncclSuccess) fill(p);
   return rc;
 }
 

@@ -42,8 +42,10 @@ class OneSidedTable {
   /// init(&ctx, commId, logger).
   ncclResult_t Init(uint64_t commId, ncclDebugLogger_t logger);
   ncclResult_t Devices(int* ndev);
-  /// getProperties(dev): netDeviceType and maxRecvs (from the v11 or v12 struct).
-  ncclResult_t Properties(int dev, int* netDeviceType, int* maxRecvs);
+  /// getProperties(dev): netDeviceType and maxRecvs (from the v11 or v12 struct), and
+  /// when not null the device's name and speed (Mbps). Outputs are left alone on failure.
+  ncclResult_t Properties(int dev, int* netDeviceType, int* maxRecvs, std::string* name = nullptr,
+                          int* speedMbps = nullptr);
   /// listen(ctx, dev, handle[128], &listenComm).
   ncclResult_t Listen(int dev, void* handle);
   /// connect(ctx, handles, nranks, rank, listenComm, &collComm), then closeListen;

@@ -196,6 +196,19 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   if (o.pattern == Pattern::kAllGather && app.count("--op") > 0) {
     std::fprintf(stderr, "railyard-perf: warning: -p allgather reduces nothing and ignores -o %s\n", o.op.c_str());
   }
+  if (!IsGinPattern(o.pattern) && app.count("--one-sided") > 0) {
+    std::fprintf(stderr, "railyard-perf: warning: --one-sided applies to the gin-* patterns; -p %s ignores it\n",
+                 pattern.c_str());
+  }
+  if ((IsGinPattern(o.pattern) || IsCollective(o.pattern)) && app.count("--net-version") > 0) {
+    std::fprintf(stderr,
+                 "railyard-perf: warning: --net-version applies to sendrecv, ring and alltoall (the net tables); -p "
+                 "%s drives %s and ignores it\n",
+                 pattern.c_str(), IsCollective(o.pattern) ? "the CollNet table" : "the one-sided table");
+  }
+  if (app.count("--json") > 0 && o.jsonPath.empty()) {
+    return InvalidUsage("--json needs a file name (it was given an empty one)");
+  }
   if (pluginOpt->count() > 0) o.plugin = plugin;
   if (o.np == 0 && rankOpt->count() == 0) o.np = 1;  // plain run: one local rank
   if (rankOpt->count() > 0) {
@@ -219,6 +232,12 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   const std::string sweep = largest == o.maxBytes ? "-e " + maxB
                                                   : "-b " + minB + " -e " + maxB + " (whose steps run no size above " +
                                                         FormatSize(largest) + ")";
+  if (o.minBytes == 0 && o.maxBytes > 0 && largest == 0) {
+    // The linear step jumps past -e (new-user trial: -b 0 -e 8 with the default -i 1M
+    // ran one row of 0 B and exited 0).
+    return InvalidUsage("-b 0 -e " + maxB + " runs the 0 B size alone: the next, 0 + -i " + stepB +
+                        ", is past -e; use -f 2, a smaller -i, or -b 0 -e 0 for an empty message");
+  }
   if (collective && o.minBytes > 0) {
     // The same rule for the collectives (new-user trial: -p allgather -b 1 -e 1 ran one
     // passing row of 0 B): whole elements per rank (allreduce: whole elements).
