@@ -203,6 +203,21 @@ TEST(PerfCli, RanksStartedWithDifferentOptionsSaySo) {
       << e1;
   EXPECT_EQ(Slurp(base + ".o0").find("Out of bounds"), std::string::npos);
   for (const char* ext : {".o0", ".e0", ".o1", ".e1"}) std::remove((base + ext).c_str());
+  // The collectives' -d and -o by value too (new-user trial: "-d/-o differ from rank 1").
+  const int port2 = railyard::test_support::FreePort();
+  ASSERT_GT(port2, 0);
+  const std::string coll = " --nranks 2 --root 127.0.0.1:" + std::to_string(port2) + " -p allreduce -b 1K -e 1K -T 30";
+  const Result d = RunShell("(RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard + " --rank 0 -d int8" +
+                            coll + " >/dev/null 2>" + base + ".e0 & p=$!; RAILYARD_SOCKET_IFNAME==lo " + kPerf +
+                            " --plugin " + kRailyard + " --rank 1 -o max" + coll + " >/dev/null 2>" + base +
+                            ".e1; r1=$?; wait $p; echo $? $r1)");
+  EXPECT_EQ(d.out, "2 2\n") << Slurp(base + ".e0") << Slurp(base + ".e1");
+  const std::string d0 = Slurp(base + ".e0");
+  EXPECT_NE(d0.find("the ranks' options differ: -d float on rank 1 but int8 on rank 0, -o max on rank 1 but sum on "
+                    "rank 0"),
+            std::string::npos)
+      << d0;
+  for (const char* ext : {".e0", ".e1"}) std::remove((base + ext).c_str());
 }
 
 TEST(PerfCli, HelpDocumentsEveryExitStatus) {

@@ -194,8 +194,23 @@ Status CollRun::Run(long long* wrongTotal) {
   RY_RETURN_IF_ERROR(boot_.AllGather(&mine, sizeof mine, shapes.data()));
   for (int r = 0; r < n_; ++r) {
     std::string diff = ShapeDifference(mine.run, me_, shapes[std::size_t(r)].run, r);
-    if (shapes[std::size_t(r)].type != mine.type || shapes[std::size_t(r)].op != mine.op) {
-      diff += (diff.empty() ? "" : ", ") + std::string("-d/-o differ from rank ") + std::to_string(r);
+    // Named with the values on each rank, as ShapeDifference names -b or -z (new-user
+    // trial: "-d/-o differ from rank 1"). The peer's words are only printed, as names
+    // of known enum values or their number.
+    auto typeName = [](std::int32_t t) {
+      return collectives::ValidDataType(t) ? std::string(collectives::TypeName(DataType(t))) : std::to_string(t);
+    };
+    auto opName = [](std::int32_t o) {
+      return collectives::ValidRedOp(o) ? std::string(collectives::OpName(RedOp(o))) : std::to_string(o);
+    };
+    const Shape& other = shapes[std::size_t(r)];
+    if (other.type != mine.type) {
+      diff += (diff.empty() ? "" : ", ") + std::string("-d ") + typeName(other.type) + " on rank " +
+              std::to_string(r) + " but " + typeName(mine.type) + " on rank " + std::to_string(me_);
+    }
+    if (other.op != mine.op) {
+      diff += (diff.empty() ? "" : ", ") + std::string("-o ") + opName(other.op) + " on rank " + std::to_string(r) +
+              " but " + opName(mine.op) + " on rank " + std::to_string(me_);
     }
     if (!diff.empty()) {
       usageError_ = true;
