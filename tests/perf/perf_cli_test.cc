@@ -218,6 +218,18 @@ TEST(PerfCli, RanksStartedWithDifferentOptionsSaySo) {
             std::string::npos)
       << d0;
   for (const char* ext : {".e0", ".e1"}) std::remove((base + ext).c_str());
+  // Different --nranks: both exit 2, and the joining rank hears why (new-user trial: it
+  // failed later on a closed socket, "Broken pipe", exit 4).
+  const int port3 = railyard::test_support::FreePort();
+  ASSERT_GT(port3, 0);
+  const std::string root = " --root 127.0.0.1:" + std::to_string(port3) + " -p ring -b 1K -e 1K -T 30";
+  const Result n = RunShell("(" + kPerf + " --plugin " + Lib("11") + " --rank 0 --nranks 2" + root + " >/dev/null 2>" +
+                            base + ".e0 & p=$!; " + kPerf + " --plugin " + Lib("11") + " --rank 1 --nranks 3" + root +
+                            " >/dev/null 2>" + base + ".e1; r1=$?; wait $p; echo $? $r1)");
+  EXPECT_EQ(n.out, "2 2\n") << Slurp(base + ".e0") << Slurp(base + ".e1");
+  const std::string n1 = Slurp(base + ".e1");
+  EXPECT_NE(n1.find("refused this process as rank 1 of 3: it runs --nranks 2"), std::string::npos) << n1;
+  for (const char* ext : {".e0", ".e1"}) std::remove((base + ext).c_str());
 }
 
 TEST(PerfCli, HelpDocumentsEveryExitStatus) {

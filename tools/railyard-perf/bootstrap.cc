@@ -21,6 +21,9 @@ namespace {
 
 constexpr std::uint32_t kMagic = 0x52595046;  // "RYPF"
 constexpr std::uint32_t kOpHello = 1, kOpGather = 2, kOpBarrier = 3, kOpReduce = 4;
+/// Rank 0's answer to a hello: welcome, or refused (the rank is out of range or taken,
+/// or the --nranks differ); `bytes` carries rank 0's nranks.
+constexpr std::uint32_t kOpWelcome = 5, kOpRefused = 6;
 
 /// Frame header in front of every bootstrap message.
 struct Header {
@@ -240,13 +243,24 @@ Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootst
       CloseFd(fd);
       continue;
     }
-    if (h.bytes != std::uint64_t(nranks) || h.rank <= 0 || h.rank >= nranks || b.fds_[std::size_t(h.rank)] >= 0) {
+    const bool fits =
+        h.bytes == std::uint64_t(nranks) && h.rank > 0 && h.rank < nranks && b.fds_[std::size_t(h.rank)] < 0;
+    // The joining rank hears the answer, so that a refused one says why (exit 2) instead
+    // of failing later on a closed socket (new-user trial: --nranks 2 on rank 0 and 3
+    // on rank 1 gave "Broken pipe", exit 4, on rank 1).
+    const Header answer{kMagic, fits ? kOpWelcome : kOpRefused, 0, 0, std::uint64_t(nranks)};
+    const Status said = SendAll(fd, &answer, sizeof(answer), deadline, "answering a joining rank");
+    if (!fits) {
       status = InvalidUsage("bootstrap: a process joined as rank " + std::to_string(h.rank) + " of " +
                             std::to_string(h.bytes) + ", but rank 0 expects ranks 1.." +
                             std::to_string(nranks - 1) + " of " + std::to_string(nranks) +
                             " (duplicate or mismatched --rank/--nranks?)");
       CloseFd(fd);
       break;
+    }
+    if (!said.ok()) {  // it went away already: let it join again
+      CloseFd(fd);
+      continue;
     }
     b.fds_[std::size_t(h.rank)] = fd;
     ++joined;
@@ -295,6 +309,17 @@ Status Bootstrap::Join(const std::string& host, int port, int rank, int nranks, 
   TuneSocket(fd);
   const Header hello{kMagic, kOpHello, 0, rank, std::uint64_t(nranks)};
   Status s = SendAll(fd, &hello, sizeof(hello), deadline, "sending hello to rank 0 at " + where);
+  Header answer{};
+  if (s.ok()) s = RecvAll(fd, &answer, sizeof(answer), deadline, "waiting for rank 0 at " + where + " to answer");
+  if (s.ok() && (answer.magic != kMagic || (answer.op != kOpWelcome && answer.op != kOpRefused))) {
+    s = SystemError("bootstrap: " + where + " answered with something else than a railyard-perf rank 0 would");
+  }
+  if (s.ok() && answer.op == kOpRefused) {
+    s = InvalidUsage("bootstrap: rank 0 at " + where + " refused this process as rank " + std::to_string(rank) +
+                     " of " + std::to_string(nranks) + ": it runs --nranks " + std::to_string(answer.bytes) +
+                     (answer.bytes == std::uint64_t(nranks) ? " too, and another process joined as this rank first"
+                                                            : ""));
+  }
   if (!s.ok()) {
     CloseFd(fd);
     return s;

@@ -41,7 +41,8 @@ int RunMultiHost(const Options& opts) {
   }
   if (!s.ok()) {
     std::fprintf(stderr, "railyard-perf: rank %d: %s\n", opts.rank, s.message().c_str());
-    return kExitError;
+    // Ranks started with different --rank/--nranks are bad options (exit 2, as --help says).
+    return s.code() == railyard::Code::kInvalidUsage ? kExitUsage : kExitError;
   }
   return RunRank(opts, boot);
 }
