@@ -524,9 +524,13 @@ void CollComm::OnEvent(fabric::Event& ev) {
 }
 
 int CollComm::RankOf(const fabric::FabricError& e) const {
+  // Peers are named "w=<worker id> <address>"; a connection accepted from the peer says
+  // "w=<id> connection N arriving from <host>": the worker id is what both share.
+  auto worker = [](const std::string& name) { return name.substr(0, name.find(' ')); };
+  const std::string id = worker(e.site.peer);
   int failed = -1, nFailed = 0;
   for (const auto& [rank, ep] : endpoints_) {
-    if (!e.site.peer.empty() && ep->PeerName() == e.site.peer) return rank;
+    if (id.size() > 2 && worker(ep->PeerName()) == id) return rank;
     if (!ep->status().ok()) {
       failed = rank;
       ++nFailed;
@@ -638,7 +642,20 @@ Status CollComm::Progress() {
   const bool busy = running != queue_.end();
   if (moved || !busy) {
     lastProgress_ = now;
-  } else if (now - lastProgress_ > std::chrono::milliseconds(options_.timeoutMs)) {
+  } else if (now - lastProgress_ > kStalledCheck && now - lastEndpointCheck_ > kStalledCheck) {
+    // Stalled: a neighbour's endpoint may have failed with none of this comm's ops on it
+    // (the neighbour killed while this rank waits for its credit or its chunk: no error
+    // event comes). Checked now, not at the timeout (chain kill test: the far end waited
+    // RAILYARD_TIMEOUT_MS). Not every poll: status() copies its message.
+    lastEndpointCheck_ = now;
+    for (auto& [peer, ep] : endpoints_) {
+      if (Status es = ep->status(); !es.ok()) {
+        Fail(Status(es.code(), Where() + ": with rank " + std::to_string(peer) + ": " + es.message()), peer);
+        return failed_;
+      }
+    }
+  }
+  if (failed_.ok() && busy && !moved && now - lastProgress_ > std::chrono::milliseconds(options_.timeoutMs)) {
     Active* a = running->get();
     std::string at;
     for (size_t d = 0; d < a->st.size(); ++d) {

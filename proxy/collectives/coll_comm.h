@@ -132,8 +132,9 @@ class CollComm {
   /// rank whose connection failed (-1: none, or not known).
   void Fail(Status s, int lost = -1, int origin = -1);
   fabric::Endpoint* EndpointTo(int peerRank);
-  /// The rank whose endpoint `e` happened on: the one whose PeerName is e.site.peer,
-  /// else the only endpoint that has failed; -1 when neither tells.
+  /// The rank whose endpoint `e` happened on: the one whose PeerName has e.site.peer's
+  /// worker id ("w=<id>", the first word), else the only endpoint that has failed; -1
+  /// when neither tells.
   int RankOf(const fabric::FabricError& e) const;
   std::string Where() const;
 
@@ -156,6 +157,10 @@ class CollComm {
   bool lastMoved_ = false;
   uint64_t lastLanded_ = 0;  ///< WorkerStats::bytesLanded at the last Progress
   std::chrono::steady_clock::time_point lastProgress_;
+  /// When a stalled comm last looked at its endpoints' status (Progress).
+  std::chrono::steady_clock::time_point lastEndpointCheck_{};
+  /// How long a comm stalls before it looks at its endpoints, and how often after.
+  static constexpr std::chrono::milliseconds kStalledCheck{10};
 };
 
 }  // namespace railyard::collectives
