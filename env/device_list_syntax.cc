@@ -25,6 +25,29 @@ Status CheckDeviceListSyntax(std::string_view value, std::string_view source) {
                           std::to_string(header.size() + i) + forms);
     }
   }
+  // An RDMA entry's port, when given, is an ibverbs port number: 1..255 in decimal (NCCL
+  // reads it with atoi, so "mlx5_0:x" silently selected port 0, which no device has;
+  // new-user trial). Fields after a second ':' stay ignored, as in NCCL.
+  for (size_t pos = 0; hca && pos <= rest.size();) {
+    size_t comma = rest.find(',', pos);
+    if (comma == std::string_view::npos) comma = rest.size();
+    const std::string_view item = rest.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t colon = item.find(':');
+    if (colon == std::string_view::npos || colon == 0) continue;  // no port; a nameless entry is judged below
+    std::string_view port = item.substr(colon + 1);
+    port = port.substr(0, port.find(':'));
+    int n = 0;
+    bool digits = !port.empty() && port.size() <= 3;
+    for (char c : port) {
+      digits = digits && c >= '0' && c <= '9';
+      if (digits) n = n * 10 + (c - '0');
+    }
+    if (!digits || n < 1 || n > 255) {
+      return InvalidUsage(head + "the port of '" + std::string(item) + "' is '" + std::string(port) +
+                          "', not an RDMA port number (1..255)" + forms);
+    }
+  }
   // At least one name: some entry with a character before its ':' (NCCL skips the rest).
   bool named = false;
   size_t pos = 0;

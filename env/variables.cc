@@ -233,7 +233,7 @@ const Variable kVariables[] = {
     {"RAILYARD_SOCKET_IFNAME", "string", "", "", "NCCL_SOCKET_IFNAME",
      "Interfaces, in NCCL_SOCKET_IFNAME syntax (comma list of prefixes; leading ^ excludes, "
      "= matches exact names, in the order ^=; an empty or one-character value = automatic; "
-     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). In fabric mode it "
+     "a ^, = or ^= with no name after it, a ^ or = inside the list, and a port that is not 1..255, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). In fabric mode it "
      "chooses the rails among the IPv4 ports that are not loopback: a port that carries a "
      "default route is a rail only when named exactly (=eth0, with a warning), and "
      "NCCL_SOCKET_IFNAME is NOT used for rails (it chooses NCCL's bootstrap network, e.g. "

@@ -26,6 +26,21 @@ TEST(DeviceListSyntax, NcclFormsAreAccepted) {
   EXPECT_TRUE(env::CheckDeviceListSyntax("", "RAILYARD_SOCKET_IFNAME").ok());  // unset
 }
 
+// An RDMA port that is not 1..255 in decimal is refused (new-user trial: "mlx5_0:x",
+// "mlx5_0:" and "mlx5_0:99999999999" were taken, as NCCL's atoi reads them: port 0 or
+// garbage, a device that then silently never matched). NCCL's third field stays ignored.
+TEST(DeviceListSyntax, AnHcaPortThatIsNoPortNumberIsRefused) {
+  for (const char* v : {"mlx5_0:x", "mlx5_0:", "mlx5_0:0", "mlx5_0:256", "mlx5_0:99999999999", "=mlx5_0:1,mlx5_1:-1"}) {
+    const Status st = env::CheckDeviceListSyntax(v, "RAILYARD_HCA");
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << v;
+    EXPECT_THAT(st.message(), HasSubstr("not an RDMA port number (1..255)")) << v << ": " << st.message();
+  }
+  for (const char* v : {"mlx5_0:1", "mlx5_0:255", "=mlx5_0:1,mlx5_1:2", "mlx5_0:1:2", "^mlx5_1:1"}) {
+    EXPECT_TRUE(env::CheckDeviceListSyntax(v, "RAILYARD_HCA").ok()) << v;
+  }
+  EXPECT_TRUE(env::CheckDeviceListSyntax("eth0:x", "RAILYARD_SOCKET_IFNAME").ok());  // interfaces have no ports
+}
+
 // They were taken: "^" as automatic, "^=" as "exclude nothing" (no interface at all),
 // "=^eth0" as the exact name "^eth0", "eth0,^docker" as a prefix "^docker" matching nothing.
 TEST(DeviceListSyntax, AHeaderWithoutANameOrAMisplacedCaretIsRefused) {
