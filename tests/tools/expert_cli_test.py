@@ -66,6 +66,9 @@ def main():
         r = subprocess.run([pack, ck, os.path.join(tmp, "aligned"), "--align", "3"], capture_output=True, text=True)
         check(r.returncode == 2 and "not a power of two" in r.stderr and not os.path.exists(os.path.join(tmp, "aligned")),
               f"--align 3 is bad usage: exit 2, nothing written ({r.returncode}, {r.stderr.strip()!r})")
+        r = subprocess.run([pack, ck, "--dry-run", "--align", "-4096"], capture_output=True, text=True)
+        check(r.returncode == 2 and "'-4096' is out of range: expected 1..1073741824" in r.stderr,
+              f"--align -4096 is out of range, not read as 2^64 - 4096 ({r.returncode}, {r.stderr.strip()!r})")
         r = subprocess.run([pack, "--help"], capture_output=True, text=True)
         check(r.returncode == 0 and "Exit status:" in r.stdout and "2  bad usage" in r.stdout,
               f"--help documents the exit status ({r.stdout[-300:]!r})")

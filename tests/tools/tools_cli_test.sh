@@ -28,6 +28,8 @@ expect_status() {  # WANT DESCRIPTION CMD...
 
 expect_status 2 "railyard-info --sysfs /nonexistent" "$INFO" --sysfs /nonexistent
 grep -q "railyard-info: --sysfs" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-info --hwloc-xml /nonexistent.xml" "$INFO" --hwloc-xml /nonexistent.xml --listen-ms 0
+grep -q "railyard-info: --hwloc-xml" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyard-info --no-such-flag" "$INFO" --no-such-flag
 expect_status 0 "railyard-info --help" "$INFO" --help
 expect_status 2 "railyard-tcp-pump --np 1" "$PUMP" --np 1

@@ -372,7 +372,8 @@ int Run(int argc, char** argv) {
                                                "kept (as with --include-no-address)")
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();
-  app.add_option("--hwloc-xml", options.hwlocXml, "hwloc XML topology to use instead of the live one");
+  app.add_option("--hwloc-xml", options.hwlocXml, "hwloc XML topology to use instead of the live one")
+      ->check(CLI::ExistingFile);  // a missing file is a bad flag (exit 2), as --sysfs's directory
   app.add_flag("--no-hwloc", options.disableHwloc, "Do not use hwloc (no nearest GPU; NUMA from sysfs)");
   app.add_option("--ifname", ifname,
                  "Rail filter, RAILYARD_SOCKET_IFNAME grammar (default: RAILYARD_SOCKET_IFNAME from the "

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "storage/expert/expert_error.h"
+#include "tools/common/cli_parse.h"
 #include "storage/expert/pack.h"
 #include "storage/expert/store.h"
 
@@ -54,7 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("out", outDir, "the store directory to create (must not exist)");
   app.add_option("--scheme", opts.scheme, "expert naming scheme: auto, qwen-moe (also DeepSeek), mixtral")
       ->check(CLI::IsMember({"auto", "qwen-moe", "mixtral"}));
-  app.add_option("--align", opts.alignment, "alignment of tensors and records, bytes (power of two)");
+  // A range check on the text: "-4096" was read as 2^64 - 4096 (new-user trial).
+  app.add_option("--align", opts.alignment, "alignment of tensors and records, bytes (power of two)")
+      ->check(tools::InRange(std::uint64_t{1}, std::uint64_t{1} << 30));
   app.add_option("--model-id", opts.modelId, "model id written into the manifest (default: the checkpoint's name)");
   app.add_flag("--dry-run", dryRun, "print the layout it would write and exit");
   app.add_flag("--progress", progress, "show a progress bar (default when stderr is a terminal)");
