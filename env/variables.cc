@@ -232,8 +232,8 @@ Status ApplyDebug(const Variable& var, const char* source, std::string_view valu
 const Variable kVariables[] = {
     {"RAILYARD_SOCKET_IFNAME", "string", "", "", "NCCL_SOCKET_IFNAME",
      "Interfaces, in NCCL_SOCKET_IFNAME syntax (comma list of prefixes; leading ^ excludes, "
-     "= matches exact names, in the order ^=; an empty or one-character value = automatic; "
-     "a ^, = or ^= with no name after it, a ^ or = inside the list, and a port that is not 1..255, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). In fabric mode it "
+     "= matches exact names, in the order ^=; an empty value, or a one-character name such as x, = automatic (NCCL ignores values under 2 characters); "
+     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). In fabric mode it "
      "chooses the rails among the IPv4 ports that are not loopback: a port that carries a "
      "default route is a rail only when named exactly (=eth0, with a warning), and "
      "NCCL_SOCKET_IFNAME is NOT used for rails (it chooses NCCL's bootstrap network, e.g. "
@@ -407,7 +407,7 @@ const Variable kVariables[] = {
     {"RAILYARD_HCA", "string", "", "", "NCCL_IB_HCA",
      "Verbs transport: RDMA devices and ports to use, in NCCL_IB_HCA syntax "
      "(comma list of name[:port]; leading ^ excludes, = matches exact names, in the order ^=; "
-     "a ^, = or ^= with no name after it, and a ^ or = inside the list, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). Unlike NCCL, a "
+     "a ^, = or ^= with no name after it, a ^ or = inside the list, and a port that is not 1..255, are refused in this variable; read from the NCCL alias they are kept as NCCL reads them, with a WARN). Unlike NCCL, a "
      "prefix never matches a longer number: mlx5_1 selects mlx5_1 but not mlx5_11, while mlx5 "
      "selects every mlx5_N. Empty = every device with an active port and a usable GID.",
      0, 0, &ApplyHca, "NCCL_IB_HCA syntax (prefixes never match a longer number)"},
