@@ -30,6 +30,12 @@ expect_status 2 "railyard-info --sysfs /nonexistent" "$INFO" --sysfs /nonexisten
 grep -q "railyard-info: --sysfs" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyard-info --hwloc-xml /nonexistent.xml" "$INFO" --hwloc-xml /nonexistent.xml --listen-ms 0
 grep -q "railyard-info: --hwloc-xml" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
+# Every tool says its version (a new-user trial found none had --version).
+for tool in "$INFO" "$PUMP" "$DOC" "$DAEMON"; do
+  name=$(basename "$tool")
+  expect_status 0 "$name --version" "$tool" --version
+  grep -Eq "^$name [0-9]+\.[0-9]+\.[0-9]+\$" "$tmp/out" || { echo "FAIL: $name --version printed: $(cat "$tmp/out")"; failed=1; }
+done
 expect_status 2 "railyard-info --no-such-flag" "$INFO" --no-such-flag
 expect_status 0 "railyard-info --help" "$INFO" --help
 expect_status 2 "railyard-tcp-pump --np 1" "$PUMP" --np 1

@@ -48,11 +48,22 @@ CLI::Validator InRange(T min, T max) {
       range.get_description());
 }
 
+#ifndef RAILYARD_TOOLS_VERSION
+#define RAILYARD_TOOLS_VERSION "unknown"  // tools/CMakeLists.txt defines it from project(VERSION)
+#endif
+
+/// Adds `--version`, printing "<tool> <version>" (CMake's PROJECT_VERSION) and exiting 0
+/// (CLI11 throws CallForVersion, a CLI::Success). Every Railyard tool has it.
+inline void AddVersionFlag(CLI::App& app, const char* tool) {
+  app.set_version_flag("--version", std::string(tool) + " " + RAILYARD_TOOLS_VERSION, "print the version and exit");
+}
+
 /// Parses argv with `app`. Returns nullopt when the tool should go on; otherwise the exit
 /// status it should return at once: 0 after --help (or CLI11's --help-all / --version) was
 /// printed to stdout, kUsageExit after a parse error, printed to stderr as
 /// "<tool>: <what>\nRun with --help for more information.".
 inline std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const char* tool) {
+  if (app.get_option_no_throw("--version") == nullptr) AddVersionFlag(app, tool);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help and friends: CallForHelp, CallForAllHelp, CallForVersion

@@ -71,9 +71,10 @@ int main(int argc, char** argv) {
       "     is missing or not writable), or writing or verifying failed; OUT is as it was before\n"
       "  2  bad usage: an unknown or malformed option, no OUT without --dry-run, an --align that is\n"
       "     not a power of two, an unknown --scheme");
+  tools::AddVersionFlag(app, "railyard-pack");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "railyard-pack: %s\nRun with --help for more information.\n", e.what());

@@ -49,6 +49,8 @@ class CollRun {
   /// status 2. A plugin that fails to load or init is a failed call (1), as for the
   /// net patterns (new-user trial: RAILYARD_NSOCKS=0 exited 2 here, 1 there).
   bool usageError() const { return usageError_; }
+  /// True once the collective comm is connected (failures after it may be a peer's).
+  bool connected() const { return comm_ != nullptr; }
 
  private:
   Status Call(const char* what, ncclResult_t r) {
@@ -360,7 +362,10 @@ int RunCollRank(const Options& opts, Bootstrap& boot) {
   // A rank whose peer's process has gone stopped because of it: exit 4, as the net
   // patterns' ranks (new-user trial: after a kill -9 the survivors exited 1). The grace
   // is the net runner's kPeerGoneGrace.
-  const bool secondary = !s.ok() && !run.usageError() && boot.PeerGoneWithin(std::chrono::seconds(3), &gone);
+  // Before the comm is connected (a plugin that refuses its settings fails alike on
+  // every rank) only a peer already gone counts: no grace.
+  const auto grace = run.connected() ? std::chrono::milliseconds(3000) : std::chrono::milliseconds(0);
+  const bool secondary = !s.ok() && !run.usageError() && boot.PeerGoneWithin(grace, &gone);
   if (!s.ok()) boot.Leave();  // the others see this rank gone now, not after its teardown
   run.Cleanup();
   if (!s.ok()) {

@@ -136,12 +136,16 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   const int me = boot.rank();
   const int n = boot.nranks();
   SetLoggerRank(me);
+  bool connected = false;
   auto fail = [&](const Status& s) {
     // A rank whose peer's process has gone stopped because of it: exit 4, as in the
     // other patterns (new-user trial: after a kill -9 the ranks that only lost the
     // bootstrap exited 1). It leaves the bootstrap before its teardown.
+    // Before connect (a plugin refusing its settings fails alike everywhere) only a peer
+    // already gone counts: no grace.
     std::string gone;
-    const bool secondary = boot.PeerGoneWithin(std::chrono::seconds(3), &gone);
+    const bool secondary =
+        boot.PeerGoneWithin(connected ? std::chrono::milliseconds(3000) : std::chrono::milliseconds(0), &gone);
     boot.Leave();
     std::fprintf(stderr, "railyard-perf: rank %d: %s%s\n", me, s.message().c_str(),
                  secondary ? ("; " + gone).c_str() : "");
@@ -169,6 +173,7 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   std::vector<void*> hs;
   for (int r = 0; r < n; ++r) hs.push_back(all.data() + size_t(r) * NCCL_NET_HANDLE_MAXSIZE);
   if ((rc = table.Connect(hs, me)) != ncclSuccess) return fail(Plugin("connect", me, rc, kind, path));
+  connected = true;
 
   GinBench b;
   b.table = &table;

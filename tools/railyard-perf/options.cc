@@ -154,12 +154,17 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
 
   app.footer(kExitStatusHelp);
 
+  tools::AddVersionFlag(app, "railyard-perf");
   std::vector<std::string> args = NormaliseArgs(argc, argv);
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp&) {
     std::printf("%s", app.help().c_str());
+    *exitNow = true;
+    return Status::Ok();
+  } catch (const CLI::CallForVersion& e) {
+    std::printf("%s\n", e.what());
     *exitNow = true;
     return Status::Ok();
   } catch (const CLI::ParseError& e) {

@@ -190,9 +190,10 @@ int main(int argc, char** argv) {
       "RAILYARD_* value, an unusable cluster key, an expert store that cannot be served, another railyardd on\n"
       "this host); 3 no rail: no port qualifies now (at boot the rails' addresses may come later: the systemd\n"
       "unit starts it again).");
+  tools::AddVersionFlag(app, "railyardd");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "railyardd: %s\nRun with --help for more information.\n", e.what());
