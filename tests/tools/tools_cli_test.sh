@@ -160,6 +160,9 @@ expect_status 0 "railyard-info, fabric off, legacy comms" env -u RAILYARD_CLUSTE
 grep -q "^Mode: plain TCP: fabric mode off, 0 usable RDMA port(s) (RAILYARD_FABRIC=off)" "$tmp/out" || { echo "FAIL: no plain Mode line: $(grep -i mode "$tmp/out")"; failed=1; }
 grep -q "^NCCL comms: the older per-transport comms (proxy/tcp, proxy/verbs) (RAILYARD_COMMS=legacy)" "$tmp/out" ||
   { echo "FAIL: no legacy comms line: $(grep -i comms "$tmp/out")"; failed=1; }
+# The plain TCP mode names its devices (new-user trial: it never said which interface).
+expect_status 0 "railyard-info, plain TCP on lo" env -u RAILYARD_CLUSTER_KEY_FILE RAILYARD_FABRIC=off RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0
+grep -q "^Mode: plain TCP: fabric mode off, .*; its TCP devices: lo$" "$tmp/out" || { echo "FAIL: no TCP devices in the Mode line: $(grep -i mode "$tmp/out")"; failed=1; }
 # Trial: "the comms over the fabric" beside "Mode: plain TCP: no fabric rail" read as a contradiction.
 expect_status 0 "railyard-info, plain TCP, auto comms" env -u RAILYARD_CLUSTER_KEY_FILE -u RAILYARD_COMMS RAILYARD_FABRIC=auto RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0
 grep -q "^NCCL comms: the fabric-interface comms (proxy/nccl) over the fabric's TCP transport alone (no fabric mode) (RAILYARD_COMMS=auto; plain TCP" "$tmp/out" ||

@@ -294,6 +294,7 @@ class ModeSection : public SectionPrinter {
             {"fabric_why_none", ctx.fabricWhyNone.empty() ? json(nullptr) : json(ctx.fabricWhyNone)},
             {"init_error", fails ? json(ctx.initError) : json(nullptr)},
             {"rdma_ports", ctx.rdmaPorts},
+            {"socket_devices", ctx.socketDevices},
             {"comms_setting", ctx.commsSetting},
             {"comms", fails ? json(nullptr) : json(ctx.fabricComms ? "fabric" : "legacy")},
             {"comms_reason", fails ? json(nullptr) : json(ctx.commsReason)}};
@@ -307,8 +308,13 @@ class ModeSection : public SectionPrinter {
     const std::string rdma = ", " + std::to_string(ctx.rdmaPorts) + " usable RDMA port(s)";
     if (FabricMode(ctx)) return "fabric mode over " + std::to_string(ctx.fabricRails) + " rail(s)" + rdma + set;
     const std::string plain = ctx.rdmaPorts > 0 ? "verbs" : "plain TCP";
-    if (ctx.fabricSetting == "off") return plain + ": fabric mode off" + rdma + set;
-    return plain + ": no fabric rail" + rdma + set + (ctx.fabricWhyNone.empty() ? "" : ": " + ctx.fabricWhyNone);
+    // Which interfaces carry it (new-user trial: the plain TCP mode never said).
+    std::string devices;
+    for (const auto& d : ctx.socketDevices) devices += (devices.empty() ? "" : ", ") + d;
+    const std::string over =
+        ctx.rdmaPorts == 0 && !devices.empty() ? "; its TCP devices: " + devices : "";
+    if (ctx.fabricSetting == "off") return plain + ": fabric mode off" + rdma + set + over;
+    return plain + ": no fabric rail" + rdma + set + over + (ctx.fabricWhyNone.empty() ? "" : ": " + ctx.fabricWhyNone);
   }
   static std::string Comms(const InfoContext& ctx) {
     if (!ctx.initError.empty()) return "none (init fails)";
@@ -576,6 +582,7 @@ int Run(int argc, char** argv) {
     facts.ipv4Devices = !socketDevices.empty() &&
                         std::all_of(socketDevices.begin(), socketDevices.end(),
                                     [](const topology::NetDevice& d) { return d.family() == AF_INET; });
+    for (const auto& d : socketDevices) ctx.socketDevices.push_back(d.name);
     ctx.fabricComms = runtime::ChoosesFabricComms(facts);
     ctx.commsReason = runtime::CommsChoiceReason(facts);
     ctx.commsName = runtime::CommsName(facts);

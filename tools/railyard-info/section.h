@@ -58,6 +58,9 @@ struct InfoContext {
   std::string commsReason;   ///< runtime::CommsChoiceReason over the facts
   std::string commsName;     ///< runtime::CommsName over the facts: which comms, over which transport
   bool fabricComms = false;  ///< runtime::ChoosesFabricComms over the facts above
+  /// Outside fabric mode: the interfaces the plugin's TCP transport would take as its
+  /// devices (topology::SelectSocketDevices over RAILYARD_SOCKET_IFNAME), in order.
+  std::vector<std::string> socketDevices;
 };
 
 /// One section of the report. Sections are printed in registration order (see
