@@ -593,6 +593,16 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
       return;
     }
     const bool isNew = r.heard.count(h.origin) == 0;
+    if (isNew && r.heard.size() >= kMaxHeardPerRail) {
+      // A cable has one host at its far end, a shared segment a few: hellos from more
+      // are spoofed (hostile-peer probe: 25,000 made-up hosts in seconds, each a graph
+      // rebuild). Refused until some expire.
+      Refuse(&AgentCounters::railFull, "rail-full",
+             "a hello of a new host " + where + ": the rail already hears " + std::to_string(kMaxHeardPerRail) +
+                 " hosts",
+             nowMs);
+      return;
+    }
     Neighbour& nb = r.heard[h.origin];
     const Neighbour old = nb;
     nb = {h.origin, m.hostName, m.ifname, m.addr, m.speedMbps, nowMs};
@@ -715,22 +725,26 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
 }
 
 void CablingAgent::WarnDuplicateName(const RailState& r, const Neighbour& nb) {
+  // Once per name, so the heard hosts are searched only for a name not yet warned.
+  if (nameClashesWarned_.count(nb.hostName) > 0 || nameClashesWarned_.size() >= kMaxNameClashes) return;
   const std::string who = "host " + HostIdText(nb.host) + " at " + Ip(nb.addr) + " (rail " + r.rail.ifname + ")";
-  auto first = [this, &nb](uint64_t other) {
-    return nameClashesWarned_.emplace(std::min(nb.host, other), std::max(nb.host, other), nb.hostName).second;
-  };
-  if (nb.hostName == hostName_ && first(hostId_)) {
+  const char* more = nameClashesWarned_.size() + 1 == kMaxNameClashes ? " (further name clashes are not logged)" : "";
+  if (nb.hostName == hostName_) {
+    nameClashesWarned_.insert(nb.hostName);
     RY_WARN("cabling: %s announces the name '%s', which is this host's name (this host is at %s on %s): "
-            "two hosts share a name; give each its own (RAILYARD_HOST_NAME or railyardd --host-name)",
-            who.c_str(), nb.hostName.c_str(), Ip(r.rail.addr.s_addr).c_str(), r.rail.ifname.c_str());
+            "two hosts share a name; give each its own (RAILYARD_HOST_NAME or railyardd --host-name)%s",
+            who.c_str(), nb.hostName.c_str(), Ip(r.rail.addr.s_addr).c_str(), r.rail.ifname.c_str(), more);
+    return;
   }
   for (const RailState& other : rails_) {
     for (const auto& [id, seen] : other.heard) {
-      if (id == nb.host || seen.hostName != nb.hostName || !first(id)) continue;
+      if (id == nb.host || seen.hostName != nb.hostName) continue;
+      nameClashesWarned_.insert(nb.hostName);
       RY_WARN("cabling: %s and host %s at %s (rail %s) both announce the name '%s': two hosts share a name; "
-              "give each its own (RAILYARD_HOST_NAME or railyardd --host-name)",
+              "give each its own (RAILYARD_HOST_NAME or railyardd --host-name)%s",
               who.c_str(), HostIdText(id).c_str(), Ip(seen.addr).c_str(), other.rail.ifname.c_str(),
-              nb.hostName.c_str());
+              nb.hostName.c_str(), more);
+      return;
     }
   }
 }

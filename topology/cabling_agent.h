@@ -83,6 +83,7 @@ struct AgentCounters {
   uint64_t rateLimited = 0;     ///< over its source's budget for the period
   uint64_t evicted = 0;         ///< speakers dropped to make room (tombstones, then unlinked hosts)
   uint64_t tableFull = 0;       ///< records of new speakers refused: kMaxSpeakers held, none could go
+  uint64_t railFull = 0;        ///< hellos of new hosts refused: the rail already hears kMaxHeardPerRail
   uint64_t rebuilds = 0;        ///< graph rebuilds (each interval's Tick, and records or hellos that changed it)
 };
 
@@ -157,6 +158,9 @@ class CablingAgent {
   static constexpr int64_t kTombstoneMs = 60000;
   /// Speakers (processes of all hosts) held at once; live records plus tombstones.
   static constexpr size_t kMaxSpeakers = 1024;
+  /// Hosts one rail hears at once (a cable: one; a shared segment of a small cluster: at
+  /// most 16). Hellos of more new hosts are refused (AgentCounters::railFull).
+  static constexpr size_t kMaxHeardPerRail = 64;
   /// Live speakers of hosts no rail-link of the graph reaches yet (starting hosts,
   /// or hosts a flood made up) held at once.
   static constexpr size_t kMaxUnlinkedSpeakers = 128;
@@ -267,17 +271,19 @@ class CablingAgent {
   std::vector<LinkRecord> OwnLinks() const;  ///< requires mu_
   void Rebuild();                            ///< requires mu_
   /// WARNs when neighbour `nb` (just heard on `r`) announces this host's name or the name
-  /// of another heard host, naming both addresses: once per pair of hosts and name (a
-  /// clash heard on every rail, or a name changed and back, is not warned again).
-  /// Requires mu_.
+  /// of another heard host, naming both addresses: once per name (a clash heard on every
+  /// rail, among many hosts, or a name changed and back, is not warned again), for at
+  /// most kMaxNameClashes names. Bounded against a peer that spoofs hellos from many
+  /// made-up hosts under one name (hostile-peer probe: once per pair of hosts, 25,000
+  /// hellos made 5.6M WARN lines and 537 MB of remembered pairs). Requires mu_.
   void WarnDuplicateName(const RailState& r, const Neighbour& nb);
   /// Counts a refusal and logs it (rate-limited). Requires mu_.
   void Refuse(uint64_t AgentCounters::*counter, const char* kind, const std::string& detail, int64_t nowMs);
 
   uint64_t hostId_ = 0;
-  /// Name clashes already warned: (lower host id, higher host id, name); this host's
-  /// own id for a clash with its own name. Guarded by mu_.
-  std::set<std::tuple<uint64_t, uint64_t, std::string>> nameClashesWarned_;
+  /// Names whose clash was warned (at most kMaxNameClashes). Guarded by mu_.
+  std::set<std::string> nameClashesWarned_;
+  static constexpr size_t kMaxNameClashes = 64;
   uint64_t speaker_ = 0;
   uint64_t ownSeq_ = 0;  ///< last sequence this speaker sent
   uint64_t ticks_ = 0;   ///< Ticks so far (the others' records are re-flooded every few)
