@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -90,6 +91,42 @@ TEST_F(TcpAcceptFrom, ASocketFromAnAllowedSourceIsServed) {
   ConnectAndWrite("127.0.0.2");
   EXPECT_TRUE(ProgressUntil([&] { return Landed() == "landed!!"; })) << Landed();
   EXPECT_EQ(worker_->stats().peerConnections, 1u);
+}
+
+// One source's idle sockets (never a hello) cannot keep the others out: at most 16 of
+// them wait, the 17th is closed at once, a socket from another source is still served,
+// and the idle ones are closed at the hello timeout (RAILYARD_ACCEPT_TIMEOUT_MS), not at
+// RAILYARD_TIMEOUT_MS (hostile-peer probe: 256 idle sockets from one peer shut every new
+// connection out for 30 s, renewably).
+TEST_F(TcpAcceptFrom, IdleSocketsOfOneSourceNeitherShutOthersOutNorStay) {
+  TcpOptions o;
+  o.rails = {{"lo", "127.0.0.1", 10000}};
+  o.timeoutMs = 60000;
+  o.helloTimeoutMs = 3000;  // the checks before it take milliseconds; ProgressUntil waits 10 s
+  ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
+  ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
+  std::memset(mem_, 0, sizeof mem_);
+  ASSERT_TRUE(domain_->Register(mem_, sizeof mem_, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) {
+    idle.push_back(raw_peer::ConnectToRail0(*worker_, "127.0.0.3"));
+    ASSERT_GE(idle.back(), 0);
+    // Accepted before the next: the Worker counts what waits.
+    std::vector<Event> events;
+    worker_->Progress(&events);
+  }
+  const int extra = raw_peer::ConnectToRail0(*worker_, "127.0.0.3");
+  ASSERT_GE(extra, 0);
+  EXPECT_TRUE(ProgressUntil([&] { return raw_peer::SawClose(extra); }));
+  for (int fd : idle) EXPECT_FALSE(raw_peer::SawClose(fd));  // still waiting for their hellos
+  ConnectAndWrite("127.0.0.2");  // another source is served meanwhile
+  EXPECT_TRUE(ProgressUntil([&] { return Landed() == "landed!!"; })) << Landed();
+  // At the hello timeout every idle socket is closed.
+  EXPECT_TRUE(ProgressUntil([&] {
+    return std::all_of(idle.begin(), idle.end(), [](int fd) { return raw_peer::SawClose(fd); });
+  }));
+  close(extra);
+  for (int fd : idle) close(fd);
 }
 
 TEST_F(TcpAcceptFrom, AnAddressThatIsNotIpv4IsRefusedWithTheOptions) {

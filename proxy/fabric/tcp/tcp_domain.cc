@@ -14,6 +14,7 @@ TcpOptions TcpOptions::FromConfig(const env::Config& config, std::vector<RailInf
   o.stripe = StripeOptions::FromConfig(config);
   o.timeoutMs = config.timeoutMs;
   o.connectRetryMs = config.timeoutMs;
+  o.helloTimeoutMs = config.acceptTimeoutMs;
   return o;
 }
 

@@ -37,6 +37,9 @@ struct TcpOptions {
   /// for about 20 s, src/misc/socket.cc). 0 = fail at the first refusal. FromConfig: the
   /// timeout (RAILYARD_TIMEOUT_MS).
   int connectRetryMs = 0;
+  /// An accepted socket must send its hello within this time, else it is closed
+  /// (RAILYARD_ACCEPT_TIMEOUT_MS; 10 s by default, as the variable's).
+  int helloTimeoutMs = 10000;
   /// This process's rank, named in errors (-1: unknown).
   int rank = -1;
   /// Bytes one socket moves each way per Progress call, at most (4 KiB..64 MiB). Large

@@ -20,6 +20,33 @@ namespace {
 
 /// Accepted sockets waiting for a hello, at most (a flood of idle connections is refused).
 constexpr size_t kMaxPending = 256;
+/// Of them from one source address, at most: a peer's connection opens one socket per
+/// rail and sends its hello at once, so one source holding more is a flood, and it
+/// must not keep the others out (hostile-peer probe: 256 idle sockets from one peer shut
+/// every new connection out for 30 s, renewably).
+constexpr size_t kMaxPendingPerSource = 16;
+
+/// True for the 1st, 1025th, 2049th, ... call on `count` (which it increments): a
+/// refusal logged so under a flood writes little.
+bool FirstOfEach1024(uint64_t* count) { return (*count)++ % 1024 == 0; }
+
+/// The IPv4 source of accepted socket `fd` (network order), 0 when unknown.
+uint32_t AcceptedFrom(int fd) {
+  sockaddr_in from{};
+  socklen_t len = sizeof from;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&from), &len) != 0 || from.sin_family != AF_INET) return 0;
+  return from.sin_addr.s_addr;
+}
+
+/// Dotted text of `addr` (network order); "?" for 0.
+std::string DottedOrUnknown(uint32_t addr) {
+  if (addr == 0) return "?";
+  char ip[INET_ADDRSTRLEN] = {};
+  in_addr a{};
+  a.s_addr = addr;
+  inet_ntop(AF_INET, &a, ip, sizeof ip);
+  return ip;
+}
 /// Peers' connections one Worker serves at once, at most.
 constexpr size_t kMaxTargets = 1024;
 
@@ -159,14 +186,23 @@ void TcpWorker::AcceptNew() {
         }
         continue;
       }
-      if (pending_.size() >= kMaxPending) {
-        RY_WARN("fabric rail %zu: %zu sockets already wait for a hello; dropping a new one", rail, pending_.size());
+      const uint32_t source = AcceptedFrom(fd);
+      const size_t fromSource = static_cast<size_t>(
+          std::count_if(pending_.begin(), pending_.end(), [&](const Pending& q) { return q.source == source; }));
+      if (pending_.size() >= kMaxPending || fromSource >= kMaxPendingPerSource) {
+        if (FirstOfEach1024(&refusedAtAccept_)) {
+          RY_WARN("fabric rail %zu: closed a new socket from %s: %zu sockets wait for a hello, %zu of them from %s "
+                  "(at most %zu, %zu from one source; %llu closed so, logged every 1024th)",
+                  rail, DottedOrUnknown(source).c_str(), pending_.size(), fromSource, DottedOrUnknown(source).c_str(),
+                  kMaxPending, kMaxPendingPerSource, static_cast<unsigned long long>(refusedAtAccept_));
+        }
         continue;
       }
       (void)proxy::TuneTcpSocket(fd, 0);
       Pending p;
       p.fd = std::move(owned);
       p.rail = static_cast<int>(rail);
+      p.source = source;
       p.since = Clock::now();
       pending_.push_back(std::move(p));
     }
@@ -175,7 +211,7 @@ void TcpWorker::AcceptNew() {
 
 void TcpWorker::ReadHellos() {
   const auto now = Clock::now();
-  const auto deadline = std::chrono::milliseconds(options().timeoutMs);
+  const auto deadline = std::chrono::milliseconds(options().helloTimeoutMs);
   for (size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
     bool drop = false;
@@ -193,7 +229,10 @@ void TcpWorker::ReadHellos() {
         s = InvalidArgument("hello for rail " + std::to_string(h.value) + " arrived on rail " + std::to_string(p.rail));
       }
       if (!s.ok()) {
-        RY_WARN("fabric rail %d: refused a connection: %s", p.rail, s.message().c_str());
+        if (FirstOfEach1024(&refusedHellos_)) {
+          RY_WARN("fabric rail %d: refused a connection from %s: %s (%llu refused so, logged every 1024th)", p.rail,
+                  DottedOrUnknown(p.source).c_str(), s.message().c_str(), static_cast<unsigned long long>(refusedHellos_));
+        }
         if (s.code() == Code::kInvalidUsage) SendVersionNack(p.fd.get(), s.message());  // another wire version
         ++stats_.framesRefused;
         drop = true;
@@ -201,7 +240,10 @@ void TcpWorker::ReadHellos() {
         auto key = std::make_pair(h.addr, h.seq);
         auto it = targets_.find(key);
         if (it == targets_.end() && targets_.size() >= kMaxTargets) {
-          RY_WARN("fabric rail %d: %zu peer connections already; refused a new one", p.rail, targets_.size());
+          if (FirstOfEach1024(&refusedHellos_)) {
+            RY_WARN("fabric rail %d: %zu peer connections already; refused a new one from %s", p.rail, targets_.size(),
+                    DottedOrUnknown(p.source).c_str());
+          }
           ++stats_.framesRefused;
           pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
           continue;
@@ -218,7 +260,10 @@ void TcpWorker::ReadHellos() {
       }
     }
     if (!drop && now - p.since > deadline) {
-      RY_WARN("fabric rail %d: a connection sent no hello for %d ms; dropped", p.rail, options().timeoutMs);
+      if (FirstOfEach1024(&refusedHellos_)) {
+        RY_WARN("fabric rail %d: a connection from %s sent no hello for %d ms (RAILYARD_ACCEPT_TIMEOUT_MS); closed",
+                p.rail, DottedOrUnknown(p.source).c_str(), options().helloTimeoutMs);
+      }
       drop = true;
     }
     if (drop) {

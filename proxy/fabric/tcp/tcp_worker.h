@@ -77,6 +77,7 @@ class TcpWorker : public Worker {
   struct Pending {
     proxy::Fd fd;
     int rail = 0;
+    uint32_t source = 0;  ///< the peer's IPv4 address (network order; 0 when unknown)
     uint8_t hello[sizeof(FrameHeader)] = {};
     size_t got = 0;
     Clock::time_point since;
@@ -98,6 +99,8 @@ class TcpWorker : public Worker {
   uint64_t nextConnection_ = 1;
   AcceptSources acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed
   uint64_t offSource_ = 0;        ///< sockets closed at accept for their source
+  uint64_t refusedAtAccept_ = 0;  ///< sockets closed at accept: too many wait for a hello
+  uint64_t refusedHellos_ = 0;    ///< sockets closed for their hello, or for sending none in time
 };
 
 }  // namespace railyard::fabric::tcp
