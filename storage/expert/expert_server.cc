@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -81,13 +82,25 @@ void ExpertServer::AcceptLoop() {
   while (!stop_.load()) {
     pollfd p{listenFd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
-    const int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_in from{};
+    socklen_t fromLen = sizeof from;
+    const int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&from), &fromLen, SOCK_CLOEXEC);
     if (fd < 0) continue;
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char ip[INET_ADDRSTRLEN] = "?";
+    if (fromLen >= sizeof from && from.sin_family == AF_INET) inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
+    const std::string source = std::string(ip) + ":" + std::to_string(ntohs(from.sin_port));
     std::lock_guard<std::mutex> lock(mu_);
     if (live_ >= options_.maxConnections || stop_.load()) {
       ++stats_.refused;
+      // Said, first and every 1024th (hostile-peer probe: refusals were silent).
+      if (!stop_.load() && refusedAtAccept_++ % 1024 == 0) {
+        RY_WARN("expert store: refused a client from %s: %zu clients connected already (at most %zu; idle ones "
+                "go %d ms after their hello; %llu refused so, logged every 1024th)",
+                source.c_str(), live_, options_.maxConnections, options_.handshakeTimeoutMs,
+                static_cast<unsigned long long>(refusedAtAccept_));
+      }
       ::close(fd);  // over the connection limit: no Hello (the client sees PEER_LOST)
       continue;
     }
@@ -102,8 +115,8 @@ void ExpertServer::AcceptLoop() {
       }
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
-    connThreads_.push_back({std::thread([this, fd, done, id = next++] {
-                              Serve(fd, id);
+    connThreads_.push_back({std::thread([this, fd, done, id = next++, source] {
+                              Serve(fd, id, source);
                               done->store(true);
                             }),
                             done});
@@ -177,8 +190,8 @@ Status ExpertServer::SendReply(int fd, Status s, const void* payload, uint64_t p
   return Status::Ok();
 }
 
-void ExpertServer::Serve(int fd, uint64_t id) {
-  const std::string who = "expert client " + std::to_string(id);
+void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
+  const std::string who = "expert client " + std::to_string(id) + " (" + source + ")";
   uint64_t reserved = 0;
   bool readClient = false;
   auto finish = [&](const Status& s) {
@@ -195,7 +208,7 @@ void ExpertServer::Serve(int fd, uint64_t id) {
     --live_;
     ::close(fd);
   };
-  (void)SetSocketTimeouts(fd, options_.timeoutMs);
+  (void)SetSocketTimeouts(fd, std::min(options_.timeoutMs, options_.handshakeTimeoutMs));  // until the choice
   const std::string& text = store_->manifestText();
   HelloHeader hello{kHelloMagic, kWireVersion, 0, static_cast<uint32_t>(text.size())};
   Status s = WireSend(fd, &hello, sizeof hello, who + " hello");
@@ -203,6 +216,7 @@ void ExpertServer::Serve(int fd, uint64_t id) {
   ChooseMessage choose{};
   if (s.ok()) s = WireRecv(fd, &choose, sizeof choose, who + " transport choice");
   if (!s.ok()) return finish(s);
+  (void)SetSocketTimeouts(fd, options_.timeoutMs);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.accepted;

@@ -31,6 +31,10 @@ struct ServerOptions {
   uint16_t port = 0;                        ///< 0: an ephemeral port (see ExpertServer::port())
   uint64_t pinCapBytes = 0;                 ///< RAILYARD_EXPERT_PIN_CAP (0: no cap)
   int timeoutMs = 30000;                    ///< a client silent mid-message this long is dropped
+  /// A client must choose its transport within this time of its Hello, else it is
+  /// dropped: an idle connection holds a slot of maxConnections for this long at most
+  /// (hostile-peer probe: 256 idle clients shut every new one out for timeoutMs).
+  int handshakeTimeoutMs = 10000;
   size_t maxConnections = 256;              ///< connections served at once; more are refused
   /// How often (ms) the progress thread checks, while layers are registered for READ,
   /// that the layer files still match the Store (CheckStore). 0: never (tests call
@@ -80,7 +84,9 @@ class ExpertServer {
   ExpertServer(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker, const ServerOptions& o);
   void AcceptLoop();
   void ProgressLoop();
-  void Serve(int fd, uint64_t id);
+  /// One client connection on its own thread: Hello, transport choice, requests; `source`
+  /// is its address ("ip:port"), named in every log line about it.
+  void Serve(int fd, uint64_t id, const std::string& source);
   Status ServeTcp(int fd, const std::string& who);
   Status ServeReadControl(int fd, const std::string& who);
   Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
@@ -107,6 +113,7 @@ class ExpertServer {
   std::vector<ConnThread> connThreads_;  ///< finished ones are joined at the next accept
   std::vector<int> liveFds_;
   size_t live_ = 0;
+  uint64_t refusedAtAccept_ = 0;  ///< over maxConnections, for the rate-limited WARN (mu_)
   std::atomic<int> readClients_{0};
   std::unique_ptr<ServedLayers> served_;  ///< set while the layers are registered for READ
 };

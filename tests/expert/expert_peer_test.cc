@@ -22,6 +22,7 @@
 #include "storage/expert/expert_server.h"
 #include "storage/expert/expert_wire.h"
 #include "tests/expert/expert_test_util.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::expert {
 namespace {
@@ -537,6 +538,59 @@ INSTANTIATE_TEST_SUITE_P(Transports, ExpertPeerTest,
                            return std::string(TransportName(std::get<0>(param_info.param))) +
                                   (f == Fabric::kVerbs ? "_verbs" : f == Fabric::kTcp2Rails ? "_2rails" : "_1rail");
                          });
+
+// Idle clients (a Hello read, no transport chosen) hold their slots only until the
+// handshake timeout, and a client refused over maxConnections is logged naming its
+// address (hostile-peer probe: 256 idle clients shut every new one out for 30 s,
+// silently).
+TEST(ExpertPeer, IdleClientsGoAtTheHandshakeTimeoutAndRefusalsAreNamed) {
+  TempDir tmp;
+  const Manifest m = testing::SmallManifest(1, 2, 16);
+  ASSERT_TRUE(testing::WritePatternStore(tmp.path + "/s", m).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(tmp.path + "/s", false, &store).ok());
+  ServerOptions so;
+  so.maxConnections = 2;
+  so.handshakeTimeoutMs = 1500;
+  std::unique_ptr<ExpertServer> server;
+  ASSERT_TRUE(ExpertServer::Start(std::move(store), nullptr, nullptr, so, &server).ok());
+  test_support::LogCapture capture;
+  auto hello = [&](int* fd) {  // connects and reads the Hello and manifest; OK when they came
+    RY_RETURN_IF_ERROR(WireConnect("127.0.0.1", server->port(), 2000, fd));
+    (void)SetSocketTimeouts(*fd, 5000);
+    HelloHeader h{};
+    RY_RETURN_IF_ERROR(WireRecv(*fd, &h, sizeof h, "hello"));
+    std::string text(h.manifestBytes, '\0');
+    return WireRecv(*fd, text.data(), text.size(), "manifest");
+  };
+  int idle[2] = {-1, -1};
+  ASSERT_TRUE(hello(&idle[0]).ok());
+  ASSERT_TRUE(hello(&idle[1]).ok());
+  int third = -1;
+  EXPECT_FALSE(hello(&third).ok());  // closed before its Hello: over the limit
+  ::close(third);
+  bool named = false;
+  for (const std::string& l : capture.lines()) {
+    named |= l.rfind("WARN expert store: refused a client from 127.0.0.1:", 0) == 0 &&
+             l.find("2 clients connected already (at most 2") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  // The idle ones are dropped at the handshake timeout: their sockets close.
+  for (int fd : idle) {
+    char c;
+    EXPECT_EQ(::recv(fd, &c, 1, 0), 0) << "an idle client was not dropped";  // blocks up to 5 s (SO_RCVTIMEO)
+    ::close(fd);
+  }
+  // ... and a new client is served again (the slots are free once their threads finish).
+  Status got;
+  for (int i = 0; i < 100; ++i) {
+    int fd = -1;
+    got = hello(&fd);
+    ::close(fd);
+    if (got.ok()) break;
+  }
+  EXPECT_TRUE(got.ok()) << got.message();
+}
 
 TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
   TempDir tmp;
