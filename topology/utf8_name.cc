@@ -61,9 +61,11 @@ std::string SanitizeName(std::string_view raw, std::size_t maxBytes) {
   out.reserve(raw.size());
   for (std::size_t i = 0; i < raw.size();) {
     const std::size_t n = SequenceLength(raw, i);
-    if (n == 0 || (n == 1 && IsControl(static_cast<unsigned char>(raw[i])))) {
+    // C1 controls (U+0080..U+009F, C2 80..C2 9F) too: a terminal may act on them (CSI).
+    const bool c1 = n == 2 && static_cast<unsigned char>(raw[i]) == 0xC2 && static_cast<unsigned char>(raw[i + 1]) < 0xA0;
+    if (n == 0 || c1 || (n == 1 && IsControl(static_cast<unsigned char>(raw[i])))) {
       out += '?';
-      i += 1;
+      i += c1 ? 2 : 1;  // a C1 control is one character of two bytes
       continue;
     }
     out.append(raw.substr(i, n));

@@ -24,7 +24,7 @@ bool IsValidUtf8(std::string_view s);
 std::string CutUtf8(std::string_view s, std::size_t maxBytes);
 
 /// A safe copy of bytes from a peer: each invalid UTF-8 sequence and each control
-/// character (U+0000..U+001F, U+007F) becomes '?', then the result is cut to
+/// character (U+0000..U+001F, U+007F, and the C1 controls U+0080..U+009F) becomes '?', then the result is cut to
 /// `maxBytes` at a character boundary. Never throws; the result is valid UTF-8.
 std::string SanitizeName(std::string_view raw, std::size_t maxBytes);
 

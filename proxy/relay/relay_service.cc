@@ -22,6 +22,7 @@
 #include "proxy/relay/relay_policy.h"
 #include "proxy/wire.h"
 #include "topology/graph_json.h"
+#include "topology/utf8_name.h"
 
 namespace railyard::proxy {
 
@@ -411,12 +412,13 @@ void RelayService::Run() {
     }
     const RelayScope s = scope();
     const Status checked = CheckRelayRecord(req, s);  // on the bytes as received
-    req.originName[sizeof req.originName - 1] = '\0';
-    for (char& c : req.originName) {
-      if (c != '\0' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) c = '?';  // never a control byte in a log
-    }
-    l->desc = "socket " + std::to_string(req.sockIndex) + " from " + req.originName + " (" +
-              AddressText(l->source) + ")";
+    // Never a control byte or a byte that is not UTF-8 in a log (hostile-peer probe: a
+    // random name reached the log raw, 0x9b, a terminal's CSI, included).
+    const std::string origin = topology::SanitizeName(
+        std::string_view(req.originName, strnlen(req.originName, sizeof req.originName)), sizeof req.originName - 1);
+    std::memset(req.originName, 0, sizeof req.originName);
+    std::memcpy(req.originName, origin.data(), origin.size());
+    l->desc = "socket " + std::to_string(req.sockIndex) + " from " + origin + " (" + AddressText(l->source) + ")";
     if (!checked.ok()) return refuse(l, "refused: " + checked.message());
     if (Status c = CheckFollowingHello(hello); !c.ok()) return refuse(l, "refused: " + c.message());
     l->fabric = hello.magic == fabric::tcp::kFrameMagic;

@@ -43,6 +43,9 @@ TEST(Utf8Name, SanitizeReplacesInvalidBytesAndControls) {
   EXPECT_EQ(SanitizeName("h\xFF\xFE" "1", 31), "h??1");
   EXPECT_EQ(SanitizeName("a\nb\x1b[31m", 31), "a?b?[31m");
   EXPECT_EQ(SanitizeName("\xC3" "x", 31), "?x");  // a lead byte without its continuation
+  // C1 controls (a terminal's CSI is U+009B, C2 9B) become '?'; U+00A0 onwards stays.
+  EXPECT_EQ(SanitizeName("a\xC2\x9B" "31m\xC2\x80" "b\xC2\xA0" "c", 31), "a?31m?b\xC2\xA0" "c");
+  EXPECT_EQ(SanitizeName("\x9B" "x", 31), "?x");  // the raw byte is no UTF-8 at all
   const std::string s = SanitizeName(Repeat("\xC3\xA9", 16), 31);
   EXPECT_EQ(s.size(), 30u);
   EXPECT_TRUE(IsValidUtf8(s));
