@@ -225,6 +225,12 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.refused;
+      // A WARN naming the client, first and every 1024th (hostile-peer probe: refusals
+      // were replied to the client but never logged here).
+      if (refusedClients_++ % 1024 == 0) {
+        RY_WARN("expert store: refused %s: %s (%llu refused so, logged every 1024th)", who.c_str(),
+                why.message().c_str(), static_cast<unsigned long long>(refusedClients_));
+      }
     }
     (void)SendReply(fd, why, nullptr, 0, who);
     finish(why);

@@ -114,6 +114,7 @@ class ExpertServer {
   std::vector<int> liveFds_;
   size_t live_ = 0;
   uint64_t refusedAtAccept_ = 0;  ///< over maxConnections, for the rate-limited WARN (mu_)
+  uint64_t refusedClients_ = 0;   ///< clients refused after their Hello, for the rate-limited WARN (mu_)
   std::atomic<int> readClients_{0};
   std::unique_ptr<ServedLayers> served_;  ///< set while the layers are registered for READ
 };

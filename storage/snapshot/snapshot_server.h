@@ -90,6 +90,7 @@ class SnapshotServer {
   };
   struct Connection {
     proxy::Fd fd;
+    std::string source;  ///< the client's address, "ip:port", named in the log
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -119,6 +120,7 @@ class SnapshotServer {
   std::mutex connMu_;
   std::vector<std::unique_ptr<Connection>> connections_;
   uint64_t nextClient_ = 1;
+  std::atomic<uint64_t> refusedClients_{0};  ///< handshakes refused, for the rate-limited WARN
 };
 
 }  // namespace railyard::storage::snapshot

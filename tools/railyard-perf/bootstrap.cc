@@ -224,6 +224,7 @@ Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootst
     return SystemError(Errno("bootstrap: making the listen socket non-blocking"));
   }
   Status status;
+  int strays = 0;
   for (int joined = 1; joined < nranks && status.ok();) {
     status = WaitFd(listenFd, POLLIN, deadline,
                     "waiting for ranks to join (" + std::to_string(joined - 1) + " of " +
@@ -239,7 +240,12 @@ Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootst
     Header h{};
     Status rs = RecvAll(fd, &h, sizeof(h), deadline, "reading a joining rank's hello");
     if (!rs.ok() || h.magic != kMagic || h.op != kOpHello) {
-      // A stray connection (port scanner, stale rank): drop it and keep waiting.
+      // A stray connection (port scanner, stale rank): drop it and keep waiting; said
+      // once (hostile-peer probe: garbage here was dropped without a word).
+      if (strays++ == 0) {
+        std::fprintf(stderr, "railyard-perf: rank 0: dropped a connection that sent no railyard-perf hello (%s); "
+                     "still waiting for the ranks\n", rs.ok() ? "another program's bytes" : rs.message().c_str());
+      }
       CloseFd(fd);
       continue;
     }
