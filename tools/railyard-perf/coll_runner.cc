@@ -358,21 +358,19 @@ int RunCollRank(const Options& opts, Bootstrap& boot) {
   CollRun run(opts, boot);
   long long wrong = 0;
   const Status s = run.Run(&wrong);
-  std::string gone;
-  // A rank whose peer's process has gone stopped because of it: exit 4, as the net
-  // patterns' ranks (new-user trial: after a kill -9 the survivors exited 1). The grace
-  // is the net runner's kPeerGoneGrace.
-  // Before the comm is connected (a plugin that refuses its settings fails alike on
-  // every rank) only a peer already gone counts: no grace.
-  const auto grace = run.connected() ? std::chrono::milliseconds(3000) : std::chrono::milliseconds(0);
-  const bool secondary = !s.ok() && !run.usageError() && boot.PeerGoneWithin(grace, &gone);
-  if (!s.ok()) boot.Leave();  // the others see this rank gone now, not after its teardown
-  run.Cleanup();
   if (!s.ok()) {
-    std::fprintf(stderr, "railyard-perf: rank %d: %s%s\n", boot.rank(), s.message().c_str(),
-                 secondary ? ("; " + gone).c_str() : "");
-    return run.usageError() ? kExitUsage : secondary ? kExitPeerFailed : kExitError;
+    if (run.usageError()) {
+      run.Cleanup();
+      std::fprintf(stderr, "railyard-perf: rank %d: %s\n", boot.rank(), s.message().c_str());
+      return kExitUsage;
+    }
+    // Exit 4 when a peer's process has gone (new-user trial: after a kill -9 the
+    // survivors exited 1); reported before the teardown.
+    const int rc = ReportRankFailure(boot, s, run.connected());
+    run.Cleanup();
+    return rc;
   }
+  run.Cleanup();
   if (wrong > 0) {
     if (boot.rank() == 0) std::fprintf(stderr, "railyard-perf: data check FAILED: %lld wrong element(s)\n", wrong);
     return kExitWrongData;

@@ -137,20 +137,9 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   const int n = boot.nranks();
   SetLoggerRank(me);
   bool connected = false;
-  auto fail = [&](const Status& s) {
-    // A rank whose peer's process has gone stopped because of it: exit 4, as in the
-    // other patterns (new-user trial: after a kill -9 the ranks that only lost the
-    // bootstrap exited 1). It leaves the bootstrap before its teardown.
-    // Before connect (a plugin refusing its settings fails alike everywhere) only a peer
-    // already gone counts: no grace.
-    std::string gone;
-    const bool secondary =
-        boot.PeerGoneWithin(connected ? std::chrono::milliseconds(3000) : std::chrono::milliseconds(0), &gone);
-    boot.Leave();
-    std::fprintf(stderr, "railyard-perf: rank %d: %s%s\n", me, s.message().c_str(),
-                 secondary ? ("; " + gone).c_str() : "");
-    return secondary ? int(kExitPeerFailed) : int(kExitError);
-  };
+  // Exit 4 when a peer's process has gone (new-user trial: after a kill -9 the ranks
+  // that only lost the bootstrap exited 1).
+  auto fail = [&](const Status& s) { return ReportRankFailure(boot, s, connected); };
   const OneSidedKind kind = KindOf(opts.oneSided);
   std::string path;
   void* lib = OpenLib(opts, kind, &path);

@@ -144,7 +144,6 @@ class Runner {
 constexpr int kSizeUnwritten = INT_MIN;
 /// How long a rank whose peer's process is gone keeps testing its own in-flight ops
 /// before it reports the peer's exit (Runner::Exchange).
-constexpr auto kPeerGoneGrace = std::chrono::seconds(3);
 
 Status Runner::CheckSameOptions() {
   const RunShape mine = ShapeOf(opts_);
@@ -557,6 +556,16 @@ void Runner::Cleanup() {
 }
 
 }  // namespace
+
+int ReportRankFailure(Bootstrap& boot, const Status& s, bool connected) {
+  std::string gone;
+  const bool secondary =
+      boot.PeerGoneWithin(connected ? std::chrono::milliseconds(kPeerGoneGrace) : std::chrono::milliseconds(0), &gone);
+  boot.Leave();
+  std::fprintf(stderr, "railyard-perf: rank %d: %s%s\n", boot.rank(), s.message().c_str(),
+               secondary ? ("; " + gone).c_str() : "");
+  return secondary ? kExitPeerFailed : kExitError;
+}
 
 int RunRank(const Options& opts, Bootstrap& boot) {
   if (IsCollective(opts.pattern)) return RunCollRank(opts, boot);
