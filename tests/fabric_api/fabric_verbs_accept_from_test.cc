@@ -205,6 +205,28 @@ TEST_P(VerbsAcceptFrom, ConnectionsBeyondTheSetupCapAreClosedAtAccept) {
   EXPECT_FALSE(tcp::raw_peer::SawClose(idle.back().get()));
 }
 
+// A Progress pass asks the epoll set of the listener and the completion channels what
+// is ready; it used to call accept4 on every pass, and a failed accept4 allocates and
+// frees a socket, an inode and a file in the kernel (in a fabric-mode rank's hot loop).
+TEST_P(VerbsAcceptFrom, AnIdleListenerIsNotAcceptedOnEveryPass) {
+  if (!Start({})) GTEST_SKIP() << "no RDMA ports here";
+  const std::optional<Event> e = SendOneRecord();
+  ASSERT_TRUE(e.has_value() && e->kind == EventKind::kDone) << "the connection was not served";
+  auto& b = dynamic_cast<VerbsWorker&>(*b_);
+  const uint64_t before = b.AcceptCallsForTesting();
+  std::vector<Event> events;
+  for (int i = 0; i < 1000; ++i) b.Progress(&events);
+  EXPECT_EQ(b.AcceptCallsForTesting(), before) << "accept4 was called with no connection waiting";
+  // A new connection is still taken: its socket is accepted and set up.
+  proxy::Fd next(ConnectFrom("127.0.0.2", bAddress_.ipv4, bAddress_.port));
+  ASSERT_TRUE(next.valid());
+  for (const auto until = Clock::now() + std::chrono::seconds(10);
+       Clock::now() < until && b.AcceptCallsForTesting() == before;) {
+    b.Progress(&events);
+  }
+  EXPECT_GT(b.AcceptCallsForTesting(), before) << "a waiting connection was not accepted";
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, VerbsAcceptFrom, ::testing::Values(std::string("verbs")),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 

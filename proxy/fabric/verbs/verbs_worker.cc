@@ -63,6 +63,7 @@ bool VerbsWorker::MakeChannels() {
   if (!epoll_.valid()) return false;
   epoll_event ev{};
   ev.events = EPOLLIN;
+  ev.data.fd = listener_.get();  // Readiness tells the listener from the channels by it
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0) return false;
   for (int port : domain_->railPorts()) {
     ibv_context* ctx = domain_->ports().at(static_cast<size_t>(port)).ctx;
@@ -72,6 +73,7 @@ bool VerbsWorker::MakeChannels() {
     channels_[ctx] = ch;
     const int flags = ::fcntl(ch->fd, F_GETFL);
     if (flags < 0 || ::fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+    ev.data.fd = ch->fd;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, ch->fd, &ev) != 0) return false;
   }
   channelled_ = true;
@@ -155,6 +157,7 @@ void VerbsWorker::Detach(VerbsEndpoint* ep) {
 void VerbsWorker::AcceptNew() {
   std::optional<size_t> settingUp;  // counted once a socket comes (Progress is a hot loop)
   for (int i = 0; i < 16; ++i) {
+    ++acceptCalls_;
     const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a transient error: the next Progress tries again
     proxy::Fd owned(fd);
@@ -184,9 +187,27 @@ void VerbsWorker::AcceptNew() {
   }
 }
 
+VerbsWorker::Readiness VerbsWorker::PollReadiness() const {
+  if (!channelled_) return {true, false};
+  epoll_event evs[8];
+  const int n = ::epoll_wait(epoll_.get(), evs, 8, 0);
+  if (n < 0) return {true, true};  // EINTR or worse: look at both, as without the set
+  Readiness r;
+  for (int i = 0; i < n; ++i) {
+    if (evs[i].data.fd == listener_.get()) {
+      r.listener = true;
+    } else {
+      r.channels = true;
+    }
+  }
+  // More ready descriptors than evs holds: level-triggered, the rest come next pass.
+  return r;
+}
+
 size_t VerbsWorker::Progress(std::vector<Event>* events) {
-  if (channelled_) DrainChannels();
-  AcceptNew();
+  const Readiness ready = PollReadiness();
+  if (ready.channels) DrainChannels();
+  if (ready.listener) AcceptNew();
   for (auto it = targets_.begin(); it != targets_.end();) {
     if ((*it)->Progress()) {
       ++it;

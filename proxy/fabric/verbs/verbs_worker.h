@@ -8,8 +8,10 @@
 // channels and the bootstrap listener. Quiet() arms every CQ (ibv_req_notify_cq)
 // the first time it finds nothing to do and says false, so the caller polls once
 // more after arming; the next Quiet() with nothing new says true, and a completion
-// from then on makes WaitFd() readable. Progress takes the channels' events
-// (ibv_get_cq_event, acked at once) and asks for a new arming. A relay host's
+// from then on makes WaitFd() readable. Each Progress asks that epoll set (timeout
+// 0) what is ready, then accepts only when the listener is readable and takes the
+// channels' events (ibv_get_cq_event, acked at once; then asks for a new arming)
+// only when a channel holds one. A relay host's
 // Forwarder sleeps on it instead of polling every millisecond (ring_comms.sh
 // --threads: that thread took 14-18 % of a soft-RoCE guest's CPU while idle).
 #pragma once
@@ -60,6 +62,8 @@ class VerbsWorker : public Worker {
   /// probes are then the only watch left (VerbsEndpoint::Probe,
   /// VerbsTarget::ReturnCredits).
   void ForgetBootstrapsForTesting();
+  /// Test hook: accept4 calls made so far (AcceptNew), successful or not.
+  uint64_t AcceptCallsForTesting() const { return acceptCalls_; }
 
   // --- for VerbsEndpoint and VerbsTarget ------------------------------------------
   VerbsDomain& domain() { return *domain_; }
@@ -75,6 +79,17 @@ class VerbsWorker : public Worker {
 
  private:
   explicit VerbsWorker(VerbsDomain* domain);
+  /// What Progress must look at this pass (PollReadiness).
+  struct Readiness {
+    bool listener = false;  ///< a bootstrap socket waits to be accepted
+    bool channels = false;  ///< a completion channel holds an event
+  };
+  /// One epoll_wait (timeout 0) on the set of the listener and the channels, in place
+  /// of an accept4 and a read per channel on every pass: a failed accept4 allocates
+  /// and frees a socket, an inode and a file (about a third of a soft-RoCE guest's
+  /// kernel time in a fabric-mode rank, docs/benchmarks.md). Without channels: the
+  /// listener is tried every pass.
+  Readiness PollReadiness() const;
   void AcceptNew();
   /// One completion channel per device context of the Domain's rails, and the epoll
   /// set (channels and listener). False (WaitFd -1) when one cannot be made.
@@ -89,6 +104,7 @@ class VerbsWorker : public Worker {
   AcceptSources acceptOnlyFrom_;  ///< VerbsOptions::acceptOnlyFrom, parsed
   uint64_t offSource_ = 0;        ///< bootstrap sockets closed at accept for their source
   uint64_t overCap_ = 0;          ///< bootstrap sockets closed at accept: too many setting up
+  uint64_t acceptCalls_ = 0;      ///< accept4 calls (AcceptCallsForTesting)
   std::vector<VerbsEndpoint*> endpoints_;
   std::vector<Event> events_;
   WorkerStats stats_;
