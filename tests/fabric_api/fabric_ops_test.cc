@@ -328,6 +328,46 @@ TEST_P(FabricOps, ImmediateRecordAndFetchAddComeAfterEarlierWritesData) {
   EXPECT_TRUE(flags.GuardsIntact());
 }
 
+// The NCCL comms' pattern: every message a striped Write with its own immediate, many
+// queued at once. Over verbs the Writes behind one whose immediate waits for its chunks
+// on the other rails post their data early (VerbsEndpoint::Lookahead); every immediate
+// must still come in order, name its own Write's bytes, and find that Write's and every
+// earlier one's bytes landed (checked by content when the event is seen).
+TEST_P(FabricOps, BackToBackStripedWritesWithImmediatesEachFindTheirBytesAndEarlierOnes) {
+  if (!Has(kCapWrite | kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
+  const int writes = 24;
+  const size_t each = (256u << 10) + 77;  // above every case's stripe threshold
+  Guarded src(each * writes), dst(each * writes);
+  for (int i = 0; i < writes; ++i) FillPattern(src.data() + each * i, each, 900 + i);
+  const Region* rs = Reg(a_, src.data(), src.size(), kAccessLocal);
+  const Region* rd = Reg(b_, dst.data(), dst.size(), kAccessRemoteWrite);
+  ASSERT_TRUE(rs && rd);
+  const RemoteKey kd = Exchange(rd);
+  for (int i = 0; i < writes; ++i) {
+    ASSERT_TRUE(ep_->Write({rs, each * i, each}, kd, rd->base + each * i, static_cast<uint64_t>(i),
+                           static_cast<uint32_t>(0x700 + i))
+                    .ok());
+  }
+  int imms = 0, early = 0;
+  size_t checked = 0;
+  ASSERT_TRUE(PumpUntil([&] {
+    for (; checked < b_.events.size(); ++checked) {
+      const Event& e = b_.events[checked];
+      if (e.kind != EventKind::kImmediate) continue;
+      EXPECT_EQ(e.value, static_cast<uint64_t>(0x700 + imms)) << "immediates out of order";
+      EXPECT_EQ(e.bytes, each) << "immediate " << imms << " names the wrong size";
+      for (int i = 0; i <= imms; ++i) {
+        if (FirstMismatch(dst.data() + each * i, each, 900 + i) != -1) ++early;
+      }
+      ++imms;
+    }
+    return imms == writes && a_.events.size() == static_cast<size_t>(writes);
+  }));
+  EXPECT_EQ(early, 0) << "an immediate came before its own or an earlier Write's bytes";
+  for (auto& e : a_.events) EXPECT_EQ(e.kind, EventKind::kDone) << e.error.ToString();
+  EXPECT_TRUE(dst.GuardsIntact());
+}
+
 // Issue 10: a relayed Write is cut into relay slots (RelayOptions::PayloadBytes():
 // 511.75 KiB by default, 64 / 256 KiB in the relayed cases); the target must still see
 // one immediate naming the whole Write's bytes, after all of them have landed. 0 B,

@@ -72,6 +72,7 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
     ep->writeStripe_.chunkBytes = std::min(ep->writeStripe_.chunkBytes, portMax);
   }
   ep->writeOut_.assign(static_cast<size_t>(ep->rails_), 0);
+  ep->writeSeqs_.assign(static_cast<size_t>(ep->rails_), {});
   ep->readOut_.assign(static_cast<size_t>(ep->rails_), 0);
   ep->sqPosted_.assign(static_cast<size_t>(ep->rails_), 0);
   ep->scratchMem_.assign(kSlotBase + kSlots * kVerbsMaxRecordBytes, 0);
@@ -264,9 +265,10 @@ uint64_t VerbsEndpoint::CreditsFree() const {
   return limit > creditsUsed_ ? limit - creditsUsed_ : 0;
 }
 
-bool VerbsEndpoint::OtherRailsQuiet(int rail) const {
+bool VerbsEndpoint::OtherRailsQuiet(int rail, uint64_t seq) const {
   for (int r = 0; r < rails_; ++r) {
-    if (r != rail && writeOut_[static_cast<size_t>(r)] > 0) return false;
+    const std::deque<uint64_t>& q = writeSeqs_[static_cast<size_t>(r)];
+    if (r != rail && !q.empty() && q.front() <= seq) return false;
   }
   return true;
 }
@@ -285,7 +287,7 @@ bool VerbsEndpoint::PostWr(int rail, ibv_send_wr* wr, const Op& op) {
   return true;
 }
 
-bool VerbsEndpoint::Advance(Op& op) {
+bool VerbsEndpoint::Advance(Op& op, bool head) {
   const int64_t seq = static_cast<int64_t>(op.seq);
   if (op.nextChunk == 0 && op.pendingWrs == 0 && !op.immPosted && op.type != OpType::kSend) {
     // The key the peer gave says what it grants; refuse what it does not before any
@@ -328,6 +330,9 @@ bool VerbsEndpoint::Advance(Op& op) {
       while (op.nextChunk < op.chunks.size()) {
         const Chunk& c = op.chunks[op.nextChunk];
         const bool last = op.nextChunk + 1 == op.chunks.size();
+        const bool withImm = write && op.hasImm && !op.sizeRecord && last;
+        // Behind the queue's head only a Write's data chunks go (see Lookahead).
+        if (!head && (!write || withImm)) return false;
         int rail = 0;
         if (op.striped) {
           rail = scheduler_.Pick();
@@ -343,9 +348,8 @@ bool VerbsEndpoint::Advance(Op& op) {
         if (!write && readOut_[static_cast<size_t>(rail)] >= worker_->domain().options().stripe.chunksInFlightPerRail) {
           return false;
         }
-        const bool withImm = write && op.hasImm && !op.sizeRecord && last;
         // Reads see every earlier Write: those on other rails must have completed.
-        if ((!write || withImm) && !OtherRailsQuiet(rail)) return false;
+        if ((!write || withImm) && !OtherRailsQuiet(rail, op.seq)) return false;
         if (withImm && CreditsFree() == 0) return false;
         ibv_sge sge{};
         sge.addr = op.local + c.offset;
@@ -363,15 +367,18 @@ bool VerbsEndpoint::Advance(Op& op) {
         if (!op.striped) op.slot = rail;
         scheduler_.OnQueued(rail);
         ++(write ? writeOut_ : readOut_)[static_cast<size_t>(rail)];
+        if (write) writeSeqs_[static_cast<size_t>(rail)].push_back(op.seq);
         if (withImm) ++creditsUsed_;
         ++op.pendingWrs;
         ++op.nextChunk;
       }
       if (write && op.sizeRecord && !op.immPosted) {
-        // The immediate goes on rail 0 once the chunks on the other rails have landed
-        // (RC order puts it after rail 0's own), as a SEND WITH IMM whose 16 bytes
-        // name the whole Write: a WRITE WITH IMM would report only its own bytes.
-        if (!OtherRailsQuiet(0) || CreditsFree() == 0 || freeSlots_.empty()) return false;
+        // The immediate goes on rail 0 once the chunks of this and every earlier Write
+        // on the other rails have landed (RC order puts it after rail 0's own), as a
+        // SEND WITH IMM whose 16 bytes name the whole Write: a WRITE WITH IMM would
+        // report only its own bytes. Later Writes' chunks may be under way meanwhile.
+        if (!head) return false;
+        if (!OtherRailsQuiet(0, op.seq) || CreditsFree() == 0 || freeSlots_.empty()) return false;
         if (peerRecordBytes_ < WriteSizeRecord::kBytes) {
           Fail(Error(FabricErrc::kLocalArgument, 0, seq,
                      "a Write's size record of " + std::to_string(WriteSizeRecord::kBytes) +
@@ -399,7 +406,7 @@ bool VerbsEndpoint::Advance(Op& op) {
       return true;
     }
     case OpType::kFetchAdd: {
-      if (!OtherRailsQuiet(0) || freeSlots_.empty()) return false;
+      if (!head || !OtherRailsQuiet(0, op.seq) || freeSlots_.empty()) return false;
       const int slot = freeSlots_.back();
       char* word = scratchMem_.data() + kSlotBase + static_cast<size_t>(slot) * kVerbsMaxRecordBytes;
       std::memset(word, 0, 8);
@@ -419,7 +426,7 @@ bool VerbsEndpoint::Advance(Op& op) {
       return true;
     }
     case OpType::kSend: {
-      if (!OtherRailsQuiet(0) || CreditsFree() == 0 || freeSlots_.empty()) return false;
+      if (!head || !OtherRailsQuiet(0, op.seq) || CreditsFree() == 0 || freeSlots_.empty()) return false;
       if (op.record.size() > peerRecordBytes_) {
         Fail(Error(FabricErrc::kLocalArgument, 0, static_cast<int64_t>(op.seq),
                    "a record of " + std::to_string(op.record.size()) + " bytes, the peer's buffers hold " +
@@ -467,9 +474,30 @@ void VerbsEndpoint::Dispatch() {
       queue_.pop_front();
       continue;
     }
-    if (!Advance(it->second)) return;
+    if (!Advance(it->second, true)) break;
     queue_.pop_front();
     if (it->second.pendingWrs == 0) Complete(it, 0);  // nothing to post (cannot happen: every op has a WR)
+  }
+  Lookahead();
+}
+
+void VerbsEndpoint::Lookahead() {
+  if (failed_ || queue_.size() < 2 || queue_.front().fence) return;
+  auto head = ops_.find(queue_.front().seq);
+  if (head == ops_.end() || head->second.type != OpType::kWrite) return;
+  for (size_t i = 1, looked = 0; i < queue_.size() && looked < kLookaheadOps && !failed_; ++i, ++looked) {
+    const QueueItem& item = queue_[i];
+    if (item.fence) return;
+    auto it = ops_.find(item.seq);
+    if (it == ops_.end()) continue;
+    Op& op = it->second;
+    if (op.type != OpType::kWrite) return;
+    (void)Advance(op, false);
+    // On only once every data chunk of this Write is posted (what is left is its
+    // immediate); a Write still waiting for room keeps the ones behind it waiting.
+    const bool dataPosted =
+        op.nextChunk == op.chunks.size() || (op.nextChunk + 1 == op.chunks.size() && op.hasImm && !op.sizeRecord);
+    if (!dataPosted) return;
   }
 }
 
@@ -513,6 +541,9 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
   Op& op = it->second;
   if (kind == WrKind::kWriteChunk) {
     --writeOut_[static_cast<size_t>(rail)];
+    // A send queue completes in posting order: this is the rail's oldest Write chunk.
+    std::deque<uint64_t>& q = writeSeqs_[static_cast<size_t>(rail)];
+    if (!q.empty()) q.pop_front();
     scheduler_.OnWritten(rail);
   } else if (kind == WrKind::kReadChunk) {
     if (readOut_[static_cast<size_t>(rail)] > 0) --readOut_[static_cast<size_t>(rail)];

@@ -130,11 +130,24 @@ class VerbsEndpoint : public Endpoint {
   /// The oldest outstanding op's sequence, -1 when none: the seq an error names.
   int64_t OldestSeq() const;
   void OnCompletion(int rail, const ibv_wc& wc);
+  /// Posts the queue's ops in order: each op once the one before it is wholly posted
+  /// (Advance with head), then Lookahead.
   void Dispatch();
-  /// Posts what it can of `op`; true once every WR of it is posted.
-  bool Advance(Op& op);
-  /// True when no earlier Write chunk is outstanding on a rail other than `rail`.
-  bool OtherRailsQuiet(int rail) const;
+  /// While the head is a Write that cannot post everything yet (most often its
+  /// immediate, which waits for its chunks on the other rails to complete), the Writes
+  /// queued behind it (up to kLookaheadOps, stopping at any other op or a fence) post
+  /// their data chunks, never an immediate or a size record: the rails stay busy
+  /// instead of draining once per striped Write with immediate. Later data may so land
+  /// before an earlier immediate; an immediate still comes after every byte of its own
+  /// and every earlier Write (OtherRailsQuiet by seq), and immediates, records and
+  /// FetchAdds keep their order.
+  void Lookahead();
+  /// Posts what it can of `op`; true once every WR of it is posted. With `head` false
+  /// (Lookahead), only a Write's data chunks: false at its immediate or size record.
+  bool Advance(Op& op, bool head);
+  /// True when no Write chunk of an op up to `seq` is outstanding on a rail other than
+  /// `rail` (writeSeqs_: a send queue completes in posting order).
+  bool OtherRailsQuiet(int rail, uint64_t seq) const;
   bool PostWr(int rail, ibv_send_wr* wr, const Op& op);
   void Complete(std::map<uint64_t, Op>::iterator it, uint64_t value);
   /// Once the bootstrap connection no longer watches the peer (bootLost_): with no op
@@ -166,6 +179,7 @@ class VerbsEndpoint : public Endpoint {
   StripeScheduler scheduler_;       ///< room per rail: max(chunks per rail, kMinWritesInFlightPerRail)
   StripeOptions writeStripe_;        ///< the Domain's striping, chunk raised to kMinWriteWrBytes (port-capped)
   std::vector<int> writeOut_;        ///< Write chunks outstanding per rail
+  std::vector<std::deque<uint64_t>> writeSeqs_;  ///< per rail: the op seq of each outstanding Write chunk, oldest first
   std::vector<int> readOut_;         ///< Read chunks outstanding per rail (at most chunksInFlightPerRail)
   std::vector<int> sqPosted_;        ///< send WRs outstanding per rail
   std::map<uint64_t, Op> ops_;
@@ -201,5 +215,7 @@ inline constexpr uint64_t kMinWriteWrBytes = 4u << 20;
 /// 64 x 4 MiB, so a message of up to 256 MiB goes into the send queue at once. Reads keep
 /// RAILYARD_STRIPE_CHUNKS_PER_RAIL (a READ's response is a burst from the peer's HCA).
 inline constexpr int kMinWritesInFlightPerRail = 64;
+/// Most queued Writes behind the head that post their data chunks early (Lookahead).
+inline constexpr size_t kLookaheadOps = 16;
 
 }  // namespace railyard::fabric::verbs
