@@ -5,9 +5,11 @@
 # --include-no-address (a fixture has no addresses: unknown, not absent).
 # A dead interval not above the hello interval is refused naming both (railyardd's flags and
 # the variables).
-# Usage: tools_cli_test.sh RAILYARD_INFO RAILYARD_TCP_PUMP RAILYARD_CONFIG_DOC FIXTURE_DIR RAILYARDD
+# railyard-fabric-bench refuses an --ops name it does not know (it ran FetchAdd for any),
+# and its Write with immediate runs over TCP on loopback.
+# Usage: tools_cli_test.sh RAILYARD_INFO RAILYARD_TCP_PUMP RAILYARD_CONFIG_DOC FIXTURE_DIR RAILYARDD FABRIC_BENCH
 set -u
-INFO=$1 PUMP=$2 DOC=$3 FIXTURES=$4 DAEMON=$5
+INFO=$1 PUMP=$2 DOC=$3 FIXTURES=$4 DAEMON=$5 FBENCH=$6
 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -31,7 +33,7 @@ grep -q "railyard-info: --sysfs" "$tmp/err" || { echo "FAIL: railyard-info names
 expect_status 2 "railyard-info --hwloc-xml /nonexistent.xml" "$INFO" --hwloc-xml /nonexistent.xml --listen-ms 0
 grep -q "railyard-info: --hwloc-xml" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
 # Every tool says its version (a new-user trial found none had --version).
-for tool in "$INFO" "$PUMP" "$DOC" "$DAEMON"; do
+for tool in "$INFO" "$PUMP" "$DOC" "$DAEMON" "$FBENCH"; do
   name=$(basename "$tool")
   expect_status 0 "$name --version" "$tool" --version
   grep -Eq "^$name [0-9]+\.[0-9]+\.[0-9]+\$" "$tmp/out" || { echo "FAIL: $name --version printed: $(cat "$tmp/out")"; failed=1; }
@@ -51,6 +53,13 @@ grep -q -- "above the 1G limit" "$tmp/err" || { echo "FAIL: pump -e 100G: $(cat 
 expect_status 2 "railyard-tcp-pump -b -5" "$PUMP" -b -5
 expect_status 2 "railyard-tcp-pump -p pair --np 5" "$PUMP" -p pair --np 5
 grep -q -- "--np 5: -p pair always runs 2 processes" "$tmp/err" || { echo "FAIL: pump --np with pair: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-fabric-bench --ops write,wrtie" "$FBENCH" --ops write,wrtie
+grep -q -- "--ops: 'wrtie' is not write, writeimm, read or fetchadd" "$tmp/err" ||
+  { echo "FAIL: fabric-bench --ops wrtie: $(cat "$tmp/err")"; failed=1; }
+expect_status 0 "railyard-fabric-bench --ops writeimm (tcp)" "$FBENCH" --transport tcp --ops writeimm \
+  --min-bytes 8 --max-bytes 64 --factor 8 --iters 5 --rounds 1 --bw-bytes 4096
+[ "$(grep -c '"op":"writeimm"' "$tmp/out")" -eq 2 ] ||
+  { echo "FAIL: fabric-bench writeimm printed: $(cat "$tmp/out")"; failed=1; }
 
 cd "$tmp" || exit 1
 expect_status 0 "railyard-config-doc --help" "$DOC" --help

@@ -1,5 +1,6 @@
 // railyard-fabric-bench: latency and bandwidth of the fabric's one-sided operations
-// (Endpoint::Write, Read, FetchAdd) between two processes of this host, over the TCP
+// (Endpoint::Write, Write with immediate, Read, FetchAdd) between two processes of this
+// host, over the TCP
 // transport (loopback or RAILYARD_SOCKET-style addresses) or the verbs transport
 // (RDMA ports chosen per process with --hca-target / --hca-initiator).
 //
@@ -16,7 +17,10 @@
 //              trip; this is the initiator's post-to-completion time.
 //   bandwidth: --depth ops in flight, --bw-bytes per round (at least 2 ops, at most
 //              100000), --rounds rounds; the median of the rounds (GB/s = 1e9 B/s).
-// FetchAdd runs at 8 B only (latency and ops/s at --depth).
+// FetchAdd runs at 8 B only (latency and ops/s at --depth). "writeimm" is a Write
+// with a 32-bit immediate (the op the NCCL comms and GIN signals post: over verbs a
+// striped one ends in a size record on rail 0 once its other rails' chunks landed);
+// the target's Progress loop takes the immediates and re-posts their receives.
 //
 // Output: one JSON object per line on stdout, e.g.
 //   {"transport":"verbs","op":"write","size":65536,"lat_median_us":41.2,"bw_gbps":0.031,"ops":512}
@@ -130,6 +134,18 @@ int RunTarget(const Args& a, int infoFd, int stopFd) {
   return 0;
 }
 
+/// --ops split at commas (main has checked every name).
+std::vector<std::string> SplitOps(const std::string& list) {
+  std::vector<std::string> ops;
+  for (size_t p = 0; p <= list.size();) {
+    size_t q = list.find(',', p);
+    if (q == std::string::npos) q = list.size();
+    ops.push_back(list.substr(p, q - p));
+    p = q + 1;
+  }
+  return ops;
+}
+
 struct Bench {
   const Args& a;
   Worker& w;
@@ -142,6 +158,7 @@ struct Bench {
 
   Status Post(const std::string& op, uint64_t size, uint64_t c) {
     if (op == "write") return ep.Write({local, 0, size}, key, key.base, c);
+    if (op == "writeimm") return ep.Write({local, 0, size}, key, key.base, c, static_cast<uint32_t>(c));
     if (op == "read") return ep.Read({local, 0, size}, key, key.base, c);
     return ep.FetchAdd(key, key.base + (a.maxBytes & ~7ull), 1, c);
   }
@@ -224,14 +241,7 @@ int RunInitiator(const Args& a, int infoFd) {
     return 1;
   }
   Bench b{a, *w, *ep, local, key, {}, 1, false};
-  std::vector<std::string> ops;
-  for (size_t p = 0; p < a.ops.size();) {
-    size_t q = a.ops.find(',', p);
-    if (q == std::string::npos) q = a.ops.size();
-    ops.push_back(a.ops.substr(p, q - p));
-    p = q + 1;
-  }
-  for (const std::string& op : ops) {
+  for (const std::string& op : SplitOps(a.ops)) {
     for (uint64_t size = a.minBytes; size <= a.maxBytes && !b.failed; size *= static_cast<uint64_t>(a.factor)) {
       const uint64_t sz = op == "fetchadd" ? 8 : size;
       const double lat = sz <= a.latMaxBytes ? b.LatencyUs(op, sz) : -1;
@@ -261,7 +271,7 @@ int main(int argc, char** argv) {
   app.add_option("--address", a.tcpAddress, "IPv4 the TCP rail / the verbs bootstrap listener binds");
   app.add_option("--hca-target", a.hcaTarget, "verbs: RAILYARD_HCA of the target process");
   app.add_option("--hca-initiator", a.hcaInitiator, "verbs: RAILYARD_HCA of the initiator process");
-  app.add_option("--ops", a.ops, "comma-separated: write, read, fetchadd");
+  app.add_option("--ops", a.ops, "comma-separated: write, writeimm, read, fetchadd");
   // Sizes take K/M/G suffixes (powers of 1024), as railyard-tcp-pump's.
   app.add_option("--min-bytes", a.minBytes, "smallest size (bytes)")
       ->transform(CLI::AsSizeValue(false))
@@ -280,6 +290,12 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", a.rounds, "bandwidth rounds (median)")->check(tools::InRange(1, 100));
   app.footer("Exit status: 0 done, 1 a fabric error or the target failed, 2 usage error.");
   if (auto rc = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-fabric-bench")) return *rc;
+  for (const std::string& op : SplitOps(a.ops)) {
+    if (op != "write" && op != "writeimm" && op != "read" && op != "fetchadd") {
+      std::fprintf(stderr, "railyard-fabric-bench: --ops: '%s' is not write, writeimm, read or fetchadd\n", op.c_str());
+      return railyard::tools::kUsageExit;
+    }
+  }
   if (a.minBytes > a.maxBytes) {
     std::fprintf(stderr, "railyard-fabric-bench: --min-bytes is above --max-bytes\n");
     return railyard::tools::kUsageExit;
