@@ -40,6 +40,28 @@ TEST_P(FabricErrors, WritePastTheEndIsRefusedAndNothingLands) {
   EXPECT_TRUE(dst.GuardsIntact());
 }
 
+// A bad Write queued behind striped Writes with immediates: over verbs it is checked
+// while the head waits for its immediate (VerbsEndpoint::Lookahead posts the Writes
+// behind it), and its failure fails the Endpoint there (a review found the lookahead
+// reading the failed op after Fail had freed it). The bad Write fails by name, and
+// nothing lands past the region.
+TEST_P(FabricErrors, AWriteOutOfBoundsBehindWritesWithImmediatesFailsByName) {
+  if (!Has(kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
+  const size_t each = (256u << 10) + 77, writes = 4;
+  std::vector<uint8_t> src(each * writes + 16, 0x3c);
+  Guarded dst(each * writes);
+  const Region* rs = Reg(a_, src.data(), src.size(), kAccessLocal);
+  const Region* rd = Reg(b_, dst.data(), dst.size(), kAccessRemoteWrite);
+  for (size_t i = 0; i < writes; ++i) {
+    ASSERT_TRUE(ep_->Write({rs, each * i, each}, rd->Key(), rd->base + each * i, 10 + i, static_cast<uint32_t>(i)).ok());
+  }
+  ASSERT_TRUE(ep_->Write({rs, 0, 16}, rd->Key(), rd->base + dst.size() - 8, 99).ok());
+  const Event e = Wait(99);
+  ExpectRemoteError(*a_.domain, e, FabricErrc::kOutOfBounds);
+  EXPECT_FALSE(ep_->status().ok());
+  EXPECT_TRUE(dst.GuardsIntact()) << "bytes landed past the region";
+}
+
 TEST_P(FabricErrors, WriteBeforeTheStartIsRefused) {
   Guarded src(4096), dst(4096);
   const Region* rs = Reg(a_, src.data(), 4096, kAccessLocal);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstring>
 
 #include "proxy/fabric/fail_outstanding.h"
@@ -267,8 +268,12 @@ uint64_t VerbsEndpoint::CreditsFree() const {
 
 bool VerbsEndpoint::OtherRailsQuiet(int rail, uint64_t seq) const {
   for (int r = 0; r < rails_; ++r) {
-    const std::deque<uint64_t>& q = writeSeqs_[static_cast<size_t>(r)];
-    if (r != rail && !q.empty() && q.front() <= seq) return false;
+    if (r == rail) continue;
+    // Not assumed sorted (a head's WRITE WITH IMM goes on rail 0 behind later Writes'
+    // chunks); at most the rail's Write bound of entries.
+    for (uint64_t s : writeSeqs_[static_cast<size_t>(r)]) {
+      if (s <= seq) return false;
+    }
   }
   return true;
 }
@@ -481,23 +486,29 @@ void VerbsEndpoint::Dispatch() {
   Lookahead();
 }
 
+bool VerbsEndpoint::DataPosted(const Op& op) {
+  return op.nextChunk == op.chunks.size() || (op.nextChunk + 1 == op.chunks.size() && op.hasImm && !op.sizeRecord);
+}
+
 void VerbsEndpoint::Lookahead() {
   if (failed_ || queue_.size() < 2 || queue_.front().fence) return;
   auto head = ops_.find(queue_.front().seq);
-  if (head == ops_.end() || head->second.type != OpType::kWrite) return;
-  for (size_t i = 1, looked = 0; i < queue_.size() && looked < kLookaheadOps && !failed_; ++i, ++looked) {
+  // Only behind a head whose every data chunk is posted (what it waits for is its
+  // immediate or size record): chunks then go out in op order on every rail.
+  if (head == ops_.end() || head->second.type != OpType::kWrite || !DataPosted(head->second)) return;
+  for (size_t i = 1, looked = 0; i < queue_.size() && looked < kLookaheadOps; ++i) {
     const QueueItem& item = queue_[i];
     if (item.fence) return;
     auto it = ops_.find(item.seq);
     if (it == ops_.end()) continue;
     Op& op = it->second;
     if (op.type != OpType::kWrite) return;
-    (void)Advance(op, false);
+    ++looked;
+    // A Write that fails its checks or its post fails the Endpoint (Fail clears ops_).
+    if (!Advance(op, false) && failed_) return;
     // On only once every data chunk of this Write is posted (what is left is its
     // immediate); a Write still waiting for room keeps the ones behind it waiting.
-    const bool dataPosted =
-        op.nextChunk == op.chunks.size() || (op.nextChunk + 1 == op.chunks.size() && op.hasImm && !op.sizeRecord);
-    if (!dataPosted) return;
+    if (!DataPosted(op)) return;
   }
 }
 
@@ -536,19 +547,21 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
                    std::to_string(wc.vendor_err) + ")"));
     return;
   }
-  auto it = ops_.find(seq);
-  if (it == ops_.end()) return;
-  Op& op = it->second;
+  // The rail's accounting first, whatever became of the op.
   if (kind == WrKind::kWriteChunk) {
     --writeOut_[static_cast<size_t>(rail)];
     // A send queue completes in posting order: this is the rail's oldest Write chunk.
     std::deque<uint64_t>& q = writeSeqs_[static_cast<size_t>(rail)];
+    assert(!q.empty() && q.front() == seq);
     if (!q.empty()) q.pop_front();
     scheduler_.OnWritten(rail);
   } else if (kind == WrKind::kReadChunk) {
     if (readOut_[static_cast<size_t>(rail)] > 0) --readOut_[static_cast<size_t>(rail)];
     scheduler_.OnWritten(rail);
   }
+  auto it = ops_.find(seq);
+  if (it == ops_.end()) return;
+  Op& op = it->second;
   --op.pendingWrs;
   const bool posted = op.nextChunk == op.chunks.size() && (!op.sizeRecord || op.immPosted);
   if (op.pendingWrs > 0 || !posted) return;

@@ -133,8 +133,8 @@ class VerbsEndpoint : public Endpoint {
   /// Posts the queue's ops in order: each op once the one before it is wholly posted
   /// (Advance with head), then Lookahead.
   void Dispatch();
-  /// While the head is a Write that cannot post everything yet (most often its
-  /// immediate, which waits for its chunks on the other rails to complete), the Writes
+  /// While the head is a Write whose data chunks are all posted and whose immediate or
+  /// size record waits (for its chunks on the other rails to complete), the Writes
   /// queued behind it (up to kLookaheadOps, stopping at any other op or a fence) post
   /// their data chunks, never an immediate or a size record: the rails stay busy
   /// instead of draining once per striped Write with immediate. Later data may so land
@@ -142,6 +142,9 @@ class VerbsEndpoint : public Endpoint {
   /// and every earlier Write (OtherRailsQuiet by seq), and immediates, records and
   /// FetchAdds keep their order.
   void Lookahead();
+  /// Every data chunk of Write `op` is posted: what is left is its immediate (the last
+  /// chunk of an unstriped one) or its size record.
+  static bool DataPosted(const Op& op);
   /// Posts what it can of `op`; true once every WR of it is posted. With `head` false
   /// (Lookahead), only a Write's data chunks: false at its immediate or size record.
   bool Advance(Op& op, bool head);

@@ -187,8 +187,11 @@ void VerbsWorker::AcceptNew() {
   }
 }
 
-VerbsWorker::Readiness VerbsWorker::PollReadiness() const {
+VerbsWorker::Readiness VerbsWorker::PollReadiness() {
   if (!channelled_) return {true, false};
+  // Unarmed CQs raise no channel event: while nothing is armed only the listener
+  // matters, and it may wait a few passes.
+  if (!armed_ && (++passes_ % kReadinessEvery) != 0) return {};
   epoll_event evs[8];
   const int n = ::epoll_wait(epoll_.get(), evs, 8, 0);
   if (n < 0) return {true, true};  // EINTR or worse: look at both, as without the set
@@ -215,9 +218,9 @@ size_t VerbsWorker::Progress(std::vector<Event>* events) {
       it = targets_.erase(it);
     }
   }
-  // An Endpoint's Progress may not destroy Endpoints; iterate over a copy anyway.
-  const std::vector<VerbsEndpoint*> eps = endpoints_;
-  for (VerbsEndpoint* ep : eps) ep->Progress();
+  // By index, no copy (a heap allocation per pass): an Endpoint's Progress never
+  // destroys or makes Endpoints, so the list does not change under it.
+  for (size_t i = 0; i < endpoints_.size(); ++i) endpoints_[i]->Progress();
   const size_t n = events_.size();
   for (Event& e : events_) events->push_back(std::move(e));
   events_.clear();
