@@ -187,11 +187,8 @@ void VerbsWorker::AcceptNew() {
   }
 }
 
-VerbsWorker::Readiness VerbsWorker::PollReadiness() {
+VerbsWorker::Readiness VerbsWorker::PollReadiness() const {
   if (!channelled_) return {true, false};
-  // Unarmed CQs raise no channel event: while nothing is armed only the listener
-  // matters, and it may wait a few passes.
-  if (!armed_ && (++passes_ % kReadinessEvery) != 0) return {};
   epoll_event evs[8];
   const int n = ::epoll_wait(epoll_.get(), evs, 8, 0);
   if (n < 0) return {true, true};  // EINTR or worse: look at both, as without the set

@@ -8,9 +8,8 @@
 // channels and the bootstrap listener. Quiet() arms every CQ (ibv_req_notify_cq)
 // the first time it finds nothing to do and says false, so the caller polls once
 // more after arming; the next Quiet() with nothing new says true, and a completion
-// from then on makes WaitFd() readable. Progress asks that epoll set (timeout 0;
-// every pass while the CQs are armed, else one pass in kReadinessEvery) what is
-// ready, then accepts only when the listener is readable and takes the
+// from then on makes WaitFd() readable. Each Progress asks that epoll set (timeout
+// 0) what is ready, then accepts only when the listener is readable and takes the
 // channels' events (ibv_get_cq_event, acked at once; then asks for a new arming)
 // only when a channel holds one. A relay host's
 // Forwarder sleeps on it instead of polling every millisecond (ring_comms.sh
@@ -40,8 +39,6 @@ class VerbsWorker : public Worker {
   /// this is closed at once (each holds an fd until the setup deadline: a flood of
   /// idle connections must not take every descriptor of the process).
   static constexpr size_t kMaxSettingUp = 256;
-  /// While unarmed, PollReadiness asks the epoll set on one pass in this many.
-  static constexpr uint64_t kReadinessEvery = 16;
 
   /// Opens the bootstrap listener on VerbsOptions::bootstrapAddress (an ephemeral
   /// port). SystemError naming the address when bind or listen fails.
@@ -90,11 +87,10 @@ class VerbsWorker : public Worker {
   /// One epoll_wait (timeout 0) on the set of the listener and the channels, in place
   /// of an accept4 and a read per channel on every pass: a failed accept4 allocates
   /// and frees a socket, an inode and a file (docs/benchmarks.md, "Fabric mode over
-  /// RDMA, direct"). While the CQs are armed (a caller may sleep on WaitFd) every pass
-  /// asks; otherwise every kReadinessEvery-th pass (a fabric-mode rank polls a Worker
-  /// per cable and per relayed route on each pass). Without channels: the listener is
-  /// tried every pass.
-  Readiness PollReadiness();
+  /// RDMA, direct"). It asks on every pass: asking one pass in 16 while the CQs
+  /// are unarmed was tried and was no faster in the ring of 4 (same section). Without
+  /// channels: the listener is tried every pass.
+  Readiness PollReadiness() const;
   void AcceptNew();
   /// One completion channel per device context of the Domain's rails, and the epoll
   /// set (channels and listener). False (WaitFd -1) when one cannot be made.
@@ -119,7 +115,6 @@ class VerbsWorker : public Worker {
   proxy::Fd epoll_;
   bool channelled_ = false;
   mutable bool armed_ = false;  ///< every CQ armed, and no channel event taken since
-  uint64_t passes_ = 0;          ///< PollReadiness calls while unarmed
 };
 
 }  // namespace railyard::fabric::verbs
