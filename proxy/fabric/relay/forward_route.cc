@@ -182,7 +182,7 @@ bool ForwardRoute::Take(uint32_t idx) {
       return false;
   }
   if (!st.ok()) {
-    Error(CauseOf(st), h.opSeq, "the leg to the next hop refused the op: " + st.message());
+    Error(CauseOf(st), h.opSeq, "at the relay, the leg to " + NextHopName() + " refused the op: " + st.message());
     return false;
   }
   ++processNext_;
@@ -247,7 +247,7 @@ void ForwardRoute::PostReadChunks() {
     Status st = down_->Read({staging_.region(DownRegion()), staging_.Offset(j) + kSlotPayloadOffset, chunk}, readKey_,
                             readAddr_ + readOffset_, MakeLegCookie(s_.id, LegTag::kDownRead, j));
     if (!st.ok()) {
-      Error(CauseOf(st), readOpSeq_, "the leg to the next hop refused a read: " + st.message());
+      Error(CauseOf(st), readOpSeq_, "at the relay, the leg to " + NextHopName() + " refused a read: " + st.message());
       return;
     }
     ++slots_[readIdx_].pending;
@@ -282,10 +282,7 @@ void ForwardRoute::OnLegEvent(const Event& e) {
       errc = CauseOf(down_->status());
       text = down_->status().message();
     }
-    // Named by host where the routing knows it: the leg's own name is a Worker id and
-    // an address, which does not say which host died.
-    const std::string hop = s_.nextHop.empty() ? "the next hop" : "the next hop " + s_.nextHop;
-    Error(errc, opSeq, "at the relay, the leg to " + hop + " failed: " + text);
+    Error(errc, opSeq, "at the relay, the leg to " + NextHopName() + " failed: " + text);
     return;
   }
   switch (tag) {

@@ -118,6 +118,11 @@ class ForwardRoute {
   void PostReadChunks();
   void SendBack(const Control& c);
   void Error(FabricErrc errc, uint64_t opSeq, const std::string& what, const ErrorSite* site = nullptr);
+  /// "the next hop h2", by host where the routing knows it ("the next hop" otherwise):
+  /// the leg's own name is a Worker id and an address, which does not say which host
+  /// died. Every error about the leg to the next hop names it so, whether the leg
+  /// failed under an op or refused one posted after it had failed.
+  std::string NextHopName() const { return s_.nextHop.empty() ? "the next hop" : "the next hop " + s_.nextHop; }
   size_t DownRegion() const { return s_.up == s_.down ? 0 : 1; }
   size_t UpRegion() const { return 0; }
 
