@@ -72,7 +72,6 @@ Status VerbsEndpoint::Create(VerbsWorker* worker, const VerbsAddress& peer, uint
     const uint64_t portMax = d.ports().at(static_cast<size_t>(d.railPorts()[static_cast<size_t>(r)])).maxMsgBytes;
     ep->writeStripe_.chunkBytes = std::min(ep->writeStripe_.chunkBytes, portMax);
   }
-  ep->writeOut_.assign(static_cast<size_t>(ep->rails_), 0);
   ep->writeSeqs_.assign(static_cast<size_t>(ep->rails_), {});
   ep->readOut_.assign(static_cast<size_t>(ep->rails_), 0);
   ep->sqPosted_.assign(static_cast<size_t>(ep->rails_), 0);
@@ -371,8 +370,11 @@ bool VerbsEndpoint::Advance(Op& op, bool head) {
         if (!PostWr(rail, &wr, op)) return false;
         if (!op.striped) op.slot = rail;
         scheduler_.OnQueued(rail);
-        ++(write ? writeOut_ : readOut_)[static_cast<size_t>(rail)];
-        if (write) writeSeqs_[static_cast<size_t>(rail)].push_back(op.seq);
+        if (write) {
+          writeSeqs_[static_cast<size_t>(rail)].push_back(op.seq);
+        } else {
+          ++readOut_[static_cast<size_t>(rail)];
+        }
         if (withImm) ++creditsUsed_;
         ++op.pendingWrs;
         ++op.nextChunk;
@@ -549,7 +551,6 @@ void VerbsEndpoint::OnCompletion(int rail, const ibv_wc& wc) {
   }
   // The rail's accounting first, whatever became of the op.
   if (kind == WrKind::kWriteChunk) {
-    --writeOut_[static_cast<size_t>(rail)];
     // A send queue completes in posting order: this is the rail's oldest Write chunk.
     std::deque<uint64_t>& q = writeSeqs_[static_cast<size_t>(rail)];
     assert(!q.empty() && q.front() == seq);

@@ -181,8 +181,7 @@ class VerbsEndpoint : public Endpoint {
   uint32_t peerRecordBytes_ = 0;
   StripeScheduler scheduler_;       ///< room per rail: max(chunks per rail, kMinWritesInFlightPerRail)
   StripeOptions writeStripe_;        ///< the Domain's striping, chunk raised to kMinWriteWrBytes (port-capped)
-  std::vector<int> writeOut_;        ///< Write chunks outstanding per rail
-  std::vector<std::deque<uint64_t>> writeSeqs_;  ///< per rail: the op seq of each outstanding Write chunk, oldest first
+  std::vector<std::deque<uint64_t>> writeSeqs_;  ///< per rail: the op seq of each outstanding Write chunk, in posting order (its size: the rail's Write chunks in flight)
   std::vector<int> readOut_;         ///< Read chunks outstanding per rail (at most chunksInFlightPerRail)
   std::vector<int> sqPosted_;        ///< send WRs outstanding per rail
   std::map<uint64_t, Op> ops_;
