@@ -6,7 +6,7 @@
 # A dead interval not above the hello interval is refused naming both (railyardd's flags and
 # the variables).
 # railyard-fabric-bench refuses an --ops name it does not know (it ran FetchAdd for any),
-# and its Write with immediate runs over TCP on loopback.
+# and its Write with immediate runs over TCP on loopback; bad input is a usage error.
 # Usage: tools_cli_test.sh RAILYARD_INFO RAILYARD_TCP_PUMP RAILYARD_CONFIG_DOC FIXTURE_DIR RAILYARDD FABRIC_BENCH
 set -u
 INFO=$1 PUMP=$2 DOC=$3 FIXTURES=$4 DAEMON=$5 FBENCH=$6
@@ -56,6 +56,23 @@ grep -q -- "--np 5: -p pair always runs 2 processes" "$tmp/err" || { echo "FAIL:
 expect_status 2 "railyard-fabric-bench --ops write,wrtie" "$FBENCH" --ops write,wrtie
 grep -q -- "--ops: 'wrtie' is not write, writeimm, read or fetchadd" "$tmp/err" ||
   { echo "FAIL: fabric-bench --ops wrtie: $(cat "$tmp/err")"; failed=1; }
+# A new-user trial: a bad --address failed only in the forked target (exit 1, "status
+# 256"); --lat-max-bytes had no range; an op given twice ran twice; "write, read" was
+# refused for its blank; --hca-* was silently ignored over TCP; no latency printed -1.
+for bad in foo 0.0.0.0 ::1; do
+  expect_status 2 "railyard-fabric-bench --address $bad" "$FBENCH" --address "$bad"
+  grep -q -- "--address" "$tmp/err" || { echo "FAIL: fabric-bench --address $bad names no option: $(cat "$tmp/err")"; failed=1; }
+done
+expect_status 2 "railyard-fabric-bench --lat-max-bytes 2G" "$FBENCH" --lat-max-bytes 2G
+expect_status 2 "railyard-fabric-bench --ops write,write" "$FBENCH" --ops write,write
+grep -q -- "'write' is given twice" "$tmp/err" || { echo "FAIL: fabric-bench duplicate --ops: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyard-fabric-bench --hca-target with tcp" "$FBENCH" --transport tcp --hca-target rxe0
+grep -q -- "need --transport verbs" "$tmp/err" || { echo "FAIL: fabric-bench --hca-target tcp: $(cat "$tmp/err")"; failed=1; }
+expect_status 0 "railyard-fabric-bench --ops 'write, read' --lat-max-bytes 8 (tcp)" "$FBENCH" --transport tcp \
+  --ops 'write, read' --min-bytes 8 --max-bytes 64 --factor 8 --iters 5 --rounds 1 --bw-bytes 4096 --lat-max-bytes 8
+[ "$(grep -c '"op":"write",.*"lat_median_us":[0-9]' "$tmp/out")" -eq 1 ] &&
+  [ "$(grep -c '"op":"read",.*"size":64,"lat_median_us":null,' "$tmp/out")" -eq 1 ] ||
+  { echo "FAIL: fabric-bench 'write, read' printed: $(cat "$tmp/out")"; failed=1; }
 expect_status 0 "railyard-fabric-bench --ops writeimm (tcp)" "$FBENCH" --transport tcp --ops writeimm \
   --min-bytes 8 --max-bytes 64 --factor 8 --iters 5 --rounds 1 --bw-bytes 4096
 [ "$(grep -c '"op":"writeimm"' "$tmp/out")" -eq 2 ] ||

@@ -24,6 +24,7 @@
 //
 // Output: one JSON object per line on stdout, e.g.
 //   {"transport":"verbs","op":"write","size":65536,"lat_median_us":41.2,"bw_gbps":0.031,"ops":512}
+// lat_median_us is null above --lat-max-bytes (no latency measured there).
 // Exit status: 0 done, 1 a fabric error or the target failed, 2 usage error.
 #include <poll.h>
 #include <signal.h>
@@ -134,13 +135,16 @@ int RunTarget(const Args& a, int infoFd, int stopFd) {
   return 0;
 }
 
-/// --ops split at commas (main has checked every name).
+/// --ops split at commas, blanks around each name dropped ("write, read" is write and
+/// read); main checks every name and refuses one given twice.
 std::vector<std::string> SplitOps(const std::string& list) {
   std::vector<std::string> ops;
   for (size_t p = 0; p <= list.size();) {
     size_t q = list.find(',', p);
     if (q == std::string::npos) q = list.size();
-    ops.push_back(list.substr(p, q - p));
+    const size_t b = list.find_first_not_of(" \t", p);
+    const size_t e = list.find_last_not_of(" \t", q == 0 ? 0 : q - 1);
+    ops.push_back(b < q && e != std::string::npos && e >= b ? list.substr(b, e - b + 1) : std::string());
     p = q + 1;
   }
   return ops;
@@ -244,13 +248,16 @@ int RunInitiator(const Args& a, int infoFd) {
   for (const std::string& op : SplitOps(a.ops)) {
     for (uint64_t size = a.minBytes; size <= a.maxBytes && !b.failed; size *= static_cast<uint64_t>(a.factor)) {
       const uint64_t sz = op == "fetchadd" ? 8 : size;
-      const double lat = sz <= a.latMaxBytes ? b.LatencyUs(op, sz) : -1;
+      const bool timed = sz <= a.latMaxBytes;  // else no latency: JSON null
+      const double lat = timed ? b.LatencyUs(op, sz) : 0;
       uint64_t n = 0;
       const double bw = b.BandwidthGbps(op, sz, &n);
       if (b.failed) break;
-      std::printf("{\"transport\":\"%s\",\"op\":\"%s\",\"size\":%llu,\"lat_median_us\":%.2f,\"bw_gbps\":%.4f,"
+      char latText[32] = "null";
+      if (timed) std::snprintf(latText, sizeof latText, "%.2f", lat);
+      std::printf("{\"transport\":\"%s\",\"op\":\"%s\",\"size\":%llu,\"lat_median_us\":%s,\"bw_gbps\":%.4f,"
                   "\"mops\":%.4f,\"ops\":%llu,\"depth\":%d,\"rails\":%zu}\n",
-                  a.transport.c_str(), op.c_str(), static_cast<unsigned long long>(sz), lat, bw,
+                  a.transport.c_str(), op.c_str(), static_cast<unsigned long long>(sz), latText, bw,
                   bw * 1e9 / static_cast<double>(sz) / 1e6, static_cast<unsigned long long>(n), a.depth,
                   d->rails().size());
       std::fflush(stdout);
@@ -268,7 +275,12 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"railyard-fabric-bench: one-sided Write/Read/FetchAdd latency and bandwidth, 2 processes"};
   app.add_option("--transport", a.transport, "tcp or verbs")->check(CLI::IsMember({"tcp", "verbs"}));
-  app.add_option("--address", a.tcpAddress, "IPv4 the TCP rail / the verbs bootstrap listener binds");
+  // Checked here, not first in the forked target (a trial got exit 1 and "status 256").
+  app.add_option("--address", a.tcpAddress, "IPv4 the TCP rail / the verbs bootstrap listener binds")
+      ->check(CLI::ValidIPV4)
+      ->check(CLI::Validator(
+          [](std::string& v) { return v == "0.0.0.0" ? std::string("0.0.0.0 is no one address: give the one to bind") : ""; },
+          "not 0.0.0.0"));
   app.add_option("--hca-target", a.hcaTarget, "verbs: RAILYARD_HCA of the target process");
   app.add_option("--hca-initiator", a.hcaInitiator, "verbs: RAILYARD_HCA of the initiator process");
   app.add_option("--ops", a.ops, "comma-separated: write, writeimm, read, fetchadd");
@@ -279,8 +291,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-bytes", a.maxBytes, "largest size (bytes)")
       ->transform(CLI::AsSizeValue(false))
       ->check(tools::InRange(uint64_t{8}, uint64_t{1} << 30));
-  app.add_option("--lat-max-bytes", a.latMaxBytes, "latency only up to this size (bytes)")
-      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--lat-max-bytes", a.latMaxBytes, "latency only up to this size (bytes; 0: none)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(tools::InRange(uint64_t{0}, uint64_t{1} << 30));
   app.add_option("--bw-bytes", a.bwBytes, "bytes per bandwidth round")
       ->transform(CLI::AsSizeValue(false))
       ->check(tools::InRange(uint64_t{1}, uint64_t{1} << 40));
@@ -290,11 +303,21 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", a.rounds, "bandwidth rounds (median)")->check(tools::InRange(1, 100));
   app.footer("Exit status: 0 done, 1 a fabric error or the target failed, 2 usage error.");
   if (auto rc = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-fabric-bench")) return *rc;
-  for (const std::string& op : SplitOps(a.ops)) {
+  const std::vector<std::string> ops = SplitOps(a.ops);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string& op = ops[i];
     if (op != "write" && op != "writeimm" && op != "read" && op != "fetchadd") {
       std::fprintf(stderr, "railyard-fabric-bench: --ops: '%s' is not write, writeimm, read or fetchadd\n", op.c_str());
       return railyard::tools::kUsageExit;
     }
+    if (std::find(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(i), op) != ops.begin() + static_cast<std::ptrdiff_t>(i)) {
+      std::fprintf(stderr, "railyard-fabric-bench: --ops: '%s' is given twice\n", op.c_str());
+      return railyard::tools::kUsageExit;
+    }
+  }
+  if (a.transport == "tcp" && !(a.hcaTarget.empty() && a.hcaInitiator.empty())) {
+    std::fprintf(stderr, "railyard-fabric-bench: --hca-target and --hca-initiator choose RDMA ports: they need --transport verbs\n");
+    return railyard::tools::kUsageExit;
   }
   if (a.minBytes > a.maxBytes) {
     std::fprintf(stderr, "railyard-fabric-bench: --min-bytes is above --max-bytes\n");
@@ -316,7 +339,12 @@ int main(int argc, char** argv) {
   int st = 0;
   waitpid(pid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    std::fprintf(stderr, "railyard-fabric-bench: the target process failed (status %d)\n", st);
+    if (WIFSIGNALED(st)) {
+      std::fprintf(stderr, "railyard-fabric-bench: the target process was killed by signal %d\n", WTERMSIG(st));
+    } else {
+      std::fprintf(stderr, "railyard-fabric-bench: the target process failed (exit %d; its error is above)\n",
+                   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
     return 1;
   }
   return rc;
