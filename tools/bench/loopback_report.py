@@ -386,13 +386,17 @@ def report(work, out):
     doc.append("Raw data (railyard-perf JSON, pump JSON lines, iperf3 JSON, callgrind files, logs) stay in the "
                "build tree, `build/bench/loopback-<date>/`; rerun the script to regenerate this page.\n")
 
-    # Keep the sections other scripts maintain, each between its own markers
-    # (<!-- NAME:begin --> ... <!-- NAME:end -->: fabric.sh, verbs_lane.sh), in order.
+    # Keep everything after this script's own part as it is: from the first section
+    # another script maintains (<!-- NAME:begin --> ... <!-- NAME:end -->: fabric.sh,
+    # verbs_lane.sh, ...) to the end, hand-written sections between them included (only
+    # the marked ones were kept before, which would have dropped five hand-written
+    # sections of measurements).
     kept = ""
     if os.path.exists(out):
         old = open(out).read()
-        for m in re.finditer(r"<!-- ([a-z0-9_-]+):begin -->.*?<!-- \1:end -->", old, re.S):
-            kept += "\n" + m.group(0) + "\n"
+        m = re.search(r"^<!-- [a-z0-9_-]+:begin -->", old, re.M)
+        if m:
+            kept = "\n" + old[m.start():].rstrip("\n") + "\n"
     with open(out, "w") as f:
         f.write("\n".join(doc) + kept)
 
