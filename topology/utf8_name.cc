@@ -1,5 +1,6 @@
 #include "topology/utf8_name.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace railyard::topology {
@@ -57,6 +58,11 @@ std::string CutUtf8(std::string_view s, std::size_t maxBytes) {
 }
 
 std::string SanitizeName(std::string_view raw, std::size_t maxBytes) {
+  // The usual name is printable ASCII: nothing to replace, and a cut anywhere is a
+  // character boundary (every cabling datagram carries two to four names).
+  if (std::all_of(raw.begin(), raw.end(), [](char c) { return c >= 0x20 && c < 0x7F; })) {
+    return std::string(raw.substr(0, maxBytes));
+  }
   std::string out;
   out.reserve(raw.size());
   for (std::size_t i = 0; i < raw.size();) {
