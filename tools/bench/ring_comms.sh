@@ -13,6 +13,10 @@
 #                (default build/)
 #   --rounds N   interleaved rounds (default 3)
 #   --out FILE   also write the table (markdown) to FILE
+#   --tcp        also run the older comms over TCP only (RAILYARD_TRANSPORT=tcp: sockets on
+#                the same cables, the socket relay for g0<->g2) as a third kind, "tcp":
+#                what a byte costs over the guests' TCP against over rxe, the yardstick
+#                of the relayed comparison (the older comms relay over TCP)
 #   --threads    also sample, every second in every guest, each Railyard thread's CPU
 #                time (/proc/PID/task/TID/stat, by thread name: ry-comms, ry-forwarder,
 #                ...) and the guest's /proc/stat, and print per phase where the guest's
@@ -43,9 +47,11 @@ guest() {  # WORK BUILD
     sampler "$work/phase.g$RING_ID" >"$work/threads.g$RING_ID.log" &
     spid=$!
   fi
+  local kinds=(legacy fabric)
+  ((${TCP:-0})) && kinds+=(tcp)
   ring-barrier bench-up 300
   for ((round = 1; round <= ROUNDS; round++)); do
-    for comms in legacy fabric; do
+    for comms in "${kinds[@]}"; do
       for pair in direct relayed; do
         port=$((port + 1))
         echo "r$round-$comms-$pair" >"$work/phase.g$RING_ID"
@@ -57,7 +63,9 @@ guest() {  # WORK BUILD
         if ((rank >= 0)); then
           local json=()
           ((rank == 0)) && json=(--json "$work/r$round-$comms-$pair.json")
-          RAILYARD_COMMS=$comms timeout 300 "$perf" --plugin "$plugin" --rank "$rank" --nranks 2 \
+          local transport=auto kind=$comms
+          [[ $comms == tcp ]] && transport=tcp kind=legacy
+          RAILYARD_COMMS=$kind RAILYARD_TRANSPORT=$transport timeout 300 "$perf" --plugin "$plugin" --rank "$rank" --nranks 2 \
             --root "10.79.0.1:$port" -p sendrecv -T 280 -b 65536 -e 16777216 -f 16 -n "$ITERS" -w 1 -c 0 \
             "${json[@]}" >"$work/r$round-$comms-$pair.rank$rank.log" 2>&1 ||
             echo "ring_comms: guest $RING_ID: round $round $comms $pair failed (see r$round-$comms-$pair.rank$rank.log)"
@@ -106,22 +114,23 @@ if [[ ${1:-} == --guest ]]; then
   exit 0
 fi
 
-build=$ROOT/build rounds=3 out= threads=0
+build=$ROOT/build rounds=3 out= threads=0 tcp=0
 while (($#)); do
   case $1 in
     --build) build=$(readlink -f "$2"); shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --threads) threads=1; shift ;;
+    --tcp) tcp=1; shift ;;
     *) echo "ring_comms.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 work=$build/bench/ring-comms-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$work"
-printf 'ROUNDS=%d\nITERS=%d\nTHREADS=%d\n' "$rounds" 5 "$threads" >"$work/plan.env"
+printf 'ROUNDS=%d\nITERS=%d\nTHREADS=%d\nTCP=%d\n' "$rounds" 5 "$threads" "$tcp" >"$work/plan.env"
 echo "ring_comms: host load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; raw output in $work"
 # About 300 s a round under TCG on a quiet 2-core host: the guests' limit grows with the rounds.
-"$ROOT/tests/lanes/rxe-ring/ring.sh" -n 4 -G -t $((300 + 600 * rounds)) -w "$work" -C "$ROOT" \
+"$ROOT/tests/lanes/rxe-ring/ring.sh" -n 4 -G -t $((300 + (tcp ? 900 : 600) * rounds)) -w "$work" -C "$ROOT" \
   "$ROOT/tools/bench/ring_comms.sh" --guest "$work" "$build" >"$work/ring.log" 2>&1 ||
   { tail -30 "$work/ring.log" >&2; echo "ring_comms: the ring run failed" >&2; exit 1; }
 grep -h "ring_comms:" "$work/ring.log" || true
@@ -130,7 +139,7 @@ import json, statistics, sys
 work, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 times = {}  # (pair, comms, size) -> [µs per iteration]
 for r in range(1, rounds + 1):
-    for comms in ("legacy", "fabric"):
+    for comms in ("legacy", "fabric", "tcp"):
         for pair in ("direct", "relayed"):
             try:
                 doc = json.load(open(f"{work}/r{r}-{comms}-{pair}.json"))
@@ -138,7 +147,11 @@ for r in range(1, rounds + 1):
                 continue
             for row in doc["rows"]:
                 times.setdefault((pair, comms, row["size"]), []).append(row["time_us"])
-lines = ["| pair | size | legacy µs | fabric µs | legacy ÷ fabric | runs |", "|---|---|---|---|---|---|"]
+tcp = any(k[1] == "tcp" for k in times)
+head = "| pair | size | legacy µs | fabric µs | legacy ÷ fabric | runs |"
+if tcp:
+    head += " tcp µs | tcp ÷ fabric |"
+lines = [head, "|" + "---|" * (head.count("|") - 1)]
 for pair in ("direct", "relayed"):
     for size in sorted({k[2] for k in times if k[0] == pair}):
         leg, fab = times.get((pair, "legacy", size), []), times.get((pair, "fabric", size), [])
@@ -146,7 +159,11 @@ for pair in ("direct", "relayed"):
             continue
         ml, mf = statistics.median(leg), statistics.median(fab)
         label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
-        lines.append(f"| {pair} | {label} | {ml:.0f} | {mf:.0f} | {ml / mf:.2f} | {len(leg)}/{len(fab)} |")
+        row = f"| {pair} | {label} | {ml:.0f} | {mf:.0f} | {ml / mf:.2f} | {len(leg)}/{len(fab)} |"
+        if tcp:
+            t = times.get((pair, "tcp", size), [])
+            row += f" {statistics.median(t):.0f} | {statistics.median(t) / mf:.2f} |" if t else " - | - |"
+        lines.append(row)
 table = "\n".join(lines)
 print(table)
 if out:
