@@ -480,6 +480,7 @@ void CablingAgent::Tick(int64_t nowMs, bool dirty) {
     }
     std::erase_if(budgets_, [&](const auto& kv) { return nowMs - kv.second.periodStartMs > options_.deadIntervalMs; });
     if (changed) Rebuild();
+    FlushRefusals(nowMs);
     SpeakerRecord own;
     own.name = hostName_;
     own.seq = ++ownSeq_;
@@ -514,16 +515,30 @@ void CablingAgent::Tick(int64_t nowMs, bool dirty) {
   for (const auto& d : out) SendAll(d, nullptr);
 }
 
-void CablingAgent::Refuse(uint64_t AgentCounters::*counter, const char* kind, const std::string& detail,
-                          int64_t nowMs) {
+void CablingAgent::Refuse(uint64_t AgentCounters::*counter, const char* kind, std::string detail, int64_t nowMs) {
   ++(counters_.*counter);
   Throttle& t = throttles_[kind];
   ++t.since;
+  t.lastDetail = std::move(detail);
   if (t.lastMs >= 0 && nowMs - t.lastMs < kLogEveryMs) return;
-  RY_WARN("cabling: refused %llu %s datagram(s)%s; last: %s", static_cast<unsigned long long>(t.since), kind,
-          t.lastMs >= 0 ? " in the last 10 s" : "", detail.c_str());
-  t.lastMs = nowMs;
-  t.since = 0;
+  FlushRefusals(nowMs);
+}
+
+void CablingAgent::FlushRefusals(int64_t nowMs) {
+  for (auto& [kind, t] : throttles_) {
+    if (t.since == 0 || (t.lastMs >= 0 && nowMs - t.lastMs < kLogEveryMs)) continue;
+    if (t.lastMs < 0) {
+      RY_WARN("cabling: refused %llu %s datagram(s); last: %s", static_cast<unsigned long long>(t.since), kind.c_str(),
+              t.lastDetail.c_str());
+    } else {
+      RY_WARN("cabling: refused %llu %s datagram(s) in the last %lld s; last: %s",
+              static_cast<unsigned long long>(t.since), kind.c_str(),
+              static_cast<long long>((nowMs - t.lastMs + 500) / 1000), t.lastDetail.c_str());
+    }
+    t.lastMs = nowMs;
+    t.since = 0;
+    t.lastDetail.clear();
+  }
 }
 
 void CablingAgent::Receive(RailState& r, int64_t nowMs,

@@ -80,13 +80,24 @@ std::map<uint64_t, int> ClusterGraph::Distances(uint64_t src) const {
   return dist;
 }
 
+size_t ClusterGraph::UncabledHosts() const {
+  return static_cast<size_t>(
+      std::count_if(hosts_.begin(), hosts_.end(), [&](const auto& h) { return Neighbours(h.first).empty(); }));
+}
+
 Shape ClusterGraph::DeriveShape() const {
-  const size_t n = hosts_.size();
+  // A new-user trial: one made-up record with no links (a host nobody is cabled to)
+  // turned every host's shape to "disconnected" for a dead interval.
+  std::vector<uint64_t> cabled;
+  for (const auto& [id, name] : hosts_) {
+    if (!Neighbours(id).empty()) cabled.push_back(id);
+  }
+  const size_t n = cabled.size();
   if (n <= 1) return Shape::kSingle;
-  if (Distances(hosts_.begin()->first).size() != n) return Shape::kDisconnected;
+  if (Distances(cabled.front()).size() != n) return Shape::kDisconnected;
   size_t ones = 0, twos = 0;
   bool complete = true;
-  for (const auto& [id, name] : hosts_) {
+  for (uint64_t id : cabled) {
     const size_t d = Neighbours(id).size();
     complete = complete && d == n - 1;
     ones += d == 1;

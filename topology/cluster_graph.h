@@ -39,14 +39,18 @@ struct RailLink {
   const RailEnd& Other(uint64_t host) const { return a.host == host ? b : a; }
 };
 
-/// The cluster's shape, derived from host adjacency (rail multiplicity ignored).
+/// The cluster's shape, derived from host adjacency (rail multiplicity ignored), over
+/// the hosts with at least one cable (ClusterGraph::DeriveShape): a host heard of but
+/// cabled to nobody (a host starting, whose links both ends have not reported yet, a
+/// host on a shared segment, or a record an untrusted peer made up) is unreachable in
+/// the routes but leaves the shape alone.
 enum class Shape {
-  kSingle,        ///< one host, no links
+  kSingle,        ///< no links: one host (and perhaps uncabled ones)
   kMesh,          ///< every host cabled to every other (2 and 3 hosts always are, if connected)
   kRing,          ///< ≥ 4 hosts, connected, every host has exactly 2 neighbours
   kChain,         ///< ≥ 3 hosts in a line: two ends with 1 neighbour, the rest with 2
   kPartial,       ///< connected, but none of the above
-  kDisconnected,  ///< some hosts cannot reach others at all
+  kDisconnected,  ///< some cabled hosts cannot reach others at all
 };
 
 /// "mesh", "ring", "chain", "partial", "single", "disconnected".
@@ -83,8 +87,10 @@ class ClusterGraph {
   /// Every rail-link, sorted.
   const std::set<RailLink>& Links() const { return links_; }
 
-  /// The shape (see Shape).
+  /// The shape of the cabled hosts (see Shape).
   Shape DeriveShape() const;
+  /// Hosts with no cable to any host (see Shape), e.g. 1 while a neighbour starts up.
+  size_t UncabledHosts() const;
   /// Route from `from` to every other host, by ascending peer id. Unreachable peers
   /// appear with hops = 0.
   std::vector<Route> Routes(uint64_t from) const;

@@ -53,7 +53,9 @@ std::string DumpJson(const nlohmann::json& j, int indent) {
 std::string GraphToText(const ClusterGraph& g, uint64_t self) {
   std::ostringstream o;
   o << "Host " << g.HostName(self) << " (" << HostIdText(self) << "), cluster shape "
-    << ShapeName(g.DeriveShape()) << ", " << g.Hosts().size() << " hosts\n";
+    << ShapeName(g.DeriveShape()) << ", " << g.Hosts().size() - g.UncabledHosts() << " hosts";
+  if (g.UncabledHosts() > 0) o << " (+" << g.UncabledHosts() << " with no cable)";
+  o << "\n";
   o << "Neighbours:\n";
   for (uint64_t n : g.Neighbours(self)) {
     for (const RailLink& l : g.LinksBetween(self, n)) {

@@ -79,9 +79,21 @@ TEST(ClusterGraph, PartialDisconnectedAndSingle) {
   Cable(star, 1, 1, 3, 0, 1, 1);
   Cable(star, 1, 2, 4, 0, 1, 2);
   EXPECT_EQ(star.DeriveShape(), Shape::kPartial);
+  // A host cabled to nobody (starting up, or made up by an untrusted record) is
+  // unreachable but leaves the shape of the cabled hosts alone (a new-user trial: one
+  // made-up record turned every host's shape to "disconnected").
   star.AddHost(5, "lonely");
-  EXPECT_EQ(star.DeriveShape(), Shape::kDisconnected);
+  EXPECT_EQ(star.DeriveShape(), Shape::kPartial);
+  EXPECT_EQ(star.UncabledHosts(), 1u);
   EXPECT_EQ(star.RouteTo(2, 5).hops, 0);
+  // Two cabled parts that cannot reach each other are disconnected.
+  Cable(star, 6, 0, 7, 0, 1, 3);
+  EXPECT_EQ(star.DeriveShape(), Shape::kDisconnected);
+  EXPECT_EQ(star.UncabledHosts(), 1u);
+  ClusterGraph lonelyPair;
+  lonelyPair.AddHost(1, "solo");
+  lonelyPair.AddHost(2, "made-up");
+  EXPECT_EQ(lonelyPair.DeriveShape(), Shape::kSingle);
   ClusterGraph one;
   one.AddHost(1, "solo");
   EXPECT_EQ(one.DeriveShape(), Shape::kSingle);

@@ -466,8 +466,11 @@ int main(int argc, char** argv) {
     }
     const std::string shape = topology::ShapeName(g.DeriveShape());
     if (shape != lastShape) {
-      std::fprintf(stderr, "railyardd: %s: cluster shape %s, %zu hosts%s%s\n", hostName.c_str(), shape.c_str(),
-                   g.Hosts().size(), lastShape.empty() ? "" : " (was ", lastShape.empty() ? "" : (lastShape + ")").c_str());
+      const size_t uncabled = g.UncabledHosts();
+      const std::string extra = uncabled == 0 ? "" : " (+" + std::to_string(uncabled) + " with no cable)";
+      std::fprintf(stderr, "railyardd: %s: cluster shape %s, %zu hosts%s%s%s\n", hostName.c_str(), shape.c_str(),
+                   g.Hosts().size() - uncabled, extra.c_str(), lastShape.empty() ? "" : " (was ",
+                   lastShape.empty() ? "" : (lastShape + ")").c_str());
       lastShape = shape;
     }
     last = g;
