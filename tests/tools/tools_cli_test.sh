@@ -59,7 +59,7 @@ grep -q -- "--ops: 'wrtie' is not write, writeimm, read or fetchadd" "$tmp/err" 
 # A new-user trial: a bad --address failed only in the forked target (exit 1, "status
 # 256"); --lat-max-bytes had no range; an op given twice ran twice; "write, read" was
 # refused for its blank; --hca-* was silently ignored over TCP; no latency printed -1.
-for bad in foo 0.0.0.0 ::1; do
+for bad in foo 0.0.0.0 ::1 255.255.255.255 224.0.0.1 " 127.0.0.1"; do
   expect_status 2 "railyard-fabric-bench --address $bad" "$FBENCH" --address "$bad"
   grep -q -- "--address" "$tmp/err" || { echo "FAIL: fabric-bench --address $bad names no option: $(cat "$tmp/err")"; failed=1; }
 done

@@ -12,7 +12,8 @@
 // one-sided ops); over TCP it spins, as it moves the bytes.
 //
 // Per size (8 B up to --max-bytes, times --factor each step):
-//   latency:   one op at a time, post to kDone, --iters samples; the median (µs).
+//   latency:   one op at a time, post to kDone, 3 untimed then --iters samples; the
+//              median (µs).
 //              ib_write_lat / ib_read_lat report half a ping-pong or a READ round
 //              trip; this is the initiator's post-to-completion time.
 //   bandwidth: --depth ops in flight, --bw-bytes per round (at least 2 ops, at most
@@ -26,6 +27,7 @@
 //   {"transport":"verbs","op":"write","size":65536,"lat_median_us":41.2,"bw_gbps":0.031,"ops":512}
 // lat_median_us is null above --lat-max-bytes (no latency measured there).
 // Exit status: 0 done, 1 a fabric error or the target failed, 2 usage error.
+#include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -135,6 +137,18 @@ int RunTarget(const Args& a, int infoFd, int stopFd) {
   return 0;
 }
 
+/// Why `v` is no IPv4 unicast address a rail can bind ("" when it is): dotted quad
+/// only (inet_pton, no blanks), not 0.0.0.0, broadcast or multicast.
+std::string UnicastIpv4Error(const std::string& v) {
+  in_addr a{};
+  if (inet_pton(AF_INET, v.c_str(), &a) != 1) return "'" + v + "' is not an IPv4 address (a.b.c.d)";
+  const uint32_t h = ntohl(a.s_addr);
+  if (h == 0) return "0.0.0.0 is no one address: give the one to bind";
+  if (h == 0xFFFFFFFFu) return "255.255.255.255 is the broadcast address, not one to bind";
+  if ((h >> 28) == 0xE) return "'" + v + "' is a multicast address, not one to bind";
+  return "";
+}
+
 /// --ops split at commas, blanks around each name dropped ("write, read" is write and
 /// read); main checks every name and refuses one given twice.
 std::vector<std::string> SplitOps(const std::string& list) {
@@ -181,15 +195,18 @@ struct Bench {
     (void)n;
     return true;
   }
+  /// The median of --iters timed ops, after kWarmUp untimed ones (a trial saw the
+  /// first op of a size take 10-500x the rest: the median of 2 was that cold op).
+  static constexpr int kWarmUp = 3;
   double LatencyUs(const std::string& op, uint64_t size) {
     std::vector<double> us;
-    for (int i = 0; i < a.iters && !failed; ++i) {
+    for (int i = -kWarmUp; i < a.iters && !failed; ++i) {
       const auto t0 = Clock::now();
       if (!Post(op, size, cookie++).ok()) return -1;
       size_t got = 0;
       while (got < 1 && Reap(1, &got)) {
       }
-      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      if (i >= 0) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
     if (us.empty()) return -1;
     std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
@@ -277,13 +294,10 @@ int main(int argc, char** argv) {
   app.add_option("--transport", a.transport, "tcp or verbs")->check(CLI::IsMember({"tcp", "verbs"}));
   // Checked here, not first in the forked target (a trial got exit 1 and "status 256").
   app.add_option("--address", a.tcpAddress, "IPv4 the TCP rail / the verbs bootstrap listener binds")
-      ->check(CLI::ValidIPV4)
-      ->check(CLI::Validator(
-          [](std::string& v) { return v == "0.0.0.0" ? std::string("0.0.0.0 is no one address: give the one to bind") : ""; },
-          "not 0.0.0.0"));
+      ->check(CLI::Validator(UnicastIpv4Error, "IPV4 unicast"));
   app.add_option("--hca-target", a.hcaTarget, "verbs: RAILYARD_HCA of the target process");
   app.add_option("--hca-initiator", a.hcaInitiator, "verbs: RAILYARD_HCA of the initiator process");
-  app.add_option("--ops", a.ops, "comma-separated: write, writeimm, read, fetchadd");
+  app.add_option("--ops", a.ops, "comma-separated: write, writeimm, read, fetchadd (fetchadd: 8 B only)");
   // Sizes take K/M/G suffixes (powers of 1024), as railyard-tcp-pump's.
   app.add_option("--min-bytes", a.minBytes, "smallest size (bytes)")
       ->transform(CLI::AsSizeValue(false))
@@ -294,14 +308,16 @@ int main(int argc, char** argv) {
   app.add_option("--lat-max-bytes", a.latMaxBytes, "latency only up to this size (bytes; 0: none)")
       ->transform(CLI::AsSizeValue(false))
       ->check(tools::InRange(uint64_t{0}, uint64_t{1} << 30));
-  app.add_option("--bw-bytes", a.bwBytes, "bytes per bandwidth round")
+  app.add_option("--bw-bytes", a.bwBytes, "bytes per bandwidth round (at least 2 ops, at most 100000)")
       ->transform(CLI::AsSizeValue(false))
       ->check(tools::InRange(uint64_t{1}, uint64_t{1} << 40));
-  app.add_option("--factor", a.factor, "size step factor")->check(tools::InRange(2, 1024));
+  app.add_option("--factor", a.factor, "size step factor (sizes min, min*factor, ... up to max)")->check(tools::InRange(2, 1024));
   app.add_option("--iters", a.iters, "latency samples per size")->check(tools::InRange(1, 1000000));
   app.add_option("--depth", a.depth, "ops in flight for bandwidth")->check(tools::InRange(1, 1024));
   app.add_option("--rounds", a.rounds, "bandwidth rounds (median)")->check(tools::InRange(1, 100));
-  app.footer("Exit status: 0 done, 1 a fabric error or the target failed, 2 usage error.");
+  app.footer("Output: a JSON object per size and op on stdout; bw_gbps is GB/s (1e9 bytes/s), "
+             "lat_median_us the median post-to-completion time (null above --lat-max-bytes).\n"
+             "Exit status: 0 done, 1 a fabric error or the target failed, 2 usage error.");
   if (auto rc = railyard::tools::ParseCommandLine(app, argc, argv, "railyard-fabric-bench")) return *rc;
   const std::vector<std::string> ops = SplitOps(a.ops);
   for (size_t i = 0; i < ops.size(); ++i) {
