@@ -568,7 +568,12 @@ bool CablingAgent::IsOldNews(const char* buf, size_t n) const {
   if (h.origin == hostId_ && h.speaker == speaker_) return true;  // our own record, flooded back
   if (h.ageMs >= static_cast<uint32_t>(options_.deadIntervalMs)) return true;
   const auto it = records_.find(SpeakerKey{h.origin, h.speaker});
-  return it != records_.end() && h.seq <= it->second.seq;
+  return it != records_.end() && h.seq <= it->second.seq && !RestartsTombstone(it->second, h.seq, h.ageMs);
+}
+
+bool CablingAgent::RestartsTombstone(const SpeakerRecord& held, uint64_t seq, uint32_t ageMs) const {
+  return !options_.key && held.expired && seq >= 1 && seq <= kMaxSeq && seq < held.seq &&
+         ageMs < static_cast<uint32_t>(options_.deadIntervalMs / 2);
 }
 
 void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src, int64_t nowMs,
@@ -661,7 +666,18 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
   // were dropped before the decode (IsOldNews).
   const SpeakerKey key{h.origin, h.speaker};
   auto it = records_.find(key);
-  if (it != records_.end()) {
+  if (it != records_.end() && RestartsTombstone(it->second, h.seq, h.ageMs)) {
+    // A new-user trial: replaying one captured record with its sequence raised step by
+    // step (each step inside the window) made every host drop the real speaker's
+    // records as old news until the forged sequence's tombstone went, about a minute.
+    RY_WARN("cabling: host %s (%s) speaks again at sequence %llu, below the %llu it last held: a datagram it did not "
+            "send had pushed its sequence ahead, or its speaker restarted its count; taken (no cluster key: every host "
+            "on a rail is believed; RAILYARD_CLUSTER_KEY_FILE makes sequences unforgeable) %s",
+            m.hostName.c_str(), HostIdText(h.origin).c_str(), static_cast<unsigned long long>(h.seq),
+            static_cast<unsigned long long>(it->second.seq), where().c_str());
+    it->second.seq = 0;  // taken as if first heard: the window starts again at this sequence
+  }
+  if (it != records_.end() && it->second.seq != 0) {
     const uint64_t window = kSeqSlack + static_cast<uint64_t>(std::max<int64_t>(0, nowMs - it->second.receivedMs)) /
                                             static_cast<uint64_t>(kMinIntervalMs);
     if (h.seq - it->second.seq > window) {
@@ -672,7 +688,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
              nowMs);
       return;
     }
-  } else if (h.seq == 0 || h.seq > kMaxSeq) {
+  } else if (h.seq == 0 || h.seq > kMaxSeq) {  // first heard (or a tombstone restarting)
     Refuse(&AgentCounters::futureSeq, "future-sequence",
            "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + " out of range (1.." +
                std::to_string(kMaxSeq) + ") " + where(),

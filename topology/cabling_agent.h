@@ -274,6 +274,13 @@ class CablingAgent {
   /// Anything else (hellos, new sequences, short or foreign datagrams) goes on to the
   /// full checks. Requires mu_.
   bool IsOldNews(const char* buf, size_t n) const;
+  /// True when `held` is a tombstone (its speaker unheard for the dead interval) and a
+  /// fresh record (age under half the dead interval, so no copy of what it last held)
+  /// of a lower `seq` restarts it, which only an agent without a cluster key allows:
+  /// there anyone on a rail can raise a speaker's sequence with forged records, and the
+  /// real speaker's would be old news until the tombstone went (60 dead intervals).
+  /// With a key sequences cannot be forged, and a lower one is a replay.
+  bool RestartsTombstone(const SpeakerRecord& held, uint64_t seq, uint32_t ageMs) const;
   /// Handles one datagram of `n` bytes from `src` (network order) on `r`. Requires mu_.
   void Handle(RailState& r, const char* buf, size_t n, uint32_t src, int64_t nowMs,
               std::vector<std::pair<std::vector<char>, const RailState*>>* forward, bool* dirty);

@@ -365,6 +365,49 @@ TEST_F(CablingTrust, ABurstOfRefusalsIsSummedUpOnceItsTenSecondsAreOver) {
       << lines[1];
 }
 
+// A new-user trial: without a cluster key, replaying a captured record with its sequence
+// raised (each step inside the window) made the real speaker's records old news until
+// the raised sequence's tombstone went, about a minute. Now, once that record has
+// expired, a fresh record of a lower sequence restarts the speaker, with a WARN. With
+// a key a sequence cannot be forged, and a lower one after the tombstone stays old news.
+TEST_F(CablingTrust, WithoutAKeyARaisedSequenceHoldsOffTheRealSpeakerOnlyUntilItExpires) {
+  for (const bool keyed : {false, true}) {
+    SCOPED_TRACE(keyed ? "keyed" : "no key");
+    std::shared_ptr<const ClusterKey> key;
+    if (keyed) {
+      ASSERT_TRUE(ClusterKey::FromSecret("0123456789abcdef0123456789abcdef", &key).ok());
+    }
+    const ClusterKey* k = key.get();
+    AgentOptions o;
+    o.intervalMs = 10;
+    o.deadIntervalMs = 400;
+    o.key = key;
+    agent_.reset();
+    Start(o);
+    test_support::LogCapture capture;
+    agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2", k), Addr("10.9.0.2"));
+    agent_->InjectForTesting(0, Record(kA, 7, 5, "a", "10.9.0.2", true, 0, k), Addr("10.9.0.2"));
+    ASSERT_EQ(AddressOfA(), "10.9.0.2");
+    agent_->InjectForTesting(0, Record(kA, 7, 60, "a", "10.9.0.2", true, 0, k), Addr("10.9.0.2"));  // the raised one
+    agent_->InjectForTesting(0, Record(kA, 7, 6, "a", "10.9.0.2", true, 0, k), Addr("10.9.0.2"));   // the real one
+    EXPECT_EQ(agent_->Counters().futureSeq, 0u);
+    // Nothing refreshes sequence 60: it expires, and host A leaves the graph (its
+    // hello, which alone would not keep it there, ages out too).
+    ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.HostName(kA).empty(); }, 10000));
+    agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2", k), Addr("10.9.0.2"));
+    agent_->InjectForTesting(0, Record(kA, 7, 8, "a", "10.9.0.2", true, 0, k), Addr("10.9.0.2"));
+    size_t warns = 0;
+    for (const std::string& l : capture.lines()) warns += l.find("speaks again at sequence 8, below the 60") != std::string::npos;
+    if (keyed) {
+      EXPECT_EQ(AddressOfA(), "") << "a lower sequence after the tombstone is a replay when sequences are signed";
+      EXPECT_EQ(warns, 0u);
+    } else {
+      EXPECT_EQ(AddressOfA(), "10.9.0.2") << "the real speaker stays shut out by the raised sequence's tombstone";
+      EXPECT_EQ(warns, 1u);
+    }
+  }
+}
+
 TEST_F(CablingTrust, KeyedAgentRefusesUnsignedAndWronglySignedDatagrams) {
   std::shared_ptr<const ClusterKey> key, other;
   ASSERT_TRUE(ClusterKey::FromSecret("0123456789abcdef0123456789abcdef", &key).ok());
