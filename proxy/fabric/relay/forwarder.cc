@@ -198,8 +198,17 @@ std::vector<int> Forwarder::WaitFds() const {
   if (!answering_.empty()) return fds;
   for (const Port& p : ports_) {
     const int fd = p.worker->WaitFd();
-    if (p.client || fd < 0 || !p.worker->Quiet()) return {};
+    if (fd < 0 || !p.worker->Quiet()) return {};
     fds.push_back(fd);
+    // Routes carried on through a further relay: their onward legs' Workers too. It
+    // spun instead, and on a host with fewer cores than spinners took the CPU the
+    // ranks needed (docs/benchmarks.md, TCP Forwarders, two relays in a row).
+    if (p.client) {
+      if (!p.client->Quiet()) return {};
+      const size_t before = fds.size();
+      p.client->WaitFds(&fds);
+      if (std::find(fds.begin() + static_cast<std::ptrdiff_t>(before), fds.end(), -1) != fds.end()) return {};
+    }
   }
   return fds;
 }

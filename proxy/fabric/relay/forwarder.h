@@ -87,9 +87,10 @@ class Forwarder {
   /// Why the last open was refused or the last route failed ("" if none), for logs.
   const std::string& lastRefusal() const { return lastRefusal_; }
   /// The fds to sleep on (poll, POLLIN) until a peer sends something, when nothing
-  /// but peer input can give the next Progress work (every port Worker Quiet(), no
-  /// onward route through a further relay, no refusal still going out); empty when
-  /// the caller must keep calling Progress.
+  /// but peer input can give the next Progress work (every port Worker Quiet(), every
+  /// RelayClient of routes carried on through a further relay Quiet() with a WaitFd
+  /// per route leg, no refusal still going out); empty when the caller must keep
+  /// calling Progress.
   std::vector<int> WaitFds() const;
   /// From now on every route open is refused, answered to its source with `why`
   /// (kConnectFailed); the routes open now carry on until their sources close them

@@ -401,9 +401,13 @@ void RelayedEndpoint::Progress(std::vector<Event>* out) {
 }
 
 bool RelayedEndpoint::Quiet() const {
-  if (state_ == State::kOpening || !ops_.empty() || !events_.empty() || returnCredited_ != returnConsumed_) {
-    return false;
-  }
+  // Ops outstanding do not keep it awake: after a Pump, every one of them waits for
+  // input (a leg completion, a credit or result record from the relay), which makes
+  // the leg Worker's descriptor readable. Every sleeper on it is bounded (the
+  // Forwarder host's poll, the comms helper's kMaxQuietWait), so the timeout check
+  // still runs. A relay host's Forwarder carrying routes on through a further relay
+  // spun while they had ops, taking the CPU its ranks needed (docs/benchmarks.md).
+  if (state_ == State::kOpening || !events_.empty() || returnCredited_ != returnConsumed_) return false;
   return worker_ == nullptr || worker_->Quiet();
 }
 

@@ -84,8 +84,10 @@ class RelayedEndpoint : public Endpoint {
   /// ops, checks the timeout; appends the events for the caller.
   void Progress(std::vector<Event>* out);
   /// For RelayClient: true when only input from the relay can give Progress work: the
-  /// route is open (or failed), no op is outstanding, no event waits, every return
-  /// slot copied out is credited, and its leg Worker is Quiet().
+  /// route is open (or failed), no event waits, every return slot copied out is
+  /// credited, and its leg Worker is Quiet(). Ops may be outstanding: each waits for
+  /// input then (a leg completion, a credit or result record); a sleeper must wake
+  /// within the timeout all the same, for the timeout check.
   bool Quiet() const;
   /// The leg Worker's WaitFd() (-1 before Init).
   int WaitFd() const { return worker_ ? worker_->WaitFd() : -1; }
