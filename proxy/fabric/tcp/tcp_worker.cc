@@ -11,6 +11,7 @@
 #include <random>
 
 #include "env/log.h"
+#include "proxy/fabric/hello_admission.h"
 #include "proxy/fabric/random_id.h"
 #include "proxy/fabric/tcp/tcp_endpoint.h"
 #include "proxy/fabric/tcp/tcp_target.h"
@@ -18,13 +19,12 @@
 namespace railyard::fabric::tcp {
 namespace {
 
-/// Accepted sockets waiting for a hello, at most (a flood of idle connections is refused).
+/// Accepted sockets waiting for a hello, at most. When full, the source holding the
+/// most gives way (AdmitPending): no cap per source below it, since one host's ranks,
+/// rails and sockets per rail (NCCL_NSOCKS_PERTHREAD, up to 16) open dozens at once,
+/// and a refused one fails its connection (a CI run: 4 processes on 2 rails x 2 sockets
+/// through a relay met the old cap of 16 per source, and a child's FetchAdds failed).
 constexpr size_t kMaxPending = 256;
-/// Of them from one source address, at most: a peer's connection opens one socket per
-/// rail and sends its hello at once, so one source holding more is a flood, and it
-/// must not keep the others out (hostile-peer probe: 256 idle sockets from one peer shut
-/// every new connection out for 30 s, renewably).
-constexpr size_t kMaxPendingPerSource = 16;
 
 /// True for the 1st, 1025th, 2049th, ... call on `count` (which it increments): a
 /// refusal logged so under a flood writes little.
@@ -187,16 +187,22 @@ void TcpWorker::AcceptNew() {
         continue;
       }
       const uint32_t source = AcceptedFrom(fd);
-      const size_t fromSource = static_cast<size_t>(
-          std::count_if(pending_.begin(), pending_.end(), [&](const Pending& q) { return q.source == source; }));
-      if (pending_.size() >= kMaxPending || fromSource >= kMaxPendingPerSource) {
+      Admission a;
+      if (pending_.size() >= kMaxPending) {
+        std::vector<uint32_t> waiting(pending_.size());
+        for (size_t i = 0; i < pending_.size(); ++i) waiting[i] = pending_[i].source;
+        a = AdmitPending(waiting, source, kMaxPending);
+      }
+      if (!a.admit || a.evict != Admission::kNone) {
+        const uint32_t closed = a.admit ? pending_[a.evict].source : source;
         if (FirstOfEach1024(&refusedAtAccept_)) {
-          RY_WARN("fabric rail %zu: closed a new socket from %s: %zu sockets wait for a hello, %zu of them from %s "
-                  "(at most %zu, %zu from one source; %llu closed so, logged every 1024th)",
-                  rail, DottedOrUnknown(source).c_str(), pending_.size(), fromSource, DottedOrUnknown(source).c_str(),
-                  kMaxPending, kMaxPendingPerSource, static_cast<unsigned long long>(refusedAtAccept_));
+          RY_WARN("fabric rail %zu: %zu sockets wait for a hello (at most %zu); closed %s socket from %s, the source "
+                  "holding the most (%llu closed so, logged every 1024th)",
+                  rail, pending_.size(), kMaxPending, a.admit ? "the oldest waiting" : "a new",
+                  DottedOrUnknown(closed).c_str(), static_cast<unsigned long long>(refusedAtAccept_));
         }
-        continue;
+        if (!a.admit) continue;
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(a.evict));
       }
       (void)proxy::TuneTcpSocket(fd, 0);
       Pending p;

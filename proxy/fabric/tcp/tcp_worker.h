@@ -99,7 +99,7 @@ class TcpWorker : public Worker {
   uint64_t nextConnection_ = 1;
   AcceptSources acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed
   uint64_t offSource_ = 0;        ///< sockets closed at accept for their source
-  uint64_t refusedAtAccept_ = 0;  ///< sockets closed at accept: too many wait for a hello
+  uint64_t refusedAtAccept_ = 0;  ///< sockets closed at accept or evicted: the hello table was full
   uint64_t refusedHellos_ = 0;    ///< sockets closed for their hello, or for sending none in time
 };
 
