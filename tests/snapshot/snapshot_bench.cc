@@ -12,11 +12,14 @@
 //    from the page cache (posix_fadvise DONTNEED), so the bytes come from the disk.
 // One JSON object per line: {"size", "phase", "gbps", "iters"}. Content is checked.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -55,6 +58,15 @@ void Report(uint64_t size, const char* phase, double bytes, double secs, int ite
   std::fflush(stdout);
 }
 
+/// `dir`/`name`, made when missing (a usage error when it cannot be).
+std::string PhaseDir(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    Die("cannot make " + path + ": " + std::strerror(errno));
+  }
+  return path;
+}
+
 ClientOptions Options(uint16_t port, uint64_t size, uint64_t slots) {
   ClientOptions o;
   o.port = port;
@@ -83,14 +95,19 @@ int main(int argc, char** argv) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     const uint64_t size = ParseSize(item);
+    if (size == 0) Die("--sizes: '" + item + "' is not a size (N, NK or NM, above 0)");
     std::vector<uint8_t> a(size), b(size), back(size);
     Fill(a.data(), size, 1);
     Fill(b.data(), size, 2);
+    // Each phase has a swap directory of its own: a swap file kept by a sync arena
+    // (the faulted phase) is refused by the next size's arena without --sync.
+    const std::string residentDir = PhaseDir(dir, item + "-resident");
+    const std::string faultedDir = PhaseDir(dir, item + "-faulted");
     {  // resident
       PeerProcess peer;
       std::string why;
       if (!peer.Start({PeerBinary(), "--arena", "kind=bench,mode=paging,blob=" + std::to_string(size) + ",slots=4",
-                       "--swap-dir", dir},
+                       "--swap-dir", residentDir},
                       &why)) {
         Die(why);
       }
@@ -111,7 +128,7 @@ int main(int argc, char** argv) {
       PeerProcess peer;
       std::string why;
       if (!peer.Start({PeerBinary(), "--arena", "kind=bench,mode=paging,blob=" + std::to_string(size) + ",slots=2",
-                       "--swap-dir", dir, "--sync"},
+                       "--swap-dir", faultedDir, "--sync"},
                       &why)) {
         Die(why);
       }
@@ -124,7 +141,7 @@ int main(int argc, char** argv) {
         Check(c.client->Put(k, a.data(), size), "put");
       }
       Report(size, "put_sync_writethrough", double(size) * blobs, Now() - t0, blobs);
-      const std::string path = dir + "/railyard-snapshot-bench.swap";
+      const std::string path = faultedDir + "/railyard-snapshot-bench.swap";
       const int fd = ::open(path.c_str(), O_RDONLY);
       double secs = 0;
       for (int k = 0; k < blobs - 2; ++k) {  // the last two are resident
