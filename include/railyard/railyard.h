@@ -142,7 +142,9 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  * Paging mode: the peer owns residency; blobs are stored and fetched by a 64-bit
  * key, evicted to the peer's swap file (RAILYARD_SWAP_DIR) when memory runs out and
  * faulted back on get. Data moves with one-sided fabric Writes/Reads over every
- * rail through a registered staging buffer; every call completes before it
+ * rail through a registered staging buffer, or, for host memory NCCL's regMr of
+ * this process already registered (in the plugin's shared Domain), straight from
+ * and into the caller's buffer with no staging copy; every call completes before it
  * returns (after put, the blob is in the peer's arena or swap; durably with
  * RAILYARD_SWAP_SYNC=1 on the peer).
  *

@@ -13,21 +13,8 @@ RegistrationCache::~RegistrationCache() {
 
 Status RegistrationCache::Acquire(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind,
                                   const Region** out) {
-  const auto a = reinterpret_cast<uint64_t>(addr);
   std::lock_guard lock(mu_);
-  if (addr != nullptr && bytes > 0 && ValidAccess(access)) {
-    // Every live region starting at or below addr, nearest first.
-    for (auto it = byBase_.upper_bound(a); it != byBase_.begin();) {
-      --it;
-      const Region& r = *it->second.region;
-      if (!it->second.dmabuf && r.kind == kind && (r.access & access) == access && r.Contains(a, bytes)) {
-        ++it->second.refs;
-        ++reuses_;
-        *out = it->second.region;
-        return Status::Ok();
-      }
-    }
-  }
+  if (TakeLiveLocked(addr, bytes, access, kind, out)) return Status::Ok();
   const Region* region = nullptr;
   Status s = domain_.Register(addr, bytes, ValidAccess(access) ? access | accessFloor_ : access, kind, &region);
   if (!s.ok()) return s;
@@ -35,6 +22,30 @@ Status RegistrationCache::Acquire(void* addr, uint64_t bytes, uint32_t access, M
   ++registrations_;
   *out = region;
   return Status::Ok();
+}
+
+bool RegistrationCache::TakeLiveLocked(const void* addr, uint64_t bytes, uint32_t access, MemoryKind kind,
+                                       const Region** out) {
+  if (addr == nullptr || bytes == 0 || !ValidAccess(access)) return false;
+  const auto a = reinterpret_cast<uint64_t>(addr);
+  // Every live region starting at or below addr, nearest first.
+  for (auto it = byBase_.upper_bound(a); it != byBase_.begin();) {
+    --it;
+    const Region& r = *it->second.region;
+    if (!it->second.dmabuf && r.kind == kind && (r.access & access) == access && r.Contains(a, bytes)) {
+      ++it->second.refs;
+      ++reuses_;
+      *out = it->second.region;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool RegistrationCache::AcquireLive(const void* addr, uint64_t bytes, uint32_t access, MemoryKind kind,
+                                    const Region** out) {
+  std::lock_guard lock(mu_);
+  return TakeLiveLocked(addr, bytes, access, kind, out);
 }
 
 Status RegistrationCache::AcquireDmaBuf(void* addr, uint64_t bytes, int fd, uint64_t offset, uint32_t access,

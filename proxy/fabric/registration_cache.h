@@ -43,6 +43,13 @@ class RegistrationCache {
   /// access bits; InvalidUsage for device memory the transport cannot reach);
   /// `*out` is unchanged on error.
   Status Acquire(void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out);
+  /// A live Region covering [addr, addr + bytes) with at least `access` and of
+  /// `kind`, its count taken (release with Release), as Acquire finds one; never
+  /// registers. False (`*out` unchanged) when none is live: the caller stages
+  /// through memory of its own instead (a storage tier moving a blob straight out of
+  /// a buffer NCCL's regMr registered, without pinning the caller's memory itself).
+  /// Added 2026-12-06 (snapshot tier: puts and gets without the staging copy).
+  bool AcquireLive(const void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out);
   /// A new Region for DMA-BUF `fd` (Domain::RegisterDmaBuf; never reused: another fd
   /// may map other memory at the same address), released with Release like any other.
   /// Plain Acquires never reuse it. Errors as Domain::RegisterDmaBuf; `*out` is
@@ -79,6 +86,8 @@ class RegistrationCache {
     uint64_t refs = 0;
     bool dmabuf = false;  ///< from AcquireDmaBuf: never handed to a plain Acquire
   };
+  /// AcquireLive with mu_ held.
+  bool TakeLiveLocked(const void* addr, uint64_t bytes, uint32_t access, MemoryKind kind, const Region** out);
 
   Domain& domain_;
   mutable std::mutex mu_;

@@ -14,10 +14,18 @@
 #include <cstring>
 
 #include "env/log.h"
+#include "proxy/fabric/quiet_wait.h"
 #include "storage/expert/expert_error.h"
 #include "storage/expert/expert_wire.h"
 
 namespace railyard::expert {
+namespace {
+
+/// The longest sleep of the progress thread on the Worker's descriptor: how long a
+/// stop (or the store check) waits for it at most.
+constexpr int kQuietWaitMs = 20;
+
+}  // namespace
 
 ExpertServer::ExpertServer(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker,
                            const ServerOptions& o)
@@ -143,8 +151,11 @@ void ExpertServer::ProgressLoop() {
     const bool busy = n > 0 || ws.bytesServed != lastServed;
     lastServed = ws.bytesServed;
     if (busy) continue;
-    // Idle: poll often while READ clients are connected (their Reads are served
-    // from here), rarely otherwise.
+    // Idle: sleep on the Worker's descriptor, woken by a client's READ request (at
+    // most kQuietWaitMs, for the stop flag and the store check). A Worker that cannot
+    // sleep so is polled often while READ clients are connected (their Reads are
+    // served from here), rarely otherwise.
+    if (fabric::SleepUntilInput(*worker_, std::chrono::milliseconds(kQuietWaitMs))) continue;
     std::this_thread::sleep_for(std::chrono::microseconds(readClients_.load() > 0 || ws.peerConnections > 0 ? 50 : 2000));
   }
 }

@@ -50,6 +50,13 @@ Status BlobMover::Get(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64
 
 Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr,
                        uint8_t* user, uint64_t bytes, uint64_t* checksum) {
+  // Caller memory inside a live registration (NCCL's regMr, or the caller's own
+  // Acquire) is moved straight from or into: no staging copy. Host memory only: the
+  // checksum reads the bytes with the CPU.
+  const fabric::Region* direct = nullptr;
+  if (!cache_.AcquireLive(user, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &direct)) direct = nullptr;
+  const uint64_t directOffset = direct != nullptr ? reinterpret_cast<uint64_t>(user) - direct->base : 0;
+  if (direct != nullptr) ++directMoves_;
   XXH64_state_t* hs = XXH64_createState();
   XXH64_reset(hs, 0);
   struct Pending {
@@ -69,11 +76,12 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
       const uint64_t n = std::min(chunk, bytes - next);
       const uint64_t slot = freeSlots.front();
       freeSlots.pop_front();
-      const fabric::LocalSlice local{region_, slot * chunk, n};
+      const fabric::LocalSlice local =
+          direct != nullptr ? fabric::LocalSlice{direct, directOffset + next, n} : fabric::LocalSlice{region_, slot * chunk, n};
       const uint64_t cookie = nextCookie_++;
       Status st;
       if (write) {
-        std::memcpy(local.data(), user + next, n);
+        if (direct == nullptr) std::memcpy(local.data(), user + next, n);
         XXH64_update(hs, local.data(), n);
         st = ep.Write(local, key, remoteAddr + next, cookie);
       } else {
@@ -101,7 +109,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
       const Pending p = it->second;
       inFlight.erase(it);
       if (!write) {
-        std::memcpy(user + p.offset, staging_ + p.slot * chunk, p.bytes);
+        if (direct == nullptr) std::memcpy(user + p.offset, staging_ + p.slot * chunk, p.bytes);
         doneReads[p.offset] = p.bytes;
         for (auto d = doneReads.begin(); d != doneReads.end() && d->first == hashedTo; d = doneReads.erase(d)) {
           XXH64_update(hs, user + d->first, d->second);
@@ -122,6 +130,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   }
   if (checksum != nullptr) *checksum = XXH64_digest(hs);
   XXH64_freeState(hs);
+  if (direct != nullptr) (void)cache_.Release(direct);
   return result;
 }
 

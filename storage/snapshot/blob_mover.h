@@ -2,7 +2,10 @@
 // staging buffer registered (through the RegistrationCache) on every rail: the
 // blob is cut into chunks, each chunk copied into a free staging slot and written
 // (or read into a slot and copied out), with at most `chunksPerRail` chunks in
-// flight per rail of the Domain; the Endpoint spreads them over the rails. Every
+// flight per rail of the Domain; the Endpoint spreads them over the rails. Caller
+// host memory that a live registration of the cache already covers (NCCL's regMr
+// of the same Domain, or the caller's own Acquire) is written from and read into
+// directly, chunk by chunk the same way, with no staging copy. Every
 // call completes (or fails) before it returns; it drives the Worker's Progress
 // itself, bounded by the Endpoint's own timeout.
 #pragma once
@@ -43,6 +46,8 @@ class BlobMover {
              uint64_t* checksum);
 
   uint64_t stagingBytes() const { return stagingBytes_; }
+  /// Puts and Gets so far that moved the caller's memory directly (no staging copy).
+  uint64_t directMoves() const { return directMoves_; }
   const fabric::Region* staging() const { return region_; }
 
  private:
@@ -58,6 +63,7 @@ class BlobMover {
   uint8_t* staging_ = nullptr;
   const fabric::Region* region_ = nullptr;
   uint64_t nextCookie_ = 1;
+  uint64_t directMoves_ = 0;
   std::vector<fabric::Event> events_;
 };
 

@@ -16,10 +16,15 @@
 #include <sstream>
 
 #include "env/log.h"
+#include "proxy/fabric/quiet_wait.h"
 #include "storage/snapshot/control_socket.h"
 
 namespace railyard::storage::snapshot {
 namespace {
+
+/// The longest sleep of the progress thread on the Worker's descriptor: how long a
+/// stop waits for it at most.
+constexpr int kQuietWaitMs = 20;
 
 // What a count field accepts, for its errors: slots= is a plain integer, blob= and max= are bytes.
 std::string Accepted(const std::string& field) {
@@ -191,8 +196,11 @@ PagingStats SnapshotServer::Stats(const std::string& kind) const {
 
 void SnapshotServer::ProgressLoop() {
   pthread_setname_np(pthread_self(), "ry-snap-prog");  // ps -L, top -H, gdb name it
-  // Serves the clients' one-sided operations. The TCP Worker has no fd to sleep on,
-  // so an idle loop backs off (up to 200 us) and any landed or served byte resets it.
+  // Serves the clients' one-sided operations. Idle, it sleeps on the Worker's
+  // descriptor (woken by a peer's bytes; kQuietWaitMs bounds it for the stop flag);
+  // a Worker that cannot sleep so is polled with a back-off of up to 200 us, which
+  // any landed or served byte resets. (An idle server no longer spins; on loopback
+  // the puts' and gets' GB/s did not move measurably with it.)
   std::vector<fabric::Event> events;
   uint64_t last = 0;
   int idle = 0;
@@ -209,6 +217,7 @@ void SnapshotServer::ProgressLoop() {
       idle = 0;
       continue;
     }
+    if (fabric::SleepUntilInput(worker_, std::chrono::milliseconds(kQuietWaitMs))) continue;
     if (++idle > 64) std::this_thread::sleep_for(std::chrono::microseconds(std::min(200, idle - 64)));
   }
 }

@@ -56,6 +56,32 @@ TEST_P(RegistrationCacheTest, MoreAccessOrARangeNotCoveredRegistersAgain) {
   EXPECT_EQ(cache_->stats().reuses, 0u);
 }
 
+TEST_P(RegistrationCacheTest, AcquireLiveTakesOnlyACoveringLiveRegionAndNeverRegisters) {
+  const Region* found = nullptr;
+  EXPECT_FALSE(cache_->AcquireLive(mem_.data(), 4096, kAccessLocal, MemoryKind::kHost, &found));
+  EXPECT_EQ(found, nullptr);
+  EXPECT_EQ(cache_->stats().registrations, 0u);
+  const Region* whole = nullptr;
+  ASSERT_TRUE(cache_->Acquire(mem_.data(), 8192, kAccessLocal | kAccessRemoteRead, MemoryKind::kHost, &whole).ok());
+  ASSERT_TRUE(cache_->AcquireLive(mem_.data() + 100, 4000, kAccessLocal, MemoryKind::kHost, &found));
+  EXPECT_EQ(found, whole);
+  EXPECT_EQ(cache_->References(whole), 2u);
+  // Past its end, more access than it grants, another memory kind: none, nothing registered.
+  const Region* none = nullptr;
+  EXPECT_FALSE(cache_->AcquireLive(mem_.data() + 4096, 8192, kAccessLocal, MemoryKind::kHost, &none));
+  EXPECT_FALSE(cache_->AcquireLive(mem_.data(), 4096, kAccessLocal | kAccessRemoteWrite, MemoryKind::kHost, &none));
+  EXPECT_FALSE(cache_->AcquireLive(mem_.data(), 4096, kAccessLocal, MemoryKind::kDevice, &none));
+  EXPECT_FALSE(cache_->AcquireLive(nullptr, 4096, kAccessLocal, MemoryKind::kHost, &none));
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(cache_->stats().registrations, 1u);
+  // Its count is released like any other: the region stays until both are gone.
+  ASSERT_TRUE(cache_->Release(found).ok());
+  EXPECT_EQ(cache_->stats().live, 1u);
+  ASSERT_TRUE(cache_->Release(whole).ok());
+  EXPECT_EQ(cache_->stats().live, 0u);
+  EXPECT_FALSE(cache_->AcquireLive(mem_.data(), 4096, kAccessLocal, MemoryKind::kHost, &none));
+}
+
 TEST_P(RegistrationCacheTest, LastReleaseDeregisters) {
   const Region* a = nullptr;
   const Region* b = nullptr;

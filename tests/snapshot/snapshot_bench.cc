@@ -2,11 +2,12 @@
 // benchmark section of docs/benchmarks.md (tools/bench/snapshot.sh runs it beside the
 // raw TCP pump and the swap disk's dd speed, in the same run).
 //
-//   railyard-snapshot-bench --swap-dir DIR [--sizes 1M,4M,16M,64M] [--iters N]
+//   railyard-snapshot-bench --swap-dir DIR [--sizes 1M,4M,16M,64M] [--iters N] [--chunk-bytes 1M]
 //
 // For each blob size, two serving processes (railyard-snapshot-peer):
 //  - resident: RAILYARD_SWAP_SYNC off, 4 slots; puts overwrite two keys (no
-//    eviction), gets read them back: network + copies only;
+//    eviction), gets read them back: network + copies only; then the same with the
+//    caller's buffers registered first ("_registered": no staging copy);
 //  - faulted: SYNC on (write-through, so evictions write nothing), 2 slots, 8 blobs;
 //    each timed get faults a blob from the swap file, whose pages are first dropped
 //    from the page cache (posix_fadvise DONTNEED), so the bytes come from the disk.
@@ -67,13 +68,15 @@ std::string PhaseDir(const std::string& dir, const std::string& name) {
   return path;
 }
 
+uint64_t gChunkBytes = 1 << 20;  ///< --chunk-bytes
+
 ClientOptions Options(uint16_t port, uint64_t size, uint64_t slots) {
   ClientOptions o;
   o.port = port;
   o.kind = "bench";
   o.blobBytes = size;
   o.arenaBytes = size * slots;
-  o.mover.chunkBytes = 1 << 20;
+  o.mover.chunkBytes = gChunkBytes;
   o.mover.chunksPerRail = 4;
   return o;
 }
@@ -88,9 +91,11 @@ int main(int argc, char** argv) {
     if (a == "--swap-dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--sizes" && i + 1 < argc) sizes = argv[++i];
     else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
-    else Die("usage: railyard-snapshot-bench --swap-dir DIR [--sizes 1M,4M,16M,64M] [--iters N]");
+    else if (a == "--chunk-bytes" && i + 1 < argc) gChunkBytes = ParseSize(argv[++i]);
+    else Die("usage: railyard-snapshot-bench --swap-dir DIR [--sizes 1M,4M,16M,64M] [--iters N] [--chunk-bytes 1M]");
   }
   if (dir.empty() || iters < 1) Die("--swap-dir is required; --iters >= 1");
+  if (gChunkBytes < 4096 || gChunkBytes > (64ull << 20)) Die("--chunk-bytes: 4K..64M");
   std::stringstream ss(sizes);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -123,6 +128,24 @@ int main(int argc, char** argv) {
       for (int i = 0; i < iters; ++i) Check(c.client->Get(i % 2, back.data(), size, &found), "get");
       Report(size, "get_resident", double(size) * iters, Now() - t0, iters);
       if (!found || Mismatch(back.data(), size, (iters - 1) % 2 + 1) != -1) Die("resident get returned wrong bytes");
+      // The same with the caller's buffers registered first (as NCCL's regMr would
+      // have): moved straight from and into them, no staging copy.
+      const fabric::Region* regs[3] = {};
+      uint8_t* bufs[3] = {a.data(), b.data(), back.data()};
+      for (int i = 0; i < 3; ++i) {
+        Check(c.cache->Acquire(bufs[i], size, fabric::kAccessLocal, fabric::MemoryKind::kHost, &regs[i]), "register");
+      }
+      const uint64_t direct0 = c.client->mover().directMoves();
+      std::memset(back.data(), 0, size);
+      t0 = Now();
+      for (int i = 0; i < iters; ++i) Check(c.client->Put(i % 2, i % 2 ? b.data() : a.data(), size), "put");
+      Report(size, "put_resident_registered", double(size) * iters, Now() - t0, iters);
+      t0 = Now();
+      for (int i = 0; i < iters; ++i) Check(c.client->Get(i % 2, back.data(), size, &found), "get");
+      Report(size, "get_resident_registered", double(size) * iters, Now() - t0, iters);
+      if (!found || Mismatch(back.data(), size, (iters - 1) % 2 + 1) != -1) Die("registered get returned wrong bytes");
+      if (c.client->mover().directMoves() - direct0 != 2ull * iters) Die("registered buffers were staged");
+      for (const fabric::Region* r : regs) Check(c.cache->Release(r), "release");
     }
     {  // faulted from swap
       PeerProcess peer;

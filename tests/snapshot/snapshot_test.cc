@@ -133,6 +133,54 @@ TEST_F(SnapshotTest, PagingRoundTripsFiveTimesTheArenaByContent) {
   EXPECT_GE(static_cast<uint64_t>(swap.tellg()), 4 * kSlots * kBlob);
 }
 
+// Caller memory already registered (by NCCL's regMr on the same Domain, or here by the
+// caller's own Acquire) is moved straight from and into: each put from it and get into
+// it takes no staging copy (the mover counts them), checked by content past the arena
+// (evictions and faults). A buffer a registration covers only in part, and any buffer
+// once its registration is released, is staged as before.
+TEST_F(SnapshotTest, RegisteredCallerMemoryMovesWithoutTheStagingCopy) {
+  StartPeer(false);
+  SnapshotClient& c = Connect(Paging());
+  std::vector<uint8_t> b(2 * kBlob);  // the registration covers its first kBlob bytes
+  const fabric::Region* reg = nullptr;
+  ASSERT_TRUE(side_->cache->Acquire(b.data(), kBlob, fabric::kAccessLocal, fabric::MemoryKind::kHost, &reg).ok());
+  const uint64_t blobs = 2 * kSlots;
+  for (uint64_t k = 0; k < blobs; ++k) {
+    Fill(b.data(), kBlob, k);
+    Status s = c.Put(k, b.data(), kBlob);
+    ASSERT_TRUE(s.ok()) << "key " << k << ": " << s.message();
+  }
+  EXPECT_EQ(c.mover().directMoves(), blobs);
+  for (uint64_t k = 0; k < blobs; ++k) {
+    std::fill(b.begin(), b.begin() + kBlob, 0);
+    bool found = false;
+    Status s = c.Get(k, b.data(), kBlob, &found);
+    ASSERT_TRUE(s.ok()) << "key " << k << ": " << s.message();
+    ASSERT_TRUE(found);
+    ASSERT_EQ(Mismatch(b.data(), kBlob, k), -1) << "key " << k;
+  }
+  EXPECT_EQ(c.mover().directMoves(), 2 * blobs);
+  // Half inside the registration, half past it: staged, and still right.
+  uint8_t* straddle = b.data() + kBlob / 2;
+  Fill(straddle, kBlob, 777);
+  ASSERT_TRUE(c.Put(blobs, straddle, kBlob).ok());
+  std::fill(b.begin(), b.end(), 0);
+  bool found = false;
+  ASSERT_TRUE(c.Get(blobs, straddle, kBlob, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(Mismatch(straddle, kBlob, 777), -1);
+  EXPECT_EQ(c.mover().directMoves(), 2 * blobs);
+  // Released: the same buffer is staged again, and the mover held no count of its own.
+  ASSERT_TRUE(side_->cache->Release(reg).ok());
+  EXPECT_EQ(side_->cache->References(reg), 0u);
+  Fill(b.data(), kBlob, 5);
+  ASSERT_TRUE(c.Put(5, b.data(), kBlob).ok());
+  std::fill(b.begin(), b.end(), 0);
+  ASSERT_TRUE(c.Get(5, b.data(), kBlob, &found).ok());
+  EXPECT_EQ(Mismatch(b.data(), kBlob, 5), -1);
+  EXPECT_EQ(c.mover().directMoves(), 2 * blobs);
+}
+
 TEST_F(SnapshotTest, TwoClientsShareOnePagingArena) {
   StartPeer(false);
   SnapshotClient& a = Connect(Paging());
