@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "proxy/fabric/quiet_wait.h"
 #include "tests/fabric_api/fabric_harness.h"
 
 namespace railyard::fabric::testing {
@@ -72,6 +73,44 @@ TEST_P(FabricWait, AQuietWorkerIsWokenByAnImmediateAndByItsOwnCompletion) {
     return got;
   }));
   EXPECT_EQ(FirstMismatch(dst.data(), dst.size(), 5), -1) << "the data is there when the immediate is";
+  EXPECT_EQ(Wait(2).kind, EventKind::kDone);
+  EXPECT_TRUE(a_.domain->Deregister(rs).ok());
+  EXPECT_TRUE(b_.domain->Deregister(rd).ok());
+}
+
+// SleepUntilInput (quiet_wait.h), what the storage tiers' servers sleep in: it returns
+// at once, not sleeping, for a Worker with no descriptor; for a Quiet one it sleeps
+// until the peer's Write with immediate comes, well before its 60 s bound (a missed
+// wake-up shows as the elapsed time, not as a slow test that passes).
+TEST_P(FabricWait, SleepUntilInputSleepsOnlyOnADescriptorAndWakesOnAPeersWrite) {
+  if (b_.worker->WaitFd() < 0) {
+    EXPECT_FALSE(SleepUntilInput(*b_.worker, std::chrono::seconds(60)));
+    return;
+  }
+  if (!Has(kCapWrite) || !Has(kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
+  Guarded src(4096), dst(4096);
+  FillPattern(src.data(), src.size(), 9);
+  const Region* rs = Reg(a_, src.data(), src.size(), kAccessLocal);
+  const Region* rd = Reg(b_, dst.data(), dst.size(), kAccessRemoteWrite);
+  ASSERT_TRUE(rs && rd);
+  ASSERT_TRUE(ep_->Write({rs, 0, 64}, Exchange(rd), rd->base, 1).ok());
+  ASSERT_EQ(Wait(1).kind, EventKind::kDone);
+  b_.events.clear();
+  ASSERT_TRUE(ProgressUntilQuiet(b_, 10000)) << "the target never said Quiet";
+  ASSERT_TRUE(ep_->Write({rs, 0, src.size()}, Exchange(rd), rd->base, 2, 0x51ee).ok());
+  if (!a_.worker->Quiet()) {
+    ASSERT_TRUE(ProgressUntilQuiet(a_, 10000)) << "the initiator never said Quiet";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  bool got = false;
+  while (!got && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    (void)SleepUntilInput(*b_.worker, std::chrono::seconds(60));
+    b_.worker->Progress(&b_.events);
+    for (const Event& e : b_.events) got = got || (e.kind == EventKind::kImmediate && e.value == 0x51ee);
+  }
+  EXPECT_TRUE(got);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << "slept through the peer's Write";
+  EXPECT_EQ(FirstMismatch(dst.data(), dst.size(), 9), -1);
   EXPECT_EQ(Wait(2).kind, EventKind::kDone);
   EXPECT_TRUE(a_.domain->Deregister(rs).ok());
   EXPECT_TRUE(b_.domain->Deregister(rd).ok());
