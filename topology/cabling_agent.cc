@@ -38,7 +38,6 @@ constexpr uint32_t kFlagMac = 1;
 constexpr uint32_t kMaxLinks = 64;
 constexpr int kReceiveBatch = 256;      ///< datagrams per rail per poll round (Tick stays on time)
 constexpr int64_t kRebuildGapMs = 10;   ///< least time between two graph rebuilds (ms)
-constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
 constexpr const char* kMacPurpose = "railyard.cabling.v2";
 
 /// The header of every version-2 datagram. The first 8 bytes (magic, version)
@@ -515,29 +514,20 @@ void CablingAgent::Tick(int64_t nowMs, bool dirty) {
   for (const auto& d : out) SendAll(d, nullptr);
 }
 
-void CablingAgent::Refuse(uint64_t AgentCounters::*counter, const char* kind, std::string detail, int64_t nowMs) {
-  ++(counters_.*counter);
-  Throttle& t = throttles_[kind];
-  ++t.since;
-  t.lastDetail = std::move(detail);
-  if (t.lastMs >= 0 && nowMs - t.lastMs < kLogEveryMs) return;
-  FlushRefusals(nowMs);
-}
-
 void CablingAgent::FlushRefusals(int64_t nowMs) {
   for (auto& [kind, t] : throttles_) {
     if (t.since == 0 || (t.lastMs >= 0 && nowMs - t.lastMs < kLogEveryMs)) continue;
     if (t.lastMs < 0) {
-      RY_WARN("cabling: refused %llu %s datagram(s); last: %s", static_cast<unsigned long long>(t.since), kind.c_str(),
-              t.lastDetail.c_str());
+      RY_WARN("cabling: refused %llu %s datagram(s); first: %s", static_cast<unsigned long long>(t.since), kind.c_str(),
+              t.firstDetail.c_str());
     } else {
-      RY_WARN("cabling: refused %llu %s datagram(s) in the last %lld s; last: %s",
+      RY_WARN("cabling: refused %llu %s datagram(s) in the last %lld s; first: %s",
               static_cast<unsigned long long>(t.since), kind.c_str(),
-              static_cast<long long>((nowMs - t.lastMs + 500) / 1000), t.lastDetail.c_str());
+              static_cast<long long>((nowMs - t.lastMs + 500) / 1000), t.firstDetail.c_str());
     }
     t.lastMs = nowMs;
     t.since = 0;
-    t.lastDetail.clear();
+    t.firstDetail.clear();
   }
 }
 
@@ -552,8 +542,12 @@ void CablingAgent::Receive(RailState& r, int64_t nowMs,
     if (n < 0) return;
     std::lock_guard lock(mu_);
     if (static_cast<size_t>(n) > kMaxDatagram || from.sin_family != AF_INET) {
-      Refuse(&AgentCounters::malformed, "malformed",
-             std::to_string(n) + " bytes from " + Ip(from.sin_addr.s_addr) + " on rail " + r.rail.ifname, nowMs);
+      Refuse(
+          &AgentCounters::malformed, "malformed",
+          [&]() -> std::string {
+            return std::to_string(n) + " bytes from " + Ip(from.sin_addr.s_addr) + " on rail " + r.rail.ifname;
+          },
+          nowMs);
       continue;
     }
     Handle(r, buf, static_cast<size_t>(n), from.sin_addr.s_addr, nowMs, forward, dirty);
@@ -588,8 +582,12 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     b.used = 0;
   }
   if (++b.used > kSourceBudget) {
-    Refuse(&AgentCounters::rateLimited, "rate-limited",
-           where() + " (over " + std::to_string(kSourceBudget) + " datagrams in one hello period)", nowMs);
+    Refuse(
+        &AgentCounters::rateLimited, "rate-limited",
+        [&]() -> std::string {
+          return where() + " (over " + std::to_string(kSourceBudget) + " datagrams in one hello period)";
+        },
+        nowMs);
     return;
   }
   if (IsOldNews(buf, n)) return;
@@ -597,9 +595,12 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
   CablingRefusal why = CablingRefusal::kNone;
   if (const Status s = DecodeCablingMessage(buf, n, &m, &why); !s.ok()) {
     if (why == CablingRefusal::kBadVersion) {
-      Refuse(&AgentCounters::badVersion, "other-version", s.message() + " " + where(), nowMs);
+      Refuse(
+          &AgentCounters::badVersion, "other-version", [&]() -> std::string { return s.message() + " " + where(); },
+          nowMs);
     } else {
-      Refuse(&AgentCounters::malformed, "malformed", s.message() + " " + where(), nowMs);
+      Refuse(
+          &AgentCounters::malformed, "malformed", [&]() -> std::string { return s.message() + " " + where(); }, nowMs);
     }
     return;
   }
@@ -609,16 +610,23 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
   if (options_.key) {
     if (macBytes == 0 || !options_.key->Verify(kMacPurpose, buf, n - macBytes,
                                                reinterpret_cast<const unsigned char*>(buf + n - macBytes))) {
-      Refuse(&AgentCounters::badMac, "unauthenticated",
-             std::string(macBytes == 0 ? "no MAC" : "a wrong MAC") + " " + where() +
-                 " (every host needs the same RAILYARD_CLUSTER_KEY_FILE)",
-             nowMs);
+      Refuse(
+          &AgentCounters::badMac, "unauthenticated",
+          [&]() -> std::string {
+            return std::string(macBytes == 0 ? "no MAC" : "a wrong MAC") + " " + where() +
+                   " (every host needs the same RAILYARD_CLUSTER_KEY_FILE)";
+          },
+          nowMs);
       return;
     }
   } else if (macBytes != 0) {
-    Refuse(&AgentCounters::badMac, "unauthenticated",
-           "a MAC " + where() + ", but this host has no cluster key (set RAILYARD_CLUSTER_KEY_FILE as on the others)",
-           nowMs);
+    Refuse(
+        &AgentCounters::badMac, "unauthenticated",
+        [&]() -> std::string {
+          return "a MAC " + where() +
+                 ", but this host has no cluster key (set RAILYARD_CLUSTER_KEY_FILE as on the others)";
+        },
+        nowMs);
     return;
   }
   if (m.hello) {
@@ -627,10 +635,13 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     // the one the datagram came from, a unicast address on this rail's subnet.
     const bool onSubnet = r.netmask == 0 || (m.addr & r.netmask) == (r.rail.addr.s_addr & r.netmask);
     if (m.addr != src || !UsableUnicast(m.addr) || m.addr == r.rail.addr.s_addr || !onSubnet) {
-      Refuse(&AgentCounters::badHelloAddress, "misaddressed-hello",
-             "a hello claiming address " + Ip(m.addr) + " " + where() +
-                 (onSubnet ? "" : " (not on the rail's subnet)"),
-             nowMs);
+      Refuse(
+          &AgentCounters::badHelloAddress, "misaddressed-hello",
+          [&]() -> std::string {
+            return "a hello claiming address " + Ip(m.addr) + " " + where() +
+                   (onSubnet ? "" : " (not on the rail's subnet)");
+          },
+          nowMs);
       return;
     }
     const bool isNew = r.heard.count(h.origin) == 0;
@@ -638,10 +649,13 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
       // A cable has one host at its far end, a shared segment a few: hellos from more
       // are spoofed (hostile-peer probe: 25,000 made-up hosts in seconds, each a graph
       // rebuild). Refused until some expire.
-      Refuse(&AgentCounters::railFull, "rail-full",
-             "a hello of a new host " + where() + ": the rail already hears " + std::to_string(kMaxHeardPerRail) +
-                 " hosts",
-             nowMs);
+      Refuse(
+          &AgentCounters::railFull, "rail-full",
+          [&]() -> std::string {
+            return "a hello of a new host " + where() + ": the rail already hears " + std::to_string(kMaxHeardPerRail) +
+                   " hosts";
+          },
+          nowMs);
       return;
     }
     Neighbour& nb = r.heard[h.origin];
@@ -681,18 +695,24 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     const uint64_t window = kSeqSlack + static_cast<uint64_t>(std::max<int64_t>(0, nowMs - it->second.receivedMs)) /
                                             static_cast<uint64_t>(kMinIntervalMs);
     if (h.seq - it->second.seq > window) {
-      Refuse(&AgentCounters::futureSeq, "future-sequence",
-             "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + ", " +
-                 std::to_string(h.seq - it->second.seq) + " past the last accepted (window " + std::to_string(window) +
-                 ") " + where(),
-             nowMs);
+      Refuse(
+          &AgentCounters::futureSeq, "future-sequence",
+          [&]() -> std::string {
+            return "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + ", " +
+                   std::to_string(h.seq - it->second.seq) + " past the last accepted (window " +
+                   std::to_string(window) + ") " + where();
+          },
+          nowMs);
       return;
     }
   } else if (h.seq == 0 || h.seq > kMaxSeq) {  // first heard (or a tombstone restarting)
-    Refuse(&AgentCounters::futureSeq, "future-sequence",
-           "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + " out of range (1.." +
-               std::to_string(kMaxSeq) + ") " + where(),
-           nowMs);
+    Refuse(
+        &AgentCounters::futureSeq, "future-sequence",
+        [&]() -> std::string {
+          return "host " + HostIdText(h.origin) + " sequence " + std::to_string(h.seq) + " out of range (1.." +
+                 std::to_string(kMaxSeq) + ") " + where();
+        },
+        nowMs);
     return;
   }
   std::vector<LinkRecord> links;
@@ -715,10 +735,13 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
       size_t unlinked = 0;
       for (const auto& [k, v] : records_) unlinked += (!v.expired && linked_.count(k.first) == 0) ? 1 : 0;
       if (unlinked >= kMaxUnlinkedSpeakers) {
-        Refuse(&AgentCounters::tableFull, "table-full",
-               "a new speaker for unlinked host " + HostIdText(h.origin) + " " + where() + " (" +
-                   std::to_string(kMaxUnlinkedSpeakers) + " speakers of unlinked hosts held)",
-               nowMs);
+        Refuse(
+            &AgentCounters::tableFull, "table-full",
+            [&]() -> std::string {
+              return "a new speaker for unlinked host " + HostIdText(h.origin) + " " + where() + " (" +
+                     std::to_string(kMaxUnlinkedSpeakers) + " speakers of unlinked hosts held)";
+            },
+            nowMs);
         return;
       }
     }
@@ -738,10 +761,13 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
         }
       }
       if (victim == records_.end()) {
-        Refuse(&AgentCounters::tableFull, "table-full",
-               "a new speaker for host " + HostIdText(h.origin) + " " + where() + " (" +
-                   std::to_string(kMaxSpeakers) + " speakers held)",
-               nowMs);
+        Refuse(
+            &AgentCounters::tableFull, "table-full",
+            [&]() -> std::string {
+              return "a new speaker for host " + HostIdText(h.origin) + " " + where() + " (" +
+                     std::to_string(kMaxSpeakers) + " speakers held)";
+            },
+            nowMs);
         return;
       }
       ++counters_.evicted;

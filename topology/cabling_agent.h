@@ -250,7 +250,7 @@ class CablingAgent {
   struct Throttle {
     int64_t lastMs = -1;     ///< when the last WARN of this kind went out (-1: never)
     uint64_t since = 0;      ///< refusals counted since then, not logged yet
-    std::string lastDetail;  ///< the last of those
+    std::string firstDetail;  ///< the first of those
   };
 
   CablingAgent() = default;
@@ -301,9 +301,19 @@ class CablingAgent {
   /// hellos made 5.6M WARN lines and 537 MB of remembered pairs). Requires mu_.
   void WarnDuplicateName(const RailState& r, const Neighbour& nb);
   /// Counts a refusal and logs it: the first of its kind at once, then at most one
-  /// WARN per kind per 10 s with the count since the last one and the last detail.
-  /// Requires mu_.
-  void Refuse(uint64_t AgentCounters::*counter, const char* kind, std::string detail, int64_t nowMs);
+  /// WARN per kind per 10 s with the count since the last one and the detail of the
+  /// first held back. `detail` (a callable returning the text, std::string) is called
+  /// only for a refusal whose text is kept, the first of each interval: a flood of
+  /// refused datagrams words none of the rest. Requires mu_.
+  static constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
+  template <typename Detail>
+  void Refuse(uint64_t AgentCounters::*counter, const char* kind, Detail&& detail, int64_t nowMs) {
+    ++(counters_.*counter);
+    Throttle& t = throttles_[kind];
+    if (t.since++ == 0) t.firstDetail = detail();
+    if (t.lastMs >= 0 && nowMs - t.lastMs < kLogEveryMs) return;
+    FlushRefusals(nowMs);
+  }
   /// Logs the counts Refuse held back once their 10 s are up, so a burst that ends is
   /// still reported (a new-user trial: 309 of 310 refusals went unreported until the
   /// next one of the kind, minutes later). Called by Tick. Requires mu_.

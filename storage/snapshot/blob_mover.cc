@@ -57,8 +57,8 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   if (!cache_.AcquireLive(user, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &direct)) direct = nullptr;
   const uint64_t directOffset = direct != nullptr ? reinterpret_cast<uint64_t>(user) - direct->base : 0;
   if (direct != nullptr) ++directMoves_;
-  XXH64_state_t* hs = XXH64_createState();
-  XXH64_reset(hs, 0);
+  XXH3_state_t* hs = XXH3_createState();
+  XXH3_64bits_reset(hs);
   struct Pending {
     uint64_t offset, bytes, slot;
   };
@@ -82,7 +82,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
       Status st;
       if (write) {
         if (direct == nullptr) std::memcpy(local.data(), user + next, n);
-        XXH64_update(hs, local.data(), n);
+        XXH3_64bits_update(hs, local.data(), n);
         st = ep.Write(local, key, remoteAddr + next, cookie);
       } else {
         st = ep.Read(local, key, remoteAddr + next, cookie);
@@ -112,7 +112,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
         if (direct == nullptr) std::memcpy(user + p.offset, staging_ + p.slot * chunk, p.bytes);
         doneReads[p.offset] = p.bytes;
         for (auto d = doneReads.begin(); d != doneReads.end() && d->first == hashedTo; d = doneReads.erase(d)) {
-          XXH64_update(hs, user + d->first, d->second);
+          XXH3_64bits_update(hs, user + d->first, d->second);
           hashedTo += d->second;
         }
       }
@@ -128,8 +128,8 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
     for (const fabric::Event& e : events_) inFlight.erase(e.cookie);
     if (ep.Outstanding() == 0) break;
   }
-  if (checksum != nullptr) *checksum = XXH64_digest(hs);
-  XXH64_freeState(hs);
+  if (checksum != nullptr) *checksum = XXH3_64bits_digest(hs);
+  XXH3_freeState(hs);
   if (direct != nullptr) (void)cache_.Release(direct);
   return result;
 }

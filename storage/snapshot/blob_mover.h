@@ -38,7 +38,7 @@ class BlobMover {
 
   /// Writes `bytes` of `src` to [remoteAddr, + bytes) of `key`'s region over `ep`;
   /// returns once every byte has landed at the peer. `*checksum` (when given) gets
-  /// the xxHash64 of the bytes, computed as they are staged.
+  /// the XXH3-64 of the bytes (BlobChecksum's), computed chunk by chunk as they move.
   Status Put(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, const void* src,
              uint64_t bytes, uint64_t* checksum);
   /// Reads [remoteAddr, + bytes) of `key`'s region into `dst`; `*checksum` as Put.

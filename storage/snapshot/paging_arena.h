@@ -48,7 +48,7 @@ class PagingArena {
   /// full disk; InvalidUsage when every slot is pinned or being written.
   Status Alloc(uint64_t client, uint64_t key, uint64_t* offset);
   /// Makes `client`'s slot for `key` the key's blob, after checking its bytes
-  /// against `checksum` (xxHash64). With a sync swap file the blob is written
+  /// against `checksum` (XXH3-64, BlobChecksum). With a sync swap file the blob is written
   /// through (durable) first. On any error the slot is reclaimed and the previous
   /// blob of the key (if any) is kept. InvalidUsage when `client` has no alloc for `key`.
   Status Commit(uint64_t client, uint64_t key, uint64_t checksum);

@@ -3,7 +3,7 @@
 //
 // Raw mode: WriteAt/ReadAt move whole blobs at offsets the caller owns.
 // Paging mode: Put = alloc (the peer picks a slot) + one-sided writes + commit
-// (carrying the blob's xxHash64, which the peer checks); Get = get (the slot is
+// (carrying the blob's XXH3-64, which the peer checks); Get = get (the slot is
 // pinned) + one-sided reads + release, the bytes checked against the checksum.
 // Every call completes before it returns: when Put returns, the blob is in the
 // peer's arena (or, with RAILYARD_SWAP_SYNC=1 there, durably in its swap file).
@@ -85,7 +85,7 @@ class SnapshotClient {
   /// Forgets `key` at the peer; *found says whether it was there.
   Status Remove(uint64_t key, bool* found);
   /// The first half of Put: alloc and write, without commit (the peer serves nothing
-  /// of it until Commit). `*checksum` gets the blob's xxHash64.
+  /// of it until Commit). `*checksum` gets the blob's XXH3-64.
   Status Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum);
   /// The second half of Put.
   Status Commit(uint64_t key, uint64_t checksum);

@@ -38,7 +38,9 @@ std::string ModeName(Mode mode);
 /// (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
-  static constexpr uint16_t kVersion = 1;
+  /// 2: the blob checksums are XXH3-64 (1 had XXH64): a peer of version 1 is refused
+  /// at the handshake, naming both, rather than failing every commit's checksum.
+  static constexpr uint16_t kVersion = 2;
   static constexpr size_t kBytes = 64;
   static constexpr size_t kMaxKindBytes = 31;
   static constexpr uint32_t kMaxAddressBytes = 4096;
@@ -113,7 +115,7 @@ enum class Op : uint32_t {
 const char* OpName(Op op);
 
 /// A request, exactly kBytes: op u32, reserved u32 (0), key u64, checksum u64
-/// (commit: xxHash64 of the blob; else 0), reserved u64 (0).
+/// (commit: XXH3-64 of the blob, BlobChecksum; else 0), reserved u64 (0).
 struct Request {
   static constexpr size_t kBytes = 32;
   Op op = Op::kGet;

@@ -21,7 +21,8 @@ namespace {
 
 constexpr uint32_t kFileMagic = 0x46535952;    // "RYSF"
 constexpr uint32_t kRecordMagic = 0x52535952;  // "RYSR"
-constexpr uint16_t kSwapVersion = 1;
+/// 2: checksums are XXH3-64 (1 had XXH64: a version-1 file is refused, naming both).
+constexpr uint16_t kSwapVersion = 2;
 constexpr uint64_t kPage = 4096;
 
 struct FileHeader {
@@ -46,7 +47,7 @@ struct RecordHeader {
   uint64_t headerChecksum;  ///< of the fields above
 };
 
-uint64_t HeaderSum(const RecordHeader& h) { return XXH64(&h, offsetof(RecordHeader, headerChecksum), 0); }
+uint64_t HeaderSum(const RecordHeader& h) { return XXH3_64bits(&h, offsetof(RecordHeader, headerChecksum)); }
 
 Status PreadAll(int fd, void* p, uint64_t n, uint64_t off, const std::string& path) {
   auto* c = static_cast<char*>(p);
@@ -84,7 +85,7 @@ Status PwriteAll(int fd, const void* p, uint64_t n, uint64_t off, const std::str
 
 }  // namespace
 
-uint64_t BlobChecksum(const void* p, uint64_t n) { return XXH64(p, n, 0); }
+uint64_t BlobChecksum(const void* p, uint64_t n) { return XXH3_64bits(p, n); }
 
 SwapFile::SwapFile(std::string path, int fd, uint64_t blobBytes, bool sync)
     : path_(std::move(path)), fd_(fd), blobBytes_(blobBytes), stride_(kPage + (blobBytes + kPage - 1) / kPage * kPage),
@@ -174,7 +175,7 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
     bool ok = h.version == kSwapVersion && h.bytes == blobBytes && h.headerChecksum == HeaderSum(h);
     if (ok) {
       RY_RETURN_IF_ERROR(PreadAll(fd, payload.data(), blobBytes, f->OffsetOf(s) + kPage, path));
-      ok = XXH64(payload.data(), blobBytes, 0) == h.checksum;
+      ok = BlobChecksum(payload.data(), blobBytes) == h.checksum;
     }
     if (!ok) {
       ++rebuild->torn;
@@ -234,7 +235,7 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data)
                          " is torn or overwritten (header does not match)");
   }
   RY_RETURN_IF_ERROR(PreadAll(fd_, data, blobBytes_, OffsetOf(slot) + kPage, path_));
-  if (XXH64(data, blobBytes_, 0) != checksum) {
+  if (BlobChecksum(data, blobBytes_) != checksum) {
     return InternalError("swap " + path_ + ": record " + std::to_string(slot) + " of key " + std::to_string(key) +
                          " is torn (payload checksum does not match)");
   }

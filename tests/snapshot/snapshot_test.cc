@@ -433,7 +433,7 @@ TEST_F(SnapshotTest, MalformedHeadersAreRefusedNamingWhatDiffers) {
     return b;
   };
   EXPECT_NE(SendHeader(peer_->port(), with(0, {'X'})).find("bad magic"), std::string::npos);
-  EXPECT_NE(SendHeader(peer_->port(), with(4, {2, 0})).find("version 2 differs from this peer's 1"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(4, {3, 0})).find("version 3 differs from this peer's 2"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(6, {9})).find("unknown mode 9"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(8, {'k', '/'})).find("kind"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(48, {0, 0, 0, 0, 0, 0, 0, 0})).find("blob bytes is 0"), std::string::npos);

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -214,7 +212,7 @@ TEST(SwapFileLock, ASecondOpenIsRefusedAndTouchesNothing) {
   constexpr uint64_t kBlob = 4096;
   std::vector<uint8_t> blob(kBlob);
   for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<uint8_t>(i * 13 + 1);
-  const uint64_t sum = XXH64(blob.data(), blob.size(), 0);
+  const uint64_t sum = BlobChecksum(blob.data(), blob.size());
   std::unique_ptr<SwapFile> owner, second;
   SwapRebuild rebuild;
   ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &owner, &rebuild).ok());
@@ -251,7 +249,7 @@ TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
   const std::string dir = ::mkdtemp(tmpl);
   constexpr uint64_t kBlob = 4096;
   std::vector<uint8_t> blob(kBlob, 0x5a);
-  const uint64_t sum = XXH64(blob.data(), blob.size(), 0);
+  const uint64_t sum = BlobChecksum(blob.data(), blob.size());
   const std::string path = dir + "/railyard-snapshot-ssm.swap";
   std::unique_ptr<SwapFile> f;
   SwapRebuild rebuild;

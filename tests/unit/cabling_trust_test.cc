@@ -348,8 +348,11 @@ TEST_F(CablingTrust, ABurstOfRefusalsIsSummedUpOnceItsTenSecondsAreOver) {
   // interval finds the held count's 10 s over.
   const int64_t past = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now().time_since_epoch()).count() - 60000;
-  const std::vector<char> garbage = {'x', 'y', 'z'};
-  for (int i = 0; i < 5; ++i) agent_->InjectForTesting(0, garbage, Addr("10.9.0.2"), past);
+  // Garbage of 3, 4, 5, 6 and 7 bytes: the summary quotes the first it held (4 bytes),
+  // whose text alone was worded (a flood words none of the rest).
+  for (int i = 0; i < 5; ++i) {
+    agent_->InjectForTesting(0, std::vector<char>(3 + i, 'x'), Addr("10.9.0.2"), past);
+  }
   EXPECT_EQ(agent_->Counters().malformed, 5u);
   auto refusals = [&] {
     std::vector<std::string> v;
@@ -362,8 +365,8 @@ TEST_F(CablingTrust, ABurstOfRefusalsIsSummedUpOnceItsTenSecondsAreOver) {
   while (refusals().size() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   const std::vector<std::string> lines = refusals();
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_NE(lines[0].find("refused 1 malformed datagram(s); last: 3-byte"), std::string::npos) << lines[0];
-  EXPECT_NE(lines[1].find("refused 4 malformed datagram(s) in the last 60 s; last: 3-byte"), std::string::npos)
+  EXPECT_NE(lines[0].find("refused 1 malformed datagram(s); first: 3-byte"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("refused 4 malformed datagram(s) in the last 60 s; first: 4-byte"), std::string::npos)
       << lines[1];
 }
 
