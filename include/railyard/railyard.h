@@ -178,7 +178,8 @@ RAILYARD_API int railyard_snapshot_put(railyard_snapshot_t* s, unsigned long lon
                                        unsigned long long bytes);
 /** Paging mode: fetches `key` into `buf` (`bytes` = the blob bytes); `*found` = 1,
  *  or 0 (and `buf` untouched) when the peer does not hold the key. The bytes are
- *  checked against the blob's XXH3-64 (6 on a mismatch). */
+ *  checked against the blob's XXH3-64 (6 on a mismatch). On any error the contents
+ *  of `buf` are unspecified (part of the blob may have landed). */
 RAILYARD_API int railyard_snapshot_get(railyard_snapshot_t* s, unsigned long long key, void* buf,
                                        unsigned long long bytes, int* found);
 /** Paging mode: forgets `key`; `*found` (may be NULL) says whether it was there. */

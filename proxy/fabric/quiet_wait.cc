@@ -3,20 +3,15 @@
 
 #include <poll.h>
 
-#include <cerrno>
-
 namespace railyard::fabric {
 
-bool SleepUntilInput(const Worker& worker, std::chrono::milliseconds max) {
-  if (!worker.Quiet()) return false;
+QuietWait SleepUntilInput(const Worker& worker, std::chrono::milliseconds max) {
+  if (!worker.Quiet()) return QuietWait::kCannotSleep;
   const int fd = worker.WaitFd();
-  if (fd < 0) return false;
+  if (fd < 0) return QuietWait::kCannotSleep;
   pollfd p{fd, POLLIN, 0};
-  int n;
-  do {
-    n = ::poll(&p, 1, static_cast<int>(max.count()));
-  } while (n < 0 && errno == EINTR);
-  return true;
+  // EINTR (-1) counts as woken: the caller looks at its stop flag at once.
+  return ::poll(&p, 1, static_cast<int>(max.count())) == 0 ? QuietWait::kTimedOut : QuietWait::kWoken;
 }
 
 }  // namespace railyard::fabric

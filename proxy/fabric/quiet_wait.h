@@ -10,14 +10,21 @@
 
 namespace railyard::fabric {
 
+/// How SleepUntilInput ended.
+enum class QuietWait {
+  kCannotSleep,  ///< not Quiet, or no descriptor: returned at once, nothing slept
+  kTimedOut,     ///< slept the whole `max`: nothing came
+  kWoken,        ///< the descriptor polled readable (at once or later), or a signal came
+};
+
 /// Sleeps the calling thread until `worker`'s WaitFd() polls readable, or `max`
-/// passed, when worker.Quiet() is true and WaitFd() is a descriptor; returns true
-/// then (whether input came or the time ran out: call Progress either way). Returns
-/// false at once, without sleeping, when the Worker cannot sleep (not Quiet, or no
-/// descriptor): the caller keeps calling Progress, backing off its own way.
-/// `max` bounds the sleep so that the caller's own checks (a stop flag, op timeouts
-/// inside Progress) still run; 0 polls once. Call from the thread that progresses
+/// passed, when worker.Quiet() is true and WaitFd() is a descriptor. Call Progress
+/// after any result. A caller that is kWoken again and again while Progress finds
+/// nothing to do (a descriptor that stays readable: a listener failing accept() with
+/// EMFILE) must back off its own way, or it spins. `max` bounds the sleep so that the
+/// caller's own checks (a stop flag, op timeouts inside Progress) still run; 0 polls
+/// once; a signal ends it early (kWoken). Call from the thread that progresses
 /// `worker` (Quiet reads its state).
-bool SleepUntilInput(const Worker& worker, std::chrono::milliseconds max);
+QuietWait SleepUntilInput(const Worker& worker, std::chrono::milliseconds max);
 
 }  // namespace railyard::fabric

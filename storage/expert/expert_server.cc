@@ -135,6 +135,7 @@ void ExpertServer::ProgressLoop() {
   pthread_setname_np(pthread_self(), "ry-exp-prog");  // ps -L, top -H, gdb name it
   std::vector<fabric::Event> events;
   uint64_t lastServed = 0;
+  int wokenIdle = 0;  // idle passes in a row after a wake-up
   auto lastCheck = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     if (options_.storeCheckIntervalMs > 0 &&
@@ -150,12 +151,18 @@ void ExpertServer::ProgressLoop() {
     const fabric::WorkerStats ws = worker_->stats();
     const bool busy = n > 0 || ws.bytesServed != lastServed;
     lastServed = ws.bytesServed;
-    if (busy) continue;
+    if (busy) {
+      wokenIdle = 0;
+      continue;
+    }
     // Idle: sleep on the Worker's descriptor, woken by a client's READ request (at
     // most kQuietWaitMs, for the stop flag and the store check). A Worker that cannot
     // sleep so is polled often while READ clients are connected (their Reads are
     // served from here), rarely otherwise.
-    if (fabric::SleepUntilInput(*worker_, std::chrono::milliseconds(kQuietWaitMs))) continue;
+    // Woken 64 times in a row with nothing to do (a descriptor that stays readable),
+    // it backs off the same way rather than spin.
+    const fabric::QuietWait w = fabric::SleepUntilInput(*worker_, std::chrono::milliseconds(kQuietWaitMs));
+    if (w == fabric::QuietWait::kTimedOut || (w == fabric::QuietWait::kWoken && ++wokenIdle < 64)) continue;
     std::this_thread::sleep_for(std::chrono::microseconds(readClients_.load() > 0 || ws.peerConnections > 0 ? 50 : 2000));
   }
 }

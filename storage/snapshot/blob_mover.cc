@@ -10,6 +10,8 @@
 #include <deque>
 #include <map>
 
+#include "env/log.h"
+
 namespace railyard::storage::snapshot {
 
 Status BlobMover::Create(fabric::RegistrationCache& cache, fabric::Worker& worker, const MoverOptions& options,
@@ -130,7 +132,18 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   }
   if (checksum != nullptr) *checksum = XXH3_64bits_digest(hs);
   XXH3_freeState(hs);
-  if (direct != nullptr) (void)cache_.Release(direct);
+  if (direct != nullptr) {
+    if (inFlight.empty() || ep.Outstanding() == 0) {
+      (void)cache_.Release(direct);
+    } else {
+      // The transport may still move bytes from or into the caller's memory: keep the
+      // count, so its owner's Release cannot deregister it under them (a leak of one
+      // registration, logged, over a use after free).
+      RY_WARN("snapshot: %zu chunk(s) of a failed transfer still outstanding; the caller's registration at %p stays "
+              "held",
+              inFlight.size(), static_cast<void*>(user));
+    }
+  }
   return result;
 }
 

@@ -217,7 +217,11 @@ void SnapshotServer::ProgressLoop() {
       idle = 0;
       continue;
     }
-    if (fabric::SleepUntilInput(worker_, std::chrono::milliseconds(kQuietWaitMs))) continue;
+    // Slept through: nothing came. Woken (or cannot sleep) and still idle: after 64
+    // such passes in a row back off (a descriptor that stays readable must not spin).
+    if (fabric::SleepUntilInput(worker_, std::chrono::milliseconds(kQuietWaitMs)) == fabric::QuietWait::kTimedOut) {
+      continue;
+    }
     if (++idle > 64) std::this_thread::sleep_for(std::chrono::microseconds(std::min(200, idle - 64)));
   }
 }

@@ -79,12 +79,12 @@ TEST_P(FabricWait, AQuietWorkerIsWokenByAnImmediateAndByItsOwnCompletion) {
 }
 
 // SleepUntilInput (quiet_wait.h), what the storage tiers' servers sleep in: it returns
-// at once, not sleeping, for a Worker with no descriptor; for a Quiet one it sleeps
-// until the peer's Write with immediate comes, well before its 60 s bound (a missed
+// at once, not sleeping, for a Worker with no descriptor; for a Quiet one it sleeps its
+// whole bound while nothing comes, and until the peer's Write with immediate comes, well before its 60 s bound (a missed
 // wake-up shows as the elapsed time, not as a slow test that passes).
 TEST_P(FabricWait, SleepUntilInputSleepsOnlyOnADescriptorAndWakesOnAPeersWrite) {
   if (b_.worker->WaitFd() < 0) {
-    EXPECT_FALSE(SleepUntilInput(*b_.worker, std::chrono::seconds(60)));
+    EXPECT_EQ(SleepUntilInput(*b_.worker, std::chrono::seconds(60)), QuietWait::kCannotSleep);
     return;
   }
   if (!Has(kCapWrite) || !Has(kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
@@ -96,6 +96,9 @@ TEST_P(FabricWait, SleepUntilInputSleepsOnlyOnADescriptorAndWakesOnAPeersWrite) 
   ASSERT_TRUE(ep_->Write({rs, 0, 64}, Exchange(rd), rd->base, 1).ok());
   ASSERT_EQ(Wait(1).kind, EventKind::kDone);
   b_.events.clear();
+  ASSERT_TRUE(ProgressUntilQuiet(b_, 10000)) << "the target never said Quiet";
+  // Nothing comes: it sleeps the whole bound (poll timed out), not returning at once.
+  EXPECT_EQ(SleepUntilInput(*b_.worker, std::chrono::milliseconds(50)), QuietWait::kTimedOut);
   ASSERT_TRUE(ProgressUntilQuiet(b_, 10000)) << "the target never said Quiet";
   ASSERT_TRUE(ep_->Write({rs, 0, src.size()}, Exchange(rd), rd->base, 2, 0x51ee).ok());
   if (!a_.worker->Quiet()) {

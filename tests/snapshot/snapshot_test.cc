@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -141,43 +142,52 @@ TEST_F(SnapshotTest, PagingRoundTripsFiveTimesTheArenaByContent) {
 TEST_F(SnapshotTest, RegisteredCallerMemoryMovesWithoutTheStagingCopy) {
   StartPeer(false);
   SnapshotClient& c = Connect(Paging());
-  std::vector<uint8_t> b(2 * kBlob);  // the registration covers its first kBlob bytes
+  // Registered whole; blobs move from and into it 4 KiB past the registration's start.
+  std::vector<uint8_t> b(kBlob + 8192);
+  uint8_t* p = b.data() + 4096;
   const fabric::Region* reg = nullptr;
-  ASSERT_TRUE(side_->cache->Acquire(b.data(), kBlob, fabric::kAccessLocal, fabric::MemoryKind::kHost, &reg).ok());
+  ASSERT_TRUE(side_->cache->Acquire(b.data(), b.size(), fabric::kAccessLocal, fabric::MemoryKind::kHost, &reg).ok());
   const uint64_t blobs = 2 * kSlots;
   for (uint64_t k = 0; k < blobs; ++k) {
-    Fill(b.data(), kBlob, k);
-    Status s = c.Put(k, b.data(), kBlob);
+    Fill(p, kBlob, k);
+    Status s = c.Put(k, p, kBlob);
     ASSERT_TRUE(s.ok()) << "key " << k << ": " << s.message();
   }
   EXPECT_EQ(c.mover().directMoves(), blobs);
   for (uint64_t k = 0; k < blobs; ++k) {
-    std::fill(b.begin(), b.begin() + kBlob, 0);
+    std::fill(b.begin(), b.end(), 0);
     bool found = false;
-    Status s = c.Get(k, b.data(), kBlob, &found);
+    Status s = c.Get(k, p, kBlob, &found);
     ASSERT_TRUE(s.ok()) << "key " << k << ": " << s.message();
     ASSERT_TRUE(found);
-    ASSERT_EQ(Mismatch(b.data(), kBlob, k), -1) << "key " << k;
+    ASSERT_EQ(Mismatch(p, kBlob, k), -1) << "key " << k;
+    ASSERT_EQ(std::count(b.begin(), b.begin() + 4096, 0), 4096) << "bytes landed before the blob";
+    ASSERT_EQ(std::count(p + kBlob, b.data() + b.size(), 0), 4096) << "bytes landed after the blob";
   }
   EXPECT_EQ(c.mover().directMoves(), 2 * blobs);
-  // Half inside the registration, half past it: staged, and still right.
-  uint8_t* straddle = b.data() + kBlob / 2;
+  // A buffer a registration covers only in part (its first half): staged, still right.
+  std::vector<uint8_t> half(2 * kBlob);
+  const fabric::Region* partial = nullptr;
+  ASSERT_TRUE(
+      side_->cache->Acquire(half.data(), kBlob, fabric::kAccessLocal, fabric::MemoryKind::kHost, &partial).ok());
+  uint8_t* straddle = half.data() + kBlob / 2;
   Fill(straddle, kBlob, 777);
   ASSERT_TRUE(c.Put(blobs, straddle, kBlob).ok());
-  std::fill(b.begin(), b.end(), 0);
+  std::fill(half.begin(), half.end(), 0);
   bool found = false;
   ASSERT_TRUE(c.Get(blobs, straddle, kBlob, &found).ok());
   EXPECT_TRUE(found);
   EXPECT_EQ(Mismatch(straddle, kBlob, 777), -1);
   EXPECT_EQ(c.mover().directMoves(), 2 * blobs);
+  ASSERT_TRUE(side_->cache->Release(partial).ok());
   // Released: the same buffer is staged again, and the mover held no count of its own.
   ASSERT_TRUE(side_->cache->Release(reg).ok());
   EXPECT_EQ(side_->cache->References(reg), 0u);
-  Fill(b.data(), kBlob, 5);
-  ASSERT_TRUE(c.Put(5, b.data(), kBlob).ok());
+  Fill(p, kBlob, 5);
+  ASSERT_TRUE(c.Put(5, p, kBlob).ok());
   std::fill(b.begin(), b.end(), 0);
-  ASSERT_TRUE(c.Get(5, b.data(), kBlob, &found).ok());
-  EXPECT_EQ(Mismatch(b.data(), kBlob, 5), -1);
+  ASSERT_TRUE(c.Get(5, p, kBlob, &found).ok());
+  EXPECT_EQ(Mismatch(p, kBlob, 5), -1);
   EXPECT_EQ(c.mover().directMoves(), 2 * blobs);
 }
 

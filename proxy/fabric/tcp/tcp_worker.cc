@@ -25,6 +25,9 @@ namespace {
 /// and a refused one fails its connection (a CI run: 4 processes on 2 rails x 2 sockets
 /// through a relay met the old cap of 16 per source, and a child's FetchAdds failed).
 constexpr size_t kMaxPending = 256;
+/// Sockets accepted per rail in one Progress, at most: a flood of connects cannot keep
+/// Progress in accept() (the listener stays readable; the rest come next pass).
+constexpr int kMaxAcceptsPerPass = 64;
 
 /// True for the 1st, 1025th, 2049th, ... call on `count` (which it increments): a
 /// refusal logged so under a flood writes little.
@@ -168,12 +171,14 @@ void TcpWorker::PollReadiness() {
 void TcpWorker::AcceptNew() {
   for (size_t rail = 0; rail < listeners_.size(); ++rail) {
     if (!Readable(listeners_[rail].get())) continue;
-    for (;;) {
+    bool helloesRead = false;  // ReadHellos ran in this pass (at most once: it recv()s every waiting socket)
+    for (int accepted = 0; accepted < kMaxAcceptsPerPass; ++accepted) {
       const int fd = ::accept4(listeners_[rail].get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          RY_WARN("fabric rail %zu: accept: %s", rail, proxy::ErrnoText(errno).c_str());
+        if (errno != EAGAIN && errno != EWOULDBLOCK && FirstOfEach1024(&acceptErrors_)) {
+          RY_WARN("fabric rail %zu: accept: %s (%llu so far, logged every 1024th)", rail,
+                  proxy::ErrnoText(errno).c_str(), static_cast<unsigned long long>(acceptErrors_));
         }
         break;
       }
@@ -188,10 +193,16 @@ void TcpWorker::AcceptNew() {
       }
       const uint32_t source = AcceptedFrom(fd);
       Admission a;
+      if (pending_.size() >= kMaxPending && !helloesRead) {
+        // Full: first take the hellos that have arrived (accept() ran before any was
+        // read), so no socket whose hello waits in its buffer is evicted for a flood.
+        helloesRead = true;
+        ReadHellos();
+      }
       if (pending_.size() >= kMaxPending) {
-        std::vector<uint32_t> waiting(pending_.size());
-        for (size_t i = 0; i < pending_.size(); ++i) waiting[i] = pending_[i].source;
-        a = AdmitPending(waiting, source, kMaxPending);
+        waiting_.resize(pending_.size());
+        for (size_t i = 0; i < pending_.size(); ++i) waiting_[i] = pending_[i].source;
+        a = AdmitPending(waiting_, source, kMaxPending);
       }
       if (!a.admit || a.evict != Admission::kNone) {
         const uint32_t closed = a.admit ? pending_[a.evict].source : source;

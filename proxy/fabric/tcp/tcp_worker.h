@@ -99,6 +99,8 @@ class TcpWorker : public Worker {
   uint64_t nextConnection_ = 1;
   AcceptSources acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed
   uint64_t offSource_ = 0;        ///< sockets closed at accept for their source
+  std::vector<uint32_t> waiting_;  ///< AcceptNew's scratch: the sources of pending_, in order
+  uint64_t acceptErrors_ = 0;      ///< accept() failures other than EAGAIN (EMFILE, ...)
   uint64_t refusedAtAccept_ = 0;  ///< sockets closed at accept or evicted: the hello table was full
   uint64_t refusedHellos_ = 0;    ///< sockets closed for their hello, or for sending none in time
 };
