@@ -133,6 +133,45 @@ TEST_F(TcpAcceptFrom, IdleSocketsOfOneSourceNeitherShutOthersOutNorStay) {
   for (int fd : idle) close(fd);
 }
 
+// A flood spread over 8 sources (25 idle sockets each) fills most of the table; a
+// real host then opens 60 sockets at once, each with its hello sent. Within the one
+// accept pass that host holds the most sockets, but its hellos have arrived: they are
+// taken before anything is evicted, so every one of the 60 is served (with the fair
+// share alone, the host was the biggest holder and its sockets were refused).
+TEST_F(TcpAcceptFrom, HellosThatArrivedAreTakenBeforeAFullTableEvicts) {
+  TcpOptions o;
+  o.rails = {{"lo", "127.0.0.1", 10000}};
+  o.timeoutMs = 60000;
+  o.helloTimeoutMs = 30000;  // the flood must still wait while the host's sockets come
+  ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
+  ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
+  std::vector<int> idle;
+  for (int src = 0; src < 8; ++src) {
+    const std::string from = "127.0.0." + std::to_string(10 + src);
+    for (int i = 0; i < 25; ++i) {
+      idle.push_back(raw_peer::ConnectToRail0(*worker_, from.c_str()));
+      ASSERT_GE(idle.back(), 0);
+      std::vector<Event> events;
+      worker_->Progress(&events);
+    }
+  }
+  std::vector<int> host;
+  for (int i = 0; i < 60; ++i) {
+    host.push_back(raw_peer::ConnectToRail0(*worker_, "127.0.0.2"));
+    ASSERT_GE(host.back(), 0);
+    FrameHeader h = MakeHeader(FrameType::kHello);
+    h.addr = 1000 + static_cast<uint64_t>(i);  // 60 peers' connections of one socket each
+    h.seq = 1;
+    h.opBytes = 1;
+    ASSERT_EQ(send(host.back(), &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  }
+  EXPECT_TRUE(ProgressUntil([&] { return worker_->stats().peerConnections == 60; }))
+      << worker_->stats().peerConnections << " of 60 served";
+  for (int fd : host) EXPECT_FALSE(raw_peer::SawClose(fd));
+  for (int fd : host) close(fd);
+  for (int fd : idle) close(fd);
+}
+
 // One host opens many sockets at once and every one is served: three Endpoints of 16
 // sockets each (NCCL_NSOCKS_PERTHREAD=16) dial one Worker before it makes a single
 // pass, so all 48 wait in one accept pass from one source. A cap of 16 per source
