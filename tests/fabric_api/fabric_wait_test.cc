@@ -13,7 +13,33 @@
 namespace railyard::fabric::testing {
 namespace {
 
-class FabricWait : public FabricTest {};
+class FabricWait : public FabricTest {
+ protected:
+  /// Registers src_ (4 KiB of pattern `seed`, at a_) and dst_ (4 KiB, at b_), sets the
+  /// connection up on both sides with a first 64-byte Write (cookie 1) and takes its
+  /// completion; b_'s events are cleared.
+  void FirstWrite(uint64_t seed) {
+    FillPattern(src_.data(), src_.size(), seed);
+    rs_ = Reg(a_, src_.data(), src_.size(), kAccessLocal);
+    rd_ = Reg(b_, dst_.data(), dst_.size(), kAccessRemoteWrite);
+    ASSERT_TRUE(rs_ && rd_);
+    ASSERT_TRUE(ep_->Write({rs_, 0, 64}, Exchange(rd_), rd_->base, 1).ok());
+    ASSERT_EQ(Wait(1).kind, EventKind::kDone);
+    b_.events.clear();
+  }
+  void TearDown() override {
+    if (rs_ != nullptr) {
+      EXPECT_TRUE(a_.domain->Deregister(rs_).ok());
+    }
+    if (rd_ != nullptr) {
+      EXPECT_TRUE(b_.domain->Deregister(rd_).ok());
+    }
+    FabricTest::TearDown();
+  }
+  Guarded src_{4096}, dst_{4096};
+  const Region* rs_ = nullptr;
+  const Region* rd_ = nullptr;
+};
 
 /// Progresses `side` until its Worker says Quiet() (which may take a call to arm and
 /// a Progress after it), at most `ms`. True when it did.
@@ -41,22 +67,14 @@ bool Readable(int fd, Side* other, int ms) {
 TEST_P(FabricWait, AQuietWorkerIsWokenByAnImmediateAndByItsOwnCompletion) {
   if (!Has(kCapWrite) || !Has(kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
   if (a_.worker->WaitFd() < 0 || b_.worker->WaitFd() < 0) GTEST_SKIP() << "the Worker offers no descriptor";
-  Guarded src(4096), dst(4096);
-  FillPattern(src.data(), src.size(), 5);
-  const Region* rs = Reg(a_, src.data(), src.size(), kAccessLocal);
-  const Region* rd = Reg(b_, dst.data(), dst.size(), kAccessRemoteWrite);
-  ASSERT_TRUE(rs && rd);
-  // A first Write sets the connection up on both sides.
-  ASSERT_TRUE(ep_->Write({rs, 0, 64}, Exchange(rd), rd->base, 1).ok());
-  ASSERT_EQ(Wait(1).kind, EventKind::kDone);
-  b_.events.clear();
+  FirstWrite(5);
 
   ASSERT_TRUE(ProgressUntilQuiet(b_, 10000)) << "the target never said Quiet";
   ASSERT_TRUE(ProgressUntilQuiet(a_, 10000)) << "the initiator never said Quiet";
   pollfd quiet[2] = {{a_.worker->WaitFd(), POLLIN, 0}, {b_.worker->WaitFd(), POLLIN, 0}};
   EXPECT_EQ(::poll(quiet, 2, 0), 0) << "nothing came, yet a descriptor is readable";
 
-  ASSERT_TRUE(ep_->Write({rs, 0, src.size()}, Exchange(rd), rd->base, 2, 0x5eed).ok());
+  ASSERT_TRUE(ep_->Write({rs_, 0, src_.size()}, Exchange(rd_), rd_->base, 2, 0x5eed).ok());
   // Whatever the Write needs the initiator's Progress for (TCP: its frames) is done
   // once it says Quiet again; its completion needs the target (TCP: an ack), or it
   // comes by itself and wakes it (verbs: its CQ), so it cannot be taken here.
@@ -72,10 +90,8 @@ TEST_P(FabricWait, AQuietWorkerIsWokenByAnImmediateAndByItsOwnCompletion) {
     for (const Event& e : b_.events) got = got || (e.kind == EventKind::kImmediate && e.value == 0x5eed);
     return got;
   }));
-  EXPECT_EQ(FirstMismatch(dst.data(), dst.size(), 5), -1) << "the data is there when the immediate is";
+  EXPECT_EQ(FirstMismatch(dst_.data(), dst_.size(), 5), -1) << "the data is there when the immediate is";
   EXPECT_EQ(Wait(2).kind, EventKind::kDone);
-  EXPECT_TRUE(a_.domain->Deregister(rs).ok());
-  EXPECT_TRUE(b_.domain->Deregister(rd).ok());
 }
 
 // SleepUntilInput (quiet_wait.h), what the storage tiers' servers sleep in: it returns
@@ -88,19 +104,12 @@ TEST_P(FabricWait, SleepUntilInputSleepsOnlyOnADescriptorAndWakesOnAPeersWrite) 
     return;
   }
   if (!Has(kCapWrite) || !Has(kCapWriteImm)) GTEST_SKIP() << "no Write with immediate";
-  Guarded src(4096), dst(4096);
-  FillPattern(src.data(), src.size(), 9);
-  const Region* rs = Reg(a_, src.data(), src.size(), kAccessLocal);
-  const Region* rd = Reg(b_, dst.data(), dst.size(), kAccessRemoteWrite);
-  ASSERT_TRUE(rs && rd);
-  ASSERT_TRUE(ep_->Write({rs, 0, 64}, Exchange(rd), rd->base, 1).ok());
-  ASSERT_EQ(Wait(1).kind, EventKind::kDone);
-  b_.events.clear();
+  FirstWrite(9);
   ASSERT_TRUE(ProgressUntilQuiet(b_, 10000)) << "the target never said Quiet";
   // Nothing comes: it sleeps the whole bound (poll timed out), not returning at once.
   EXPECT_EQ(SleepUntilInput(*b_.worker, std::chrono::milliseconds(50)), QuietWait::kTimedOut);
   ASSERT_TRUE(ProgressUntilQuiet(b_, 10000)) << "the target never said Quiet";
-  ASSERT_TRUE(ep_->Write({rs, 0, src.size()}, Exchange(rd), rd->base, 2, 0x51ee).ok());
+  ASSERT_TRUE(ep_->Write({rs_, 0, src_.size()}, Exchange(rd_), rd_->base, 2, 0x51ee).ok());
   if (!a_.worker->Quiet()) {
     ASSERT_TRUE(ProgressUntilQuiet(a_, 10000)) << "the initiator never said Quiet";
   }
@@ -113,10 +122,8 @@ TEST_P(FabricWait, SleepUntilInputSleepsOnlyOnADescriptorAndWakesOnAPeersWrite) 
   }
   EXPECT_TRUE(got);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << "slept through the peer's Write";
-  EXPECT_EQ(FirstMismatch(dst.data(), dst.size(), 9), -1);
+  EXPECT_EQ(FirstMismatch(dst_.data(), dst_.size(), 9), -1);
   EXPECT_EQ(Wait(2).kind, EventKind::kDone);
-  EXPECT_TRUE(a_.domain->Deregister(rs).ok());
-  EXPECT_TRUE(b_.domain->Deregister(rd).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, FabricWait, ::testing::ValuesIn(FabricTransports()), CaseName);
