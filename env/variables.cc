@@ -486,7 +486,7 @@ const Variable kVariables[] = {
     {"RAILYARD_SWAP_SYNC", "int", "0", "", nullptr,
      "Snapshot tier: 1 = a committed blob is written through to the swap file and fdatasync'ed "
      "before the put returns, and survives a restart of the serving process (the index is rebuilt "
-     "from the file; records torn by a crash fail their xxHash64 checksum and are dropped, never "
+     "from the file; records torn by a crash fail their XXH3-64 checksum and are dropped, never "
      "served). 0 = the swap file is a cache only and starts empty; a swap file that an arena "
      "with 1 kept is refused (not emptied) until it is set to 1 again or the file is moved away.",
      0, 1, &ApplyInt<&Config::swapSync>},
