@@ -4,6 +4,7 @@
 // thread at a time drives the Worker.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -22,8 +23,11 @@ struct railyard_snapshot {
   std::unique_ptr<railyard::fabric::Worker> worker;
   std::unique_ptr<railyard::plugin::TierRoute> route;  ///< host:NAME peers: tunnel and Worker
   std::unique_ptr<railyard::storage::snapshot::SnapshotClient> client;
+  railyard::fabric::RegistrationCache* cache = nullptr;  ///< the client's (the lease's or the tunnel's)
+  std::map<const void*, const railyard::fabric::Region*> registered;  ///< railyard_snapshot_register, by buffer
   ~railyard_snapshot() {
     client.reset();  // before its Worker (releases the staging buffer)
+    for (const auto& [buf, region] : registered) (void)cache->Release(region);
     worker.reset();  // before the lease's Domain may go
     route.reset();
     railyard::runtime::ReleaseProcessFabric(&lease);
@@ -113,6 +117,7 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
   o.timeoutMs = cfg->timeoutMs;
   o.mover.chunkBytes = std::min<uint64_t>(std::max<uint64_t>(cfg->stripeChunkBytes, 4096), 64ull << 20);
   o.mover.chunksPerRail = std::min(std::max(cfg->stripeChunksPerRail, 1), 64);
+  h->cache = cache;
   if (Status s = storage::snapshot::SnapshotClient::Connect(*cache, *worker, o, &h->client); !s.ok()) {
     return Fail(h->route ? h->route->WithTunnelFailure(s, host, "--snapshot-arena") : s);  // the control connection only saw a close
   }
@@ -158,6 +163,39 @@ int railyard_snapshot_read_at(railyard_snapshot_t* s, unsigned long long offset,
   if (s == nullptr || buf == nullptr) return Fail(railyard::InvalidArgument("railyard_snapshot_read_at: NULL handle or buffer"));
   std::lock_guard<std::mutex> lock(s->mu);
   return Done(s->client->ReadAt(offset, buf, bytes));
+}
+
+int railyard_snapshot_register(railyard_snapshot_t* s, void* buf, unsigned long long bytes) {
+  using namespace railyard;
+  if (s == nullptr || buf == nullptr || bytes == 0) {
+    return Fail(InvalidArgument("railyard_snapshot_register: NULL handle or buffer, or 0 bytes"));
+  }
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->registered.count(buf) != 0) {
+    return Fail(InvalidUsage("railyard_snapshot_register: the buffer at " + std::to_string(reinterpret_cast<uintptr_t>(buf)) +
+                             " is registered on this handle already (railyard_snapshot_deregister it first)"));
+  }
+  const fabric::Region* region = nullptr;
+  if (Status st = s->cache->Acquire(buf, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &region); !st.ok()) {
+    return Fail(Status(st.code(), "railyard_snapshot_register: " + st.message()));
+  }
+  s->registered.emplace(buf, region);
+  return Done(Status::Ok());
+}
+
+int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf) {
+  using namespace railyard;
+  if (s == nullptr || buf == nullptr) return Fail(InvalidArgument("railyard_snapshot_deregister: NULL handle or buffer"));
+  std::lock_guard<std::mutex> lock(s->mu);
+  const auto it = s->registered.find(buf);
+  if (it == s->registered.end()) {
+    return Fail(InvalidArgument("railyard_snapshot_deregister: the buffer at " +
+                                std::to_string(reinterpret_cast<uintptr_t>(buf)) +
+                                " is not registered on this handle (nothing was released)"));
+  }
+  const Status st = s->cache->Release(it->second);
+  s->registered.erase(it);
+  return Done(st);
 }
 
 void railyard_snapshot_close(railyard_snapshot_t* s) { delete s; }

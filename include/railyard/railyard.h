@@ -191,7 +191,21 @@ RAILYARD_API int railyard_snapshot_write_at(railyard_snapshot_t* s, unsigned lon
 /** Raw mode: reads the whole blob at `offset` into `buf`; checks as write_at. */
 RAILYARD_API int railyard_snapshot_read_at(railyard_snapshot_t* s, unsigned long long offset, void* buf,
                                            unsigned long long bytes);
-/** Closes the connection (uncommitted puts are dropped by the peer). NULL is fine. */
+/** Registers `bytes` of host memory at `buf` for this handle's transfers, through the
+ *  process's registration cache (memory NCCL's regMr of this process already
+ *  registered in the same Domain is not registered or pinned again): a put from, or
+ *  a get or read into, a blob lying wholly inside it moves with no staging copy.
+ *  Held until railyard_snapshot_deregister(s, buf) or railyard_snapshot_close; the
+ *  memory must stay mapped until then. 4 for a NULL handle or buffer or 0 bytes; 5 for
+ *  a `buf` registered on this handle already; the Domain's own errors otherwise (over
+ *  verbs, 2 when the memory cannot be pinned). */
+RAILYARD_API int railyard_snapshot_register(railyard_snapshot_t* s, void* buf, unsigned long long bytes);
+/** Releases what railyard_snapshot_register(s, buf, ...) registered (the memory is
+ *  deregistered when no one else, NCCL included, still holds it). 4 for a `buf` not
+ *  registered on this handle (nothing is released). */
+RAILYARD_API int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf);
+/** Closes the connection (uncommitted puts are dropped by the peer) and releases what
+ *  railyard_snapshot_register registered on it. NULL is fine. */
 RAILYARD_API void railyard_snapshot_close(railyard_snapshot_t* s);
 /** The message of this thread's last failed railyard_snapshot_* call ("" if none);
  *  valid until this thread's next call. */

@@ -73,6 +73,10 @@ class Snapshot {
   void ReadAt(unsigned long long offset, void* buf, unsigned long long bytes) {
     Check(railyard_snapshot_read_at(h_, offset, buf, bytes));
   }
+  /// Registers host memory for copy-free puts and gets (railyard_snapshot_register).
+  void Register(void* buf, unsigned long long bytes) { Check(railyard_snapshot_register(h_, buf, bytes)); }
+  /// Releases a Register (railyard_snapshot_deregister).
+  void Deregister(void* buf) { Check(railyard_snapshot_deregister(h_, buf)); }
 
  private:
   static void Check(int rc) {

@@ -65,12 +65,14 @@ def _api():
     lib.railyard_snapshot_remove.argtypes = [vp, u64, ctypes.POINTER(ctypes.c_int)]
     lib.railyard_snapshot_write_at.argtypes = [vp, u64, vp, u64]
     lib.railyard_snapshot_read_at.argtypes = [vp, u64, vp, u64]
+    lib.railyard_snapshot_register.argtypes = [vp, vp, u64]
+    lib.railyard_snapshot_deregister.argtypes = [vp, vp]
     lib.railyard_snapshot_close.argtypes = [vp]
     lib.railyard_snapshot_close.restype = None
     lib.railyard_snapshot_last_error.restype = ctypes.c_char_p
     lib.railyard_snapshot_list.argtypes = [ctypes.c_char_p, ctypes.c_ushort, ctypes.POINTER(_Arena), ctypes.c_int,
                                            ctypes.POINTER(ctypes.c_int)]
-    for f in ("connect", "put", "get", "remove", "write_at", "read_at", "list"):
+    for f in ("connect", "put", "get", "remove", "write_at", "read_at", "list", "register", "deregister"):
         getattr(lib, "railyard_snapshot_" + f).restype = ctypes.c_int
     _c = lib
     return lib
@@ -126,6 +128,7 @@ class Snapshot:
 
     def __init__(self, host, port, kind, mode, arena_bytes, blob_bytes):
         self._h = ctypes.c_void_p()
+        self._registered = {}  # address -> the ctypes view keeping the registered buffer alive
         # A "host:NAME" peer is reached through railyardd's tier tunnel: its port is unused (0 is fine).
         host = _args.host(host)
         port = _args.peer_port(host, port)
@@ -189,11 +192,29 @@ class Snapshot:
         _check(_api().railyard_snapshot_read_at(h, offset, addr, n))
         del keep
 
+    def register(self, buf):
+        """Registers the writable, C-contiguous buffer `buf` (a numpy array, bytearray, ...)
+        for this connection: puts from it and gets into it then move with no staging copy.
+        Keep `buf` alive until deregister(buf) or close(); registering it twice is an error."""
+        h = self._handle("register")
+        addr, n, keep = _buffer(buf, True)
+        _check(_api().railyard_snapshot_register(h, addr, n))
+        self._registered[addr] = keep  # the buffer stays referenced while registered
+
+    def deregister(self, buf):
+        """Releases what register(buf) registered."""
+        h = self._handle("deregister")
+        addr, _, _ = _buffer(buf, True)
+        _check(_api().railyard_snapshot_deregister(h, addr))
+        self._registered.pop(addr, None)
+
     def close(self):
-        """Closes the connection; a second close() does nothing."""
+        """Closes the connection (releasing what register() registered); a second close()
+        does nothing."""
         if self._h:
             _api().railyard_snapshot_close(self._h)
             self._h = ctypes.c_void_p()
+            self._registered.clear()
 
     def __enter__(self):
         return self
