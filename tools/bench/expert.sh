@@ -65,7 +65,7 @@ print()
 print("What limits what, on this lane: every column shares the same CPUs with the kernel's loopback path, "
       "so on a loaded machine (load average above the CPU count) the absolute figures are mostly scheduling; "
       "compare columns within a row only. `read` pays the TCP fabric emulation (one READ request frame per record, "
-      "the bytes streamed back by the peer's progress thread, which polls every 50 us when idle): it is the "
+      "the bytes streamed back by the peer's progress thread, which sleeps on its Worker's descriptor when idle): it is the "
       "functional stand-in for RDMA READ, where the HCA serves the record and the peer's CPU takes no part; "
       "the issue's target (>= 0.9x the lane's READ bandwidth for records >= 1 MiB) is for the verbs lane "
       "(`ib_read_bw`): see the lane table below (tools/bench/expert_lane.sh).")
