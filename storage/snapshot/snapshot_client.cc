@@ -201,6 +201,17 @@ Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* ou
   return Status::Ok();
 }
 
+Status SnapshotClient::SendRelease(uint64_t key) {
+  Request q;
+  q.op = Op::kRelease;
+  q.key = key;
+  auto qb = q.Encode();
+  iovec iov{qb.data(), qb.size()};
+  const std::string what = "snapshot release of key " + std::to_string(key) +
+                           (options_.peerName.empty() ? "" : " to " + options_.peerName);
+  return Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, what), std::chrono::steady_clock::now()));
+}
+
 Status SnapshotClient::WriteAt(uint64_t offset, const void* src, uint64_t bytes) {
   if (options_.mode != Mode::kRaw) return InvalidUsage("snapshot: WriteAt on paging kind '" + options_.kind + "' (use Put)");
   RY_RETURN_IF_ERROR(CheckBlob(bytes, "write"));
@@ -270,8 +281,8 @@ Status SnapshotClient::Get(uint64_t key, void* dst, uint64_t bytes, bool* found)
   uint64_t sum = 0;
   Status moved = Sticky(mover_->Get(*ep_, arenaKey_, arenaKey_.base + r.offset, dst, bytes, &sum));
   if (!moved.ok()) return moved;
-  Response rel;
-  RY_RETURN_IF_ERROR(Call(Op::kRelease, key, 0, &rel));
+  // No round trip: the peer takes the release before this client's next request.
+  RY_RETURN_IF_ERROR(SendRelease(key));
   if (sum != r.checksum) {
     return RemoteError("snapshot get of key " + std::to_string(key) +
                        ": the bytes read do not match the blob's checksum (not served)");

@@ -101,6 +101,11 @@ class SnapshotClient {
   /// killed with Writes still in flight looks like to the peer. For tests of that
   /// case; later control calls (alloc, commit, get, remove) fail.
   void CloseControl() { control_.Reset(); }
+  /// Sends a kRelease of `key` (the pin a Get took) and returns at once: the peer
+  /// answers no release (wire version 3), and one of a pin this client does not hold
+  /// is logged there and changes nothing. Get sends it itself; public for tests of that
+  /// rule. Errors: the control connection's, sticky.
+  Status SendRelease(uint64_t key);
 
   /// Ok, or the error that failed this client.
   Status status() const { return failed_; }
@@ -111,6 +116,7 @@ class SnapshotClient {
 
  private:
   SnapshotClient(fabric::Worker& worker, ClientOptions o) : worker_(worker), options_(std::move(o)) {}
+  /// Sends a request and waits for its response (every op but kRelease).
   Status Call(Op op, uint64_t key, uint64_t checksum, Response* out);
   Status CheckBlob(uint64_t bytes, const char* what) const;
   /// OK, or the sticky failure (failed_) said as an earlier one: "snapshot: this

@@ -409,6 +409,17 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
         }
         if (st.ok() && !found) r.result = Response::kAbsent;
       }
+      if (st.ok() && q.op == Op::kRelease) continue;  // no response (wire version 3)
+      if (!st.ok() && Request::Decode(qb, &q).ok() && q.op == Op::kRelease) {
+        // Nobody waits for this answer: a client releasing what it does not hold is
+        // logged (first and every 1024th) and otherwise changes nothing.
+        if (badReleases_.fetch_add(1) % 1024 == 0) {
+          RY_WARN("snapshot: kind '%s': client from %s: %s (%llu such releases, logged every 1024th)",
+                  arena->spec.kind.c_str(), c->source.c_str(), st.message().c_str(),
+                  static_cast<unsigned long long>(badReleases_.load()));
+        }
+        continue;
+      }
       if (!st.ok()) {
         r.result = Response::kError;
         r.code = static_cast<uint32_t>(st.code());

@@ -121,6 +121,7 @@ class SnapshotServer {
   std::vector<std::unique_ptr<Connection>> connections_;
   uint64_t nextClient_ = 1;
   std::atomic<uint64_t> refusedClients_{0};  ///< handshakes refused, for the rate-limited WARN
+  std::atomic<uint64_t> badReleases_{0};     ///< releases of unheld pins, for the rate-limited WARN
 };
 
 }  // namespace railyard::storage::snapshot

@@ -38,9 +38,11 @@ std::string ModeName(Mode mode);
 /// (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
-  /// 2: the blob checksums are XXH3-64 (1 had XXH64): a peer of version 1 is refused
-  /// at the handshake, naming both, rather than failing every commit's checksum.
-  static constexpr uint16_t kVersion = 2;
+  /// 3: kRelease has no response (the client does not wait a round trip for it).
+  /// 2: the blob checksums are XXH3-64 (1 had XXH64). A peer of another version is
+  /// refused at the handshake, naming both, rather than failing every commit's checksum
+  /// or waiting for a response that never comes.
+  static constexpr uint16_t kVersion = 3;
   static constexpr size_t kBytes = 64;
   static constexpr size_t kMaxKindBytes = 31;
   static constexpr uint32_t kMaxAddressBytes = 4096;
@@ -107,7 +109,7 @@ enum class Op : uint32_t {
   kAlloc = 1,    ///< key -> offset of a slot to write the blob into (pinned to this client)
   kCommit = 2,   ///< key, checksum: the written slot becomes the key's blob
   kGet = 3,      ///< key -> offset and checksum (pinned until kRelease), or absent
-  kRelease = 4,  ///< key: drops this client's pin taken by kGet
+  kRelease = 4,  ///< key: drops this client's pin taken by kGet; the only op with no response
   kRemove = 5,   ///< key: forgets the blob (absent when unknown)
 };
 
@@ -127,7 +129,7 @@ struct Request {
   static Status Decode(std::span<const uint8_t, kBytes> bytes, Request* out);
 };
 
-/// A response, exactly kBytes then `messageBytes` of text: result u32
+/// A response (to every request but kRelease), exactly kBytes then `messageBytes` of text: result u32
 /// (kOk, kAbsent or kError), code u32 (a railyard::Code on error), offset u64
 /// (into the arena), checksum u64, message bytes u32 (<= Reply::kMaxMessageBytes),
 /// reserved u32 (0).

@@ -62,7 +62,8 @@ class SwapFile {
   /// Writes `blobBytes` of `data` as record `slot`. SystemError naming the path and
   /// "swap disk full" for ENOSPC/EDQUOT; nothing else in the file changes then.
   Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum);
-  /// Reads record `slot`'s payload into `data` and checks it against `checksum`
+  /// Reads record `slot`'s payload into `data` (one read of header and payload; with
+  /// O_DIRECT when `data` is page-aligned and the blob a whole number of pages) and checks it against `checksum`
   /// (and the record header against `key`). RemoteError-free: SystemError on I/O,
   /// InternalError "torn or overwritten" on a mismatch.
   Status Read(int64_t slot, uint64_t key, uint64_t checksum, void* data);
@@ -79,6 +80,8 @@ class SwapFile {
 
   std::string path_;
   int fd_ = -1;
+  int directFd_ = -1;           ///< O_RDONLY | O_DIRECT for faults, or -1 (see Open)
+  void* headerPage_ = nullptr;  ///< page-aligned buffer of one record header page
   uint64_t blobBytes_ = 0;
   uint64_t stride_ = 0;
   bool sync_ = false;

@@ -1,10 +1,13 @@
 // Units of the snapshot tier: the handshake header and request/response codecs
-// against hostile bytes, and the daemon's arena spec parser.
+// against hostile bytes, the daemon's arena spec parser, and the swap file.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <filesystem>
 #include <vector>
 
@@ -279,6 +282,65 @@ TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
   f.reset();
   ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
   EXPECT_TRUE(rebuild.records.empty());
+  f.reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace railyard::storage::snapshot
+
+namespace railyard::storage::snapshot {
+namespace {
+
+// A fault reads header and payload in one read, with O_DIRECT into a page-aligned slot
+// (the arena's) and buffered into any other buffer. Both give the record's bytes, also
+// right after a write that is still only in the page cache (no sync), and both refuse a
+// record whose payload was changed on disk (torn). /var/tmp: a disk where O_DIRECT
+// works on most machines (tmpfs refuses it, which the buffered fallback covers).
+TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPayload) {
+  char tmpl[] = "/var/tmp/railyard-swapread-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 64 * 1024;
+  std::unique_ptr<SwapFile> f;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
+  std::vector<uint64_t> sums;
+  std::vector<uint8_t> blob(kBlob);
+  for (int64_t s = 0; s < 3; ++s) {
+    for (size_t i = 0; i < kBlob; ++i) blob[i] = static_cast<uint8_t>(i * 7 + s * 31 + 3);
+    sums.push_back(BlobChecksum(blob.data(), kBlob));
+    ASSERT_EQ(f->Allocate(), s);
+    ASSERT_TRUE(f->Write(s, 100 + s, 1, blob.data(), sums.back()).ok());
+  }
+  void* aligned = nullptr;
+  ASSERT_EQ(::posix_memalign(&aligned, 4096, kBlob + 4096), 0);
+  std::unique_ptr<void, decltype(&std::free)> own(aligned, &std::free);
+  uint8_t* buffers[2] = {static_cast<uint8_t*>(aligned), static_cast<uint8_t*>(aligned) + 8};
+  for (uint8_t* b : buffers) {
+    for (int64_t s = 2; s >= 0; --s) {
+      std::memset(b, 0, kBlob);
+      Status st = f->Read(s, 100 + s, sums[s], b);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (size_t i = 0; i < kBlob; i += 4093) {
+        ASSERT_EQ(b[i], static_cast<uint8_t>(i * 7 + s * 31 + 3)) << "record " << s << " byte " << i;
+      }
+      EXPECT_EQ(BlobChecksum(b, kBlob), sums[s]);
+    }
+    // The wrong key for a record is refused as overwritten.
+    EXPECT_EQ(f->Read(1, 100, sums[1], b).code(), Code::kInternalError);
+  }
+  // Flip one payload byte of record 1 on disk: torn on both paths.
+  const int fd = ::open(f->path().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const uint8_t flip = 0xff;
+  ASSERT_EQ(::pwrite(fd, &flip, 1, static_cast<off_t>(4096 + f->stride() + 4096 + 777)), 1);
+  ::close(fd);
+  for (uint8_t* b : buffers) {
+    Status st = f->Read(1, 101, sums[1], b);
+    EXPECT_EQ(st.code(), Code::kInternalError) << st.message();
+    EXPECT_NE(st.message().find("payload checksum"), std::string::npos) << st.message();
+    EXPECT_TRUE(f->Read(2, 102, sums[2], b).ok());
+  }
   f.reset();
   std::filesystem::remove_all(dir);
 }
