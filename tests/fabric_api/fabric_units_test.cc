@@ -298,7 +298,11 @@ TEST(FabricFrame, HeaderShapesAreChecked) {
   EXPECT_EQ(Decode(w, Direction::kToTarget).code(), Code::kInvalidUsage) << "another version";
   w.version = 1;  // the version before lazy acks: refused, naming both
   EXPECT_EQ(Decode(w, Direction::kToTarget).code(), Code::kInvalidUsage) << "wire version 1";
-  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("fabric wire version 1 from the peer, this build speaks 2"),
+  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("fabric wire version 1 from the peer, this build speaks 3"),
+            std::string::npos)
+      << Decode(w, Direction::kToTarget).message();
+  w.version = 2;  // the version before relayed hellos
+  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("fabric wire version 2 from the peer, this build speaks 3"),
             std::string::npos)
       << Decode(w, Direction::kToTarget).message();
   w.version = tcp::kWireVersion;
@@ -310,8 +314,16 @@ TEST(FabricFrame, HeaderShapesAreChecked) {
   EXPECT_TRUE(Decode(w, Direction::kToTarget).ok()) << "a lazily acked write with immediate";
   w.flags = tcp::kFlagBoundOnly;
   EXPECT_NE(Decode(w, Direction::kToTarget).message().find("bound-only flag on a non-ack"), std::string::npos);
-  w.flags = 16;
-  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("unknown flags 16"), std::string::npos);
+  w.flags = tcp::kFlagRelayed;  // hellos only (wire version 3)
+  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("relayed flag on a non-hello"), std::string::npos);
+  w.flags = 32;
+  EXPECT_NE(Decode(w, Direction::kToTarget).message().find("unknown flags 32"), std::string::npos);
+  auto hello = Frame(FrameType::kHello);
+  hello.addr = 9;
+  hello.opBytes = 2;
+  hello.offset = 1;
+  hello.flags = tcp::kFlagRelayed;
+  EXPECT_TRUE(Decode(hello, Direction::kToTarget).ok()) << "a hello spliced through relays";
   w.flags = 0;
   w.type = 99;
   EXPECT_FALSE(Decode(w, Direction::kToTarget).ok());

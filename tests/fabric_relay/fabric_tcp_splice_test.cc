@@ -46,7 +46,10 @@ enum class RelayMode { kSplice, kReject, kClose, kStall };
 /// A relay on 127.0.0.1 (an ephemeral port): one thread per socket.
 class TestRelay {
  public:
-  TestRelay(RelayMode mode, size_t recordBytes) : mode_(mode), recordBytes_(recordBytes) {
+  /// `cutAfter` > 0 (kSplice): each socket's leg closes, both ways, once that many bytes
+  /// went towards the target (a relay killed mid-stream).
+  TestRelay(RelayMode mode, size_t recordBytes, size_t cutAfter = 0)
+      : mode_(mode), recordBytes_(recordBytes), cutAfter_(cutAfter) {
     listen_ = test_support::ListenLoopback(&port_);
     EXPECT_GE(listen_, 0);
     acceptor_ = std::thread([this] { Accept(); });
@@ -126,12 +129,15 @@ class TestRelay {
     // Copy both ways until either side closes or the relay stops.
     pollfd p[2] = {{in, POLLIN, 0}, {out, POLLIN, 0}};
     char buf[65536];
+    size_t forwarded = 0;  // towards the target
     while (!stop_) {
       if (poll(p, 2, 50) < 0) break;
       bool done = false;
       for (int i = 0; i < 2 && !done; ++i) {
         if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-        const ssize_t n = recv(p[i].fd, buf, sizeof buf, 0);
+        size_t want = sizeof buf;
+        if (i == 0 && cutAfter_ > 0) want = std::min(want, cutAfter_ - forwarded);
+        const ssize_t n = recv(p[i].fd, buf, want, 0);
         if (n <= 0) {
           done = true;
           break;
@@ -144,6 +150,8 @@ class TestRelay {
           }
           sent += w;
         }
+        if (i == 0) forwarded += static_cast<size_t>(n);
+        if (cutAfter_ > 0 && forwarded >= cutAfter_) done = true;
       }
       if (done) break;
     }
@@ -153,6 +161,7 @@ class TestRelay {
 
   RelayMode mode_;
   size_t recordBytes_;
+  size_t cutAfter_;
   int listen_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -269,6 +278,33 @@ TEST(TcpSplice, AWriteWithImmediateLandsThroughTheRelay) {
   }
   std::sort(indices.begin(), indices.end());
   EXPECT_EQ(indices, (std::vector<int>{40, 41}));
+  ep.reset();
+}
+
+// D5 (hostile-peer probe): the target named the host its sockets came from with no
+// hint that, on a spliced route, that host is the last relay and not the origin. The
+// hello now says it was spliced (wire version 3), and the target's error says so: here
+// the relay cuts every socket after the hello and part of the first Write.
+TEST(TcpSplice, TheTargetsErrorNamesTheHostItArrivesFromAsTheRoutesLastRelay) {
+  Side a, b;
+  MakeSide(&a);
+  MakeSide(&b);
+  TestRelay relay(RelayMode::kSplice, sizeof(proxy::RelayRecord), /*cutAfter=*/64 + 64 + 1000);
+  std::vector<uint8_t> src(1 << 20, 0x5a), dst(1 << 20, 0xee);
+  const Region* srcR = nullptr;
+  const Region* dstR = nullptr;
+  ASSERT_TRUE(a.domain->Register(src.data(), src.size(), kAccessLocal, MemoryKind::kHost, &srcR).ok());
+  ASSERT_TRUE(b.domain->Register(dst.data(), dst.size(), kAccessRemoteWrite, MemoryKind::kHost, &dstR).ok());
+  auto* tcp = dynamic_cast<TcpWorker*>(a.worker.get());
+  ASSERT_NE(tcp, nullptr);
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_TRUE(tcp->ConnectSpliced(b.worker->Address(), Route(b, relay.port()), &ep).ok());
+  ASSERT_TRUE(ep->Write(LocalSlice{srcR, 0, src.size()}, dstR->Key(), dstR->base, 12).ok());
+  ASSERT_TRUE(Until(a, b, [&] { return Find(b.events, EventKind::kError) != nullptr; }))
+      << "the target saw no error when the relay cut its sockets mid-Write";
+  const std::string peer = Find(b.events, EventKind::kError)->error.site.peer;
+  EXPECT_NE(peer.find("arriving from 127.0.0.1, the last relay of its route"), std::string::npos) << peer;
+  EXPECT_NE(peer.find("w="), std::string::npos) << peer;  // the origin's Worker id stays in the name
   ep.reset();
 }
 

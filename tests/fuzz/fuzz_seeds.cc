@@ -612,6 +612,17 @@ bool FabricSeeds() {
     t::FrameHeader old = w;
     old.version = 1;  // a peer from before lazy acks: refused as another version
     ok &= Write("tcp_frame", "bad-write-wire-version-1-port-0", frame(0, old, badAddr));
+    old.version = 2;  // a peer from before relayed hellos: refused as another version
+    ok &= Write("tcp_frame", "bad-write-wire-version-2-port-0", frame(0, old, badAddr));
+    // Wire version 3 (D5): a hello spliced through relays says so; no other frame may.
+    t::FrameHeader relayedHello = t::MakeHeader(t::FrameType::kHello);
+    relayedHello.addr = 0x77;
+    relayedHello.opBytes = 2;
+    relayedHello.flags = t::kFlagRelayed;
+    ok &= Write("tcp_frame", "ok-hello-relayed", frame(0, relayedHello, TcpAddress(40011)));
+    t::FrameHeader relayedWrite = w;
+    relayedWrite.flags = t::kFlagRelayed;
+    ok &= Write("tcp_frame", "bad-write-relayed-port-0", frame(0, relayedWrite, badAddr));
   }
 
   {  // verbs_wire: address, then a hello

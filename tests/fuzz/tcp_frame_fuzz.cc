@@ -33,7 +33,7 @@ bool Frame(const uint8_t (&bytes)[sizeof(t::FrameHeader)], t::Direction dir) {
   FUZZ_CHECK(std::memcmp(&out, bytes, sizeof out) == 0);
   FUZZ_CHECK(out.magic == t::kFrameMagic && out.version == t::kWireVersion);
   FUZZ_CHECK(out.payloadBytes <= t::kMaxFramePayload);
-  FUZZ_CHECK((out.flags & ~(t::kFlagImmediate | t::kFlagReportBytes | t::kFlagLazyAck | t::kFlagBoundOnly)) == 0);
+  FUZZ_CHECK((out.flags & ~(t::kFlagImmediate | t::kFlagReportBytes | t::kFlagLazyAck | t::kFlagBoundOnly | t::kFlagRelayed)) == 0);
   const t::FrameType type = out.frameType();
   const bool toTarget = type == t::FrameType::kHello || type == t::FrameType::kWrite ||
                         type == t::FrameType::kReadReq || type == t::FrameType::kFetchAdd ||
@@ -72,6 +72,8 @@ bool Frame(const uint8_t (&bytes)[sizeof(t::FrameHeader)], t::Direction dir) {
   // Wire version 2: lazy acks on Writes only; a bound-only ack names no op and no value.
   if (out.flags & t::kFlagLazyAck) FUZZ_CHECK(type == t::FrameType::kWrite);
   if (out.flags & t::kFlagBoundOnly) FUZZ_CHECK(type == t::FrameType::kAck && out.seq == 0 && out.value == 0);
+  // Wire version 3: only a hello says it was spliced through relays.
+  if (out.flags & t::kFlagRelayed) FUZZ_CHECK(type == t::FrameType::kHello);
   // WriteFinal (issue 10): the reported bytes cover the op and stay within the op limit.
   if (out.flags & t::kFlagReportBytes) {
     FUZZ_CHECK((out.flags & t::kFlagImmediate) && out.value >= out.opBytes && out.value <= t::kMaxOpBytes);

@@ -162,6 +162,7 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
       hello.header.offset = static_cast<uint64_t>(index);
       hello.header.opBytes = static_cast<uint64_t>(total);
       hello.header.value = static_cast<uint64_t>(pj);  // the peer's listener (rail) index
+      if (splice != nullptr) hello.header.flags = kFlagRelayed;  // arrives from the last relay
       sock->Queue(std::move(hello));
       if (sock->fd() >= 0) worker->Watch(sock->fd());
       ep->sockets_.push_back(std::move(sock));

@@ -70,12 +70,13 @@ Status DecodeFrameHeader(const uint8_t* bytes, Direction dir, FrameHeader* out) 
   const bool toInitiator = t == FrameType::kAck || t == FrameType::kReadData || t == FrameType::kNack;
   if (!toTarget && !toInitiator) return Bad(h, "unknown frame type " + std::to_string(h.type));
   if ((dir == Direction::kToTarget) != toTarget) return Bad(h, "frame type sent in the wrong direction");
-  if (h.flags & ~(kFlagImmediate | kFlagReportBytes | kFlagLazyAck | kFlagBoundOnly)) {
+  if (h.flags & ~(kFlagImmediate | kFlagReportBytes | kFlagLazyAck | kFlagBoundOnly | kFlagRelayed)) {
     return Bad(h, "unknown flags " + std::to_string(h.flags));
   }
   if ((h.flags & kFlagImmediate) && t != FrameType::kWrite) return Bad(h, "immediate flag on a non-write");
   if ((h.flags & kFlagLazyAck) && t != FrameType::kWrite) return Bad(h, "lazy-ack flag on a non-write");
   if ((h.flags & kFlagBoundOnly) && t != FrameType::kAck) return Bad(h, "bound-only flag on a non-ack");
+  if ((h.flags & kFlagRelayed) && t != FrameType::kHello) return Bad(h, "relayed flag on a non-hello");
   if ((h.flags & kFlagReportBytes) && !(h.flags & kFlagImmediate)) return Bad(h, "reported bytes without an immediate");
   if (h.payloadBytes > kMaxFramePayload) return Bad(h, "payload above " + std::to_string(kMaxFramePayload));
   switch (t) {

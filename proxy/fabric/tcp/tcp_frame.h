@@ -18,8 +18,9 @@ namespace railyard::fabric::tcp {
 /// first frame fails DecodeFrameHeader naming both versions, and a target answers such
 /// a hello with a NACK of kVersion before it closes the socket, so the initiator reads
 /// the same named error). Version 2: lazily acknowledged Writes (kFlagLazyAck) and the
-/// cumulative bound every ack carries (FrameType::kAck).
-constexpr uint8_t kWireVersion = 2;
+/// cumulative bound every ack carries (FrameType::kAck). Version 3: a hello says
+/// whether its socket was spliced through relays (kFlagRelayed).
+constexpr uint8_t kWireVersion = 3;
 /// Largest payload of one frame (a chunk), bytes.
 constexpr uint64_t kMaxFramePayload = 64ull << 20;
 /// Largest Write/Read, bytes (1 TiB).
@@ -66,6 +67,11 @@ constexpr uint16_t kFlagLazyAck = 4;
 /// Header flag (acks only, wire version 2): the ack only carries its cumulative bound
 /// (seq 0, no op of its own): the target's flush of deferred lazy acks.
 constexpr uint16_t kFlagBoundOnly = 8;
+
+/// Header flag (hellos only, wire version 3): the initiator dialled this socket through
+/// relays that splice it (TcpWorker::ConnectSpliced), so the address it arrives from is
+/// the route's last relay, not the initiator's host. The target's errors say so.
+constexpr uint16_t kFlagRelayed = 16;
 
 /// The 64-byte header, little-endian on the wire (the host is little-endian).
 struct FrameHeader {

@@ -59,7 +59,7 @@ FabricError TcpTarget::Error(FabricErrc errc, int socket, int64_t seq, std::stri
   return e;
 }
 
-FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
+FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count, bool relayed) {
   if (count != count_ || index < 0 || index >= count_ || sockets_[static_cast<size_t>(index)]) {
     return Error(FabricErrc::kMalformed, -1, -1,
                  "hello for socket " + std::to_string(index) + " of " + std::to_string(count) +
@@ -69,6 +69,8 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
     // Whom the sockets arrive from: the origin, or the last relay of a relayed route,
     // the host an operator looks at when this connection breaks (new-user trial: the
     // receiving rank named the relay of its own route back, not the one that died).
+    // A relayed hello says so, and so does the name: the host named is then a relay,
+    // and the origin (w=...) or any relay before it may be the one that failed.
     sockaddr_in from{};
     socklen_t len = sizeof from;
     if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&from), &len) == 0 && from.sin_family == AF_INET) {
@@ -77,6 +79,7 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count) {
       const auto& nameOf = worker_->options().nameAddress;
       const std::string host = nameOf ? nameOf(ip) : std::string();
       peerName_ += " arriving from " + (host.empty() ? std::string(ip) : host + " (" + ip + ")");
+      if (relayed) peerName_ += ", the last relay of its route (spliced through relays from the origin)";
       arrivalNamed_ = true;
     }
   }

@@ -43,9 +43,11 @@ class TcpTarget : private FrameHandler {
  public:
   TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets);
 
-  /// Adds the socket whose hello said `index` (of the count given at construction).
-  /// MALFORMED when the index repeats or the count differs.
-  FabricError AddSocket(proxy::Fd fd, int index, int rail, int count);
+  /// Adds the socket whose hello said `index` (of the count given at construction);
+  /// `relayed`: its hello carried kFlagRelayed (the socket comes from the route's last
+  /// relay, which the connection's name then says). MALFORMED when the index repeats or
+  /// the count differs.
+  FabricError AddSocket(proxy::Fd fd, int index, int rail, int count, bool relayed);
   /// Moves bytes on every socket, serves ops, checks the timeout.
   void Progress();
   /// Failed or closed: the Worker drops it.

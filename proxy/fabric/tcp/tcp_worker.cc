@@ -270,7 +270,7 @@ void TcpWorker::ReadHellos() {
                    .first;
         }
         FabricError e = it->second->AddSocket(std::move(p.fd), static_cast<int>(h.offset), p.rail,
-                                              static_cast<int>(h.opBytes));
+                                              static_cast<int>(h.opBytes), (h.flags & kFlagRelayed) != 0);
         if (!e.ok()) it->second->Fail(e);
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
