@@ -62,8 +62,10 @@ class SwapFile {
   /// Writes `blobBytes` of `data` as record `slot`. SystemError naming the path and
   /// "swap disk full" for ENOSPC/EDQUOT; nothing else in the file changes then.
   Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum);
-  /// Reads record `slot`'s payload into `data` (one read of header and payload; with
-  /// O_DIRECT when `data` is page-aligned and the blob a whole number of pages) and checks it against `checksum`
+  /// Reads record `slot`'s payload into `data` (header page and payload together: with
+  /// O_DIRECT, in 4 MiB pieces hashed as they land, when `data` is page-aligned and the
+  /// blob a whole number of pages of at most 16 MiB; else in one read through the page
+  /// cache, whose pages are then dropped) and checks it against `checksum`
   /// (and the record header against `key`). RemoteError-free: SystemError on I/O,
   /// InternalError "torn or overwritten" on a mismatch.
   Status Read(int64_t slot, uint64_t key, uint64_t checksum, void* data);

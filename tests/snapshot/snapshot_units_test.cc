@@ -298,51 +298,55 @@ namespace {
 // record whose payload was changed on disk (torn). /var/tmp: a disk where O_DIRECT
 // works on most machines (tmpfs refuses it, which the buffered fallback covers).
 TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPayload) {
-  char tmpl[] = "/var/tmp/railyard-swapread-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  constexpr uint64_t kBlob = 64 * 1024;
-  std::unique_ptr<SwapFile> f;
-  SwapRebuild rebuild;
-  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
-  std::vector<uint64_t> sums;
-  std::vector<uint8_t> blob(kBlob);
-  for (int64_t s = 0; s < 3; ++s) {
-    for (size_t i = 0; i < kBlob; ++i) blob[i] = static_cast<uint8_t>(i * 7 + s * 31 + 3);
-    sums.push_back(BlobChecksum(blob.data(), kBlob));
-    ASSERT_EQ(f->Allocate(), s);
-    ASSERT_TRUE(f->Write(s, 100 + s, 1, blob.data(), sums.back()).ok());
-  }
-  void* aligned = nullptr;
-  ASSERT_EQ(::posix_memalign(&aligned, 4096, kBlob + 4096), 0);
-  std::unique_ptr<void, decltype(&std::free)> own(aligned, &std::free);
-  uint8_t* buffers[2] = {static_cast<uint8_t*>(aligned), static_cast<uint8_t*>(aligned) + 8};
-  for (uint8_t* b : buffers) {
-    for (int64_t s = 2; s >= 0; --s) {
-      std::memset(b, 0, kBlob);
-      Status st = f->Read(s, 100 + s, sums[s], b);
-      ASSERT_TRUE(st.ok()) << st.message();
-      for (size_t i = 0; i < kBlob; i += 4093) {
-        ASSERT_EQ(b[i], static_cast<uint8_t>(i * 7 + s * 31 + 3)) << "record " << s << " byte " << i;
-      }
-      EXPECT_EQ(BlobChecksum(b, kBlob), sums[s]);
+  // 64 KiB: one read piece; 4 MiB + 8 KiB: two (the pieces are 4 MiB), the torn byte in
+  // the second.
+  for (const uint64_t kBlob : {uint64_t{64} << 10, (uint64_t{4} << 20) + 8192}) {
+    SCOPED_TRACE(kBlob);
+    char tmpl[] = "/var/tmp/railyard-swapread-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    std::unique_ptr<SwapFile> f;
+    SwapRebuild rebuild;
+    ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
+    std::vector<uint64_t> sums;
+    std::vector<uint8_t> blob(kBlob);
+    for (int64_t s = 0; s < 3; ++s) {
+      for (size_t i = 0; i < kBlob; ++i) blob[i] = static_cast<uint8_t>(i * 7 + s * 31 + 3);
+      sums.push_back(BlobChecksum(blob.data(), kBlob));
+      ASSERT_EQ(f->Allocate(), s);
+      ASSERT_TRUE(f->Write(s, 100 + s, 1, blob.data(), sums.back()).ok());
     }
-    // The wrong key for a record is refused as overwritten.
-    EXPECT_EQ(f->Read(1, 100, sums[1], b).code(), Code::kInternalError);
+    void* aligned = nullptr;
+    ASSERT_EQ(::posix_memalign(&aligned, 4096, kBlob + 4096), 0);
+    std::unique_ptr<void, decltype(&std::free)> own(aligned, &std::free);
+    uint8_t* buffers[2] = {static_cast<uint8_t*>(aligned), static_cast<uint8_t*>(aligned) + 8};
+    for (uint8_t* b : buffers) {
+      for (int64_t s = 2; s >= 0; --s) {
+        std::memset(b, 0, kBlob);
+        Status st = f->Read(s, 100 + s, sums[s], b);
+        ASSERT_TRUE(st.ok()) << st.message();
+        for (size_t i = 0; i < kBlob; i += 4093) {
+          ASSERT_EQ(b[i], static_cast<uint8_t>(i * 7 + s * 31 + 3)) << "record " << s << " byte " << i;
+        }
+        EXPECT_EQ(BlobChecksum(b, kBlob), sums[s]);
+      }
+      // The wrong key for a record is refused as overwritten.
+      EXPECT_EQ(f->Read(1, 100, sums[1], b).code(), Code::kInternalError);
+    }
+    // Flip one payload byte of record 1 on disk, near its end: torn on both paths.
+    const int fd = ::open(f->path().c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    const uint8_t flip = static_cast<uint8_t>(~((kBlob - 5) * 7 + 31 + 3));
+    ASSERT_EQ(::pwrite(fd, &flip, 1, static_cast<off_t>(4096 + f->stride() + 4096 + kBlob - 5)), 1);
+    ::close(fd);
+    for (uint8_t* b : buffers) {
+      Status st = f->Read(1, 101, sums[1], b);
+      EXPECT_EQ(st.code(), Code::kInternalError) << st.message();
+      EXPECT_NE(st.message().find("payload checksum"), std::string::npos) << st.message();
+      EXPECT_TRUE(f->Read(2, 102, sums[2], b).ok());
+    }
+    f.reset();
+    std::filesystem::remove_all(dir);
   }
-  // Flip one payload byte of record 1 on disk: torn on both paths.
-  const int fd = ::open(f->path().c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  const uint8_t flip = 0xff;
-  ASSERT_EQ(::pwrite(fd, &flip, 1, static_cast<off_t>(4096 + f->stride() + 4096 + 777)), 1);
-  ::close(fd);
-  for (uint8_t* b : buffers) {
-    Status st = f->Read(1, 101, sums[1], b);
-    EXPECT_EQ(st.code(), Code::kInternalError) << st.message();
-    EXPECT_NE(st.message().find("payload checksum"), std::string::npos) << st.message();
-    EXPECT_TRUE(f->Read(2, 102, sums[2], b).ok());
-  }
-  f.reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
