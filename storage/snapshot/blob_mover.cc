@@ -56,7 +56,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   // Acquire) is moved straight from or into: no staging copy. Host memory only: the
   // checksum reads the bytes with the CPU.
   const fabric::Region* direct = nullptr;
-  if (!cache_.AcquireLive(user, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &direct)) direct = nullptr;
+  (void)cache_.AcquireLive(user, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &direct);  // false: stays nullptr
   const uint64_t directOffset = direct != nullptr ? reinterpret_cast<uint64_t>(user) - direct->base : 0;
   if (direct != nullptr) ++directMoves_;
   XXH3_state_t* hs = XXH3_createState();

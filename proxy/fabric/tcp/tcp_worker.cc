@@ -171,7 +171,7 @@ void TcpWorker::PollReadiness() {
 void TcpWorker::AcceptNew() {
   for (size_t rail = 0; rail < listeners_.size(); ++rail) {
     if (!Readable(listeners_[rail].get())) continue;
-    bool helloesRead = false;  // ReadHellos ran in this pass (at most once: it recv()s every waiting socket)
+    bool hellosRead = false;  // ReadHellos ran in this pass (at most once: it recv()s every waiting socket)
     for (int accepted = 0; accepted < kMaxAcceptsPerPass; ++accepted) {
       const int fd = ::accept4(listeners_[rail].get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -193,10 +193,10 @@ void TcpWorker::AcceptNew() {
       }
       const uint32_t source = AcceptedFrom(fd);
       Admission a;
-      if (pending_.size() >= kMaxPending && !helloesRead) {
+      if (pending_.size() >= kMaxPending && !hellosRead) {
         // Full: first take the hellos that have arrived (accept() ran before any was
         // read), so no socket whose hello waits in its buffer is evicted for a flood.
-        helloesRead = true;
+        hellosRead = true;
         ReadHellos();
       }
       if (pending_.size() >= kMaxPending) {
