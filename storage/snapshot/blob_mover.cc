@@ -42,16 +42,16 @@ BlobMover::~BlobMover() {
 
 Status BlobMover::Put(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, const void* src,
                       uint64_t bytes, uint64_t* checksum) {
-  return Move(true, ep, key, remoteAddr, static_cast<uint8_t*>(const_cast<void*>(src)), bytes, checksum);
+  return Move(true, ep, key, remoteAddr, static_cast<uint8_t*>(const_cast<void*>(src)), bytes, checksum, {});
 }
 
 Status BlobMover::Get(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, void* dst,
-                      uint64_t bytes, uint64_t* checksum) {
-  return Move(false, ep, key, remoteAddr, static_cast<uint8_t*>(dst), bytes, checksum);
+                      uint64_t bytes, uint64_t* checksum, const ReadyGate& gate) {
+  return Move(false, ep, key, remoteAddr, static_cast<uint8_t*>(dst), bytes, checksum, gate);
 }
 
 Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr,
-                       uint8_t* user, uint64_t bytes, uint64_t* checksum) {
+                       uint8_t* user, uint64_t bytes, uint64_t* checksum, const ReadyGate& gate) {
   // Caller memory inside a live registration (NCCL's regMr, or the caller's own
   // Acquire) is moved straight from or into: no staging copy. Host memory only: the
   // checksum reads the bytes with the CPU.
@@ -71,11 +71,26 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   std::map<uint64_t, uint64_t> doneReads;  // offset -> bytes
   uint64_t hashedTo = 0;
   uint64_t next = 0;
+  uint64_t ready = gate ? 0 : bytes;  // the source's bytes that may be read yet
   Status result;
   const uint64_t chunk = options_.chunkBytes;
   while ((next < bytes || !inFlight.empty()) && result.ok()) {
     while (next < bytes && !freeSlots.empty()) {
       const uint64_t n = std::min(chunk, bytes - next);
+      if (next + n > ready) {
+        uint64_t now = ready;
+        if (Status g = gate(inFlight.empty(), &now); !g.ok()) {
+          result = g;
+          break;
+        }
+        if (now < ready || now > bytes) {
+          result = InternalError("snapshot: a ready gate went from " + std::to_string(ready) + " to " +
+                                 std::to_string(now) + " bytes of " + std::to_string(bytes));
+          break;
+        }
+        ready = now;
+        if (next + n > ready) break;  // not there yet: move what is in flight
+      }
       const uint64_t slot = freeSlots.front();
       freeSlots.pop_front();
       const fabric::LocalSlice local =

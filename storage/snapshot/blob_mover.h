@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,9 +42,18 @@ class BlobMover {
   /// the XXH3-64 of the bytes (BlobChecksum's), computed chunk by chunk as they move.
   Status Put(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, const void* src,
              uint64_t bytes, uint64_t* checksum);
+  /// How much of a Get's source may be read yet, for a source still being filled (a
+  /// snapshot blob faulted from the peer's swap file): sets `*ready`, the bytes from
+  /// the start that may be read (it only grows, up to the Get's bytes). Called with
+  /// `wait` false while chunks are in flight (it returns at once) and true when nothing
+  /// else can move (it waits for more, bounded by the caller's own timeout). An error
+  /// ends the Get with it.
+  using ReadyGate = std::function<Status(bool wait, uint64_t* ready)>;
+
   /// Reads [remoteAddr, + bytes) of `key`'s region into `dst`; `*checksum` as Put.
+  /// With `gate`, chunks are read only as far as it says is ready (ReadyGate).
   Status Get(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, void* dst, uint64_t bytes,
-             uint64_t* checksum);
+             uint64_t* checksum, const ReadyGate& gate = {});
 
   uint64_t stagingBytes() const { return stagingBytes_; }
   /// Puts and Gets so far that moved the caller's memory directly (no staging copy).
@@ -53,7 +63,7 @@ class BlobMover {
  private:
   BlobMover(fabric::RegistrationCache& cache, fabric::Worker& worker) : cache_(cache), worker_(worker) {}
   Status Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, uint8_t* user,
-              uint64_t bytes, uint64_t* checksum);
+              uint64_t bytes, uint64_t* checksum, const ReadyGate& gate);
 
   fabric::RegistrationCache& cache_;
   fabric::Worker& worker_;

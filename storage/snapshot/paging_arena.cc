@@ -176,7 +176,8 @@ Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum) {
   return Status::Ok();
 }
 
-Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum) {
+Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
+                        const FaultProgress& progress) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blobs_.find(key);
   if (it == blobs_.end()) {
@@ -193,7 +194,13 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       if (taken.code() != Code::kSystemError || !Exchange(key, b)) return taken;
     }
     if (b.slot < 0) {
-      if (Status st = swap_->Read(b.swapSlot, key, b.checksum, SlotData(s)); !st.ok()) {
+      const uint64_t at = static_cast<uint64_t>(s) * blobBytes_;
+      std::function<void(uint64_t)> landed;
+      if (progress) {
+        progress(at, b.checksum, 0);
+        landed = [&](uint64_t bytes) { progress(at, b.checksum, bytes); };
+      }
+      if (Status st = swap_->Read(b.swapSlot, key, b.checksum, SlotData(s), landed); !st.ok()) {
         FreeSlot(s);
         if (st.code() == Code::kInternalError) {  // torn: never served
           Forget(key, b);

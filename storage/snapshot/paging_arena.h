@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -52,10 +53,19 @@ class PagingArena {
   /// through (durable) first. On any error the slot is reclaimed and the previous
   /// blob of the key (if any) is kept. InvalidUsage when `client` has no alloc for `key`.
   Status Commit(uint64_t client, uint64_t key, uint64_t checksum);
+  /// Told how a get's fault from swap goes, under the arena's lock (so it must not
+  /// block): first with `ready` 0 once the slot is chosen (`offset` and `checksum` are
+  /// then final), then with the bytes from the blob's start already in the slot after
+  /// each piece read but the last. Those bytes are not yet checked: they count only if
+  /// Get then returns Ok.
+  using FaultProgress = std::function<void(uint64_t offset, uint64_t checksum, uint64_t ready)>;
+
   /// `key`'s blob, resident and pinned for `client` until Release: its offset and
   /// checksum; *found = false when the key is unknown. SystemError when it must be
   /// faulted and the swap read fails; the key is dropped if its record is torn.
-  Status Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum);
+  /// `progress` (optional) follows a fault as it happens (see FaultProgress).
+  Status Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
+             const FaultProgress& progress = {});
   /// Drops one pin of `client` on `key`. InvalidUsage when it holds none.
   Status Release(uint64_t client, uint64_t key);
   /// Forgets `key` (its slot is reused once unpinned). *found = false when unknown.

@@ -1,5 +1,7 @@
 #include "storage/snapshot/snapshot_client.h"
 
+#include <sys/ioctl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -169,18 +171,14 @@ Status SnapshotClient::WithRouteCause(Status s, std::chrono::steady_clock::time_
   return Status(s.code(), s.message() + "; the fabric route to the peer failed too: " + ep_->status().message());
 }
 
-Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
-  Request q;
-  q.op = op;
-  q.key = key;
-  q.checksum = checksum;
-  auto qb = q.Encode();
-  iovec iov{qb.data(), qb.size()};
+std::string SnapshotClient::CallName(Op op, uint64_t key) const {
+  return std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key) +
+         (options_.peerName.empty() ? "" : " to " + options_.peerName);
+}
+
+Status SnapshotClient::RecvResponse(const std::string& what, std::chrono::steady_clock::time_point began,
+                                    Response* out) {
   const int fd = control_.get();
-  const std::string what = std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key) +
-                           (options_.peerName.empty() ? "" : " to " + options_.peerName);
-  const auto began = std::chrono::steady_clock::now();
-  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::SendAll(fd, &iov, 1, what), began)));
   std::array<uint8_t, Response::kBytes> rb{};
   RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, rb.data(), rb.size(), what), began)));
   uint32_t n = 0;
@@ -190,10 +188,28 @@ Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* ou
   if (out->result == Response::kError) {
     return Status(static_cast<Code>(out->code), what + ": the peer says: " + out->message);
   }
+  return Status::Ok();
+}
+
+Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
+  Request q;
+  q.op = op;
+  q.key = key;
+  q.checksum = checksum;
+  auto qb = q.Encode();
+  iovec iov{qb.data(), qb.size()};
+  const std::string what = CallName(op, key);
+  const auto began = std::chrono::steady_clock::now();
+  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, what), began)));
+  RY_RETURN_IF_ERROR(RecvResponse(what, began, out));
+  if (out->result == Response::kReady || (out->result == Response::kFaulting && op != Op::kGet)) {
+    return Sticky(RemoteError(what + ": the peer answered '" +
+                              (out->result == Response::kReady ? "ready" : "faulting") + "' out of turn"));
+  }
   if (op != Op::kGet && op != Op::kRemove && out->result == Response::kAbsent) {
     return Sticky(RemoteError(what + ": the peer answered 'absent'"));
   }
-  if ((op == Op::kAlloc || op == Op::kGet) && out->result == Response::kOk &&
+  if ((op == Op::kAlloc || op == Op::kGet) && (out->result == Response::kOk || out->result == Response::kFaulting) &&
       (out->offset % options_.blobBytes != 0 || out->offset > options_.arenaBytes - options_.blobBytes)) {
     return Sticky(RemoteError(what + ": the peer gave offset " + std::to_string(out->offset) +
                               ", not a slot of the arena"));
@@ -276,11 +292,43 @@ Status SnapshotClient::Get(uint64_t key, void* dst, uint64_t bytes, bool* found)
   RY_RETURN_IF_ERROR(CheckBlob(bytes, "get"));
   Response r;
   RY_RETURN_IF_ERROR(Call(Op::kGet, key, 0, &r));
-  *found = r.result == Response::kOk;
+  *found = r.result != Response::kAbsent;
   if (!*found) return Status::Ok();
+  // A blob faulted from the peer's swap file is read as its pieces land there: the
+  // gate takes the peer's kReady records (waiting only when nothing is in flight).
+  BlobMover::ReadyGate gate;
+  Status faultFailed;  // the peer's kError ending the fault: the connection stays in step
+  if (r.result == Response::kFaulting) {
+    ++faultedGets_;
+    const std::string what = CallName(Op::kGet, key);
+    const auto began = std::chrono::steady_clock::now();
+    gate = [this, what, began, announced = uint64_t{0}, &faultFailed](bool wait, uint64_t* ready) mutable -> Status {
+      if (!wait) {
+        int queued = 0;
+        if (::ioctl(control_.get(), FIONREAD, &queued) != 0 || queued < static_cast<int>(Response::kBytes)) {
+          *ready = announced;
+          return Status::Ok();
+        }
+      }
+      Response m;
+      if (Status st = RecvResponse(what, began, &m); !st.ok()) {
+        if (m.result == Response::kError) faultFailed = st;
+        return st;
+      }
+      if (m.result != Response::kReady) {
+        return Sticky(RemoteError(what + ": the peer answered result " + std::to_string(m.result) +
+                                  " while the blob was faulted (ready or error expected)"));
+      }
+      RY_RETURN_IF_ERROR(Sticky(CheckReady(announced, m.offset, options_.blobBytes)));
+      announced = m.offset;
+      *ready = announced;
+      return Status::Ok();
+    };
+  }
   uint64_t sum = 0;
-  Status moved = Sticky(mover_->Get(*ep_, arenaKey_, arenaKey_.base + r.offset, dst, bytes, &sum));
-  if (!moved.ok()) return moved;
+  Status moved = mover_->Get(*ep_, arenaKey_, arenaKey_.base + r.offset, dst, bytes, &sum, gate);
+  if (!faultFailed.ok()) return faultFailed;  // nothing pinned at the peer: no release
+  if (!moved.ok()) return Sticky(moved);
   // No round trip: the peer takes the release before this client's next request.
   RY_RETURN_IF_ERROR(SendRelease(key));
   if (sum != r.checksum) {

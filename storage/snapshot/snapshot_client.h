@@ -113,11 +113,20 @@ class SnapshotClient {
   uint64_t arenaBytes() const { return options_.arenaBytes; }
   Mode mode() const { return options_.mode; }
   const BlobMover& mover() const { return *mover_; }
+  /// Gets so far whose blob the peer faulted from its swap file as this client read it
+  /// (answered kFaulting, then kReady records as its pieces landed).
+  uint64_t faultedGets() const { return faultedGets_; }
 
  private:
   SnapshotClient(fabric::Worker& worker, ClientOptions o) : worker_(worker), options_(std::move(o)) {}
-  /// Sends a request and waits for its response (every op but kRelease).
+  /// Sends a request and waits for its response (every op but kRelease). A get's
+  /// kFaulting is returned as is (its kReady records follow: Get reads them).
   Status Call(Op op, uint64_t key, uint64_t checksum, Response* out);
+  /// Reads one response (fixed part and message) from the control connection; kError
+  /// becomes the peer's Status (not sticky), a malformed one a sticky RemoteError.
+  Status RecvResponse(const std::string& what, std::chrono::steady_clock::time_point began, Response* out);
+  /// "snapshot get of key 7 to h2": how a call's errors start.
+  std::string CallName(Op op, uint64_t key) const;
   Status CheckBlob(uint64_t bytes, const char* what) const;
   /// OK, or the sticky failure (failed_) said as an earlier one: "snapshot: this
   /// handle's connection to the peer failed earlier (<first error>); ...".
@@ -138,6 +147,7 @@ class SnapshotClient {
   std::unique_ptr<fabric::Endpoint> ep_;
   std::unique_ptr<BlobMover> mover_;
   Status failed_;
+  uint64_t faultedGets_ = 0;
 };
 
 }  // namespace railyard::storage::snapshot

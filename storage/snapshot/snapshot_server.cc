@@ -340,6 +340,21 @@ Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed) {
   return Status::Ok();
 }
 
+namespace {
+
+/// Sends `bytes` on `fd` without waiting, or appends what the socket did not take (and
+/// everything once something waits) to `*spilled`, to be sent in order later.
+void SendOrSpill(int fd, const std::vector<uint8_t>& bytes, std::vector<uint8_t>* spilled) {
+  size_t sent = 0;
+  if (spilled->empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) sent = static_cast<size_t>(n);  // else EAGAIN, or an error the later send reports
+  }
+  spilled->insert(spilled->end(), bytes.begin() + static_cast<std::ptrdiff_t>(sent), bytes.end());
+}
+
+}  // namespace
+
 void SnapshotServer::Serve(Connection* c, uint64_t client) {
   const int fd = c->fd.get();
   Arena* arena = nullptr;
@@ -387,9 +402,22 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
         st = InvalidUsage("snapshot: kind '" + arena->spec.kind + "' is a raw arena: no " + OpName(q.op) +
                           " (the client writes and reads offsets itself)");
       }
+      bool faulting = false;        // a get answered kFaulting: its last answer is kReady or kError
+      std::vector<uint8_t> spilled;  // answers of a fault that did not fit the socket at once
       if (st.ok()) {
         PagingArena& pa = *arena->paging;
         bool found = true;
+        // A get's fault is announced as it goes (Response): under the arena's lock, so
+        // each answer is sent without waiting; what the socket does not take at once
+        // waits in `spilled`, sent (waiting) once the lock is released.
+        const PagingArena::FaultProgress progress = [&](uint64_t at, uint64_t sum, uint64_t ready) {
+          Response m;
+          m.result = faulting ? Response::kReady : Response::kFaulting;
+          m.offset = faulting ? ready : at;
+          m.checksum = faulting ? 0 : sum;
+          faulting = true;
+          SendOrSpill(fd, m.Encode(), &spilled);
+        };
         switch (q.op) {
           case Op::kAlloc:
             st = pa.Alloc(client, q.key, &r.offset);
@@ -398,7 +426,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
             st = pa.Commit(client, q.key, q.checksum);
             break;
           case Op::kGet:
-            st = pa.Get(client, q.key, &found, &r.offset, &r.checksum);
+            st = pa.Get(client, q.key, &found, &r.offset, &r.checksum, progress);
             break;
           case Op::kRelease:
             st = pa.Release(client, q.key);
@@ -408,6 +436,15 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
             break;
         }
         if (st.ok() && !found) r.result = Response::kAbsent;
+      }
+      if (!spilled.empty()) {
+        iovec sp{spilled.data(), spilled.size()};
+        if (!proxy::SendAll(fd, &sp, 1, "snapshot fault progress").ok()) break;
+      }
+      if (faulting && st.ok()) {  // the whole blob is in the slot and checked
+        r.result = Response::kReady;
+        r.offset = arena->spec.blobBytes;
+        r.checksum = 0;
       }
       if (st.ok() && q.op == Op::kRelease) continue;  // no response (wire version 3)
       if (!st.ok() && Request::Decode(qb, &q).ok() && q.op == Op::kRelease) {

@@ -236,7 +236,7 @@ std::vector<uint8_t> Response::Encode() const {
 
 Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, uint32_t* messageBytes) {
   const uint32_t result = Get<uint32_t>(&b[0]);
-  if (result > kError) return InvalidArgument("snapshot response: unknown result " + std::to_string(result));
+  if (result > kReady) return InvalidArgument("snapshot response: unknown result " + std::to_string(result));
   const uint32_t code = Get<uint32_t>(&b[4]);
   if (!KnownCode(code) || (result == kError) == (code == 0)) {
     return InvalidArgument("snapshot response: code " + std::to_string(code) + " does not fit result " +
@@ -245,11 +245,23 @@ Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, 
   const uint32_t n = Get<uint32_t>(&b[24]);
   if (n > Reply::kMaxMessageBytes) return InvalidArgument("snapshot response: message of " + std::to_string(n) + " bytes");
   if (Get<uint32_t>(&b[28]) != 0) return InvalidArgument("snapshot response: reserved bytes are not zero");
+  if (result == kReady && (n != 0 || Get<uint64_t>(&b[16]) != 0)) {
+    return InvalidArgument("snapshot response: a ready record with a checksum or a message");
+  }
   out->result = static_cast<Result>(result);
   out->code = code;
   out->offset = Get<uint64_t>(&b[8]);
   out->checksum = Get<uint64_t>(&b[16]);
   *messageBytes = n;
+  return Status::Ok();
+}
+
+Status CheckReady(uint64_t before, uint64_t ready, uint64_t blobBytes) {
+  if (ready <= before || ready > blobBytes) {
+    return RemoteError("snapshot get: the peer said " + std::to_string(ready) + " bytes of the " +
+                       std::to_string(blobBytes) + "-byte blob are ready, after " + std::to_string(before) +
+                       " (it must grow, up to the blob)");
+  }
   return Status::Ok();
 }
 

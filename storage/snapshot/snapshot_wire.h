@@ -38,7 +38,8 @@ std::string ModeName(Mode mode);
 /// (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
-  /// 3: kRelease has no response (the client does not wait a round trip for it).
+  /// 3: kRelease has no response (the client does not wait a round trip for it), and a
+  /// get faulted from swap is answered kFaulting, then kReady records (Response).
   /// 2: the blob checksums are XXH3-64 (1 had XXH64). A peer of another version is
   /// refused at the handshake, naming both, rather than failing every commit's checksum
   /// or waiting for a response that never comes.
@@ -130,12 +131,19 @@ struct Request {
 };
 
 /// A response (to every request but kRelease), exactly kBytes then `messageBytes` of text: result u32
-/// (kOk, kAbsent or kError), code u32 (a railyard::Code on error), offset u64
-/// (into the arena), checksum u64, message bytes u32 (<= Reply::kMaxMessageBytes),
-/// reserved u32 (0).
+/// (kOk, kAbsent, kError, kFaulting or kReady), code u32 (a railyard::Code on error),
+/// offset u64 (into the arena; kReady: bytes), checksum u64, message bytes u32
+/// (<= Reply::kMaxMessageBytes), reserved u32 (0).
+///
+/// A get of a blob that is in the swap file only is answered as it is faulted back, so
+/// the client reads the first bytes while the peer still reads the rest from disk:
+/// kFaulting (offset and checksum as kOk; nothing of the blob is there yet), then
+/// kReady records whose `offset` says how many bytes from the blob's start are in the
+/// slot (growing), the last of them the whole blob; or, at any point after kFaulting,
+/// kError (the fault failed: nothing is pinned, the get fails).
 struct Response {
   static constexpr size_t kBytes = 32;
-  enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2 };
+  enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2, kFaulting = 3, kReady = 4 };
   Result result = kOk;
   uint32_t code = 0;
   uint64_t offset = 0;
@@ -148,5 +156,9 @@ struct Response {
   /// InvalidArgument for an unknown result or code, a long message, reserved != 0.
   static Status DecodeFixed(std::span<const uint8_t, kBytes> bytes, Response* out, uint32_t* messageBytes);
 };
+
+/// A kReady record of a faulting get says `ready` bytes are in the slot, after
+/// `before`: RemoteError unless before < ready <= blobBytes.
+Status CheckReady(uint64_t before, uint64_t ready, uint64_t blobBytes);
 
 }  // namespace railyard::storage::snapshot

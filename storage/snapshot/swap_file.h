@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,13 +63,16 @@ class SwapFile {
   /// Writes `blobBytes` of `data` as record `slot`. SystemError naming the path and
   /// "swap disk full" for ENOSPC/EDQUOT; nothing else in the file changes then.
   Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum);
-  /// Reads record `slot`'s payload into `data` (header page and payload together: with
-  /// O_DIRECT, in 4 MiB pieces hashed as they land, when `data` is page-aligned and the
-  /// blob a whole number of pages of at most 16 MiB; else in one read through the page
-  /// cache, whose pages are then dropped) and checks it against `checksum`
+  /// Reads record `slot`'s payload into `data`, in 4 MiB pieces (the header page with
+  /// the first), each hashed as it lands: with O_DIRECT when `data` is page-aligned and
+  /// the blob a whole number of pages of at most 16 MiB, else through the page cache
+  /// (whose pages are then dropped). `landed` (optional) is called after each piece but
+  /// the last with the bytes read so far, before they are checked: a caller may start
+  /// moving them on, but they count only once Read returns Ok. Checks it against `checksum`
   /// (and the record header against `key`). RemoteError-free: SystemError on I/O,
   /// InternalError "torn or overwritten" on a mismatch.
-  Status Read(int64_t slot, uint64_t key, uint64_t checksum, void* data);
+  Status Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
+              const std::function<void(uint64_t bytesLanded)>& landed = {});
   /// Zeroes record `slot`'s header (with sync: durably), so a rebuild never serves it.
   Status Tombstone(int64_t slot);
 

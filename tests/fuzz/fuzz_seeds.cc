@@ -529,6 +529,25 @@ bool FabricSeeds() {
     b[64] = 9;  // unknown op
     b[96] = 7;  // unknown result
     ok &= Write("snapshot_wire", "bad-all-three", b);
+    // Wire version 3: a faulting get's answers.
+    s::Request get = rq;
+    get.op = s::Op::kGet;
+    get.checksum = 0;
+    s::Response faulting = rs;
+    faulting.result = s::Response::kFaulting;
+    faulting.checksum = 0xabcd;
+    ok &= Write("snapshot_wire", "ok-get-faulting", all(sh, get, faulting));
+    s::Response ready;
+    ready.result = s::Response::kReady;
+    ready.offset = 4 << 20;
+    ok &= Write("snapshot_wire", "ok-get-ready", all(sh, get, ready));
+    ready.checksum = 1;  // a ready record carries no checksum
+    Bytes badReady = all(sh, get, ready);
+    badReady[64] = 9;  // and an unknown op, so no part decodes
+    sh.arenaBytes = (64 << 20) + 1;
+    const auto hb = sh.Encode();
+    std::copy(hb.begin(), hb.end(), badReady.begin());
+    ok &= Write("snapshot_wire", "bad-ready-with-checksum", badReady);
   }
 
   {  // expert_manifest

@@ -501,6 +501,61 @@ TEST_F(SnapshotTest, RestartWithoutSyncStartsEmpty) {
   }
 }
 
+// A blob in the swap file only is read by the client as the peer faults it back, piece
+// by piece (wire version 3: kFaulting, then kReady records): 9 MiB blobs are three read
+// pieces (4 + 4 + 1 MiB), moved in 1 MiB chunks, checked by content. A record torn in
+// its last piece, found only after the client read the first two, fails that get with
+// the peer's reason; the connection stays in step (the next get is right) and the torn
+// blob is never served.
+TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet) {
+  constexpr uint64_t kBig = uint64_t{9} << 20;
+  StartPeer(true, {"--arena", "kind=big,mode=paging,blob=9M,slots=2"});
+  ClientOptions o = Paging();
+  o.kind = "big";
+  o.blobBytes = kBig;
+  o.arenaBytes = 2 * kBig;
+  o.mover.chunkBytes = 1 << 20;
+  o.mover.chunksPerRail = 4;
+  SnapshotClient& c = Connect(o);
+  std::vector<uint8_t> b(kBig);
+  for (uint64_t k = 0; k < 4; ++k) {
+    Fill(b.data(), kBig, 50 + k);
+    ASSERT_TRUE(c.Put(k, b.data(), kBig).ok()) << k;
+  }
+  // Slots hold 2 and 3: each of these gets faults its blob (2 slots, LRU).
+  for (uint64_t k : {0, 1, 2, 3, 0}) {
+    bool found = false;
+    std::fill(b.begin(), b.end(), 0);
+    Status s = c.Get(k, b.data(), kBig, &found);
+    ASSERT_TRUE(s.ok()) << k << ": " << s.message();
+    ASSERT_TRUE(found) << k;
+    ASSERT_EQ(Mismatch(b.data(), kBig, 50 + k), -1) << k;
+  }
+  EXPECT_EQ(c.faultedGets(), 5u);
+  // Key 1 (record 1: a sync arena wrote one record per put, in order) is in swap only.
+  {
+    std::fstream f(dir_ + "/railyard-snapshot-big.swap", std::ios::in | std::ios::out | std::ios::binary);
+    const uint64_t stride = 4096 + kBig;
+    f.seekg(4096 + stride + 4096 + kBig - 100);
+    const char was = static_cast<char>(f.get());
+    f.seekp(4096 + stride + 4096 + kBig - 100);
+    f.put(static_cast<char>(was ^ 0x5a));
+  }
+  bool found = false;
+  Status torn = c.Get(1, b.data(), kBig, &found);
+  EXPECT_EQ(torn.code(), Code::kSystemError) << torn.message();
+  EXPECT_NE(torn.message().find("torn"), std::string::npos) << torn.message();
+  EXPECT_TRUE(c.status().ok()) << "a failed fault is not the connection's failure: " << c.status().message();
+  EXPECT_EQ(c.faultedGets(), 6u);
+  std::fill(b.begin(), b.end(), 0);
+  Status next = c.Get(2, b.data(), kBig, &found);
+  ASSERT_TRUE(next.ok()) << next.message();
+  ASSERT_TRUE(found);
+  EXPECT_EQ(Mismatch(b.data(), kBig, 52), -1);
+  ASSERT_TRUE(c.Get(1, b.data(), kBig, &found).ok());
+  EXPECT_FALSE(found) << "a torn record was kept";
+}
+
 TEST_F(SnapshotTest, TornSwapRecordsAreDroppedNeverServed) {
   StartPeer(true);
   {

@@ -131,6 +131,49 @@ TEST(SnapshotWire, RequestsAndResponsesRefuseUnknownValues) {
   EXPECT_FALSE(Response::DecodeFixed(std::span<const uint8_t, Response::kBytes>(rb.data(), Response::kBytes), &rback, &n).ok());
 }
 
+// Wire version 3: a get faulted from swap is answered kFaulting, then kReady records
+// (bytes in the slot, growing to the blob); a ready record carries nothing else, and a
+// peer's ready count that does not grow, or passes the blob, is refused.
+TEST(SnapshotWire, FaultingAndReadyAnswersAndTheirChecks) {
+  auto decode = [](const std::vector<uint8_t>& b, Response* out, uint32_t* n) {
+    return Response::DecodeFixed(std::span<const uint8_t, Response::kBytes>(b.data(), Response::kBytes), out, n);
+  };
+  Response f;
+  f.result = Response::kFaulting;
+  f.offset = 3 << 20;
+  f.checksum = 0xfeed;
+  Response back;
+  uint32_t n = 7;
+  ASSERT_TRUE(decode(f.Encode(), &back, &n).ok());
+  EXPECT_EQ(back.result, Response::kFaulting);
+  EXPECT_EQ(back.offset, 3u << 20);
+  EXPECT_EQ(back.checksum, 0xfeedu);
+  EXPECT_EQ(n, 0u);
+  Response r;
+  r.result = Response::kReady;
+  r.offset = 4 << 20;
+  ASSERT_TRUE(decode(r.Encode(), &back, &n).ok());
+  EXPECT_EQ(back.result, Response::kReady);
+  EXPECT_EQ(back.offset, 4u << 20);
+  r.checksum = 1;  // a ready record with a checksum
+  EXPECT_NE(decode(r.Encode(), &back, &n).message().find("ready record"), std::string::npos);
+  r.checksum = 0;
+  r.message = "x";  // ... or with a message
+  EXPECT_FALSE(decode(r.Encode(), &back, &n).ok());
+  auto unknown = f.Encode();
+  unknown[0] = 5;
+  EXPECT_NE(decode(unknown, &back, &n).message().find("unknown result 5"), std::string::npos);
+
+  constexpr uint64_t kBlob = 9 << 20;
+  EXPECT_TRUE(CheckReady(0, 4 << 20, kBlob).ok());
+  EXPECT_TRUE(CheckReady(8 << 20, kBlob, kBlob).ok());
+  EXPECT_EQ(CheckReady(4 << 20, 4 << 20, kBlob).code(), Code::kRemoteError);  // does not grow
+  EXPECT_EQ(CheckReady(4 << 20, 1 << 20, kBlob).code(), Code::kRemoteError);  // shrinks
+  const Status past = CheckReady(8 << 20, kBlob + 1, kBlob);
+  EXPECT_EQ(past.code(), Code::kRemoteError);
+  EXPECT_NE(past.message().find("9437185 bytes of the 9437184-byte blob"), std::string::npos) << past.message();
+}
+
 TEST(SnapshotSpec, ParsesArenaSpecsAndNamesBadFields) {
   ArenaSpec s;
   ASSERT_TRUE(ParseArenaSpec("kind=kv,mode=paging,blob=16M,slots=64", &s).ok());
