@@ -6,6 +6,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -13,6 +14,12 @@
 #include "env/log.h"
 
 namespace railyard::storage::snapshot {
+namespace {
+
+/// Longest a failed move waits for its chunks still in flight (see Move).
+constexpr std::chrono::seconds kDrainBackstop{120};
+
+}  // namespace
 
 Status BlobMover::Create(fabric::RegistrationCache& cache, fabric::Worker& worker, const MoverOptions& options,
                          std::unique_ptr<BlobMover>* out) {
@@ -137,9 +144,12 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
     }
     if (!ep.status().ok() && result.ok()) result = ep.status();
   }
-  // On failure the Endpoint is failed (sticky) and its outstanding ops end with error
-  // events; drain ours so the staging slots are not in use when this returns.
-  for (int spins = 0; !inFlight.empty() && spins < 1000000; ++spins) {
+  // On failure drain ours, so the staging slots are not in use when this returns: a
+  // failed Endpoint ends its outstanding ops with error events, a healthy one (a ready
+  // gate's error) completes them, each within the Endpoint's own timeout. The bound
+  // here is only a backstop for a transport that broke that promise.
+  const auto drainUntil = std::chrono::steady_clock::now() + kDrainBackstop;
+  while (!inFlight.empty() && std::chrono::steady_clock::now() < drainUntil) {
     events_.clear();
     worker_.Progress(&events_);
     for (const fabric::Event& e : events_) inFlight.erase(e.cookie);

@@ -70,4 +70,13 @@ Status ListenControl(const std::string& address, uint16_t port, proxy::Fd* out, 
   return Status::Ok();
 }
 
+void SendOrSpill(int fd, const std::vector<uint8_t>& bytes, std::vector<uint8_t>* spilled) {
+  size_t sent = 0;
+  if (spilled->empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) sent = static_cast<size_t>(n);
+  }
+  spilled->insert(spilled->end(), bytes.begin() + static_cast<std::ptrdiff_t>(sent), bytes.end());
+}
+
 }  // namespace railyard::storage::snapshot

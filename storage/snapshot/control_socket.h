@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "env/status.h"
 #include "proxy/socket.h"
@@ -19,5 +20,11 @@ Status ConnectControl(const std::string& host, uint16_t port, int timeoutMs, pro
 Status ListenControl(const std::string& address, uint16_t port, proxy::Fd* out, uint16_t* bound);
 /// Sets SO_RCVTIMEO / SO_SNDTIMEO (ms; 0 = none).
 Status SetTimeouts(int fd, int timeoutMs);
+/// Sends `bytes` on `fd` without waiting, or appends what the socket does not take now
+/// (all of it once `*spilled` holds anything, to keep the order) to `*spilled`, for
+/// the caller to send later, waiting, in that order. For a thread that holds a lock
+/// others need (the paging arena's, during a fault): a peer that stops reading must
+/// not hold it. An error other than EAGAIN spills too; the later send reports it.
+void SendOrSpill(int fd, const std::vector<uint8_t>& bytes, std::vector<uint8_t>* spilled);
 
 }  // namespace railyard::storage::snapshot

@@ -320,6 +320,7 @@ Status SnapshotClient::Get(uint64_t key, void* dst, uint64_t bytes, bool* found)
                                   " while the blob was faulted (ready or error expected)"));
       }
       RY_RETURN_IF_ERROR(Sticky(CheckReady(announced, m.offset, options_.blobBytes)));
+      ++readyRecords_;
       announced = m.offset;
       *ready = announced;
       return Status::Ok();

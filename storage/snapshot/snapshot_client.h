@@ -116,6 +116,8 @@ class SnapshotClient {
   /// Gets so far whose blob the peer faulted from its swap file as this client read it
   /// (answered kFaulting, then kReady records as its pieces landed).
   uint64_t faultedGets() const { return faultedGets_; }
+  /// kReady records taken so far (each piece but a blob's last, and the last).
+  uint64_t readyRecords() const { return readyRecords_; }
 
  private:
   SnapshotClient(fabric::Worker& worker, ClientOptions o) : worker_(worker), options_(std::move(o)) {}
@@ -148,6 +150,7 @@ class SnapshotClient {
   std::unique_ptr<BlobMover> mover_;
   Status failed_;
   uint64_t faultedGets_ = 0;
+  uint64_t readyRecords_ = 0;
 };
 
 }  // namespace railyard::storage::snapshot

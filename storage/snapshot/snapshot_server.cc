@@ -340,21 +340,6 @@ Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed) {
   return Status::Ok();
 }
 
-namespace {
-
-/// Sends `bytes` on `fd` without waiting, or appends what the socket did not take (and
-/// everything once something waits) to `*spilled`, to be sent in order later.
-void SendOrSpill(int fd, const std::vector<uint8_t>& bytes, std::vector<uint8_t>* spilled) {
-  size_t sent = 0;
-  if (spilled->empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) sent = static_cast<size_t>(n);  // else EAGAIN, or an error the later send reports
-  }
-  spilled->insert(spilled->end(), bytes.begin() + static_cast<std::ptrdiff_t>(sent), bytes.end());
-}
-
-}  // namespace
-
 void SnapshotServer::Serve(Connection* c, uint64_t client) {
   const int fd = c->fd.get();
   Arena* arena = nullptr;

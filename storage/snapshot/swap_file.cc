@@ -30,12 +30,13 @@ constexpr uint16_t kSwapVersion = 2;
 constexpr uint64_t kPage = 4096;
 /// A fault reads a record in pieces of this many bytes, hashing each as it lands.
 constexpr uint64_t kReadPieceBytes = 4ull << 20;
-/// Records of up to this many payload bytes are faulted with O_DIRECT: one request,
-/// straight into the slot (on this VM's disk 0.5-1.1 ms for 1 MiB against 1.0-2.5 ms
-/// through the page cache, whose 128 KiB readahead window takes it in steps). Larger
-/// ones go through the page cache, whose readahead keeps several requests in flight
-/// where O_DIRECT pieces go one at a time (64 MiB: 37-44 ms against 42-56 ms).
-/// Medians of 24 cold reads, three runs each, 2026-12-06.
+/// Records of up to this many payload bytes are faulted with O_DIRECT, straight into
+/// the slot: on this VM's disk a 1 MiB record took 0.5-1.1 ms so against 1.0-2.5 ms
+/// through the page cache (whose 128 KiB readahead window takes it in steps), and
+/// 16 MiB about the same either way. Larger ones go through the page cache, whose
+/// readahead keeps several requests in flight where O_DIRECT pieces go one at a time
+/// (64 MiB: 37-44 ms against 42-56 ms). Medians of 24 cold reads, in three sittings,
+/// 2026-12-06 (docs/architecture.md, swap file).
 constexpr uint64_t kDirectReadMaxBytes = 16ull << 20;
 
 struct FileHeader {
@@ -284,8 +285,7 @@ Status SwapFile::Write(int64_t slot, uint64_t key, uint64_t generation, const vo
 Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
                       const std::function<void(uint64_t)>& landed) {
   auto* out = static_cast<uint8_t*>(data);
-  const bool direct = directFd_ >= 0 && reinterpret_cast<uintptr_t>(data) % kPage == 0 &&
-                      blobBytes_ <= kDirectReadMaxBytes;
+  bool direct = directFd_ >= 0 && reinterpret_cast<uintptr_t>(data) % kPage == 0 && blobBytes_ <= kDirectReadMaxBytes;
   XXH3_state_t* hash = XXH3_createState();
   if (hash == nullptr) return SystemError("swap " + path_ + ": out of memory");
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> own(hash, &XXH3_freeState);
@@ -299,10 +299,14 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
     const uint64_t off = OffsetOf(slot) + (first ? 0 : kPage + done);
     int err = 0;
     Status st = PreadvAll(direct ? directFd_ : fd_, first ? &iov[0] : &iov[1], first ? 2 : 1, off, path_, &err);
-    if (!st.ok() && direct && err == EINVAL) {  // the file system refused O_DIRECT after all
+    if (!st.ok() && direct && err == EINVAL) {
+      // The file system refused O_DIRECT after all (or a short direct read left an
+      // unaligned rest): this piece again, buffered, and every later one. The pieces
+      // before it stay hashed and announced.
       ::close(directFd_);
       directFd_ = -1;
-      return Read(slot, key, checksum, data, landed);  // buffered, from the start
+      direct = false;
+      continue;
     }
     RY_RETURN_IF_ERROR(st);
     if (first) {

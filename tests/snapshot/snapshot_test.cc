@@ -532,6 +532,8 @@ TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet
     ASSERT_EQ(Mismatch(b.data(), kBig, 50 + k), -1) << k;
   }
   EXPECT_EQ(c.faultedGets(), 5u);
+  // Each fault announced its pieces: ready at 4 MiB, at 8 MiB, and the whole 9 MiB.
+  EXPECT_EQ(c.readyRecords(), 15u);
   // Key 1 (record 1: a sync arena wrote one record per put, in order) is in swap only.
   {
     std::fstream f(dir_ + "/railyard-snapshot-big.swap", std::ios::in | std::ios::out | std::ios::binary);
@@ -547,6 +549,7 @@ TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet
   EXPECT_NE(torn.message().find("torn"), std::string::npos) << torn.message();
   EXPECT_TRUE(c.status().ok()) << "a failed fault is not the connection's failure: " << c.status().message();
   EXPECT_EQ(c.faultedGets(), 6u);
+  EXPECT_EQ(c.readyRecords(), 17u);  // the torn one's first two pieces, then its error
   std::fill(b.begin(), b.end(), 0);
   Status next = c.Get(2, b.data(), kBig, &found);
   ASSERT_TRUE(next.ok()) << next.message();
