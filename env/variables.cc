@@ -269,7 +269,12 @@ const Variable kVariables[] = {
      "alike. Fabric mode over the fabric comms also waits up to this long at a process's first "
      "init for a first cable neighbour: a host that never hears one (a single-host job, a rail "
      "cabled to nothing that runs Railyard) waits all of it (RAILYARD_FABRIC=off on a single "
-     "host, or RAILYARD_COMMS=legacy, avoid it).", 1, kIntMax,
+     "host, or RAILYARD_COMMS=legacy, avoid it). A snapshot arena's daemon (railyardd "
+     "--snapshot-arena) keeps a client's handle open however long it rests between "
+     "operations, but drops one that stops for this long in the middle of one (a put "
+     "allocated and not committed, a get not yet read), giving its slots back; a put or get "
+     "that finds every slot of a paging arena taken by other clients waits up to twice this "
+     "for one before it fails.", 1, kIntMax,
      &ApplyInt<&Config::timeoutMs>},
     {"RAILYARD_ACCEPT_TIMEOUT_MS", "int", "10000", "ms", nullptr,
      "Listener: a socket must deliver its connection record (hello) within this time of "

@@ -152,7 +152,12 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  * (2 system/network error, 4 invalid argument, 5 invalid usage, 6 remote error);
  * railyard_snapshot_last_error() then says what failed. A handle may be used by one
  * thread at a time (calls on one handle are serialised by a lock); different
- * handles are independent. After a network error a handle stays failed: close it. */
+ * handles are independent. After a network error a handle stays failed: close it.
+ * A handle may rest between calls as long as its owner likes; a client that stops in
+ * the middle of a call for RAILYARD_TIMEOUT_MS (the peer's) loses that call, and its
+ * arena slots go back to the others. When more clients move blobs at once than a
+ * paging arena has slots, a put or get waits for a slot (up to twice the peer's
+ * RAILYARD_TIMEOUT_MS) rather than failing. */
 
 /** Opaque connection to one arena of one peer. */
 typedef struct railyard_snapshot railyard_snapshot_t;

@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace railyard::storage::snapshot {
@@ -67,6 +69,17 @@ Status ListenControl(const std::string& address, uint16_t port, proxy::Fd* out, 
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
   *bound = ntohs(sa.sin_port);
   *out = std::move(fd);
+  return Status::Ok();
+}
+
+Status SetKeepalive(int fd, int timeoutMs) {
+  const int on = 1, idle = std::max(timeoutMs / 1000, 10), interval = 5, count = 3;
+  if (::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count) != 0) {
+    return SystemError("snapshot control socket: keepalive: " + proxy::ErrnoText(errno));
+  }
   return Status::Ok();
 }
 

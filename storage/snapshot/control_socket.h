@@ -20,6 +20,10 @@ Status ConnectControl(const std::string& host, uint16_t port, int timeoutMs, pro
 Status ListenControl(const std::string& address, uint16_t port, proxy::Fd* out, uint16_t* bound);
 /// Sets SO_RCVTIMEO / SO_SNDTIMEO (ms; 0 = none).
 Status SetTimeouts(int fd, int timeoutMs);
+/// Turns on TCP keepalive so that a connection resting without a deadline still ends
+/// when its peer's host is gone: the first probe after max(timeoutMs, 10 s) of
+/// silence, then 3 probes 5 s apart. SystemError on a setsockopt failure.
+Status SetKeepalive(int fd, int timeoutMs);
 /// Sends `bytes` on `fd` without waiting, or appends what the socket does not take now
 /// (all of it once `*spilled` holds anything, to keep the order) to `*spilled`, for
 /// the caller to send later, waiting, in that order. For a thread that holds a lock

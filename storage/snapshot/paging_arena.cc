@@ -1,5 +1,6 @@
 #include "storage/snapshot/paging_arena.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "env/log.h"
@@ -7,8 +8,8 @@
 namespace railyard::storage::snapshot {
 
 PagingArena::PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-                         const SwapRebuild& rebuild)
-    : arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
+                         const SwapRebuild& rebuild, int slotWaitMs)
+    : slotWaitMs_(slotWaitMs), arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
   free_.reserve(slots);
   for (uint64_t s = slots; s > 0; --s) free_.push_back(static_cast<int64_t>(s - 1));
   for (const SwapRecord& r : rebuild.records) {
@@ -26,6 +27,7 @@ PagingArena::PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std
 void PagingArena::FreeSlot(int64_t s) {
   slots_[s] = Slot{};
   free_.push_back(s);
+  slotFreed_.notify_all();
 }
 
 void PagingArena::Touch(uint64_t key, Blob& b) {
@@ -34,7 +36,24 @@ void PagingArena::Touch(uint64_t key, Blob& b) {
   b.lru = lru_.begin();
 }
 
-Status PagingArena::TakeSlot(int64_t* out) {
+Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slotWaitMs_);
+  for (;;) {
+    Status st = TakeSlotNow(out);
+    // Only "every slot pinned or being written" is worth waiting out: the gets and puts
+    // holding them end (release, commit, or their connection's timeout) soon.
+    if (st.ok() || st.code() != Code::kInvalidUsage) return st;
+    if (slotFreed_.wait_until(lock, until) == std::cv_status::timeout) {
+      st = TakeSlotNow(out);
+      if (st.ok() || st.code() != Code::kInvalidUsage) return st;
+      return InvalidUsage(st.message() + " within " + std::to_string(slotWaitMs_) +
+                          " ms (twice RAILYARD_TIMEOUT_MS): more clients at once than the arena has slots, or "
+                          "one stopped mid-operation; give the arena more slots");
+    }
+  }
+}
+
+Status PagingArena::TakeSlotNow(int64_t* out) {
   if (!free_.empty()) {
     *out = free_.back();
     free_.pop_back();
@@ -91,7 +110,7 @@ bool PagingArena::Exchange(uint64_t key, Blob& b) {
 }
 
 Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   // An earlier uncommitted alloc of the same key by this client is superseded.
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].state == Slot::kWriting && slots_[i].writer == client && slots_[i].key == key) {
@@ -99,7 +118,7 @@ Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset) {
     }
   }
   int64_t s = -1;
-  RY_RETURN_IF_ERROR(TakeSlot(&s));
+  RY_RETURN_IF_ERROR(TakeSlot(lock, &s));
   slots_[s].state = Slot::kWriting;
   slots_[s].key = key;
   slots_[s].writer = client;
@@ -173,27 +192,43 @@ Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum) {
   lru_.push_front(key);
   nb.lru = lru_.begin();
   blobs_[key] = nb;
+  slotFreed_.notify_all();  // a written slot is evictable now
   return Status::Ok();
 }
 
 Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
                         const FaultProgress& progress) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = blobs_.find(key);
   if (it == blobs_.end()) {
     *found = false;
     return Status::Ok();
   }
-  Blob& b = it->second;
-  if (b.slot < 0) {  // fault it back from swap
+  if (it->second.slot >= 0) {
+    Touch(key, it->second);
+  } else {  // fault it back from swap
     int64_t s = -1;
-    if (Status taken = TakeSlot(&s); !taken.ok()) {
+    Status taken = TakeSlot(lock, &s);
+    // A wait for a slot let other clients in: the key may be gone, replaced or faulted.
+    it = blobs_.find(key);
+    if (it == blobs_.end() || it->second.slot >= 0) {
+      if (taken.ok()) FreeSlot(s);
+      if (it == blobs_.end()) {
+        *found = false;
+        return Status::Ok();
+      }
+      Touch(key, it->second);
+      taken = Status::Ok();
+      s = -2;  // resident now: nothing to fault
+    }
+    Blob& b = it->second;
+    if (!taken.ok()) {
       // Every evictable slot is dirty and the swap disk is full: exchange the LRU
       // victim with this blob's swap record (it is read out first), so earlier
       // blobs stay readable on a full disk. (With a sync swap file nothing is dirty.)
       if (taken.code() != Code::kSystemError || !Exchange(key, b)) return taken;
     }
-    if (b.slot < 0) {
+    if (s != -2 && b.slot < 0) {
       const uint64_t at = static_cast<uint64_t>(s) * blobBytes_;
       std::function<void(uint64_t)> landed;
       if (progress) {
@@ -214,10 +249,9 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       lru_.push_front(key);
       b.lru = lru_.begin();
     }
-    ++stats_.faults;
-  } else {
-    Touch(key, b);
+    if (s != -2) ++stats_.faults;
   }
+  Blob& b = it->second;
   ++slots_[b.slot].pins;
   pins_[{client, key}].push_back(b.slot);
   *found = true;
@@ -235,7 +269,10 @@ Status PagingArena::Release(uint64_t client, uint64_t key) {
   const int64_t s = it->second.back();
   it->second.pop_back();
   if (it->second.empty()) pins_.erase(it);
-  if (--slots_[s].pins == 0 && slots_[s].orphan) FreeSlot(s);
+  if (--slots_[s].pins == 0) {
+    if (slots_[s].orphan) FreeSlot(s);
+    slotFreed_.notify_all();  // evictable again
+  }
   return Status::Ok();
 }
 
@@ -264,6 +301,16 @@ void PagingArena::Drop(uint64_t client) {
     }
     it = pins_.erase(it);
   }
+  slotFreed_.notify_all();
+}
+
+bool PagingArena::Holds(uint64_t client) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Slot& s : slots_) {
+    if (s.state == Slot::kWriting && s.writer == client) return true;
+  }
+  auto it = pins_.lower_bound({client, 0});
+  return it != pins_.end() && it->first.first == client;
 }
 
 PagingStats PagingArena::stats() const {

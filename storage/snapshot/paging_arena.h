@@ -7,9 +7,14 @@
 // fault returns the right bytes. A client that goes away (Drop) loses its
 // half-written slots and pins: nothing it did not commit is ever served.
 //
+// An alloc or a fault that finds every slot pinned or being written waits (up to the
+// arena's slot wait) for one to come free rather than failing at once: more clients at
+// once than slots is a queue, not an error, while they keep moving.
+//
 // Thread-safe (one mutex; swap I/O happens under it).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -39,14 +44,17 @@ struct PagingStats {
 class PagingArena {
  public:
   /// `arena` is `slots * blobBytes` bytes the caller owns (registered for remote
-  /// access); `swap` the kind's swap file with what its rebuild found.
+  /// access); `swap` the kind's swap file with what its rebuild found. An alloc or a
+  /// fault that finds every slot pinned or being written waits up to `slotWaitMs` for
+  /// one to come free (other clients' gets and puts end within their own timeout).
   PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-              const SwapRebuild& rebuild);
+              const SwapRebuild& rebuild, int slotWaitMs = 0);
 
   /// A slot for `client` to write `key`'s new blob into; its byte offset in the
   /// arena. The key's previous blob (if any) stays readable until commit.
   /// SystemError "swap disk full" when a slot could only be freed by evicting to a
-  /// full disk; InvalidUsage when every slot is pinned or being written.
+  /// full disk; InvalidUsage when every slot stayed pinned or being written for the
+  /// whole slot wait.
   Status Alloc(uint64_t client, uint64_t key, uint64_t* offset);
   /// Makes `client`'s slot for `key` the key's blob, after checking its bytes
   /// against `checksum` (XXH3-64, BlobChecksum). With a sync swap file the blob is written
@@ -72,6 +80,10 @@ class PagingArena {
   Status Remove(uint64_t key, bool* found);
   /// `client` went away: its uncommitted slots are reclaimed, its pins dropped.
   void Drop(uint64_t client);
+  /// True while `client` is in the middle of an operation: a slot allocated and not yet
+  /// committed, or a pin not yet released. (Between operations it holds nothing, and
+  /// its control connection may rest as long as it likes.)
+  bool Holds(uint64_t client) const;
 
   PagingStats stats() const;
   uint64_t blobBytes() const { return blobBytes_; }
@@ -94,8 +106,12 @@ class PagingArena {
   };
 
   uint8_t* SlotData(int64_t s) const { return arena_ + static_cast<uint64_t>(s) * blobBytes_; }
-  /// A free slot, evicting the LRU unpinned resident blob when there is none.
-  Status TakeSlot(int64_t* out);
+  /// A free slot, evicting the LRU unpinned resident blob when there is none; when
+  /// every slot is pinned or being written, waits on `lock` (of mu_) up to slotWaitMs_
+  /// for one to come free.
+  Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out);
+  /// TakeSlot's one try, without waiting.
+  Status TakeSlotNow(int64_t* out);
   void FreeSlot(int64_t s);
   /// Get on a full disk: swaps `b` (in swap) with the LRU unpinned dirty resident
   /// blob, through one record. False when there is no such blob or I/O fails.
@@ -105,6 +121,8 @@ class PagingArena {
   void Touch(uint64_t key, Blob& b);
 
   mutable std::mutex mu_;
+  std::condition_variable slotFreed_;  ///< a pin dropped, a slot freed or committed
+  int slotWaitMs_ = 0;
   uint8_t* arena_;
   uint64_t blobBytes_;
   std::vector<Slot> slots_;

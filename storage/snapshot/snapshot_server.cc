@@ -161,7 +161,11 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
         RY_WARN("snapshot: kind '%s': dropped %llu torn records of %s", spec.kind.c_str(),
                 static_cast<unsigned long long>(rebuild.torn), swap->path().c_str());
       }
-      raw->paging = std::make_unique<PagingArena>(raw->memory, spec.slots, spec.blobBytes, std::move(swap), rebuild);
+      // A client stopped mid-operation is dropped (its slots given back) within the
+      // control timeout of its last request, and its key revoked first: a get or a put
+      // finding every slot taken waits twice that.
+      raw->paging = std::make_unique<PagingArena>(raw->memory, spec.slots, spec.blobBytes, std::move(swap), rebuild,
+                                                  2 * options.timeoutMs);
     }
   }
   RY_RETURN_IF_ERROR(ListenControl(options.address, options.port, &s->listener_, &s->port_));
@@ -254,6 +258,7 @@ void SnapshotServer::AcceptLoop() {
     if (fromLen >= sizeof from && from.sin_family == AF_INET) inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
     (void)proxy::TuneTcpSocket(fd.get(), 0);
     (void)SetTimeouts(fd.get(), options_.timeoutMs);
+    (void)SetKeepalive(fd.get(), options_.timeoutMs);
     auto c = std::make_unique<Connection>();
     c->fd = std::move(fd);
     c->source = std::string(ip) + ":" + std::to_string(ntohs(from.sin_port));
@@ -377,6 +382,20 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
   iovec iov{rb.data(), rb.size()};
   if (proxy::SendAll(fd, &iov, 1, "snapshot reply").ok() && hs.ok()) {
     for (;;) {
+      // Between operations a client holds nothing here, and its handle may rest as long
+      // as its owner likes (new-user trial: a handle idle for RAILYARD_TIMEOUT_MS was
+      // closed, silently): wait for its next request without a deadline (a dead host is
+      // found by TCP keepalive, a closed socket or the server's stop at once). In the
+      // middle of one (a slot allocated, a pin held) the socket's timeout applies, so a
+      // client that stops there gives its slots back.
+      if (arena->paging == nullptr || !arena->paging->Holds(client)) {
+        pollfd p{fd, POLLIN, 0};
+        int ready = 0;
+        do {
+          ready = ::poll(&p, 1, -1);
+        } while (ready < 0 && errno == EINTR);
+        if (ready < 0) break;
+      }
       std::array<uint8_t, Request::kBytes> qb{};
       bool eof = false;
       if (!proxy::RecvAll(fd, qb.data(), qb.size(), "snapshot request", &eof).ok()) break;

@@ -16,6 +16,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
       so.swapDir = next();
     } else if (a == "--sync") {
       so.swapSync = true;
+    } else if (a == "--timeout-ms") {
+      so.timeoutMs = std::atoi(next().c_str());  // RAILYARD_TIMEOUT_MS of railyardd
     } else if (a == "--tmpfs-bytes") {
       tmpfsBytes = next();
     } else {

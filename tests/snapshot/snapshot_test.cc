@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -557,6 +558,56 @@ TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet
   EXPECT_EQ(Mismatch(b.data(), kBig, 52), -1);
   ASSERT_TRUE(c.Get(1, b.data(), kBig, &found).ok());
   EXPECT_FALSE(found) << "a torn record was kept";
+}
+
+// New-user trial: the peer closed a paging handle that rested for RAILYARD_TIMEOUT_MS
+// between operations, silently; the next call failed and the handle was dead. Between
+// operations a client now holds nothing and may rest as long as it likes; in the middle
+// of one the timeout still applies, so one that stops there (here two, each with a put
+// allocated and written, never committed, holding both slots) gives its slot back, and
+// a put that found every slot taken waits for it instead of failing at once.
+TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiveTheirSlotsBack) {
+  constexpr int kPeerTimeoutMs = 400;
+  constexpr uint64_t kSmall = 64 * 1024;
+  StartPeer(false, {"--timeout-ms", std::to_string(kPeerTimeoutMs), "--arena", "kind=two,mode=paging,blob=64K,slots=2"});
+  ClientOptions o = Paging();
+  o.kind = "two";
+  o.blobBytes = kSmall;
+  o.arenaBytes = 2 * kSmall;
+  SnapshotClient& a = Connect(o);
+  std::vector<uint8_t> b(kSmall);
+  Fill(b.data(), kSmall, 1);
+  ASSERT_TRUE(a.Put(1, b.data(), kSmall).ok());
+  // Idle for three times the peer's timeout: the condition under test, not a barrier.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * kPeerTimeoutMs));
+  bool found = false;
+  std::fill(b.begin(), b.end(), 0);
+  Status got = a.Get(1, b.data(), kSmall, &found);
+  ASSERT_TRUE(got.ok()) << "an idle handle was dropped: " << got.message();
+  EXPECT_TRUE(found);
+  EXPECT_EQ(Mismatch(b.data(), kSmall, 1), -1);
+
+  ClientSide stopped[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(stopped[i].Connect(o).ok());
+    uint64_t sum = 0;
+    Fill(b.data(), kSmall, 70 + i);
+    ASSERT_TRUE(stopped[i].client->Stage(70 + i, b.data(), kSmall, &sum).ok()) << i;
+  }
+  // Both slots are being written: this put waits until the two stopped clients' timeout
+  // gives their slots back, then lands.
+  Fill(b.data(), kSmall, 2);
+  Status put = a.Put(2, b.data(), kSmall);
+  ASSERT_TRUE(put.ok()) << put.message();
+  std::fill(b.begin(), b.end(), 0);
+  ASSERT_TRUE(a.Get(2, b.data(), kSmall, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(Mismatch(b.data(), kSmall, 2), -1);
+  for (int i = 0; i < 2; ++i) {  // their commits come too late; nothing half-written is kept
+    EXPECT_FALSE(stopped[i].client->Commit(70 + i, 0).ok()) << i;
+    ASSERT_TRUE(a.Get(70 + i, b.data(), kSmall, &found).ok());
+    EXPECT_FALSE(found) << i;
+  }
 }
 
 TEST_F(SnapshotTest, TornSwapRecordsAreDroppedNeverServed) {
