@@ -256,6 +256,18 @@ void SnapshotServer::AcceptLoop() {
     if (!fd.valid()) continue;
     char ip[INET_ADDRSTRLEN] = "?";
     if (fromLen >= sizeof from && from.sin_family == AF_INET) inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
+    ReapDone();
+    {
+      std::lock_guard<std::mutex> lock(connMu_);
+      if (connections_.size() >= options_.maxConnections) {
+        if (refusedAtAccept_++ % 1024 == 0) {
+          RY_WARN("snapshot: refused a client from %s: %zu clients connected already (at most %zu; %llu refused "
+                  "so, logged every 1024th)",
+                  ip, connections_.size(), options_.maxConnections, static_cast<unsigned long long>(refusedAtAccept_));
+        }
+        continue;  // fd closes: the client sees its handshake fail
+      }
+    }
     (void)proxy::TuneTcpSocket(fd.get(), 0);
     (void)SetTimeouts(fd.get(), options_.timeoutMs);
     (void)SetKeepalive(fd.get(), options_.timeoutMs);

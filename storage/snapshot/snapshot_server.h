@@ -51,6 +51,9 @@ struct ServerOptions {
   std::string swapDir;                 ///< RAILYARD_SWAP_DIR (needed by paging arenas)
   bool swapSync = false;               ///< RAILYARD_SWAP_SYNC
   int timeoutMs = 30000;               ///< control-socket send/receive timeout (RAILYARD_TIMEOUT_MS)
+  /// Control connections served at once (each a thread; a client's handle keeps its
+  /// connection while it rests); more are closed at accept, logged.
+  size_t maxConnections = 256;
   /// Memory the arenas may take together, bytes: 0 = this host's physical memory
   /// (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE). A test sets it to check the refusal.
   uint64_t memoryBytes = 0;
@@ -121,6 +124,7 @@ class SnapshotServer {
   std::vector<std::unique_ptr<Connection>> connections_;
   uint64_t nextClient_ = 1;
   std::atomic<uint64_t> refusedClients_{0};  ///< handshakes refused, for the rate-limited WARN
+  uint64_t refusedAtAccept_ = 0;             ///< over maxConnections, for the rate-limited WARN (accept thread)
   std::atomic<uint64_t> badReleases_{0};     ///< releases of unheld pins, for the rate-limited WARN
 };
 

@@ -4,6 +4,9 @@
 // mode, checked by content.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "proxy/fabric/fake/fake_transport.h"
 #include "storage/snapshot/snapshot_client.h"
 #include "storage/snapshot/snapshot_server.h"
@@ -72,6 +75,51 @@ TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
   }
   srv.reset();
   EXPECT_EQ(server.cache->stats().live, 0u);
+  RemoveTree(dir);
+}
+
+// Handles rest on their connections without a deadline, so the server caps how many it
+// serves at once (each a thread): one over the cap is closed at accept and its connect
+// fails; once a handle closes, a new one gets in (the finished connection is reaped).
+TEST(SnapshotFake, ConnectionsOverTheCapAreRefusedAndAClosedOneMakesRoom) {
+  const std::string dir = MakeTempDir();
+  ASSERT_FALSE(dir.empty());
+  FakeSide server, client;
+  server.Make();
+  client.Make();
+  constexpr uint64_t kBlob = 64 * 1024;
+  ServerOptions so;
+  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
+  so.swapDir = dir;
+  so.maxConnections = 2;
+  so.timeoutMs = 2000;
+  std::unique_ptr<SnapshotServer> srv;
+  ASSERT_TRUE(SnapshotServer::Start(*server.cache, *server.worker, so, &srv).ok());
+  ClientOptions o;
+  o.port = srv->port();
+  o.kind = "kv";
+  o.blobBytes = kBlob;
+  o.arenaBytes = 4 * kBlob;
+  o.timeoutMs = 2000;
+  std::unique_ptr<SnapshotClient> c[3];
+  ASSERT_TRUE(SnapshotClient::Connect(*client.cache, *client.worker, o, &c[0]).ok());
+  ASSERT_TRUE(SnapshotClient::Connect(*client.cache, *client.worker, o, &c[1]).ok());
+  Status over = SnapshotClient::Connect(*client.cache, *client.worker, o, &c[2]);
+  EXPECT_FALSE(over.ok()) << "a third connection was served with a cap of 2";
+  c[1].reset();  // closes its connection: the server's thread for it ends
+  Status again;
+  for (int tries = 0; tries < 200; ++tries) {  // until the server has seen the close
+    again = SnapshotClient::Connect(*client.cache, *client.worker, o, &c[2]);
+    if (again.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(again.ok()) << again.message();
+  std::vector<uint8_t> b(kBlob);
+  Fill(b.data(), kBlob, 9);
+  EXPECT_TRUE(c[2]->Put(9, b.data(), kBlob).ok());
+  c[0].reset();
+  c[2].reset();
+  srv.reset();
   RemoveTree(dir);
 }
 
