@@ -146,9 +146,11 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
                       std::unique_ptr<SwapFile>* out, SwapRebuild* rebuild) {
   if (dir.empty()) return InvalidUsage("RAILYARD_SWAP_DIR is not set: a paging arena needs a swap directory");
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return InvalidUsage("RAILYARD_SWAP_DIR '" + dir + "' is not a directory");
+  if (::stat(dir.c_str(), &st) != 0) {
+    return InvalidUsage("RAILYARD_SWAP_DIR '" + dir + "': " + proxy::ErrnoText(errno) +
+                        (errno == ENOENT ? " (create it first: railyardd does not)" : ""));
   }
+  if (!S_ISDIR(st.st_mode)) return InvalidUsage("RAILYARD_SWAP_DIR '" + dir + "' is not a directory");
   const std::string path = dir + "/railyard-snapshot-" + kind + ".swap";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return SystemError("swap " + path + ": open failed: " + proxy::ErrnoText(errno));

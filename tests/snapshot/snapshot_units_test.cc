@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "storage/snapshot/control_socket.h"
@@ -337,6 +338,25 @@ TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
 
 namespace railyard::storage::snapshot {
 namespace {
+
+// New-user trial: a RAILYARD_SWAP_DIR that does not exist was reported as "not a
+// directory". Each case now says which it is.
+TEST(SwapFileOpen, AMissingDirectoryAndAFileAreEachNamed) {
+  char tmpl[] = "/tmp/railyard-swapdir-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  std::unique_ptr<SwapFile> f;
+  SwapRebuild rebuild;
+  Status missing = SwapFile::Open(dir + "/nope", "kv", 4096, false, &f, &rebuild);
+  EXPECT_EQ(missing.code(), Code::kInvalidUsage);
+  EXPECT_NE(missing.message().find("No such file or directory"), std::string::npos) << missing.message();
+  EXPECT_NE(missing.message().find("create it first"), std::string::npos) << missing.message();
+  const std::string file = dir + "/plain";
+  { std::ofstream(file) << "x"; }
+  Status notDir = SwapFile::Open(file, "kv", 4096, false, &f, &rebuild);
+  EXPECT_NE(notDir.message().find("is not a directory"), std::string::npos) << notDir.message();
+  EXPECT_EQ(f, nullptr);
+  std::filesystem::remove_all(dir);
+}
 
 // A fault reads header and payload in one read, with O_DIRECT into a page-aligned slot
 // (the arena's) and buffered into any other buffer. Both give the record's bytes, also
