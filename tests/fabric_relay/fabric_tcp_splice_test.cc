@@ -226,21 +226,36 @@ const Event* Find(const std::vector<Event>& events, EventKind kind) {
   return nullptr;
 }
 
-TEST(TcpSplice, AWriteWithImmediateLandsThroughTheRelay) {
+/// Two sides, `src` registered at a (local) and `dst` at b (remote write), and a's
+/// Endpoint to b spliced through `relay`.
+struct SplicedPair {
   Side a, b;
-  MakeSide(&a);
-  MakeSide(&b);
+  const Region* srcR = nullptr;
+  const Region* dstR = nullptr;
+  std::unique_ptr<Endpoint> ep;
+};
+
+void ConnectThrough(const TestRelay& relay, std::vector<uint8_t>& src, std::vector<uint8_t>& dst, SplicedPair* p) {
+  MakeSide(&p->a);
+  MakeSide(&p->b);
+  ASSERT_TRUE(p->a.domain->Register(src.data(), src.size(), kAccessLocal, MemoryKind::kHost, &p->srcR).ok());
+  ASSERT_TRUE(p->b.domain->Register(dst.data(), dst.size(), kAccessRemoteWrite, MemoryKind::kHost, &p->dstR).ok());
+  auto* tcp = dynamic_cast<TcpWorker*>(p->a.worker.get());
+  ASSERT_NE(tcp, nullptr);
+  ASSERT_TRUE(tcp->ConnectSpliced(p->b.worker->Address(), Route(p->b, relay.port()), &p->ep).ok());
+}
+
+TEST(TcpSplice, AWriteWithImmediateLandsThroughTheRelay) {
   TestRelay relay(RelayMode::kSplice, sizeof(proxy::RelayRecord));
   std::vector<uint8_t> src(1 << 20), dst((1 << 20) + 64, 0xee);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + i / 4096);
-  const Region* srcR = nullptr;
-  const Region* dstR = nullptr;
-  ASSERT_TRUE(a.domain->Register(src.data(), src.size(), kAccessLocal, MemoryKind::kHost, &srcR).ok());
-  ASSERT_TRUE(b.domain->Register(dst.data(), dst.size(), kAccessRemoteWrite, MemoryKind::kHost, &dstR).ok());
-  auto* tcp = dynamic_cast<TcpWorker*>(a.worker.get());
-  ASSERT_NE(tcp, nullptr);
-  std::unique_ptr<Endpoint> ep;
-  ASSERT_TRUE(tcp->ConnectSpliced(b.worker->Address(), Route(b, relay.port()), &ep).ok());
+  SplicedPair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectThrough(relay, src, dst, &pair));
+  Side& a = pair.a;
+  Side& b = pair.b;
+  const Region* srcR = pair.srcR;
+  const Region* dstR = pair.dstR;
+  std::unique_ptr<Endpoint>& ep = pair.ep;
   EXPECT_NE(ep->PeerName().find("via hR (127.0.0.1:" + std::to_string(relay.port()) + ")"), std::string::npos)
       << ep->PeerName();
   ASSERT_TRUE(ep->Write(LocalSlice{srcR, 0, src.size()}, dstR->Key(), dstR->base + 32, 11, 0xabcdu).ok());
@@ -286,20 +301,14 @@ TEST(TcpSplice, AWriteWithImmediateLandsThroughTheRelay) {
 // hello now says it was spliced (wire version 3), and the target's error says so: here
 // the relay cuts every socket after the hello and part of the first Write.
 TEST(TcpSplice, TheTargetsErrorNamesTheHostItArrivesFromAsTheRoutesLastRelay) {
-  Side a, b;
-  MakeSide(&a);
-  MakeSide(&b);
   TestRelay relay(RelayMode::kSplice, sizeof(proxy::RelayRecord), /*cutAfter=*/64 + 64 + 1000);
   std::vector<uint8_t> src(1 << 20, 0x5a), dst(1 << 20, 0xee);
-  const Region* srcR = nullptr;
-  const Region* dstR = nullptr;
-  ASSERT_TRUE(a.domain->Register(src.data(), src.size(), kAccessLocal, MemoryKind::kHost, &srcR).ok());
-  ASSERT_TRUE(b.domain->Register(dst.data(), dst.size(), kAccessRemoteWrite, MemoryKind::kHost, &dstR).ok());
-  auto* tcp = dynamic_cast<TcpWorker*>(a.worker.get());
-  ASSERT_NE(tcp, nullptr);
-  std::unique_ptr<Endpoint> ep;
-  ASSERT_TRUE(tcp->ConnectSpliced(b.worker->Address(), Route(b, relay.port()), &ep).ok());
-  ASSERT_TRUE(ep->Write(LocalSlice{srcR, 0, src.size()}, dstR->Key(), dstR->base, 12).ok());
+  SplicedPair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectThrough(relay, src, dst, &pair));
+  Side& a = pair.a;
+  Side& b = pair.b;
+  std::unique_ptr<Endpoint>& ep = pair.ep;
+  ASSERT_TRUE(ep->Write(LocalSlice{pair.srcR, 0, src.size()}, pair.dstR->Key(), pair.dstR->base, 12).ok());
   ASSERT_TRUE(Until(a, b, [&] { return Find(b.events, EventKind::kError) != nullptr; }))
       << "the target saw no error when the relay cut its sockets mid-Write";
   const std::string peer = Find(b.events, EventKind::kError)->error.site.peer;

@@ -26,18 +26,35 @@ struct FakeSide {
   }
 };
 
-TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
-  const std::string dir = MakeTempDir();
-  ASSERT_FALSE(dir.empty());
+/// A server and a client side on the fake transport, the server started with a fresh
+/// swap directory (removed at the end, after the server stops).
+struct FakeServer {
+  std::string dir;
   FakeSide server, client;
-  server.Make();
-  client.Make();
+  std::unique_ptr<SnapshotServer> srv;
+  void Start(ServerOptions so) {
+    dir = MakeTempDir();
+    ASSERT_FALSE(dir.empty());
+    server.Make();
+    client.Make();
+    so.swapDir = dir;
+    ASSERT_TRUE(SnapshotServer::Start(*server.cache, *server.worker, so, &srv).ok());
+  }
+  ~FakeServer() {
+    srv.reset();
+    if (!dir.empty()) RemoveTree(dir);
+  }
+};
+
+TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
   constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
   ServerOptions so;
   so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}, ArenaSpec{"raw", Mode::kRaw, kBlob, 4}};
-  so.swapDir = dir;
-  std::unique_ptr<SnapshotServer> srv;
-  ASSERT_TRUE(SnapshotServer::Start(*server.cache, *server.worker, so, &srv).ok());
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  FakeSide& server = f.server;
+  FakeSide& client = f.client;
+  std::unique_ptr<SnapshotServer>& srv = f.srv;
   {
     ClientOptions o;
     o.port = srv->port();
@@ -75,26 +92,21 @@ TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
   }
   srv.reset();
   EXPECT_EQ(server.cache->stats().live, 0u);
-  RemoveTree(dir);
 }
 
 // Handles rest on their connections without a deadline, so the server caps how many it
 // serves at once (each a thread): one over the cap is closed at accept and its connect
 // fails; once a handle closes, a new one gets in (the finished connection is reaped).
 TEST(SnapshotFake, ConnectionsOverTheCapAreRefusedAndAClosedOneMakesRoom) {
-  const std::string dir = MakeTempDir();
-  ASSERT_FALSE(dir.empty());
-  FakeSide server, client;
-  server.Make();
-  client.Make();
   constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
   ServerOptions so;
   so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
-  so.swapDir = dir;
   so.maxConnections = 2;
   so.timeoutMs = 2000;
-  std::unique_ptr<SnapshotServer> srv;
-  ASSERT_TRUE(SnapshotServer::Start(*server.cache, *server.worker, so, &srv).ok());
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  FakeSide& client = f.client;
+  std::unique_ptr<SnapshotServer>& srv = f.srv;
   ClientOptions o;
   o.port = srv->port();
   o.kind = "kv";
@@ -120,7 +132,6 @@ TEST(SnapshotFake, ConnectionsOverTheCapAreRefusedAndAClosedOneMakesRoom) {
   c[0].reset();
   c[2].reset();
   srv.reset();
-  RemoveTree(dir);
 }
 
 }  // namespace
