@@ -40,6 +40,15 @@ struct FakeServer {
     so.swapDir = dir;
     ASSERT_TRUE(SnapshotServer::Start(*server.cache, *server.worker, so, &srv).ok());
   }
+  /// A client's options for the paging kind "kv" of `slots` blobs of `blob` bytes.
+  ClientOptions Kv(uint64_t blob, uint64_t slots) const {
+    ClientOptions o;
+    o.port = srv->port();
+    o.kind = "kv";
+    o.blobBytes = blob;
+    o.arenaBytes = slots * blob;
+    return o;
+  }
   ~FakeServer() {
     srv.reset();
     if (!dir.empty()) RemoveTree(dir);
@@ -56,11 +65,7 @@ TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
   FakeSide& client = f.client;
   std::unique_ptr<SnapshotServer>& srv = f.srv;
   {
-    ClientOptions o;
-    o.port = srv->port();
-    o.kind = "kv";
-    o.blobBytes = kBlob;
-    o.arenaBytes = 4 * kBlob;
+    ClientOptions o = f.Kv(kBlob, 4);
     o.mover.chunkBytes = 16 * 1024;
     std::unique_ptr<SnapshotClient> c;
     Status s = SnapshotClient::Connect(*client.cache, *client.worker, o, &c);
@@ -107,11 +112,7 @@ TEST(SnapshotFake, ConnectionsOverTheCapAreRefusedAndAClosedOneMakesRoom) {
   ASSERT_NO_FATAL_FAILURE(f.Start(so));
   FakeSide& client = f.client;
   std::unique_ptr<SnapshotServer>& srv = f.srv;
-  ClientOptions o;
-  o.port = srv->port();
-  o.kind = "kv";
-  o.blobBytes = kBlob;
-  o.arenaBytes = 4 * kBlob;
+  ClientOptions o = f.Kv(kBlob, 4);
   o.timeoutMs = 2000;
   std::unique_ptr<SnapshotClient> c[3];
   ASSERT_TRUE(SnapshotClient::Connect(*client.cache, *client.worker, o, &c[0]).ok());
