@@ -3,6 +3,7 @@
 // a Worker of its Domain and a storage::snapshot::SnapshotClient, behind a lock so one
 // thread at a time drives the Worker.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -41,6 +42,13 @@ thread_local std::string t_lastError;
 int Fail(const railyard::Status& s) {
   t_lastError = s.message();
   return s.ncclResult();
+}
+
+/// "0x7f8a5c000000": a buffer as debuggers and /proc/PID/maps show it.
+std::string AddressText(const void* p) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%p", p);
+  return b;
 }
 
 int Done(const railyard::Status& s) {
@@ -172,7 +180,7 @@ int railyard_snapshot_register(railyard_snapshot_t* s, void* buf, unsigned long 
   }
   std::lock_guard<std::mutex> lock(s->mu);
   if (s->registered.count(buf) != 0) {
-    return Fail(InvalidUsage("railyard_snapshot_register: the buffer at " + std::to_string(reinterpret_cast<uintptr_t>(buf)) +
+    return Fail(InvalidUsage("railyard_snapshot_register: the buffer at " + AddressText(buf) +
                              " is registered on this handle already (railyard_snapshot_deregister it first)"));
   }
   const fabric::Region* region = nullptr;
@@ -189,8 +197,7 @@ int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf) {
   std::lock_guard<std::mutex> lock(s->mu);
   const auto it = s->registered.find(buf);
   if (it == s->registered.end()) {
-    return Fail(InvalidArgument("railyard_snapshot_deregister: the buffer at " +
-                                std::to_string(reinterpret_cast<uintptr_t>(buf)) +
+    return Fail(InvalidArgument("railyard_snapshot_deregister: the buffer at " + AddressText(buf) +
                                 " is not registered on this handle (nothing was released)"));
   }
   const Status st = s->cache->Release(it->second);

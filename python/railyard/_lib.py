@@ -1,6 +1,7 @@
 """Finds and loads libnccl-net-railyard.so: $RAILYARD_LIB (a path to the library) when
 set, and then only that (a user who pins a library must never silently get another);
-else the build directory of this checkout (build/lib/), then the dynamic loader's path."""
+else the build directories of this checkout (build/lib/, then build-test/lib/), then the
+dynamic loader's path."""
 import ctypes
 import os
 
@@ -25,7 +26,9 @@ def load():
         except OSError as e:
             raise OSError(f"RAILYARD_LIB={pinned!r} cannot be loaded: {e} "
                           "(unset RAILYARD_LIB to search the build tree and the loader's path)") from e
-    candidates.append(os.path.join(here, "..", "..", "build", "lib", _NAME))
+    # build/ (the README's build) first, then build-test/ (tools/test.sh's build).
+    for build in ("build", "build-test"):
+        candidates.append(os.path.join(here, "..", "..", build, "lib", _NAME))
     candidates.append(_NAME)
     for c in candidates:
         try:

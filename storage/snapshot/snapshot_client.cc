@@ -329,7 +329,7 @@ Status SnapshotClient::Get(uint64_t key, void* dst, uint64_t bytes, bool* found)
   uint64_t sum = 0;
   Status moved = mover_->Get(*ep_, arenaKey_, arenaKey_.base + r.offset, dst, bytes, &sum, gate);
   if (!faultFailed.ok()) return faultFailed;  // nothing pinned at the peer: no release
-  if (!moved.ok()) return Sticky(moved);
+  if (!moved.ok()) return Sticky(Status(moved.code(), CallName(Op::kGet, key) + ": " + moved.message()));
   // No round trip: the peer takes the release before this client's next request.
   RY_RETURN_IF_ERROR(SendRelease(key));
   if (sum != r.checksum) {

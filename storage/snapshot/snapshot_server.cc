@@ -142,6 +142,9 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
   RY_RETURN_IF_ERROR(CheckArenasFitMemory(options.arenas, options.memoryBytes));
   std::unique_ptr<SnapshotServer> s(new SnapshotServer(cache, worker));
   s->options_ = options;
+  // The control port first: a port in use fails the start before any swap file is
+  // created or opened (new-user trial: a failed start left a new swap file behind).
+  RY_RETURN_IF_ERROR(ListenControl(options.address, options.port, &s->listener_, &s->port_));
   for (const ArenaSpec& spec : options.arenas) {
     if (!ValidKind(spec.kind) || spec.blobBytes == 0 || (spec.slots == 0 && spec.maxBytes == 0) ||
         (spec.slots == 0 && spec.mode != Mode::kRaw)) {
@@ -161,6 +164,10 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
         RY_WARN("snapshot: kind '%s': dropped %llu torn records of %s", spec.kind.c_str(),
                 static_cast<unsigned long long>(rebuild.torn), swap->path().c_str());
       }
+      if (!rebuild.records.empty()) {
+        RY_INFO(log::kNet, "snapshot: kind '%s': %zu committed blobs found in %s (RAILYARD_SWAP_SYNC=1)",
+                spec.kind.c_str(), rebuild.records.size(), swap->path().c_str());
+      }
       // A client stopped mid-operation is dropped (its slots given back) within the
       // control timeout of its last request, and its key revoked first: a get or a put
       // finding every slot taken waits twice that.
@@ -168,7 +175,6 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
                                                   2 * options.timeoutMs);
     }
   }
-  RY_RETURN_IF_ERROR(ListenControl(options.address, options.port, &s->listener_, &s->port_));
   s->progressThread_ = std::thread([p = s.get()] { p->ProgressLoop(); });
   s->acceptThread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   *out = std::move(s);

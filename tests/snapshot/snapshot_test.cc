@@ -740,6 +740,9 @@ TEST_F(SnapshotTest, PeerKilledMidPutAndMidGetFailsTheCallNotHangs) {
     t.join();
     EXPECT_TRUE(done.load());
     EXPECT_FALSE(result.ok()) << (isGet ? "get" : "put") << " returned ok from a killed peer";
+    // The error names the call (new-user trial: a get's said only the fabric's PEER_CLOSED).
+    EXPECT_NE(result.message().find(isGet ? "snapshot get of key 1" : "snapshot "), std::string::npos)
+        << result.message();
     EXPECT_FALSE(cl.status().ok());
     // Later calls fail at once with the same error.
     EXPECT_FALSE(cl.Put(78, b.data(), kBlob).ok());
