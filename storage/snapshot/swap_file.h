@@ -64,9 +64,9 @@ class SwapFile {
   /// "swap disk full" for ENOSPC/EDQUOT; nothing else in the file changes then.
   Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum);
   /// Reads record `slot`'s payload into `data`, in 4 MiB pieces (the header page with
-  /// the first), each hashed as it lands: with O_DIRECT when `data` is page-aligned and
-  /// the blob a whole number of pages of at most 16 MiB, else through the page cache
-  /// (whose pages are then dropped). `landed` (optional) is called after each piece but
+  /// the first), each hashed as it lands: what the page cache holds from there, the rest
+  /// with O_DIRECT when `data` is page-aligned and the blob a whole number of pages of
+  /// at most 16 MiB, else through the page cache (whose pages are then dropped). `landed` (optional) is called after each piece but
   /// the last with the bytes read so far, before they are checked: a caller may start
   /// moving them on, but they count only once Read returns Ok. Checks it against `checksum`
   /// (and the record header against `key`). RemoteError-free: SystemError on I/O,

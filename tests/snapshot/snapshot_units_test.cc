@@ -390,9 +390,21 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
     ASSERT_EQ(::posix_memalign(&aligned, 4096, kBlob + 4096), 0);
     std::unique_ptr<void, decltype(&std::free)> own(aligned, &std::free);
     uint8_t* buffers[2] = {static_cast<uint8_t*>(aligned), static_cast<uint8_t*>(aligned) + 8};
+    // Warm (the records' pages still cached, dirty: read from the cache) and cold (on
+    // disk and dropped from the cache: O_DIRECT where the file system has it).
+    const int cacheFd = ::open(f->path().c_str(), O_RDONLY);
+    ASSERT_GE(cacheFd, 0);
+    auto dropCache = [&] {
+      ASSERT_EQ(::fdatasync(cacheFd), 0);
+      ASSERT_EQ(::posix_fadvise(cacheFd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    };
+    for (const bool cold : {false, true})
     for (uint8_t* b : buffers) {
       for (int64_t s = 2; s >= 0; --s) {
         std::memset(b, 0, kBlob);
+        if (cold) {
+          ASSERT_NO_FATAL_FAILURE(dropCache());
+        }
         Status st = f->Read(s, 100 + s, sums[s], b);
         ASSERT_TRUE(st.ok()) << st.message();
         for (size_t i = 0; i < kBlob; i += 4093) {
@@ -403,18 +415,23 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
       // The wrong key for a record is refused as overwritten.
       EXPECT_EQ(f->Read(1, 100, sums[1], b).code(), Code::kInternalError);
     }
-    // Flip one payload byte of record 1 on disk, near its end: torn on both paths.
+    // Flip one payload byte of record 1 on disk, near its end: torn on every path.
     const int fd = ::open(f->path().c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     const uint8_t flip = static_cast<uint8_t>(~((kBlob - 5) * 7 + 31 + 3));
     ASSERT_EQ(::pwrite(fd, &flip, 1, static_cast<off_t>(4096 + f->stride() + 4096 + kBlob - 5)), 1);
     ::close(fd);
+    for (const bool cold : {false, true})
     for (uint8_t* b : buffers) {
+      if (cold) {
+        ASSERT_NO_FATAL_FAILURE(dropCache());
+      }
       Status st = f->Read(1, 101, sums[1], b);
       EXPECT_EQ(st.code(), Code::kInternalError) << st.message();
       EXPECT_NE(st.message().find("payload checksum"), std::string::npos) << st.message();
       EXPECT_TRUE(f->Read(2, 102, sums[2], b).ok());
     }
+    ::close(cacheFd);
     f.reset();
     std::filesystem::remove_all(dir);
   }
