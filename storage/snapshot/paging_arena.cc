@@ -211,7 +211,8 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
     Status taken = TakeSlot(lock, &s);
     // A wait for a slot let other clients in: the key may be gone, replaced or faulted.
     it = blobs_.find(key);
-    if (it == blobs_.end() || it->second.slot >= 0) {
+    const bool residentNow = it != blobs_.end() && it->second.slot >= 0;
+    if (it == blobs_.end() || residentNow) {
       if (taken.ok()) FreeSlot(s);
       if (it == blobs_.end()) {
         *found = false;
@@ -219,7 +220,6 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       }
       Touch(key, it->second);
       taken = Status::Ok();
-      s = -2;  // resident now: nothing to fault
     }
     Blob& b = it->second;
     if (!taken.ok()) {
@@ -228,7 +228,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       // blobs stay readable on a full disk. (With a sync swap file nothing is dirty.)
       if (taken.code() != Code::kSystemError || !Exchange(key, b)) return taken;
     }
-    if (s != -2 && b.slot < 0) {
+    if (!residentNow && b.slot < 0) {
       const uint64_t at = static_cast<uint64_t>(s) * blobBytes_;
       std::function<void(uint64_t)> landed;
       if (progress) {
@@ -249,7 +249,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       lru_.push_front(key);
       b.lru = lru_.begin();
     }
-    if (s != -2) ++stats_.faults;
+    if (!residentNow) ++stats_.faults;
   }
   Blob& b = it->second;
   ++slots_[b.slot].pins;

@@ -223,9 +223,8 @@ Status SnapshotClient::SendRelease(uint64_t key) {
   q.key = key;
   auto qb = q.Encode();
   iovec iov{qb.data(), qb.size()};
-  const std::string what = "snapshot release of key " + std::to_string(key) +
-                           (options_.peerName.empty() ? "" : " to " + options_.peerName);
-  return Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, what), std::chrono::steady_clock::now()));
+  return Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, CallName(Op::kRelease, key)),
+                               std::chrono::steady_clock::now()));
 }
 
 Status SnapshotClient::WriteAt(uint64_t offset, const void* src, uint64_t bytes) {

@@ -420,6 +420,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       Request q;
       Response r;
       Status st = Request::Decode(qb, &q);
+      const bool decoded = st.ok();
       if (st.ok() && !arena->paging) {
         st = InvalidUsage("snapshot: kind '" + arena->spec.kind + "' is a raw arena: no " + OpName(q.op) +
                           " (the client writes and reads offsets itself)");
@@ -469,7 +470,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
         r.checksum = 0;
       }
       if (st.ok() && q.op == Op::kRelease) continue;  // no response (wire version 3)
-      if (!st.ok() && Request::Decode(qb, &q).ok() && q.op == Op::kRelease) {
+      if (!st.ok() && decoded && q.op == Op::kRelease) {
         // Nobody waits for this answer: a client releasing what it does not hold is
         // logged (first and every 1024th) and otherwise changes nothing.
         if (badReleases_.fetch_add(1) % 1024 == 0) {
@@ -487,7 +488,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       std::vector<uint8_t> out = r.Encode();
       iovec o{out.data(), out.size()};
       if (!proxy::SendAll(fd, &o, 1, "snapshot response").ok()) break;
-      if (!Request::Decode(qb, &q).ok()) break;  // a malformed request ends the connection
+      if (!decoded) break;  // a malformed request ends the connection
     }
   }
   // The client went away (or broke the protocol): its uncommitted slots and pins go,
