@@ -72,6 +72,28 @@ railyard::Status OpenSnapshotTunnel(const char* call, const char* host, const st
   return Status::Ok();
 }
 
+/// railyard_snapshot_put_batch and _get_batch: the C blobs as the client's, and back.
+int Batch(railyard_snapshot_t* s, railyard_snapshot_blob_t* blobs, size_t count, bool put) {
+  using namespace railyard;
+  const char* call = put ? "railyard_snapshot_put_batch" : "railyard_snapshot_get_batch";
+  if (s == nullptr || (blobs == nullptr && count > 0)) {
+    return Fail(InvalidArgument(std::string(call) + ": NULL handle, or NULL blobs with a count of " + std::to_string(count)));
+  }
+  std::vector<storage::snapshot::BatchBlob> batch(count);
+  for (size_t i = 0; i < count; ++i) {
+    batch[i].key = blobs[i].key;
+    batch[i].data = blobs[i].data;
+    batch[i].bytes = blobs[i].bytes;
+  }
+  std::lock_guard<std::mutex> lock(s->mu);
+  const Status st = put ? s->client->PutBatch(batch) : s->client->GetBatch(batch);
+  for (size_t i = 0; i < count; ++i) {
+    blobs[i].found = batch[i].found ? 1 : 0;
+    blobs[i].result = !batch[i].attempted ? RAILYARD_SNAPSHOT_NOT_ATTEMPTED : batch[i].status.ncclResult();
+  }
+  return Done(st);
+}
+
 }  // namespace
 
 extern "C" {
@@ -149,6 +171,14 @@ int railyard_snapshot_get(railyard_snapshot_t* s, unsigned long long key, void* 
   const int rc = Done(s->client->Get(key, buf, bytes, &f));
   *found = f ? 1 : 0;
   return rc;
+}
+
+int railyard_snapshot_put_batch(railyard_snapshot_t* s, railyard_snapshot_blob_t* blobs, size_t count) {
+  return Batch(s, blobs, count, true);
+}
+
+int railyard_snapshot_get_batch(railyard_snapshot_t* s, railyard_snapshot_blob_t* blobs, size_t count) {
+  return Batch(s, blobs, count, false);
 }
 
 int railyard_snapshot_remove(railyard_snapshot_t* s, unsigned long long key, int* found) {

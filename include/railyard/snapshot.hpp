@@ -60,6 +60,17 @@ class Snapshot {
     Check(railyard_snapshot_get(h_, key, buf, bytes, &found));
     return found != 0;
   }
+  /// Paging mode: stores every blob of `blobs` in order, two in flight
+  /// (railyard_snapshot_put_batch); each blob's `result` says what became of it. Throws
+  /// SnapshotError with the first failing blob's code and message.
+  void PutBatch(std::vector<railyard_snapshot_blob_t>& blobs) {
+    Check(railyard_snapshot_put_batch(h_, blobs.data(), blobs.size()));
+  }
+  /// Paging mode: fetches every blob of `blobs` in order (railyard_snapshot_get_batch);
+  /// each blob's `found` says whether the peer held it. Throws as PutBatch.
+  void GetBatch(std::vector<railyard_snapshot_blob_t>& blobs) {
+    Check(railyard_snapshot_get_batch(h_, blobs.data(), blobs.size()));
+  }
   /// Paging mode: forgets `key`; false when it was not there.
   bool Remove(unsigned long long key) {
     int found = 0;

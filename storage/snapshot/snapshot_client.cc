@@ -191,17 +191,20 @@ Status SnapshotClient::RecvResponse(const std::string& what, std::chrono::steady
   return Status::Ok();
 }
 
-Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
+Status SnapshotClient::SendRequest(Op op, uint64_t key, uint64_t checksum) {
   Request q;
   q.op = op;
   q.key = key;
   q.checksum = checksum;
   auto qb = q.Encode();
   iovec iov{qb.data(), qb.size()};
+  return Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, CallName(op, key)),
+                               std::chrono::steady_clock::now()));
+}
+
+Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
   const std::string what = CallName(op, key);
-  const auto began = std::chrono::steady_clock::now();
-  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, what), began)));
-  RY_RETURN_IF_ERROR(RecvResponse(what, began, out));
+  RY_RETURN_IF_ERROR(RecvResponse(what, std::chrono::steady_clock::now(), out));
   if (out->result == Response::kReady || (out->result == Response::kFaulting && op != Op::kGet)) {
     return Sticky(RemoteError(what + ": the peer answered '" +
                               (out->result == Response::kReady ? "ready" : "faulting") + "' out of turn"));
@@ -217,15 +220,12 @@ Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* ou
   return Status::Ok();
 }
 
-Status SnapshotClient::SendRelease(uint64_t key) {
-  Request q;
-  q.op = Op::kRelease;
-  q.key = key;
-  auto qb = q.Encode();
-  iovec iov{qb.data(), qb.size()};
-  return Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, CallName(Op::kRelease, key)),
-                               std::chrono::steady_clock::now()));
+Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
+  RY_RETURN_IF_ERROR(SendRequest(op, key, checksum));
+  return Answer(op, key, out);
 }
+
+Status SnapshotClient::SendRelease(uint64_t key) { return SendRequest(Op::kRelease, key, 0); }
 
 Status SnapshotClient::WriteAt(uint64_t offset, const void* src, uint64_t bytes) {
   if (options_.mode != Mode::kRaw) return InvalidUsage("snapshot: WriteAt on paging kind '" + options_.kind + "' (use Put)");
@@ -293,6 +293,10 @@ Status SnapshotClient::Get(uint64_t key, void* dst, uint64_t bytes, bool* found)
   RY_RETURN_IF_ERROR(Call(Op::kGet, key, 0, &r));
   *found = r.result != Response::kAbsent;
   if (!*found) return Status::Ok();
+  return ReadBlob(key, r, dst, bytes);
+}
+
+Status SnapshotClient::ReadBlob(uint64_t key, const Response& r, void* dst, uint64_t bytes) {
   // A blob faulted from the peer's swap file is read as its pieces land there: the
   // gate takes the peer's kReady records (waiting only when nothing is in flight).
   BlobMover::ReadyGate gate;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,28 @@ struct ClientOptions {
   uint64_t blobBytes = 0;          ///< must equal the peer's blob bytes
   int timeoutMs = 30000;           ///< control-channel timeout (RAILYARD_TIMEOUT_MS)
   MoverOptions mover;              ///< chunking of the transfers
+  /// PutBatch/GetBatch: blobs in flight at once (1..kMaxBatchDepth; at most the
+  /// arena's slots are used). 1 moves a batch one blob after the other, as Put/Get.
+  int batchDepth = 2;
   /// What errors call the peer: "" = host:port. A peer reached through a ControlTunnel
   /// (plugin/tier_route.h) is dialed at the tunnel's local 127.0.0.1:PORT, which is not
   /// what the user asked for: the caller names it here ("host:h2 (via relay h1)"), and
   /// every control call's error then says "to <peerName>".
   std::string peerName;
+};
+
+/// Most blobs a batch keeps in flight (ClientOptions::batchDepth).
+constexpr int kMaxBatchDepth = 8;
+
+/// One blob of a PutBatch or GetBatch: what to move, and afterwards what became of it.
+struct BatchBlob {
+  uint64_t key = 0;
+  /// PutBatch: the blob to store (read only); GetBatch: where it lands.
+  void* data = nullptr;
+  uint64_t bytes = 0;      ///< must equal the arena's blob bytes
+  bool found = false;      ///< GetBatch: set when the peer held the key (else `data` is untouched)
+  bool attempted = false;  ///< set once this blob's call ran (to success or to `status`)
+  Status status;           ///< this blob's outcome; Ok for one not attempted
 };
 
 /// Asks the snapshot peer at host:port which arenas it serves (a discovery handshake,
@@ -82,6 +100,23 @@ class SnapshotClient {
   /// untouched) when the peer does not know it. RemoteError when the bytes read do
   /// not match the blob's checksum.
   Status Get(uint64_t key, void* dst, uint64_t bytes, bool* found);
+  /// Stores every blob of `blobs` as Put would, in order, keeping up to
+  /// ClientOptions::batchDepth of them in flight (each one's alloc is answered while
+  /// an earlier blob's bytes move, and its commit checked while a later one's move), so
+  /// a batch does not pay a control round trip per blob. A key given twice is stored
+  /// twice, in order (the later wins). Each blob's outcome is in its `status`; one
+  /// blob's failure (a full swap disk, a checksum) does not stop the others, but a
+  /// failure of the handle (the connection or fabric route) ends the batch: the blobs
+  /// in flight get that error and later ones stay not attempted. Returns Ok when every
+  /// blob was stored, else the first failure, naming its index and key.
+  /// InvalidArgument, with nothing sent, for a NULL `data` or a wrong size anywhere in
+  /// the batch; an empty batch is Ok.
+  Status PutBatch(std::span<BatchBlob> blobs);
+  /// Fetches every blob of `blobs` as Get would, in order, up to batchDepth in flight
+  /// (the next gets asked for, and faulted from the peer's swap file there, while this
+  /// one's bytes move). A key the peer does not hold is not an error: `found` says.
+  /// Errors as PutBatch.
+  Status GetBatch(std::span<BatchBlob> blobs);
   /// Forgets `key` at the peer; *found says whether it was there.
   Status Remove(uint64_t key, bool* found);
   /// The first half of Put: alloc and write, without commit (the peer serves nothing
@@ -124,6 +159,20 @@ class SnapshotClient {
   /// Sends a request and waits for its response (every op but kRelease). A get's
   /// kFaulting is returned as is (its kReady records follow: Get reads them).
   Status Call(Op op, uint64_t key, uint64_t checksum, Response* out);
+  /// Call's halves: sends one request without waiting (errors sticky) ...
+  Status SendRequest(Op op, uint64_t key, uint64_t checksum);
+  /// ... and takes the next response, which answers the oldest request not yet
+  /// answered (the peer answers in order), checking it fits `op`: an offset inside the
+  /// arena, no kReady or kAbsent out of turn (a sticky RemoteError otherwise).
+  Status Answer(Op op, uint64_t key, Response* out);
+  /// The rest of a get answered kOk or kFaulting (`r`): reads the blob into `dst`
+  /// (gated by the kReady records while it is faulted), releases the pin and checks
+  /// the bytes against the blob's checksum.
+  Status ReadBlob(uint64_t key, const Response& r, void* dst, uint64_t bytes);
+  /// PutBatch/GetBatch's checks before anything is sent.
+  Status CheckBatch(std::span<BatchBlob> blobs, const char* what) const;
+  /// Blobs a batch keeps in flight: batchDepth, at most the arena's slots.
+  size_t BatchDepth() const;
   /// Reads one response (fixed part and message) from the control connection; kError
   /// becomes the peer's Status (not sticky), a malformed one a sticky RemoteError.
   Status RecvResponse(const std::string& what, std::chrono::steady_clock::time_point began, Response* out);

@@ -154,6 +154,28 @@ def main():
             except ValueError as e:
                 assert "writable" in str(e), e
             s.register(reg_out)  # left registered: close() releases it
+            # Batches: 10 blobs in one call (past the 4 slots), back in one call with a key
+            # the peer does not hold; a wrong-size blob fails the batch before anything moves.
+            many = [(100 + k, np.full(blob // 8, 100 + k, dtype=np.float64)) for k in range(10)]
+            s.put_many(many)
+            outs = [np.zeros(blob // 8) for _ in range(11)]
+            found = s.get_many([(100 + k, outs[k]) for k in range(10)] + [(999, outs[10])])
+            assert found == [True] * 10 + [False], found
+            for k in range(10):
+                assert (outs[k] == 100 + k).all(), f"batch blob {k} came back with other bytes"
+            assert not outs[10].any(), "an absent key's buffer was written"
+            try:
+                s.put_many([(200, many[0][1]), (201, np.zeros(10))])
+                raise AssertionError("a batch with a wrong-size blob was accepted")
+            except SnapshotError as e:
+                assert e.code == 4 and "put batch, blob 1 (key 201): snapshot put: a blob of 80 bytes" in str(e), e
+                assert e.results == [-1, -1], e.results
+            assert not s.get(200, back), "a refused batch stored its first blob"
+            try:
+                s.put_many([(1, 2, 3)])
+                raise AssertionError("a malformed batch item was accepted")
+            except ValueError as e:
+                assert str(e) == "item 0: a (key, buffer) pair expected, got a tuple of 3", e
         with Snapshot("127.0.0.1", port, "kv", RAW, arena_bytes=8 * 65536, blob_bytes=65536) as r:
             a = np.arange(65536, dtype=np.uint8)
             r.write_at(7 * 65536, a)

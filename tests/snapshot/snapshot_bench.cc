@@ -8,9 +8,11 @@
 //  - resident: RAILYARD_SWAP_SYNC off, 4 slots; puts overwrite two keys (no
 //    eviction), gets read them back: network + copies only; then the same with the
 //    caller's buffers registered first ("_registered": no staging copy);
-//  - faulted: SYNC on (write-through, so evictions write nothing), 2 slots, 8 blobs;
+//  - faulted: SYNC on (write-through, so evictions write nothing), 4 slots, 8 blobs;
 //    each timed get faults a blob from the swap file, whose pages are first dropped
 //    from the page cache (posix_fadvise DONTNEED), so the bytes come from the disk.
+// Every phase but the first puts runs twice: one call per blob, then the same blobs in
+// one batch ("_batch": SnapshotClient::PutBatch/GetBatch, two blobs in flight).
 // One JSON object per line: {"size", "phase", "gbps", "iters"}. Content is checked.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -70,6 +72,7 @@ std::string PhaseDir(const std::string& dir, const std::string& name) {
 }
 
 uint64_t gChunkBytes = 1 << 20;  ///< --chunk-bytes
+int gBatchDepth = ClientOptions{}.batchDepth;  ///< --batch-depth
 
 ClientOptions Options(uint16_t port, uint64_t size, uint64_t slots) {
   ClientOptions o;
@@ -79,7 +82,24 @@ ClientOptions Options(uint16_t port, uint64_t size, uint64_t slots) {
   o.arenaBytes = size * slots;
   o.mover.chunkBytes = gChunkBytes;
   o.mover.chunksPerRail = 4;
+  o.batchDepth = gBatchDepth;
   return o;
+}
+
+/// `count` blobs alternating between keys 0 (from `a`) and 1 (from `b`), as the
+/// one-by-one resident loops move them.
+std::vector<BatchBlob> Alternating(int count, uint8_t* a, uint8_t* b, uint64_t size) {
+  std::vector<BatchBlob> v(count);
+  for (int i = 0; i < count; ++i) v[i] = {static_cast<uint64_t>(i % 2), i % 2 ? b : a, size};
+  return v;
+}
+
+/// One PutBatch or GetBatch, dying on any blob's failure.
+void RunBatch(SnapshotClient& c, bool put, std::vector<BatchBlob>& batch) {
+  Check(put ? c.PutBatch(batch) : c.GetBatch(batch), put ? "put batch" : "get batch");
+  for (const BatchBlob& b : batch) {
+    if (!put && !b.found) Die("get batch: key " + std::to_string(b.key) + " not found");
+  }
 }
 
 }  // namespace
@@ -93,10 +113,15 @@ int main(int argc, char** argv) {
     else if (a == "--sizes" && i + 1 < argc) sizes = argv[++i];
     else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (a == "--chunk-bytes" && i + 1 < argc) gChunkBytes = ParseSize(argv[++i]);
-    else Die("usage: railyard-snapshot-bench --swap-dir DIR [--sizes 1M,4M,16M,64M] [--iters N] [--chunk-bytes 1M]");
+    else if (a == "--batch-depth" && i + 1 < argc) gBatchDepth = std::atoi(argv[++i]);
+    else Die("usage: railyard-snapshot-bench --swap-dir DIR [--sizes 1M,4M,16M,64M] [--iters N] [--chunk-bytes 1M] "
+             "[--batch-depth 2]");
   }
   if (dir.empty() || iters < 1) Die("--swap-dir is required; --iters >= 1");
   if (gChunkBytes < 4096 || gChunkBytes > (64ull << 20)) Die("--chunk-bytes: 4K..64M");
+  if (gBatchDepth < 1 || gBatchDepth > kMaxBatchDepth) Die("--batch-depth: 1.." + std::to_string(kMaxBatchDepth));
+  // The arenas hold twice the batch depth (a batch uses at most half the slots).
+  const uint64_t residentSlots = std::max(4, 2 * gBatchDepth), faultedSlots = residentSlots;
   std::stringstream ss(sizes);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -112,13 +137,13 @@ int main(int argc, char** argv) {
     {  // resident
       PeerProcess peer;
       std::string why;
-      if (!peer.Start({PeerBinary(), "--arena", "kind=bench,mode=paging,blob=" + std::to_string(size) + ",slots=4",
+      if (!peer.Start({PeerBinary(), "--arena", "kind=bench,mode=paging,blob=" + std::to_string(size) + ",slots=" + std::to_string(residentSlots),
                        "--swap-dir", residentDir},
                       &why)) {
         Die(why);
       }
       ClientSide c;
-      Check(c.Connect(Options(peer.port(), size, 4)), "connect");
+      Check(c.Connect(Options(peer.port(), size, residentSlots)), "connect");
       Check(c.client->Put(0, a.data(), size), "put");
       Check(c.client->Put(1, b.data(), size), "put");
       double t0 = Now();
@@ -129,6 +154,17 @@ int main(int argc, char** argv) {
       for (int i = 0; i < iters; ++i) Check(c.client->Get(i % 2, back.data(), size, &found), "get");
       Report(size, "get_resident", double(size) * iters, Now() - t0, iters);
       if (!found || Mismatch(back.data(), size, (iters - 1) % 2 + 1) != -1) Die("resident get returned wrong bytes");
+      // The same blobs in one batch each way (two in flight: SnapshotClient::PutBatch).
+      std::vector<BatchBlob> batch = Alternating(iters, a.data(), b.data(), size);
+      t0 = Now();
+      RunBatch(*c.client, true, batch);
+      Report(size, "put_resident_batch", double(size) * iters, Now() - t0, iters);
+      batch = Alternating(iters, back.data(), back.data(), size);
+      std::memset(back.data(), 0, size);
+      t0 = Now();
+      RunBatch(*c.client, false, batch);
+      Report(size, "get_resident_batch", double(size) * iters, Now() - t0, iters);
+      if (Mismatch(back.data(), size, (iters - 1) % 2 + 1) != -1) Die("resident batch get returned wrong bytes");
       // The same with the caller's buffers registered first (as NCCL's regMr would
       // have): moved straight from and into them, no staging copy.
       const fabric::Region* regs[3] = {};
@@ -145,33 +181,54 @@ int main(int argc, char** argv) {
       for (int i = 0; i < iters; ++i) Check(c.client->Get(i % 2, back.data(), size, &found), "get");
       Report(size, "get_resident_registered", double(size) * iters, Now() - t0, iters);
       if (!found || Mismatch(back.data(), size, (iters - 1) % 2 + 1) != -1) Die("registered get returned wrong bytes");
-      if (c.client->mover().directMoves() - direct0 != 2ull * iters) Die("registered buffers were staged");
+      batch = Alternating(iters, a.data(), b.data(), size);
+      t0 = Now();
+      RunBatch(*c.client, true, batch);
+      Report(size, "put_resident_registered_batch", double(size) * iters, Now() - t0, iters);
+      batch = Alternating(iters, back.data(), back.data(), size);
+      std::memset(back.data(), 0, size);
+      t0 = Now();
+      RunBatch(*c.client, false, batch);
+      Report(size, "get_resident_registered_batch", double(size) * iters, Now() - t0, iters);
+      if (Mismatch(back.data(), size, (iters - 1) % 2 + 1) != -1) Die("registered batch get returned wrong bytes");
+      if (c.client->mover().directMoves() - direct0 != 4ull * iters) Die("registered buffers were staged");
       for (const fabric::Region* r : regs) Check(c.cache->Release(r), "release");
     }
     {  // faulted from swap
+      // 4 slots (or twice --batch-depth: a batch keeps at most half of them in flight),
+      // twice as many blobs, got in turn.
       PeerProcess peer;
       std::string why;
-      if (!peer.Start({PeerBinary(), "--arena", "kind=bench,mode=paging,blob=" + std::to_string(size) + ",slots=2",
+      if (!peer.Start({PeerBinary(), "--arena", "kind=bench,mode=paging,blob=" + std::to_string(size) + ",slots=" + std::to_string(faultedSlots),
                        "--swap-dir", faultedDir, "--sync"},
                       &why)) {
         Die(why);
       }
       ClientSide c;
-      Check(c.Connect(Options(peer.port(), size, 2)), "connect");
-      const int blobs = 8;
-      const double t0 = Now();
+      Check(c.Connect(Options(peer.port(), size, faultedSlots)), "connect");
+      const int blobs = static_cast<int>(2 * faultedSlots);
+      std::vector<std::vector<uint8_t>> blob(blobs, std::vector<uint8_t>(size));
+      std::vector<BatchBlob> batch(blobs);
       for (int k = 0; k < blobs; ++k) {
-        Fill(a.data(), size, 100 + k);
-        Check(c.client->Put(k, a.data(), size), "put");
+        Fill(blob[k].data(), size, 100 + k);
+        batch[k] = {static_cast<uint64_t>(k), blob[k].data(), size};
       }
+      double t0 = Now();
+      for (int k = 0; k < blobs; ++k) Check(c.client->Put(k, blob[k].data(), size), "put");
       Report(size, "put_sync_writethrough", double(size) * blobs, Now() - t0, blobs);
+      t0 = Now();
+      RunBatch(*c.client, true, batch);  // the same blobs again, in one batch
+      Report(size, "put_sync_writethrough_batch", double(size) * blobs, Now() - t0, blobs);
       const std::string path = faultedDir + "/railyard-snapshot-bench.swap";
       const int fd = ::open(path.c_str(), O_RDONLY);
+      // Keys 0, 1, ... in turn: 8 blobs through 4 slots (LRU), so the key asked for is
+      // never resident and every get faults; the swap file's pages are dropped from
+      // the page cache first (before each get, or before each batch of the 8 keys,
+      // each read once).
+      const int rounds = std::max(1, (iters + blobs - 1) / blobs);
+      const uint64_t faults0 = c.client->faultedGets();
       double secs = 0;
-      // Keys 0, 1, ... in turn: with 2 slots and 8 blobs, the key asked for is never one
-      // of the two resident (the last two put, then the last two got), so every get faults.
-      const int gets = std::max(blobs - 2, iters);
-      for (int i = 0; i < gets; ++i) {
+      for (int i = 0; i < rounds * blobs; ++i) {
         const int k = i % blobs;
         if (fd >= 0) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
         bool found = false;
@@ -180,8 +237,24 @@ int main(int argc, char** argv) {
         secs += Now() - t;
         if (!found || Mismatch(back.data(), size, 100 + k) != -1) Die("faulted get returned wrong bytes");
       }
+      Report(size, "get_faulted", double(size) * rounds * blobs, secs, rounds * blobs);
+      secs = 0;
+      for (int r = 0; r < rounds; ++r) {
+        for (auto& d : blob) std::memset(d.data(), 0, size);
+        if (fd >= 0) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        const double t = Now();
+        RunBatch(*c.client, false, batch);
+        secs += Now() - t;
+        for (int k = 0; k < blobs; ++k) {
+          if (Mismatch(blob[k].data(), size, 100 + k) != -1) Die("faulted batch get returned wrong bytes");
+        }
+      }
       if (fd >= 0) ::close(fd);
-      Report(size, "get_faulted", double(size) * gets, secs, gets);
+      Report(size, "get_faulted_batch", double(size) * rounds * blobs, secs, rounds * blobs);
+      if (c.client->faultedGets() - faults0 != 2ull * rounds * blobs) {
+        Die("only " + std::to_string(c.client->faultedGets() - faults0) + " of " + std::to_string(2 * rounds * blobs) +
+            " gets were faulted");
+      }
     }
   }
   return 0;

@@ -4,10 +4,17 @@
 // mode, checked by content.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "proxy/fabric/fake/fake_transport.h"
+#include "storage/snapshot/control_socket.h"
 #include "storage/snapshot/snapshot_client.h"
 #include "storage/snapshot/snapshot_server.h"
 #include "tests/snapshot/snapshot_harness.h"
@@ -54,6 +61,181 @@ struct FakeServer {
     if (!dir.empty()) RemoveTree(dir);
   }
 };
+
+/// A TCP relay between one client and the server's control port that logs the
+/// client's requests (op, key) in the order it sent them: the handshake header and
+/// address pass through, then every 32-byte request is decoded and forwarded.
+class RequestLog {
+ public:
+  explicit RequestLog(uint16_t serverPort) : serverPort_(serverPort) {
+    EXPECT_TRUE(ListenControl("127.0.0.1", 0, &listener_, &port_).ok());
+    up_ = std::thread([this] { Run(); });
+  }
+  ~RequestLog() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    if (client_.valid()) ::shutdown(client_.get(), SHUT_RDWR);
+    if (server_.valid()) ::shutdown(server_.get(), SHUT_RDWR);
+    if (up_.joinable()) up_.join();
+    if (down_.joinable()) down_.join();
+  }
+  uint16_t port() const { return port_; }
+  /// "alloc 0, alloc 1, commit 0, ...": the requests so far.
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+  /// Text() once the client has closed its connection and every request it sent is
+  /// logged (a release is sent without waiting for anything: only the close orders it).
+  std::string TextAfterClose() {
+    if (up_.joinable()) up_.join();
+    return Text();
+  }
+
+ private:
+  void Run() {
+    client_ = proxy::Fd(::accept(listener_.get(), nullptr, nullptr));
+    if (!client_.valid() || !ConnectControl("127.0.0.1", serverPort_, 5000, &server_).ok()) return;
+    (void)SetTimeouts(client_.get(), 0);
+    (void)SetTimeouts(server_.get(), 0);
+    down_ = std::thread([this] {  // the server's answers, as they are
+      uint8_t b[4096];
+      ssize_t n;
+      while ((n = ::recv(server_.get(), b, sizeof b, 0)) > 0) {
+        iovec iov{b, static_cast<size_t>(n)};
+        if (!proxy::SendAll(client_.get(), &iov, 1, "log relay").ok()) break;
+      }
+      ::shutdown(client_.get(), SHUT_WR);
+    });
+    std::array<uint8_t, Header::kBytes> hb{};
+    if (!proxy::RecvAll(client_.get(), hb.data(), hb.size(), "log relay").ok()) return;
+    Header h;
+    if (!Header::Decode(hb, &h).ok()) return;
+    std::vector<uint8_t> address(h.addressBytes);
+    if (!proxy::RecvAll(client_.get(), address.data(), address.size(), "log relay").ok()) return;
+    iovec hv[2] = {{hb.data(), hb.size()}, {address.data(), address.size()}};
+    if (!proxy::SendAll(server_.get(), hv, 2, "log relay").ok()) return;
+    for (;;) {
+      std::array<uint8_t, Request::kBytes> qb{};
+      if (!proxy::RecvAll(client_.get(), qb.data(), qb.size(), "log relay").ok()) break;
+      Request q;
+      if (Request::Decode(qb, &q).ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        text_ += (text_.empty() ? "" : ", ") + std::string(OpName(q.op)) + " " + std::to_string(q.key);
+      }
+      iovec iov{qb.data(), qb.size()};
+      if (!proxy::SendAll(server_.get(), &iov, 1, "log relay").ok()) break;
+    }
+    ::shutdown(server_.get(), SHUT_WR);
+  }
+
+  uint16_t serverPort_;
+  uint16_t port_ = 0;
+  proxy::Fd listener_, client_, server_;
+  std::thread up_, down_;
+  std::mutex mu_;
+  std::string text_;
+};
+
+// A batch keeps two blobs in flight: the next alloc (or get) is asked for before the
+// blob before it has moved, and a commit (or release) goes before the request two
+// places later, never after. Depth 1 is the one-by-one order of Put and Get. The
+// bytes are checked too, the peer's evictions and faults included.
+TEST(SnapshotFake, BatchesAskAheadInTheOrderThatCannotHoldTheirOwnSlots) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ServerOptions so;
+  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  std::vector<std::vector<uint8_t>> data(6, std::vector<uint8_t>(kBlob));
+  for (int depth : {2, 1}) {
+    SCOPED_TRACE("batch depth " + std::to_string(depth));
+    RequestLog log(f.srv->port());
+    ClientOptions o = f.Kv(kBlob, 4);
+    o.port = log.port();
+    o.batchDepth = depth;
+    std::unique_ptr<SnapshotClient> c;
+    Status s = SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::vector<BatchBlob> batch(6);
+    for (uint64_t k = 0; k < 6; ++k) {
+      Fill(data[k].data(), kBlob, 10 * depth + k);
+      batch[k].key = k;
+      batch[k].data = data[k].data();
+      batch[k].bytes = kBlob;
+    }
+    s = c->PutBatch(batch);
+    ASSERT_TRUE(s.ok()) << s.message();
+    for (const BatchBlob& b : batch) EXPECT_TRUE(b.attempted && b.status.ok()) << b.key << ": " << b.status.message();
+    // Keys 0 and 1 were evicted by 4 and 5 (4 slots): their gets fault from swap.
+    for (auto& d : data) std::fill(d.begin(), d.end(), 0);
+    batch.resize(4);
+    batch[3].key = 99;  // not held
+    s = c->GetBatch(batch);
+    ASSERT_TRUE(s.ok()) << s.message();
+    for (uint64_t k = 0; k < 3; ++k) {
+      EXPECT_TRUE(batch[k].found) << k;
+      EXPECT_EQ(Mismatch(data[k].data(), kBlob, 10 * depth + k), -1) << k;
+    }
+    EXPECT_FALSE(batch[3].found);
+    EXPECT_TRUE(std::all_of(data[3].begin(), data[3].end(), [](uint8_t v) { return v == 0; }))
+        << "an absent key's buffer was written";
+    EXPECT_GE(c->faultedGets(), 2u);
+    c.reset();
+    if (depth == 2) {
+      EXPECT_EQ(log.TextAfterClose(),
+                "alloc 0, alloc 1, commit 0, alloc 2, commit 1, alloc 3, commit 2, alloc 4, commit 3, alloc 5, "
+                "commit 4, commit 5, get 0, get 1, release 0, get 2, release 1, get 99, release 2");
+    } else {
+      EXPECT_EQ(log.TextAfterClose(),
+                "alloc 0, commit 0, alloc 1, commit 1, alloc 2, commit 2, alloc 3, commit 3, alloc 4, commit 4, "
+                "alloc 5, commit 5, get 0, release 0, get 1, release 1, get 2, release 2, get 99");
+    }
+  }
+}
+
+// Bad input anywhere fails a batch before anything is sent; a key twice in one put
+// batch is stored in order (its second alloc waits for the first's commit to be sent,
+// since an alloc of a key supersedes the same client's uncommitted one).
+TEST(SnapshotFake, BadInputInABatchSendsNothingAndAKeyTwiceIsStoredInOrder) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ServerOptions so;
+  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  RequestLog log(f.srv->port());
+  ClientOptions o = f.Kv(kBlob, 4);
+  o.port = log.port();
+  std::unique_ptr<SnapshotClient> c;
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c).ok());
+  std::vector<uint8_t> a(kBlob), b(kBlob), back(kBlob);
+  Fill(a.data(), kBlob, 1);
+  Fill(b.data(), kBlob, 2);
+  std::vector<BatchBlob> batch(3);
+  batch[0] = {7, a.data(), kBlob};
+  batch[1] = {8, b.data(), kBlob - 1};  // wrong size
+  batch[2] = {9, b.data(), kBlob};
+  Status s = c->PutBatch(batch);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("blob 1 (key 8)"), std::string::npos) << s.message();
+  batch[1] = {8, nullptr, kBlob};
+  s = c->PutBatch(batch);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("blob 1 (key 8) has no buffer"), std::string::npos) << s.message();
+  EXPECT_EQ(log.Text(), "") << "a refused batch sent requests";
+  // Key 7 twice: stored in order, the later wins.
+  batch[1] = {7, b.data(), kBlob};
+  batch[2] = {9, a.data(), kBlob};
+  ASSERT_TRUE(c->PutBatch(batch).ok());
+  std::vector<BatchBlob> gets(2);
+  gets[0] = {9, back.data(), kBlob};
+  std::vector<uint8_t> seven(kBlob);
+  gets[1] = {7, seven.data(), kBlob};
+  ASSERT_TRUE(c->GetBatch(gets).ok());
+  EXPECT_EQ(Mismatch(back.data(), kBlob, 1), -1);
+  EXPECT_EQ(Mismatch(seven.data(), kBlob, 2), -1) << "key 7 is not the later of its two puts";
+  c.reset();
+  EXPECT_EQ(log.TextAfterClose(), "alloc 7, commit 7, alloc 7, alloc 9, commit 7, commit 9, get 9, get 7, release 9, release 7");
+}
 
 TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
   constexpr uint64_t kBlob = 64 * 1024;

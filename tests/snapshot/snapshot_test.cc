@@ -560,6 +560,69 @@ TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet
   EXPECT_FALSE(found) << "a torn record was kept";
 }
 
+// Batches (two blobs in flight) over the test's transport: twice the arena put in one
+// batch and got back in another, checked by content; a record torn in the swap file
+// fails only its own blob of a get batch (the peer's kError mid-fault, followed in the
+// stream by the next blob's answer), the blobs after it arrive; a killed peer ends a
+// batch with the handle's error and leaves the blobs behind the failure not attempted.
+TEST_F(SnapshotTest, BatchesRunPastATornBlobAndAKilledPeerEndsThem) {
+  StartPeer(true);
+  SnapshotClient& c = Connect(Paging());
+  constexpr uint64_t kBlobs = 2 * kSlots;
+  std::vector<std::vector<uint8_t>> data(kBlobs, std::vector<uint8_t>(kBlob));
+  std::vector<BatchBlob> batch(kBlobs);
+  for (uint64_t k = 0; k < kBlobs; ++k) {
+    Fill(data[k].data(), kBlob, 300 + k);
+    batch[k] = {k, data[k].data(), kBlob};
+  }
+  Status s = c.PutBatch(batch);
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (auto& d : data) std::fill(d.begin(), d.end(), 0);
+  // Backwards: the resident half first, then the half in the swap file only.
+  std::reverse(batch.begin(), batch.end());
+  s = c.GetBatch(batch);
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (uint64_t k = 0; k < kBlobs; ++k) {
+    ASSERT_TRUE(batch[kBlobs - 1 - k].found) << k;
+    ASSERT_EQ(Mismatch(data[k].data(), kBlob, 300 + k), -1) << "key " << k;
+  }
+  EXPECT_GE(c.faultedGets(), kSlots);
+  // Now keys 0..7 are resident and 8..15 in swap only. Tear key 9's record (a sync
+  // arena wrote one record per put, in key order), then get 8, 9, 10.
+  {
+    std::fstream f(dir_ + "/railyard-snapshot-kv.swap", std::ios::in | std::ios::out | std::ios::binary);
+    const uint64_t at = 4096 + 9 * (4096 + kBlob) + 4096 + kBlob - 100;
+    f.seekg(at);
+    const char was = static_cast<char>(f.get());
+    f.seekp(at);
+    f.put(static_cast<char>(was ^ 0x5a));
+  }
+  std::vector<BatchBlob> three = {{8, data[8].data(), kBlob}, {9, data[9].data(), kBlob}, {10, data[10].data(), kBlob}};
+  for (uint64_t k : {8, 9, 10}) std::fill(data[k].begin(), data[k].end(), 0);
+  s = c.GetBatch(three);
+  EXPECT_EQ(s.code(), Code::kSystemError) << s.message();
+  EXPECT_NE(s.message().find("get batch, blob 1 (key 9)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("torn"), std::string::npos) << s.message();
+  EXPECT_TRUE(three[0].status.ok() && three[2].status.ok());
+  EXPECT_TRUE(three[1].attempted);
+  EXPECT_EQ(Mismatch(data[8].data(), kBlob, 308), -1);
+  EXPECT_EQ(Mismatch(data[10].data(), kBlob, 310), -1);
+  EXPECT_TRUE(c.status().ok()) << c.status().message();
+  // A killed peer: the first blob fails with the connection, the one in flight behind
+  // it shares the error, the rest are not attempted; nothing hangs.
+  peer_->Signal(SIGKILL);
+  for (auto& b : batch) b.found = true;
+  s = c.GetBatch(batch);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("get batch, blob 0 (key 15)"), std::string::npos) << s.message();
+  EXPECT_FALSE(c.status().ok());
+  EXPECT_TRUE(batch[0].attempted);
+  EXPECT_FALSE(batch[0].status.ok());
+  EXPECT_FALSE(batch[kBlobs - 1].attempted);
+  EXPECT_TRUE(batch[kBlobs - 1].status.ok());
+  EXPECT_FALSE(batch[kBlobs - 1].found);
+}
+
 // New-user trial: the peer closed a paging handle that rested for RAILYARD_TIMEOUT_MS
 // between operations, silently; the next call failed and the handle was dead. Between
 // operations a client now holds nothing and may rest as long as it likes; in the middle
