@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,27 @@ namespace {
 
 thread_local std::string t_lastError;
 
+/// `message` with the snapshot client's C++ call names in this API's: the client says
+/// "snapshot: Put on raw kind 'kv' (use WriteAt)", a C caller reads
+/// "railyard_snapshot_put on raw kind 'kv' (use railyard_snapshot_write_at)".
+std::string CNames(const std::string& message) {
+  static const std::regex kCall(R"((snapshot: |use )(WriteAt|ReadAt|PutBatch|GetBatch|Put|Get|Remove)\b)");
+  static const std::map<std::string, std::string> kNames = {
+      {"WriteAt", "write_at"}, {"ReadAt", "read_at"}, {"PutBatch", "put_batch"}, {"GetBatch", "get_batch"},
+      {"Put", "put"},          {"Get", "get"},        {"Remove", "remove"}};
+  std::string out;
+  auto at = message.cbegin();
+  for (std::sregex_iterator m(message.begin(), message.end(), kCall), end; m != end; ++m) {
+    out.append(at, (*m)[0].first);
+    out += ((*m)[1] == "use " ? "use " : "") + std::string("railyard_snapshot_") + kNames.at((*m)[2]);
+    at = (*m)[0].second;
+  }
+  out.append(at, message.cend());
+  return out;
+}
+
 int Fail(const railyard::Status& s) {
-  t_lastError = s.message();
+  t_lastError = CNames(s.message());
   return s.ncclResult();
 }
 

@@ -22,9 +22,11 @@ MODE_NAMES = {RAW: "raw", PAGING: "paging"}
 CODE_NAMES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
               4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 7: "ncclInProgress"}
 
-# The C++ client's call names in the library's messages, as this binding spells them.
-_PY_CALLS = {"WriteAt": "write_at", "ReadAt": "read_at", "Put": "put", "Get": "get", "Remove": "remove"}
-_CALL_RE = re.compile(r"\b(snapshot: |use )(%s)\b" % "|".join(_PY_CALLS))
+# The C API's call names in its messages ("railyard_snapshot_put on raw kind 'kv' (use
+# railyard_snapshot_write_at)"), as this binding spells them (Snapshot.put, Snapshot.write_at).
+_PY_CALLS = {"write_at": "write_at", "read_at": "read_at", "put_batch": "put_many", "get_batch": "get_many",
+             "put": "put", "get": "get", "remove": "remove"}
+_CALL_RE = re.compile(r"\brailyard_snapshot_(%s)\b" % "|".join(_PY_CALLS))
 
 
 class SnapshotError(RuntimeError):
@@ -39,8 +41,9 @@ class SnapshotError(RuntimeError):
 
 
 def _python_names(message):
-    """`message` with the C++ call names it gives ("use WriteAt") in this binding's spelling."""
-    return _CALL_RE.sub(lambda m: m.group(1) + _PY_CALLS[m.group(2)], message)
+    """`message` with the C API's call names it gives ("use railyard_snapshot_write_at") in
+    this binding's spelling ("use Snapshot.write_at")."""
+    return _CALL_RE.sub(lambda m: "Snapshot." + _PY_CALLS[m.group(1)], message)
 
 
 _c = None

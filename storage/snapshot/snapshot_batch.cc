@@ -53,8 +53,9 @@ size_t SnapshotClient::BatchDepth() const {
 
 Status SnapshotClient::CheckBatch(std::span<BatchBlob> blobs, const char* what) const {
   if (options_.mode != Mode::kPaging) {
-    return InvalidUsage(std::string("snapshot: ") + what + " batch on raw kind '" + options_.kind +
-                        "' (use WriteAt and ReadAt)");
+    const bool put = std::string(what) == "put";
+    return InvalidUsage(std::string("snapshot: ") + (put ? "PutBatch" : "GetBatch") + " on raw kind '" + options_.kind +
+                        "' (use " + (put ? "WriteAt" : "ReadAt") + ")");
   }
   for (size_t i = 0; i < blobs.size(); ++i) {
     if (blobs[i].data == nullptr) {

@@ -189,8 +189,14 @@ def main():
                 raise AssertionError("put on a raw arena was accepted")
             except SnapshotError as e:
                 assert e.code == 5 and e.name == "ncclInvalidUsage", e
-                assert str(e) == ("railyard snapshot error ncclInvalidUsage (5): snapshot: put on raw kind 'kv' "
-                                  "(use write_at)"), e
+                assert str(e) == ("railyard snapshot error ncclInvalidUsage (5): Snapshot.put on raw kind 'kv' "
+                                  "(use Snapshot.write_at)"), e
+            try:
+                r.get_many([(1, out)])
+                raise AssertionError("get_many on a raw arena was accepted")
+            except SnapshotError as e:
+                assert str(e) == ("railyard snapshot error ncclInvalidUsage (5): Snapshot.get_many on raw kind 'kv' "
+                                  "(use Snapshot.read_at)"), e
             try:
                 r.write_at(8 * 65536, a)
                 raise AssertionError("an out-of-range write was accepted")
