@@ -46,9 +46,31 @@ Status SnapshotService::Start(const SnapshotFlags& flags, const env::Config& cfg
   std::unique_ptr<SnapshotService> s(new SnapshotService);
   s->address_ = so.address;
   RY_RETURN_IF_ERROR(OnePrefix(domain->CreateWorker(&s->worker_)));
+  s->options_ = so;
   RY_RETURN_IF_ERROR(OnePrefix(storage::snapshot::SnapshotServer::Start(*cache, *s->worker_, so, &s->server_)));
   *out = std::move(s);
   return Status::Ok();
+}
+
+std::vector<std::string> SnapshotService::PagingReport() const {
+  std::vector<std::string> lines;
+  for (const storage::snapshot::ArenaSpec& a : options_.arenas) {
+    if (a.mode != storage::snapshot::Mode::kPaging) continue;
+    const storage::snapshot::PagingStats st = server_->Stats(a.kind);
+    std::string line = "snapshot kind '" + a.kind + "' (paging, " + std::to_string(a.slots) + " slots of " +
+                       std::to_string(a.blobBytes) + " bytes, swap in " + options_.swapDir + ", sync " +
+                       (options_.swapSync ? "on" : "off") + "): ";
+    if (st.rebuilt == 0 && st.tornDropped == 0) {
+      line += options_.swapSync ? "empty, no committed blob in the swap file" : "empty (without sync nothing is kept)";
+    } else {
+      line += std::to_string(st.rebuilt) + " committed blob" + (st.rebuilt == 1 ? "" : "s") + " recovered";
+      if (st.tornDropped > 0) {
+        line += ", " + std::to_string(st.tornDropped) + " torn record" + (st.tornDropped == 1 ? "" : "s") + " dropped";
+      }
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 SnapshotService::~SnapshotService() {

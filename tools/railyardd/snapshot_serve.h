@@ -30,11 +30,17 @@ class SnapshotService {
   ~SnapshotService();
   uint16_t port() const { return server_->port(); }
   const std::string& address() const { return address_; }
+  /// One line per paging arena for the daemon's start-up output: "snapshot kind 'kv'
+  /// (paging, 64 slots of 1048576 bytes, swap in DIR, sync on): 12 committed blobs
+  /// recovered, 1 torn record dropped" (what a restart with RAILYARD_SWAP_SYNC=1 found;
+  /// "empty" when nothing).
+  std::vector<std::string> PagingReport() const;
 
  private:
   std::unique_ptr<fabric::Worker> worker_;
   std::unique_ptr<storage::snapshot::SnapshotServer> server_;
   std::string address_;
+  storage::snapshot::ServerOptions options_;  ///< what the server was started with
 };
 
 }  // namespace railyard::tools
