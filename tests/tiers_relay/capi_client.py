@@ -97,7 +97,8 @@ def blob(key, rnd, n):
 
 def snapshot(peer, kind, blob_bytes, slots, count, stream):
     """Puts `count` blobs into `peer`'s paging arena `kind` and gets each back, compared
-    byte by byte; rounds of it for `stream` seconds when given. First lists the peer's
+    byte by byte, then (without `stream`) once more with put_many and get_many; rounds
+    of the first for `stream` seconds when given. First lists the peer's
     arenas (discovery through the same tunnel) and checks `kind` is there as asked."""
     arenas = {a["kind"]: a for a in list_arenas(peer, 0)}
     if kind not in arenas or arenas[kind]["mode"] != "paging" or arenas[kind]["blob_bytes"] != blob_bytes \
@@ -126,6 +127,17 @@ def snapshot(peer, kind, blob_bytes, slots, count, stream):
                 print(f"TORN: blob {k} of round {rnd} came back {'with other bytes' if found else 'absent'}", flush=True)
                 sys.exit(1)
             moved += blob_bytes
+    if stream is None:  # once more in batches: two blobs in flight through the same tunnel
+        rnd = 1000
+        s.put_many([(k, blob(k, rnd, blob_bytes)) for k in range(count)])
+        outs = [bytearray(blob_bytes) for _ in range(count)]
+        found = s.get_many(list(zip(range(count), outs)))
+        for k in range(count):
+            if not found[k] or outs[k] != blob(k, rnd, blob_bytes):
+                print(f"TORN: batch blob {k} came back {'with other bytes' if found[k] else 'absent'}", flush=True)
+                sys.exit(1)
+        moved += 2 * count * blob_bytes
+        print(f"batches ok {count} blobs", flush=True)
     s.close()
     print(f"snapshot ok {moved} bytes", flush=True)
 

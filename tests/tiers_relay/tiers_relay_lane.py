@@ -30,7 +30,8 @@ Cases:
                          fetch (the one whose rails toward h0 move bytes): a named
                          error within RAILYARD_TIMEOUT_MS (+ slack), no torn record
   capi-snapshot-relayed  railyardd --snapshot-arena on h2; its arenas listed, then 24 blobs of 1 MiB put from h0
-                         through "host:h2" into 8 slots and got back, byte by byte
+                         through "host:h2" into 8 slots and got back, byte by byte, one by one
+                         and then with put_many/get_many
   capi-expert-late-cable railyardd on h2 (serving) and h3 only: h2's tier tunnels start
                          with the cable to h3; the cable to h1 comes up when the C API
                          client on h1 says hello, the tunnels take it (listen on its
@@ -307,12 +308,14 @@ def case_capi_snapshot_relayed():
     out = client_ok(c, "the relayed snapshot round trip through the C API", "snapshot ok", "railyardd2")
     if "listed host:h2: ['kv']" not in out:  # railyard_snapshot_list through the tunnel too
         fail(f"list_arenas('host:h2', 0) did not list the one arena kv:\n{out}")
+    if "batches ok 24 blobs" not in out:  # put_many/get_many: requests ahead of answers through the tunnel
+        fail(f"the batch round did not end well:\n{out}")
     relay, moved = carrying_relay(2, before)
     if moved[relay] < 24 << 20:
         fail(f"no relay's rails toward h2 carried the 24 MiB put: {moved}")
     swap = spilled(f"{WORK}/swap/fabric/railyard-snapshot-kv.swap")
     print(f"ok: 24 blobs x 1 MiB put through host:h2 (h0 -> h{relay} -> h2) into 8 slots (swap {swap} bytes) "
-          f"and got back byte by byte; rails toward h2 moved {moved}")
+          f"and got back byte by byte, one by one and in batches; rails toward h2 moved {moved}")
 
 
 def case_capi_expert_relay_killed():
