@@ -47,6 +47,12 @@ struct FakeServer {
     so.swapDir = dir;
     ASSERT_TRUE(SnapshotServer::Start(*server.cache, *server.worker, so, &srv).ok());
   }
+  /// Start with one paging kind "kv" of `slots` blobs of `blob` bytes.
+  void StartKv(uint64_t blob, uint64_t slots) {
+    ServerOptions so;
+    so.arenas = {ArenaSpec{"kv", Mode::kPaging, blob, slots}};
+    Start(so);
+  }
   /// A client's options for the paging kind "kv" of `slots` blobs of `blob` bytes.
   ClientOptions Kv(uint64_t blob, uint64_t slots) const {
     ClientOptions o;
@@ -143,9 +149,7 @@ class RequestLog {
 TEST(SnapshotFake, BatchesAskAheadInTheOrderThatCannotHoldTheirOwnSlots) {
   constexpr uint64_t kBlob = 64 * 1024;
   FakeServer f;
-  ServerOptions so;
-  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
-  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(kBlob, 4));
   std::vector<std::vector<uint8_t>> data(6, std::vector<uint8_t>(kBlob));
   for (int depth : {2, 1}) {
     SCOPED_TRACE("batch depth " + std::to_string(depth));
@@ -199,9 +203,7 @@ TEST(SnapshotFake, BatchesAskAheadInTheOrderThatCannotHoldTheirOwnSlots) {
 TEST(SnapshotFake, BadInputInABatchSendsNothingAndAKeyTwiceIsStoredInOrder) {
   constexpr uint64_t kBlob = 64 * 1024;
   FakeServer f;
-  ServerOptions so;
-  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
-  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(kBlob, 4));
   RequestLog log(f.srv->port());
   ClientOptions o = f.Kv(kBlob, 4);
   o.port = log.port();
