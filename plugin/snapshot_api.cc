@@ -96,8 +96,9 @@ railyard::Status OpenSnapshotTunnel(const char* call, const char* host, const st
 int Batch(railyard_snapshot_t* s, railyard_snapshot_blob_t* blobs, size_t count, bool put) {
   using namespace railyard;
   const char* call = put ? "railyard_snapshot_put_batch" : "railyard_snapshot_get_batch";
-  if (s == nullptr || (blobs == nullptr && count > 0)) {
-    return Fail(InvalidArgument(std::string(call) + ": NULL handle, or NULL blobs with a count of " + std::to_string(count)));
+  if (s == nullptr) return Fail(InvalidArgument(std::string(call) + ": NULL handle"));
+  if (blobs == nullptr && count > 0) {
+    return Fail(InvalidArgument(std::string(call) + ": NULL blobs with a count of " + std::to_string(count)));
   }
   std::vector<storage::snapshot::BatchBlob> batch(count);
   for (size_t i = 0; i < count; ++i) {
@@ -109,7 +110,10 @@ int Batch(railyard_snapshot_t* s, railyard_snapshot_blob_t* blobs, size_t count,
   const Status st = put ? s->client->PutBatch(batch) : s->client->GetBatch(batch);
   for (size_t i = 0; i < count; ++i) {
     blobs[i].found = batch[i].found ? 1 : 0;
-    blobs[i].result = !batch[i].attempted ? RAILYARD_SNAPSHOT_NOT_ATTEMPTED : batch[i].status.ncclResult();
+    // A blob that failed the batch's checks has its code though it was never sent.
+    blobs[i].result = !batch[i].status.ok() ? batch[i].status.ncclResult()
+                      : batch[i].attempted  ? 0
+                                            : RAILYARD_SNAPSHOT_NOT_ATTEMPTED;
   }
   return Done(st);
 }
@@ -255,7 +259,15 @@ int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf) {
   return Done(st);
 }
 
-void railyard_snapshot_close(railyard_snapshot_t* s) { delete s; }
+void railyard_snapshot_close(railyard_snapshot_t* s) {
+  if (s == nullptr) return;
+  // A call running on another thread holds the lock: close waits for it to end (new-user
+  // trial: a close during a put_many freed the handle under it). No call may start on
+  // the handle once close began: that is a use after free, as with free().
+  s->mu.lock();
+  s->mu.unlock();
+  delete s;
+}
 
 const char* railyard_snapshot_last_error(void) { return t_lastError.c_str(); }
 

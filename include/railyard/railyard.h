@@ -194,9 +194,12 @@ typedef struct railyard_snapshot_blob {
   unsigned long long bytes; /**< in: must equal the blob bytes */
   int found;                /**< out, get: 1 when the peer held the key, else 0 (data untouched) */
   int result;               /**< out: 0 done, an error code (as the call returns) for this blob,
-                                 or RAILYARD_SNAPSHOT_NOT_ATTEMPTED */
+                                 or RAILYARD_SNAPSHOT_NOT_ATTEMPTED; a blob that made the batch
+                                 be refused before anything was sent (NULL data, a wrong
+                                 size) has 4 and the others NOT_ATTEMPTED */
 } railyard_snapshot_blob_t;
-/** A batch blob's `result` when the batch ended before it (the handle failed). */
+/** A batch blob's `result` when the batch ended (the handle failed) or was refused
+ *  before it. */
 #define RAILYARD_SNAPSHOT_NOT_ATTEMPTED (-1)
 /** Paging mode: stores `count` blobs as railyard_snapshot_put would, in order, with
  *  two in flight at once (at most half the arena's slots), so a batch does not pay a
@@ -236,7 +239,8 @@ RAILYARD_API int railyard_snapshot_register(railyard_snapshot_t* s, void* buf, u
  *  registered on this handle (nothing is released). */
 RAILYARD_API int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf);
 /** Closes the connection (uncommitted puts are dropped by the peer) and releases what
- *  railyard_snapshot_register registered on it. NULL is fine. */
+ *  railyard_snapshot_register registered on it. NULL is fine. A call running on the
+ *  handle in another thread is waited for; no call may start on it once close began. */
 RAILYARD_API void railyard_snapshot_close(railyard_snapshot_t* s);
 /** The message of this thread's last failed railyard_snapshot_* call ("" if none);
  *  valid until this thread's next call. */

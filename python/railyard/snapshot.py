@@ -25,7 +25,7 @@ CODE_NAMES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInterna
 # The C API's call names in its messages ("railyard_snapshot_put on raw kind 'kv' (use
 # railyard_snapshot_write_at)"), as this binding spells them (Snapshot.put, Snapshot.write_at).
 _PY_CALLS = {"write_at": "write_at", "read_at": "read_at", "put_batch": "put_many", "get_batch": "get_many",
-             "put": "put", "get": "get", "remove": "remove"}
+             "put": "put", "get": "get", "remove": "remove", "register": "register", "deregister": "deregister"}
 _CALL_RE = re.compile(r"\brailyard_snapshot_(%s)\b" % "|".join(_PY_CALLS))
 
 
@@ -188,7 +188,8 @@ class Snapshot:
         at once (railyard_snapshot_put_batch), faster than put() one by one. One blob's
         failure does not stop the others; SnapshotError then names the first failing blob,
         and its .results gives each blob's code (0 stored, an error code, or
-        NOT_ATTEMPTED when a failed connection ended the batch before it)."""
+        NOT_ATTEMPTED when a failed connection ended the batch before it, or a bad blob
+        before it had it refused: that blob has code 4)."""
         h = self._handle("put_many")
         blobs, keep = self._blobs(items, False)
         self._batch(_api().railyard_snapshot_put_batch, h, blobs)
@@ -197,7 +198,8 @@ class Snapshot:
     def get_many(self, items):
         """Paging mode: fills `out` for each (key, out) pair of `items` in order, two in
         flight (railyard_snapshot_get_batch); returns the list of found flags (False: the
-        peer does not hold that key, its `out` untouched). Errors as put_many."""
+        peer does not hold that key, its `out` untouched). Errors as put_many; the
+        SnapshotError's .found then says which of the blobs done were found."""
         h = self._handle("get_many")
         blobs, keep = self._blobs(items, True)
         self._batch(_api().railyard_snapshot_get_batch, h, blobs)
@@ -216,7 +218,10 @@ class Snapshot:
             if len(pair) != 2:
                 raise ValueError(f"item {i}: a (key, buffer) pair expected, got a {type(pair).__name__} of {len(pair)}")
             key, buf = pair
-            addr, n, k = _buffer(buf, writable)
+            try:
+                addr, n, k = _buffer(buf, writable)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"item {i} (key {key!r}): {e}") from None
             blobs[i].key = _args.unsigned(f"items[{i}] key", key)
             blobs[i].data = addr
             blobs[i].bytes = n
@@ -229,6 +234,7 @@ class Snapshot:
         if rc != 0:
             err = SnapshotError(rc, _python_names(_api().railyard_snapshot_last_error().decode("utf-8", "replace")))
             err.results = [b.result for b in blobs]
+            err.found = [bool(b.found) for b in blobs]
             raise err
 
     def remove(self, key):

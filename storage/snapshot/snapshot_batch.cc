@@ -34,6 +34,13 @@ void Settle(std::span<BatchBlob> blobs, size_t i, const char* what, const Status
   blobs[i].status = s.ok() ? s : InBatch(what, i, blobs[i].key, s);
 }
 
+/// The outcome of a blob whose requests were sent and not all answered when the
+/// handle failed on another blob's request (`failed`, which names that request).
+Status InFlightWhenFailed(const Status& failed) {
+  return Status(failed.code(), "in flight when the connection failed (" + failed.message() +
+                                   "): it may or may not have taken effect at the peer");
+}
+
 /// The batch's result: the failure of its first failed blob (in batch order, not in
 /// the order the failures were seen: a send can fail before an earlier blob's answer).
 Status FirstFailure(std::span<const BatchBlob> blobs) {
@@ -52,24 +59,32 @@ size_t SnapshotClient::BatchDepth() const {
 }
 
 Status SnapshotClient::CheckBatch(std::span<BatchBlob> blobs, const char* what) const {
+  for (BatchBlob& b : blobs) {
+    b.found = false;
+    b.attempted = false;
+    b.status = Status::Ok();
+  }
   if (options_.mode != Mode::kPaging) {
     const bool put = std::string(what) == "put";
     return InvalidUsage(std::string("snapshot: ") + (put ? "PutBatch" : "GetBatch") + " on raw kind '" + options_.kind +
                         "' (use " + (put ? "WriteAt" : "ReadAt") + ")");
   }
+  RY_RETURN_IF_ERROR(Earlier());
+  // The first bad blob carries the refusal; the rest stay not attempted.
   for (size_t i = 0; i < blobs.size(); ++i) {
-    if (blobs[i].data == nullptr) {
-      return InvalidArgument(std::string("snapshot ") + what + " batch: blob " + std::to_string(i) + " (key " +
-                             std::to_string(blobs[i].key) + ") has no buffer (nothing was sent)");
+    BatchBlob& b = blobs[i];
+    std::string why;
+    if (b.data == nullptr) {
+      why = "has no buffer";
+    } else if (b.bytes != options_.blobBytes) {
+      why = "has " + std::to_string(b.bytes) + " bytes; kind '" + options_.kind + "' holds blobs of " +
+            std::to_string(options_.blobBytes) + " bytes";
     }
-    if (Status s = CheckBlob(blobs[i].bytes, what); !s.ok()) {
-      return s.code() == Code::kInvalidArgument ? InBatch(what, i, blobs[i].key, s) : s;
+    if (!why.empty()) {
+      b.status = InvalidArgument(std::string("snapshot ") + what + " batch: blob " + std::to_string(i) + " (key " +
+                                 std::to_string(b.key) + ") " + why + " (nothing of the batch was sent)");
+      return b.status;
     }
-  }
-  for (BatchBlob& b : blobs) {
-    b.found = false;
-    b.attempted = false;
-    b.status = Status::Ok();
   }
   return Status::Ok();
 }
@@ -119,7 +134,7 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
   }
   // The handle failed: what was in flight shares its error; the rest was not attempted.
   for (const Asked& a : asked) {
-    if (!blobs[a.index].attempted) settle(a.index, failed_);
+    if (!blobs[a.index].attempted) settle(a.index, InFlightWhenFailed(failed_));
   }
   return FirstFailure(blobs);
 }
@@ -149,7 +164,7 @@ Status SnapshotClient::GetBatch(std::span<BatchBlob> blobs) {
     settle(answered++, s);
   }
   for (size_t i = answered; i < sent; ++i) {
-    if (!blobs[i].attempted) settle(i, failed_);
+    if (!blobs[i].attempted) settle(i, InFlightWhenFailed(failed_));
   }
   return FirstFailure(blobs);
 }

@@ -56,8 +56,10 @@ struct BatchBlob {
   void* data = nullptr;
   uint64_t bytes = 0;      ///< must equal the arena's blob bytes
   bool found = false;      ///< GetBatch: set when the peer held the key (else `data` is untouched)
-  bool attempted = false;  ///< set once this blob's call ran (to success or to `status`)
-  Status status;           ///< this blob's outcome; Ok for one not attempted
+  bool attempted = false;  ///< set once this blob's requests were sent (to success or to `status`)
+  /// This blob's outcome. Ok for one not attempted, but for the blob that made the
+  /// batch be refused before anything was sent (NULL data, a wrong size): its error.
+  Status status;
 };
 
 /// Asks the snapshot peer at host:port which arenas it serves (a discovery handshake,
@@ -110,7 +112,10 @@ class SnapshotClient {
   /// in flight get that error and later ones stay not attempted. Returns Ok when every
   /// blob was stored, else the first failure, naming its index and key.
   /// InvalidArgument, with nothing sent, for a NULL `data` or a wrong size anywhere in
-  /// the batch; an empty batch is Ok.
+  /// the batch (the first such blob's `status` says so); an empty batch is Ok. The blobs
+  /// in flight when the handle fails (up to twice the depth: allocs asked ahead and
+  /// commits not yet answered) get "in flight when the connection failed (...)": they
+  /// may or may not have been stored.
   Status PutBatch(std::span<BatchBlob> blobs);
   /// Fetches every blob of `blobs` as Get would, in order, up to batchDepth in flight
   /// (the next gets asked for, and faulted from the peer's swap file there, while this

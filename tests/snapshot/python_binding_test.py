@@ -210,8 +210,13 @@ def main():
                 s.put_many([(200, many[0][1]), (201, np.zeros(10))])
                 raise AssertionError("a batch with a wrong-size blob was accepted")
             except SnapshotError as e:
-                assert e.code == 4 and "put batch, blob 1 (key 201): snapshot put: a blob of 80 bytes" in str(e), e
-                assert e.results == [-1, -1], e.results
+                assert e.code == 4 and "put batch: blob 1 (key 201) has 80 bytes; kind 'ssm'" in str(e), e
+                assert e.results == [-1, 4], e.results
+            try:
+                s.get_many([(200, out) for out in outs[:2]] + [(201, b"read-only")])
+                raise AssertionError("a read-only buffer was accepted by get_many")
+            except ValueError as e:
+                assert str(e) == "item 2 (key 201): snapshot: the buffer must be writable", e
             assert not s.get(200, back), "a refused batch stored its first blob"
             try:
                 s.put_many([(1, 2, 3)])

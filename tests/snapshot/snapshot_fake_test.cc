@@ -218,7 +218,9 @@ TEST(SnapshotFake, BadInputInABatchSendsNothingAndAKeyTwiceIsStoredInOrder) {
   batch[2] = {9, b.data(), kBlob};
   Status s = c->PutBatch(batch);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("blob 1 (key 8)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("blob 1 (key 8) has 65535 bytes"), std::string::npos) << s.message();
+  EXPECT_EQ(batch[1].status.code(), Code::kInvalidArgument) << "the refused blob does not say so";
+  EXPECT_TRUE(batch[0].status.ok() && !batch[0].attempted && batch[2].status.ok() && !batch[2].attempted);
   batch[1] = {8, nullptr, kBlob};
   s = c->PutBatch(batch);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);

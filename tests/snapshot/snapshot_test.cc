@@ -615,6 +615,8 @@ TEST_F(SnapshotTest, BatchesRunPastATornBlobAndAKilledPeerEndsThem) {
   s = c.GetBatch(batch);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("get batch, blob 0 (key 15)"), std::string::npos) << s.message();
+  // The blob behind it shares the handle's failure, said as such.
+  EXPECT_NE(batch[1].status.message().find("blob 1 (key 14)"), std::string::npos) << batch[1].status.message();
   EXPECT_FALSE(c.status().ok());
   EXPECT_TRUE(batch[0].attempted);
   EXPECT_FALSE(batch[0].status.ok());

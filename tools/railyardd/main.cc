@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyardd: snapshot arenas on %s:%u\n", snapshotService->address().c_str(),
                  snapshotService->port());
     // What a restart found (new-user trial: the count of recovered blobs was only logged at INFO).
-    for (const std::string& line : snapshotService->PagingReport()) std::fprintf(stderr, "railyardd: %s\n", line.c_str());
+    for (const std::string& line : snapshotService->ArenaReport()) std::fprintf(stderr, "railyardd: %s\n", line.c_str());
   }
   // The expert store (storage/expert/expert_server.h), served beside the rest or alone.
   std::unique_ptr<fabric::Domain> expertDomain;

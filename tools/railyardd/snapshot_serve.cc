@@ -52,21 +52,26 @@ Status SnapshotService::Start(const SnapshotFlags& flags, const env::Config& cfg
   return Status::Ok();
 }
 
-std::vector<std::string> SnapshotService::PagingReport() const {
+std::vector<std::string> SnapshotService::ArenaReport() const {
+  auto count = [](uint64_t n, const char* one) { return std::to_string(n) + " " + one + (n == 1 ? "" : "s"); };
   std::vector<std::string> lines;
   for (const storage::snapshot::ArenaSpec& a : options_.arenas) {
-    if (a.mode != storage::snapshot::Mode::kPaging) continue;
+    std::string line = "snapshot kind '" + a.kind + "' (";
+    if (a.mode == storage::snapshot::Mode::kRaw) {
+      line += a.slots != 0 ? "raw, " + count(a.slots, "slot") + " of " + std::to_string(a.blobBytes) + " bytes)"
+                           : "raw, blobs of " + std::to_string(a.blobBytes) + " bytes, sized by its first client up to " +
+                                 std::to_string(a.maxBytes) + " bytes)";
+      lines.push_back(std::move(line));
+      continue;
+    }
     const storage::snapshot::PagingStats st = server_->Stats(a.kind);
-    std::string line = "snapshot kind '" + a.kind + "' (paging, " + std::to_string(a.slots) + " slots of " +
-                       std::to_string(a.blobBytes) + " bytes, swap in " + options_.swapDir + ", sync " +
-                       (options_.swapSync ? "on" : "off") + "): ";
+    line += "paging, " + count(a.slots, "slot") + " of " + std::to_string(a.blobBytes) + " bytes, swap in " +
+            options_.swapDir + ", sync " + (options_.swapSync ? "on" : "off") + "): ";
     if (st.rebuilt == 0 && st.tornDropped == 0) {
       line += options_.swapSync ? "empty, no committed blob in the swap file" : "empty (without sync nothing is kept)";
     } else {
-      line += std::to_string(st.rebuilt) + " committed blob" + (st.rebuilt == 1 ? "" : "s") + " recovered";
-      if (st.tornDropped > 0) {
-        line += ", " + std::to_string(st.tornDropped) + " torn record" + (st.tornDropped == 1 ? "" : "s") + " dropped";
-      }
+      line += count(st.rebuilt, "committed blob") + " recovered";
+      if (st.tornDropped > 0) line += ", " + count(st.tornDropped, "torn record") + " dropped";
     }
     lines.push_back(std::move(line));
   }

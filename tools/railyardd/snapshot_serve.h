@@ -30,11 +30,11 @@ class SnapshotService {
   ~SnapshotService();
   uint16_t port() const { return server_->port(); }
   const std::string& address() const { return address_; }
-  /// One line per paging arena for the daemon's start-up output: "snapshot kind 'kv'
-  /// (paging, 64 slots of 1048576 bytes, swap in DIR, sync on): 12 committed blobs
-  /// recovered, 1 torn record dropped" (what a restart with RAILYARD_SWAP_SYNC=1 found;
-  /// "empty" when nothing).
-  std::vector<std::string> PagingReport() const;
+  /// One line per arena for the daemon's start-up output: "snapshot kind 'kv' (paging,
+  /// 64 slots of 1048576 bytes, swap in DIR, sync on): 12 committed blobs recovered, 1
+  /// torn record dropped" (what a restart with RAILYARD_SWAP_SYNC=1 found, or "empty"),
+  /// "snapshot kind 'r' (raw, 4 slots of 65536 bytes)".
+  std::vector<std::string> ArenaReport() const;
 
  private:
   std::unique_ptr<fabric::Worker> worker_;
