@@ -43,10 +43,13 @@ if [[ $LANE == 1 ]]; then
     bytes=$(( ${size%M} << 20 ))
     for tool in ib_write_bw ib_read_bw; do
       port=$((port + 1))
-      timeout 60 "$tool" -d rxe_h1r0 -x "$gid" -p "$port" -F -s "$bytes" -n 20 --report_gbits > /tmp/perf.srv 2>&1 &
+      # A count scaled to the size (64 MiB each run, at least 5): 20 of 64 MiB did not end
+      # inside the timeouts at this lane's speed.
+      n=$(( (64 << 20) / bytes )); (( n < 5 )) && n=5; (( n > 20 )) && n=20
+      timeout 100 "$tool" -d rxe_h1r0 -x "$gid" -p "$port" -F -s "$bytes" -n "$n" --report_gbits > /tmp/perf.srv 2>&1 &
       srv=$!
       for _ in $(seq 100); do ss -ltn 2>/dev/null | grep -q ":$port " && break; sleep 0.1; done
-      out=$( (timeout 50 "$tool" -d rxe_h0r0 -x "$gid" -p "$port" -F -s "$bytes" -n 20 --report_gbits "$ip" 2>&1 || true) |
+      out=$( (timeout 90 "$tool" -d rxe_h0r0 -x "$gid" -p "$port" -F -s "$bytes" -n "$n" --report_gbits "$ip" 2>&1 || true) |
         awk '$1 == '"$bytes"' {print $4}')
       wait "$srv" || true
       echo "{\"what\": \"$tool\", \"size\": $bytes, \"gbits\": \"${out:-?}\"}"
