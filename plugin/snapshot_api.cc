@@ -96,11 +96,20 @@ railyard::Status OpenSnapshotTunnel(const char* call, const char* host, const st
 int Batch(railyard_snapshot_t* s, railyard_snapshot_blob_t* blobs, size_t count, bool put) {
   using namespace railyard;
   const char* call = put ? "railyard_snapshot_put_batch" : "railyard_snapshot_get_batch";
-  if (s == nullptr) return Fail(InvalidArgument(std::string(call) + ": NULL handle"));
   if (blobs == nullptr && count > 0) {
     return Fail(InvalidArgument(std::string(call) + ": NULL blobs with a count of " + std::to_string(count)));
   }
-  std::vector<storage::snapshot::BatchBlob> batch(count);
+  for (size_t i = 0; i < count; ++i) {
+    blobs[i].found = 0;
+    blobs[i].result = RAILYARD_SNAPSHOT_NOT_ATTEMPTED;
+  }
+  if (s == nullptr) return Fail(InvalidArgument(std::string(call) + ": NULL handle"));
+  std::vector<storage::snapshot::BatchBlob> batch;
+  try {
+    batch.resize(count);
+  } catch (const std::bad_alloc&) {
+    return Fail(SystemError(std::string(call) + ": out of memory for a batch of " + std::to_string(count) + " blobs"));
+  }
   for (size_t i = 0; i < count; ++i) {
     batch[i].key = blobs[i].key;
     batch[i].data = blobs[i].data;
@@ -262,8 +271,9 @@ int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf) {
 void railyard_snapshot_close(railyard_snapshot_t* s) {
   if (s == nullptr) return;
   // A call running on another thread holds the lock: close waits for it to end (new-user
-  // trial: a close during a put_many freed the handle under it). No call may start on
-  // the handle once close began: that is a use after free, as with free().
+  // trial: a close during a put_many freed the handle under it). No other call may be
+  // waiting for the lock or start on the handle once close began: that is a use after
+  // free, as with free() (the Python binding serialises close with its calls itself).
   s->mu.lock();
   s->mu.unlock();
   delete s;

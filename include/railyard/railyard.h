@@ -192,7 +192,8 @@ typedef struct railyard_snapshot_blob {
   unsigned long long key;   /**< in: the blob's key */
   void* data;               /**< in: put: the blob to store (only read); get: where it lands */
   unsigned long long bytes; /**< in: must equal the blob bytes */
-  int found;                /**< out, get: 1 when the peer held the key, else 0 (data untouched) */
+  int found;                /**< out, get: 1 when the peer held the key, else 0 (data untouched);
+                                 `data` holds the blob only where `result` is 0 */
   int result;               /**< out: 0 done, an error code (as the call returns) for this blob,
                                  or RAILYARD_SNAPSHOT_NOT_ATTEMPTED; a blob that made the batch
                                  be refused before anything was sent (NULL data, a wrong
@@ -208,8 +209,13 @@ typedef struct railyard_snapshot_blob {
  *  blob's `result` says what became of it; one blob's failure (a full swap disk) does
  *  not stop the others, a failed handle (network) ends the batch. Returns 0 when every
  *  blob was stored, else the first failing blob's code (last_error names its index and
- *  key). 4 with nothing sent for a NULL `blobs` (count > 0), a NULL data or a wrong
- *  size anywhere in the batch. */
+ *  key; when the handle failed, the first blob failed so). 4 with nothing sent for a
+ *  NULL handle, a NULL `blobs` (count > 0), a NULL data or a wrong size anywhere in the
+ *  batch (that blob's result 4, the others NOT_ATTEMPTED); 5 on a raw arena; on a handle
+ *  failed earlier, its code with every blob NOT_ATTEMPTED. When the peer has no free
+ *  slot for a blob asked ahead (other clients hold the rest), that blob is asked for
+ *  again alone once the earlier ones are done: clients batching at once queue for
+ *  slots. */
 RAILYARD_API int railyard_snapshot_put_batch(railyard_snapshot_t* s, railyard_snapshot_blob_t* blobs, size_t count);
 /** Paging mode: fetches `count` blobs as railyard_snapshot_get would, in order, two
  *  in flight (the peer finds or faults the next while this one moves). A key the peer
@@ -239,8 +245,9 @@ RAILYARD_API int railyard_snapshot_register(railyard_snapshot_t* s, void* buf, u
  *  registered on this handle (nothing is released). */
 RAILYARD_API int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf);
 /** Closes the connection (uncommitted puts are dropped by the peer) and releases what
- *  railyard_snapshot_register registered on it. NULL is fine. A call running on the
- *  handle in another thread is waited for; no call may start on it once close began. */
+ *  railyard_snapshot_register registered on it. NULL is fine. One call running on the
+ *  handle in another thread is waited for; no other call may be waiting on the handle
+ *  or start on it once close began (as with free()). */
 RAILYARD_API void railyard_snapshot_close(railyard_snapshot_t* s);
 /** The message of this thread's last failed railyard_snapshot_* call ("" if none);
  *  valid until this thread's next call. */

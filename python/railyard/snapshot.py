@@ -9,7 +9,9 @@
 Every call completes before it returns. Errors raise SnapshotError(code, message).
 """
 import ctypes
+import functools
 import re
+import threading
 
 from railyard import _args, _lib
 
@@ -38,6 +40,21 @@ class SnapshotError(RuntimeError):
         self.name = CODE_NAMES.get(code, "unknown")
         super().__init__("railyard snapshot error %s (%d): %s" % (self.name, code, message))
         self.code = code
+        # After put_many / get_many only: each blob's code (0 done, an error code, or
+        # NOT_ATTEMPTED) and, for get_many, whether the peer held it; None otherwise.
+        self.results = None
+        self.found = None
+
+
+def _serialised(method):
+    """Runs `method` under its Snapshot's lock: a close() from another thread waits for a
+    call under way, and a call after it raises "closed" (ctypes lets other threads run
+    while a call is in C)."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return run
 
 
 def _python_names(message):
@@ -61,7 +78,10 @@ class _Blob(ctypes.Structure):
                 ("found", ctypes.c_int), ("result", ctypes.c_int)]
 
 
-NOT_ATTEMPTED = -1  # a batch blob's result when the batch ended before it (RAILYARD_SNAPSHOT_NOT_ATTEMPTED)
+# A batch blob's code in SnapshotError.results when the batch ended (a failed
+# connection) or was refused (a bad blob, which has code 4) before it; the C API's
+# RAILYARD_SNAPSHOT_NOT_ATTEMPTED.
+NOT_ATTEMPTED = -1
 
 
 def _api():
@@ -142,6 +162,7 @@ class Snapshot:
     SnapshotError "... is closed"."""
 
     def __init__(self, host, port, kind, mode, arena_bytes, blob_bytes):
+        self._lock = threading.Lock()  # _serialised: one call at a time, close() after them
         self._h = ctypes.c_void_p()
         self._registered = {}  # address -> the ctypes view keeping the registered buffer alive
         # A "host:NAME" peer is reached through railyardd's tier tunnel: its port is unused (0 is fine).
@@ -165,6 +186,7 @@ class Snapshot:
             raise SnapshotError(4, f"Snapshot.{call}: the connection is closed (close() was called)")
         return self._h
 
+    @_serialised
     def put(self, key, data):
         """Paging mode: stores `data` (blob_bytes bytes) under the integer `key` (0..2**64-1)."""
         h = self._handle("put")
@@ -173,6 +195,7 @@ class Snapshot:
         _check(_api().railyard_snapshot_put(h, key, addr, n))
         del keep
 
+    @_serialised
     def get(self, key, out):
         """Paging mode: fills `out` (a writable blob_bytes buffer); False when absent."""
         h = self._handle("get")
@@ -183,23 +206,29 @@ class Snapshot:
         del keep
         return bool(found.value)
 
+    @_serialised
     def put_many(self, items):
-        """Paging mode: stores each (key, data) pair of `items` in order, two blobs in flight
-        at once (railyard_snapshot_put_batch), faster than put() one by one. One blob's
-        failure does not stop the others; SnapshotError then names the first failing blob,
-        and its .results gives each blob's code (0 stored, an error code, or
-        NOT_ATTEMPTED when a failed connection ended the batch before it, or a bad blob
-        before it had it refused: that blob has code 4)."""
+        """Paging mode: stores each (key, data) pair of `items` (data: blob_bytes bytes, any
+        C-contiguous buffer; a read-only one such as bytes is copied first) with two blobs
+        in flight at once (railyard_snapshot_put_batch), faster than put() one by one.
+        Returns None. One blob's failure does not stop the others: SnapshotError then
+        names the first failing blob, and its .results gives each blob's code: 0 stored,
+        an error code, or NOT_ATTEMPTED for a blob the batch never reached (a failed
+        connection ended it, or a bad blob had it refused at the start: that blob has
+        code 4 and nothing was sent). ValueError or TypeError, naming the item, for an
+        item that is not a (key, buffer) pair or a key outside 0..2**64-1."""
         h = self._handle("put_many")
         blobs, keep = self._blobs(items, False)
         self._batch(_api().railyard_snapshot_put_batch, h, blobs)
         del keep
 
+    @_serialised
     def get_many(self, items):
-        """Paging mode: fills `out` for each (key, out) pair of `items` in order, two in
-        flight (railyard_snapshot_get_batch); returns the list of found flags (False: the
-        peer does not hold that key, its `out` untouched). Errors as put_many; the
-        SnapshotError's .found then says which of the blobs done were found."""
+        """Paging mode: fills `out` (a writable blob_bytes buffer) for each (key, out) pair of
+        `items`, two in flight (railyard_snapshot_get_batch); returns the list of found
+        flags (False: the peer does not hold that key, its `out` untouched). Errors as
+        put_many; the SnapshotError's .found then says which blobs the peer held (an
+        `out` holds its blob only where .results is 0)."""
         h = self._handle("get_many")
         blobs, keep = self._blobs(items, True)
         self._batch(_api().railyard_snapshot_get_batch, h, blobs)
@@ -237,6 +266,7 @@ class Snapshot:
             err.found = [bool(b.found) for b in blobs]
             raise err
 
+    @_serialised
     def remove(self, key):
         """Paging mode: forgets `key`; False when it was not there."""
         h = self._handle("remove")
@@ -245,6 +275,7 @@ class Snapshot:
         _check(_api().railyard_snapshot_remove(h, key, ctypes.byref(found)))
         return bool(found.value)
 
+    @_serialised
     def write_at(self, offset, data):
         """Raw mode: one whole blob at `offset` (a multiple of blob_bytes)."""
         h = self._handle("write_at")
@@ -253,6 +284,7 @@ class Snapshot:
         _check(_api().railyard_snapshot_write_at(h, offset, addr, n))
         del keep
 
+    @_serialised
     def read_at(self, offset, out):
         """Raw mode: the whole blob at `offset` into `out`."""
         h = self._handle("read_at")
@@ -261,6 +293,7 @@ class Snapshot:
         _check(_api().railyard_snapshot_read_at(h, offset, addr, n))
         del keep
 
+    @_serialised
     def register(self, buf):
         """Registers the writable, C-contiguous buffer `buf` (a numpy array, bytearray, ...)
         for this connection: puts from it and gets into it then move with no staging copy.
@@ -270,6 +303,7 @@ class Snapshot:
         _check(_api().railyard_snapshot_register(h, addr, n))
         self._registered[addr] = keep  # the buffer stays referenced while registered
 
+    @_serialised
     def deregister(self, buf):
         """Releases what register(buf) registered."""
         h = self._handle("deregister")
@@ -277,6 +311,7 @@ class Snapshot:
         _check(_api().railyard_snapshot_deregister(h, addr))
         self._registered.pop(addr, None)
 
+    @_serialised
     def close(self):
         """Closes the connection (releasing what register() registered); a second close()
         does nothing."""

@@ -36,13 +36,18 @@ void PagingArena::Touch(uint64_t key, Blob& b) {
   b.lru = lru_.begin();
 }
 
-Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out) {
+Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slotWaitMs_);
   for (;;) {
     Status st = TakeSlotNow(out);
     // Only "every slot pinned or being written" is worth waiting out: the gets and puts
     // holding them end (release, commit, or their connection's timeout) soon.
     if (st.ok() || st.code() != Code::kInvalidUsage) return st;
+    if (busy != nullptr) {
+      *busy = true;
+      *out = -1;
+      return Status::Ok();
+    }
     if (slotFreed_.wait_until(lock, until) == std::cv_status::timeout) {
       st = TakeSlotNow(out);
       if (st.ok() || st.code() != Code::kInvalidUsage) return st;
@@ -109,7 +114,7 @@ bool PagingArena::Exchange(uint64_t key, Blob& b) {
   return false;
 }
 
-Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset) {
+Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy) {
   std::unique_lock<std::mutex> lock(mu_);
   // An earlier uncommitted alloc of the same key by this client is superseded.
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -117,8 +122,10 @@ Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset) {
       FreeSlot(static_cast<int64_t>(i));
     }
   }
+  if (busy != nullptr) *busy = false;
   int64_t s = -1;
-  RY_RETURN_IF_ERROR(TakeSlot(lock, &s));
+  RY_RETURN_IF_ERROR(TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr));
+  if (s < 0) return Status::Ok();  // busy
   slots_[s].state = Slot::kWriting;
   slots_[s].key = key;
   slots_[s].writer = client;
@@ -197,8 +204,9 @@ Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum) {
 }
 
 Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
-                        const FaultProgress& progress) {
+                        const FaultProgress& progress, bool* busy) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (busy != nullptr) *busy = false;
   auto it = blobs_.find(key);
   if (it == blobs_.end()) {
     *found = false;
@@ -208,7 +216,11 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
     Touch(key, it->second);
   } else {  // fault it back from swap
     int64_t s = -1;
-    Status taken = TakeSlot(lock, &s);
+    Status taken = TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr);
+    if (taken.ok() && s < 0) {  // busy: the client asks again once it holds nothing
+      *found = true;
+      return Status::Ok();
+    }
     // A wait for a slot let other clients in: the key may be gone, replaced or faulted.
     it = blobs_.find(key);
     const bool residentNow = it != blobs_.end() && it->second.slot >= 0;
@@ -266,8 +278,9 @@ Status PagingArena::Release(uint64_t client, uint64_t key) {
   if (it == pins_.end() || it->second.empty()) {
     return InvalidUsage("release of key " + std::to_string(key) + " that this client has not got");
   }
-  const int64_t s = it->second.back();
-  it->second.pop_back();
+  // The oldest pin first: a batch's gets of one key are released in the order taken.
+  const int64_t s = it->second.front();
+  it->second.erase(it->second.begin());
   if (it->second.empty()) pins_.erase(it);
   if (--slots_[s].pins == 0) {
     if (slots_[s].orphan) FreeSlot(s);
@@ -306,6 +319,10 @@ void PagingArena::Drop(uint64_t client) {
 
 bool PagingArena::Holds(uint64_t client) const {
   std::lock_guard<std::mutex> lock(mu_);
+  return HoldsLocked(client);
+}
+
+bool PagingArena::HoldsLocked(uint64_t client) const {
   for (const Slot& s : slots_) {
     if (s.state == Slot::kWriting && s.writer == client) return true;
   }

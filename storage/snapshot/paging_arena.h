@@ -55,7 +55,13 @@ class PagingArena {
   /// SystemError "swap disk full" when a slot could only be freed by evicting to a
   /// full disk; InvalidUsage when every slot stayed pinned or being written for the
   /// whole slot wait.
-  Status Alloc(uint64_t client, uint64_t key, uint64_t* offset);
+  ///
+  /// `busy` (optional; the server passes it): a client that already holds a slot being
+  /// written or a pin (a batch with requests ahead) must not wait for a slot, since what
+  /// would free one may be its own commit or release queued behind this request. So
+  /// when it holds one and no slot can be had now, *busy = true and nothing changes
+  /// (the client asks again once it holds nothing); else *busy = false.
+  Status Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy = nullptr);
   /// Makes `client`'s slot for `key` the key's blob, after checking its bytes
   /// against `checksum` (XXH3-64, BlobChecksum). With a sync swap file the blob is written
   /// through (durable) first. On any error the slot is reclaimed and the previous
@@ -71,9 +77,11 @@ class PagingArena {
   /// `key`'s blob, resident and pinned for `client` until Release: its offset and
   /// checksum; *found = false when the key is unknown. SystemError when it must be
   /// faulted and the swap read fails; the key is dropped if its record is torn.
-  /// `progress` (optional) follows a fault as it happens (see FaultProgress).
+  /// `progress` (optional) follows a fault as it happens (see FaultProgress). `busy`
+  /// as Alloc's, for a fault that needs a slot: *busy = true (before any progress
+  /// call; nothing pinned, *found true) when the client holds one and none is free now.
   Status Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
-             const FaultProgress& progress = {});
+             const FaultProgress& progress = {}, bool* busy = nullptr);
   /// Drops one pin of `client` on `key`. InvalidUsage when it holds none.
   Status Release(uint64_t client, uint64_t key);
   /// Forgets `key` (its slot is reused once unpinned). *found = false when unknown.
@@ -108,8 +116,10 @@ class PagingArena {
   uint8_t* SlotData(int64_t s) const { return arena_ + static_cast<uint64_t>(s) * blobBytes_; }
   /// A free slot, evicting the LRU unpinned resident blob when there is none; when
   /// every slot is pinned or being written, waits on `lock` (of mu_) up to slotWaitMs_
-  /// for one to come free.
-  Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out);
+  /// for one to come free, or, with `busy` given, sets *busy and returns Ok with *out -1.
+  Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy = nullptr);
+  /// Holds() under mu_.
+  bool HoldsLocked(uint64_t client) const;
   /// TakeSlot's one try, without waiting.
   Status TakeSlotNow(int64_t* out);
   void FreeSlot(int64_t s);

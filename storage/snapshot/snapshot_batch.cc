@@ -9,9 +9,15 @@
 // (or faults from its swap file) blob 1 while blob 0 moves.
 //
 // Why this cannot wedge the peer: a request waits there only for an arena slot, and
-// this client's own requests before it in the stream hold at most depth - 1 slots (a
-// commit or release is sent before the alloc or get that follows depth places later),
-// with depth at most half the arena's slots.
+// what would free one may be this client's own commit or release, queued behind it.
+// So the peer never makes a client that holds a slot or a pin wait: when it has no
+// slot free now it answers kBusy (wire version 4) and takes nothing, and the client
+// asks for that blob again, alone, once all its earlier requests are answered and it
+// holds nothing (then it may wait, as any single Put or Get; later blobs wait behind
+// it). Several clients batching into a small arena so queue for slots instead of each
+// holding one and waiting for another. A commit or release is sent before the alloc
+// or get that follows `depth` places later, and depth is at most half the arena's
+// slots, so one client alone never holds more than depth - 1 slots when it asks.
 #include <algorithm>
 #include <deque>
 #include <vector>
@@ -35,19 +41,25 @@ void Settle(std::span<BatchBlob> blobs, size_t i, const char* what, const Status
 }
 
 /// The outcome of a blob whose requests were sent and not all answered when the
-/// handle failed on another blob's request (`failed`, which names that request).
-Status InFlightWhenFailed(const Status& failed) {
-  return Status(failed.code(), "in flight when the connection failed (" + failed.message() +
-                                   "): it may or may not have taken effect at the peer");
+/// handle failed on another blob's request (`failed`, which names that request); the
+/// blob may or may not have been `done` ("stored", "read into its buffer", in part).
+Status InFlightWhenFailed(const Status& failed, const char* done) {
+  return Status(failed.code(), "in flight when the handle failed (" + failed.message() + "): it may or may not have been " +
+                                   done);
 }
 
-/// The batch's result: the failure of its first failed blob (in batch order, not in
-/// the order the failures were seen: a send can fail before an earlier blob's answer).
-Status FirstFailure(std::span<const BatchBlob> blobs) {
+/// The batch's result: the failure of its first failed blob in batch order (not in the
+/// order the failures were seen: a send can fail before an earlier blob's answer), but
+/// when the handle failed (`failed`), the first blob failed so, so that a caller
+/// retrying a blob's own error does not miss that the handle is dead.
+Status FirstFailure(std::span<const BatchBlob> blobs, const Status& failed) {
+  const BatchBlob* first = nullptr;
   for (const BatchBlob& b : blobs) {
-    if (!b.status.ok()) return b.status;
+    if (b.status.ok()) continue;
+    if (failed.ok() || b.status.message().find(failed.message()) != std::string::npos) return b.status;
+    if (first == nullptr) first = &b;
   }
-  return Status::Ok();
+  return first != nullptr ? first->status : failed;
 }
 
 }  // namespace
@@ -97,20 +109,31 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
   };
   std::deque<Asked> asked;       // requests sent and not yet answered, oldest first
   std::vector<uint64_t> open;    // keys allocated and not yet committed (sent)
+  std::deque<size_t> deferred;   // blobs answered kBusy: asked again, alone, once nothing is held
   const size_t depth = BatchDepth();
   size_t next = 0;
   auto settle = [&](size_t i, const Status& s) { Settle(blobs, i, "put", s); };
+  auto ask = [&](size_t i) {
+    if (Status s = SendRequest(Op::kAlloc, blobs[i].key, 0); !s.ok()) {
+      settle(i, s);
+      return;
+    }
+    open.push_back(blobs[i].key);
+    asked.push_back({i, Op::kAlloc});
+  };
   while (failed_.ok()) {
-    // Ask for slots ahead, up to `depth` uncommitted; a key already open waits for
-    // its commit to be sent (an alloc of the same key would supersede that slot).
-    while (next < blobs.size() && open.size() < depth &&
-           std::find(open.begin(), open.end(), blobs[next].key) == open.end()) {
-      if (Status s = SendRequest(Op::kAlloc, blobs[next].key, 0); !s.ok()) {
-        settle(next, s);
-        break;
+    if (deferred.empty()) {
+      // Ask for slots ahead, up to `depth` uncommitted; a key already open waits for
+      // its commit to be sent (an alloc of the same key would supersede that slot).
+      while (failed_.ok() && next < blobs.size() && open.size() < depth &&
+             std::find(open.begin(), open.end(), blobs[next].key) == open.end()) {
+        ask(next++);
       }
-      open.push_back(blobs[next].key);
-      asked.push_back({next++, Op::kAlloc});
+    } else if (asked.empty()) {
+      // Nothing held at the peer: a deferred blob may wait there for a slot now. Later
+      // blobs wait until the deferred ones are stored (a key may come again).
+      ask(deferred.front());
+      deferred.pop_front();
     }
     if (asked.empty() || !failed_.ok()) break;
     const Asked a = asked.front();
@@ -123,6 +146,11 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
       continue;
     }
     open.erase(std::find(open.begin(), open.end(), b.key));
+    if (s.ok() && r.result == Response::kBusy) {
+      ++busyAnswers_;
+      deferred.push_back(a.index);
+      continue;
+    }
     uint64_t sum = 0;
     if (s.ok()) s = WriteSlot(r.offset, b.data, b.bytes, &sum);
     if (s.ok()) s = SendRequest(Op::kCommit, b.key, sum);
@@ -134,39 +162,54 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
   }
   // The handle failed: what was in flight shares its error; the rest was not attempted.
   for (const Asked& a : asked) {
-    if (!blobs[a.index].attempted) settle(a.index, InFlightWhenFailed(failed_));
+    if (!blobs[a.index].attempted) settle(a.index, InFlightWhenFailed(failed_, "stored"));
   }
-  return FirstFailure(blobs);
+  return FirstFailure(blobs, failed_);
 }
 
 Status SnapshotClient::GetBatch(std::span<BatchBlob> blobs) {
   RY_RETURN_IF_ERROR(CheckBatch(blobs, "get"));
   const size_t depth = BatchDepth();
-  size_t sent = 0, answered = 0;
+  std::deque<size_t> asked;      // gets sent and not yet answered, oldest first
+  std::deque<size_t> deferred;   // gets answered kBusy: asked again, alone, once nothing is pinned
+  size_t next = 0;
   auto settle = [&](size_t i, const Status& s) { Settle(blobs, i, "get", s); };
-  while (failed_.ok()) {
-    // A get is sent once the release of the blob `depth` places before it is.
-    while (sent < blobs.size() && sent - answered < depth) {
-      if (Status s = SendRequest(Op::kGet, blobs[sent].key, 0); !s.ok()) {
-        settle(sent, s);
-        break;
-      }
-      ++sent;
+  auto ask = [&](size_t i) {
+    if (Status s = SendRequest(Op::kGet, blobs[i].key, 0); !s.ok()) {
+      settle(i, s);
+      return;
     }
-    if (answered == sent || !failed_.ok()) break;
-    BatchBlob& b = blobs[answered];
+    asked.push_back(i);
+  };
+  while (failed_.ok()) {
+    if (deferred.empty()) {
+      // A get is sent once the release of the blob `depth` places before it is.
+      while (failed_.ok() && next < blobs.size() && asked.size() < depth) ask(next++);
+    } else if (asked.empty()) {
+      ask(deferred.front());  // nothing pinned at the peer: it may wait for a slot now
+      deferred.pop_front();
+    }
+    if (asked.empty() || !failed_.ok()) break;
+    const size_t i = asked.front();
+    asked.pop_front();
+    BatchBlob& b = blobs[i];
     Response r;
     Status s = Answer(Op::kGet, b.key, &r);
+    if (s.ok() && r.result == Response::kBusy) {
+      ++busyAnswers_;
+      deferred.push_back(i);
+      continue;
+    }
     if (s.ok()) {
       b.found = r.result != Response::kAbsent;
       if (b.found) s = ReadBlob(b.key, r, b.data, b.bytes);
     }
-    settle(answered++, s);
+    settle(i, s);
   }
-  for (size_t i = answered; i < sent; ++i) {
-    if (!blobs[i].attempted) settle(i, InFlightWhenFailed(failed_));
+  for (size_t i : asked) {
+    if (!blobs[i].attempted) settle(i, InFlightWhenFailed(failed_, "read into its buffer"));
   }
-  return FirstFailure(blobs);
+  return FirstFailure(blobs, failed_);
 }
 
 }  // namespace railyard::storage::snapshot

@@ -205,9 +205,10 @@ Status SnapshotClient::SendRequest(Op op, uint64_t key, uint64_t checksum) {
 Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
   const std::string what = CallName(op, key);
   RY_RETURN_IF_ERROR(RecvResponse(what, std::chrono::steady_clock::now(), out));
-  if (out->result == Response::kReady || (out->result == Response::kFaulting && op != Op::kGet)) {
-    return Sticky(RemoteError(what + ": the peer answered '" +
-                              (out->result == Response::kReady ? "ready" : "faulting") + "' out of turn"));
+  if (out->result == Response::kReady || (out->result == Response::kFaulting && op != Op::kGet) ||
+      (out->result == Response::kBusy && op != Op::kGet && op != Op::kAlloc)) {
+    const char* name = out->result == Response::kReady ? "ready" : out->result == Response::kBusy ? "busy" : "faulting";
+    return Sticky(RemoteError(what + ": the peer answered '" + name + "' out of turn"));
   }
   if (op != Op::kGet && op != Op::kRemove && out->result == Response::kAbsent) {
     return Sticky(RemoteError(what + ": the peer answered 'absent'"));
@@ -222,7 +223,16 @@ Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
 
 Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
   RY_RETURN_IF_ERROR(SendRequest(op, key, checksum));
-  return Answer(op, key, out);
+  RY_RETURN_IF_ERROR(Answer(op, key, out));
+  if (out->result == Response::kBusy) {  // only a client holding a slot or pin is answered so
+    return Sticky(RemoteError(CallName(op, key) + ": the peer answered 'busy' to a handle that holds nothing there"));
+  }
+  return Status::Ok();
+}
+
+Status SnapshotClient::FailHandle(Status s) {
+  if (!s.ok() && failed_.ok()) failed_ = s;
+  return s;
 }
 
 Status SnapshotClient::SendRelease(uint64_t key) { return SendRequest(Op::kRelease, key, 0); }
@@ -264,7 +274,10 @@ Status SnapshotClient::WriteSlot(uint64_t offset, const void* src, uint64_t byte
   if (offset % options_.blobBytes != 0 || offset > options_.arenaBytes - bytes) {
     return InvalidArgument("snapshot put: offset " + std::to_string(offset) + " is not a slot of the arena");
   }
-  return Sticky(mover_->Put(*ep_, arenaKey_, arenaKey_.base + offset, src, bytes, checksum));
+  // Any failure here fails the handle: the slot stays allocated at the peer until the
+  // connection closes (an uncommitted slot is reclaimed then), so this handle must not
+  // go on as if it held nothing.
+  return FailHandle(mover_->Put(*ep_, arenaKey_, arenaKey_.base + offset, src, bytes, checksum));
 }
 
 Status SnapshotClient::Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum) {
@@ -332,7 +345,9 @@ Status SnapshotClient::ReadBlob(uint64_t key, const Response& r, void* dst, uint
   uint64_t sum = 0;
   Status moved = mover_->Get(*ep_, arenaKey_, arenaKey_.base + r.offset, dst, bytes, &sum, gate);
   if (!faultFailed.ok()) return faultFailed;  // nothing pinned at the peer: no release
-  if (!moved.ok()) return Sticky(Status(moved.code(), CallName(Op::kGet, key) + ": " + moved.message()));
+  // Any other failure fails the handle: the pin (and, for a fault, the peer's records
+  // still unread) would leave this connection out of step with the peer.
+  if (!moved.ok()) return FailHandle(Status(moved.code(), CallName(Op::kGet, key) + ": " + moved.message()));
   // No round trip: the peer takes the release before this client's next request.
   RY_RETURN_IF_ERROR(SendRelease(key));
   if (sum != r.checksum) {

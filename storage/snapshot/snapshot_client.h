@@ -36,8 +36,8 @@ struct ClientOptions {
   uint64_t blobBytes = 0;          ///< must equal the peer's blob bytes
   int timeoutMs = 30000;           ///< control-channel timeout (RAILYARD_TIMEOUT_MS)
   MoverOptions mover;              ///< chunking of the transfers
-  /// PutBatch/GetBatch: blobs in flight at once (1..kMaxBatchDepth; at most the
-  /// arena's slots are used). 1 moves a batch one blob after the other, as Put/Get.
+  /// PutBatch/GetBatch: blobs in flight at once (clamped to 1..kMaxBatchDepth, and to
+  /// half the arena's slots). 1 moves a batch one blob after the other, as Put/Get.
   int batchDepth = 2;
   /// What errors call the peer: "" = host:port. A peer reached through a ControlTunnel
   /// (plugin/tier_route.h) is dialed at the tunnel's local 127.0.0.1:PORT, which is not
@@ -102,11 +102,15 @@ class SnapshotClient {
   /// untouched) when the peer does not know it. RemoteError when the bytes read do
   /// not match the blob's checksum.
   Status Get(uint64_t key, void* dst, uint64_t bytes, bool* found);
-  /// Stores every blob of `blobs` as Put would, in order, keeping up to
+  /// Stores every blob of `blobs` as Put would, keeping up to
   /// ClientOptions::batchDepth of them in flight (each one's alloc is answered while
   /// an earlier blob's bytes move, and its commit checked while a later one's move), so
   /// a batch does not pay a control round trip per blob. A key given twice is stored
-  /// twice, in order (the later wins). Each blob's outcome is in its `status`; one
+  /// twice, in order (the later wins); blobs of different keys may be stored out of
+  /// order. When the peer has no free slot for a blob while this client holds one
+  /// (kBusy: other clients hold the rest), that blob waits until this client holds
+  /// nothing and is asked for alone, so clients batching at once queue for slots
+  /// rather than wait on each other. Each blob's outcome is in its `status`; one
   /// blob's failure (a full swap disk, a checksum) does not stop the others, but a
   /// failure of the handle (the connection or fabric route) ends the batch: the blobs
   /// in flight get that error and later ones stay not attempted. Returns Ok when every
@@ -158,6 +162,9 @@ class SnapshotClient {
   uint64_t faultedGets() const { return faultedGets_; }
   /// kReady records taken so far (each piece but a blob's last, and the last).
   uint64_t readyRecords() const { return readyRecords_; }
+  /// Batch requests the peer answered kBusy (it had no slot for them while this client
+  /// held one), each asked again once this client held nothing.
+  uint64_t busyAnswers() const { return busyAnswers_; }
 
  private:
   SnapshotClient(fabric::Worker& worker, ClientOptions o) : worker_(worker), options_(std::move(o)) {}
@@ -176,7 +183,7 @@ class SnapshotClient {
   Status ReadBlob(uint64_t key, const Response& r, void* dst, uint64_t bytes);
   /// PutBatch/GetBatch's checks before anything is sent.
   Status CheckBatch(std::span<BatchBlob> blobs, const char* what) const;
-  /// Blobs a batch keeps in flight: batchDepth, at most the arena's slots.
+  /// Blobs a batch keeps in flight: batchDepth, at most half the arena's slots (1 at least).
   size_t BatchDepth() const;
   /// Reads one response (fixed part and message) from the control connection; kError
   /// becomes the peer's Status (not sticky), a malformed one a sticky RemoteError.
@@ -188,6 +195,9 @@ class SnapshotClient {
   /// handle's connection to the peer failed earlier (<first error>); ...".
   Status Earlier() const;
   Status Sticky(Status s);
+  /// Like Sticky for any code: `s` (not Ok) fails the handle. For failures that leave
+  /// something held at the peer (a written slot, a pin, a fault's unread records).
+  Status FailHandle(Status s);
   /// `s` (a control-connection error of a call that began at `began`) with the fabric
   /// Endpoint's error appended when the Endpoint has failed, or fails while the call is
   /// still within RAILYARD_TIMEOUT_MS (waiting at most 1 s): a relayed route names peer,
@@ -205,6 +215,7 @@ class SnapshotClient {
   Status failed_;
   uint64_t faultedGets_ = 0;
   uint64_t readyRecords_ = 0;
+  uint64_t busyAnswers_ = 0;
 };
 
 }  // namespace railyard::storage::snapshot

@@ -441,15 +441,16 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
           faulting = true;
           SendOrSpill(fd, m.Encode(), &spilled);
         };
+        bool busy = false;  // a client holding a slot or pin is not made to wait (kBusy)
         switch (q.op) {
           case Op::kAlloc:
-            st = pa.Alloc(client, q.key, &r.offset);
+            st = pa.Alloc(client, q.key, &r.offset, &busy);
             break;
           case Op::kCommit:
             st = pa.Commit(client, q.key, q.checksum);
             break;
           case Op::kGet:
-            st = pa.Get(client, q.key, &found, &r.offset, &r.checksum, progress);
+            st = pa.Get(client, q.key, &found, &r.offset, &r.checksum, progress, &busy);
             break;
           case Op::kRelease:
             st = pa.Release(client, q.key);
@@ -459,6 +460,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
             break;
         }
         if (st.ok() && !found) r.result = Response::kAbsent;
+        if (st.ok() && busy) r.result = Response::kBusy;
       }
       if (!spilled.empty()) {
         iovec sp{spilled.data(), spilled.size()};

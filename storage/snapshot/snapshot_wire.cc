@@ -236,7 +236,7 @@ std::vector<uint8_t> Response::Encode() const {
 
 Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, uint32_t* messageBytes) {
   const uint32_t result = Get<uint32_t>(&b[0]);
-  if (result > kReady) return InvalidArgument("snapshot response: unknown result " + std::to_string(result));
+  if (result > kBusy) return InvalidArgument("snapshot response: unknown result " + std::to_string(result));
   const uint32_t code = Get<uint32_t>(&b[4]);
   if (!KnownCode(code) || (result == kError) == (code == 0)) {
     return InvalidArgument("snapshot response: code " + std::to_string(code) + " does not fit result " +
@@ -247,6 +247,9 @@ Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, 
   if (Get<uint32_t>(&b[28]) != 0) return InvalidArgument("snapshot response: reserved bytes are not zero");
   if (result == kReady && (n != 0 || Get<uint64_t>(&b[16]) != 0)) {
     return InvalidArgument("snapshot response: a ready record with a checksum or a message");
+  }
+  if (result == kBusy && (n != 0 || Get<uint64_t>(&b[8]) != 0 || Get<uint64_t>(&b[16]) != 0)) {
+    return InvalidArgument("snapshot response: a busy answer with an offset, a checksum or a message");
   }
   out->result = static_cast<Result>(result);
   out->code = code;

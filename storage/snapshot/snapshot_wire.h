@@ -38,12 +38,14 @@ std::string ModeName(Mode mode);
 /// (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
+  /// 4: an alloc or a get from a client that holds a slot or a pin already (a batch
+  /// with requests ahead) is answered kBusy instead of waiting for a slot (Response).
   /// 3: kRelease has no response (the client does not wait a round trip for it), and a
   /// get faulted from swap is answered kFaulting, then kReady records (Response).
   /// 2: the blob checksums are XXH3-64 (1 had XXH64). A peer of another version is
   /// refused at the handshake, naming both, rather than failing every commit's checksum
   /// or waiting for a response that never comes.
-  static constexpr uint16_t kVersion = 3;
+  static constexpr uint16_t kVersion = 4;
   static constexpr size_t kBytes = 64;
   static constexpr size_t kMaxKindBytes = 31;
   static constexpr uint32_t kMaxAddressBytes = 4096;
@@ -131,7 +133,7 @@ struct Request {
 };
 
 /// A response (to every request but kRelease), exactly kBytes then `messageBytes` of text: result u32
-/// (kOk, kAbsent, kError, kFaulting or kReady), code u32 (a railyard::Code on error),
+/// (kOk, kAbsent, kError, kFaulting, kReady or kBusy), code u32 (a railyard::Code on error),
 /// offset u64 (into the arena; kReady: bytes), checksum u64, message bytes u32
 /// (<= Reply::kMaxMessageBytes), reserved u32 (0).
 ///
@@ -141,9 +143,15 @@ struct Request {
 /// kReady records whose `offset` says how many bytes from the blob's start are in the
 /// slot (growing), the last of them the whole blob; or, at any point after kFaulting,
 /// kError (the fault failed: nothing is pinned, the get fails).
+///
+/// kBusy answers an alloc, or a get that must fault its blob, from a client that holds
+/// a slot being written or a pin already when no slot is free now: the peer does not
+/// wait for one (what would free it may be that client's own commit or release, queued
+/// behind the request), takes nothing, and the client asks again once it holds nothing.
+/// A client that holds nothing is never answered kBusy: it waits for a slot.
 struct Response {
   static constexpr size_t kBytes = 32;
-  enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2, kFaulting = 3, kReady = 4 };
+  enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2, kFaulting = 3, kReady = 4, kBusy = 5 };
   Result result = kOk;
   uint32_t code = 0;
   uint64_t offset = 0;

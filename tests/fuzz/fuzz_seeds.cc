@@ -541,6 +541,10 @@ bool FabricSeeds() {
     ready.result = s::Response::kReady;
     ready.offset = 4 << 20;
     ok &= Write("snapshot_wire", "ok-get-ready", all(sh, get, ready));
+    // Wire version 4: a busy answer to a client that holds a slot or pin already.
+    s::Response busy;
+    busy.result = s::Response::kBusy;
+    ok &= Write("snapshot_wire", "ok-get-busy", all(sh, get, busy));
     ready.checksum = 1;  // a ready record carries no checksum
     Bytes badReady = all(sh, get, ready);
     badReady[64] = 9;  // and an unknown op, so no part decodes

@@ -289,6 +289,25 @@ def main():
             raise AssertionError("a mismatched arena size was accepted")
         except SnapshotError as e:
             assert e.code == 5 and "arena bytes" in str(e), e
+        # close() from another thread while a put_many runs waits for it (new-user trial: the
+        # handle was freed under the batch: "receive failed: Bad file descriptor"). Whichever
+        # thread gets there first, the batch either ends well or is refused as closed.
+        import threading
+        c = Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=4 * blob, blob_bytes=blob)
+        outcome = []
+
+        def batch():
+            try:
+                c.put_many([(500 + k, np.full(blob // 8, k, dtype=np.float64)) for k in range(40)])
+                outcome.append("stored")
+            except SnapshotError as e:
+                outcome.append(str(e))
+
+        t = threading.Thread(target=batch)
+        t.start()
+        c.close()
+        t.join(60)
+        assert outcome and (outcome[0] == "stored" or "put_many: the connection is closed" in outcome[0]), outcome
         stop_daemon(d)
         sync_swap = os.path.join(swap, "sync")
         os.mkdir(sync_swap)

@@ -79,8 +79,11 @@ class RequestLog {
   }
   ~RequestLog() {
     ::shutdown(listener_.get(), SHUT_RDWR);
-    if (client_.valid()) ::shutdown(client_.get(), SHUT_RDWR);
-    if (server_.valid()) ::shutdown(server_.get(), SHUT_RDWR);
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // Run sets them under it
+      if (client_.valid()) ::shutdown(client_.get(), SHUT_RDWR);
+      if (server_.valid()) ::shutdown(server_.get(), SHUT_RDWR);
+    }
     if (up_.joinable()) up_.join();
     if (down_.joinable()) down_.join();
   }
@@ -99,8 +102,13 @@ class RequestLog {
 
  private:
   void Run() {
-    client_ = proxy::Fd(::accept(listener_.get(), nullptr, nullptr));
-    if (!client_.valid() || !ConnectControl("127.0.0.1", serverPort_, 5000, &server_).ok()) return;
+    proxy::Fd client(::accept(listener_.get(), nullptr, nullptr)), server;
+    if (!client.valid() || !ConnectControl("127.0.0.1", serverPort_, 5000, &server).ok()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      client_ = std::move(client);
+      server_ = std::move(server);
+    }
     (void)SetTimeouts(client_.get(), 0);
     (void)SetTimeouts(server_.get(), 0);
     down_ = std::thread([this] {  // the server's answers, as they are
@@ -239,6 +247,59 @@ TEST(SnapshotFake, BadInputInABatchSendsNothingAndAKeyTwiceIsStoredInOrder) {
   EXPECT_EQ(Mismatch(seven.data(), kBlob, 2), -1) << "key 7 is not the later of its two puts";
   c.reset();
   EXPECT_EQ(log.TextAfterClose(), "alloc 7, commit 7, alloc 7, alloc 9, commit 7, commit 9, get 9, get 7, release 9, release 7");
+}
+
+// Wire version 4: a batch asking ahead into an arena whose other slots another client
+// holds is answered busy (it held a slot or pin already, and the peer found none free),
+// asks for that blob again once it holds nothing, and gets there; before, the peer made
+// it wait for a slot that only its own queued commit or release could free.
+TEST(SnapshotFake, ABatchAnsweredBusyAsksAgainAloneInsteadOfWaitingOnItself) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(kBlob, 4));
+  std::unique_ptr<SnapshotClient> a, b;
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, f.Kv(kBlob, 4), &a).ok());
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, f.Kv(kBlob, 4), &b).ok());
+  std::vector<std::vector<uint8_t>> data(4, std::vector<uint8_t>(kBlob));
+  auto batch = [&](std::vector<uint64_t> keys) {
+    std::vector<BatchBlob> v;
+    for (size_t i = 0; i < keys.size(); ++i) v.push_back({keys[i], data[i].data(), kBlob});
+    return v;
+  };
+  auto fill = [&](std::vector<uint64_t> keys) {
+    for (size_t i = 0; i < keys.size(); ++i) Fill(data[i].data(), kBlob, keys[i]);
+  };
+  fill({10, 11, 12, 13});
+  std::vector<BatchBlob> put = batch({10, 11, 12, 13});
+  ASSERT_TRUE(a->PutBatch(put).ok());
+  EXPECT_EQ(a->busyAnswers(), 0u) << "an arena with room answered busy";
+  // B holds three slots being written (evicting 10, 11 and 12); 13 is the one resident.
+  for (uint64_t k : {100, 101, 102}) {
+    uint64_t offset = 0;
+    ASSERT_TRUE(b->Alloc(k, &offset).ok()) << k;
+  }
+  // get 10 faults into 13's slot and pins it; get 11, asked meanwhile, finds no slot.
+  for (auto& d : data) std::fill(d.begin(), d.end(), 0);
+  std::vector<BatchBlob> get = batch({10, 11});
+  Status s = a->GetBatch(get);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Mismatch(data[0].data(), kBlob, 10), -1);
+  EXPECT_EQ(Mismatch(data[1].data(), kBlob, 11), -1);
+  EXPECT_EQ(a->busyAnswers(), 1u);
+  // alloc 20 takes the one slot; alloc 21, asked while 20 is written, finds none.
+  fill({20, 21});
+  put = batch({20, 21});
+  s = a->PutBatch(put);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(a->busyAnswers(), 2u);
+  for (auto& d : data) std::fill(d.begin(), d.end(), 0);
+  get = batch({20, 21});
+  s = a->GetBatch(get);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Mismatch(data[0].data(), kBlob, 20), -1);
+  EXPECT_EQ(Mismatch(data[1].data(), kBlob, 21), -1);
+  EXPECT_EQ(a->busyAnswers(), 3u);
+  EXPECT_TRUE(a->status().ok()) << a->status().message();
 }
 
 TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {

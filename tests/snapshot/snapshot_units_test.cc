@@ -161,12 +161,19 @@ TEST(SnapshotWire, FaultingAndReadyAnswersAndTheirChecks) {
   EXPECT_EQ(back.offset, 4u << 20);
   r.checksum = 1;  // a ready record with a checksum
   EXPECT_NE(decode(r.Encode(), &back, &n).message().find("ready record"), std::string::npos);
+  // Version 4: a busy answer carries nothing but its result.
+  Response busy;
+  busy.result = Response::kBusy;
+  ASSERT_TRUE(decode(busy.Encode(), &back, &n).ok());
+  EXPECT_EQ(back.result, Response::kBusy);
+  busy.offset = 4096;
+  EXPECT_NE(decode(busy.Encode(), &back, &n).message().find("busy answer"), std::string::npos);
   r.checksum = 0;
   r.message = "x";  // ... or with a message
   EXPECT_FALSE(decode(r.Encode(), &back, &n).ok());
   auto unknown = f.Encode();
-  unknown[0] = 5;
-  EXPECT_NE(decode(unknown, &back, &n).message().find("unknown result 5"), std::string::npos);
+  unknown[0] = 6;
+  EXPECT_NE(decode(unknown, &back, &n).message().find("unknown result 6"), std::string::npos);
 
   constexpr uint64_t kBlob = 9 << 20;
   EXPECT_TRUE(CheckReady(0, 4 << 20, kBlob).ok());
