@@ -16,6 +16,7 @@
 
 #include "storage/snapshot/control_socket.h"
 #include "storage/snapshot/snapshot_server.h"
+#include "storage/snapshot/paging_arena.h"
 #include "storage/snapshot/swap_file.h"
 #include "storage/snapshot/snapshot_wire.h"
 
@@ -447,6 +448,59 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
 // A fault's answers are sent under the arena's lock without waiting: what a full
 // socket does not take is kept, in order, for a send after the lock (a client that
 // stops reading cannot hold the arena).
+// The paging arena's two rules for batches: a client's pins of one key are released
+// oldest first (a batch's two gets of a key release in the order taken, here around
+// another client's commit of it), and a client that holds a slot or pin is answered
+// busy, taking nothing, when no slot is free (one that holds nothing waits instead:
+// here its slot wait is 0, so it fails).
+TEST(PagingArenaRules, PinsOfAKeyGoOldestFirstAndAHolderIsAnsweredBusy) {
+  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 4096;
+  std::unique_ptr<SwapFile> swap;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
+  std::vector<uint8_t> mem(2 * kBlob);
+  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/0);
+  auto put = [&](uint64_t client, uint64_t key, uint8_t byte) {
+    uint64_t at = 0;
+    ASSERT_TRUE(arena.Alloc(client, key, &at).ok());
+    std::fill(mem.begin() + at, mem.begin() + at + kBlob, byte);
+    ASSERT_TRUE(arena.Commit(client, key, BlobChecksum(mem.data() + at, kBlob)).ok());
+  };
+  auto get = [&](uint64_t client, uint64_t key) {
+    bool found = false;
+    uint64_t at = 0, sum = 0;
+    EXPECT_TRUE(arena.Get(client, key, &found, &at, &sum).ok());
+    EXPECT_TRUE(found);
+    return at;
+  };
+  ASSERT_NO_FATAL_FAILURE(put(2, 7, 1));
+  const uint64_t first = get(1, 7);
+  ASSERT_NO_FATAL_FAILURE(put(2, 7, 2));  // key 7 moves to the other slot; the first stays pinned
+  const uint64_t second = get(1, 7);
+  ASSERT_NE(first, second);
+  ASSERT_TRUE(arena.Release(1, 7).ok());  // the first get's pin: its orphaned slot is freed
+  uint64_t at = 0;
+  bool busy = true;
+  ASSERT_TRUE(arena.Alloc(3, 9, &at, &busy).ok());
+  EXPECT_FALSE(busy);
+  EXPECT_EQ(at, first) << "the release dropped the second get's pin, not the first's";
+  // Client 3 holds a slot; the other is pinned by client 1: busy, and nothing taken.
+  ASSERT_TRUE(arena.Alloc(3, 10, &at, &busy).ok());
+  EXPECT_TRUE(busy);
+  // Client 4 holds nothing: it waits (0 ms here) and fails, never answered busy.
+  Status none = arena.Alloc(4, 11, &at, &busy);
+  EXPECT_EQ(none.code(), Code::kInvalidUsage) << none.message();
+  EXPECT_FALSE(busy);
+  ASSERT_TRUE(arena.Release(1, 7).ok());  // the second pin: key 7 may be evicted now
+  ASSERT_TRUE(arena.Alloc(3, 10, &at, &busy).ok());
+  EXPECT_FALSE(busy);
+  EXPECT_EQ(at, second);
+  EXPECT_EQ(arena.stats().evictions, 1u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SendOrSpill, WhatAFullSocketDoesNotTakeIsKeptInOrder) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
