@@ -224,8 +224,12 @@ Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
 Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
   RY_RETURN_IF_ERROR(SendRequest(op, key, checksum));
   RY_RETURN_IF_ERROR(Answer(op, key, out));
-  if (out->result == Response::kBusy) {  // only a client holding a slot or pin is answered so
-    return Sticky(RemoteError(CallName(op, key) + ": the peer answered 'busy' to a handle that holds nothing there"));
+  if (out->result == Response::kBusy) {
+    // Only a client holding a slot or pin is answered so: here one that called Alloc and
+    // has not committed (Put and Get alone never hold one while they ask).
+    return InvalidUsage(CallName(op, key) +
+                        ": no arena slot is free and this handle holds one already (an alloc not yet committed): "
+                        "commit it first, or give the arena more slots (nothing was taken)");
   }
   return Status::Ok();
 }

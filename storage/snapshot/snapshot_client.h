@@ -136,6 +136,9 @@ class SnapshotClient {
   /// Stage in two steps (for callers that fill a slot over time, and for tests that
   /// stop the peer between them): Alloc asks the peer for a slot for `key` and returns
   /// its offset; WriteSlot writes the whole blob there (`*checksum` as Stage).
+  /// InvalidUsage (nothing taken, the handle usable) when no slot is free and this
+  /// handle holds one already from an earlier Alloc not yet committed: the peer does
+  /// not make a client holding a slot wait for another (wire version 4).
   Status Alloc(uint64_t key, uint64_t* offset);
   Status WriteSlot(uint64_t offset, const void* src, uint64_t bytes, uint64_t* checksum);
 

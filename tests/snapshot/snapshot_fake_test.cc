@@ -300,6 +300,14 @@ TEST(SnapshotFake, ABatchAnsweredBusyAsksAgainAloneInsteadOfWaitingOnItself) {
   EXPECT_EQ(Mismatch(data[1].data(), kBlob, 21), -1);
   EXPECT_EQ(a->busyAnswers(), 3u);
   EXPECT_TRUE(a->status().ok()) << a->status().message();
+  // A single Alloc from a handle that holds slots already (B's three), when the last one
+  // is held too (A's alloc), is refused at once, naming why; the handle stays usable.
+  uint64_t offset = 0;
+  ASSERT_TRUE(a->Alloc(30, &offset).ok());
+  s = b->Alloc(103, &offset);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
+  EXPECT_NE(s.message().find("holds one already"), std::string::npos) << s.message();
+  EXPECT_TRUE(b->status().ok()) << b->status().message();
 }
 
 TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
