@@ -22,6 +22,7 @@
 #include <deque>
 #include <vector>
 #include <string>
+#include <utility>
 
 #include "storage/snapshot/snapshot_client.h"
 
@@ -46,6 +47,14 @@ void Settle(std::span<BatchBlob> blobs, size_t i, const char* what, const Status
 Status InFlightWhenFailed(const Status& failed, const char* done) {
   return Status(failed.code(), "in flight when the handle failed (" + failed.message() + "): it may or may not have been " +
                                    done);
+}
+
+/// A blob asked again alone, with nothing of the batch in flight, and still answered
+/// kBusy: this handle holds a slot from an Alloc outside the batch, not committed.
+Status HeldBefore(Op op) {
+  return InvalidUsage(std::string("no arena slot is free for this ") + OpName(op) +
+                      " and this handle holds one already (an alloc not yet committed): commit it first, or give "
+                      "the arena more slots (nothing was taken)");
 }
 
 /// The batch's result: the failure of its first failed blob in batch order (not in the
@@ -106,6 +115,7 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
   struct Asked {
     size_t index;
     Op op;
+    bool alone = false;  // a deferred blob asked again with nothing else in flight
   };
   std::deque<Asked> asked;       // requests sent and not yet answered, oldest first
   std::vector<uint64_t> open;    // keys allocated and not yet committed (sent)
@@ -113,13 +123,13 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
   const size_t depth = BatchDepth();
   size_t next = 0;
   auto settle = [&](size_t i, const Status& s) { Settle(blobs, i, "put", s); };
-  auto ask = [&](size_t i) {
+  auto ask = [&](size_t i, bool alone) {
     if (Status s = SendRequest(Op::kAlloc, blobs[i].key, 0); !s.ok()) {
       settle(i, s);
       return;
     }
     open.push_back(blobs[i].key);
-    asked.push_back({i, Op::kAlloc});
+    asked.push_back({i, Op::kAlloc, alone});
   };
   while (failed_.ok()) {
     if (deferred.empty()) {
@@ -127,12 +137,12 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
       // its commit to be sent (an alloc of the same key would supersede that slot).
       while (failed_.ok() && next < blobs.size() && open.size() < depth &&
              std::find(open.begin(), open.end(), blobs[next].key) == open.end()) {
-        ask(next++);
+        ask(next++, false);
       }
     } else if (asked.empty()) {
       // Nothing held at the peer: a deferred blob may wait there for a slot now. Later
       // blobs wait until the deferred ones are stored (a key may come again).
-      ask(deferred.front());
+      ask(deferred.front(), true);
       deferred.pop_front();
     }
     if (asked.empty() || !failed_.ok()) break;
@@ -148,7 +158,11 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
     open.erase(std::find(open.begin(), open.end(), b.key));
     if (s.ok() && r.result == Response::kBusy) {
       ++busyAnswers_;
-      deferred.push_back(a.index);
+      if (a.alone) {  // still holding: an Alloc of this handle not committed
+        settle(a.index, HeldBefore(Op::kAlloc));
+      } else {
+        deferred.push_back(a.index);
+      }
       continue;
     }
     uint64_t sum = 0;
@@ -170,34 +184,38 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
 Status SnapshotClient::GetBatch(std::span<BatchBlob> blobs) {
   RY_RETURN_IF_ERROR(CheckBatch(blobs, "get"));
   const size_t depth = BatchDepth();
-  std::deque<size_t> asked;      // gets sent and not yet answered, oldest first
+  std::deque<std::pair<size_t, bool>> asked;  // gets sent and not yet answered (blob, alone), oldest first
   std::deque<size_t> deferred;   // gets answered kBusy: asked again, alone, once nothing is pinned
   size_t next = 0;
   auto settle = [&](size_t i, const Status& s) { Settle(blobs, i, "get", s); };
-  auto ask = [&](size_t i) {
+  auto ask = [&](size_t i, bool alone) {
     if (Status s = SendRequest(Op::kGet, blobs[i].key, 0); !s.ok()) {
       settle(i, s);
       return;
     }
-    asked.push_back(i);
+    asked.push_back({i, alone});
   };
   while (failed_.ok()) {
     if (deferred.empty()) {
       // A get is sent once the release of the blob `depth` places before it is.
-      while (failed_.ok() && next < blobs.size() && asked.size() < depth) ask(next++);
+      while (failed_.ok() && next < blobs.size() && asked.size() < depth) ask(next++, false);
     } else if (asked.empty()) {
-      ask(deferred.front());  // nothing pinned at the peer: it may wait for a slot now
+      ask(deferred.front(), true);  // nothing pinned at the peer: it may wait for a slot now
       deferred.pop_front();
     }
     if (asked.empty() || !failed_.ok()) break;
-    const size_t i = asked.front();
+    const auto [i, alone] = asked.front();
     asked.pop_front();
     BatchBlob& b = blobs[i];
     Response r;
     Status s = Answer(Op::kGet, b.key, &r);
     if (s.ok() && r.result == Response::kBusy) {
       ++busyAnswers_;
-      deferred.push_back(i);
+      if (alone) {
+        settle(i, HeldBefore(Op::kGet));
+      } else {
+        deferred.push_back(i);
+      }
       continue;
     }
     if (s.ok()) {
@@ -206,7 +224,7 @@ Status SnapshotClient::GetBatch(std::span<BatchBlob> blobs) {
     }
     settle(i, s);
   }
-  for (size_t i : asked) {
+  for (const auto& [i, alone] : asked) {
     if (!blobs[i].attempted) settle(i, InFlightWhenFailed(failed_, "read into its buffer"));
   }
   return FirstFailure(blobs, failed_);

@@ -308,6 +308,14 @@ TEST(SnapshotFake, ABatchAnsweredBusyAsksAgainAloneInsteadOfWaitingOnItself) {
   EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
   EXPECT_NE(s.message().find("holds one already"), std::string::npos) << s.message();
   EXPECT_TRUE(b->status().ok()) << b->status().message();
+  // So is a batch blob from a handle holding such an alloc: asked again alone, it is
+  // busy still, and fails rather than being asked for ever.
+  put = batch({40});
+  s = a->PutBatch(put);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
+  EXPECT_NE(s.message().find("put batch, blob 0 (key 40): no arena slot is free"), std::string::npos) << s.message();
+  EXPECT_EQ(a->busyAnswers(), 5u);  // asked ahead, then alone
+  EXPECT_TRUE(a->status().ok()) << a->status().message();
 }
 
 TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
