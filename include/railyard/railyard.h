@@ -200,12 +200,15 @@ typedef struct railyard_snapshot_blob {
                                  size) has 4 and the others NOT_ATTEMPTED */
 } railyard_snapshot_blob_t;
 /** A batch blob's `result` when the batch ended (the handle failed) or was refused
- *  before it. */
+ *  before it reached that blob: nothing of it was sent, or what was took nothing. */
 #define RAILYARD_SNAPSHOT_NOT_ATTEMPTED (-1)
-/** Paging mode: stores `count` blobs as railyard_snapshot_put would, in order, with
- *  two in flight at once (at most half the arena's slots), so a batch does not pay a
- *  control round trip per blob: at 1 MiB one blob after the other spends about as long
- *  on those as on the bytes. A key given twice is stored twice, the later wins. Each
+/** Paging mode: stores `count` blobs as railyard_snapshot_put would, with two in
+ *  flight at once (at most half the arena's slots), so a batch does not pay a control
+ *  round trip per blob: at 1 MiB one blob after the other spends about as long on those
+ *  as on the bytes. A key given twice is stored twice, the later wins; blobs of
+ *  different keys may be stored out of order (a blob the peer had no slot for is asked
+ *  again after the ones in flight), so after a failed handle the NOT_ATTEMPTED blobs are
+ *  not always the last ones: each blob's result says which were stored. Each
  *  blob's `result` says what became of it; one blob's failure (a full swap disk) does
  *  not stop the others, a failed handle (network) ends the batch. Returns 0 when every
  *  blob was stored, else the first failing blob's code (last_error names its index and

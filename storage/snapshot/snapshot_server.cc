@@ -460,7 +460,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
             break;
         }
         if (st.ok() && !found) r.result = Response::kAbsent;
-        if (st.ok() && busy) r.result = Response::kBusy;
+        if (st.ok() && busy) r = Response{.result = Response::kBusy};  // nothing but the result
       }
       if (!spilled.empty()) {
         iovec sp{spilled.data(), spilled.size()};
