@@ -156,8 +156,10 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  * A handle may rest between calls as long as its owner likes; a client that stops in
  * the middle of a call for RAILYARD_TIMEOUT_MS (the peer's) loses that call, and its
  * arena slots go back to the others. When more clients move blobs at once than a
- * paging arena has slots, a put or get waits for a slot (up to twice the peer's
- * RAILYARD_TIMEOUT_MS) rather than failing. */
+ * paging arena has slots, a put or get waits for a slot rather than failing at once:
+ * the peer keeps it waiting up to twice its RAILYARD_TIMEOUT_MS, this process up to its
+ * own (with equal settings, this process's timeout ends the wait: it fails "the peer
+ * was silent", and the handle with it). */
 
 /** Opaque connection to one arena of one peer. */
 typedef struct railyard_snapshot railyard_snapshot_t;
