@@ -273,9 +273,10 @@ const Variable kVariables[] = {
      "--snapshot-arena) keeps a client's handle open however long it rests between "
      "operations, but drops one that stops for this long in the middle of one (a put "
      "allocated and not committed, a get not yet read), giving its slots back; a put or get "
-     "that finds every slot of a paging arena taken by other clients is kept waiting there up "
-     "to twice this for one, while the client's own RAILYARD_TIMEOUT_MS ends its wait first "
-     "when the two are equal.", 1, kIntMax,
+     "that finds every slot of a paging arena taken by other clients is queued there for one, "
+     "first come first served, up to twice this, the daemon telling the client it is queued "
+     "every quarter of this (at most every second): the client waits while it hears that, "
+     "and takes a daemon silent for its own RAILYARD_TIMEOUT_MS as stopped.", 1, kIntMax,
      &ApplyInt<&Config::timeoutMs>},
     {"RAILYARD_ACCEPT_TIMEOUT_MS", "int", "10000", "ms", nullptr,
      "Listener: a socket must deliver its connection record (hello) within this time of "

@@ -157,9 +157,11 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  * the middle of a call for RAILYARD_TIMEOUT_MS (the peer's) loses that call, and its
  * arena slots go back to the others. When more clients move blobs at once than a
  * paging arena has slots, a put or get waits for a slot rather than failing at once:
- * the peer keeps it waiting up to twice its RAILYARD_TIMEOUT_MS, this process up to its
- * own (with equal settings, this process's timeout ends the wait: it fails "the peer
- * was silent", and the handle with it). */
+ * the peer queues it, first come first served, up to twice its RAILYARD_TIMEOUT_MS
+ * (then the call fails with 5, "give the arena more slots", and the handle stays
+ * usable), saying so every second or so meanwhile: this process keeps waiting while it
+ * hears that, and calls the peer silent after its own RAILYARD_TIMEOUT_MS without a
+ * word. */
 
 /** Opaque connection to one arena of one peer. */
 typedef struct railyard_snapshot railyard_snapshot_t;

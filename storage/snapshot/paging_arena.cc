@@ -1,5 +1,6 @@
 #include "storage/snapshot/paging_arena.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -8,8 +9,8 @@
 namespace railyard::storage::snapshot {
 
 PagingArena::PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-                         const SwapRebuild& rebuild, int slotWaitMs)
-    : slotWaitMs_(slotWaitMs), arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
+                         const SwapRebuild& rebuild, int64_t slotWaitMs, int64_t queuedBeatMs)
+    : slotWaitMs_(slotWaitMs), queuedBeatMs_(queuedBeatMs), arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
   free_.reserve(slots);
   for (uint64_t s = slots; s > 0; --s) free_.push_back(static_cast<int64_t>(s - 1));
   for (const SwapRecord& r : rebuild.records) {
@@ -36,26 +37,56 @@ void PagingArena::Touch(uint64_t key, Blob& b) {
   b.lru = lru_.begin();
 }
 
-Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy) {
+Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy, const Queued& queued) {
+  // First come, first served: while anyone waits, a newcomer queues behind them even
+  // when a slot is free this instant (freed and not yet taken by the head waiter).
+  Status st = waiting_.empty() ? TakeSlotNow(out) : InvalidUsage(NoSlotMessage());
+  // Only "every slot pinned or being written" is worth waiting out: the gets and puts
+  // holding them end (release, commit, or their connection's timeout) soon.
+  if (st.ok() || st.code() != Code::kInvalidUsage) return st;
+  if (busy != nullptr) {
+    *busy = true;
+    *out = -1;
+    return Status::Ok();
+  }
+  const uint64_t ticket = nextTicket_++;
+  waiting_.push_back(ticket);
+  // Leaving the queue (with a slot or without) lets the next waiter try.
+  auto leave = [&] {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), ticket));
+    slotFreed_.notify_all();
+  };
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slotWaitMs_);
+  const auto beat = std::chrono::milliseconds(queuedBeatMs_);
+  auto nextBeat = std::chrono::steady_clock::now() + beat;
   for (;;) {
-    Status st = TakeSlotNow(out);
-    // Only "every slot pinned or being written" is worth waiting out: the gets and puts
-    // holding them end (release, commit, or their connection's timeout) soon.
-    if (st.ok() || st.code() != Code::kInvalidUsage) return st;
-    if (busy != nullptr) {
-      *busy = true;
-      *out = -1;
-      return Status::Ok();
+    const bool beating = queued && queuedBeatMs_ > 0 && nextBeat < until;
+    slotFreed_.wait_until(lock, beating ? nextBeat : until);
+    const auto now = std::chrono::steady_clock::now();
+    const bool timedOut = now >= until;
+    if (beating && !timedOut && now >= nextBeat) {
+      queued();  // still queued: the client keeps waiting
+      nextBeat = now + beat;
     }
-    if (slotFreed_.wait_until(lock, until) == std::cv_status::timeout) {
+    if (waiting_.front() == ticket) {
       st = TakeSlotNow(out);
-      if (st.ok() || st.code() != Code::kInvalidUsage) return st;
-      return InvalidUsage(st.message() + " within " + std::to_string(slotWaitMs_) +
-                          " ms (twice RAILYARD_TIMEOUT_MS): more clients at once than the arena has slots, or "
-                          "one stopped mid-operation; give the arena more slots");
+      if (st.ok() || st.code() != Code::kInvalidUsage) {
+        leave();
+        return st;
+      }
+    }
+    if (timedOut) {
+      leave();
+      return InvalidUsage(NoSlotMessage() + " within " + std::to_string(slotWaitMs_) +
+                          " ms (twice RAILYARD_TIMEOUT_MS): more clients at once than the arena has slots, or one "
+                          "stopped mid-operation; give the arena more slots");
     }
   }
+}
+
+std::string PagingArena::NoSlotMessage() const {
+  return "every one of the " + std::to_string(slots_.size()) +
+         " arena slots is pinned by a get or being written: no slot to evict";
 }
 
 Status PagingArena::TakeSlotNow(int64_t* out) {
@@ -64,16 +95,23 @@ Status PagingArena::TakeSlotNow(int64_t* out) {
     free_.pop_back();
     return Status::Ok();
   }
+  // The least recently used unpinned blob gives its slot; a dirty one (no swap copy)
+  // is written out first. When that write fails (a full disk), a clean one further up
+  // (already in swap) can still give its slot without a write, so the put is not
+  // failed while a slot can be had.
+  Status writeFailed;
   for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
     Blob& b = blobs_.at(*it);
     Slot& s = slots_[b.slot];
     if (s.pins > 0) continue;
     if (b.swapSlot < 0) {  // dirty: write it out before its slot is reused
+      if (!writeFailed.ok()) continue;  // the disk refused one already: only clean ones now
       const int64_t w = swap_->Allocate();
       if (Status st = swap_->Write(w, *it, b.generation, SlotData(b.slot), b.checksum); !st.ok()) {
         swap_->Free(w);
-        return SystemError("cannot free an arena slot: evicting key " + std::to_string(*it) + " failed: " +
-                           st.message());
+        writeFailed = SystemError("cannot free an arena slot: evicting key " + std::to_string(*it) + " failed: " +
+                                  st.message());
+        continue;
       }
       b.swapSlot = w;
     }
@@ -85,8 +123,8 @@ Status PagingArena::TakeSlotNow(int64_t* out) {
     *out = freed;
     return Status::Ok();
   }
-  return InvalidUsage("every one of the " + std::to_string(slots_.size()) +
-                      " arena slots is pinned by a get or being written: no slot to evict");
+  if (!writeFailed.ok()) return writeFailed;
+  return InvalidUsage(NoSlotMessage());
 }
 
 bool PagingArena::Exchange(uint64_t key, Blob& b) {
@@ -114,7 +152,7 @@ bool PagingArena::Exchange(uint64_t key, Blob& b) {
   return false;
 }
 
-Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy) {
+Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
   // An earlier uncommitted alloc of the same key by this client is superseded.
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -124,7 +162,7 @@ Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool*
   }
   if (busy != nullptr) *busy = false;
   int64_t s = -1;
-  RY_RETURN_IF_ERROR(TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr));
+  RY_RETURN_IF_ERROR(TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, queued));
   if (s < 0) return Status::Ok();  // busy
   slots_[s].state = Slot::kWriting;
   slots_[s].key = key;
@@ -161,6 +199,12 @@ void PagingArena::Forget(uint64_t key, Blob& b) {
 }
 
 Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum) {
+  PendingCommit p;
+  RY_RETURN_IF_ERROR(BeginCommit(client, key, checksum, &p));
+  return EndCommit(p, CheckCommit(p));
+}
+
+Status PagingArena::BeginCommit(uint64_t client, uint64_t key, uint64_t checksum, PendingCommit* out) {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t s = -1;
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -170,41 +214,64 @@ Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum) {
     }
   }
   if (s < 0) return InvalidUsage("commit of key " + std::to_string(key) + " without an alloc of it");
-  const uint64_t got = BlobChecksum(SlotData(s), blobBytes_);
-  if (got != checksum) {
-    FreeSlot(s);
-    return InvalidArgument("commit of key " + std::to_string(key) +
+  *out = PendingCommit{key, checksum, s, swap_->sync() ? swap_->Allocate() : -1, ++generation_};
+  return Status::Ok();
+}
+
+Status PagingArena::CheckCommit(const PendingCommit& p) const {
+  // No lock: the slot stays its client's (being written) until EndCommit links it, so
+  // no other client evicts, takes or frees it, and that client's own requests (which
+  // could supersede or drop it) come one after the other on its connection; the swap
+  // record was allocated for this commit alone.
+  const uint8_t* data = SlotData(p.slot);
+  if (BlobChecksum(data, blobBytes_) != p.checksum) {
+    return InvalidArgument("commit of key " + std::to_string(p.key) +
                            ": the slot's bytes do not match the client's checksum (not every byte landed); "
                            "the blob was not stored");
   }
-  Blob nb;
-  nb.slot = s;
-  nb.checksum = checksum;
-  nb.generation = ++generation_;
-  if (swap_->sync()) {  // write-through: durable before commit returns
-    const int64_t w = swap_->Allocate();
-    if (Status st = swap_->Write(w, key, nb.generation, SlotData(s), checksum); !st.ok()) {
-      swap_->Free(w);
-      FreeSlot(s);
-      return SystemError("commit of key " + std::to_string(key) + " failed: " + st.message());
+  if (p.swapSlot >= 0) {  // write-through: durable before commit returns
+    if (Status ws = swap_->Write(p.swapSlot, p.key, p.generation, data, p.checksum); !ws.ok()) {
+      return SystemError("commit of key " + std::to_string(p.key) + " failed: " + ws.message());
     }
-    nb.swapSlot = w;
   }
-  if (auto it = blobs_.find(key); it != blobs_.end()) {
-    Forget(key, it->second);
+  return Status::Ok();
+}
+
+Status PagingArena::EndCommit(const PendingCommit& p, Status checked) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!checked.ok()) {
+    if (p.swapSlot >= 0) swap_->Free(p.swapSlot);
+    FreeSlot(p.slot);
+    return checked;
+  }
+  Blob nb;
+  nb.swapSlot = p.swapSlot;
+  nb.checksum = p.checksum;
+  nb.generation = p.generation;
+  auto it = blobs_.find(p.key);
+  if (it != blobs_.end() && it->second.generation > p.generation) {
+    // Another client's commit of this key began after this one and ended first: the
+    // later one wins, as a rebuild from swap would decide by generation.
+    FreeSlot(p.slot);
+    Forget(p.key, nb);  // its swap record (tombstoned first with sync)
+    return Status::Ok();
+  }
+  if (it != blobs_.end()) {
+    Forget(p.key, it->second);
     blobs_.erase(it);
   }
-  slots_[s].state = Slot::kResident;
-  slots_[s].writer = 0;
-  lru_.push_front(key);
+  nb.slot = p.slot;
+  slots_[p.slot].state = Slot::kResident;
+  slots_[p.slot].writer = 0;
+  lru_.push_front(p.key);
   nb.lru = lru_.begin();
-  blobs_[key] = nb;
+  blobs_[p.key] = nb;
   slotFreed_.notify_all();  // a written slot is evictable now
   return Status::Ok();
 }
 
 Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
-                        const FaultProgress& progress, bool* busy) {
+                        const FaultProgress& progress, bool* busy, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
   if (busy != nullptr) *busy = false;
   auto it = blobs_.find(key);
@@ -216,7 +283,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
     Touch(key, it->second);
   } else {  // fault it back from swap
     int64_t s = -1;
-    Status taken = TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr);
+    Status taken = TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, queued);
     if (taken.ok() && s < 0) {  // busy: the client asks again once it holds nothing
       *found = true;
       return Status::Ok();
@@ -333,6 +400,7 @@ bool PagingArena::HoldsLocked(uint64_t client) const {
 PagingStats PagingArena::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   PagingStats s = stats_;
+  s.waiting = waiting_.size();
   s.blobs = blobs_.size();
   s.resident = lru_.size();
   return s;

@@ -9,13 +9,18 @@
 //
 // An alloc or a fault that finds every slot pinned or being written waits (up to the
 // arena's slot wait) for one to come free rather than failing at once: more clients at
-// once than slots is a queue, not an error, while they keep moving.
+// once than slots is a queue, not an error, while they keep moving. The queue is first
+// come, first served: a slot that comes free goes to the oldest waiter, and a newcomer
+// queues behind the waiters even when a slot is free that instant.
 //
-// Thread-safe (one mutex; swap I/O happens under it).
+// Thread-safe (one mutex). A commit hashes its slot and writes it through to swap
+// without holding it (the slot is the committing client's until linked); evictions and
+// faults do their swap I/O under it.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -38,6 +43,7 @@ struct PagingStats {
   uint64_t rebuilt = 0;     ///< blobs found in the swap file at start
   uint64_t tornDropped = 0; ///< swap records dropped at start for a bad checksum
   uint64_t reclaimed = 0;   ///< slots taken back from clients that went away uncommitted
+  uint64_t waiting = 0;     ///< allocs and faults queued for a slot now
 };
 
 /// See file comment.
@@ -46,9 +52,14 @@ class PagingArena {
   /// `arena` is `slots * blobBytes` bytes the caller owns (registered for remote
   /// access); `swap` the kind's swap file with what its rebuild found. An alloc or a
   /// fault that finds every slot pinned or being written waits up to `slotWaitMs` for
-  /// one to come free (other clients' gets and puts end within their own timeout).
+  /// one to come free (other clients' gets and puts end within their own timeout),
+  /// calling its `queued` (Alloc, Get) every `queuedBeatMs` of that wait (0: never).
   PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-              const SwapRebuild& rebuild, int slotWaitMs = 0);
+              const SwapRebuild& rebuild, int64_t slotWaitMs = 0, int64_t queuedBeatMs = 0);
+
+  /// Told, under the arena's lock (so it must not block), that a request is still
+  /// queued for a slot: once per queuedBeatMs of its wait. The server sends kQueued.
+  using Queued = std::function<void()>;
 
   /// A slot for `client` to write `key`'s new blob into; its byte offset in the
   /// arena. The key's previous blob (if any) stays readable until commit.
@@ -61,12 +72,35 @@ class PagingArena {
   /// would free one may be its own commit or release queued behind this request. So
   /// when it holds one and no slot can be had now, *busy = true and nothing changes
   /// (the client asks again once it holds nothing); else *busy = false.
-  Status Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy = nullptr);
+  /// `queued` (optional): see Queued.
+  Status Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy = nullptr, const Queued& queued = {});
   /// Makes `client`'s slot for `key` the key's blob, after checking its bytes
   /// against `checksum` (XXH3-64, BlobChecksum). With a sync swap file the blob is written
   /// through (durable) first. On any error the slot is reclaimed and the previous
   /// blob of the key (if any) is kept. InvalidUsage when `client` has no alloc for `key`.
+  /// The hash and the write-through run outside the arena's lock; of two clients'
+  /// commits of one key at once, the one that began later wins (its generation), as
+  /// a rebuild from swap would decide.
   Status Commit(uint64_t client, uint64_t key, uint64_t checksum);
+
+  /// Commit's three steps (Commit runs them in a row), public so that tests can
+  /// interleave two clients' commits. Begin (locked): finds the client's slot for the
+  /// key (InvalidUsage as Commit's), gives the commit its generation and, with a sync
+  /// swap file, a record. Check (unlocked): the slot's hash against `checksum`
+  /// (InvalidArgument), then the write-through (SystemError). End (locked): on an error
+  /// from Check frees the slot and record and returns it; else links the slot as the
+  /// key's blob, unless a commit of the key that began later has been linked already
+  /// (then this one is dropped as superseded, and Ok).
+  struct PendingCommit {
+    uint64_t key = 0;
+    uint64_t checksum = 0;
+    int64_t slot = -1;
+    int64_t swapSlot = -1;  ///< the write-through record, or -1
+    uint64_t generation = 0;
+  };
+  Status BeginCommit(uint64_t client, uint64_t key, uint64_t checksum, PendingCommit* out);
+  Status CheckCommit(const PendingCommit& p) const;
+  Status EndCommit(const PendingCommit& p, Status checked);
   /// Told how a get's fault from swap goes, under the arena's lock (so it must not
   /// block): first with `ready` 0 once the slot is chosen (`offset` and `checksum` are
   /// then final), then with the bytes from the blob's start already in the slot after
@@ -80,8 +114,9 @@ class PagingArena {
   /// `progress` (optional) follows a fault as it happens (see FaultProgress). `busy`
   /// as Alloc's, for a fault that needs a slot: *busy = true (before any progress
   /// call; nothing pinned, *found true) when the client holds one and none is free now.
+  /// `queued` as Alloc's (before any progress call).
   Status Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
-             const FaultProgress& progress = {}, bool* busy = nullptr);
+             const FaultProgress& progress = {}, bool* busy = nullptr, const Queued& queued = {});
   /// Drops one pin of `client` on `key`. InvalidUsage when it holds none.
   Status Release(uint64_t client, uint64_t key);
   /// Forgets `key` (its slot is reused once unpinned). *found = false when unknown.
@@ -96,6 +131,8 @@ class PagingArena {
   PagingStats stats() const;
   uint64_t blobBytes() const { return blobBytes_; }
   uint64_t slots() const { return slots_.size(); }
+  /// How long an alloc or fault may queue for a slot (ms): the constructor's.
+  int64_t slotWaitMs() const { return slotWaitMs_; }
 
  private:
   struct Slot {
@@ -115,12 +152,19 @@ class PagingArena {
 
   uint8_t* SlotData(int64_t s) const { return arena_ + static_cast<uint64_t>(s) * blobBytes_; }
   /// A free slot, evicting the LRU unpinned resident blob when there is none; when
-  /// every slot is pinned or being written, waits on `lock` (of mu_) up to slotWaitMs_
-  /// for one to come free, or, with `busy` given, sets *busy and returns Ok with *out -1.
-  Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy = nullptr);
+  /// every slot is pinned or being written (or others already wait), queues on `lock`
+  /// (of mu_) up to slotWaitMs_ for one, first come first served, or, with `busy` given,
+  /// sets *busy and returns Ok with *out -1 (taking no place in the queue). `queued`
+  /// (optional) is called every queuedBeatMs_ of the wait.
+  Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy, const Queued& queued);
+  /// "every one of the N arena slots is pinned ...": why no slot could be taken.
+  std::string NoSlotMessage() const;
   /// Holds() under mu_.
   bool HoldsLocked(uint64_t client) const;
-  /// TakeSlot's one try, without waiting.
+  /// TakeSlot's one try, without waiting: a free slot, else the LRU unpinned blob's
+  /// (written to swap first when dirty; on a full disk a clean blob's instead).
+  /// SystemError when only dirty blobs could give one and the disk refused the write;
+  /// InvalidUsage (NoSlotMessage) when every slot is pinned or being written.
   Status TakeSlotNow(int64_t* out);
   void FreeSlot(int64_t s);
   /// Get on a full disk: swaps `b` (in swap) with the LRU unpinned dirty resident
@@ -131,8 +175,11 @@ class PagingArena {
   void Touch(uint64_t key, Blob& b);
 
   mutable std::mutex mu_;
-  std::condition_variable slotFreed_;  ///< a pin dropped, a slot freed or committed
-  int slotWaitMs_ = 0;
+  std::condition_variable slotFreed_;  ///< a pin dropped, a slot freed or committed, a waiter left
+  std::deque<uint64_t> waiting_;       ///< tickets of TakeSlot's waiters, oldest first
+  uint64_t nextTicket_ = 0;
+  int64_t slotWaitMs_ = 0;
+  int64_t queuedBeatMs_ = 0;
   uint8_t* arena_;
   uint64_t blobBytes_;
   std::vector<Slot> slots_;

@@ -49,14 +49,6 @@ Status InFlightWhenFailed(const Status& failed, const char* done) {
                                    done);
 }
 
-/// A blob asked again alone, with nothing of the batch in flight, and still answered
-/// kBusy: this handle holds a slot from an Alloc outside the batch, not committed.
-Status HeldBefore(Op op) {
-  return InvalidUsage(std::string("no arena slot is free for this ") + OpName(op) +
-                      " and this handle holds one already (an alloc not yet committed): commit it first, or give "
-                      "the arena more slots (nothing was taken)");
-}
-
 /// The batch's result: the failure of its first failed blob in batch order (not in the
 /// order the failures were seen: a send can fail before an earlier blob's answer), but
 /// when the handle failed (`failed`), the first blob failed so, so that a caller
@@ -85,8 +77,8 @@ Status SnapshotClient::CheckBatch(std::span<BatchBlob> blobs, const char* what) 
     b.attempted = false;
     b.status = Status::Ok();
   }
+  const bool put = std::string(what) == "put";
   if (options_.mode != Mode::kPaging) {
-    const bool put = std::string(what) == "put";
     return InvalidUsage(std::string("snapshot: ") + (put ? "PutBatch" : "GetBatch") + " on raw kind '" + options_.kind +
                         "' (use " + (put ? "WriteAt" : "ReadAt") + ")");
   }
@@ -95,15 +87,20 @@ Status SnapshotClient::CheckBatch(std::span<BatchBlob> blobs, const char* what) 
   for (size_t i = 0; i < blobs.size(); ++i) {
     BatchBlob& b = blobs[i];
     std::string why;
+    Code code = Code::kInvalidArgument;
     if (b.data == nullptr) {
       why = "has no buffer";
     } else if (b.bytes != options_.blobBytes) {
       why = "has " + std::to_string(b.bytes) + " bytes; kind '" + options_.kind + "' holds blobs of " +
             std::to_string(options_.blobBytes) + " bytes";
+    } else if (put && std::find(staged_.begin(), staged_.end(), b.key) != staged_.end()) {
+      // The batch's alloc of the key would take the staged slot from under its Commit.
+      why = "was staged by Alloc on this handle and not committed: commit it first";
+      code = Code::kInvalidUsage;
     }
     if (!why.empty()) {
-      b.status = InvalidArgument(std::string("snapshot ") + what + " batch: blob " + std::to_string(i) + " (key " +
-                                 std::to_string(b.key) + ") " + why + " (nothing of the batch was sent)");
+      b.status = Status(code, std::string("snapshot ") + what + " batch: blob " + std::to_string(i) + " (key " +
+                                  std::to_string(b.key) + ") " + why + " (nothing of the batch was sent)");
       return b.status;
     }
   }
@@ -159,7 +156,7 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
     if (s.ok() && r.result == Response::kBusy) {
       ++busyAnswers_;
       if (a.alone) {  // still holding: an Alloc of this handle not committed
-        settle(a.index, HeldBefore(Op::kAlloc));
+        settle(a.index, BusyWhileStaged(Op::kAlloc));
       } else {
         deferred.push_back(a.index);
       }
@@ -212,7 +209,7 @@ Status SnapshotClient::GetBatch(std::span<BatchBlob> blobs) {
     if (s.ok() && r.result == Response::kBusy) {
       ++busyAnswers_;
       if (alone) {
-        settle(i, HeldBefore(Op::kGet));
+        settle(i, BusyWhileStaged(Op::kGet));
       } else {
         deferred.push_back(i);
       }

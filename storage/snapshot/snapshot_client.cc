@@ -117,6 +117,7 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
   std::vector<uint8_t> peerAddress, key;
   RY_RETURN_IF_ERROR(RecvBlock(fd, Header::kMaxAddressBytes, "worker address", &peerAddress));
   RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxKeyBytes, "arena key", &key));
+  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, &c->slotWaitMs_, sizeof c->slotWaitMs_, "snapshot slot wait from " + peer));
   if (Status s = fabric::RemoteKey::Unpack(key, &c->arenaKey_); !s.ok()) {
     return RemoteError("snapshot: " + peer + " sent a bad arena key: " + s.message());
   }
@@ -204,10 +205,32 @@ Status SnapshotClient::SendRequest(Op op, uint64_t key, uint64_t checksum) {
 
 Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
   const std::string what = CallName(op, key);
-  RY_RETURN_IF_ERROR(RecvResponse(what, std::chrono::steady_clock::now(), out));
-  if (out->result == Response::kReady || (out->result == Response::kFaulting && op != Op::kGet) ||
+  const auto began = std::chrono::steady_clock::now();
+  RY_RETURN_IF_ERROR(RecvResponse(what, began, out));
+  // An alloc or a get queued at the peer for a slot hears kQueued now and then before
+  // its answer: each within this client's timeout from a live peer. Taken for as long
+  // as the peer said it may queue a request, and this client's timeout on top (the
+  // peer's u64 clamped so that no peer can make the sum overflow or wait for ever).
+  if (out->result == Response::kQueued && (op == Op::kAlloc || op == Op::kGet)) {
+    const auto limit = began + std::chrono::milliseconds(std::min<uint64_t>(slotWaitMs_, uint64_t{1} << 40)) +
+                       std::chrono::milliseconds(options_.timeoutMs);
+    while (out->result == Response::kQueued) {
+      if (std::chrono::steady_clock::now() > limit) {
+        return Sticky(RemoteError(what + ": the peer kept it queued for a slot past the " +
+                                  std::to_string(slotWaitMs_) + " ms it said it may, and this client's " +
+                                  std::to_string(options_.timeoutMs) + " ms on top"));
+      }
+      ++queuedAnswers_;
+      RY_RETURN_IF_ERROR(RecvResponse(what, std::chrono::steady_clock::now(), out));
+    }
+  }
+  if (out->result == Response::kReady || out->result == Response::kQueued ||
+      (out->result == Response::kFaulting && op != Op::kGet) ||
       (out->result == Response::kBusy && op != Op::kGet && op != Op::kAlloc)) {
-    const char* name = out->result == Response::kReady ? "ready" : out->result == Response::kBusy ? "busy" : "faulting";
+    const char* name = out->result == Response::kReady    ? "ready"
+                       : out->result == Response::kBusy   ? "busy"
+                       : out->result == Response::kQueued ? "queued"
+                                                          : "faulting";
     return Sticky(RemoteError(what + ": the peer answered '" + name + "' out of turn"));
   }
   if (op != Op::kGet && op != Op::kRemove && out->result == Response::kAbsent) {
@@ -224,14 +247,20 @@ Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
 Status SnapshotClient::Call(Op op, uint64_t key, uint64_t checksum, Response* out) {
   RY_RETURN_IF_ERROR(SendRequest(op, key, checksum));
   RY_RETURN_IF_ERROR(Answer(op, key, out));
-  if (out->result == Response::kBusy) {
-    // Only a client holding a slot or pin is answered so: here one that called Alloc and
-    // has not committed (Put and Get alone never hold one while they ask).
-    return InvalidUsage(CallName(op, key) +
-                        ": no arena slot is free and this handle holds one already (an alloc not yet committed): "
-                        "commit it first, or give the arena more slots (nothing was taken)");
-  }
+  if (out->result == Response::kBusy) return Status(Code::kInvalidUsage, CallName(op, key) + ": " + BusyWhileStaged(op).message());
   return Status::Ok();
+}
+
+Status SnapshotClient::BusyWhileStaged(Op op) const {
+  // Only a client holding a slot or pin is answered busy; asked with nothing else of
+  // its own in flight, it holds one from an Alloc not committed (Put and Get alone
+  // never hold one while they ask).
+  std::string keys;
+  for (uint64_t k : staged_) keys += (keys.empty() ? "" : ", ") + std::to_string(k);
+  return InvalidUsage(std::string("no arena slot is free for this ") + OpName(op) +
+                      " and this handle holds one already (an alloc not yet committed" +
+                      (keys.empty() ? std::string() : ": key " + keys) +
+                      "): commit it first, or give the arena more slots (nothing was taken)");
 }
 
 Status SnapshotClient::FailHandle(Status s) {
@@ -269,6 +298,8 @@ Status SnapshotClient::Alloc(uint64_t key, uint64_t* offset) {
   Response r;
   RY_RETURN_IF_ERROR(Call(Op::kAlloc, key, 0, &r));
   *offset = r.offset;
+  // An alloc of a key already staged supersedes that slot at the peer: one entry a key.
+  if (std::find(staged_.begin(), staged_.end(), key) == staged_.end()) staged_.push_back(key);
   return Status::Ok();
 }
 
@@ -294,7 +325,11 @@ Status SnapshotClient::Stage(uint64_t key, const void* src, uint64_t bytes, uint
 
 Status SnapshotClient::Commit(uint64_t key, uint64_t checksum) {
   Response r;
-  return Call(Op::kCommit, key, checksum, &r);
+  Status s = Call(Op::kCommit, key, checksum, &r);
+  // Answered either way, the peer holds no slot of `key` for this client any more (a
+  // refused commit frees it); a failed connection frees everything there.
+  staged_.erase(std::remove(staged_.begin(), staged_.end(), key), staged_.end());
+  return s;
 }
 
 Status SnapshotClient::Put(uint64_t key, const void* src, uint64_t bytes) {

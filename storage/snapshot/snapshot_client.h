@@ -116,7 +116,9 @@ class SnapshotClient {
   /// in flight get that error and later ones stay not attempted. Returns Ok when every
   /// blob was stored, else the first failure, naming its index and key.
   /// InvalidArgument, with nothing sent, for a NULL `data` or a wrong size anywhere in
-  /// the batch (the first such blob's `status` says so); an empty batch is Ok. The blobs
+  /// the batch (the first such blob's `status` says so), and InvalidUsage so for a key
+  /// this handle staged (Alloc or Stage) and has not committed (the batch's alloc of it
+  /// would take that slot from under the Commit); an empty batch is Ok. The blobs
   /// in flight when the handle fails (up to twice the depth: allocs asked ahead and
   /// commits not yet answered) get "in flight when the connection failed (...)": they
   /// may or may not have been stored.
@@ -137,8 +139,13 @@ class SnapshotClient {
   /// stop the peer between them): Alloc asks the peer for a slot for `key` and returns
   /// its offset; WriteSlot writes the whole blob there (`*checksum` as Stage).
   /// InvalidUsage (nothing taken, the handle usable) when no slot is free and this
-  /// handle holds one already from an earlier Alloc not yet committed: the peer does
-  /// not make a client holding a slot wait for another (wire version 4).
+  /// handle holds one already from an earlier Alloc not yet committed (the message names
+  /// its keys): the peer does not make a client holding a slot wait for another (wire
+  /// version 4). A client holding nothing may wait there for a slot, queued first come
+  /// first served, up to the peer's slot wait (twice its RAILYARD_TIMEOUT_MS); the peer
+  /// says kQueued every QueuedBeatMs meanwhile (wire version 5), so this client keeps
+  /// waiting while the peer is alive (a silent one fails it after its own
+  /// RAILYARD_TIMEOUT_MS), up to that slot wait plus its own timeout. Get waits so too.
   Status Alloc(uint64_t key, uint64_t* offset);
   Status WriteSlot(uint64_t offset, const void* src, uint64_t bytes, uint64_t* checksum);
 
@@ -168,6 +175,9 @@ class SnapshotClient {
   /// Batch requests the peer answered kBusy (it had no slot for them while this client
   /// held one), each asked again once this client held nothing.
   uint64_t busyAnswers() const { return busyAnswers_; }
+  /// kQueued records taken so far: an alloc or get queued at the peer for a slot hears
+  /// one every QueuedBeatMs of its wait.
+  uint64_t queuedAnswers() const { return queuedAnswers_; }
 
  private:
   SnapshotClient(fabric::Worker& worker, ClientOptions o) : worker_(worker), options_(std::move(o)) {}
@@ -184,6 +194,9 @@ class SnapshotClient {
   /// (gated by the kReady records while it is faulted), releases the pin and checks
   /// the bytes against the blob's checksum.
   Status ReadBlob(uint64_t key, const Response& r, void* dst, uint64_t bytes);
+  /// Why a request asked with nothing else of this handle in flight was answered kBusy:
+  /// InvalidUsage naming the keys staged (allocated by Alloc or Stage, not committed).
+  Status BusyWhileStaged(Op op) const;
   /// PutBatch/GetBatch's checks before anything is sent.
   Status CheckBatch(std::span<BatchBlob> blobs, const char* what) const;
   /// Blobs a batch keeps in flight: batchDepth, at most half the arena's slots (1 at least).
@@ -219,6 +232,9 @@ class SnapshotClient {
   uint64_t faultedGets_ = 0;
   uint64_t readyRecords_ = 0;
   uint64_t busyAnswers_ = 0;
+  std::vector<uint64_t> staged_;  ///< keys Alloc (or Stage) took a slot for, not yet committed
+  uint64_t slotWaitMs_ = 0;    ///< the peer's, from the handshake reply
+  uint64_t queuedAnswers_ = 0;
 };
 
 }  // namespace railyard::storage::snapshot

@@ -172,7 +172,8 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
       // control timeout of its last request, and its key revoked first: a get or a put
       // finding every slot taken waits twice that.
       raw->paging = std::make_unique<PagingArena>(raw->memory, spec.slots, spec.blobBytes, std::move(swap), rebuild,
-                                                  2 * options.timeoutMs);
+                                                  2 * static_cast<int64_t>(options.timeoutMs),
+                                                  QueuedBeatMs(options.timeoutMs));
     }
   }
   s->progressThread_ = std::thread([p = s.get()] { p->ProgressLoop(); });
@@ -390,6 +391,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
   if (hs.ok()) {
     reply.workerAddress = worker_.Address();
     reply.arenaKey = (own != nullptr ? own : arena->region)->Key().Pack();
+    reply.slotWaitMs = arena->paging ? static_cast<uint64_t>(arena->paging->slotWaitMs()) : 0;
   } else if (refusedClients_.fetch_add(1) % 1024 == 0) {
     // A WARN naming the client, first and every 1024th (hostile-peer probe: bad magic,
     // versions and sizes were refused to the client but never logged here).
@@ -432,7 +434,8 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
         bool found = true;
         // A get's fault is announced as it goes (Response): under the arena's lock, so
         // each answer is sent without waiting; what the socket does not take at once
-        // waits in `spilled`, sent (waiting) once the lock is released.
+        // waits in `spilled`, sent (waiting) once the lock is released. (A client that
+        // stops reading so is ended by the socket's send timeout then.)
         const PagingArena::FaultProgress progress = [&](uint64_t at, uint64_t sum, uint64_t ready) {
           Response m;
           m.result = faulting ? Response::kReady : Response::kFaulting;
@@ -442,15 +445,17 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
           SendOrSpill(fd, m.Encode(), &spilled);
         };
         bool busy = false;  // a client holding a slot or pin is not made to wait (kBusy)
+        // A request queued for a slot says so now and then (kQueued), the same way.
+        const PagingArena::Queued queued = [&] { SendOrSpill(fd, Response{.result = Response::kQueued}.Encode(), &spilled); };
         switch (q.op) {
           case Op::kAlloc:
-            st = pa.Alloc(client, q.key, &r.offset, &busy);
+            st = pa.Alloc(client, q.key, &r.offset, &busy, queued);
             break;
           case Op::kCommit:
             st = pa.Commit(client, q.key, q.checksum);
             break;
           case Op::kGet:
-            st = pa.Get(client, q.key, &found, &r.offset, &r.checksum, progress, &busy);
+            st = pa.Get(client, q.key, &found, &r.offset, &r.checksum, progress, &busy, queued);
             break;
           case Op::kRelease:
             st = pa.Release(client, q.key);

@@ -140,6 +140,9 @@ std::vector<uint8_t> Reply::Encode() const {
   } else {
     append(workerAddress.data(), workerAddress.size());
     append(arenaKey.data(), arenaKey.size());
+    uint8_t wait[8];
+    Put<uint64_t>(wait, slotWaitMs);
+    b.insert(b.end(), wait, wait + 8);
   }
   return b;
 }
@@ -236,7 +239,7 @@ std::vector<uint8_t> Response::Encode() const {
 
 Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, uint32_t* messageBytes) {
   const uint32_t result = Get<uint32_t>(&b[0]);
-  if (result > kBusy) return InvalidArgument("snapshot response: unknown result " + std::to_string(result));
+  if (result > kQueued) return InvalidArgument("snapshot response: unknown result " + std::to_string(result));
   const uint32_t code = Get<uint32_t>(&b[4]);
   if (!KnownCode(code) || (result == kError) == (code == 0)) {
     return InvalidArgument("snapshot response: code " + std::to_string(code) + " does not fit result " +
@@ -248,8 +251,9 @@ Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, 
   if (result == kReady && (n != 0 || Get<uint64_t>(&b[16]) != 0)) {
     return InvalidArgument("snapshot response: a ready record with a checksum or a message");
   }
-  if (result == kBusy && (n != 0 || Get<uint64_t>(&b[8]) != 0 || Get<uint64_t>(&b[16]) != 0)) {
-    return InvalidArgument("snapshot response: a busy answer with an offset, a checksum or a message");
+  if ((result == kBusy || result == kQueued) && (n != 0 || Get<uint64_t>(&b[8]) != 0 || Get<uint64_t>(&b[16]) != 0)) {
+    return InvalidArgument(std::string("snapshot response: a ") + (result == kBusy ? "busy" : "queued") +
+                           " answer with an offset, a checksum or a message");
   }
   out->result = static_cast<Result>(result);
   out->code = code;
@@ -258,6 +262,8 @@ Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, 
   *messageBytes = n;
   return Status::Ok();
 }
+
+int64_t QueuedBeatMs(int64_t timeoutMs) { return std::clamp<int64_t>(timeoutMs / 4, 1, 1000); }
 
 Status CheckReady(uint64_t before, uint64_t ready, uint64_t blobBytes) {
   if (ready <= before || ready > blobBytes) {

@@ -38,6 +38,10 @@ std::string ModeName(Mode mode);
 /// (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
+  /// 5: an alloc or a get queued at the peer for a slot is answered kQueued every
+  /// little while until its answer (Response), and the handshake reply ends with the
+  /// peer's slot wait (Reply::slotWaitMs): a client tells a live peer keeping its
+  /// request queued from a silent one, and bounds how long it accepts the former.
   /// 4: an alloc or a get from a client that holds a slot or a pin already (a batch
   /// with requests ahead) is answered kBusy instead of waiting for a slot (Response).
   /// 3: kRelease has no response (the client does not wait a round trip for it), and a
@@ -45,7 +49,7 @@ struct Header {
   /// 2: the blob checksums are XXH3-64 (1 had XXH64). A peer of another version is
   /// refused at the handshake, naming both, rather than failing every commit's checksum
   /// or waiting for a response that never comes.
-  static constexpr uint16_t kVersion = 4;
+  static constexpr uint16_t kVersion = 5;
   static constexpr size_t kBytes = 64;
   static constexpr size_t kMaxKindBytes = 31;
   static constexpr uint32_t kMaxAddressBytes = 4096;
@@ -71,8 +75,10 @@ bool ValidKind(const std::string& kind);
 
 /// The peer's handshake reply: magic "RYSA" u32, version u16, status u16 (0 ok,
 /// else a railyard::Code), then either a message (u32 bytes <= kMaxMessageBytes,
-/// then text) or the peer's Worker address (u32 bytes, then bytes) and the arena's
-/// packed RemoteKey (u32 bytes, then bytes).
+/// then text) or the peer's Worker address (u32 bytes, then bytes), the arena's
+/// packed RemoteKey (u32 bytes, then bytes) and the slot wait (u64 ms: how long the
+/// peer may keep an alloc or a faulting get queued for a paging slot; 0 for a raw
+/// arena).
 struct Reply {
   static constexpr uint32_t kMagic = 0x41535952;  // "RYSA"
   static constexpr uint32_t kMaxMessageBytes = 1024;
@@ -81,6 +87,7 @@ struct Reply {
   Status status;
   std::vector<uint8_t> workerAddress;
   std::vector<uint8_t> arenaKey;
+  uint64_t slotWaitMs = 0;
 
   std::vector<uint8_t> Encode() const;
 };
@@ -133,7 +140,7 @@ struct Request {
 };
 
 /// A response (to every request but kRelease), exactly kBytes then `messageBytes` of text: result u32
-/// (kOk, kAbsent, kError, kFaulting, kReady or kBusy), code u32 (a railyard::Code on error),
+/// (kOk, kAbsent, kError, kFaulting, kReady, kBusy or kQueued), code u32 (a railyard::Code on error),
 /// offset u64 (into the arena; kReady: bytes), checksum u64, message bytes u32
 /// (<= Reply::kMaxMessageBytes), reserved u32 (0).
 ///
@@ -149,9 +156,14 @@ struct Request {
 /// wait for one (what would free it may be that client's own commit or release, queued
 /// behind the request), takes nothing, and the client asks again once it holds nothing.
 /// A client that holds nothing is never answered kBusy: it waits for a slot.
+///
+/// kQueued (nothing but the result, as kBusy) precedes the answer to an alloc or a get
+/// that waits at the peer for a slot, once per QueuedBeatMs of the wait (none when it
+/// waits less): the peer is alive and the request still queued, so the client keeps
+/// waiting, up to the slot wait the handshake reply gave plus its own timeout.
 struct Response {
   static constexpr size_t kBytes = 32;
-  enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2, kFaulting = 3, kReady = 4, kBusy = 5 };
+  enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2, kFaulting = 3, kReady = 4, kBusy = 5, kQueued = 6 };
   Result result = kOk;
   uint32_t code = 0;
   uint64_t offset = 0;
@@ -164,6 +176,11 @@ struct Response {
   /// InvalidArgument for an unknown result or code, a long message, reserved != 0.
   static Status DecodeFixed(std::span<const uint8_t, kBytes> bytes, Response* out, uint32_t* messageBytes);
 };
+
+/// How often (ms) a peer with control timeout `timeoutMs` sends kQueued while a request
+/// waits for a slot: a quarter of the timeout, at most 1 s (at least 1 ms), so a client
+/// of the same timeout hears from it several times within its own.
+int64_t QueuedBeatMs(int64_t timeoutMs);
 
 /// A kReady record of a faulting get says `ready` bytes are in the slot, after
 /// `before`: RemoteError unless before < ready <= blobBytes.

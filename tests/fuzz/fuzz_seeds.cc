@@ -545,6 +545,10 @@ bool FabricSeeds() {
     s::Response busy;
     busy.result = s::Response::kBusy;
     ok &= Write("snapshot_wire", "ok-get-busy", all(sh, get, busy));
+    // Wire version 5: a get queued for a slot hears kQueued before its answer.
+    s::Response queued;
+    queued.result = s::Response::kQueued;
+    ok &= Write("snapshot_wire", "ok-get-queued", all(sh, get, queued));
     ready.checksum = 1;  // a ready record carries no checksum
     Bytes badReady = all(sh, get, ready);
     badReady[64] = 9;  // and an unknown op, so no part decodes

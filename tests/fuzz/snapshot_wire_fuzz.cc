@@ -78,10 +78,12 @@ bool Response(const std::array<uint8_t, s::Response::kBytes>& b) {
   }
   FUZZ_CHECK(messageBytes <= s::Reply::kMaxMessageBytes);
   FUZZ_CHECK((out.result == s::Response::kError) == (out.code != 0));
-  FUZZ_CHECK(out.result <= s::Response::kBusy);
+  FUZZ_CHECK(out.result <= s::Response::kQueued);
   // Wire version 3: a ready record of a faulting get carries only its byte count.
   if (out.result == s::Response::kReady) FUZZ_CHECK(out.checksum == 0 && messageBytes == 0);
-  if (out.result == s::Response::kBusy) FUZZ_CHECK(out.offset == 0 && out.checksum == 0 && messageBytes == 0);
+  if (out.result == s::Response::kBusy || out.result == s::Response::kQueued) {
+    FUZZ_CHECK(out.offset == 0 && out.checksum == 0 && messageBytes == 0);
+  }
   out.message.assign(messageBytes, 'm');
   const std::vector<uint8_t> again = out.Encode();
   FUZZ_CHECK(again.size() == s::Response::kBytes + messageBytes);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -70,10 +71,15 @@ struct FakeServer {
 
 /// A TCP relay between one client and the server's control port that logs the
 /// client's requests (op, key) in the order it sent them: the handshake header and
-/// address pass through, then every 32-byte request is decoded and forwarded.
+/// address pass through, then every 32-byte request is decoded and forwarded. A
+/// hostile peer too: `forge` (optional) may answer a request itself, sending the client
+/// what it likes through `send` (false once the client is gone), and returns true when
+/// it did: that request never reaches the server.
 class RequestLog {
  public:
-  explicit RequestLog(uint16_t serverPort) : serverPort_(serverPort) {
+  using Send = std::function<bool(const std::vector<uint8_t>&)>;
+  using Forge = std::function<bool(const Request&, const Send& send)>;
+  explicit RequestLog(uint16_t serverPort, Forge forge = {}) : serverPort_(serverPort), forge_(std::move(forge)) {
     EXPECT_TRUE(ListenControl("127.0.0.1", 0, &listener_, &port_).ok());
     up_ = std::thread([this] { Run(); });
   }
@@ -116,6 +122,7 @@ class RequestLog {
       ssize_t n;
       while ((n = ::recv(server_.get(), b, sizeof b, 0)) > 0) {
         iovec iov{b, static_cast<size_t>(n)};
+        std::lock_guard<std::mutex> lock(sendMu_);
         if (!proxy::SendAll(client_.get(), &iov, 1, "log relay").ok()) break;
       }
       ::shutdown(client_.get(), SHUT_WR);
@@ -133,8 +140,16 @@ class RequestLog {
       if (!proxy::RecvAll(client_.get(), qb.data(), qb.size(), "log relay").ok()) break;
       Request q;
       if (Request::Decode(qb, &q).ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        text_ += (text_.empty() ? "" : ", ") + std::string(OpName(q.op)) + " " + std::to_string(q.key);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          text_ += (text_.empty() ? "" : ", ") + std::string(OpName(q.op)) + " " + std::to_string(q.key);
+        }
+        const Send send = [this](const std::vector<uint8_t>& bytes) {
+          iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+          std::lock_guard<std::mutex> lock(sendMu_);
+          return proxy::SendAll(client_.get(), &iov, 1, "forged answer").ok();
+        };
+        if (forge_ && forge_(q, send)) continue;
       }
       iovec iov{qb.data(), qb.size()};
       if (!proxy::SendAll(server_.get(), &iov, 1, "log relay").ok()) break;
@@ -143,10 +158,12 @@ class RequestLog {
   }
 
   uint16_t serverPort_;
+  Forge forge_;
   uint16_t port_ = 0;
   proxy::Fd listener_, client_, server_;
   std::thread up_, down_;
   std::mutex mu_;
+  std::mutex sendMu_;  ///< the two writers of client_: the server's answers and forged ones
   std::string text_;
 };
 
@@ -203,6 +220,91 @@ TEST(SnapshotFake, BatchesAskAheadInTheOrderThatCannotHoldTheirOwnSlots) {
                 "alloc 5, commit 5, get 0, release 0, get 1, release 1, get 2, release 2, get 99");
     }
   }
+}
+
+// A hostile peer answering kBusy or kQueued out of turn (to a commit, to a remove, or
+// with an offset beside it) fails the handle with a RemoteError naming the answer; the call
+// returns (nothing waits for an answer that never comes) and later calls say the
+// handle failed earlier. Nothing of the forged answers reaches the server.
+TEST(SnapshotFake, BusyAnswersOutOfTurnFailTheHandleNamingThem) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(kBlob, 4));
+  auto forged = [](Op only, Response::Result result, uint64_t offset) {
+    return [only, result, offset](const Request& q, const RequestLog::Send& send) {
+      if (q.op != only) return false;
+      Response r;
+      r.result = result;
+      r.offset = offset;  // a busy or queued answer carries nothing but its result
+      (void)send(r.Encode());
+      return true;
+    };
+  };
+  std::vector<uint8_t> b(kBlob);
+  Fill(b.data(), kBlob, 3);
+  struct Case {
+    const char* name;
+    RequestLog::Forge forge;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"commit", forged(Op::kCommit, Response::kBusy, 0), "snapshot commit of key 3: the peer answered 'busy' out of turn"},
+      {"remove", forged(Op::kRemove, Response::kBusy, 0), "snapshot remove of key 3: the peer answered 'busy' out of turn"},
+      {"alloc with an offset", forged(Op::kAlloc, Response::kBusy, kBlob), "a busy answer with an offset"},
+      {"commit queued", forged(Op::kCommit, Response::kQueued, 0),
+       "snapshot commit of key 3: the peer answered 'queued' out of turn"},
+      {"alloc queued with an offset", forged(Op::kAlloc, Response::kQueued, kBlob), "a queued answer with an offset"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RequestLog hostile(f.srv->port(), c.forge);
+    ClientOptions o = f.Kv(kBlob, 4);
+    o.port = hostile.port();
+    std::unique_ptr<SnapshotClient> client;
+    ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &client).ok());
+    bool found = false;
+    Status s = std::string(c.name) == "remove" ? client->Remove(3, &found) : client->Put(3, b.data(), kBlob);
+    EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
+    EXPECT_NE(s.message().find(c.says), std::string::npos) << s.message();
+    EXPECT_FALSE(client->status().ok()) << "the handle goes on after a forged answer";
+    Status later = client->Get(3, b.data(), kBlob, &found);
+    EXPECT_NE(later.message().find("failed earlier"), std::string::npos) << later.message();
+  }
+}
+
+// A hostile peer that says kQueued for ever (a record every 50 ms, each well within the
+// client's timeout) cannot hold a call for ever: the client takes them for as long as
+// the peer said at the handshake it may queue a request (twice its timeout: 400 ms
+// here) plus its own timeout (300 ms), then fails the handle naming both.
+TEST(SnapshotFake, APeerQueueingForEverFailsTheCallAfterItsSlotWait) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ServerOptions so;
+  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
+  so.timeoutMs = 200;
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  RequestLog hostile(f.srv->port(), [](const Request& q, const RequestLog::Send& send) {
+    if (q.op != Op::kAlloc) return false;
+    // The hostile peer's own pace, not a barrier: it sends until the client is gone.
+    while (send(Response{.result = Response::kQueued}.Encode())) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return true;
+  });
+  ClientOptions o = f.Kv(kBlob, 4);
+  o.port = hostile.port();
+  o.timeoutMs = 300;
+  std::unique_ptr<SnapshotClient> c;
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c).ok());
+  std::vector<uint8_t> b(kBlob);
+  Fill(b.data(), kBlob, 1);
+  Status s = c->Put(1, b.data(), kBlob);
+  EXPECT_EQ(s.code(), Code::kRemoteError) << s.message();
+  EXPECT_NE(s.message().find("snapshot alloc of key 1: the peer kept it queued for a slot past the 400 ms it said it "
+                             "may, and this client's 300 ms on top"),
+            std::string::npos)
+      << s.message();
+  EXPECT_GE(c->queuedAnswers(), 10u) << "fewer queued records than 700 ms of them";
+  EXPECT_FALSE(c->status().ok());
+  c.reset();  // the hostile peer's sends fail now, and its thread ends
 }
 
 // Bad input anywhere fails a batch before anything is sent; a key twice in one put
@@ -306,7 +408,8 @@ TEST(SnapshotFake, ABatchAnsweredBusyAsksAgainAloneInsteadOfWaitingOnItself) {
   ASSERT_TRUE(a->Alloc(30, &offset).ok());
   s = b->Alloc(103, &offset);
   EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
-  EXPECT_NE(s.message().find("holds one already"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("holds one already (an alloc not yet committed: key 100, 101, 102)"), std::string::npos)
+      << s.message();
   EXPECT_TRUE(b->status().ok()) << b->status().message();
   // So is a batch blob from a handle holding such an alloc: asked again alone, it is
   // busy still, and fails rather than being asked for ever.
@@ -314,8 +417,18 @@ TEST(SnapshotFake, ABatchAnsweredBusyAsksAgainAloneInsteadOfWaitingOnItself) {
   s = a->PutBatch(put);
   EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
   EXPECT_NE(s.message().find("put batch, blob 0 (key 40): no arena slot is free"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("(an alloc not yet committed: key 30)"), std::string::npos) << s.message();
   EXPECT_EQ(a->busyAnswers(), 5u);  // asked ahead, then alone
   EXPECT_TRUE(a->status().ok()) << a->status().message();
+  // A batch holding the staged key itself is refused before anything is sent: its alloc
+  // of key 30 would take the staged slot from under the Commit still to come.
+  put = batch({41, 30});
+  s = a->PutBatch(put);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.message();
+  EXPECT_NE(s.message().find("blob 1 (key 30) was staged by Alloc on this handle and not committed"), std::string::npos)
+      << s.message();
+  EXPECT_FALSE(put[0].attempted);
+  EXPECT_EQ(a->busyAnswers(), 5u) << "the refused batch sent something";
 }
 
 TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {

@@ -457,7 +457,7 @@ TEST_F(SnapshotTest, MalformedHeadersAreRefusedNamingWhatDiffers) {
     return b;
   };
   EXPECT_NE(SendHeader(peer_->port(), with(0, {'X'})).find("bad magic"), std::string::npos);
-  EXPECT_NE(SendHeader(peer_->port(), with(4, {2, 0})).find("version 2 differs from this peer's 4"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(4, {2, 0})).find("version 2 differs from this peer's " + std::to_string(Header::kVersion)), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(6, {9})).find("unknown mode 9"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(8, {'k', '/'})).find("kind"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(48, {0, 0, 0, 0, 0, 0, 0, 0})).find("blob bytes is 0"), std::string::npos);
@@ -679,9 +679,11 @@ TEST_F(SnapshotTest, ClientsBatchingAtOnceIntoAFewSlotsQueueRatherThanWedge) {
 // operations a client now holds nothing and may rest as long as it likes; in the middle
 // of one the timeout still applies, so one that stops there (here two, each with a put
 // allocated and written, never committed, holding both slots) gives its slot back, and
-// a put that found every slot taken waits for it instead of failing at once.
+// a put that found every slot taken waits for it instead of failing at once, even when
+// its own RAILYARD_TIMEOUT_MS is shorter than the peer's (a peer keeping a request
+// queued says so every quarter of its timeout, kQueued).
 TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiveTheirSlotsBack) {
-  constexpr int kPeerTimeoutMs = 400;
+  constexpr int kPeerTimeoutMs = 800;
   constexpr uint64_t kSmall = 64 * 1024;
   StartPeer(false, {"--timeout-ms", std::to_string(kPeerTimeoutMs), "--arena", "kind=two,mode=paging,blob=64K,slots=2"});
   ClientOptions o = Paging();
@@ -709,10 +711,16 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
     ASSERT_TRUE(stopped[i].client->Stage(70 + i, b.data(), kSmall, &sum).ok()) << i;
   }
   // Both slots are being written: this put waits until the two stopped clients' timeout
-  // gives their slots back, then lands.
+  // gives their slots back, then lands; its client gives up on a silent peer after half
+  // the peer's timeout, but the peer is not silent: it says kQueued every 200 ms.
+  ClientOptions quick = o;
+  quick.timeoutMs = kPeerTimeoutMs / 2;
+  ClientSide waiter;
+  ASSERT_TRUE(waiter.Connect(quick).ok());
   Fill(b.data(), kSmall, 2);
-  Status put = a.Put(2, b.data(), kSmall);
+  Status put = waiter.client->Put(2, b.data(), kSmall);
   ASSERT_TRUE(put.ok()) << put.message();
+  EXPECT_GE(waiter.client->queuedAnswers(), 1u) << "the peer kept the put queued without a word";
   std::fill(b.begin(), b.end(), 0);
   ASSERT_TRUE(a.Get(2, b.data(), kSmall, &found).ok());
   EXPECT_TRUE(found);
@@ -964,6 +972,54 @@ TEST_F(SnapshotTest, FullSwapDiskFailsThePutThatHitItEarlierBlobsStay) {
     ASSERT_TRUE(found) << k;
     EXPECT_EQ(Mismatch(b.data(), b.size(), k), -1) << k;
   }
+}
+
+// On a full swap disk a put still gets a slot when a resident blob that is in swap
+// already (clean: faulted back, never changed) can give its slot without a write, even
+// when the least recently used blob is dirty and cannot be written out. Before, the
+// first dirty victim's failed write failed the put. Every blob stays readable.
+TEST_F(SnapshotTest, OnAFullSwapDiskAPutEvictsACleanBlobPastADirtyOne) {
+  // As above: the swap's tmpfs holds three 1 MiB records; the arena two slots.
+  std::vector<std::string> argv = {PeerBinary(), "--arena", "kind=big,mode=paging,blob=1M,slots=2", "--swap-dir", dir_,
+                                   "--tmpfs-bytes", "4m"};
+  peer_ = std::make_unique<PeerProcess>();
+  std::string why;
+  int code = 0;
+  if (!peer_->Start(argv, &why, &code)) {
+    if (code == 77) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+    FAIL() << why;
+  }
+  ClientOptions o = Paging();
+  o.kind = "big";
+  o.blobBytes = 1 << 20;
+  o.arenaBytes = 2 << 20;
+  SnapshotClient& c = Connect(o);
+  std::vector<uint8_t> b(1 << 20);
+  auto put = [&](uint64_t k) {
+    Fill(b.data(), b.size(), k);
+    return c.Put(k, b.data(), b.size());
+  };
+  auto get = [&](uint64_t k) {
+    bool found = false;
+    std::fill(b.begin(), b.end(), 0);
+    Status g = c.Get(k, b.data(), b.size(), &found);
+    if (g.ok() && !found) return Status(Code::kInternalError, "key " + std::to_string(k) + " not found");
+    if (g.ok() && Mismatch(b.data(), b.size(), k) != -1) return Status(Code::kInternalError, "key " + std::to_string(k) + " has wrong bytes");
+    return g;
+  };
+  // 0 and 1 resident; 2 evicts 0 and 3 evicts 1 to swap (two records); get 0 evicts 2
+  // (the third record: the disk is full) and brings 0 back clean. Resident now: 3
+  // (dirty, least recently used) and 0 (clean).
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(put(k).ok()) << k;
+  ASSERT_TRUE(get(0).ok());
+  // Evicting 3 needs a fourth record, which the disk refuses; 0 gives its slot instead.
+  Status s = put(4);
+  ASSERT_TRUE(s.ok()) << s.message();
+  // Both resident blobs are dirty now: the next put has nowhere to go, and says so.
+  s = put(5);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("swap disk full"), std::string::npos) << s.message();
+  for (uint64_t k = 0; k < 5; ++k) EXPECT_TRUE(get(k).ok()) << get(k).message();
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <memory>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "storage/snapshot/control_socket.h"
@@ -169,12 +171,22 @@ TEST(SnapshotWire, FaultingAndReadyAnswersAndTheirChecks) {
   EXPECT_EQ(back.result, Response::kBusy);
   busy.offset = 4096;
   EXPECT_NE(decode(busy.Encode(), &back, &n).message().find("busy answer"), std::string::npos);
+  // Version 5: so does a queued one.
+  Response queued;
+  queued.result = Response::kQueued;
+  ASSERT_TRUE(decode(queued.Encode(), &back, &n).ok());
+  EXPECT_EQ(back.result, Response::kQueued);
+  queued.checksum = 1;
+  EXPECT_NE(decode(queued.Encode(), &back, &n).message().find("a queued answer with"), std::string::npos);
+  EXPECT_EQ(QueuedBeatMs(30000), 1000);  // a quarter of the timeout, at most 1 s, at least 1 ms
+  EXPECT_EQ(QueuedBeatMs(800), 200);
+  EXPECT_EQ(QueuedBeatMs(2), 1);
   r.checksum = 0;
   r.message = "x";  // ... or with a message
   EXPECT_FALSE(decode(r.Encode(), &back, &n).ok());
   auto unknown = f.Encode();
-  unknown[0] = 6;
-  EXPECT_NE(decode(unknown, &back, &n).message().find("unknown result 6"), std::string::npos);
+  unknown[0] = 7;
+  EXPECT_NE(decode(unknown, &back, &n).message().find("unknown result 7"), std::string::npos);
 
   constexpr uint64_t kBlob = 9 << 20;
   EXPECT_TRUE(CheckReady(0, 4 << 20, kBlob).ok());
@@ -445,9 +457,6 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
   }
 }
 
-// A fault's answers are sent under the arena's lock without waiting: what a full
-// socket does not take is kept, in order, for a send after the lock (a client that
-// stops reading cannot hold the arena).
 // The paging arena's two rules for batches: a client's pins of one key are released
 // oldest first (a batch's two gets of a key release in the order taken, here around
 // another client's commit of it), and a client that holds a slot or pin is answered
@@ -501,6 +510,174 @@ TEST(PagingArenaRules, PinsOfAKeyGoOldestFirstAndAHolderIsAnsweredBusy) {
   std::filesystem::remove_all(dir);
 }
 
+// Waiting for a slot is first come, first served: with one slot, held, three clients
+// queue for it one after the other (each seen queued before the next asks), and the
+// slot passes from commit to commit in exactly that order, ten rounds running. (With
+// every waiter woken to race for a freed slot, the order held in about one round of
+// six.)
+TEST(PagingArenaRules, WaitersForASlotAreServedInTheOrderTheyCame) {
+  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 4096;
+  std::unique_ptr<SwapFile> swap;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
+  std::vector<uint8_t> mem(kBlob);
+  PagingArena arena(mem.data(), 1, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/120000);
+  auto commit = [&](uint64_t client, uint64_t key) {
+    return arena.Commit(client, key, BlobChecksum(mem.data(), kBlob));
+  };
+  constexpr uint64_t kWaiters = 3;
+  for (uint64_t round = 0; round < 10; ++round) {
+    const uint64_t holder = 100 + round;
+    uint64_t at = 0;
+    ASSERT_TRUE(arena.Alloc(holder, holder, &at).ok());
+    std::mutex mu;
+    std::vector<uint64_t> order;
+    std::vector<Status> results(kWaiters);
+    std::vector<std::thread> waiters;
+    for (uint64_t w = 0; w < kWaiters; ++w) {
+      waiters.emplace_back([&, w] {
+        const uint64_t client = 1000 * (round + 1) + w;
+        uint64_t offset = 0;
+        Status s = arena.Alloc(client, client, &offset);
+        if (s.ok()) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            order.push_back(w);
+          }
+          s = commit(client, client);  // the slot becomes evictable: the next waiter's
+        }
+        results[w] = s;
+      });
+      // The condition this test is about (w queued before w + 1 asks), polled.
+      while (arena.stats().waiting != w + 1) std::this_thread::yield();
+    }
+    ASSERT_TRUE(commit(holder, holder).ok());
+    for (std::thread& t : waiters) t.join();
+    for (uint64_t w = 0; w < kWaiters; ++w) ASSERT_TRUE(results[w].ok()) << w << ": " << results[w].message();
+    ASSERT_EQ(order, (std::vector<uint64_t>{0, 1, 2})) << "round " << round;
+    EXPECT_EQ(arena.stats().waiting, 0u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A client that holds a slot already is answered busy while others queue, taking no
+// place in the queue (it must not wait on what its own commit, queued behind, would
+// free); waiters that run out of time leave the queue, each with the peer's reason,
+// and the next slot to come free goes to whoever asks next.
+TEST(PagingArenaRules, AHolderIsNotQueuedAndWaitersOutOfTimeLeaveTheQueue) {
+  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 4096;
+  std::unique_ptr<SwapFile> swap;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
+  std::vector<uint8_t> mem(2 * kBlob);
+  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/300);
+  uint64_t at = 0;
+  ASSERT_TRUE(arena.Alloc(1, 1, &at).ok());
+  ASSERT_TRUE(arena.Alloc(2, 2, &at).ok());
+  Status first, second;
+  std::thread a([&] { first = arena.Alloc(3, 3, &at); });
+  while (arena.stats().waiting != 1) std::this_thread::yield();
+  std::thread b([&] {
+    uint64_t offset = 0;
+    second = arena.Alloc(4, 4, &offset);
+  });
+  while (arena.stats().waiting != 2) std::this_thread::yield();
+  bool busy = false;
+  uint64_t offset = 0;
+  ASSERT_TRUE(arena.Alloc(1, 5, &offset, &busy).ok());  // client 1 holds key 1's slot
+  EXPECT_TRUE(busy);
+  EXPECT_EQ(arena.stats().waiting, 2u) << "a busy answer took a place in the queue";
+  a.join();
+  b.join();
+  EXPECT_EQ(first.code(), Code::kInvalidUsage) << first.message();
+  EXPECT_NE(first.message().find("arena slots is pinned by a get or being written: no slot to evict within 300 ms"),
+            std::string::npos)
+      << first.message();
+  EXPECT_EQ(second.code(), Code::kInvalidUsage) << second.message();
+  EXPECT_EQ(arena.stats().waiting, 0u);
+  ASSERT_TRUE(arena.Commit(2, 2, BlobChecksum(mem.data() + kBlob, kBlob)).ok());
+  ASSERT_TRUE(arena.Alloc(6, 6, &offset, &busy).ok());
+  EXPECT_FALSE(busy);
+  EXPECT_EQ(offset, kBlob) << "key 2's slot, evicted";
+  std::filesystem::remove_all(dir);
+}
+
+// A commit checks its slot (and writes it through) without holding the arena, so two
+// clients' commits of one key can end in either order: the one that began later wins
+// both ways round, in memory and in what a restart rebuilds from the swap file, and
+// the loser's slot and record come free. Meanwhile a get of the key is served.
+TEST(PagingArenaRules, OfTwoCommitsOfAKeyAtOnceTheOneBegunLaterWinsInEitherOrder) {
+  constexpr uint64_t kBlob = 4096;
+  for (bool laterEndsFirst : {true, false}) {
+    SCOPED_TRACE(laterEndsFirst ? "the later commit ends first" : "the earlier commit ends first");
+    char tmpl[] = "/tmp/railyard-paging-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    std::vector<uint8_t> mem(3 * kBlob);
+    {
+      std::unique_ptr<SwapFile> swap;
+      SwapRebuild rebuild;
+      ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/true, &swap, &rebuild).ok());
+      PagingArena arena(mem.data(), 3, kBlob, std::move(swap), rebuild, 0);
+      uint64_t atA = 0, atB = 0, atOld = 0;
+      ASSERT_TRUE(arena.Alloc(3, 7, &atOld).ok());
+      std::fill(mem.begin() + atOld, mem.begin() + atOld + kBlob, 0x11);
+      ASSERT_TRUE(arena.Commit(3, 7, BlobChecksum(mem.data() + atOld, kBlob)).ok());
+      ASSERT_TRUE(arena.Alloc(1, 7, &atA).ok());
+      ASSERT_TRUE(arena.Alloc(2, 7, &atB).ok());
+      std::fill(mem.begin() + atA, mem.begin() + atA + kBlob, 0xaa);
+      std::fill(mem.begin() + atB, mem.begin() + atB + kBlob, 0xbb);
+      PagingArena::PendingCommit a, b;
+      ASSERT_TRUE(arena.BeginCommit(1, 7, BlobChecksum(mem.data() + atA, kBlob), &a).ok());
+      ASSERT_TRUE(arena.BeginCommit(2, 7, BlobChecksum(mem.data() + atB, kBlob), &b).ok());
+      ASSERT_LT(a.generation, b.generation);
+      // Both are being checked: the arena is not held, and the old blob is served.
+      bool found = false;
+      uint64_t at = 0, sum = 0;
+      ASSERT_TRUE(arena.Get(4, 7, &found, &at, &sum).ok());
+      EXPECT_TRUE(found);
+      EXPECT_EQ(at, atOld);
+      ASSERT_TRUE(arena.Release(4, 7).ok());
+      if (laterEndsFirst) {
+        ASSERT_TRUE(arena.EndCommit(b, arena.CheckCommit(b)).ok());
+        ASSERT_TRUE(arena.EndCommit(a, arena.CheckCommit(a)).ok());  // superseded: Ok, dropped
+      } else {
+        ASSERT_TRUE(arena.EndCommit(a, arena.CheckCommit(a)).ok());
+        ASSERT_TRUE(arena.EndCommit(b, arena.CheckCommit(b)).ok());
+      }
+      ASSERT_TRUE(arena.Get(4, 7, &found, &at, &sum).ok());
+      EXPECT_TRUE(found);
+      EXPECT_EQ(at, atB);
+      EXPECT_EQ(mem[at], 0xbb);
+      ASSERT_TRUE(arena.Release(4, 7).ok());
+      EXPECT_EQ(arena.stats().blobs, 1u);
+      // Both other slots are free again: two allocs take them without evicting key 7.
+      uint64_t x = 0, y = 0;
+      ASSERT_TRUE(arena.Alloc(5, 8, &x).ok());
+      ASSERT_TRUE(arena.Alloc(5, 9, &y).ok());
+      EXPECT_EQ(arena.stats().evictions, 0u);
+    }
+    // What a restart finds: key 7's one live record is client 2's.
+    std::unique_ptr<SwapFile> swap;
+    SwapRebuild rebuild;
+    ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/true, &swap, &rebuild).ok());
+    ASSERT_EQ(rebuild.records.size(), 1u);
+    EXPECT_EQ(rebuild.records[0].key, 7u);
+    std::vector<uint8_t> back(kBlob);
+    ASSERT_TRUE(swap->Read(rebuild.records[0].slot, 7, rebuild.records[0].checksum, back.data()).ok());
+    EXPECT_EQ(back[0], 0xbb);
+    EXPECT_EQ(back[kBlob - 1], 0xbb);
+    swap.reset();
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// A fault's answers are sent under the arena's lock without waiting: what a full
+// socket does not take is kept, in order, for a send after the lock (a client that
+// stops reading cannot hold the arena).
 TEST(SendOrSpill, WhatAFullSocketDoesNotTakeIsKeptInOrder) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
