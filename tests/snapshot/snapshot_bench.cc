@@ -12,7 +12,10 @@
 //    each timed get faults a blob from the swap file, whose pages are first dropped
 //    from the page cache (posix_fadvise DONTNEED), so the bytes come from the disk.
 // Every phase but the first puts runs twice: one call per blob, then the same blobs in
-// one batch ("_batch": SnapshotClient::PutBatch/GetBatch, two blobs in flight).
+// one batch ("_batch": SnapshotClient::PutBatch/GetBatch, two blobs in flight). Then
+// "put_4clients" and "put_sync_4clients": four clients (threads, a connection each)
+// putting blobs of their own keys at once into the resident and the sync peer, the
+// GB/s of all of them together.
 // One JSON object per line: {"size", "phase", "gbps", "iters"}. Content is checked.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,7 +28,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/snapshot/snapshot_harness.h"
@@ -92,6 +97,39 @@ std::vector<BatchBlob> Alternating(int count, uint8_t* a, uint8_t* b, uint64_t s
   std::vector<BatchBlob> v(count);
   for (int i = 0; i < count; ++i) v[i] = {static_cast<uint64_t>(i % 2), i % 2 ? b : a, size};
   return v;
+}
+
+/// `clients` clients at once, each with its own connection, putting `each` blobs of
+/// its own keys (`size` bytes of `data`, keys from 1000 up) into the arena at `port`
+/// (`slots` slots, at least `clients`); the seconds from the first put to the last.
+/// Dies on any failure; one blob of each client is read back and checked.
+double ConcurrentPuts(uint16_t port, uint64_t size, uint64_t slots, int clients, int each, const uint8_t* data,
+                      uint64_t seed) {
+  std::vector<std::unique_ptr<ClientSide>> sides;
+  for (int t = 0; t < clients; ++t) {
+    sides.push_back(std::make_unique<ClientSide>());
+    Check(sides.back()->Connect(Options(port, size, slots)), "connect");
+  }
+  std::vector<Status> results(clients);
+  std::vector<std::thread> threads;
+  const double t0 = Now();
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < each && results[t].ok(); ++k) {
+        results[t] = sides[t]->client->Put(1000 * (t + 1) + k, data, size);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const double secs = Now() - t0;
+  std::vector<uint8_t> back(size);
+  for (int t = 0; t < clients; ++t) {
+    Check(results[t], "concurrent put");
+    bool found = false;
+    Check(sides[t]->client->Get(1000 * (t + 1) + each - 1, back.data(), size, &found), "get");
+    if (!found || Mismatch(back.data(), size, seed) != -1) Die("a concurrent put's blob came back wrong");
+  }
+  return secs;
 }
 
 /// One PutBatch or GetBatch, dying on any blob's failure.
@@ -193,6 +231,9 @@ int main(int argc, char** argv) {
       if (Mismatch(back.data(), size, (iters - 1) % 2 + 1) != -1) Die("registered batch get returned wrong bytes");
       if (c.client->mover().directMoves() - direct0 != 4ull * iters) Die("registered buffers were staged");
       for (const fabric::Region* r : regs) Check(c.cache->Release(r), "release");
+      const int each = std::max(2, iters / 4);
+      Report(size, "put_4clients", double(size) * 4 * each, ConcurrentPuts(peer.port(), size, residentSlots, 4, each, a.data(), 1),
+             4 * each);
     }
     {  // faulted from swap
       // 4 slots (or twice --batch-depth: a batch keeps at most half of them in flight),
@@ -255,6 +296,9 @@ int main(int argc, char** argv) {
         Die("only " + std::to_string(c.client->faultedGets() - faults0) + " of " + std::to_string(2 * rounds * blobs) +
             " gets were faulted");
       }
+      const int each = std::max(2, iters / 4);
+      Report(size, "put_sync_4clients", double(size) * 4 * each,
+             ConcurrentPuts(peer.port(), size, faultedSlots, 4, each, blob[0].data(), 100), 4 * each);
     }
   }
   return 0;
