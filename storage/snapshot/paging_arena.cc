@@ -49,13 +49,18 @@ Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, b
     *out = -1;
     return Status::Ok();
   }
+  // In the queue until this returns, however it returns (a throw included): leaving
+  // it (with a slot or without) lets the next waiter try.
   const uint64_t ticket = nextTicket_++;
   waiting_.push_back(ticket);
-  // Leaving the queue (with a slot or without) lets the next waiter try.
-  auto leave = [&] {
-    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), ticket));
-    slotFreed_.notify_all();
-  };
+  struct Place {
+    PagingArena& arena;
+    uint64_t ticket;
+    ~Place() {
+      arena.waiting_.erase(std::find(arena.waiting_.begin(), arena.waiting_.end(), ticket));
+      arena.slotFreed_.notify_all();
+    }
+  } place{*this, ticket};
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slotWaitMs_);
   const auto beat = std::chrono::milliseconds(queuedBeatMs_);
   auto nextBeat = std::chrono::steady_clock::now() + beat;
@@ -70,13 +75,9 @@ Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, b
     }
     if (waiting_.front() == ticket) {
       st = TakeSlotNow(out);
-      if (st.ok() || st.code() != Code::kInvalidUsage) {
-        leave();
-        return st;
-      }
+      if (st.ok() || st.code() != Code::kInvalidUsage) return st;
     }
     if (timedOut) {
-      leave();
       return InvalidUsage(NoSlotMessage() + " within " + std::to_string(slotWaitMs_) +
                           " ms (twice RAILYARD_TIMEOUT_MS): more clients at once than the arena has slots, or one "
                           "stopped mid-operation; give the arena more slots");
@@ -154,13 +155,16 @@ bool PagingArena::Exchange(uint64_t key, Blob& b) {
 
 Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
-  // An earlier uncommitted alloc of the same key by this client is superseded.
+  if (busy != nullptr) *busy = false;
+  // An earlier uncommitted alloc of the same key by this client is superseded: its slot
+  // is handed back again (the client writes the whole blob anew), never freed first,
+  // where a queued waiter would take it and leave this alloc waiting or busy.
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].state == Slot::kWriting && slots_[i].writer == client && slots_[i].key == key) {
-      FreeSlot(static_cast<int64_t>(i));
+      *offset = static_cast<uint64_t>(i) * blobBytes_;
+      return Status::Ok();
     }
   }
-  if (busy != nullptr) *busy = false;
   int64_t s = -1;
   RY_RETURN_IF_ERROR(TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, queued));
   if (s < 0) return Status::Ok();  // busy
@@ -221,7 +225,7 @@ Status PagingArena::BeginCommit(uint64_t client, uint64_t key, uint64_t checksum
 Status PagingArena::CheckCommit(const PendingCommit& p) const {
   // No lock: the slot stays its client's (being written) until EndCommit links it, so
   // no other client evicts, takes or frees it, and that client's own requests (which
-  // could supersede or drop it) come one after the other on its connection; the swap
+  // could reuse or drop it) come one after the other on its connection; the swap
   // record was allocated for this commit alone.
   const uint8_t* data = SlotData(p.slot);
   if (BlobChecksum(data, blobBytes_) != p.checksum) {
@@ -238,16 +242,22 @@ Status PagingArena::CheckCommit(const PendingCommit& p) const {
 }
 
 Status PagingArena::EndCommit(const PendingCommit& p, Status checked) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (!checked.ok()) {
-    if (p.swapSlot >= 0) swap_->Free(p.swapSlot);
     FreeSlot(p.slot);
+    // A write-through that failed late (its fdatasync) may have left the whole record
+    // on disk: tombstoned before reuse, as any forgotten blob's, so no rebuild brings
+    // back a commit reported as failed.
+    Blob dead;
+    dead.swapSlot = p.swapSlot;
+    Forget(p.key, dead);
     return checked;
   }
   Blob nb;
   nb.swapSlot = p.swapSlot;
   nb.checksum = p.checksum;
   nb.generation = p.generation;
+  WaitForFault(lock, p.key);  // the key's blob being read from swap is not forgotten under it
   auto it = blobs_.find(p.key);
   if (it != blobs_.end() && it->second.generation > p.generation) {
     // Another client's commit of this key began after this one and ended first: the
@@ -274,69 +284,95 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
                         const FaultProgress& progress, bool* busy, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
   if (busy != nullptr) *busy = false;
-  auto it = blobs_.find(key);
-  if (it == blobs_.end()) {
-    *found = false;
-    return Status::Ok();
-  }
-  if (it->second.slot >= 0) {
-    Touch(key, it->second);
-  } else {  // fault it back from swap
+  for (;;) {
+    auto it = blobs_.find(key);
+    if (it == blobs_.end()) {
+      *found = false;
+      return Status::Ok();
+    }
+    if (it->second.faulting) {  // another get is reading it from swap: wait for it to land
+      faultDone_.wait(lock);
+      continue;
+    }
+    if (it->second.slot >= 0) {
+      Touch(key, it->second);
+      Pin(client, key, it->second, found, offset, checksum);
+      return Status::Ok();
+    }
+    // In swap only: fault it back into a slot.
     int64_t s = -1;
     Status taken = TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, queued);
     if (taken.ok() && s < 0) {  // busy: the client asks again once it holds nothing
       *found = true;
       return Status::Ok();
     }
-    // A wait for a slot let other clients in: the key may be gone, replaced or faulted.
+    // A wait for a slot let other clients in: the key may be gone, replaced, resident
+    // or being faulted by another get now. Then look again (each case ends there).
     it = blobs_.find(key);
-    const bool residentNow = it != blobs_.end() && it->second.slot >= 0;
-    if (it == blobs_.end() || residentNow) {
+    if (it == blobs_.end() || it->second.slot >= 0 || it->second.faulting) {
       if (taken.ok()) FreeSlot(s);
-      if (it == blobs_.end()) {
-        *found = false;
-        return Status::Ok();
-      }
-      Touch(key, it->second);
-      taken = Status::Ok();
+      continue;
     }
     Blob& b = it->second;
     if (!taken.ok()) {
       // Every evictable slot is dirty and the swap disk is full: exchange the LRU
-      // victim with this blob's swap record (it is read out first), so earlier
-      // blobs stay readable on a full disk. (With a sync swap file nothing is dirty.)
+      // victim with this blob's swap record (it is read out first, under the lock), so
+      // earlier blobs stay readable on a full disk. (With a sync swap file nothing is dirty.)
       if (taken.code() != Code::kSystemError || !Exchange(key, b)) return taken;
+      ++stats_.faults;
+      Pin(client, key, b, found, offset, checksum);
+      return Status::Ok();
     }
-    if (!residentNow && b.slot < 0) {
-      const uint64_t at = static_cast<uint64_t>(s) * blobBytes_;
-      std::function<void(uint64_t)> landed;
-      if (progress) {
-        progress(at, b.checksum, 0);
-        landed = [&](uint64_t bytes) { progress(at, b.checksum, bytes); };
-      }
-      if (Status st = swap_->Read(b.swapSlot, key, b.checksum, SlotData(s), landed); !st.ok()) {
-        FreeSlot(s);
-        if (st.code() == Code::kInternalError) {  // torn: never served
-          Forget(key, b);
-          blobs_.erase(it);
-        }
-        return SystemError("get of key " + std::to_string(key) + ": fault from swap failed: " + st.message());
-      }
-      slots_[s].state = Slot::kResident;
-      slots_[s].key = key;
-      b.slot = s;
-      lru_.push_front(key);
-      b.lru = lru_.begin();
+    // Read it without holding the arena: the slot is this get's (kFaulting: not free,
+    // not evictable), the swap record stays the blob's (a remove or a commit of the key
+    // waits for the fault, evictions write only to records they allocate), and the key's
+    // other gets wait for it above. So `b` outlives the read.
+    b.faulting = true;
+    slots_[s].state = Slot::kFaulting;
+    slots_[s].key = key;
+    const int64_t record = b.swapSlot;
+    const uint64_t sum = b.checksum;
+    lock.unlock();
+    const uint64_t at = static_cast<uint64_t>(s) * blobBytes_;
+    std::function<void(uint64_t)> landed;
+    if (progress) {
+      progress(at, sum, 0);
+      landed = [&](uint64_t bytes) { progress(at, sum, bytes); };
     }
-    if (!residentNow) ++stats_.faults;
+    const Status st = swap_->Read(record, key, sum, SlotData(s), landed);
+    lock.lock();
+    b.faulting = false;
+    faultDone_.notify_all();
+    if (!st.ok()) {
+      FreeSlot(s);
+      if (st.code() == Code::kInternalError) {  // torn: never served
+        Forget(key, b);
+        blobs_.erase(key);
+      }
+      return SystemError("get of key " + std::to_string(key) + ": fault from swap failed: " + st.message());
+    }
+    slots_[s].state = Slot::kResident;
+    b.slot = s;
+    lru_.push_front(key);
+    b.lru = lru_.begin();
+    ++stats_.faults;
+    Pin(client, key, b, found, offset, checksum);
+    return Status::Ok();
   }
-  Blob& b = it->second;
+}
+
+void PagingArena::Pin(uint64_t client, uint64_t key, const Blob& b, bool* found, uint64_t* offset, uint64_t* checksum) {
   ++slots_[b.slot].pins;
   pins_[{client, key}].push_back(b.slot);
   *found = true;
   *offset = static_cast<uint64_t>(b.slot) * blobBytes_;
   *checksum = b.checksum;
-  return Status::Ok();
+}
+
+void PagingArena::WaitForFault(std::unique_lock<std::mutex>& lock, uint64_t key) {
+  for (auto it = blobs_.find(key); it != blobs_.end() && it->second.faulting; it = blobs_.find(key)) {
+    faultDone_.wait(lock);
+  }
 }
 
 Status PagingArena::Release(uint64_t client, uint64_t key) {
@@ -357,7 +393,8 @@ Status PagingArena::Release(uint64_t client, uint64_t key) {
 }
 
 Status PagingArena::Remove(uint64_t key, bool* found) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  WaitForFault(lock, key);  // its swap record is being read
   auto it = blobs_.find(key);
   *found = it != blobs_.end();
   if (*found) {

@@ -13,9 +13,10 @@
 // come, first served: a slot that comes free goes to the oldest waiter, and a newcomer
 // queues behind the waiters even when a slot is free that instant.
 //
-// Thread-safe (one mutex). A commit hashes its slot and writes it through to swap
-// without holding it (the slot is the committing client's until linked); evictions and
-// faults do their swap I/O under it.
+// Thread-safe (one mutex). A commit hashes its slot and writes it through to swap, and
+// a get reads a blob back from swap, without holding it (the slot is that client's
+// until linked; the key's other gets, its removes and commits wait for a fault);
+// evictions (and a full disk's exchange) do their swap I/O under it.
 #pragma once
 
 #include <condition_variable>
@@ -62,7 +63,8 @@ class PagingArena {
   using Queued = std::function<void()>;
 
   /// A slot for `client` to write `key`'s new blob into; its byte offset in the
-  /// arena. The key's previous blob (if any) stays readable until commit.
+  /// arena. The key's previous blob (if any) stays readable until commit. Asked again
+  /// for a key it has allocated and not committed, the client gets the same slot.
   /// SystemError "swap disk full" when a slot could only be freed by evicting to a
   /// full disk; InvalidUsage when every slot stayed pinned or being written for the
   /// whole slot wait.
@@ -101,8 +103,9 @@ class PagingArena {
   Status BeginCommit(uint64_t client, uint64_t key, uint64_t checksum, PendingCommit* out);
   Status CheckCommit(const PendingCommit& p) const;
   Status EndCommit(const PendingCommit& p, Status checked);
-  /// Told how a get's fault from swap goes, under the arena's lock (so it must not
-  /// block): first with `ready` 0 once the slot is chosen (`offset` and `checksum` are
+  /// Told how a get's fault from swap goes, on the get's thread without the arena's
+  /// lock (it should not block for long: the key's other gets, its removes and commits
+  /// wait for the fault): first with `ready` 0 once the slot is chosen (`offset` and `checksum` are
   /// then final), then with the bytes from the blob's start already in the slot after
   /// each piece read but the last. Those bytes are not yet checked: they count only if
   /// Get then returns Ok.
@@ -136,7 +139,7 @@ class PagingArena {
 
  private:
   struct Slot {
-    enum State : uint8_t { kFree, kWriting, kResident } state = kFree;
+    enum State : uint8_t { kFree, kWriting, kFaulting, kResident } state = kFree;
     uint64_t key = 0;
     uint64_t writer = 0;   ///< kWriting: the client
     uint32_t pins = 0;     ///< kResident: gets not yet released
@@ -147,6 +150,7 @@ class PagingArena {
     int64_t swapSlot = -1;  ///< copy in the swap file (identical bytes), or -1
     uint64_t checksum = 0;
     uint64_t generation = 0;
+    bool faulting = false;  ///< a get is reading it from swap into a slot, without the lock
     std::list<uint64_t>::iterator lru;  ///< in lru_ while resident
   };
 
@@ -167,6 +171,11 @@ class PagingArena {
   /// InvalidUsage (NoSlotMessage) when every slot is pinned or being written.
   Status TakeSlotNow(int64_t* out);
   void FreeSlot(int64_t s);
+  /// Pins `b` (resident in b.slot) for `client` and fills Get's outputs.
+  void Pin(uint64_t client, uint64_t key, const Blob& b, bool* found, uint64_t* offset, uint64_t* checksum);
+  /// Waits on `lock` (of mu_) while a get faults `key` from swap (Remove and commits of
+  /// the key must not forget its record or slot under the read).
+  void WaitForFault(std::unique_lock<std::mutex>& lock, uint64_t key);
   /// Get on a full disk: swaps `b` (in swap) with the LRU unpinned dirty resident
   /// blob, through one record. False when there is no such blob or I/O fails.
   bool Exchange(uint64_t key, Blob& b);
@@ -176,6 +185,7 @@ class PagingArena {
 
   mutable std::mutex mu_;
   std::condition_variable slotFreed_;  ///< a pin dropped, a slot freed or committed, a waiter left
+  std::condition_variable faultDone_;  ///< a fault from swap ended (landed or failed)
   std::deque<uint64_t> waiting_;       ///< tickets of TakeSlot's waiters, oldest first
   uint64_t nextTicket_ = 0;
   int64_t slotWaitMs_ = 0;

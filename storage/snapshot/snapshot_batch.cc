@@ -131,7 +131,8 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
   while (failed_.ok()) {
     if (deferred.empty()) {
       // Ask for slots ahead, up to `depth` uncommitted; a key already open waits for
-      // its commit to be sent (an alloc of the same key would supersede that slot).
+      // its commit to be sent (an alloc of the same key would get that same slot, and this
+      // blob's bytes would overwrite the earlier one's before its commit was checked).
       while (failed_.ok() && next < blobs.size() && open.size() < depth &&
              std::find(open.begin(), open.end(), blobs[next].key) == open.end()) {
         ask(next++, false);

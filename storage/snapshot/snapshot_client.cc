@@ -298,7 +298,7 @@ Status SnapshotClient::Alloc(uint64_t key, uint64_t* offset) {
   Response r;
   RY_RETURN_IF_ERROR(Call(Op::kAlloc, key, 0, &r));
   *offset = r.offset;
-  // An alloc of a key already staged supersedes that slot at the peer: one entry a key.
+  // An alloc of a key already staged gets that same slot from the peer: one entry a key.
   if (std::find(staged_.begin(), staged_.end(), key) == staged_.end()) staged_.push_back(key);
   return Status::Ok();
 }

@@ -139,7 +139,6 @@ SwapFile::SwapFile(std::string path, int fd, uint64_t blobBytes, bool sync)
 SwapFile::~SwapFile() {
   if (fd_ >= 0) ::close(fd_);
   if (directFd_ >= 0) ::close(directFd_);
-  std::free(headerPage_);
 }
 
 Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t blobBytes, bool sync,
@@ -168,7 +167,6 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
     return SystemError("swap " + path + ": lock failed: " + proxy::ErrnoText(e));
   }
   std::unique_ptr<SwapFile> f(new SwapFile(path, fd, blobBytes, sync));
-  if (::posix_memalign(&f->headerPage_, kPage, kPage) != 0) return SystemError("swap " + path + ": out of memory");
   // Faults read a record with O_DIRECT where the blob allows it (a whole number of pages,
   // into page-aligned slots, at most kDirectReadMaxBytes): header and payload straight
   // into the arena, no page-cache copy, no readahead window between the disk and the
@@ -287,7 +285,12 @@ Status SwapFile::Write(int64_t slot, uint64_t key, uint64_t generation, const vo
 Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
                       const std::function<void(uint64_t)>& landed) {
   auto* out = static_cast<uint8_t*>(data);
-  bool direct = directFd_ >= 0 && reinterpret_cast<uintptr_t>(data) % kPage == 0 && blobBytes_ <= kDirectReadMaxBytes;
+  bool direct = directFd_ >= 0 && !directRefused_.load(std::memory_order_relaxed) &&
+                reinterpret_cast<uintptr_t>(data) % kPage == 0 && blobBytes_ <= kDirectReadMaxBytes;
+  // This read's own header page (page-aligned for O_DIRECT): reads may run at once.
+  void* page = nullptr;
+  if (::posix_memalign(&page, kPage, kPage) != 0) return SystemError("swap " + path_ + ": out of memory");
+  std::unique_ptr<void, decltype(&std::free)> ownPage(page, &std::free);
   XXH3_state_t* hash = XXH3_createState();
   if (hash == nullptr) return SystemError("swap " + path_ + ": out of memory");
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> own(hash, &XXH3_freeState);
@@ -296,7 +299,7 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
   // hashed while it is still in cache and announced to `landed`.
   for (uint64_t done = 0; done < blobBytes_;) {
     const uint64_t take = std::min(kReadPieceBytes, blobBytes_ - done);
-    iovec iov[2] = {{headerPage_, kPage}, {out + done, take}};
+    iovec iov[2] = {{page, kPage}, {out + done, take}};
     const bool first = done == 0;
     const uint64_t off = OffsetOf(slot) + (first ? 0 : kPage + done);
     iovec* v = first ? &iov[0] : &iov[1];
@@ -326,15 +329,14 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
       // The file system refused O_DIRECT after all (or a short direct read left an
       // unaligned rest): this piece again, buffered, and every later one. The pieces
       // before it stay hashed and announced.
-      ::close(directFd_);
-      directFd_ = -1;
+      directRefused_.store(true, std::memory_order_relaxed);
       direct = false;
       continue;
     }
     RY_RETURN_IF_ERROR(st);
     if (first) {
       RecordHeader h{};
-      std::memcpy(&h, headerPage_, sizeof h);
+      std::memcpy(&h, page, sizeof h);
       if (h.magic != kRecordMagic || h.key != key || h.checksum != checksum || h.headerChecksum != HeaderSum(h)) {
         return InternalError("swap " + path_ + ": record " + std::to_string(slot) + " of key " + std::to_string(key) +
                              " is torn or overwritten (header does not match)");

@@ -12,9 +12,12 @@
 // not match -- a torn write -- is dropped and its space reused). Without `sync`,
 // Open starts an empty file.
 //
-// Not thread-safe: the paging arena serialises calls.
+// Threads: Read and Write of different records may run at once, with each other and
+// with one of the calls below (the paging arena faults and commits outside its lock);
+// Allocate, Free and Tombstone must be serialised (the arena calls them under its lock).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -87,7 +90,7 @@ class SwapFile {
   std::string path_;
   int fd_ = -1;
   int directFd_ = -1;           ///< O_RDONLY | O_DIRECT for faults, or -1 (see Open)
-  void* headerPage_ = nullptr;  ///< page-aligned buffer of one record header page
+  std::atomic<bool> directRefused_{false};  ///< the file system refused O_DIRECT: buffered reads
   uint64_t blobBytes_ = 0;
   uint64_t stride_ = 0;
   bool sync_ = false;

@@ -309,7 +309,7 @@ TEST(SnapshotFake, APeerQueueingForEverFailsTheCallAfterItsSlotWait) {
 
 // Bad input anywhere fails a batch before anything is sent; a key twice in one put
 // batch is stored in order (its second alloc waits for the first's commit to be sent,
-// since an alloc of a key supersedes the same client's uncommitted one).
+// since an alloc of a key the client holds uncommitted gets that same slot back).
 TEST(SnapshotFake, BadInputInABatchSendsNothingAndAKeyTwiceIsStoredInOrder) {
   constexpr uint64_t kBlob = 64 * 1024;
   FakeServer f;

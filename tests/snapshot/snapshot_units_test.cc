@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <filesystem>
 #include <fstream>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,6 +26,18 @@
 
 namespace railyard::storage::snapshot {
 namespace {
+
+/// Polls `done` until it holds or 30 s pass (a condition of the test, polled; a
+/// regression fails the test rather than hanging it). True when it held.
+template <typename F>
+bool WaitUntil(F done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 TEST(SnapshotWire, HeaderRoundTripsAndRefusesEachBadField) {
   Header h;
@@ -551,7 +565,7 @@ TEST(PagingArenaRules, WaitersForASlotAreServedInTheOrderTheyCame) {
         results[w] = s;
       });
       // The condition this test is about (w queued before w + 1 asks), polled.
-      while (arena.stats().waiting != w + 1) std::this_thread::yield();
+      ASSERT_TRUE(WaitUntil([&] { return arena.stats().waiting == w + 1; })) << "waiter " << w << " never queued";
     }
     ASSERT_TRUE(commit(holder, holder).ok());
     for (std::thread& t : waiters) t.join();
@@ -564,8 +578,10 @@ TEST(PagingArenaRules, WaitersForASlotAreServedInTheOrderTheyCame) {
 
 // A client that holds a slot already is answered busy while others queue, taking no
 // place in the queue (it must not wait on what its own commit, queued behind, would
-// free); waiters that run out of time leave the queue, each with the peer's reason,
-// and the next slot to come free goes to whoever asks next.
+// free), but asking again for a key it holds uncommitted gets that slot back at once
+// (a waiter would take it if it were freed first); waiters that run out of time leave
+// the queue, each with the peer's reason, and the next slot to come free goes to
+// whoever asks next.
 TEST(PagingArenaRules, AHolderIsNotQueuedAndWaitersOutOfTimeLeaveTheQueue) {
   char tmpl[] = "/tmp/railyard-paging-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
@@ -574,27 +590,42 @@ TEST(PagingArenaRules, AHolderIsNotQueuedAndWaitersOutOfTimeLeaveTheQueue) {
   SwapRebuild rebuild;
   ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
   std::vector<uint8_t> mem(2 * kBlob);
-  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/300);
-  uint64_t at = 0;
-  ASSERT_TRUE(arena.Alloc(1, 1, &at).ok());
-  ASSERT_TRUE(arena.Alloc(2, 2, &at).ok());
+  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/3000);
+  uint64_t atOne = 0, atTwo = 0;
+  ASSERT_TRUE(arena.Alloc(1, 1, &atOne).ok());
+  ASSERT_TRUE(arena.Alloc(2, 2, &atTwo).ok());
   Status first, second;
-  std::thread a([&] { first = arena.Alloc(3, 3, &at); });
-  while (arena.stats().waiting != 1) std::this_thread::yield();
-  std::thread b([&] {
+  std::thread a([&] {
     uint64_t offset = 0;
-    second = arena.Alloc(4, 4, &offset);
+    first = arena.Alloc(3, 3, &offset);
   });
-  while (arena.stats().waiting != 2) std::this_thread::yield();
+  std::thread b;
+  bool queued = WaitUntil([&] { return arena.stats().waiting == 1; });
+  if (queued) {
+    b = std::thread([&] {
+      uint64_t offset = 0;
+      second = arena.Alloc(4, 4, &offset);
+    });
+    queued = WaitUntil([&] { return arena.stats().waiting == 2; });
+  }
   bool busy = false;
   uint64_t offset = 0;
-  ASSERT_TRUE(arena.Alloc(1, 5, &offset, &busy).ok());  // client 1 holds key 1's slot
-  EXPECT_TRUE(busy);
-  EXPECT_EQ(arena.stats().waiting, 2u) << "a busy answer took a place in the queue";
+  Status holder = arena.Alloc(1, 5, &offset, &busy);  // client 1 holds key 1's slot
+  bool busyAgain = true;
+  uint64_t again = 0;
+  Status same = arena.Alloc(1, 1, &again, &busyAgain);  // key 1 again: its own slot
+  const uint64_t waitingThen = arena.stats().waiting;
   a.join();
-  b.join();
+  if (b.joinable()) b.join();
+  ASSERT_TRUE(queued) << "the waiters never queued";
+  ASSERT_TRUE(holder.ok()) << holder.message();
+  EXPECT_TRUE(busy);
+  ASSERT_TRUE(same.ok()) << same.message();
+  EXPECT_FALSE(busyAgain);
+  EXPECT_EQ(again, atOne);
+  EXPECT_EQ(waitingThen, 2u) << "a busy answer took a place in the queue, or the waiters left early";
   EXPECT_EQ(first.code(), Code::kInvalidUsage) << first.message();
-  EXPECT_NE(first.message().find("arena slots is pinned by a get or being written: no slot to evict within 300 ms"),
+  EXPECT_NE(first.message().find("arena slots is pinned by a get or being written: no slot to evict within 3000 ms"),
             std::string::npos)
       << first.message();
   EXPECT_EQ(second.code(), Code::kInvalidUsage) << second.message();
@@ -660,7 +691,7 @@ TEST(PagingArenaRules, OfTwoCommitsOfAKeyAtOnceTheOneBegunLaterWinsInEitherOrder
       ASSERT_TRUE(arena.Alloc(5, 9, &y).ok());
       EXPECT_EQ(arena.stats().evictions, 0u);
     }
-    // What a restart finds: key 7's one live record is client 2's.
+    // What a restart finds: key 7's live record is client 2's ...
     std::unique_ptr<SwapFile> swap;
     SwapRebuild rebuild;
     ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/true, &swap, &rebuild).ok());
@@ -670,9 +701,89 @@ TEST(PagingArenaRules, OfTwoCommitsOfAKeyAtOnceTheOneBegunLaterWinsInEitherOrder
     ASSERT_TRUE(swap->Read(rebuild.records[0].slot, 7, rebuild.records[0].checksum, back.data()).ok());
     EXPECT_EQ(back[0], 0xbb);
     EXPECT_EQ(back[kBlob - 1], 0xbb);
+    {  // ... and once key 7 is removed, none: the loser's and the old record were
+       // tombstoned (a rebuild keeps the newest of a key, hiding an older live one).
+      PagingArena again(mem.data(), 3, kBlob, std::move(swap), rebuild, 0);
+      bool found = false;
+      ASSERT_TRUE(again.Remove(7, &found).ok());
+      EXPECT_TRUE(found);
+    }
+    ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/true, &swap, &rebuild).ok());
+    EXPECT_EQ(rebuild.records.size(), 0u) << "a superseded or replaced record of key 7 is still live";
     swap.reset();
     std::filesystem::remove_all(dir);
   }
+}
+
+// A get reads a blob back from swap without holding the arena: while one get's fault
+// is stopped after its first 4 MiB piece (its progress call waits, up to 10 s, for
+// the test to go on), another client's get of a resident blob is served, and a third
+// client's get of the same key, asked meanwhile, shares the faulted slot (waiting for
+// the fault when it asks before the end). With the fault under the lock the resident
+// get waited for the progress call's 10 s, which then ran out.
+TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
+  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 8 << 20;  // two read pieces: one progress call between
+  std::unique_ptr<SwapFile> swap;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
+  std::vector<uint8_t> mem(2 * kBlob);
+  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/30000);
+  auto put = [&](uint64_t key) {
+    uint64_t at = 0;
+    ASSERT_TRUE(arena.Alloc(9, key, &at).ok());
+    std::fill(mem.begin() + at, mem.begin() + at + kBlob, static_cast<uint8_t>(key));
+    ASSERT_TRUE(arena.Commit(9, key, BlobChecksum(mem.data() + at, kBlob)).ok());
+  };
+  for (uint64_t k : {1, 2, 3}) ASSERT_NO_FATAL_FAILURE(put(k));  // 3 evicts 1 to swap
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inFault = false, released = false, waitedOut = false;
+  Status faulted, joined;
+  uint64_t faultAt = 0, joinAt = 0;
+  std::thread fault([&] {
+    bool found = false;
+    uint64_t sum = 0;
+    faulted = arena.Get(1, 1, &found, &faultAt, &sum, [&](uint64_t, uint64_t, uint64_t ready) {
+      if (ready == 0) return;
+      std::unique_lock<std::mutex> lock(mu);
+      inFault = true;
+      cv.notify_all();
+      waitedOut = !cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; });
+    });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inFault; })) << "the fault never began";
+  }
+  std::thread same([&] {  // the same key: waits for the fault above
+    bool found = false;
+    uint64_t sum = 0;
+    joined = arena.Get(3, 1, &found, &joinAt, &sum);
+  });
+  bool found = false;
+  uint64_t at = 0, sum = 0;
+  const Status resident = arena.Get(2, 3, &found, &at, &sum);  // key 3 stays resident (2 went)
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  fault.join();
+  same.join();
+  ASSERT_TRUE(resident.ok()) << resident.message();
+  EXPECT_FALSE(waitedOut) << "the resident get waited for the fault";
+  ASSERT_TRUE(faulted.ok()) << faulted.message();
+  ASSERT_TRUE(joined.ok()) << joined.message();
+  EXPECT_EQ(joinAt, faultAt) << "the second get of key 1 did not share the faulted slot";
+  EXPECT_EQ(mem[faultAt], 1);
+  EXPECT_EQ(mem[faultAt + kBlob - 1], 1);
+  EXPECT_EQ(arena.stats().faults, 1u);
+  ASSERT_TRUE(arena.Release(1, 1).ok());
+  ASSERT_TRUE(arena.Release(3, 1).ok());
+  ASSERT_TRUE(arena.Release(2, 3).ok());
+  std::filesystem::remove_all(dir);
 }
 
 // A fault's answers are sent under the arena's lock without waiting: what a full

@@ -378,7 +378,7 @@ void RelayedEndpoint::Pump(std::vector<Event>* out) {
   }
   if (state_ != State::kFailed && (state_ == State::kOpening || !ops_.empty())) {
     const auto quiet = std::chrono::steady_clock::now() - lastHeard_;
-    const int limit = 2 * client_->options().timeoutMs;
+    const int64_t limit = 2 * static_cast<int64_t>(client_->options().timeoutMs);
     if (quiet > std::chrono::milliseconds(limit)) {
       Fail(FabricErrc::kTimeout, ops_.empty() ? -1 : static_cast<int64_t>(ops_.front().opSeq),
            std::string("nothing heard from the relay for ") + std::to_string(limit) + " ms (2 x RAILYARD_TIMEOUT_MS) " +
