@@ -432,10 +432,11 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       if (st.ok()) {
         PagingArena& pa = *arena->paging;
         bool found = true;
-        // A get's fault is announced as it goes (Response): under the arena's lock, so
-        // each answer is sent without waiting; what the socket does not take at once
-        // waits in `spilled`, sent (waiting) once the lock is released. (A client that
-        // stops reading so is ended by the socket's send timeout then.)
+        // A get's fault is announced as it goes (Response), each answer sent without
+        // waiting (kQueued comes under the arena's lock; a fault, though read without
+        // it, holds up the key's other gets, removes and commits): what the socket does
+        // not take at once waits in `spilled`, sent (waiting) once the call returns. (A
+        // client that stops reading so is ended by the socket's send timeout then.)
         const PagingArena::FaultProgress progress = [&](uint64_t at, uint64_t sum, uint64_t ready) {
           Response m;
           m.result = faulting ? Response::kReady : Response::kFaulting;

@@ -786,9 +786,9 @@ TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
   std::filesystem::remove_all(dir);
 }
 
-// A fault's answers are sent under the arena's lock without waiting: what a full
-// socket does not take is kept, in order, for a send after the lock (a client that
-// stops reading cannot hold the arena).
+// A fault's answers are sent without waiting (the key's other requests wait for the
+// fault): what a full socket does not take is kept, in order, for a send once the call
+// returns (a client that stops reading cannot hold them up).
 TEST(SendOrSpill, WhatAFullSocketDoesNotTakeIsKeptInOrder) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
