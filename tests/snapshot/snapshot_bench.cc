@@ -15,7 +15,8 @@
 // one batch ("_batch": SnapshotClient::PutBatch/GetBatch, two blobs in flight). Then
 // "put_4clients" and "put_sync_4clients": four clients (threads, a connection each)
 // putting blobs of their own keys at once into the resident and the sync peer, the
-// GB/s of all of them together.
+// GB/s of all of them together; then "get_faulted_4clients": the four get the
+// write-through blobs back at once, faulted from the disk.
 // One JSON object per line: {"size", "phase", "gbps", "iters"}. Content is checked.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -128,6 +129,42 @@ double ConcurrentPuts(uint16_t port, uint64_t size, uint64_t slots, int clients,
     bool found = false;
     Check(sides[t]->client->Get(1000 * (t + 1) + each - 1, back.data(), size, &found), "get");
     if (!found || Mismatch(back.data(), size, seed) != -1) Die("a concurrent put's blob came back wrong");
+  }
+  return secs;
+}
+
+/// `clients` clients at once, each with its own connection, getting back the `each`
+/// blobs ConcurrentPuts stored for it (checked against `seed`); the seconds from the
+/// first get to the last, and in *faulted how many of the gets the peer faulted from
+/// its swap file.
+double ConcurrentGets(uint16_t port, uint64_t size, uint64_t slots, int clients, int each, uint64_t seed,
+                      uint64_t* faulted) {
+  std::vector<std::unique_ptr<ClientSide>> sides;
+  for (int t = 0; t < clients; ++t) {
+    sides.push_back(std::make_unique<ClientSide>());
+    Check(sides.back()->Connect(Options(port, size, slots)), "connect");
+  }
+  std::vector<Status> results(clients);
+  std::vector<std::vector<uint8_t>> back(clients, std::vector<uint8_t>(size));
+  std::vector<std::thread> threads;
+  const double t0 = Now();
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < each && results[t].ok(); ++k) {
+        bool found = false;
+        results[t] = sides[t]->client->Get(1000 * (t + 1) + k, back[t].data(), size, &found);
+        if (results[t].ok() && (!found || Mismatch(back[t].data(), size, seed) != -1)) {
+          results[t] = Status(Code::kInternalError, "a concurrent get's blob came back wrong");
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const double secs = Now() - t0;
+  *faulted = 0;
+  for (int t = 0; t < clients; ++t) {
+    Check(results[t], "concurrent get");
+    *faulted += sides[t]->client->faultedGets();
   }
   return secs;
 }
@@ -299,6 +336,19 @@ int main(int argc, char** argv) {
       const int each = std::max(2, iters / 4);
       Report(size, "put_sync_4clients", double(size) * 4 * each,
              ConcurrentPuts(peer.port(), size, faultedSlots, 4, each, blob[0].data(), 100), 4 * each);
+      // The same blobs back, four clients at once, the swap file's pages dropped first:
+      // all but the few still resident are faulted from the disk.
+      {
+        const int sfd = ::open(path.c_str(), O_RDONLY);
+        if (sfd >= 0) {
+          ::posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);
+          ::close(sfd);
+        }
+      }
+      uint64_t faulted4 = 0;
+      const double secs4 = ConcurrentGets(peer.port(), size, faultedSlots, 4, each, 100, &faulted4);
+      Report(size, "get_faulted_4clients", double(size) * 4 * each, secs4, 4 * each);
+      if (faulted4 + faultedSlots < 4ull * each) Die("only " + std::to_string(faulted4) + " concurrent gets were faulted");
     }
   }
   return 0;
