@@ -222,7 +222,7 @@ Status PagingArena::BeginCommit(uint64_t client, uint64_t key, uint64_t checksum
   return Status::Ok();
 }
 
-Status PagingArena::CheckCommit(const PendingCommit& p) const {
+Status PagingArena::CheckCommit(PendingCommit& p) {
   // No lock: the slot stays its client's (being written) until EndCommit links it, so
   // no other client evicts, takes or frees it, and that client's own requests (which
   // could reuse or drop it) come one after the other on its connection; the swap
@@ -234,7 +234,7 @@ Status PagingArena::CheckCommit(const PendingCommit& p) const {
                            "the blob was not stored");
   }
   if (p.swapSlot >= 0) {  // write-through: durable before commit returns
-    if (Status ws = swap_->Write(p.swapSlot, p.key, p.generation, data, p.checksum); !ws.ok()) {
+    if (Status ws = swap_->Write(p.swapSlot, p.key, p.generation, data, p.checksum, &p.recordTouched); !ws.ok()) {
       return SystemError("commit of key " + std::to_string(p.key) + " failed: " + ws.message());
     }
   }
@@ -245,12 +245,16 @@ Status PagingArena::EndCommit(const PendingCommit& p, Status checked) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!checked.ok()) {
     FreeSlot(p.slot);
-    // A write-through that failed late (its fdatasync) may have left the whole record
-    // on disk: tombstoned before reuse, as any forgotten blob's, so no rebuild brings
-    // back a commit reported as failed.
-    Blob dead;
-    dead.swapSlot = p.swapSlot;
-    Forget(p.key, dead);
+    if (p.recordTouched) {
+      // A write-through that failed late (its fdatasync) may have left the whole record
+      // on disk: tombstoned before reuse, as any forgotten blob's, so no rebuild brings
+      // back a commit reported as failed.
+      Blob dead;
+      dead.swapSlot = p.swapSlot;
+      Forget(p.key, dead);
+    } else if (p.swapSlot >= 0) {  // nothing reached it (a full disk refused the space)
+      swap_->Free(p.swapSlot);
+    }
     return checked;
   }
   Blob nb;
@@ -332,6 +336,22 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
     slots_[s].key = key;
     const int64_t record = b.swapSlot;
     const uint64_t sum = b.checksum;
+    // Whatever ends the fault, a throw included, the key's waiters are woken and the
+    // slot does not stay kFaulting.
+    struct FaultGuard {
+      PagingArena& arena;
+      std::unique_lock<std::mutex>& lock;
+      Blob& blob;
+      int64_t slot;
+      bool armed = true;
+      ~FaultGuard() {
+        if (!armed) return;
+        if (!lock.owns_lock()) lock.lock();
+        blob.faulting = false;
+        arena.FreeSlot(slot);
+        arena.faultDone_.notify_all();
+      }
+    } guard{*this, lock, b, s};
     lock.unlock();
     const uint64_t at = static_cast<uint64_t>(s) * blobBytes_;
     std::function<void(uint64_t)> landed;
@@ -341,6 +361,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
     }
     const Status st = swap_->Read(record, key, sum, SlotData(s), landed);
     lock.lock();
+    guard.armed = false;
     b.faulting = false;
     faultDone_.notify_all();
     if (!st.ok()) {

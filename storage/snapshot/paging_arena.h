@@ -99,9 +99,10 @@ class PagingArena {
     int64_t slot = -1;
     int64_t swapSlot = -1;  ///< the write-through record, or -1
     uint64_t generation = 0;
+    bool recordTouched = false;  ///< Check wrote (some of) the record: End tombstones it on failure
   };
   Status BeginCommit(uint64_t client, uint64_t key, uint64_t checksum, PendingCommit* out);
-  Status CheckCommit(const PendingCommit& p) const;
+  Status CheckCommit(PendingCommit& p);
   Status EndCommit(const PendingCommit& p, Status checked);
   /// Told how a get's fault from swap goes, on the get's thread without the arena's
   /// lock (it should not block for long: the key's other gets, its removes and commits

@@ -266,7 +266,8 @@ int64_t SwapFile::Allocate() {
 
 void SwapFile::Free(int64_t slot) { free_.push_back(slot); }
 
-Status SwapFile::Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum) {
+Status SwapFile::Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum,
+                       bool* touched) {
   const uint64_t off = OffsetOf(slot);
   // Reserve the record's blocks first: a full disk fails here, before a byte is written.
   if (int err = ::posix_fallocate(fd_, static_cast<off_t>(off), static_cast<off_t>(stride_)); err != 0) {
@@ -274,6 +275,7 @@ Status SwapFile::Write(int64_t slot, uint64_t key, uint64_t generation, const vo
   }
   RecordHeader h{kRecordMagic, kSwapVersion, 0, key, generation, blobBytes_, checksum, 0};
   h.headerChecksum = HeaderSum(h);
+  if (touched != nullptr) *touched = true;
   // Payload first, header after: a crash in between leaves the old header (or none),
   // and a rebuild checks the payload against the header's checksum anyway.
   RY_RETURN_IF_ERROR(PwriteAll(fd_, data, blobBytes_, off + kPage, path_));

@@ -65,7 +65,10 @@ class SwapFile {
   void Free(int64_t slot);
   /// Writes `blobBytes` of `data` as record `slot`. SystemError naming the path and
   /// "swap disk full" for ENOSPC/EDQUOT; nothing else in the file changes then.
-  Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum);
+  /// `touched` (optional) is set once a byte may have reached the record (after the
+  /// reservation): a failure before that (a full disk) left the record as it was.
+  Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum,
+               bool* touched = nullptr);
   /// Reads record `slot`'s payload into `data`, in 4 MiB pieces (the header page with
   /// the first), each hashed as it lands: what the page cache holds from there, the rest
   /// with O_DIRECT when `data` is page-aligned and the blob a whole number of pages of

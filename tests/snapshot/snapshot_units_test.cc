@@ -753,9 +753,14 @@ TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
       waitedOut = !cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; });
     });
   });
+  bool began = false;
   {
     std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inFault; })) << "the fault never began";
+    began = cv.wait_for(lock, std::chrono::seconds(30), [&] { return inFault; });
+  }
+  if (!began) {
+    fault.join();
+    FAIL() << "the fault never began: " << faulted.message();
   }
   std::thread same([&] {  // the same key: waits for the fault above
     bool found = false;
