@@ -60,6 +60,29 @@ class SnapshotTest : public ::testing::Test {
     std::string why;
     ASSERT_TRUE(peer_->Start(argv, &why)) << why;
   }
+  /// A peer of kind "big" (blob 1 MiB, 2 slots, no sync) whose swap directory is a
+  /// tmpfs of 4 MiB: the 4 KiB file header and three 1 MiB + 4 KiB records fit, the
+  /// fourth does not. *skipped when no tmpfs can be mounted here.
+  void StartOnSmallDisk(bool* skipped) {
+    peer_ = std::make_unique<PeerProcess>();
+    std::string why;
+    int code = 0;
+    *skipped = false;
+    if (!peer_->Start({PeerBinary(), "--arena", "kind=big,mode=paging,blob=1M,slots=2", "--swap-dir", dir_,
+                       "--tmpfs-bytes", "4m"},
+                      &why, &code)) {
+      *skipped = code == 77;
+      if (!*skipped) FAIL() << why;
+    }
+  }
+  /// The client options of StartOnSmallDisk's kind.
+  ClientOptions BigOnSmallDisk() const {
+    ClientOptions o = Paging();
+    o.kind = "big";
+    o.blobBytes = 1 << 20;
+    o.arenaBytes = 2 << 20;
+    return o;
+  }
   ClientOptions Paging() const {
     ClientOptions o;
     o.port = peer_->port();
@@ -937,21 +960,10 @@ TEST_F(SnapshotTest, AFrozenPeerTimesOutSayingSoAndLaterCallsSayItFailedEarlier)
 }
 
 TEST_F(SnapshotTest, FullSwapDiskFailsThePutThatHitItEarlierBlobsStay) {
-  // tmpfs of 4 MiB: the 4 KiB file header and three 1 MiB + 4 KiB records fit, the fourth does not.
-  std::vector<std::string> argv = {PeerBinary(), "--arena", "kind=big,mode=paging,blob=1M,slots=2", "--swap-dir", dir_,
-                                   "--tmpfs-bytes", "4m"};
-  peer_ = std::make_unique<PeerProcess>();
-  std::string why;
-  int code = 0;
-  if (!peer_->Start(argv, &why, &code)) {
-    if (code == 77) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
-    FAIL() << why;
-  }
-  ClientOptions o = Paging();
-  o.kind = "big";
-  o.blobBytes = 1 << 20;
-  o.arenaBytes = 2 << 20;
-  SnapshotClient& c = Connect(o);
+  bool skipped = false;
+  ASSERT_NO_FATAL_FAILURE(StartOnSmallDisk(&skipped));
+  if (skipped) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  SnapshotClient& c = Connect(BigOnSmallDisk());
   std::vector<uint8_t> b(1 << 20);
   uint64_t stored = 0;
   Status s;
@@ -979,21 +991,11 @@ TEST_F(SnapshotTest, FullSwapDiskFailsThePutThatHitItEarlierBlobsStay) {
 // when the least recently used blob is dirty and cannot be written out. Before, the
 // first dirty victim's failed write failed the put. Every blob stays readable.
 TEST_F(SnapshotTest, OnAFullSwapDiskAPutEvictsACleanBlobPastADirtyOne) {
-  // As above: the swap's tmpfs holds three 1 MiB records; the arena two slots.
-  std::vector<std::string> argv = {PeerBinary(), "--arena", "kind=big,mode=paging,blob=1M,slots=2", "--swap-dir", dir_,
-                                   "--tmpfs-bytes", "4m"};
-  peer_ = std::make_unique<PeerProcess>();
-  std::string why;
-  int code = 0;
-  if (!peer_->Start(argv, &why, &code)) {
-    if (code == 77) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
-    FAIL() << why;
-  }
-  ClientOptions o = Paging();
-  o.kind = "big";
-  o.blobBytes = 1 << 20;
-  o.arenaBytes = 2 << 20;
-  SnapshotClient& c = Connect(o);
+  // The swap's tmpfs holds three 1 MiB records; the arena two slots.
+  bool skipped = false;
+  ASSERT_NO_FATAL_FAILURE(StartOnSmallDisk(&skipped));
+  if (skipped) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  SnapshotClient& c = Connect(BigOnSmallDisk());
   std::vector<uint8_t> b(1 << 20);
   auto put = [&](uint64_t k) {
     Fill(b.data(), b.size(), k);

@@ -471,20 +471,38 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
   }
 }
 
+/// A paging arena of `slots` blobs of `blob` bytes over a fresh swap file (no sync)
+/// in a directory of its own, removed with it: the arena under PagingArenaRules' tests.
+struct TestArena {
+  std::string dir;
+  std::vector<uint8_t> mem;
+  std::unique_ptr<PagingArena> arena;
+  TestArena(uint64_t slots, uint64_t blob, int64_t slotWaitMs) : mem(slots * blob) {
+    char tmpl[] = "/tmp/railyard-paging-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    std::unique_ptr<SwapFile> swap;
+    SwapRebuild rebuild;
+    Status s = SwapFile::Open(dir, "kv", blob, /*sync=*/false, &swap, &rebuild);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (s.ok()) arena = std::make_unique<PagingArena>(mem.data(), slots, blob, std::move(swap), rebuild, slotWaitMs);
+  }
+  ~TestArena() {
+    arena.reset();
+    std::filesystem::remove_all(dir);
+  }
+};
+
 // The paging arena's two rules for batches: a client's pins of one key are released
 // oldest first (a batch's two gets of a key release in the order taken, here around
 // another client's commit of it), and a client that holds a slot or pin is answered
 // busy, taking nothing, when no slot is free (one that holds nothing waits instead:
 // here its slot wait is 0, so it fails).
 TEST(PagingArenaRules, PinsOfAKeyGoOldestFirstAndAHolderIsAnsweredBusy) {
-  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
   constexpr uint64_t kBlob = 4096;
-  std::unique_ptr<SwapFile> swap;
-  SwapRebuild rebuild;
-  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
-  std::vector<uint8_t> mem(2 * kBlob);
-  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/0);
+  TestArena under(2, kBlob, /*slotWaitMs=*/0);
+  ASSERT_NE(under.arena, nullptr);
+  PagingArena& arena = *under.arena;
+  std::vector<uint8_t>& mem = under.mem;
   auto put = [&](uint64_t client, uint64_t key, uint8_t byte) {
     uint64_t at = 0;
     ASSERT_TRUE(arena.Alloc(client, key, &at).ok());
@@ -521,7 +539,6 @@ TEST(PagingArenaRules, PinsOfAKeyGoOldestFirstAndAHolderIsAnsweredBusy) {
   EXPECT_FALSE(busy);
   EXPECT_EQ(at, second);
   EXPECT_EQ(arena.stats().evictions, 1u);
-  std::filesystem::remove_all(dir);
 }
 
 // Waiting for a slot is first come, first served: with one slot, held, three clients
@@ -530,14 +547,11 @@ TEST(PagingArenaRules, PinsOfAKeyGoOldestFirstAndAHolderIsAnsweredBusy) {
 // every waiter woken to race for a freed slot, the order held in about one round of
 // six.)
 TEST(PagingArenaRules, WaitersForASlotAreServedInTheOrderTheyCame) {
-  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
   constexpr uint64_t kBlob = 4096;
-  std::unique_ptr<SwapFile> swap;
-  SwapRebuild rebuild;
-  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
-  std::vector<uint8_t> mem(kBlob);
-  PagingArena arena(mem.data(), 1, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/120000);
+  TestArena under(1, kBlob, /*slotWaitMs=*/120000);
+  ASSERT_NE(under.arena, nullptr);
+  PagingArena& arena = *under.arena;
+  std::vector<uint8_t>& mem = under.mem;
   auto commit = [&](uint64_t client, uint64_t key) {
     return arena.Commit(client, key, BlobChecksum(mem.data(), kBlob));
   };
@@ -573,7 +587,6 @@ TEST(PagingArenaRules, WaitersForASlotAreServedInTheOrderTheyCame) {
     ASSERT_EQ(order, (std::vector<uint64_t>{0, 1, 2})) << "round " << round;
     EXPECT_EQ(arena.stats().waiting, 0u);
   }
-  std::filesystem::remove_all(dir);
 }
 
 // A client that holds a slot already is answered busy while others queue, taking no
@@ -583,14 +596,11 @@ TEST(PagingArenaRules, WaitersForASlotAreServedInTheOrderTheyCame) {
 // the queue, each with the peer's reason, and the next slot to come free goes to
 // whoever asks next.
 TEST(PagingArenaRules, AHolderIsNotQueuedAndWaitersOutOfTimeLeaveTheQueue) {
-  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
   constexpr uint64_t kBlob = 4096;
-  std::unique_ptr<SwapFile> swap;
-  SwapRebuild rebuild;
-  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
-  std::vector<uint8_t> mem(2 * kBlob);
-  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/3000);
+  TestArena under(2, kBlob, /*slotWaitMs=*/3000);
+  ASSERT_NE(under.arena, nullptr);
+  PagingArena& arena = *under.arena;
+  std::vector<uint8_t>& mem = under.mem;
   uint64_t atOne = 0, atTwo = 0;
   ASSERT_TRUE(arena.Alloc(1, 1, &atOne).ok());
   ASSERT_TRUE(arena.Alloc(2, 2, &atTwo).ok());
@@ -634,7 +644,6 @@ TEST(PagingArenaRules, AHolderIsNotQueuedAndWaitersOutOfTimeLeaveTheQueue) {
   ASSERT_TRUE(arena.Alloc(6, 6, &offset, &busy).ok());
   EXPECT_FALSE(busy);
   EXPECT_EQ(offset, kBlob) << "key 2's slot, evicted";
-  std::filesystem::remove_all(dir);
 }
 
 // A commit checks its slot (and writes it through) without holding the arena, so two
@@ -722,14 +731,11 @@ TEST(PagingArenaRules, OfTwoCommitsOfAKeyAtOnceTheOneBegunLaterWinsInEitherOrder
 // the fault when it asks before the end). With the fault under the lock the resident
 // get waited for the progress call's 10 s, which then ran out.
 TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
-  char tmpl[] = "/tmp/railyard-paging-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
   constexpr uint64_t kBlob = 8 << 20;  // two read pieces: one progress call between
-  std::unique_ptr<SwapFile> swap;
-  SwapRebuild rebuild;
-  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &swap, &rebuild).ok());
-  std::vector<uint8_t> mem(2 * kBlob);
-  PagingArena arena(mem.data(), 2, kBlob, std::move(swap), rebuild, /*slotWaitMs=*/30000);
+  TestArena under(2, kBlob, /*slotWaitMs=*/30000);
+  ASSERT_NE(under.arena, nullptr);
+  PagingArena& arena = *under.arena;
+  std::vector<uint8_t>& mem = under.mem;
   auto put = [&](uint64_t key) {
     uint64_t at = 0;
     ASSERT_TRUE(arena.Alloc(9, key, &at).ok());
@@ -788,7 +794,6 @@ TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
   ASSERT_TRUE(arena.Release(1, 1).ok());
   ASSERT_TRUE(arena.Release(3, 1).ok());
   ASSERT_TRUE(arena.Release(2, 3).ok());
-  std::filesystem::remove_all(dir);
 }
 
 // A fault's answers are sent without waiting (the key's other requests wait for the
