@@ -159,9 +159,12 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  * paging arena has slots, a put or get waits for a slot rather than failing at once:
  * the peer queues it, first come first served, up to twice its RAILYARD_TIMEOUT_MS
  * (then the call fails with 5, "give the arena more slots", and the handle stays
- * usable), saying so every second or so meanwhile: this process keeps waiting while it
- * hears that, and calls the peer silent after its own RAILYARD_TIMEOUT_MS without a
- * word. */
+ * usable), saying so every quarter of its RAILYARD_TIMEOUT_MS, at most every second,
+ * meanwhile: this process keeps waiting while it hears that, and calls the peer silent
+ * after its own RAILYARD_TIMEOUT_MS without a word (so this process's timeout must be
+ * longer than that interval). railyard_snapshot_connect brings the fabric connection up
+ * before it returns, so a handle may also wait as long as it likes before its first
+ * call. */
 
 /** Opaque connection to one arena of one peer. */
 typedef struct railyard_snapshot railyard_snapshot_t;

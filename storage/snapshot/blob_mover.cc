@@ -47,6 +47,24 @@ BlobMover::~BlobMover() {
   if (staging_ != nullptr) ::munmap(staging_, stagingBytes_);
 }
 
+Status BlobMover::Probe(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr) {
+  const uint64_t cookie = nextCookie_++;
+  RY_RETURN_IF_ERROR(ep.Write(fabric::LocalSlice{region_, 0, 0}, key, remoteAddr, cookie));
+  // The Endpoint ends the Write within its own timeout (done or error); the bound here
+  // is only a backstop for a transport that broke that promise.
+  const auto until = std::chrono::steady_clock::now() + kDrainBackstop;
+  while (std::chrono::steady_clock::now() < until) {
+    events_.clear();
+    worker_.Progress(&events_);
+    for (const fabric::Event& e : events_) {
+      if (e.cookie != cookie || (e.kind != fabric::EventKind::kDone && e.kind != fabric::EventKind::kError)) continue;
+      return e.kind == fabric::EventKind::kError ? e.error.ToStatus() : Status::Ok();
+    }
+    if (!ep.status().ok()) return ep.status();
+  }
+  return SystemError("fabric probe: no completion within " + std::to_string(kDrainBackstop.count()) + " s");
+}
+
 Status BlobMover::Put(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, const void* src,
                       uint64_t bytes, uint64_t* checksum) {
   return Move(true, ep, key, remoteAddr, static_cast<uint8_t*>(const_cast<void*>(src)), bytes, checksum, {});

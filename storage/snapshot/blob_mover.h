@@ -55,6 +55,12 @@ class BlobMover {
   Status Get(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, void* dst, uint64_t bytes,
              uint64_t* checksum, const ReadyGate& gate = {});
 
+  /// A 0-byte Write to `remoteAddr` of `key`'s region over `ep`, returning once the
+  /// peer has taken it: the connection is up end to end (its first frames, which the
+  /// peer's listener wants within RAILYARD_ACCEPT_TIMEOUT_MS, are sent and answered),
+  /// the key is accepted. The Endpoint's errors (a silent peer: its own timeout).
+  Status Probe(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr);
+
   uint64_t stagingBytes() const { return stagingBytes_; }
   /// Puts and Gets so far that moved the caller's memory directly (no staging copy).
   uint64_t directMoves() const { return directMoves_; }

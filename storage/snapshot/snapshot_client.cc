@@ -126,6 +126,14 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
                        " bytes, not the " + std::to_string(options.arenaBytes) + " agreed");
   }
   RY_RETURN_IF_ERROR(worker.Connect(peerAddress, &c->ep_));
+  // The fabric connection is brought up now, not at the first put or get: this
+  // client's Worker moves only while a call runs, and a peer's listener closes a
+  // connection whose first frames do not come within its RAILYARD_ACCEPT_TIMEOUT_MS
+  // (new-user trial: a handle opened and first used 12 s later, or whose first put
+  // queued that long for a slot, failed "Broken pipe").
+  if (Status s = c->mover_->Probe(*c->ep_, c->arenaKey_, c->arenaKey_.base); !s.ok()) {
+    return Status(s.code(), "snapshot: " + peer + ": the fabric connection to the arena failed: " + s.message());
+  }
   *out = std::move(c);
   return Status::Ok();
 }

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   using namespace railyard;
   storage::snapshot::ServerOptions so;
   std::string tmpfsBytes;
+  int acceptTimeoutMs = 10000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
       so.swapSync = true;
     } else if (a == "--timeout-ms") {
       so.timeoutMs = std::atoi(next().c_str());  // RAILYARD_TIMEOUT_MS of railyardd
+    } else if (a == "--accept-timeout-ms") {
+      acceptTimeoutMs = std::atoi(next().c_str());  // RAILYARD_ACCEPT_TIMEOUT_MS (TCP fabric)
     } else if (a == "--tmpfs-bytes") {
       tmpfsBytes = next();
     } else {
@@ -66,7 +69,8 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<fabric::Domain> domain;
   std::unique_ptr<fabric::Worker> worker;
-  if (Status s = storage::snapshot::testing::MakeTestDomain(storage::snapshot::testing::Side::kPeer, 10000, &domain);
+  if (Status s = storage::snapshot::testing::MakeTestDomain(storage::snapshot::testing::Side::kPeer, 10000, &domain,
+                                                                 acceptTimeoutMs);
       !s.ok()) {
     std::fprintf(stderr, "snapshot-peer: %s\n", s.message().c_str());
     return 1;

@@ -755,6 +755,21 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
   }
 }
 
+// New-user trial: a handle opened and first used after the peer's
+// RAILYARD_ACCEPT_TIMEOUT_MS (here 300 ms) failed its first put with "Broken pipe", and
+// stayed failed: the client's Worker moves only while a call runs, so the fabric
+// connection's first frames waited for that put, and the peer's listener had closed
+// the connection by then. Connect now brings the fabric connection up.
+TEST_F(SnapshotTest, AHandleFirstUsedAfterThePeersAcceptTimeoutWorks) {
+  StartPeer(false, {"--accept-timeout-ms", "300"});
+  SnapshotClient& c = Connect(Paging());
+  // Three times the peer's accept timeout: the condition under test, not a barrier.
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  PutAll(c, 0, 2);
+  ExpectAll(c, 0, 2);
+  EXPECT_TRUE(c.status().ok()) << c.status().message();
+}
+
 TEST_F(SnapshotTest, TornSwapRecordsAreDroppedNeverServed) {
   StartPeer(true);
   {

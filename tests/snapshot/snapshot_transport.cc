@@ -13,11 +13,12 @@ bool TestUsesVerbs() {
   return t != nullptr && std::string(t) == "verbs";
 }
 
-Status MakeTestDomain(Side side, int timeoutMs, std::unique_ptr<fabric::Domain>* out) {
+Status MakeTestDomain(Side side, int timeoutMs, std::unique_ptr<fabric::Domain>* out, int helloTimeoutMs) {
   if (!TestUsesVerbs()) {
     fabric::tcp::TcpOptions to;
     to.rails = {fabric::RailInfo{"lo", "127.0.0.1", 10000}};
     to.timeoutMs = timeoutMs;
+    to.helloTimeoutMs = helloTimeoutMs;
     return fabric::tcp::CreateTcpDomain(to, out);
   }
   // The serving process inherits this environment: RAILYARD_* settings pass through.

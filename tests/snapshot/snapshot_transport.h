@@ -23,6 +23,8 @@ bool TestUsesVerbs();
 /// Creates the Domain for `side`; `timeoutMs` is the Endpoints' RAILYARD_TIMEOUT_MS.
 /// InvalidUsage (verbs, outside the lane) when this host has no RDMA port: the tests
 /// skip then; in the lane a missing device is a SystemError (a failure, never a skip).
-Status MakeTestDomain(Side side, int timeoutMs, std::unique_ptr<fabric::Domain>* out);
+/// `helloTimeoutMs`: TCP only, the listener's wait for a connection's first frames
+/// (RAILYARD_ACCEPT_TIMEOUT_MS; the verbs lane takes it from the environment).
+Status MakeTestDomain(Side side, int timeoutMs, std::unique_ptr<fabric::Domain>* out, int helloTimeoutMs = 10000);
 
 }  // namespace railyard::storage::snapshot::testing
