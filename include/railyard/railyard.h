@@ -159,10 +159,10 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  * paging arena has slots, a put or get waits for a slot rather than failing at once:
  * the peer queues it, first come first served, up to twice its RAILYARD_TIMEOUT_MS
  * (then the call fails with 5, "give the arena more slots", and the handle stays
- * usable), saying so every quarter of its RAILYARD_TIMEOUT_MS, at most every second,
- * meanwhile: this process keeps waiting while it hears that, and calls the peer silent
- * after its own RAILYARD_TIMEOUT_MS without a word (so this process's timeout must be
- * longer than that interval). railyard_snapshot_connect brings the fabric connection up
+ * usable), saying so meanwhile every quarter of the shorter of its and this process's
+ * RAILYARD_TIMEOUT_MS (sent at connect; at most every second, at least every 10 ms):
+ * this process keeps waiting while it hears that, and calls the peer silent after its
+ * own RAILYARD_TIMEOUT_MS without a word. railyard_snapshot_connect brings the fabric connection up
  * before it returns, so a handle may also wait as long as it likes before its first
  * call. */
 

@@ -3,14 +3,51 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "env/log.h"
 
 namespace railyard::storage::snapshot {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A waiting request's "still waiting": Queued::tell once per Queued::everyMs.
+class Beat {
+ public:
+  explicit Beat(const PagingArena::Queued& q) : q_(q), on_(q.tell && q.everyMs > 0) {
+    if (on_) next_ = Clock::now() + std::chrono::milliseconds(q_.everyMs);
+  }
+  // Waits on `cv` (its lock held) until notified, `until` or the next tell is due,
+  // then tells if it is due (never at or past `until`). Returns the time it woke.
+  Clock::time_point Wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                         std::optional<Clock::time_point> until) {
+    if (on_ && (!until || next_ < *until)) {
+      cv.wait_until(lock, next_);
+    } else if (until) {
+      cv.wait_until(lock, *until);
+    } else {
+      cv.wait(lock);
+    }
+    const Clock::time_point now = Clock::now();
+    if (on_ && now >= next_ && (!until || now < *until)) {
+      q_.tell();
+      next_ = now + std::chrono::milliseconds(q_.everyMs);
+    }
+    return now;
+  }
+
+ private:
+  const PagingArena::Queued& q_;
+  bool on_;
+  Clock::time_point next_{};
+};
+
+}  // namespace
 
 PagingArena::PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-                         const SwapRebuild& rebuild, int64_t slotWaitMs, int64_t queuedBeatMs)
-    : slotWaitMs_(slotWaitMs), queuedBeatMs_(queuedBeatMs), arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
+                         const SwapRebuild& rebuild, int64_t slotWaitMs)
+    : slotWaitMs_(slotWaitMs), arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
   free_.reserve(slots);
   for (uint64_t s = slots; s > 0; --s) free_.push_back(static_cast<int64_t>(s - 1));
   for (const SwapRecord& r : rebuild.records) {
@@ -61,18 +98,10 @@ Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, b
       arena.slotFreed_.notify_all();
     }
   } place{*this, ticket};
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slotWaitMs_);
-  const auto beat = std::chrono::milliseconds(queuedBeatMs_);
-  auto nextBeat = std::chrono::steady_clock::now() + beat;
+  const auto until = Clock::now() + std::chrono::milliseconds(slotWaitMs_);
+  Beat beat(queued);  // still queued: the client keeps waiting
   for (;;) {
-    const bool beating = queued && queuedBeatMs_ > 0 && nextBeat < until;
-    slotFreed_.wait_until(lock, beating ? nextBeat : until);
-    const auto now = std::chrono::steady_clock::now();
-    const bool timedOut = now >= until;
-    if (beating && !timedOut && now >= nextBeat) {
-      queued();  // still queued: the client keeps waiting
-      nextBeat = now + beat;
-    }
+    const bool timedOut = beat.Wait(slotFreed_, lock, until) >= until;
     if (waiting_.front() == ticket) {
       st = TakeSlotNow(out);
       if (st.ok() || st.code() != Code::kInvalidUsage) return st;
@@ -288,6 +317,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
                         const FaultProgress& progress, bool* busy, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
   if (busy != nullptr) *busy = false;
+  Beat beat(queued);  // a wait for another get's fault says so, as one for a slot
   for (;;) {
     auto it = blobs_.find(key);
     if (it == blobs_.end()) {
@@ -295,7 +325,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       return Status::Ok();
     }
     if (it->second.faulting) {  // another get is reading it from swap: wait for it to land
-      faultDone_.wait(lock);
+      beat.Wait(faultDone_, lock, std::nullopt);
       continue;
     }
     if (it->second.slot >= 0) {

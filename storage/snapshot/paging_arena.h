@@ -47,6 +47,16 @@ struct PagingStats {
   uint64_t waiting = 0;     ///< allocs and faults queued for a slot now
 };
 
+/// How a request that waits at a PagingArena (for a slot, or for another get's fault
+/// of its key) says it still waits: `tell` is called under the arena's lock (so it must
+/// not block) once per `everyMs` of the wait (each client's own interval: the server
+/// sends kQueued every QueuedBeatMs of the peer's and that client's timeouts). No
+/// `tell`, or `everyMs` <= 0: never.
+struct PagingQueued {
+  std::function<void()> tell;
+  int64_t everyMs = 0;
+};
+
 /// See file comment.
 class PagingArena {
  public:
@@ -54,13 +64,12 @@ class PagingArena {
   /// access); `swap` the kind's swap file with what its rebuild found. An alloc or a
   /// fault that finds every slot pinned or being written waits up to `slotWaitMs` for
   /// one to come free (other clients' gets and puts end within their own timeout),
-  /// calling its `queued` (Alloc, Get) every `queuedBeatMs` of that wait (0: never).
+  /// telling its `queued` (Alloc, Get) every so often meanwhile.
   PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-              const SwapRebuild& rebuild, int64_t slotWaitMs = 0, int64_t queuedBeatMs = 0);
+              const SwapRebuild& rebuild, int64_t slotWaitMs = 0);
 
-  /// Told, under the arena's lock (so it must not block), that a request is still
-  /// queued for a slot: once per queuedBeatMs of its wait. The server sends kQueued.
-  using Queued = std::function<void()>;
+  /// See PagingQueued.
+  using Queued = PagingQueued;
 
   /// A slot for `client` to write `key`'s new blob into; its byte offset in the
   /// arena. The key's previous blob (if any) stays readable until commit. Asked again
@@ -160,7 +169,7 @@ class PagingArena {
   /// every slot is pinned or being written (or others already wait), queues on `lock`
   /// (of mu_) up to slotWaitMs_ for one, first come first served, or, with `busy` given,
   /// sets *busy and returns Ok with *out -1 (taking no place in the queue). `queued`
-  /// (optional) is called every queuedBeatMs_ of the wait.
+  /// is told every queued.everyMs of the wait.
   Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy, const Queued& queued);
   /// "every one of the N arena slots is pinned ...": why no slot could be taken.
   std::string NoSlotMessage() const;
@@ -190,7 +199,6 @@ class PagingArena {
   std::deque<uint64_t> waiting_;       ///< tickets of TakeSlot's waiters, oldest first
   uint64_t nextTicket_ = 0;
   int64_t slotWaitMs_ = 0;
-  int64_t queuedBeatMs_ = 0;
   uint8_t* arena_;
   uint64_t blobBytes_;
   std::vector<Slot> slots_;

@@ -109,6 +109,7 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
   h.arenaBytes = options.arenaBytes;
   h.blobBytes = options.blobBytes;
   h.addressBytes = static_cast<uint32_t>(address.size());
+  h.timeoutMs = static_cast<uint32_t>(std::max(options.timeoutMs, 0));  // the peer says kQueued often enough for it
   auto hb = h.Encode();
   iovec iov[2] = {{hb.data(), hb.size()}, {const_cast<uint8_t*>(address.data()), address.size()}};
   const int fd = c->control_.get();

@@ -143,7 +143,8 @@ class SnapshotClient {
   /// its keys): the peer does not make a client holding a slot wait for another (wire
   /// version 4). A client holding nothing may wait there for a slot, queued first come
   /// first served, up to the peer's slot wait (twice its RAILYARD_TIMEOUT_MS); the peer
-  /// says kQueued every QueuedBeatMs meanwhile (wire version 5), so this client keeps
+  /// says kQueued every QueuedBeatMs (of its and this client's timeout, sent in the
+  /// handshake) meanwhile (wire versions 5, 6), so this client keeps
   /// waiting while the peer is alive (a silent one fails it after its own
   /// RAILYARD_TIMEOUT_MS), up to that slot wait plus its own timeout. Get waits so too.
   Status Alloc(uint64_t key, uint64_t* offset);

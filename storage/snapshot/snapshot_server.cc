@@ -172,8 +172,7 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
       // control timeout of its last request, and its key revoked first: a get or a put
       // finding every slot taken waits twice that.
       raw->paging = std::make_unique<PagingArena>(raw->memory, spec.slots, spec.blobBytes, std::move(swap), rebuild,
-                                                  2 * static_cast<int64_t>(options.timeoutMs),
-                                                  QueuedBeatMs(options.timeoutMs));
+                                                  2 * static_cast<int64_t>(options.timeoutMs));
     }
   }
   s->progressThread_ = std::thread([p = s.get()] { p->ProgressLoop(); });
@@ -313,12 +312,13 @@ std::vector<uint8_t> SnapshotServer::ArenaList() {
   return b;
 }
 
-Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed) {
+Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed, uint32_t* clientTimeoutMs) {
   std::array<uint8_t, Header::kBytes> hb{};
   bool eof = false;
   RY_RETURN_IF_ERROR(proxy::RecvAll(fd, hb.data(), hb.size(), "snapshot handshake", &eof));
   Header h;
   RY_RETURN_IF_ERROR(Header::Decode(hb, &h));
+  *clientTimeoutMs = h.timeoutMs;
   if (h.mode == Mode::kList) {
     *listed = true;
     return Status::Ok();
@@ -368,7 +368,8 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
   const int fd = c->fd.get();
   Arena* arena = nullptr;
   bool listed = false;
-  Status hs = Handshake(fd, &arena, &listed);
+  uint32_t clientTimeoutMs = 0;
+  Status hs = Handshake(fd, &arena, &listed, &clientTimeoutMs);
   if (hs.ok() && listed) {
     std::vector<uint8_t> lb = ArenaList();
     iovec iov{lb.data(), lb.size()};
@@ -446,8 +447,11 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
           SendOrSpill(fd, m.Encode(), &spilled);
         };
         bool busy = false;  // a client holding a slot or pin is not made to wait (kBusy)
-        // A request queued for a slot says so now and then (kQueued), the same way.
-        const PagingArena::Queued queued = [&] { SendOrSpill(fd, Response{.result = Response::kQueued}.Encode(), &spilled); };
+        // A request queued for a slot (or for another get's fault of its key) says so
+        // (kQueued) the same way, often enough for this client's timeout.
+        const PagingArena::Queued queued{
+            .tell = [&] { SendOrSpill(fd, Response{.result = Response::kQueued}.Encode(), &spilled); },
+            .everyMs = QueuedBeatMs(options_.timeoutMs, clientTimeoutMs)};
         switch (q.op) {
           case Op::kAlloc:
             st = pa.Alloc(client, q.key, &r.offset, &busy, queued);

@@ -103,8 +103,9 @@ class SnapshotServer {
   void ProgressLoop();
   void Serve(Connection* c, uint64_t client);
   /// Reads and checks a client's handshake; a discovery request (Mode::kList) sets
-  /// *listed and leaves *arena null.
-  Status Handshake(int fd, Arena** arena, bool* listed);
+  /// *listed and leaves *arena null. *clientTimeoutMs: the control timeout the client
+  /// gave (0: not said), for its kQueued interval.
+  Status Handshake(int fd, Arena** arena, bool* listed, uint32_t* clientTimeoutMs);
   /// The discovery answer (ArenaInfo list) for a Mode::kList handshake.
   std::vector<uint8_t> ArenaList();
   /// Maps and registers `a` (spec.slots set).

@@ -64,6 +64,7 @@ std::array<uint8_t, Header::kBytes> Header::Encode() const {
   Put<uint64_t>(&b[40], arenaBytes);
   Put<uint64_t>(&b[48], blobBytes);
   Put<uint32_t>(&b[56], addressBytes);
+  Put<uint32_t>(&b[60], timeoutMs);
   return b;
 }
 
@@ -89,7 +90,8 @@ Status Header::Decode(std::span<const uint8_t, kBytes> b, Header* out) {
                            " (1 = raw, 2 = paging, 3 = list)");
   }
   h.mode = static_cast<Mode>(mode);
-  if (b[7] != 0 || Get<uint32_t>(&b[60]) != 0) return InvalidArgument("snapshot handshake: reserved bytes are not zero");
+  if (b[7] != 0) return InvalidArgument("snapshot handshake: reserved byte 7 is not zero");
+  h.timeoutMs = Get<uint32_t>(&b[60]);  // any value: QueuedBeatMs bounds what it can do
   if (h.mode == Mode::kList) {
     for (size_t i = 8; i < 60; ++i) {
       if (b[i] != 0) return InvalidArgument("snapshot handshake: a list request carries no kind, sizes or address");
@@ -263,7 +265,10 @@ Status Response::DecodeFixed(std::span<const uint8_t, kBytes> b, Response* out, 
   return Status::Ok();
 }
 
-int64_t QueuedBeatMs(int64_t timeoutMs) { return std::clamp<int64_t>(timeoutMs / 4, 1, 1000); }
+int64_t QueuedBeatMs(int64_t peerTimeoutMs, uint32_t clientTimeoutMs) {
+  const int64_t shorter = clientTimeoutMs == 0 ? peerTimeoutMs : std::min<int64_t>(peerTimeoutMs, clientTimeoutMs);
+  return std::clamp<int64_t>(shorter / 4, kMinQueuedBeatMs, 1000);
+}
 
 Status CheckReady(uint64_t before, uint64_t ready, uint64_t blobBytes) {
   if (ready <= before || ready > blobBytes) {

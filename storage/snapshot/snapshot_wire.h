@@ -34,10 +34,15 @@ std::string ModeName(Mode mode);
 /// The handshake header, client -> peer, exactly kHeaderBytes on the wire:
 /// magic "RYSN" u32, version u16, mode u8, reserved u8 (0), kind (32 bytes, NUL
 /// padded, 1..31 bytes of [A-Za-z0-9_.-]), arena bytes u64, blob bytes u64,
-/// worker-address bytes u32, reserved u32 (0). The client's packed Worker address
-/// (that many bytes, 1..kMaxAddressBytes) follows.
+/// worker-address bytes u32, the client's control timeout u32 (ms; 0: not said).
+/// The client's packed Worker address (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
+  /// 6: the header carries the client's control timeout (bytes 60..63, reserved
+  /// before), and the peer says kQueued to that client often enough for it
+  /// (QueuedBeatMs of both timeouts): before, a client whose RAILYARD_TIMEOUT_MS was
+  /// below the peer's beat (a quarter of the peer's timeout, at most 1 s) timed out
+  /// against a live peer keeping its request queued (new-user trial).
   /// 5: an alloc or a get queued at the peer for a slot is answered kQueued every
   /// little while until its answer (Response), and the handshake reply ends with the
   /// peer's slot wait (Reply::slotWaitMs): a client tells a live peer keeping its
@@ -49,7 +54,7 @@ struct Header {
   /// 2: the blob checksums are XXH3-64 (1 had XXH64). A peer of another version is
   /// refused at the handshake, naming both, rather than failing every commit's checksum
   /// or waiting for a response that never comes.
-  static constexpr uint16_t kVersion = 5;
+  static constexpr uint16_t kVersion = 6;
   static constexpr size_t kBytes = 64;
   static constexpr size_t kMaxKindBytes = 31;
   static constexpr uint32_t kMaxAddressBytes = 4096;
@@ -60,10 +65,11 @@ struct Header {
   uint64_t arenaBytes = 0;
   uint64_t blobBytes = 0;
   uint32_t addressBytes = 0;
+  uint32_t timeoutMs = 0;  ///< the client's control timeout (RAILYARD_TIMEOUT_MS); 0: not said
 
   std::array<uint8_t, kBytes> Encode() const;
   /// Parses and validates: magic, version (another one is refused naming both),
-  /// mode, kind charset and padding, reserved bytes zero, blob bytes > 0, arena
+  /// mode, kind charset and padding, reserved byte zero, blob bytes > 0, arena
   /// bytes a non-zero multiple of blob bytes, address length 1..kMaxAddressBytes;
   /// for Mode::kList instead: no kind, zero sizes, no address.
   /// InvalidArgument naming the field; `out` unchanged on error.
@@ -177,10 +183,16 @@ struct Response {
   static Status DecodeFixed(std::span<const uint8_t, kBytes> bytes, Response* out, uint32_t* messageBytes);
 };
 
-/// How often (ms) a peer with control timeout `timeoutMs` sends kQueued while a request
-/// waits for a slot: a quarter of the timeout, at most 1 s (at least 1 ms), so a client
-/// of the same timeout hears from it several times within its own.
-int64_t QueuedBeatMs(int64_t timeoutMs);
+/// The least interval between two kQueued answers (ms): a client (hostile or not)
+/// cannot make the peer send them faster than this, however short the timeout it gives.
+inline constexpr int64_t kMinQueuedBeatMs = 10;
+
+/// How often (ms) a peer with control timeout `peerTimeoutMs` sends kQueued to a client
+/// whose handshake gave `clientTimeoutMs` (0: not said) while the client's request
+/// waits for a slot: a quarter of the shorter timeout, at most 1 s, at least
+/// kMinQueuedBeatMs, so the client hears from a live peer several times within its own
+/// timeout (one below 40 ms hears every 10 ms).
+int64_t QueuedBeatMs(int64_t peerTimeoutMs, uint32_t clientTimeoutMs);
 
 /// A kReady record of a faulting get says `ready` bytes are in the slot, after
 /// `before`: RemoteError unless before < ready <= blobBytes.

@@ -8,7 +8,8 @@
 // accepted header or request re-encodes to exactly its input bytes (a refused
 // field never hides in a byte the decoder skipped); an accepted header names a
 // valid kind, a known mode (or is a discovery request: mode list, nothing else set), blob bytes > 0, arena bytes a multiple of them and
-// 1..kMaxAddressBytes of address; an accepted response re-encodes (with a message
+// 1..kMaxAddressBytes of address (the client's timeout, bytes 60..63, may be anything:
+// the re-encoding covers it); an accepted response re-encodes (with a message
 // of the announced length) to the same fixed bytes.
 #include <array>
 #include <string>
@@ -26,11 +27,12 @@ bool Header(const std::array<uint8_t, s::Header::kBytes>& b) {
   out.arenaBytes = 7;
   out.blobBytes = 7;
   out.addressBytes = 7;
+  out.timeoutMs = 7;
   const railyard::Status st = s::Header::Decode(b, &out);
   if (!st.ok()) {
     FUZZ_CHECK_REFUSAL(st);
     FUZZ_CHECK(out.kind == "sentinel" && out.arenaBytes == 7 && out.blobBytes == 7 && out.addressBytes == 7 &&
-               out.mode == s::Mode::kPaging && out.version == s::Header::kVersion);
+               out.timeoutMs == 7 && out.mode == s::Mode::kPaging && out.version == s::Header::kVersion);
     return false;
   }
   if (out.mode == s::Mode::kList) {

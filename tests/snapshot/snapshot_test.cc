@@ -485,7 +485,7 @@ TEST_F(SnapshotTest, MalformedHeadersAreRefusedNamingWhatDiffers) {
   EXPECT_NE(SendHeader(peer_->port(), with(8, {'k', '/'})).find("kind"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(48, {0, 0, 0, 0, 0, 0, 0, 0})).find("blob bytes is 0"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(56, {0, 0, 0, 0})).find("worker address"), std::string::npos);
-  EXPECT_NE(SendHeader(peer_->port(), with(60, {1})).find("reserved"), std::string::npos);
+  EXPECT_NE(SendHeader(peer_->port(), with(7, {1})).find("reserved byte 7"), std::string::npos);
   // A truncated header is refused; the peer still serves a good client afterwards.
   EXPECT_NE(SendHeader(peer_->port(), std::vector<uint8_t>(good.begin(), good.begin() + 10)).find("after 10 of 64 bytes"),
             std::string::npos);
@@ -753,6 +753,42 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
     ASSERT_TRUE(a.Get(70 + i, b.data(), kSmall, &found).ok());
     EXPECT_FALSE(found) << i;
   }
+}
+
+// New-user trial: a client whose RAILYARD_TIMEOUT_MS (here 300 ms) was below the
+// peer's kQueued interval (a quarter of the peer's 2400 ms: 600 ms) failed a put queued
+// behind a stopped client, taking the live peer for a silent one. The handshake now
+// carries the client's timeout and the peer says kQueued often enough for it (every
+// 75 ms): the put waits the stopped client's 2.4 s out and lands.
+TEST_F(SnapshotTest, AClientWithATimeoutBelowThePeersQueuedIntervalStillWaitsForASlot) {
+  constexpr int kPeerTimeoutMs = 2400;
+  constexpr uint64_t kSmall = 64 * 1024;
+  StartPeer(false, {"--timeout-ms", std::to_string(kPeerTimeoutMs), "--arena", "kind=one,mode=paging,blob=64K,slots=1"});
+  ClientOptions o = Paging();
+  o.kind = "one";
+  o.blobBytes = kSmall;
+  o.arenaBytes = kSmall;
+  std::vector<uint8_t> b(kSmall);
+  ClientSide stopped;  // holds the one slot, written and never committed
+  ASSERT_TRUE(stopped.Connect(o).ok());
+  uint64_t sum = 0;
+  Fill(b.data(), kSmall, 9);
+  ASSERT_TRUE(stopped.client->Stage(9, b.data(), kSmall, &sum).ok());
+  ClientOptions quick = o;
+  quick.timeoutMs = 300;
+  ClientSide waiter;
+  ASSERT_TRUE(waiter.Connect(quick).ok());
+  Fill(b.data(), kSmall, 3);
+  Status put = waiter.client->Put(3, b.data(), kSmall);
+  ASSERT_TRUE(put.ok()) << put.message();
+  // It waited most of the peer's 2.4 s, hearing kQueued every 75 ms: far more than once
+  // per 300 ms.
+  EXPECT_GE(waiter.client->queuedAnswers(), 8u);
+  bool found = false;
+  std::fill(b.begin(), b.end(), 0);
+  ASSERT_TRUE(waiter.client->Get(3, b.data(), kSmall, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(Mismatch(b.data(), kSmall, 3), -1);
 }
 
 // New-user trial: a handle opened and first used after the peer's

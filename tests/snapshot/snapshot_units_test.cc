@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +47,7 @@ TEST(SnapshotWire, HeaderRoundTripsAndRefusesEachBadField) {
   h.arenaBytes = 1 << 24;
   h.blobBytes = 1 << 20;
   h.addressBytes = 40;
+  h.timeoutMs = 250;
   auto b = h.Encode();
   Header back;
   ASSERT_TRUE(Header::Decode(b, &back).ok());
@@ -54,13 +56,14 @@ TEST(SnapshotWire, HeaderRoundTripsAndRefusesEachBadField) {
   EXPECT_EQ(back.arenaBytes, 1u << 24);
   EXPECT_EQ(back.blobBytes, 1u << 20);
   EXPECT_EQ(back.addressBytes, 40u);
+  EXPECT_EQ(back.timeoutMs, 250u);  // version 6: bytes 60..63, any value
   struct Case {
     size_t at;
     uint8_t value;
     const char* names;
   } cases[] = {{0, 'x', "magic"},  {4, 7, "version 7"},      {6, 0, "mode 0"},   {7, 1, "reserved"},
                {8, 0, "kind"},     {8, ' ', "kind"},          {20, 'z', "NUL-padded"},
-               {40, 1, "multiple"}, {56 + 3, 1, "worker address"}, {62, 1, "reserved"}};
+               {40, 1, "multiple"}, {56 + 3, 1, "worker address"}};
   for (const Case& c : cases) {
     auto bad = b;
     bad[c.at] = c.value;
@@ -192,9 +195,14 @@ TEST(SnapshotWire, FaultingAndReadyAnswersAndTheirChecks) {
   EXPECT_EQ(back.result, Response::kQueued);
   queued.checksum = 1;
   EXPECT_NE(decode(queued.Encode(), &back, &n).message().find("a queued answer with"), std::string::npos);
-  EXPECT_EQ(QueuedBeatMs(30000), 1000);  // a quarter of the timeout, at most 1 s, at least 1 ms
-  EXPECT_EQ(QueuedBeatMs(800), 200);
-  EXPECT_EQ(QueuedBeatMs(2), 1);
+  // A quarter of the shorter of the peer's and the client's timeout (0: the client did
+  // not say), at most 1 s, at least kMinQueuedBeatMs.
+  EXPECT_EQ(QueuedBeatMs(30000, 0), 1000);
+  EXPECT_EQ(QueuedBeatMs(800, 0), 200);
+  EXPECT_EQ(QueuedBeatMs(30000, 300), 75);
+  EXPECT_EQ(QueuedBeatMs(800, 30000), 200);
+  EXPECT_EQ(QueuedBeatMs(30000, 1), kMinQueuedBeatMs);
+  EXPECT_EQ(QueuedBeatMs(2, 0), kMinQueuedBeatMs);
   r.checksum = 0;
   r.message = "x";  // ... or with a message
   EXPECT_FALSE(decode(r.Encode(), &back, &n).ok());
@@ -727,10 +735,11 @@ TEST(PagingArenaRules, OfTwoCommitsOfAKeyAtOnceTheOneBegunLaterWinsInEitherOrder
 // A get reads a blob back from swap without holding the arena: while one get's fault
 // is stopped after its first 4 MiB piece (its progress call waits, up to 10 s, for
 // the test to go on), another client's get of a resident blob is served, and a third
-// client's get of the same key, asked meanwhile, shares the faulted slot (waiting for
-// the fault when it asks before the end). With the fault under the lock the resident
-// get waited for the progress call's 10 s, which then ran out.
-TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
+// client's get of the same key, asked meanwhile, waits for the fault, saying so now
+// and then (Queued: the server's kQueued, so that client does not take the peer for
+// silent), and shares the faulted slot. With the fault under the lock the resident get
+// waited for the progress call's 10 s, which then ran out; the waiting get said nothing.
+TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArenaAndAGetWaitingForItSaysSo) {
   constexpr uint64_t kBlob = 8 << 20;  // two read pieces: one progress call between
   TestArena under(2, kBlob, /*slotWaitMs=*/30000);
   ASSERT_NE(under.arena, nullptr);
@@ -768,14 +777,17 @@ TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
     fault.join();
     FAIL() << "the fault never began: " << faulted.message();
   }
+  std::atomic<int> waitingSaid{0};
   std::thread same([&] {  // the same key: waits for the fault above
     bool found = false;
     uint64_t sum = 0;
-    joined = arena.Get(3, 1, &found, &joinAt, &sum);
+    const PagingArena::Queued queued{.tell = [&] { ++waitingSaid; }, .everyMs = 1};
+    joined = arena.Get(3, 1, &found, &joinAt, &sum, {}, nullptr, queued);
   });
   bool found = false;
   uint64_t at = 0, sum = 0;
   const Status resident = arena.Get(2, 3, &found, &at, &sum);  // key 3 stays resident (2 went)
+  const bool said = WaitUntil([&] { return waitingSaid.load() >= 2; });
   {
     std::lock_guard<std::mutex> lock(mu);
     released = true;
@@ -784,6 +796,7 @@ TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArena) {
   fault.join();
   same.join();
   ASSERT_TRUE(resident.ok()) << resident.message();
+  EXPECT_TRUE(said) << "the get waiting for the fault said so " << waitingSaid.load() << " times";
   EXPECT_FALSE(waitedOut) << "the resident get waited for the fault";
   ASSERT_TRUE(faulted.ok()) << faulted.message();
   ASSERT_TRUE(joined.ok()) << joined.message();
