@@ -20,9 +20,12 @@ PAGING = 2
 MODE_NAMES = {RAW: "raw", PAGING: "paging"}
 
 
-# ncclResult_t, the return values of the railyard_snapshot_* calls (nccl.h).
-CODE_NAMES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
-              4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 7: "ncclInProgress"}
+# The return values of the railyard_snapshot_* calls (numbered as NCCL's ncclResult_t,
+# nccl.h), named as the expert tier names its errors rather than after NCCL (new-user
+# trial: "ncclInvalidUsage" for a queue that ran out read as a bug in NCCL). 5 is a call
+# refused with nothing done and the handle usable; 2 and 6 leave the handle failed.
+CODE_NAMES = {1: "UNHANDLED_CUDA_ERROR", 2: "SYSTEM_ERROR", 3: "INTERNAL_ERROR",
+              4: "INVALID_ARGUMENT", 5: "INVALID_USAGE", 6: "REMOTE_ERROR", 7: "IN_PROGRESS"}
 
 # The C API's call names in its messages ("railyard_snapshot_put on raw kind 'kv' (use
 # railyard_snapshot_write_at)"), as this binding spells them (Snapshot.put, Snapshot.write_at).
@@ -32,9 +35,9 @@ _CALL_RE = re.compile(r"\brailyard_snapshot_(%s)\b" % "|".join(_PY_CALLS))
 
 
 class SnapshotError(RuntimeError):
-    """A failed railyard_snapshot_* call: .code is its return value (ncclResult_t), .name
-    that value's name (CODE_NAMES, e.g. "ncclInvalidUsage"); str() reads
-    "railyard snapshot error ncclInvalidUsage (5): <message>"."""
+    """A failed railyard_snapshot_* call: .code is its return value (ncclResult_t's
+    numbering), .name that value's name (CODE_NAMES, e.g. "INVALID_USAGE"); str() reads
+    "railyard snapshot error INVALID_USAGE (5): <message>"."""
 
     def __init__(self, code, message):
         self.name = CODE_NAMES.get(code, "unknown")

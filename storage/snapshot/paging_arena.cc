@@ -107,9 +107,11 @@ Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, b
       if (st.ok() || st.code() != Code::kInvalidUsage) return st;
     }
     if (timedOut) {
-      return InvalidUsage(NoSlotMessage() + " within " + std::to_string(slotWaitMs_) +
-                          " ms (twice RAILYARD_TIMEOUT_MS): more clients at once than the arena has slots, or one "
-                          "stopped mid-operation; give the arena more slots");
+      // The advice first (new-user trial: it came last, after a long account).
+      return InvalidUsage("no arena slot came free within " + std::to_string(slotWaitMs_) +
+                          " ms (twice the peer's RAILYARD_TIMEOUT_MS): give the arena more slots, or have fewer "
+                          "clients put and get at once (" + NoSlotMessage() +
+                          ": more clients at once than the arena has slots, or one stopped mid-operation)");
     }
   }
 }

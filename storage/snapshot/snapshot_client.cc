@@ -1,8 +1,10 @@
 #include "storage/snapshot/snapshot_client.h"
 
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -181,6 +183,22 @@ Status SnapshotClient::WithRouteCause(Status s, std::chrono::steady_clock::time_
   return Status(s.code(), s.message() + "; the fabric route to the peer failed too: " + ep_->status().message());
 }
 
+Status SnapshotClient::WithDropCause(Status s) const {
+  if (s.ok() || s.code() != Code::kSystemError || staged_.empty()) return s;
+  // Did the peer close the connection (an end of stream or a reset waiting), rather
+  // than go silent? Then, with a slot held, it most likely dropped this client.
+  char byte = 0;
+  const ssize_t n = ::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (!(n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))) return s;
+  std::string keys;
+  for (uint64_t k : staged_) keys += (keys.empty() ? "" : ", ") + std::to_string(k);
+  return Status(s.code(), s.message() + "; the peer closed the connection while this handle held key " + keys +
+                              " allocated and not committed: a peer drops a client that stops for its "
+                              "RAILYARD_TIMEOUT_MS (" + std::to_string(slotWaitMs_ / 2) +
+                              " ms) in the middle of a put and gives its slots to others (commit sooner after "
+                              "the alloc, or raise the peer's RAILYARD_TIMEOUT_MS)");
+}
+
 std::string SnapshotClient::CallName(Op op, uint64_t key) const {
   return std::string("snapshot ") + OpName(op) + " of key " + std::to_string(key) +
          (options_.peerName.empty() ? "" : " to " + options_.peerName);
@@ -190,7 +208,7 @@ Status SnapshotClient::RecvResponse(const std::string& what, std::chrono::steady
                                     Response* out) {
   const int fd = control_.get();
   std::array<uint8_t, Response::kBytes> rb{};
-  RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, rb.data(), rb.size(), what), began)));
+  RY_RETURN_IF_ERROR(Sticky(WithDropCause(WithRouteCause(proxy::RecvAll(fd, rb.data(), rb.size(), what), began))));
   uint32_t n = 0;
   if (Status s = Response::DecodeFixed(rb, out, &n); !s.ok()) return Sticky(RemoteError(what + ": " + s.message()));
   out->message.resize(n);
@@ -208,8 +226,8 @@ Status SnapshotClient::SendRequest(Op op, uint64_t key, uint64_t checksum) {
   q.checksum = checksum;
   auto qb = q.Encode();
   iovec iov{qb.data(), qb.size()};
-  return Sticky(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, CallName(op, key)),
-                               std::chrono::steady_clock::now()));
+  return Sticky(WithDropCause(WithRouteCause(proxy::SendAll(control_.get(), &iov, 1, CallName(op, key)),
+                                             std::chrono::steady_clock::now())));
 }
 
 Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {

@@ -222,6 +222,12 @@ class SnapshotClient {
   /// waits for that cause, and one that timed out adds no wait to its timeout. Ok
   /// passes unchanged.
   Status WithRouteCause(Status s, std::chrono::steady_clock::time_point began);
+  /// `s` (a control-connection SystemError) with why the peer most likely closed the
+  /// connection appended, when it did close it (end of stream or reset, not silence)
+  /// while this handle held a slot allocated and not committed: the peer drops a client
+  /// stopped mid-put for its RAILYARD_TIMEOUT_MS (new-user trial: the commit after such
+  /// a pause said only "connection closed by peer"). Else `s` unchanged.
+  Status WithDropCause(Status s) const;
 
   fabric::Worker& worker_;
   ClientOptions options_;

@@ -235,14 +235,14 @@ def main():
                 r.put(1, a)
                 raise AssertionError("put on a raw arena was accepted")
             except SnapshotError as e:
-                assert e.code == 5 and e.name == "ncclInvalidUsage", e
-                assert str(e) == ("railyard snapshot error ncclInvalidUsage (5): Snapshot.put on raw kind 'kv' "
+                assert e.code == 5 and e.name == "INVALID_USAGE", e
+                assert str(e) == ("railyard snapshot error INVALID_USAGE (5): Snapshot.put on raw kind 'kv' "
                                   "(use Snapshot.write_at)"), e
             try:
                 r.get_many([(1, out)])
                 raise AssertionError("get_many on a raw arena was accepted")
             except SnapshotError as e:
-                assert str(e) == ("railyard snapshot error ncclInvalidUsage (5): Snapshot.get_many on raw kind 'kv' "
+                assert str(e) == ("railyard snapshot error INVALID_USAGE (5): Snapshot.get_many on raw kind 'kv' "
                                   "(use Snapshot.read_at)"), e
             try:
                 r.write_at(8 * 65536, a)
@@ -259,7 +259,7 @@ def main():
             r.read_at(0, out)
             raise AssertionError("read_at after close() was accepted")
         except SnapshotError as e:
-            assert str(e) == ("railyard snapshot error ncclInvalidArgument (4): Snapshot.read_at: the connection is closed "
+            assert str(e) == ("railyard snapshot error INVALID_ARGUMENT (4): Snapshot.read_at: the connection is closed "
                               "(close() was called)"), e
         r.close()  # a second close is harmless
         try:
@@ -282,7 +282,7 @@ def main():
                                capture_output=True, text=True, timeout=60)
         lines = probe.stdout.splitlines()
         for call, line in zip(("railyard_snapshot_list", "railyard_snapshot_connect"), lines + ["", ""]):
-            want = f"SnapshotError 5 railyard snapshot error ncclInvalidUsage (5): {call} host:no-such-host: "
+            want = f"SnapshotError 5 railyard snapshot error INVALID_USAGE (5): {call} host:no-such-host: "
             assert line.startswith(want) and "needs fabric rails" in line, (want, probe.stdout, probe.stderr[-800:])
         try:
             Snapshot("127.0.0.1", port, "ssm", PAGING, arena_bytes=8 * blob, blob_bytes=blob)

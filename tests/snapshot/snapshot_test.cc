@@ -749,7 +749,14 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
   EXPECT_TRUE(found);
   EXPECT_EQ(Mismatch(b.data(), kSmall, 2), -1);
   for (int i = 0; i < 2; ++i) {  // their commits come too late; nothing half-written is kept
-    EXPECT_FALSE(stopped[i].client->Commit(70 + i, 0).ok()) << i;
+    // ... and say why (new-user trial: "connection closed by peer" and nothing more).
+    const Status late = stopped[i].client->Commit(70 + i, 0);
+    EXPECT_FALSE(late.ok()) << i;
+    EXPECT_NE(late.message().find("held key " + std::to_string(70 + i) +
+                                  " allocated and not committed: a peer drops a client that stops for its "
+                                  "RAILYARD_TIMEOUT_MS (800 ms)"),
+              std::string::npos)
+        << late.message();
     ASSERT_TRUE(a.Get(70 + i, b.data(), kSmall, &found).ok());
     EXPECT_FALSE(found) << i;
   }
