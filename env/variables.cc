@@ -275,9 +275,9 @@ const Variable kVariables[] = {
      "allocated and not committed, a get not yet read), giving its slots back; a put or get "
      "that finds every slot of a paging arena taken by other clients is queued there for one, "
      "first come first served, up to twice this, the daemon telling the client it is queued "
-     "every quarter of this (at most every second): the client waits while it hears that, "
-     "and takes a daemon silent for its own RAILYARD_TIMEOUT_MS as stopped (the daemon says so every "
-     "quarter of the shorter of its and the client's timeout, which the client sends it).", 1, kIntMax,
+     "every quarter of the shorter of this and the client's own RAILYARD_TIMEOUT_MS (which the "
+     "client sends at connect; every 10 ms to 1 s): the client waits while it hears that, and "
+     "takes a daemon silent for its own RAILYARD_TIMEOUT_MS as stopped.", 1, kIntMax,
      &ApplyInt<&Config::timeoutMs>},
     {"RAILYARD_ACCEPT_TIMEOUT_MS", "int", "10000", "ms", nullptr,
      "Listener: a socket must deliver its connection record (hello) within this time of "

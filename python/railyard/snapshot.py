@@ -21,7 +21,7 @@ MODE_NAMES = {RAW: "raw", PAGING: "paging"}
 
 
 # The return values of the railyard_snapshot_* calls (numbered as NCCL's ncclResult_t,
-# nccl.h), named as the expert tier names its errors rather than after NCCL (new-user
+# nccl.h), named in upper case as the expert tier's errors are, not after NCCL (new-user
 # trial: "ncclInvalidUsage" for a queue that ran out read as a bug in NCCL). 5 is a call
 # refused with nothing done and the handle usable; 2 and 6 leave the handle failed.
 CODE_NAMES = {1: "UNHANDLED_CUDA_ERROR", 2: "SYSTEM_ERROR", 3: "INTERNAL_ERROR",
@@ -40,7 +40,7 @@ class SnapshotError(RuntimeError):
     "railyard snapshot error INVALID_USAGE (5): <message>"."""
 
     def __init__(self, code, message):
-        self.name = CODE_NAMES.get(code, "unknown")
+        self.name = CODE_NAMES.get(code, "UNKNOWN")
         super().__init__("railyard snapshot error %s (%d): %s" % (self.name, code, message))
         self.code = code
         # After put_many / get_many only: each blob's code (0 done, an error code, or

@@ -12,38 +12,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A waiting request's "still waiting": Queued::tell once per Queued::everyMs.
-class Beat {
- public:
-  explicit Beat(const PagingArena::Queued& q) : q_(q), on_(q.tell && q.everyMs > 0) {
-    if (on_) next_ = Clock::now() + std::chrono::milliseconds(q_.everyMs);
-  }
-  // Waits on `cv` (its lock held) until notified, `until` or the next tell is due,
-  // then tells if it is due (never at or past `until`). Returns the time it woke.
-  Clock::time_point Wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                         std::optional<Clock::time_point> until) {
-    if (on_ && (!until || next_ < *until)) {
-      cv.wait_until(lock, next_);
-    } else if (until) {
-      cv.wait_until(lock, *until);
-    } else {
-      cv.wait(lock);
-    }
-    const Clock::time_point now = Clock::now();
-    if (on_ && now >= next_ && (!until || now < *until)) {
-      q_.tell();
-      next_ = now + std::chrono::milliseconds(q_.everyMs);
-    }
-    return now;
-  }
-
- private:
-  const PagingArena::Queued& q_;
-  bool on_;
-  Clock::time_point next_{};
-};
-
 }  // namespace
+
+PagingArena::Beat::Beat(const Queued& q) : q_(q), on_(q.tell && q.everyMs > 0) {
+  if (on_) next_ = Clock::now() + std::chrono::milliseconds(q_.everyMs);
+}
+
+Clock::time_point PagingArena::Beat::Wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                                          std::optional<Clock::time_point> until) {
+  if (on_ && (!until || next_ < *until)) {
+    cv.wait_until(lock, next_);
+  } else if (until) {
+    cv.wait_until(lock, *until);
+  } else {
+    cv.wait(lock);
+  }
+  const Clock::time_point now = Clock::now();
+  if (on_ && now >= next_ && (!until || now < *until)) {
+    q_.tell();
+    next_ = now + std::chrono::milliseconds(q_.everyMs);
+  }
+  return now;
+}
+
 
 PagingArena::PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
                          const SwapRebuild& rebuild, int64_t slotWaitMs)
@@ -74,10 +65,11 @@ void PagingArena::Touch(uint64_t key, Blob& b) {
   b.lru = lru_.begin();
 }
 
-Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy, const Queued& queued) {
+Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy, Beat& beat,
+                             std::chrono::steady_clock::time_point until) {
   // First come, first served: while anyone waits, a newcomer queues behind them even
   // when a slot is free this instant (freed and not yet taken by the head waiter).
-  Status st = waiting_.empty() ? TakeSlotNow(out) : InvalidUsage(NoSlotMessage());
+  Status st = waiting_.empty() ? TakeSlotNow(lock, out) : InvalidUsage(NoSlotMessage());
   // Only "every slot pinned or being written" is worth waiting out: the gets and puts
   // holding them end (release, commit, or their connection's timeout) soon.
   if (st.ok() || st.code() != Code::kInvalidUsage) return st;
@@ -98,12 +90,10 @@ Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, b
       arena.slotFreed_.notify_all();
     }
   } place{*this, ticket};
-  const auto until = Clock::now() + std::chrono::milliseconds(slotWaitMs_);
-  Beat beat(queued);  // still queued: the client keeps waiting
-  for (;;) {
+  for (;;) {  // still queued: the beat tells the client to keep waiting
     const bool timedOut = beat.Wait(slotFreed_, lock, until) >= until;
     if (waiting_.front() == ticket) {
-      st = TakeSlotNow(out);
+      st = TakeSlotNow(lock, out);
       if (st.ok() || st.code() != Code::kInvalidUsage) return st;
     }
     if (timedOut) {
@@ -121,42 +111,84 @@ std::string PagingArena::NoSlotMessage() const {
          " arena slots is pinned by a get or being written: no slot to evict";
 }
 
-Status PagingArena::TakeSlotNow(int64_t* out) {
-  if (!free_.empty()) {
-    *out = free_.back();
-    free_.pop_back();
-    return Status::Ok();
-  }
+Status PagingArena::TakeSlotNow(std::unique_lock<std::mutex>& lock, int64_t* out) {
   // The least recently used unpinned blob gives its slot; a dirty one (no swap copy)
   // is written out first. When that write fails (a full disk), a clean one further up
   // (already in swap) can still give its slot without a write, so the put is not
   // failed while a slot can be had.
   Status writeFailed;
-  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
-    Blob& b = blobs_.at(*it);
-    Slot& s = slots_[b.slot];
-    if (s.pins > 0) continue;
-    if (b.swapSlot < 0) {  // dirty: write it out before its slot is reused
-      if (!writeFailed.ok()) continue;  // the disk refused one already: only clean ones now
-      const int64_t w = swap_->Allocate();
-      if (Status st = swap_->Write(w, *it, b.generation, SlotData(b.slot), b.checksum); !st.ok()) {
-        swap_->Free(w);
-        writeFailed = SystemError("cannot free an arena slot: evicting key " + std::to_string(*it) + " failed: " +
-                                  st.message());
-        continue;
-      }
-      b.swapSlot = w;
+  for (;;) {
+    if (!free_.empty()) {
+      *out = free_.back();
+      free_.pop_back();
+      return Status::Ok();
     }
-    const int64_t freed = b.slot;
-    b.slot = -1;
-    lru_.erase(std::next(it).base());
-    ++stats_.evictions;
-    slots_[freed] = Slot{};
-    *out = freed;
-    return Status::Ok();
+    bool lookAgain = false;
+    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+      const uint64_t key = *it;
+      Blob& b = blobs_.at(key);
+      const int64_t slot = b.slot;
+      if (slots_[slot].pins > 0) continue;
+      if (b.swapSlot < 0) {  // dirty: write it out before its slot is reused
+        if (!writeFailed.ok()) continue;  // the disk refused one already: only clean ones now
+        if (EvictDirty(lock, key, out, &writeFailed)) return Status::Ok();
+        lookAgain = true;  // the arena moved while the lock was out: start over
+        break;
+      }
+      b.slot = -1;
+      lru_.erase(std::next(it).base());
+      ++stats_.evictions;
+      slots_[slot] = Slot{};
+      *out = slot;
+      return Status::Ok();
+    }
+    if (lookAgain) continue;
+    if (!writeFailed.ok()) return writeFailed;
+    return InvalidUsage(NoSlotMessage());
   }
-  if (!writeFailed.ok()) return writeFailed;
-  return InvalidUsage(NoSlotMessage());
+}
+
+bool PagingArena::EvictDirty(std::unique_lock<std::mutex>& lock, uint64_t key, int64_t* out, Status* writeFailed) {
+  Blob& b = blobs_.at(key);
+  const int64_t slot = b.slot;
+  const uint64_t generation = b.generation;
+  const uint64_t checksum = b.checksum;
+  const int64_t record = swap_->Allocate();
+  // Written without the arena's lock (other clients' puts, gets and commits go on): the
+  // evictor's pin keeps the slot from being evicted, taken or freed under the write (a
+  // get may still pin it and read it: its bytes do not change; a remove or a newer
+  // commit of the key orphans it), and the record is this eviction's alone.
+  ++slots_[slot].pins;
+  lock.unlock();
+  if (evictionWrite_) evictionWrite_(key);
+  const Status wrote = swap_->Write(record, key, generation, SlotData(slot), checksum);
+  lock.lock();
+  Slot& s = slots_[slot];
+  --s.pins;
+  auto it = blobs_.find(key);
+  const bool same = it != blobs_.end() && it->second.slot == slot && it->second.generation == generation;
+  if (wrote.ok() && same) {
+    it->second.swapSlot = record;  // clean now, whatever happens to its slot
+  } else {
+    swap_->Free(record);
+    if (!wrote.ok()) {
+      *writeFailed = SystemError("cannot free an arena slot: evicting key " + std::to_string(key) + " failed: " +
+                                 wrote.message());
+    }
+  }
+  if (s.pins > 0) return false;  // a get pinned it meanwhile: another victim
+  if (s.orphan) {                // its blob was removed or replaced meanwhile: the slot is free
+    s = Slot{};
+    *out = slot;
+    return true;
+  }
+  if (!wrote.ok()) return false;
+  it->second.slot = -1;
+  lru_.erase(it->second.lru);
+  ++stats_.evictions;
+  s = Slot{};
+  *out = slot;
+  return true;
 }
 
 bool PagingArena::Exchange(uint64_t key, Blob& b) {
@@ -197,7 +229,9 @@ Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool*
     }
   }
   int64_t s = -1;
-  RY_RETURN_IF_ERROR(TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, queued));
+  Beat beat(queued);
+  RY_RETURN_IF_ERROR(TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, beat,
+                              Clock::now() + std::chrono::milliseconds(slotWaitMs_)));
   if (s < 0) return Status::Ok();  // busy
   slots_[s].state = Slot::kWriting;
   slots_[s].key = key;
@@ -319,7 +353,11 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
                         const FaultProgress& progress, bool* busy, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
   if (busy != nullptr) *busy = false;
-  Beat beat(queued);  // a wait for another get's fault says so, as one for a slot
+  // One schedule of kQueued and one slot wait for the whole request: a wait for another
+  // get's fault says so as one for a slot does, and waits for a slot, however many
+  // (the key may change under each), end at `until`.
+  Beat beat(queued);
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(slotWaitMs_);
   for (;;) {
     auto it = blobs_.find(key);
     if (it == blobs_.end()) {
@@ -337,7 +375,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
     }
     // In swap only: fault it back into a slot.
     int64_t s = -1;
-    Status taken = TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, queued);
+    Status taken = TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, beat, until);
     if (taken.ok() && s < 0) {  // busy: the client asks again once it holds nothing
       *found = true;
       return Status::Ok();

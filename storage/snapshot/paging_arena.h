@@ -15,10 +15,12 @@
 //
 // Thread-safe (one mutex). A commit hashes its slot and writes it through to swap, and
 // a get reads a blob back from swap, without holding it (the slot is that client's
-// until linked; the key's other gets, its removes and commits wait for a fault);
-// evictions (and a full disk's exchange) do their swap I/O under it.
+// until linked; the key's other gets, its removes and commits wait for a fault), and
+// an eviction writes its victim to swap without it too (the victim's slot pinned by
+// the eviction meanwhile); only a full disk's exchange does its swap I/O under it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -27,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -146,8 +149,29 @@ class PagingArena {
   uint64_t slots() const { return slots_.size(); }
   /// How long an alloc or fault may queue for a slot (ms): the constructor's.
   int64_t slotWaitMs() const { return slotWaitMs_; }
+  /// A test seam: `seen` is called with the key of every dirty blob about to be written
+  /// to swap to free its slot, on the evicting thread without the arena's lock, just
+  /// before the write (a test blocks there to act while an eviction writes). Set before
+  /// the arena is used; empty: none.
+  void SetEvictionWriteSeen(std::function<void(uint64_t key)> seen) { evictionWrite_ = std::move(seen); }
 
  private:
+  /// A waiting request's "still waiting": its Queued::tell once per Queued::everyMs, on
+  /// one schedule for the whole request (a get's fault wait and slot wait alike).
+  class Beat {
+   public:
+    explicit Beat(const Queued& q);
+    /// Waits on `cv` (its lock held) until notified, `until` (none: no bound) or the
+    /// next tell is due, then tells if it is due (never at or past `until`). Returns
+    /// the time it woke.
+    std::chrono::steady_clock::time_point Wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                                               std::optional<std::chrono::steady_clock::time_point> until);
+
+   private:
+    const Queued& q_;
+    bool on_;
+    std::chrono::steady_clock::time_point next_{};
+  };
   struct Slot {
     enum State : uint8_t { kFree, kWriting, kFaulting, kResident } state = kFree;
     uint64_t key = 0;
@@ -168,18 +192,28 @@ class PagingArena {
   /// A free slot, evicting the LRU unpinned resident blob when there is none; when
   /// every slot is pinned or being written (or others already wait), queues on `lock`
   /// (of mu_) up to slotWaitMs_ for one, first come first served, or, with `busy` given,
-  /// sets *busy and returns Ok with *out -1 (taking no place in the queue). `queued`
-  /// is told every queued.everyMs of the wait.
-  Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy, const Queued& queued);
+  /// sets *busy and returns Ok with *out -1 (taking no place in the queue). `beat` (the
+  /// request's) tells its client that it still waits; the wait ends at `until` (the
+  /// request's arrival plus slotWaitMs_, however many waits it had).
+  Status TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, bool* busy, Beat& beat,
+                  std::chrono::steady_clock::time_point until);
   /// "every one of the N arena slots is pinned ...": why no slot could be taken.
   std::string NoSlotMessage() const;
   /// Holds() under mu_.
   bool HoldsLocked(uint64_t client) const;
-  /// TakeSlot's one try, without waiting: a free slot, else the LRU unpinned blob's
-  /// (written to swap first when dirty; on a full disk a clean blob's instead).
-  /// SystemError when only dirty blobs could give one and the disk refused the write;
-  /// InvalidUsage (NoSlotMessage) when every slot is pinned or being written.
-  Status TakeSlotNow(int64_t* out);
+  /// TakeSlot's one try, without waiting for a slot to come free: a free slot, else
+  /// the LRU unpinned blob's (written to swap first when dirty, by EvictDirty, which lets
+  /// `lock` go for the write; on a full disk a clean blob's instead). SystemError when
+  /// only dirty blobs could give one and the disk refused the write; InvalidUsage
+  /// (NoSlotMessage) when every slot is pinned or being written.
+  Status TakeSlotNow(std::unique_lock<std::mutex>& lock, int64_t* out);
+  /// Writes `key`'s dirty resident blob to a new swap record with `lock` (of mu_) let go
+  /// meanwhile, its slot pinned by the eviction so that nothing evicts, takes or frees
+  /// it under the write. Then the blob is clean (if it is still the same blob), and true
+  /// with *out its slot when that slot can be taken now: the blob was unpinned all along,
+  /// or was removed or replaced meanwhile (an orphan). False when a get pinned the slot
+  /// meanwhile, or the write failed (*writeFailed says why): the caller looks again.
+  bool EvictDirty(std::unique_lock<std::mutex>& lock, uint64_t key, int64_t* out, Status* writeFailed);
   void FreeSlot(int64_t s);
   /// Pins `b` (resident in b.slot) for `client` and fills Get's outputs.
   void Pin(uint64_t client, uint64_t key, const Blob& b, bool* found, uint64_t* offset, uint64_t* checksum);
@@ -199,6 +233,7 @@ class PagingArena {
   std::deque<uint64_t> waiting_;       ///< tickets of TakeSlot's waiters, oldest first
   uint64_t nextTicket_ = 0;
   int64_t slotWaitMs_ = 0;
+  std::function<void(uint64_t)> evictionWrite_;  ///< SetEvictionWriteSeen
   uint8_t* arena_;
   uint64_t blobBytes_;
   std::vector<Slot> slots_;

@@ -121,6 +121,7 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
   RY_RETURN_IF_ERROR(RecvBlock(fd, Header::kMaxAddressBytes, "worker address", &peerAddress));
   RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxKeyBytes, "arena key", &key));
   RY_RETURN_IF_ERROR(proxy::RecvAll(fd, &c->slotWaitMs_, sizeof c->slotWaitMs_, "snapshot slot wait from " + peer));
+  c->lastAnswer_ = std::chrono::steady_clock::now();
   if (Status s = fabric::RemoteKey::Unpack(key, &c->arenaKey_); !s.ok()) {
     return RemoteError("snapshot: " + peer + " sent a bad arena key: " + s.message());
   }
@@ -189,14 +190,19 @@ Status SnapshotClient::WithDropCause(Status s) const {
   // than go silent? Then, with a slot held, it most likely dropped this client.
   char byte = 0;
   const ssize_t n = ::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (!(n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))) return s;
+  if (!(n == 0 || (n < 0 && errno == ECONNRESET))) return s;
+  // Only a pause of the peer's timeout (half its slot wait) since its last answer is
+  // blamed; a peer that closed sooner stopped or restarted.
+  const uint64_t peerTimeoutMs = std::min<uint64_t>(slotWaitMs_ / 2, uint64_t{1} << 40);
+  if (std::chrono::steady_clock::now() - lastAnswer_ < std::chrono::milliseconds(peerTimeoutMs)) return s;
   std::string keys;
   for (uint64_t k : staged_) keys += (keys.empty() ? "" : ", ") + std::to_string(k);
   return Status(s.code(), s.message() + "; the peer closed the connection while this handle held key " + keys +
-                              " allocated and not committed: a peer drops a client that stops for its "
-                              "RAILYARD_TIMEOUT_MS (" + std::to_string(slotWaitMs_ / 2) +
-                              " ms) in the middle of a put and gives its slots to others (commit sooner after "
-                              "the alloc, or raise the peer's RAILYARD_TIMEOUT_MS)");
+                              " allocated and not committed, and had not asked it anything for longer than its "
+                              "RAILYARD_TIMEOUT_MS (" + std::to_string(peerTimeoutMs) +
+                              " ms): a peer drops a client that stops so in the middle of a put and gives its "
+                              "slots to others (commit sooner after the alloc, or raise the peer's "
+                              "RAILYARD_TIMEOUT_MS)");
 }
 
 std::string SnapshotClient::CallName(Op op, uint64_t key) const {
@@ -213,6 +219,7 @@ Status SnapshotClient::RecvResponse(const std::string& what, std::chrono::steady
   if (Status s = Response::DecodeFixed(rb, out, &n); !s.ok()) return Sticky(RemoteError(what + ": " + s.message()));
   out->message.resize(n);
   if (n > 0) RY_RETURN_IF_ERROR(Sticky(WithRouteCause(proxy::RecvAll(fd, out->message.data(), n, what), began)));
+  lastAnswer_ = std::chrono::steady_clock::now();
   if (out->result == Response::kError) {
     return Status(static_cast<Code>(out->code), what + ": the peer says: " + out->message);
   }

@@ -224,9 +224,11 @@ class SnapshotClient {
   Status WithRouteCause(Status s, std::chrono::steady_clock::time_point began);
   /// `s` (a control-connection SystemError) with why the peer most likely closed the
   /// connection appended, when it did close it (end of stream or reset, not silence)
-  /// while this handle held a slot allocated and not committed: the peer drops a client
-  /// stopped mid-put for its RAILYARD_TIMEOUT_MS (new-user trial: the commit after such
-  /// a pause said only "connection closed by peer"). Else `s` unchanged.
+  /// while this handle held a slot allocated and not committed, after a pause since the
+  /// peer's last answer of at least the peer's RAILYARD_TIMEOUT_MS (half the slot wait
+  /// its handshake gave): the peer drops a client stopped mid-put for that long
+  /// (new-user trial: the commit after such a pause said only "connection closed by
+  /// peer"). Else `s` unchanged.
   Status WithDropCause(Status s) const;
 
   fabric::Worker& worker_;
@@ -242,6 +244,8 @@ class SnapshotClient {
   std::vector<uint64_t> staged_;  ///< keys Alloc (or Stage) took a slot for, not yet committed
   uint64_t slotWaitMs_ = 0;    ///< the peer's, from the handshake reply
   uint64_t queuedAnswers_ = 0;
+  /// When the peer last answered (or the handshake ended): WithDropCause's measure of a pause.
+  std::chrono::steady_clock::time_point lastAnswer_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace railyard::storage::snapshot

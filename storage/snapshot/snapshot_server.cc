@@ -450,7 +450,9 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
         // A request queued for a slot (or for another get's fault of its key) says so
         // (kQueued) the same way, often enough for this client's timeout.
         const PagingArena::Queued queued{
-            .tell = [&] { SendOrSpill(fd, Response{.result = Response::kQueued}.Encode(), &spilled); },
+            // One the socket did not take carries no news: none is added behind it (a
+            // client that stops reading cannot make this connection hold more).
+            .tell = [&] { if (spilled.empty()) SendOrSpill(fd, Response{.result = Response::kQueued}.Encode(), &spilled); },
             .everyMs = QueuedBeatMs(options_.timeoutMs, clientTimeoutMs)};
         switch (q.op) {
           case Op::kAlloc:

@@ -188,8 +188,9 @@ struct Response {
 inline constexpr int64_t kMinQueuedBeatMs = 10;
 
 /// How often (ms) a peer with control timeout `peerTimeoutMs` sends kQueued to a client
-/// whose handshake gave `clientTimeoutMs` (0: not said) while the client's request
-/// waits for a slot: a quarter of the shorter timeout, at most 1 s, at least
+/// whose handshake gave `clientTimeoutMs` (0: not said) while the client's alloc or get
+/// waits for a slot, or its get for another client's fault of the key: a quarter of the
+/// shorter timeout, at most 1 s, at least
 /// kMinQueuedBeatMs, so the client hears from a live peer several times within its own
 /// timeout (one below 40 ms hears every 10 ms).
 int64_t QueuedBeatMs(int64_t peerTimeoutMs, uint32_t clientTimeoutMs);

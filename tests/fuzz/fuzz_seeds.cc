@@ -505,6 +505,7 @@ bool FabricSeeds() {
     sh.arenaBytes = 64 << 20;
     sh.blobBytes = 1 << 20;
     sh.addressBytes = 28;
+    sh.timeoutMs = 250;  // version 6: the client's control timeout, any value
     s::Request rq;
     rq.op = s::Op::kCommit;
     rq.key = 5;

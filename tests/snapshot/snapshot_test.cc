@@ -704,7 +704,7 @@ TEST_F(SnapshotTest, ClientsBatchingAtOnceIntoAFewSlotsQueueRatherThanWedge) {
 // allocated and written, never committed, holding both slots) gives its slot back, and
 // a put that found every slot taken waits for it instead of failing at once, even when
 // its own RAILYARD_TIMEOUT_MS is shorter than the peer's (a peer keeping a request
-// queued says so every quarter of its timeout, kQueued).
+// queued says so every quarter of the shorter timeout, kQueued).
 TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiveTheirSlotsBack) {
   constexpr int kPeerTimeoutMs = 800;
   constexpr uint64_t kSmall = 64 * 1024;
@@ -735,7 +735,7 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
   }
   // Both slots are being written: this put waits until the two stopped clients' timeout
   // gives their slots back, then lands; its client gives up on a silent peer after half
-  // the peer's timeout, but the peer is not silent: it says kQueued every 200 ms.
+  // the peer's timeout, but the peer is not silent: it says kQueued every 100 ms.
   ClientOptions quick = o;
   quick.timeoutMs = kPeerTimeoutMs / 2;
   ClientSide waiter;
@@ -753,8 +753,8 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
     const Status late = stopped[i].client->Commit(70 + i, 0);
     EXPECT_FALSE(late.ok()) << i;
     EXPECT_NE(late.message().find("held key " + std::to_string(70 + i) +
-                                  " allocated and not committed: a peer drops a client that stops for its "
-                                  "RAILYARD_TIMEOUT_MS (800 ms)"),
+                                  " allocated and not committed, and had not asked it anything for longer than "
+                                  "its RAILYARD_TIMEOUT_MS (800 ms): a peer drops a client that stops so"),
               std::string::npos)
         << late.message();
     ASSERT_TRUE(a.Get(70 + i, b.data(), kSmall, &found).ok());

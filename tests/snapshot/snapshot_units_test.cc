@@ -811,6 +811,134 @@ TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArenaAndAGetWaitingForItSaysS
   ASSERT_TRUE(arena.Release(2, 3).ok());
 }
 
+/// Two dirty 1 MiB blobs (keys 1 and 2, 1 least recently used) in a 2-slot arena, and
+/// client 3's alloc of key 3 on its own thread, stopped in its eviction write of key 1
+/// (the test seam waits, up to 10 s, for Go): PagingArenaRules' eviction tests.
+struct BlockedEviction {
+  static constexpr uint64_t kBlob = 1 << 20;
+  TestArena under{2, kBlob, /*slotWaitMs=*/30000};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inWrite = false, released = false, waitedOut = false;
+  std::vector<uint64_t> written;  ///< keys whose eviction write began
+  Status allocated;
+  uint64_t allocAt = 0;
+  std::thread alloc;
+
+  /// Puts `key`'s blob of bytes `byte` (the key's low byte when 0).
+  void Put(uint64_t client, uint64_t key, uint8_t byte = 0) {
+    uint64_t at = 0;
+    ASSERT_TRUE(under.arena->Alloc(client, key, &at).ok());
+    std::fill(under.mem.begin() + at, under.mem.begin() + at + kBlob, byte != 0 ? byte : static_cast<uint8_t>(key));
+    ASSERT_TRUE(under.arena->Commit(client, key, BlobChecksum(under.mem.data() + at, kBlob)).ok());
+  }
+  /// Puts keys 1 and 2, starts the alloc and returns once its write of key 1 is stopped.
+  void Start() {
+    ASSERT_NE(under.arena, nullptr);
+    for (uint64_t k : {1, 2}) ASSERT_NO_FATAL_FAILURE(Put(9, k));
+    under.arena->SetEvictionWriteSeen([this](uint64_t key) {
+      std::unique_lock<std::mutex> lock(mu);
+      written.push_back(key);
+      if (written.size() > 1) return;
+      inWrite = true;
+      cv.notify_all();
+      waitedOut = !cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; });
+    });
+    alloc = std::thread([this] { allocated = under.arena->Alloc(3, 3, &allocAt); });
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inWrite; })) << "no eviction write began";
+  }
+  /// Lets the write go on.
+  void Go() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+  ~BlockedEviction() {
+    Go();
+    if (alloc.joinable()) alloc.join();
+  }
+};
+
+// An eviction writes its dirty victim to swap without holding the arena: while one
+// alloc's eviction write is stopped, another client's get of a resident blob is
+// served, and a get of the victim itself (still resident, its bytes unchanged) pins and
+// reads it. The alloc then finds every slot pinned and queues; the victim's release
+// gives it that slot with no second write (the blob is clean now), and the victim reads
+// back from swap. With the write under the lock both gets waited for it.
+TEST(PagingArenaRules, AnEvictionWritesWithoutHoldingTheArena) {
+  BlockedEviction e;
+  ASSERT_NO_FATAL_FAILURE(e.Start());
+  PagingArena& arena = *e.under.arena;
+  std::vector<uint8_t>& mem = e.under.mem;
+  bool found2 = false, found1 = false;
+  uint64_t at2 = 0, at1 = 0, sum = 0;
+  const Status other = arena.Get(4, 2, &found2, &at2, &sum);   // another resident blob
+  const Status victim = arena.Get(5, 1, &found1, &at1, &sum);  // the blob being written
+  const uint8_t victimByte = mem[at1];
+  e.Go();
+  // Every slot is pinned now: the alloc queues until the victim's get releases it.
+  const bool queued = WaitUntil([&] { return arena.stats().waiting == 1; });
+  ASSERT_TRUE(arena.Release(5, 1).ok());
+  e.alloc.join();
+  ASSERT_TRUE(other.ok() && found2) << other.message();
+  ASSERT_TRUE(victim.ok() && found1) << victim.message();
+  EXPECT_FALSE(e.waitedOut) << "the gets waited for the eviction write";
+  EXPECT_EQ(victimByte, 1);
+  EXPECT_TRUE(queued) << "the alloc did not queue once every slot was pinned";
+  ASSERT_TRUE(e.allocated.ok()) << e.allocated.message();
+  EXPECT_EQ(e.allocAt, at1) << "the alloc did not get the victim's slot";
+  EXPECT_EQ(e.written, std::vector<uint64_t>{1}) << "a blob was written to swap twice, or another one";
+  EXPECT_EQ(arena.stats().evictions, 1u);
+  ASSERT_TRUE(arena.Release(4, 2).ok());
+  constexpr uint64_t kBlob = BlockedEviction::kBlob;
+  std::fill(mem.begin() + e.allocAt, mem.begin() + e.allocAt + kBlob, 3);
+  ASSERT_TRUE(arena.Commit(3, 3, BlobChecksum(mem.data() + e.allocAt, kBlob)).ok());
+  uint64_t at = 0;
+  ASSERT_TRUE(arena.Get(6, 1, &found1, &at, &sum).ok());  // faulted back from its record
+  ASSERT_TRUE(found1);
+  EXPECT_EQ(mem[at], 1);
+  EXPECT_EQ(mem[at + kBlob - 1], 1);
+  EXPECT_EQ(arena.stats().faults, 1u);
+  ASSERT_TRUE(arena.Release(6, 1).ok());
+}
+
+// The victim removed, or replaced by a newer commit, while its eviction write runs: the
+// write is wasted (its record freed: nothing can fault it back), and the alloc takes
+// the slot at once as a free one. The removed key is gone; the replaced key reads its
+// new bytes (the new blob took key 2's slot, key 2 going to swap).
+TEST(PagingArenaRules, AVictimRemovedOrReplacedUnderItsEvictionWriteGivesItsSlotAtOnce) {
+  for (const bool replace : {false, true}) {
+    SCOPED_TRACE(replace ? "replaced" : "removed");
+    BlockedEviction e;
+    ASSERT_NO_FATAL_FAILURE(e.Start());
+    PagingArena& arena = *e.under.arena;
+    bool found = false;
+    if (replace) {
+      ASSERT_NO_FATAL_FAILURE(e.Put(8, 1, 0x41));
+    } else {
+      ASSERT_TRUE(arena.Remove(1, &found).ok());
+      EXPECT_TRUE(found);
+    }
+    e.Go();
+    e.alloc.join();
+    ASSERT_TRUE(e.allocated.ok()) << e.allocated.message();
+    const std::vector<uint64_t> wrote = replace ? std::vector<uint64_t>{1, 2} : std::vector<uint64_t>{1};
+    EXPECT_EQ(e.written, wrote);
+    EXPECT_EQ(arena.stats().evictions, replace ? 1u : 0u) << "the wasted write counted as an eviction";
+    uint64_t at = 0, sum = 0;
+    ASSERT_TRUE(arena.Get(6, 1, &found, &at, &sum).ok());
+    EXPECT_EQ(found, replace);
+    if (replace) {
+      EXPECT_EQ(e.under.mem[at], 0x41);
+      EXPECT_EQ(arena.stats().faults, 0u) << "the new key 1 should be resident";
+      ASSERT_TRUE(arena.Release(6, 1).ok());
+    }
+  }
+}
+
 // A fault's answers are sent without waiting (the key's other requests wait for the
 // fault): what a full socket does not take is kept, in order, for a send once the call
 // returns (a client that stops reading cannot hold them up).
