@@ -146,8 +146,11 @@ class ExpertClient:
 
     def tensor(self, arena, name, offset=0):
         """A numpy view of tensor `name` of the record at arena[offset:] (numpy needed:
-        the only call of this binding that is). KeyError, naming the manifest's tensors,
-        for an unknown name; ImportError saying so when numpy is missing."""
+        the only call of this binding that is), shaped as the manifest says. numpy has no
+        bfloat16 or FP8: a BF16 tensor comes back as its raw uint16 bits (widen with
+        `(v.astype(np.uint32) << 16).view(np.float32)`), an F8_E4M3/F8_E5M2 one as uint8.
+        KeyError, naming the manifest's tensors, for an unknown name; ImportError saying
+        so when numpy is missing."""
         entry = next((t for t in self.manifest["tensors"] if t["name"] == name), None)
         if entry is None:
             names = [t["name"] for t in self.manifest["tensors"]]

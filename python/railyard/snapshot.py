@@ -23,7 +23,10 @@ MODE_NAMES = {RAW: "raw", PAGING: "paging"}
 # The return values of the railyard_snapshot_* calls (numbered as NCCL's ncclResult_t,
 # nccl.h), named in upper case as the expert tier's errors are, not after NCCL (new-user
 # trial: "ncclInvalidUsage" for a queue that ran out read as a bug in NCCL). 5 is a call
-# refused with nothing done and the handle usable; 2 and 6 leave the handle failed.
+# refused with nothing done and the handle usable. A network error (2: the connection
+# failed or timed out) or a peer breaking the protocol (6) fails the handle: its later
+# calls say so, close it. An error the peer reports in an answer (a torn swap record: 2)
+# leaves it usable; the message says which ("failed earlier ... open a new handle").
 CODE_NAMES = {1: "UNHANDLED_CUDA_ERROR", 2: "SYSTEM_ERROR", 3: "INTERNAL_ERROR",
               4: "INVALID_ARGUMENT", 5: "INVALID_USAGE", 6: "REMOTE_ERROR", 7: "IN_PROGRESS"}
 

@@ -1,5 +1,6 @@
 #include "storage/snapshot/snapshot_client.h"
 
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -185,24 +186,32 @@ Status SnapshotClient::WithRouteCause(Status s, std::chrono::steady_clock::time_
 }
 
 Status SnapshotClient::WithDropCause(Status s) const {
-  if (s.ok() || s.code() != Code::kSystemError || staged_.empty()) return s;
-  // Did the peer close the connection (an end of stream or a reset waiting), rather
-  // than go silent? Then, with a slot held, it most likely dropped this client.
-  char byte = 0;
-  const ssize_t n = ::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (!(n == 0 || (n < 0 && errno == ECONNRESET))) return s;
-  // Only a pause of the peer's timeout (half its slot wait) since its last answer is
-  // blamed; a peer that closed sooner stopped or restarted.
+  if (s.ok() || staged_.empty()) return s;
+  // Blamed only on a pause of at least half the peer's timeout (half its slot wait)
+  // since its last answer: a peer that closed sooner stopped or restarted. (Not the
+  // whole timeout: the peer counts it from before its answer reached this client.)
   const uint64_t peerTimeoutMs = std::min<uint64_t>(slotWaitMs_ / 2, uint64_t{1} << 40);
-  if (std::chrono::steady_clock::now() - lastAnswer_ < std::chrono::milliseconds(peerTimeoutMs)) return s;
+  const auto paused = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - lastAnswer_);
+  if (paused < std::chrono::milliseconds(peerTimeoutMs / 2)) return s;
+  // Did the peer close the connection (an end of stream or a reset waiting), rather
+  // than go silent? It revokes a dropped client's key just before it closes, so a
+  // write that met the revoked key gives the close a moment (at most 200 ms) to come.
+  pollfd p{control_.get(), POLLIN | POLLRDHUP, 0};
+  int ready = 0;
+  do {
+    ready = ::poll(&p, 1, 200);
+  } while (ready < 0 && errno == EINTR);
+  char byte = 0;
+  const ssize_t n = ready > 0 ? ::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
+  if (!(n == 0 || (n < 0 && errno == ECONNRESET))) return s;
   std::string keys;
   for (uint64_t k : staged_) keys += (keys.empty() ? "" : ", ") + std::to_string(k);
   return Status(s.code(), s.message() + "; the peer closed the connection while this handle held key " + keys +
-                              " allocated and not committed, and had not asked it anything for longer than its "
+                              " allocated and not committed, and had sent it nothing for " +
+                              std::to_string(paused.count()) + " ms: a peer drops a client that stops for its "
                               "RAILYARD_TIMEOUT_MS (" + std::to_string(peerTimeoutMs) +
-                              " ms): a peer drops a client that stops so in the middle of a put and gives its "
-                              "slots to others (commit sooner after the alloc, or raise the peer's "
-                              "RAILYARD_TIMEOUT_MS)");
+                              " ms) in the middle of a put and gives its slots to others (commit sooner after the "
+                              "alloc, or raise the peer's RAILYARD_TIMEOUT_MS)");
 }
 
 std::string SnapshotClient::CallName(Op op, uint64_t key) const {
@@ -346,7 +355,9 @@ Status SnapshotClient::WriteSlot(uint64_t offset, const void* src, uint64_t byte
   // Any failure here fails the handle: the slot stays allocated at the peer until the
   // connection closes (an uncommitted slot is reclaimed then), so this handle must not
   // go on as if it held nothing.
-  return FailHandle(mover_->Put(*ep_, arenaKey_, arenaKey_.base + offset, src, bytes, checksum));
+  // A client that stopped between its alloc and this write for the peer's timeout finds
+  // its key revoked (the fabric says BAD_KEY): WithDropCause says why.
+  return FailHandle(WithDropCause(mover_->Put(*ep_, arenaKey_, arenaKey_.base + offset, src, bytes, checksum)));
 }
 
 Status SnapshotClient::Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum) {

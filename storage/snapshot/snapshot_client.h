@@ -222,11 +222,13 @@ class SnapshotClient {
   /// waits for that cause, and one that timed out adds no wait to its timeout. Ok
   /// passes unchanged.
   Status WithRouteCause(Status s, std::chrono::steady_clock::time_point began);
-  /// `s` (a control-connection SystemError) with why the peer most likely closed the
+  /// `s` (a failed call: the control connection's error, or the fabric's BAD_KEY of a
+  /// write into a revoked slot) with why the peer most likely closed the
   /// connection appended, when it did close it (end of stream or reset, not silence)
   /// while this handle held a slot allocated and not committed, after a pause since the
-  /// peer's last answer of at least the peer's RAILYARD_TIMEOUT_MS (half the slot wait
-  /// its handshake gave): the peer drops a client stopped mid-put for that long
+  /// peer's last answer of at least half the peer's RAILYARD_TIMEOUT_MS (which is half
+  /// the slot wait its handshake gave; waiting up to 200 ms for the close then, as a
+  /// dropped client's key is revoked just before): the peer drops a client stopped mid-put for that long
   /// (new-user trial: the commit after such a pause said only "connection closed by
   /// peer"). Else `s` unchanged.
   Status WithDropCause(Status s) const;

@@ -521,7 +521,18 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       arena = nullptr;
     }
   }
-  if (arena != nullptr && arena->paging) arena->paging->Drop(client);
+  if (arena != nullptr && arena->paging) {
+    // New-user trial: clients stopped mid-put were dropped without a word here (first
+    // and every 1024th: a client can do this at will).
+    if (arena->paging->Holds(client) && droppedHolding_.fetch_add(1) % 1024 == 0) {
+      RY_WARN("snapshot: kind '%s': the client from %s went away, or stopped for RAILYARD_TIMEOUT_MS (%d ms), in the "
+              "middle of a put or get: its uncommitted slots and pins are given back (%llu such clients, logged "
+              "every 1024th)",
+              arena->spec.kind.c_str(), c->source.c_str(), options_.timeoutMs,
+              static_cast<unsigned long long>(droppedHolding_.load()));
+    }
+    arena->paging->Drop(client);
+  }
   {
     std::lock_guard<std::mutex> lock(connMu_);
     c->fd.Reset();

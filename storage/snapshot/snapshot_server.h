@@ -127,6 +127,7 @@ class SnapshotServer {
   std::atomic<uint64_t> refusedClients_{0};  ///< handshakes refused, for the rate-limited WARN
   uint64_t refusedAtAccept_ = 0;             ///< over maxConnections, for the rate-limited WARN (accept thread)
   std::atomic<uint64_t> badReleases_{0};     ///< releases of unheld pins, for the rate-limited WARN
+  std::atomic<uint64_t> droppedHolding_{0};  ///< clients gone mid-operation, for the rate-limited WARN
 };
 
 }  // namespace railyard::storage::snapshot
