@@ -174,7 +174,8 @@ typedef struct railyard_snapshot railyard_snapshot_t;
 #define RAILYARD_SNAPSHOT_PAGING 2
 
 /** Connects to the arena `kind` (1..31 bytes of [A-Za-z0-9_.-]) served at
- *  `host` (IPv4 dotted quad) : `port`, or, with `host` "host:NAME" (port ignored),
+ *  `host` (an IPv4 dotted quad, or a name resolved to its first IPv4 address) : `port`,
+ *  or, with `host` "host:NAME" (port ignored),
  *  by the host called NAME in the cabling graph, through railyardd's snapshot tunnel
  *  there (RAILYARD_TIER_TUNNEL_PORT + 1), relayed when there is no cable (see
  *  railyard_expert_open; errors there are 2, or 5 for a host not in the graph). `mode`, `arena_bytes` (slots x blob bytes)

@@ -1,6 +1,7 @@
 #include "storage/snapshot/control_socket.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -26,7 +27,19 @@ Status ConnectControl(const std::string& host, uint16_t port, int timeoutMs, pro
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
   if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
-    return InvalidArgument("snapshot: peer address '" + host + "' is not an IPv4 address");
+    // A host name, as the expert tier takes ("localhost", an /etc/hosts name: new-user
+    // trial), resolved to its first IPv4 address.
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+    if (rc != 0 || res == nullptr) {
+      return InvalidArgument("snapshot: cannot resolve peer host '" + host + "' to an IPv4 address: " +
+                             (rc != 0 ? std::string(::gai_strerror(rc)) : std::string("no address")));
+    }
+    sa.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
+    ::freeaddrinfo(res);
   }
   const std::string peer = host + ":" + std::to_string(port);
   proxy::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -12,9 +12,10 @@
 
 namespace railyard::storage::snapshot {
 
-/// Connects to `host` (IPv4 dotted quad) : `port` within `timeoutMs`, then sets
-/// `timeoutMs` as the socket's send and receive timeout. SystemError naming the
-/// peer when it cannot; InvalidArgument for a host that is not an IPv4 address.
+/// Connects to `host` (an IPv4 dotted quad, or a name resolved to its first IPv4
+/// address: getaddrinfo) : `port` within `timeoutMs`, then sets `timeoutMs` as the
+/// socket's send and receive timeout. SystemError naming the peer when it cannot;
+/// InvalidArgument for a host that resolves to no IPv4 address.
 Status ConnectControl(const std::string& host, uint16_t port, int timeoutMs, proxy::Fd* out);
 /// Listens on `address`:`port` (0 = ephemeral); `*bound` gets the port.
 Status ListenControl(const std::string& address, uint16_t port, proxy::Fd* out, uint16_t* bound);

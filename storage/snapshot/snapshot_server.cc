@@ -86,7 +86,11 @@ Status ParseArenaSpec(const std::string& text, ArenaSpec* out) {
       return InvalidArgument("arena spec '" + text + "': unknown field '" + k + "' (kind, mode, blob, slots, max)");
     }
   }
-  if (!haveKind || !haveMode || s.blobBytes == 0 || (s.slots == 0) == (s.maxBytes == 0)) {
+  if (s.slots != 0 && s.maxBytes != 0) {
+    return InvalidArgument("arena spec '" + text + "': slots= (a fixed size) and max= (sized by the first client, "
+                           "mode=raw) exclude each other: give one of them, not both");
+  }
+  if (!haveKind || !haveMode || s.blobBytes == 0 || (s.slots == 0 && s.maxBytes == 0)) {
     return InvalidArgument("arena spec '" + text + "': needs kind=, mode=, blob= and one of slots= or max=");
   }
   if (s.maxBytes != 0 && s.mode != Mode::kRaw) {
