@@ -80,7 +80,15 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
     return ExpertError(ExpertErrcOf(s), "expert peer " + who + ": " + WithoutPrefix(s));
   }
   HelloHeader hello{};
-  RY_RETURN_IF_ERROR(WireRecv(c->fd_, &hello, sizeof hello, "expert peer " + who + " hello"));
+  if (Status s = WireRecv(c->fd_, &hello, sizeof hello, "expert peer " + who + " hello"); !s.ok()) {
+    // An expert store speaks first, at once; a port that waits for the client to speak
+    // (a snapshot arena's, another protocol's) stays silent until the timeout (new-user
+    // trial: "peer silent (timeout)" and nothing more).
+    if (s.message().find("peer silent (timeout)") == std::string::npos) return s;
+    return ExpertError(ExpertErrcOf(s), WithoutPrefix(s) + ": an expert store sends its hello as soon as it accepts, so "
+                                        "the peer is frozen or overloaded, or this port is not an expert store's (a "
+                                        "snapshot arena's port, or another service, waits for the client to speak first)");
+  }
   if (hello.magic != kHelloMagic) return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " is not an expert store (bad hello magic)");
   if (hello.version != kWireVersion) {
     return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " speaks wire version " + std::to_string(hello.version) +
