@@ -45,5 +45,5 @@ def host(value):
     """A peer's host as str ("10.0.0.2" or "host:NAME"): TypeError naming "host" for anything
     else (bytes included: the binding encodes it itself)."""
     if not isinstance(value, str):
-        raise TypeError(f"host must be a str (an IPv4 address or \"host:NAME\"), not {type(value).__name__}")
+        raise TypeError(f"host must be a str (an IPv4 address, a host name or \"host:NAME\"), not {type(value).__name__}")
     return value

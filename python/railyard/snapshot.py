@@ -32,8 +32,10 @@ CODE_NAMES = {1: "UNHANDLED_CUDA_ERROR", 2: "SYSTEM_ERROR", 3: "INTERNAL_ERROR",
 
 # The C API's call names in its messages ("railyard_snapshot_put on raw kind 'kv' (use
 # railyard_snapshot_write_at)"), as this binding spells them (Snapshot.put, Snapshot.write_at).
-_PY_CALLS = {"write_at": "write_at", "read_at": "read_at", "put_batch": "put_many", "get_batch": "get_many",
-             "put": "put", "get": "get", "remove": "remove", "register": "register", "deregister": "deregister"}
+_PY_CALLS = {"write_at": "Snapshot.write_at", "read_at": "Snapshot.read_at", "put_batch": "Snapshot.put_many",
+             "get_batch": "Snapshot.get_many", "put": "Snapshot.put", "get": "Snapshot.get",
+             "remove": "Snapshot.remove", "register": "Snapshot.register", "deregister": "Snapshot.deregister",
+             "connect": "Snapshot", "list": "list_arenas"}
 _CALL_RE = re.compile(r"\brailyard_snapshot_(%s)\b" % "|".join(_PY_CALLS))
 
 
@@ -65,8 +67,9 @@ def _serialised(method):
 
 def _python_names(message):
     """`message` with the C API's call names it gives ("use railyard_snapshot_write_at") in
-    this binding's spelling ("use Snapshot.write_at")."""
-    return _CALL_RE.sub(lambda m: "Snapshot." + _PY_CALLS[m.group(1)], message)
+    this binding's spelling ("use Snapshot.write_at"; railyard_snapshot_connect is the
+    Snapshot constructor, railyard_snapshot_list list_arenas)."""
+    return _CALL_RE.sub(lambda m: _PY_CALLS[m.group(1)], message)
 
 
 _c = None
@@ -174,6 +177,8 @@ class Snapshot:
         # A "host:NAME" peer is reached through railyardd's tier tunnel: its port is unused (0 is fine).
         host = _args.host(host)
         port = _args.peer_port(host, port)
+        if not isinstance(kind, str):
+            raise TypeError(f"kind must be a str (1..31 of [A-Za-z0-9_.-]), not {type(kind).__name__}")
         if isinstance(mode, str):
             names = {v: k for k, v in MODE_NAMES.items()}
             if mode not in names:

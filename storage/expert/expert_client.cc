@@ -212,10 +212,20 @@ Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
   const uint64_t stride = manifest_.recordStride;
   for (const RecordRequest& r : batch) {
     if (r.layer >= manifest_.layers.size() || r.expert >= manifest_.expertsPerLayer) {
+      // Indices are not the model's layer numbers when it has dense layers: say which
+      // they are (new-user trial: a model layer number asked for failed, or fetched
+      // another layer, with no word of the mapping).
+      std::string model;
+      for (size_t i = 0; i < manifest_.layers.size() && i < 8; ++i) {
+        model += (i == 0 ? "" : ", ") + std::to_string(manifest_.layers[i].layer);
+      }
+      if (manifest_.layers.size() > 8) model += ", ...";
       return ExpertError(ExpertErrc::kOutOfRange, "layer index " + std::to_string(r.layer) + " expert " +
                                                       std::to_string(r.expert) + " (the store has " +
                                                       std::to_string(manifest_.layers.size()) + " layers x " +
-                                                      std::to_string(manifest_.expertsPerLayer) + " experts)");
+                                                      std::to_string(manifest_.expertsPerLayer) +
+                                                      " experts; layer indices 0.. are the model's layers " + model +
+                                                      ")");
     }
     if (r.arenaOffset > arenaBytes_ || arenaBytes_ - r.arenaOffset < stride) {
       return ExpertError(ExpertErrc::kOutOfRange, "arena slot at " + std::to_string(r.arenaOffset) + " + " +

@@ -257,7 +257,11 @@ TEST_P(ExpertPeerTest, OutOfRangeIsRefusedBeforeAnythingMoves) {
   StartPeer(&p);
   Client c;
   ASSERT_TRUE(OpenClient(p, &c, 2, transport()).ok());
-  EXPECT_EQ(ExpertErrcOf(c.client->Fetch(3, 0, 0)), ExpertErrc::kOutOfRange);
+  const Status pastLayers = c.client->Fetch(3, 0, 0);
+  EXPECT_EQ(ExpertErrcOf(pastLayers), ExpertErrc::kOutOfRange);
+  // Model layer 3 is index 1 here: the refusal says how indices map (new-user trial).
+  EXPECT_NE(pastLayers.message().find("layer indices 0.. are the model's layers 1, 3, 5"), std::string::npos)
+      << pastLayers.message();
   EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 6, 0)), ExpertErrc::kOutOfRange);
   EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 0, m_.recordStride + 1)), ExpertErrc::kOutOfRange);
   EXPECT_EQ(c.arena[0], '\x5a');

@@ -281,7 +281,7 @@ def main():
                                         PYTHONPATH=os.path.join(here, "..", "..", "python")),
                                capture_output=True, text=True, timeout=60)
         lines = probe.stdout.splitlines()
-        for call, line in zip(("railyard_snapshot_list", "railyard_snapshot_connect"), lines + ["", ""]):
+        for call, line in zip(("list_arenas", "Snapshot"), lines + ["", ""]):
             want = f"SnapshotError 5 railyard snapshot error INVALID_USAGE (5): {call} host:no-such-host: "
             assert line.startswith(want) and "needs fabric rails" in line, (want, probe.stdout, probe.stderr[-800:])
         try:
