@@ -18,7 +18,7 @@
 #include "env/log.h"
 #include "proxy/handle.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
-#include "proxy/relay/log_budget.h"
+#include "env/log_budget.h"
 #include "proxy/relay/relay_policy.h"
 #include "proxy/wire.h"
 #include "topology/graph_json.h"
@@ -273,7 +273,7 @@ void RelayService::Run() {
   const int maxPending = MaxPendingSockets();
   // Refusals, resets and idle closes are a peer's doing: a flood of them must not
   // flood the log (20 lines per 10 s, then a count).
-  LogBudget noisy(20, std::chrono::seconds(10));
+  log::LogBudget noisy(20, std::chrono::seconds(10));
   bool draining = false;
   SteadyClock::time_point drainUntil{};
 

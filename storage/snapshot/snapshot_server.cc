@@ -368,6 +368,12 @@ Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed, uint32_t* 
   return Status::Ok();
 }
 
+bool SnapshotServer::MayLog(std::atomic<uint64_t>& count, log::LogBudget& budget) {
+  count.fetch_add(1);
+  std::lock_guard<std::mutex> lock(logMu_);
+  return budget.Take(log::LogBudget::Clock::now());
+}
+
 void SnapshotServer::Serve(Connection* c, uint64_t client) {
   const int fd = c->fd.get();
   Arena* arena = nullptr;
@@ -397,11 +403,12 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
     reply.workerAddress = worker_.Address();
     reply.arenaKey = (own != nullptr ? own : arena->region)->Key().Pack();
     reply.slotWaitMs = arena->paging ? static_cast<uint64_t>(arena->paging->slotWaitMs()) : 0;
-  } else if (refusedClients_.fetch_add(1) % 1024 == 0) {
-    // A WARN naming the client, first and every 1024th (hostile-peer probe: bad magic,
-    // versions and sizes were refused to the client but never logged here).
-    RY_WARN("snapshot: refused a client from %s: %s (%llu refused so, logged every 1024th)", c->source.c_str(),
-            hs.message().c_str(), static_cast<unsigned long long>(refusedClients_.load()));
+  } else if (MayLog(refusedClients_, refusedLog_)) {
+    // A WARN naming the client, the first and then at most one per 10 s (hostile-peer
+    // probe: bad magic, versions and sizes were refused to the client but never logged
+    // here; new-user trial: a count-based limit hid every later, different refusal).
+    RY_WARN("snapshot: refused a client from %s: %s (%llu refused so; at most one logged per 10 s)",
+            c->source.c_str(), hs.message().c_str(), static_cast<unsigned long long>(refusedClients_.load()));
   }
   std::vector<uint8_t> rb = reply.Encode();
   iovec iov{rb.data(), rb.size()};
@@ -490,9 +497,9 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       if (st.ok() && q.op == Op::kRelease) continue;  // no response (wire version 3)
       if (!st.ok() && decoded && q.op == Op::kRelease) {
         // Nobody waits for this answer: a client releasing what it does not hold is
-        // logged (first and every 1024th) and otherwise changes nothing.
-        if (badReleases_.fetch_add(1) % 1024 == 0) {
-          RY_WARN("snapshot: kind '%s': client from %s: %s (%llu such releases, logged every 1024th)",
+        // logged (the first, then at most one per 10 s) and otherwise changes nothing.
+        if (MayLog(badReleases_, badReleaseLog_)) {
+          RY_WARN("snapshot: kind '%s': client from %s: %s (%llu such releases; at most one logged per 10 s)",
                   arena->spec.kind.c_str(), c->source.c_str(), st.message().c_str(),
                   static_cast<unsigned long long>(badReleases_.load()));
         }
@@ -526,12 +533,12 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
     }
   }
   if (arena != nullptr && arena->paging) {
-    // New-user trial: clients stopped mid-put were dropped without a word here (first
-    // and every 1024th: a client can do this at will).
-    if (arena->paging->Holds(client) && droppedHolding_.fetch_add(1) % 1024 == 0) {
+    // New-user trial: clients stopped mid-put were dropped without a word here (the
+    // first, then at most one per 10 s: a client can do this at will).
+    if (arena->paging->Holds(client) && MayLog(droppedHolding_, droppedLog_)) {
       RY_WARN("snapshot: kind '%s': the client from %s went away, or stopped for RAILYARD_TIMEOUT_MS (%d ms), in the "
-              "middle of a put or get: its uncommitted slots and pins are given back (%llu such clients, logged "
-              "every 1024th)",
+              "middle of a put or get: its uncommitted slots and pins are given back (%llu such clients; at most "
+              "one logged per 10 s)",
               arena->spec.kind.c_str(), c->source.c_str(), options_.timeoutMs,
               static_cast<unsigned long long>(droppedHolding_.load()));
     }

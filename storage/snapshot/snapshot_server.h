@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "env/status.h"
+#include "env/log_budget.h"
 #include "proxy/fabric/registration_cache.h"
 #include "proxy/fabric/worker.h"
 #include "proxy/socket.h"
@@ -128,6 +129,15 @@ class SnapshotServer {
   uint64_t refusedAtAccept_ = 0;             ///< over maxConnections, for the rate-limited WARN (accept thread)
   std::atomic<uint64_t> badReleases_{0};     ///< releases of unheld pins, for the rate-limited WARN
   std::atomic<uint64_t> droppedHolding_{0};  ///< clients gone mid-operation, for the rate-limited WARN
+  /// WARNs a client can cause at will (the three counts above): the first, then at most
+  /// one per 10 s each (new-user trial: "every 1024th" showed the first refusal and hid
+  /// every later, different one). `logMu_` guards them: connection threads share them.
+  std::mutex logMu_;
+  log::LogBudget refusedLog_{1, std::chrono::seconds(10)};
+  log::LogBudget badReleaseLog_{1, std::chrono::seconds(10)};
+  log::LogBudget droppedLog_{1, std::chrono::seconds(10)};
+  /// Counts one event of `count` and says whether to log it now (its budget's call).
+  bool MayLog(std::atomic<uint64_t>& count, log::LogBudget& budget);
 };
 
 }  // namespace railyard::storage::snapshot

@@ -1,12 +1,12 @@
-// LogBudget (proxy/relay/log_budget.h): N lines per window, the rest counted and
+// LogBudget (env/log_budget.h): N lines per window, the rest counted and
 // reported once the window has ended, on an injected clock.
 #include <chrono>
 
 #include <gtest/gtest.h>
 
-#include "proxy/relay/log_budget.h"
+#include "env/log_budget.h"
 
-namespace railyard::proxy {
+namespace railyard::log {
 namespace {
 
 using std::chrono::milliseconds;
@@ -32,4 +32,4 @@ TEST(LogBudget, NLinesAWindowThenACountReportedOnce) {
 }
 
 }  // namespace
-}  // namespace railyard::proxy
+}  // namespace railyard::log

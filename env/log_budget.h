@@ -1,15 +1,16 @@
 // LogBudget: at most N log lines per window for one kind of event that a peer can
-// cause at will (a relay's refusals and resets: every hostile socket would otherwise
-// write a WARN, and a flood of them fills the journal). The lines over the budget are
+// cause at will (a relay's refusals and resets, a snapshot peer's refused or dropped
+// clients: every hostile socket would otherwise write a WARN, and a flood of them fills
+// the journal; in env/ so that every layer may use it). The lines over the budget are
 // counted, and the count is reported once the window ends.
 //
-// Threading: none (one relay thread owns it).
+// Threading: none (one thread owns it, or its owner locks around it).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
-namespace railyard::proxy {
+namespace railyard::log {
 
 /// See file comment.
 class LogBudget {
@@ -56,4 +57,4 @@ class LogBudget {
   uint64_t reported_ = 0;    ///< from ended windows, not yet taken
 };
 
-}  // namespace railyard::proxy
+}  // namespace railyard::log
