@@ -83,6 +83,20 @@ class SnapshotTest : public ::testing::Test {
     o.arenaBytes = 2 << 20;
     return o;
   }
+  /// Starts a peer with control timeout `timeoutMs` (0: the peer's default) serving one
+  /// paging arena "small" of `slots` blobs of kSmall bytes (no swap sync); the client
+  /// options for it.
+  static constexpr uint64_t kSmall = 64 * 1024;
+  ClientOptions StartSmallPeer(int timeoutMs, uint64_t slots) {
+    std::vector<std::string> args{"--arena", "kind=small,mode=paging,blob=64K,slots=" + std::to_string(slots)};
+    if (timeoutMs > 0) args.insert(args.end(), {"--timeout-ms", std::to_string(timeoutMs)});
+    StartPeer(false, args);
+    ClientOptions o = Paging();
+    o.kind = "small";
+    o.blobBytes = kSmall;
+    o.arenaBytes = slots * kSmall;
+    return o;
+  }
   ClientOptions Paging() const {
     ClientOptions o;
     o.port = peer_->port();
@@ -654,13 +668,8 @@ TEST_F(SnapshotTest, BatchesRunPastATornBlobAndAKilledPeerEndsThem) {
 // answers they queue for slots: every blob of every client goes in and comes back by
 // content, well within the timeout.
 TEST_F(SnapshotTest, ClientsBatchingAtOnceIntoAFewSlotsQueueRatherThanWedge) {
-  StartPeer(false, {"--arena", "kind=small,mode=paging,blob=64K,slots=4"});
-  constexpr uint64_t kSmall = 64 * 1024;
+  ClientOptions o = StartSmallPeer(0, 4);
   constexpr int kClients = 4, kBlobs = 12;
-  ClientOptions o = Paging();
-  o.kind = "small";
-  o.blobBytes = kSmall;
-  o.arenaBytes = 4 * kSmall;
   o.mover.chunkBytes = 16 * 1024;
   std::vector<std::unique_ptr<ClientSide>> sides(kClients);
   for (auto& side : sides) {
@@ -707,12 +716,7 @@ TEST_F(SnapshotTest, ClientsBatchingAtOnceIntoAFewSlotsQueueRatherThanWedge) {
 // queued says so every quarter of the shorter timeout, kQueued).
 TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiveTheirSlotsBack) {
   constexpr int kPeerTimeoutMs = 800;
-  constexpr uint64_t kSmall = 64 * 1024;
-  StartPeer(false, {"--timeout-ms", std::to_string(kPeerTimeoutMs), "--arena", "kind=two,mode=paging,blob=64K,slots=2"});
-  ClientOptions o = Paging();
-  o.kind = "two";
-  o.blobBytes = kSmall;
-  o.arenaBytes = 2 * kSmall;
+  const ClientOptions o = StartSmallPeer(kPeerTimeoutMs, 2);
   SnapshotClient& a = Connect(o);
   std::vector<uint8_t> b(kSmall);
   Fill(b.data(), kSmall, 1);
@@ -770,13 +774,7 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
 // carries the client's timeout and the peer says kQueued often enough for it (every
 // 75 ms): the put waits the stopped client's 2.4 s out and lands.
 TEST_F(SnapshotTest, AClientWithATimeoutBelowThePeersQueuedIntervalStillWaitsForASlot) {
-  constexpr int kPeerTimeoutMs = 2400;
-  constexpr uint64_t kSmall = 64 * 1024;
-  StartPeer(false, {"--timeout-ms", std::to_string(kPeerTimeoutMs), "--arena", "kind=one,mode=paging,blob=64K,slots=1"});
-  ClientOptions o = Paging();
-  o.kind = "one";
-  o.blobBytes = kSmall;
-  o.arenaBytes = kSmall;
+  const ClientOptions o = StartSmallPeer(2400, 1);
   std::vector<uint8_t> b(kSmall);
   ClientSide stopped;  // holds the one slot, written and never committed
   ASSERT_TRUE(stopped.Connect(o).ok());
