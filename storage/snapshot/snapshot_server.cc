@@ -165,8 +165,15 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
       SwapRebuild rebuild;
       RY_RETURN_IF_ERROR(SwapFile::Open(options.swapDir, spec.kind, spec.blobBytes, options.swapSync, &swap, &rebuild));
       if (rebuild.torn > 0) {
-        RY_WARN("snapshot: kind '%s': dropped %llu torn records of %s", spec.kind.c_str(),
-                static_cast<unsigned long long>(rebuild.torn), swap->path().c_str());
+        // Which keys (new-user trial: only a count, and clients then found those keys
+        // absent without a word why).
+        std::string keys;
+        for (uint64_t k : rebuild.tornKeys) keys += (keys.empty() ? "" : ", ") + std::to_string(k);
+        if (rebuild.tornKeys.size() == SwapRebuild::kMaxTornKeys) keys += ", ...";
+        RY_WARN("snapshot: kind '%s': dropped %llu torn records of %s (keys %s; a torn header names none; a key "
+                "with an older intact record keeps that one, else it is absent)",
+                spec.kind.c_str(), static_cast<unsigned long long>(rebuild.torn), swap->path().c_str(),
+                keys.empty() ? "unknown" : keys.c_str());
       }
       if (!rebuild.records.empty()) {
         RY_INFO(log::kNet, "snapshot: kind '%s': %zu committed blobs found in %s (RAILYARD_SWAP_SYNC=1)",

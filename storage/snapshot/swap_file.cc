@@ -227,13 +227,15 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
       freeSlots.push_back(s);
       continue;
     }
-    bool ok = h.version == kSwapVersion && h.bytes == blobBytes && h.headerChecksum == HeaderSum(h);
+    const bool headerOk = h.version == kSwapVersion && h.bytes == blobBytes && h.headerChecksum == HeaderSum(h);
+    bool ok = headerOk;
     if (ok) {
       RY_RETURN_IF_ERROR(PreadAll(fd, payload.data(), blobBytes, f->OffsetOf(s) + kPage, path));
       ok = BlobChecksum(payload.data(), blobBytes) == h.checksum;
     }
     if (!ok) {
       ++rebuild->torn;
+      if (headerOk && rebuild->tornKeys.size() < SwapRebuild::kMaxTornKeys) rebuild->tornKeys.push_back(h.key);
       freeSlots.push_back(s);
       continue;
     }

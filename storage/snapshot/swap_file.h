@@ -40,6 +40,10 @@ struct SwapRecord {
 struct SwapRebuild {
   std::vector<SwapRecord> records;  ///< live records, one per key
   uint64_t torn = 0;                ///< records dropped for a bad checksum
+  /// The keys of the torn records whose header was intact (a torn payload), in file
+  /// order, at most kMaxTornKeys of them; a torn header names no key to trust.
+  std::vector<uint64_t> tornKeys;
+  static constexpr size_t kMaxTornKeys = 64;
   uint64_t superseded = 0;          ///< older generations of a key, dropped
 };
 

@@ -305,6 +305,34 @@ TEST(SnapshotSpec, ArenasBeyondMemoryAreRefusedNamingEach) {
   EXPECT_TRUE(CheckArenasFitMemory({ArenaSpec{"small", Mode::kRaw, 4096, 0, page}}, 0).ok());
 }
 
+// A restart's rebuild names the keys of torn records whose header is intact (the
+// daemon logs them; new-user trial: only a count, and clients found the keys absent).
+TEST(SwapFileLock, ARebuildNamesTheKeysOfTornRecords) {
+  char tmpl[] = "/tmp/railyard-swaptorn-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr uint64_t kBlob = 4096;
+  std::vector<uint8_t> blob(kBlob, 0x5a);
+  const uint64_t sum = BlobChecksum(blob.data(), blob.size());
+  std::unique_ptr<SwapFile> f;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(f->Allocate(), 7, 1, blob.data(), sum).ok());
+  ASSERT_TRUE(f->Write(f->Allocate(), 8, 2, blob.data(), sum).ok());
+  f.reset();
+  {  // one payload byte of record 1 (key 8): file header page, record 0, record 1's header page
+    std::fstream io(dir + "/railyard-snapshot-ssm.swap", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(4096 + (4096 + kBlob) + 4096 + 100);
+    io.put('\x33');
+  }
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
+  EXPECT_EQ(rebuild.torn, 1u);
+  EXPECT_EQ(rebuild.tornKeys, std::vector<uint64_t>{8});
+  ASSERT_EQ(rebuild.records.size(), 1u);
+  EXPECT_EQ(rebuild.records[0].key, 7u);
+  f.reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace railyard::storage::snapshot
 
