@@ -164,8 +164,12 @@ class ExpertClient:
                   "I16": np.int16, "I32": np.int32, "I64": np.int64, "BF16": np.uint16,
                   "F8_E4M3": np.uint8, "F8_E5M2": np.uint8}
         dt = np.dtype(dtypes[entry["dtype"]])
-        flat = np.frombuffer(memoryview(arena).cast("B"), dtype=np.uint8,
-                             count=entry["bytes"], offset=offset + entry["offset"])
+        view = memoryview(arena).cast("B")
+        if offset < 0 or offset + entry["offset"] + entry["bytes"] > len(view):
+            raise ValueError(f"tensor {name!r} of the record at arena offset {offset} would end at byte "
+                             f"{offset + entry['offset'] + entry['bytes']}, past the arena's {len(view)} bytes "
+                             f"(a record is {self.record_stride} bytes: offset must leave room for one)")
+        flat = np.frombuffer(view, dtype=np.uint8, count=entry["bytes"], offset=offset + entry["offset"])
         return flat.view(dt).reshape(entry["shape"])
 
     def close(self):

@@ -160,6 +160,12 @@ def main():
                         w2 = c.tensor(arena, "w2.weight", offset=3 * stride)
                         check(w2.shape == (64, 96) and w2.tobytes() == tensors[
                             "model.layers.0.block_sparse_moe.experts.3.w2.weight"][2], f"{transport}: tensor() views a record")
+                        try:  # past the arena's end: a ValueError naming the offset (numpy's said only "buffer is smaller")
+                            c.tensor(arena, "w2.weight", offset=len(arena) - 10)
+                            check(False, f"{transport}: tensor() past the arena is refused")
+                        except ValueError as e:
+                            check(f"arena offset {len(arena) - 10}" in str(e) and "past the arena" in str(e),
+                                  f"{transport}: tensor() past the arena names the offset ({e})")
                     try:
                         c.fetch(2, 0, 0)
                         check(False, f"{transport}: layer 2 of 2 is refused")
