@@ -1,5 +1,6 @@
 // railyard-pack: builds an expert store (storage/expert/manifest.h) from a safetensors
-// checkpoint, a single file or a directory sharded with model.safetensors.index.json.
+// checkpoint: a single file, or a directory sharded with model.safetensors.index.json
+// or holding one model.safetensors.
 //
 //   railyard-pack CHECKPOINT OUT_DIR [--scheme auto|qwen-moe|mixtral] [--align BYTES]
 //                 [--model-id ID] [--dry-run] [--progress|--no-progress] [--verify]
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   std::string checkpoint, outDir;
   expert::PackOptions opts;
   bool dryRun = false, progress = ::isatty(2) != 0, noProgress = false, verify = false;
-  app.add_option("checkpoint", checkpoint, "a .safetensors file, or a directory with model.safetensors.index.json")->required();
+  app.add_option("checkpoint", checkpoint, "a .safetensors file, or a directory with model.safetensors.index.json (shards) or model.safetensors")->required();
   app.add_option("out", outDir, "the store directory to create (must not exist)");
   app.add_option("--scheme", opts.scheme, "expert naming scheme: auto, qwen-moe (also DeepSeek), mixtral")
       ->check(CLI::IsMember({"auto", "qwen-moe", "mixtral"}));

@@ -131,8 +131,9 @@ railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::s
   RY_RETURN_IF_ERROR(ResolveExpertListen(listen, **domain, &o.listenAddress, &o.port, &why));
   RY_RETURN_IF_ERROR((*domain)->CreateWorker(worker));
   RY_RETURN_IF_ERROR(expert::ExpertServer::Start(std::move(store), domain->get(), worker->get(), o, server));
-  std::fprintf(stderr, "railyardd: expert store %s (%s: %zu layers x %llu experts, %llu-byte records) listening on %s:%u (%s)\n",
-               dir.c_str(), m.modelId.c_str(), m.layers.size(), static_cast<unsigned long long>(m.expertsPerLayer),
+  std::fprintf(stderr, "railyardd: expert store %s (%s: %zu layer%s x %llu experts, %llu-byte records) listening on %s:%u (%s)\n",
+               dir.c_str(), m.modelId.c_str(), m.layers.size(), m.layers.size() == 1 ? "" : "s",
+               static_cast<unsigned long long>(m.expertsPerLayer),
                static_cast<unsigned long long>(m.recordStride), o.listenAddress.c_str(), (*server)->port(), why.c_str());
   return Status::Ok();
 }
