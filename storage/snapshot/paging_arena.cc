@@ -153,18 +153,44 @@ bool PagingArena::EvictDirty(std::unique_lock<std::mutex>& lock, uint64_t key, i
   const int64_t slot = b.slot;
   const uint64_t generation = b.generation;
   const uint64_t checksum = b.checksum;
+  // Only a cache-only arena has dirty blobs (a sync one writes every commit through),
+  // so the record freed below when the write is wasted needs no tombstone: a restart
+  // without sync starts its file empty.
   const int64_t record = swap_->Allocate();
   // Written without the arena's lock (other clients' puts, gets and commits go on): the
   // evictor's pin keeps the slot from being evicted, taken or freed under the write (a
   // get may still pin it and read it: its bytes do not change; a remove or a newer
   // commit of the key orphans it), and the record is this eviction's alone.
   ++slots_[slot].pins;
-  lock.unlock();
-  if (evictionWrite_) evictionWrite_(key);
-  const Status wrote = swap_->Write(record, key, generation, SlotData(slot), checksum);
-  lock.lock();
+  // However the window ends (a throw included), the lock is held again, the pin dropped
+  // and whoever waits for a slot told: this one may be takeable now (the caller looks
+  // again), or an orphan whose last pin this was.
+  struct Unpin {
+    PagingArena& arena;
+    std::unique_lock<std::mutex>& lock;
+    int64_t slot;
+    int64_t record;  ///< freed on a throw; -1 once accounted for
+    ~Unpin() {
+      if (!lock.owns_lock()) lock.lock();
+      Slot& s = arena.slots_[slot];
+      --s.pins;
+      if (record >= 0) arena.swap_->Free(record);
+      if (record >= 0 && s.pins == 0 && s.orphan) {
+        arena.FreeSlot(slot);  // notifies
+      } else {
+        arena.slotFreed_.notify_all();
+      }
+    }
+  };
+  Status wrote;
+  {
+    Unpin unpin{*this, lock, slot, record};
+    lock.unlock();
+    if (evictionWrite_) evictionWrite_(key);
+    wrote = swap_->Write(record, key, generation, SlotData(slot), checksum);
+    unpin.record = -1;
+  }
   Slot& s = slots_[slot];
-  --s.pins;
   auto it = blobs_.find(key);
   const bool same = it != blobs_.end() && it->second.slot == slot && it->second.generation == generation;
   if (wrote.ok() && same) {
@@ -182,7 +208,9 @@ bool PagingArena::EvictDirty(std::unique_lock<std::mutex>& lock, uint64_t key, i
     *out = slot;
     return true;
   }
-  if (!wrote.ok()) return false;
+  // Not an orphan: the blob is still the one written (only Forget, which orphans a
+  // pinned slot, unlinks a blob from its slot; a re-commit has a new generation).
+  if (!wrote.ok() || !same) return false;
   it->second.slot = -1;
   lru_.erase(it->second.lru);
   ++stats_.evictions;

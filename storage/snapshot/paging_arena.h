@@ -176,7 +176,7 @@ class PagingArena {
     enum State : uint8_t { kFree, kWriting, kFaulting, kResident } state = kFree;
     uint64_t key = 0;
     uint64_t writer = 0;   ///< kWriting: the client
-    uint32_t pins = 0;     ///< kResident: gets not yet released
+    uint32_t pins = 0;     ///< kResident: gets not yet released, and an eviction writing it out
     bool orphan = false;   ///< kResident: no blob points here any more (freed on last unpin)
   };
   struct Blob {
