@@ -29,7 +29,7 @@ except SnapshotError as e:
 ' 2>&1)
 echo "$out"
 want="ry0: NCCL_SOCKET_IFNAME='ry0' makes it NCCL's bootstrap (management) network, never a cable"
-if [[ $out != *"railyard_snapshot_list host:x: a host:NAME peer needs fabric rails"* || $out != *"$want"* ]]; then
+if [[ $out != *"list_arenas host:x: a host:NAME peer needs fabric rails"* || $out != *"$want"* ]]; then
   echo "bootstrap_not_rail_test: FAIL: wanted the host:NAME client to refuse ry0 as NCCL's bootstrap network"
   exit 1
 fi
