@@ -305,14 +305,28 @@ TEST(SnapshotSpec, ArenasBeyondMemoryAreRefusedNamingEach) {
   EXPECT_TRUE(CheckArenasFitMemory({ArenaSpec{"small", Mode::kRaw, 4096, 0, page}}, 0).ok());
 }
 
+/// A fresh directory for a swap file (removed with it) and one 4 KiB blob with its
+/// checksum: SwapFileLock's restart tests.
+struct SwapDir {
+  static constexpr uint64_t kBlob = 4096;
+  std::string dir;
+  std::vector<uint8_t> blob = std::vector<uint8_t>(kBlob, 0x5a);
+  uint64_t sum = BlobChecksum(blob.data(), blob.size());
+  SwapDir() {
+    char tmpl[] = "/tmp/railyard-swapdir-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~SwapDir() { std::filesystem::remove_all(dir); }
+};
+
 // A restart's rebuild names the keys of torn records whose header is intact (the
 // daemon logs them; new-user trial: only a count, and clients found the keys absent).
 TEST(SwapFileLock, ARebuildNamesTheKeysOfTornRecords) {
-  char tmpl[] = "/tmp/railyard-swaptorn-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  constexpr uint64_t kBlob = 4096;
-  std::vector<uint8_t> blob(kBlob, 0x5a);
-  const uint64_t sum = BlobChecksum(blob.data(), blob.size());
+  const SwapDir d;
+  const std::string& dir = d.dir;
+  constexpr uint64_t kBlob = SwapDir::kBlob;
+  const std::vector<uint8_t>& blob = d.blob;
+  const uint64_t sum = d.sum;
   std::unique_ptr<SwapFile> f;
   SwapRebuild rebuild;
   ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
@@ -382,11 +396,11 @@ TEST(SwapFileLock, ASecondOpenIsRefusedAndTouchesNothing) {
 // all): refused naming both settings, the file untouched; a sync arena then finds the
 // record. A cache-only arena's own file still starts empty on its restart.
 TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
-  char tmpl[] = "/tmp/railyard-swapsync-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  constexpr uint64_t kBlob = 4096;
-  std::vector<uint8_t> blob(kBlob, 0x5a);
-  const uint64_t sum = BlobChecksum(blob.data(), blob.size());
+  const SwapDir d;
+  const std::string& dir = d.dir;
+  constexpr uint64_t kBlob = SwapDir::kBlob;
+  const std::vector<uint8_t>& blob = d.blob;
+  const uint64_t sum = d.sum;
   const std::string path = dir + "/railyard-snapshot-ssm.swap";
   std::unique_ptr<SwapFile> f;
   SwapRebuild rebuild;
