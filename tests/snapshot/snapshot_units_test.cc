@@ -324,21 +324,19 @@ struct SwapDir {
 TEST(SwapFileLock, ARebuildNamesTheKeysOfTornRecords) {
   const SwapDir d;
   const std::string& dir = d.dir;
-  constexpr uint64_t kBlob = SwapDir::kBlob;
   const std::vector<uint8_t>& blob = d.blob;
-  const uint64_t sum = d.sum;
   std::unique_ptr<SwapFile> f;
   SwapRebuild rebuild;
-  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
-  ASSERT_TRUE(f->Write(f->Allocate(), 7, 1, blob.data(), sum).ok());
-  ASSERT_TRUE(f->Write(f->Allocate(), 8, 2, blob.data(), sum).ok());
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(f->Allocate(), 7, 1, blob.data(), d.sum).ok());
+  ASSERT_TRUE(f->Write(f->Allocate(), 8, 2, blob.data(), d.sum).ok());
   f.reset();
   {  // one payload byte of record 1 (key 8): file header page, record 0, record 1's header page
     std::fstream io(dir + "/railyard-snapshot-ssm.swap", std::ios::in | std::ios::out | std::ios::binary);
-    io.seekp(4096 + (4096 + kBlob) + 4096 + 100);
+    io.seekp(4096 + (4096 + SwapDir::kBlob) + 4096 + 100);
     io.put('\x33');
   }
-  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
   EXPECT_EQ(rebuild.torn, 1u);
   EXPECT_EQ(rebuild.tornKeys, std::vector<uint64_t>{8});
   ASSERT_EQ(rebuild.records.size(), 1u);
@@ -398,19 +396,17 @@ TEST(SwapFileLock, ASecondOpenIsRefusedAndTouchesNothing) {
 TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
   const SwapDir d;
   const std::string& dir = d.dir;
-  constexpr uint64_t kBlob = SwapDir::kBlob;
   const std::vector<uint8_t>& blob = d.blob;
-  const uint64_t sum = d.sum;
   const std::string path = dir + "/railyard-snapshot-ssm.swap";
   std::unique_ptr<SwapFile> f;
   SwapRebuild rebuild;
-  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
-  ASSERT_TRUE(f->Write(0, 7, 1, blob.data(), sum).ok());
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(0, 7, 1, blob.data(), d.sum).ok());
   f.reset();
   struct stat before {};
   ASSERT_EQ(::stat(path.c_str(), &before), 0);
 
-  const Status st = SwapFile::Open(dir, "ssm", kBlob, /*sync=*/false, &f, &rebuild);
+  const Status st = SwapFile::Open(dir, "ssm", SwapDir::kBlob, /*sync=*/false, &f, &rebuild);
   EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
   EXPECT_NE(st.message().find("kept by an arena with RAILYARD_SWAP_SYNC=1"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("nothing was touched"), std::string::npos) << st.message();
@@ -419,16 +415,16 @@ TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
   ASSERT_EQ(::stat(path.c_str(), &after), 0);
   EXPECT_EQ(after.st_size, before.st_size);
 
-  ASSERT_TRUE(SwapFile::Open(dir, "ssm", kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_TRUE(SwapFile::Open(dir, "ssm", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
   ASSERT_EQ(rebuild.records.size(), 1u);
   EXPECT_EQ(rebuild.records[0].key, 7u);
   f.reset();
 
   // A cache-only arena of another kind: its file starts empty again on a restart.
-  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
-  ASSERT_TRUE(f->Write(0, 9, 1, blob.data(), sum).ok());
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", SwapDir::kBlob, /*sync=*/false, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(0, 9, 1, blob.data(), d.sum).ok());
   f.reset();
-  ASSERT_TRUE(SwapFile::Open(dir, "kv", kBlob, /*sync=*/false, &f, &rebuild).ok());
+  ASSERT_TRUE(SwapFile::Open(dir, "kv", SwapDir::kBlob, /*sync=*/false, &f, &rebuild).ok());
   EXPECT_TRUE(rebuild.records.empty());
   f.reset();
   std::filesystem::remove_all(dir);
