@@ -164,6 +164,10 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
       std::unique_ptr<SwapFile> swap;
       SwapRebuild rebuild;
       RY_RETURN_IF_ERROR(SwapFile::Open(options.swapDir, spec.kind, spec.blobBytes, options.swapSync, &swap, &rebuild));
+      if (rebuild.cacheOnlyDiscarded) {
+        RY_INFO(log::kNet, "snapshot: kind '%s': %s was kept with RAILYARD_SWAP_SYNC=0, which keeps no blob past a "
+                "restart: started empty", spec.kind.c_str(), swap->path().c_str());
+      }
       if (rebuild.torn > 0) {
         // Which keys (new-user trial: only a count, and clients then found those keys
         // absent without a word why).

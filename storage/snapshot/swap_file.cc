@@ -193,6 +193,12 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
     RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
     if (fh.magic != kFileMagic) {
       fresh = true;  // not ours or never completed: start over
+    } else if ((fh.flags & kFileDurable) == 0) {
+      // A cache-only arena's file: it frees records without tombstoning them and
+      // promised nothing past its restart, so a rebuild would bring back removed and
+      // superseded blobs as committed ones. Start empty, as that arena would have.
+      fresh = true;
+      rebuild->cacheOnlyDiscarded = true;
     } else if (fh.version != kSwapVersion || fh.blobBytes != blobBytes) {
       return InvalidUsage("swap " + path + ": holds version " + std::to_string(fh.version) + " blobs of " +
                           std::to_string(fh.blobBytes) + " bytes; this arena wants version " +
@@ -210,10 +216,6 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
     if (sync && ::fdatasync(fd) != 0) return WriteError(path, errno);
     *out = std::move(f);
     return Status::Ok();
-  }
-  if ((fh.flags & kFileDurable) == 0) {  // a cache-only arena's file, durable from now on
-    fh.flags |= kFileDurable;
-    RY_RETURN_IF_ERROR(PwriteAll(fd, &fh, sizeof fh, 0, path));
   }
   // Rebuild: every whole record; the newest valid generation of each key wins.
   const int64_t slots = (size - static_cast<off_t>(kPage)) / static_cast<off_t>(f->stride_);

@@ -10,7 +10,8 @@
 // tombstone is followed by fdatasync, and Open rebuilds the index from the records
 // (highest generation per key wins; a record whose header or payload checksum does
 // not match -- a torn write -- is dropped and its space reused). Without `sync`,
-// Open starts an empty file.
+// Open starts an empty file; so does a sync Open of a file only cache-only arenas kept
+// (the file header's durable flag says whether a sync arena ever owned it).
 //
 // Threads: Read and Write of different records may run at once, with each other and
 // with one of the calls below (the paging arena faults and commits outside its lock);
@@ -45,6 +46,10 @@ struct SwapRebuild {
   std::vector<uint64_t> tornKeys;
   static constexpr size_t kMaxTornKeys = 64;
   uint64_t superseded = 0;          ///< older generations of a key, dropped
+  /// A sync Open found a file only cache-only arenas (RAILYARD_SWAP_SYNC=0) had kept and
+  /// started it empty: such an arena frees records without tombstoning them, so its
+  /// removed and replaced blobs would come back.
+  bool cacheOnlyDiscarded = false;
 };
 
 /// See file comment.
@@ -58,8 +63,10 @@ class SwapFile {
   /// InvalidUsage when `dir` is empty or not a directory, or when another open SwapFile
   /// (any process: an exclusive flock held until the owner closes) has this file: then
   /// nothing in it is read or changed. SystemError on I/O errors.
-  /// With `sync` and an existing file of the same blob bytes, fills `*rebuild`; a
-  /// file of another blob size or version is refused (InvalidUsage naming both).
+  /// With `sync` and an existing file of the same blob bytes that a sync arena kept,
+  /// fills `*rebuild`; a file of another blob size or version is refused (InvalidUsage
+  /// naming both). A file only cache-only arenas kept starts empty (cacheOnlyDiscarded);
+  /// without `sync`, a file a sync arena kept is refused (InvalidUsage), never emptied.
   static Status Open(const std::string& dir, const std::string& kind, uint64_t blobBytes, bool sync,
                      std::unique_ptr<SwapFile>* out, SwapRebuild* rebuild);
 

@@ -430,6 +430,36 @@ TEST(SwapFileLock, ACacheOnlyRestartRefusesAFileASyncArenaKept) {
   std::filesystem::remove_all(dir);
 }
 
+// A cache-only arena frees a removed blob's record without tombstoning it. A restart
+// with RAILYARD_SWAP_SYNC=1 used to adopt such a file and rebuild its records: the
+// removed key came back as committed. Now it starts empty and says so.
+TEST(SwapFileLock, ASyncRestartStartsACacheOnlyFileEmpty) {
+  const SwapDir d;
+  std::unique_ptr<SwapFile> f;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/false, &f, &rebuild).ok());
+  EXPECT_FALSE(rebuild.cacheOnlyDiscarded);
+  const int64_t removed = f->Allocate();
+  ASSERT_TRUE(f->Write(removed, 9, 1, d.blob.data(), d.sum).ok());
+  f->Free(removed);  // what PagingArena::Forget does for key 9 without sync
+  ASSERT_TRUE(f->Write(f->Allocate(), 10, 2, d.blob.data(), d.sum).ok());
+  f.reset();
+
+  ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+  EXPECT_TRUE(rebuild.cacheOnlyDiscarded);
+  EXPECT_TRUE(rebuild.records.empty());
+  EXPECT_EQ(rebuild.torn, 0u);
+  EXPECT_EQ(f->Allocate(), 0);  // the records are gone, not kept out of use
+  ASSERT_TRUE(f->Write(0, 11, 3, d.blob.data(), d.sum).ok());
+  f.reset();
+
+  // From now on the file is a sync arena's: the next sync start keeps key 11.
+  ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+  EXPECT_FALSE(rebuild.cacheOnlyDiscarded);
+  ASSERT_EQ(rebuild.records.size(), 1u);
+  EXPECT_EQ(rebuild.records[0].key, 11u);
+}
+
 }  // namespace
 }  // namespace railyard::storage::snapshot
 
