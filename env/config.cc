@@ -251,7 +251,7 @@ const Variable* NearestVariable(std::string_view name) {
 
 /// RAILYARD_* variables of the project's scripts and test harnesses, not of the
 /// plugin: tools/test.sh (RAILYARD_SKIP_LANE, RAILYARD_SKIP_SANITIZE,
-/// RAILYARD_TEST_BUILD_DIR, RAILYARD_SKIP_FUZZ, RAILYARD_TEST_OVERLAP,
+/// RAILYARD_TEST_BUILD_DIR, RAILYARD_FUZZ, RAILYARD_TEST_OVERLAP,
 /// RAILYARD_TEST_DEBUG_FLAGS, RAILYARD_TEST_OPT_FLAGS, RAILYARD_TEST_UNITY), tools/setup.sh
 /// (RAILYARD_BUILD_DIR),
 /// tests/lanes/run-verbs.sh (RAILYARD_LANE_TIMEOUT), tests/fuzz/run.sh (RAILYARD_FUZZ_*),
@@ -262,7 +262,7 @@ bool IsToolingVariable(std::string_view name) {
   static constexpr std::string_view kTooling[] = {"RAILYARD_SKIP_LANE", "RAILYARD_SKIP_SANITIZE",
                                                   "RAILYARD_BUILD_DIR", "RAILYARD_TEST_BUILD_DIR",
                                                   "RAILYARD_LANE_TIMEOUT",
-                                                  "RAILYARD_UPDATE_DOCS", "RAILYARD_SKIP_FUZZ",
+                                                  "RAILYARD_UPDATE_DOCS", "RAILYARD_FUZZ",
                                                   "RAILYARD_TEST_OVERLAP",
                                                   "RAILYARD_TEST_DEBUG_FLAGS", "RAILYARD_TEST_OPT_FLAGS",
                                                   "RAILYARD_TEST_UNITY"};
@@ -461,7 +461,7 @@ std::string RenderMarkdown() {
         "(`RAILYARD_SKIP_LANE`, `RAILYARD_SKIP_SANITIZE`, `RAILYARD_BUILD_DIR`, "
         "`RAILYARD_TEST_BUILD_DIR`, "
         "`RAILYARD_LANE_TIMEOUT`, `RAILYARD_UPDATE_DOCS`, `RAILYARD_CONFORMANCE_*`, "
-        "`RAILYARD_SKIP_FUZZ`, `RAILYARD_FUZZ_*`, `RAILYARD_TEST_OVERLAP`, "
+        "`RAILYARD_FUZZ`, `RAILYARD_FUZZ_*`, `RAILYARD_TEST_OVERLAP`, "
         "`RAILYARD_TEST_DEBUG_FLAGS`, `RAILYARD_TEST_OPT_FLAGS`, `RAILYARD_TEST_UNITY`) are not "
         "the plugin's and draw no warning.\n";
   md += "\nRegenerate this file with `railyard-config-doc docs/configuration.md` "

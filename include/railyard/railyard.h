@@ -80,7 +80,9 @@ enum {
 typedef struct railyard_expert railyard_expert;
 
 /** One record of a batch: (layer index 0..layers-1 into the manifest's "layers",
- *  expert 0..experts-1) lands at arena + arena_offset, record_stride bytes. */
+ *  expert 0..experts-1) lands at arena + arena_offset, record_stride bytes.
+ *  arena_offset is a multiple of the manifest's "alignment" (every multiple of
+ *  record_stride is one), else EINVALID_ARGUMENT before anything moves. */
 typedef struct railyard_expert_record {
   uint32_t layer;
   uint32_t reserved; /**< must be 0 */
@@ -117,7 +119,8 @@ RAILYARD_API int railyard_expert_layout_get(const railyard_expert* h, railyard_e
 /** Copies the manifest JSON (NUL-terminated) into buf when it fits (*needed = its
  *  length + 1 either way); EINVALID_ARGUMENT when buf is too small. */
 RAILYARD_API int railyard_expert_manifest(const railyard_expert* h, char* buf, size_t bytes, size_t* needed);
-/** Fetches one record into the arena at arena_offset. */
+/** Fetches one record into the arena at arena_offset (a multiple of the manifest's
+ *  alignment, as in railyard_expert_record). */
 RAILYARD_API int railyard_expert_fetch(railyard_expert* h, uint32_t layer, uint64_t expert, uint64_t arena_offset);
 /** Fetches `count` records (all of them, or an error: see above). EINVALID_ARGUMENT,
  *  before anything moves, when two records' arena slots overlap (each takes the

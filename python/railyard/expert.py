@@ -120,6 +120,8 @@ class ExpertClient:
 
     def fetch(self, layer, expert, offset=0):
         """Fetches record (layer, expert) into arena[offset : offset + record_stride].
+        offset is a multiple of the manifest's "alignment" (any multiple of
+        record_stride is), else ExpertError INVALID_ARGUMENT before anything moves.
         A negative or too-large layer/expert/offset raises ValueError naming it."""
         h = self._handle("fetch")
         layer = _args.unsigned("layer", layer, 32)

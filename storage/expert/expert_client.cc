@@ -232,6 +232,18 @@ Status ExpertClient::FetchBatch(std::span<const RecordRequest> batch) {
                                                       std::to_string(stride) + " bytes outside the " +
                                                       std::to_string(arenaBytes_) + "-byte arena");
     }
+    if (r.arenaOffset % manifest_.alignment != 0) {
+      // The store aligned every tensor within a record to this; a slot off it would
+      // hand the caller misaligned tensors (new-user trial: accepted silently).
+      const uint64_t below = r.arenaOffset / manifest_.alignment * manifest_.alignment;
+      return ExpertError(ExpertErrc::kInvalidArgument,
+                         "arena slot at " + std::to_string(r.arenaOffset) + " (layer index " + std::to_string(r.layer) +
+                             " expert " + std::to_string(r.expert) + ") is not a multiple of the store's alignment " +
+                             std::to_string(manifest_.alignment) + " (its tensors' offsets are; " +
+                             std::to_string(below) + " or " + std::to_string(below + manifest_.alignment) +
+                             " would do, as does any multiple of the record stride " + std::to_string(stride) +
+                             "); nothing was fetched");
+    }
   }
   RY_RETURN_IF_ERROR(CheckDisjointSlots(batch, stride));
   if (batch.empty()) return Status::Ok();

@@ -264,7 +264,15 @@ TEST_P(ExpertPeerTest, OutOfRangeIsRefusedBeforeAnythingMoves) {
       << pastLayers.message();
   EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 6, 0)), ExpertErrc::kOutOfRange);
   EXPECT_EQ(ExpertErrcOf(c.client->Fetch(0, 0, m_.recordStride + 1)), ExpertErrc::kOutOfRange);
-  EXPECT_EQ(c.arena[0], '\x5a');
+  // A slot off the store's alignment (256 here) would misalign every tensor: refused,
+  // naming aligned offsets either side (new-user trial: accepted silently).
+  const Status unaligned = c.client->Fetch(1, 4, 300);
+  EXPECT_EQ(ExpertErrcOf(unaligned), ExpertErrc::kInvalidArgument) << unaligned.message();
+  EXPECT_NE(unaligned.message().find("arena slot at 300 (layer index 1 expert 4) is not a multiple of the store's "
+                                     "alignment 256 (its tensors' offsets are; 256 or 512 would do"),
+            std::string::npos)
+      << unaligned.message();
+  for (uint64_t i = 0; i < 2 * m_.recordStride; ++i) ASSERT_EQ(c.arena[i], '\x5a') << "byte " << i;
   // The client still works afterwards.
   EXPECT_TRUE(c.client->Fetch(2, 5, m_.recordStride).ok());
 }
@@ -275,12 +283,13 @@ TEST_P(ExpertPeerTest, OverlappingSlotsAreRefusedBeforeAnythingMoves) {
   Client c;
   ASSERT_TRUE(OpenClient(p, &c, 3, transport()).ok());
   const uint64_t stride = m_.recordStride;
-  // Record 2 starts 10 bytes into record 0's slot: it would overwrite record 0's tail.
-  const std::vector<RecordRequest> batch{{0, 0, 0}, {0, 3, 2 * stride}, {0, 1, 10}};
+  // Record 2 starts 256 bytes (one alignment) into record 0's slot: it would overwrite
+  // record 0's tail.
+  const std::vector<RecordRequest> batch{{0, 0, 0}, {0, 3, 2 * stride}, {0, 1, 256}};
   Status s = c.client->FetchBatch(batch);
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kInvalidArgument) << s.message();
   EXPECT_NE(s.message().find("record 0 (layer index 0 expert 0, arena slot at 0) and record 2 (layer index 0 expert 1, "
-                             "arena slot at 10) overlap"),
+                             "arena slot at 256) overlap"),
             std::string::npos)
       << s.message();
   // The same slot twice overlaps too; nothing landed, and the client still works.

@@ -425,7 +425,7 @@ TEST(EnvConfig, FarNamesGetNoSuggestionAndToolingNamesNoWarning) {
   ParseOk(FakeEnv{{{"RAILYARD_FOO", "1"}, {"RAILYARD_SKIP_LANE", "1"}, {"RAILYARD_LANE_TIMEOUT", "5"},
                    {"RAILYARD_CONFORMANCE_TRANSPORT", "verbs"}, {"RAILYARD_UPDATE_DOCS", "1"},
                    {"RAILYARD_BUILD_DIR", "build"}, {"RAILYARD_TEST_BUILD_DIR", "build-test"},
-                   {"RAILYARD_SKIP_FUZZ", "1"}, {"RAILYARD_FUZZ_SECONDS", "5"},
+                   {"RAILYARD_FUZZ", "1"}, {"RAILYARD_FUZZ_SECONDS", "5"},
                    {"RAILYARD_TEST_OVERLAP", "0"}}});
   auto warns = capture.At(log::Level::kWarn);
   ASSERT_EQ(warns.size(), 1u);

@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
                  "serve a snapshot arena: kind=NAME,mode=raw|paging,blob=BYTES,slots=N (raw: max=BYTES instead of "
                  "slots lets the first client size it; repeat for several kinds; paging arenas swap to RAILYARD_SWAP_DIR)");
   app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's, or 127.0.0.1 with no rail: RAILYARD_SOCKET_IFNAME unset)");
-  app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral, printed)")
+  app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral; either way stdout gets one line, `snapshot-port N`, for scripts to read, and stderr the address and port for people)")
       ->check(tools::InRange(0, 65535));  // a range, not CLI11's bare "could not be converted" (new-user trial)
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
@@ -278,7 +278,9 @@ int main(int argc, char** argv) {
       return 3;  // not 2: it may be only that the rails' addresses are not up yet (new-user trial)
     }
   }
-  // Snapshot arenas: started before discovery; "snapshot-port N" on stdout says where.
+  // Snapshot arenas: started before discovery. "snapshot-port N", the one line railyardd
+  // writes to stdout besides --text's graph, is for scripts (documented in --help and the
+  // README); stderr says the same for people.
   std::unique_ptr<tools::SnapshotService> snapshotService;
   if (!snapshot.arenas.empty()) {
     if (Status s = tools::SnapshotService::Start(snapshot, *cfg, &snapshotService); !s.ok()) {
