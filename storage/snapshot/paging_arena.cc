@@ -295,10 +295,10 @@ void PagingArena::Forget(uint64_t key, Blob& b) {
   }
 }
 
-Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum) {
+Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum, const Queued& queued) {
   PendingCommit p;
   RY_RETURN_IF_ERROR(BeginCommit(client, key, checksum, &p));
-  return EndCommit(p, CheckCommit(p));
+  return EndCommit(p, CheckCommit(p), queued);
 }
 
 Status PagingArena::BeginCommit(uint64_t client, uint64_t key, uint64_t checksum, PendingCommit* out) {
@@ -334,7 +334,7 @@ Status PagingArena::CheckCommit(PendingCommit& p) {
   return Status::Ok();
 }
 
-Status PagingArena::EndCommit(const PendingCommit& p, Status checked) {
+Status PagingArena::EndCommit(const PendingCommit& p, Status checked, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!checked.ok()) {
     FreeSlot(p.slot);
@@ -354,7 +354,8 @@ Status PagingArena::EndCommit(const PendingCommit& p, Status checked) {
   nb.swapSlot = p.swapSlot;
   nb.checksum = p.checksum;
   nb.generation = p.generation;
-  WaitForFault(lock, p.key);  // the key's blob being read from swap is not forgotten under it
+  Beat beat(queued);
+  WaitForFault(lock, p.key, beat);  // the key's blob being read from swap is not forgotten under it
   auto it = blobs_.find(p.key);
   if (it != blobs_.end() && it->second.generation > p.generation) {
     // Another client's commit of this key began after this one and ended first: the
@@ -488,9 +489,9 @@ void PagingArena::Pin(uint64_t client, uint64_t key, const Blob& b, bool* found,
   *checksum = b.checksum;
 }
 
-void PagingArena::WaitForFault(std::unique_lock<std::mutex>& lock, uint64_t key) {
+void PagingArena::WaitForFault(std::unique_lock<std::mutex>& lock, uint64_t key, Beat& beat) {
   for (auto it = blobs_.find(key); it != blobs_.end() && it->second.faulting; it = blobs_.find(key)) {
-    faultDone_.wait(lock);
+    beat.Wait(faultDone_, lock, std::nullopt);
   }
 }
 
@@ -511,9 +512,10 @@ Status PagingArena::Release(uint64_t client, uint64_t key) {
   return Status::Ok();
 }
 
-Status PagingArena::Remove(uint64_t key, bool* found) {
+Status PagingArena::Remove(uint64_t key, bool* found, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
-  WaitForFault(lock, key);  // its swap record is being read
+  Beat beat(queued);
+  WaitForFault(lock, key, beat);  // its swap record is being read
   auto it = blobs_.find(key);
   *found = it != blobs_.end();
   if (*found) {

@@ -67,7 +67,8 @@ class PagingArena {
   /// access); `swap` the kind's swap file with what its rebuild found. An alloc or a
   /// fault that finds every slot pinned or being written waits up to `slotWaitMs` for
   /// one to come free (other clients' gets and puts end within their own timeout),
-  /// telling its `queued` (Alloc, Get) every so often meanwhile.
+  /// telling its `queued` (Alloc, Get) every so often meanwhile; a commit or remove
+  /// waiting for a get's fault of its key tells its own the same way.
   PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
               const SwapRebuild& rebuild, int64_t slotWaitMs = 0);
 
@@ -94,8 +95,9 @@ class PagingArena {
   /// blob of the key (if any) is kept. InvalidUsage when `client` has no alloc for `key`.
   /// The hash and the write-through run outside the arena's lock; of two clients'
   /// commits of one key at once, the one that began later wins (its generation), as
-  /// a rebuild from swap would decide.
-  Status Commit(uint64_t client, uint64_t key, uint64_t checksum);
+  /// a rebuild from swap would decide. While a get faults the key from swap, the
+  /// commit waits for it to land, telling `queued` (optional; see Queued) meanwhile.
+  Status Commit(uint64_t client, uint64_t key, uint64_t checksum, const Queued& queued = {});
 
   /// Commit's three steps (Commit runs them in a row), public so that tests can
   /// interleave two clients' commits. Begin (locked): finds the client's slot for the
@@ -104,7 +106,8 @@ class PagingArena {
   /// (InvalidArgument), then the write-through (SystemError). End (locked): on an error
   /// from Check frees the slot and record and returns it; else links the slot as the
   /// key's blob, unless a commit of the key that began later has been linked already
-  /// (then this one is dropped as superseded, and Ok).
+  /// (then this one is dropped as superseded, and Ok); it waits for a get's fault of the
+  /// key first, telling `queued` meanwhile.
   struct PendingCommit {
     uint64_t key = 0;
     uint64_t checksum = 0;
@@ -115,7 +118,7 @@ class PagingArena {
   };
   Status BeginCommit(uint64_t client, uint64_t key, uint64_t checksum, PendingCommit* out);
   Status CheckCommit(PendingCommit& p);
-  Status EndCommit(const PendingCommit& p, Status checked);
+  Status EndCommit(const PendingCommit& p, Status checked, const Queued& queued = {});
   /// Told how a get's fault from swap goes, on the get's thread without the arena's
   /// lock (it should not block for long: the key's other gets, its removes and commits
   /// wait for the fault): first with `ready` 0 once the slot is chosen (`offset` and `checksum` are
@@ -136,7 +139,8 @@ class PagingArena {
   /// Drops one pin of `client` on `key`. InvalidUsage when it holds none.
   Status Release(uint64_t client, uint64_t key);
   /// Forgets `key` (its slot is reused once unpinned). *found = false when unknown.
-  Status Remove(uint64_t key, bool* found);
+  /// While a get faults the key from swap, waits for it to land, telling `queued`.
+  Status Remove(uint64_t key, bool* found, const Queued& queued = {});
   /// `client` went away: its uncommitted slots are reclaimed, its pins dropped.
   void Drop(uint64_t client);
   /// True while `client` is in the middle of an operation: a slot allocated and not yet
@@ -218,8 +222,9 @@ class PagingArena {
   /// Pins `b` (resident in b.slot) for `client` and fills Get's outputs.
   void Pin(uint64_t client, uint64_t key, const Blob& b, bool* found, uint64_t* offset, uint64_t* checksum);
   /// Waits on `lock` (of mu_) while a get faults `key` from swap (Remove and commits of
-  /// the key must not forget its record or slot under the read).
-  void WaitForFault(std::unique_lock<std::mutex>& lock, uint64_t key);
+  /// the key must not forget its record or slot under the read), `beat` telling the
+  /// request's client that it still waits.
+  void WaitForFault(std::unique_lock<std::mutex>& lock, uint64_t key, Beat& beat);
   /// Get on a full disk: swaps `b` (in swap) with the LRU unpinned dirty resident
   /// blob, through one record. False when there is no such blob or I/O fails.
   bool Exchange(uint64_t key, Blob& b);

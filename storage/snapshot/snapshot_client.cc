@@ -250,16 +250,21 @@ Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
   const std::string what = CallName(op, key);
   const auto began = std::chrono::steady_clock::now();
   RY_RETURN_IF_ERROR(RecvResponse(what, began, out));
-  // An alloc or a get queued at the peer for a slot hears kQueued now and then before
-  // its answer: each within this client's timeout from a live peer. Taken for as long
-  // as the peer said it may queue a request, and this client's timeout on top (the
-  // peer's u64 clamped so that no peer can make the sum overflow or wait for ever).
-  if (out->result == Response::kQueued && (op == Op::kAlloc || op == Op::kGet)) {
+  // An alloc or a get queued at the peer for a slot, and any request but a release
+  // waiting there for a get's fault of its key (wire version 7), hears kQueued now and
+  // then before its answer: each within this client's timeout from a live peer. Taken
+  // for as long as the peer said it may queue a request (a fault waits for a slot at
+  // most that long, then reads one blob), and this client's timeout on top (the peer's
+  // u64 clamped so that no peer can make the sum overflow or wait for ever).
+  if (out->result == Response::kQueued && op != Op::kRelease) {
     const auto limit = began + std::chrono::milliseconds(std::min<uint64_t>(slotWaitMs_, uint64_t{1} << 40)) +
                        std::chrono::milliseconds(options_.timeoutMs);
     while (out->result == Response::kQueued) {
       if (std::chrono::steady_clock::now() > limit) {
-        return Sticky(RemoteError(what + ": the peer kept it queued for a slot past the " +
+        const char* forWhat = op == Op::kAlloc ? "for a slot"
+                              : op == Op::kGet ? "for a slot or another get's fault of the key"
+                                               : "for a get's fault of the key";
+        return Sticky(RemoteError(what + ": the peer kept it queued " + forWhat + " past the " +
                                   std::to_string(slotWaitMs_) + " ms it said it may, and this client's " +
                                   std::to_string(options_.timeoutMs) + " ms on top"));
       }

@@ -176,8 +176,9 @@ class SnapshotClient {
   /// Batch requests the peer answered kBusy (it had no slot for them while this client
   /// held one), each asked again once this client held nothing.
   uint64_t busyAnswers() const { return busyAnswers_; }
-  /// kQueued records taken so far: an alloc or get queued at the peer for a slot hears
-  /// one every QueuedBeatMs of its wait.
+  /// kQueued records taken so far: an alloc or get queued at the peer for a slot, and a
+  /// request waiting there for a get's fault of its key, hears one every QueuedBeatMs
+  /// of its wait.
   uint64_t queuedAnswers() const { return queuedAnswers_; }
 
  private:

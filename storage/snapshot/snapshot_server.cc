@@ -469,7 +469,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
           SendOrSpill(fd, m.Encode(), &spilled);
         };
         bool busy = false;  // a client holding a slot or pin is not made to wait (kBusy)
-        // A request queued for a slot (or for another get's fault of its key) says so
+        // A request queued for a slot (or, any but a release, for a get's fault of its key) says so
         // (kQueued) the same way, often enough for this client's timeout.
         const PagingArena::Queued queued{
             // One the socket did not take carries no news: none is added behind it (a
@@ -481,7 +481,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
             st = pa.Alloc(client, q.key, &r.offset, &busy, queued);
             break;
           case Op::kCommit:
-            st = pa.Commit(client, q.key, q.checksum);
+            st = pa.Commit(client, q.key, q.checksum, queued);
             break;
           case Op::kGet:
             st = pa.Get(client, q.key, &found, &r.offset, &r.checksum, progress, &busy, queued);
@@ -490,7 +490,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
             st = pa.Release(client, q.key);
             break;
           case Op::kRemove:
-            st = pa.Remove(q.key, &found);
+            st = pa.Remove(q.key, &found, queued);
             break;
         }
         if (st.ok() && !found) r.result = Response::kAbsent;

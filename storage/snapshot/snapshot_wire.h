@@ -38,6 +38,9 @@ std::string ModeName(Mode mode);
 /// The client's packed Worker address (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
+  /// 7: a commit or a remove waiting at the peer for a get's fault of its key is
+  /// answered kQueued as a queued alloc or get is (before, it heard nothing for as long
+  /// as the fault took, and a version-6 client takes kQueued there as out of turn).
   /// 6: the header carries the client's control timeout (bytes 60..63, reserved
   /// before), and the peer says kQueued to that client often enough for it
   /// (QueuedBeatMs of both timeouts): before, a client whose RAILYARD_TIMEOUT_MS was
@@ -54,7 +57,7 @@ struct Header {
   /// 2: the blob checksums are XXH3-64 (1 had XXH64). A peer of another version is
   /// refused at the handshake, naming both, rather than failing every commit's checksum
   /// or waiting for a response that never comes.
-  static constexpr uint16_t kVersion = 6;
+  static constexpr uint16_t kVersion = 7;
   static constexpr size_t kBytes = 64;
   static constexpr size_t kMaxKindBytes = 31;
   static constexpr uint32_t kMaxAddressBytes = 4096;
@@ -164,9 +167,11 @@ struct Request {
 /// A client that holds nothing is never answered kBusy: it waits for a slot.
 ///
 /// kQueued (nothing but the result, as kBusy) precedes the answer to an alloc or a get
-/// that waits at the peer for a slot, once per QueuedBeatMs of the wait (none when it
-/// waits less): the peer is alive and the request still queued, so the client keeps
-/// waiting, up to the slot wait the handshake reply gave plus its own timeout.
+/// that waits at the peer for a slot, and to an alloc, get, commit or remove that waits
+/// for a get's fault of its key, once per QueuedBeatMs of the wait (none when it waits
+/// less): the peer is alive and the request still queued, so the client keeps waiting,
+/// up to the slot wait the handshake reply gave plus its own timeout. A release has no
+/// answer, so never this one.
 struct Response {
   static constexpr size_t kBytes = 32;
   enum Result : uint32_t { kOk = 0, kAbsent = 1, kError = 2, kFaulting = 3, kReady = 4, kBusy = 5, kQueued = 6 };
@@ -189,7 +194,7 @@ inline constexpr int64_t kMinQueuedBeatMs = 10;
 
 /// How often (ms) a peer with control timeout `peerTimeoutMs` sends kQueued to a client
 /// whose handshake gave `clientTimeoutMs` (0: not said) while the client's alloc or get
-/// waits for a slot, or its get for another client's fault of the key: a quarter of the
+/// waits for a slot, or its request for a get's fault of the key: a quarter of the
 /// shorter timeout, at most 1 s, at least
 /// kMinQueuedBeatMs, so the client hears from a live peer several times within its own
 /// timeout (one below 40 ms hears every 10 ms).

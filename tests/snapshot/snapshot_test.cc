@@ -646,14 +646,21 @@ TEST_F(SnapshotTest, BatchesRunPastATornBlobAndAKilledPeerEndsThem) {
   EXPECT_EQ(Mismatch(data[10].data(), kBlob, 310), -1);
   EXPECT_TRUE(c.status().ok()) << c.status().message();
   // A killed peer: the first blob fails with the connection, the one in flight behind
-  // it shares the error, the rest are not attempted; nothing hangs.
+  // it (if any) shares the error, the rest are not attempted; nothing hangs.
   peer_->Signal(SIGKILL);
   for (auto& b : batch) b.found = true;
   s = c.GetBatch(batch);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("get batch, blob 0 (key 15)"), std::string::npos) << s.message();
-  // The blob behind it shares the handle's failure, said as such.
-  EXPECT_NE(batch[1].status.message().find("blob 1 (key 14)"), std::string::npos) << batch[1].status.message();
+  // The blob behind it shares the handle's failure, said as such. It is never sent
+  // when the peer's reset (its kernel closing the connection with the releases above
+  // unread) has come back before the first get's send, which then fails at once
+  // (seen under load in CI-like runs).
+  if (batch[1].attempted) {
+    EXPECT_NE(batch[1].status.message().find("blob 1 (key 14)"), std::string::npos) << batch[1].status.message();
+  } else {
+    EXPECT_TRUE(batch[1].status.ok()) << batch[1].status.message();
+  }
   EXPECT_FALSE(c.status().ok());
   EXPECT_TRUE(batch[0].attempted);
   EXPECT_FALSE(batch[0].status.ok());

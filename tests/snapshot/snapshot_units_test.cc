@@ -78,7 +78,7 @@ TEST(SnapshotWire, HeaderRoundTripsAndRefusesEachBadField) {
     size_t at;
     uint8_t value;
     const char* names;
-  } cases[] = {{0, 'x', "magic"},  {4, 7, "version 7"},      {6, 0, "mode 0"},   {7, 1, "reserved"},
+  } cases[] = {{0, 'x', "magic"},  {4, 9, "version 9"},      {6, 0, "mode 0"},   {7, 1, "reserved"},
                {8, 0, "kind"},     {8, ' ', "kind"},          {20, 'z', "NUL-padded"},
                {40, 1, "multiple"}, {56 + 3, 1, "worker address"}};
   for (const Case& c : cases) {
@@ -819,52 +819,74 @@ TEST(PagingArenaRules, OfTwoCommitsOfAKeyAtOnceTheOneBegunLaterWinsInEitherOrder
   }
 }
 
-// A get reads a blob back from swap without holding the arena: while one get's fault
-// is stopped after its first 4 MiB piece (its progress call waits, up to 10 s, for
-// the test to go on), another client's get of a resident blob is served, and a third
-// client's get of the same key, asked meanwhile, waits for the fault, saying so now
-// and then (Queued: the server's kQueued, so that client does not take the peer for
-// silent), and shares the faulted slot. With the fault under the lock the resident get
-// waited for the progress call's 10 s, which then ran out; the waiting get said nothing.
-TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArenaAndAGetWaitingForItSaysSo) {
-  constexpr uint64_t kBlob = 8 << 20;  // two read pieces: one progress call between
-  TestArena under(2, kBlob, /*slotWaitMs=*/30000);
-  ASSERT_NE(under.arena, nullptr);
-  PagingArena& arena = *under.arena;
-  std::vector<uint8_t>& mem = under.mem;
-  auto put = [&](uint64_t key) {
-    uint64_t at = 0;
-    ASSERT_TRUE(arena.Alloc(9, key, &at).ok());
-    std::fill(mem.begin() + at, mem.begin() + at + kBlob, static_cast<uint8_t>(key));
-    ASSERT_TRUE(arena.Commit(9, key, BlobChecksum(mem.data() + at, kBlob)).ok());
-  };
-  for (uint64_t k : {1, 2, 3}) ASSERT_NO_FATAL_FAILURE(put(k));  // 3 evicts 1 to swap
+/// An arena of 8 MiB blobs (two read pieces: one progress call between) and client 1's
+/// get of a key in swap only on its own thread, stopped in its fault after the first
+/// piece (its progress call waits, up to 10 s, for Go): PagingArenaRules' fault tests.
+struct StoppedFault {
+  static constexpr uint64_t kBlob = 8 << 20;
+  TestArena under;
   std::mutex mu;
   std::condition_variable cv;
   bool inFault = false, released = false, waitedOut = false;
-  Status faulted, joined;
-  uint64_t faultAt = 0, joinAt = 0;
-  std::thread fault([&] {
-    bool found = false;
-    uint64_t sum = 0;
-    faulted = arena.Get(1, 1, &found, &faultAt, &sum, [&](uint64_t, uint64_t, uint64_t ready) {
-      if (ready == 0) return;
-      std::unique_lock<std::mutex> lock(mu);
-      inFault = true;
-      cv.notify_all();
-      waitedOut = !cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; });
+  Status faulted;
+  uint64_t faultAt = 0;
+  std::thread fault;
+
+  explicit StoppedFault(uint64_t slots) : under(slots, kBlob, /*slotWaitMs=*/30000) {}
+  ~StoppedFault() {
+    if (fault.joinable()) Go();
+  }
+  /// Client `client` puts `key`'s blob of bytes `byte`.
+  void Put(uint64_t client, uint64_t key, uint8_t byte) {
+    uint64_t at = 0;
+    ASSERT_TRUE(under.arena->Alloc(client, key, &at).ok());
+    std::fill(under.mem.begin() + at, under.mem.begin() + at + kBlob, byte);
+    ASSERT_TRUE(under.arena->Commit(client, key, BlobChecksum(under.mem.data() + at, kBlob)).ok());
+  }
+  /// Starts client 1's get of `key` (in swap only) and returns once its fault is stopped.
+  void Start(uint64_t key) {
+    fault = std::thread([this, key] {
+      bool found = false;
+      uint64_t sum = 0;
+      faulted = under.arena->Get(1, key, &found, &faultAt, &sum, [&](uint64_t, uint64_t, uint64_t ready) {
+        if (ready == 0) return;
+        std::unique_lock<std::mutex> lock(mu);
+        inFault = true;
+        cv.notify_all();
+        waitedOut = !cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; });
+      });
     });
-  });
-  bool began = false;
-  {
     std::unique_lock<std::mutex> lock(mu);
-    began = cv.wait_for(lock, std::chrono::seconds(30), [&] { return inFault; });
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inFault; }))
+        << "the fault never began: " << faulted.message();
   }
-  if (!began) {
+  /// Lets the fault go on and waits for its get to return.
+  void Go() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      released = true;
+    }
+    cv.notify_all();
     fault.join();
-    FAIL() << "the fault never began: " << faulted.message();
   }
+};
+
+// A get reads a blob back from swap without holding the arena: while one get's fault
+// is stopped after its first 4 MiB piece, another client's get of a resident blob is
+// served, and a third client's get of the same key, asked meanwhile, waits for the
+// fault, saying so now and then (Queued: the server's kQueued, so that client does not
+// take the peer for silent), and shares the faulted slot. With the fault under the
+// lock the resident get waited for the progress call's 10 s, which then ran out; the
+// waiting get said nothing.
+TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArenaAndAGetWaitingForItSaysSo) {
+  StoppedFault f(2);
+  ASSERT_NE(f.under.arena, nullptr);
+  PagingArena& arena = *f.under.arena;
+  for (uint64_t k : {1, 2, 3}) ASSERT_NO_FATAL_FAILURE(f.Put(9, k, static_cast<uint8_t>(k)));  // 3 evicts 1
+  ASSERT_NO_FATAL_FAILURE(f.Start(1));
   std::atomic<int> waitingSaid{0};
+  Status joined;
+  uint64_t joinAt = 0;
   std::thread same([&] {  // the same key: waits for the fault above
     bool found = false;
     uint64_t sum = 0;
@@ -875,25 +897,70 @@ TEST(PagingArenaRules, AFaultReadsWithoutHoldingTheArenaAndAGetWaitingForItSaysS
   uint64_t at = 0, sum = 0;
   const Status resident = arena.Get(2, 3, &found, &at, &sum);  // key 3 stays resident (2 went)
   const bool said = WaitUntil([&] { return waitingSaid.load() >= 2; });
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    released = true;
-  }
-  cv.notify_all();
-  fault.join();
+  f.Go();
   same.join();
   ASSERT_TRUE(resident.ok()) << resident.message();
   EXPECT_TRUE(said) << "the get waiting for the fault said so " << waitingSaid.load() << " times";
-  EXPECT_FALSE(waitedOut) << "the resident get waited for the fault";
-  ASSERT_TRUE(faulted.ok()) << faulted.message();
+  EXPECT_FALSE(f.waitedOut) << "the resident get waited for the fault";
+  ASSERT_TRUE(f.faulted.ok()) << f.faulted.message();
   ASSERT_TRUE(joined.ok()) << joined.message();
-  EXPECT_EQ(joinAt, faultAt) << "the second get of key 1 did not share the faulted slot";
-  EXPECT_EQ(mem[faultAt], 1);
-  EXPECT_EQ(mem[faultAt + kBlob - 1], 1);
+  EXPECT_EQ(joinAt, f.faultAt) << "the second get of key 1 did not share the faulted slot";
+  EXPECT_EQ(f.under.mem[f.faultAt], 1);
+  EXPECT_EQ(f.under.mem[f.faultAt + StoppedFault::kBlob - 1], 1);
   EXPECT_EQ(arena.stats().faults, 1u);
   ASSERT_TRUE(arena.Release(1, 1).ok());
   ASSERT_TRUE(arena.Release(3, 1).ok());
   ASSERT_TRUE(arena.Release(2, 3).ok());
+}
+
+// A commit and a remove of a key that a get is faulting from swap wait for the fault
+// (neither may forget the record or slot under the read), and now say so as a queued
+// get does (the server's kQueued, wire version 7): before, they were silent for as long
+// as the fault took, so a slow disk could make their client take the peer for dead.
+TEST(PagingArenaRules, ACommitAndARemoveWaitingForAFaultOfTheirKeySaySo) {
+  StoppedFault f(3);
+  ASSERT_NE(f.under.arena, nullptr);
+  PagingArena& arena = *f.under.arena;
+  for (uint64_t k : {1, 2, 3, 4}) ASSERT_NO_FATAL_FAILURE(f.Put(9, k, static_cast<uint8_t>(k)));  // 4 evicts 1
+  uint64_t newAt = 0;  // client 4's new blob of key 1, written before the fault begins
+  ASSERT_TRUE(arena.Alloc(4, 1, &newAt).ok());
+  std::fill(f.under.mem.begin() + newAt, f.under.mem.begin() + newAt + StoppedFault::kBlob, 0xcc);
+  const uint64_t newSum = BlobChecksum(f.under.mem.data() + newAt, StoppedFault::kBlob);
+  ASSERT_NO_FATAL_FAILURE(f.Start(1));
+  std::atomic<int> commitSaid{0}, removeSaid{0};
+  Status committed, removed;
+  bool removedFound = false;
+  std::thread commit([&] {
+    const PagingArena::Queued queued{.tell = [&] { ++commitSaid; }, .everyMs = 1};
+    committed = arena.Commit(4, 1, newSum, queued);
+  });
+  std::thread remove([&] {
+    const PagingArena::Queued queued{.tell = [&] { ++removeSaid; }, .everyMs = 1};
+    removed = arena.Remove(1, &removedFound, queued);
+  });
+  const bool said = WaitUntil([&] { return commitSaid.load() >= 2 && removeSaid.load() >= 2; });
+  f.Go();
+  commit.join();
+  remove.join();
+  EXPECT_TRUE(said) << "while the fault was stopped, the commit said it waited " << commitSaid.load()
+                    << " times and the remove " << removeSaid.load();
+  ASSERT_TRUE(f.faulted.ok()) << f.faulted.message();
+  ASSERT_TRUE(committed.ok()) << committed.message();
+  ASSERT_TRUE(removed.ok()) << removed.message();
+  EXPECT_TRUE(removedFound);
+  // The get that faulted read the old blob; then the commit and the remove ran in
+  // either order: key 1 is the new blob (remove first) or gone (commit first).
+  EXPECT_EQ(f.under.mem[f.faultAt], 1);
+  EXPECT_EQ(f.under.mem[f.faultAt + StoppedFault::kBlob - 1], 1);
+  bool found = false;
+  uint64_t at = 0, sum = 0;
+  ASSERT_TRUE(arena.Get(5, 1, &found, &at, &sum).ok());
+  if (found) {
+    EXPECT_EQ(sum, newSum);
+    EXPECT_EQ(BlobChecksum(f.under.mem.data() + at, StoppedFault::kBlob), newSum);
+    ASSERT_TRUE(arena.Release(5, 1).ok());
+  }
+  ASSERT_TRUE(arena.Release(1, 1).ok());
 }
 
 /// Two dirty 1 MiB blobs (keys 1 and 2, 1 least recently used) in a 2-slot arena, and
