@@ -2,6 +2,7 @@
 // against hostile bytes, the daemon's arena spec parser, and the swap file.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -1088,6 +1090,71 @@ TEST(PagingArenaRules, AVictimRemovedOrReplacedUnderItsEvictionWriteGivesItsSlot
       EXPECT_EQ(arena.stats().faults, 0u) << "the new key 1 should be resident";
       ASSERT_TRUE(arena.Release(6, 1).ok());
     }
+  }
+}
+
+/// Writes past `bytes` of any file fail (EFBIG) while it lives, SIGXFSZ ignored: a swap
+/// file that cannot grow, as on a full disk, without a mount (process-wide: one test
+/// process per test under ctest).
+struct FileSizeLimit {
+  rlimit old{};
+  sighandler_t oldHandler;
+  explicit FileSizeLimit(rlim_t bytes) : oldHandler(std::signal(SIGXFSZ, SIG_IGN)) {
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    const rlimit cap{bytes, old.rlim_max};
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &cap), 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, oldHandler);
+  }
+};
+
+// An eviction write the disk refuses wakes whoever queued for a slot meanwhile: that
+// waiter tries the victim itself at once, and fails naming the disk's refusal, rather
+// than sleeping out its whole slot wait (30 s here) and failing as if every slot had
+// stayed pinned. Here the swap file cannot grow past its header page; key 2 is pinned
+// by a get, key 1 by the stopped eviction, so client 5's alloc queues. Both blobs stay
+// readable after.
+TEST(PagingArenaRules, AFailedEvictionWriteWakesAWaiterWhoFailsNamingIt) {
+  BlockedEviction e;
+  ASSERT_NO_FATAL_FAILURE(e.Start());
+  PagingArena& arena = *e.under.arena;
+  bool found = false;
+  uint64_t at2 = 0, sum = 0;
+  ASSERT_TRUE(arena.Get(4, 2, &found, &at2, &sum).ok());
+  ASSERT_TRUE(found);
+  Status waited;
+  uint64_t waitedAt = 0;
+  {
+    const FileSizeLimit full(4096);
+    std::thread waiter([&] { waited = arena.Alloc(5, 4, &waitedAt); });
+    const bool queued = WaitUntil([&] { return arena.stats().waiting == 1; });
+    const auto went = std::chrono::steady_clock::now();
+    e.Go();
+    e.alloc.join();
+    waiter.join();
+    EXPECT_TRUE(queued) << "the second alloc never queued";
+    // Which way the waiter ended, not how fast: woken by the failed write, or at the end
+    // of its 30 s slot wait (then it too tries the victim and fails the same way).
+    EXPECT_LT(std::chrono::steady_clock::now() - went, std::chrono::seconds(20))
+        << "the waiter slept out its slot wait: the failed write did not wake it";
+  }
+  EXPECT_EQ(e.allocated.code(), Code::kSystemError) << e.allocated.message();
+  EXPECT_NE(e.allocated.message().find("evicting key 1 failed"), std::string::npos) << e.allocated.message();
+  EXPECT_EQ(waited.code(), Code::kSystemError) << waited.message();
+  EXPECT_NE(waited.message().find("evicting key 1 failed"), std::string::npos) << waited.message();
+  EXPECT_EQ(e.written, (std::vector<uint64_t>{1, 1})) << "the waiter did not try the victim after the failed write";
+  EXPECT_EQ(arena.stats().waiting, 0u);
+  EXPECT_EQ(arena.stats().evictions, 0u);
+  ASSERT_TRUE(arena.Release(4, 2).ok());
+  for (uint64_t key : {1, 2}) {  // still resident, bytes unchanged
+    uint64_t at = 0;
+    ASSERT_TRUE(arena.Get(6, key, &found, &at, &sum).ok());
+    ASSERT_TRUE(found) << key;
+    EXPECT_EQ(e.under.mem[at], key);
+    EXPECT_EQ(e.under.mem[at + BlockedEviction::kBlob - 1], key);
+    ASSERT_TRUE(arena.Release(6, key).ok());
   }
 }
 
