@@ -165,7 +165,9 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  * usable), saying so meanwhile every quarter of the shorter of its and this process's
  * RAILYARD_TIMEOUT_MS (sent at connect; at most every second, at least every 10 ms):
  * this process keeps waiting while it hears that, and calls the peer silent after its
- * own RAILYARD_TIMEOUT_MS without a word. railyard_snapshot_connect brings the fabric connection up
+ * own RAILYARD_TIMEOUT_MS without a word. A put's commit, a get or a remove of a key
+ * another client's get is reading back from the peer's swap file waits for that read,
+ * hearing the same meanwhile. railyard_snapshot_connect brings the fabric connection up
  * before it returns, so a handle may also wait as long as it likes before its first
  * call. */
 

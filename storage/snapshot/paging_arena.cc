@@ -14,7 +14,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-PagingArena::Beat::Beat(const Queued& q) : q_(q), on_(q.tell && q.everyMs > 0) {
+PagingArena::Beat::Beat(const Queued& q, uint64_t& told) : q_(q), told_(told), on_(q.tell && q.everyMs > 0) {
   if (on_) next_ = Clock::now() + std::chrono::milliseconds(q_.everyMs);
 }
 
@@ -30,6 +30,7 @@ Clock::time_point PagingArena::Beat::Wait(std::condition_variable& cv, std::uniq
   const Clock::time_point now = Clock::now();
   if (on_ && now >= next_ && (!until || now < *until)) {
     q_.tell();
+    ++told_;
     next_ = now + std::chrono::milliseconds(q_.everyMs);
   }
   return now;
@@ -257,7 +258,7 @@ Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool*
     }
   }
   int64_t s = -1;
-  Beat beat(queued);
+  Beat beat(queued, stats_.queuedTold);
   RY_RETURN_IF_ERROR(TakeSlot(lock, &s, busy != nullptr && HoldsLocked(client) ? busy : nullptr, beat,
                               Clock::now() + std::chrono::milliseconds(slotWaitMs_)));
   if (s < 0) return Status::Ok();  // busy
@@ -354,7 +355,7 @@ Status PagingArena::EndCommit(const PendingCommit& p, Status checked, const Queu
   nb.swapSlot = p.swapSlot;
   nb.checksum = p.checksum;
   nb.generation = p.generation;
-  Beat beat(queued);
+  Beat beat(queued, stats_.queuedTold);
   WaitForFault(lock, p.key, beat);  // the key's blob being read from swap is not forgotten under it
   auto it = blobs_.find(p.key);
   if (it != blobs_.end() && it->second.generation > p.generation) {
@@ -385,7 +386,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
   // One schedule of kQueued and one slot wait for the whole request: a wait for another
   // get's fault says so as one for a slot does, and waits for a slot, however many
   // (the key may change under each), end at `until`.
-  Beat beat(queued);
+  Beat beat(queued, stats_.queuedTold);
   const Clock::time_point until = Clock::now() + std::chrono::milliseconds(slotWaitMs_);
   for (;;) {
     auto it = blobs_.find(key);
@@ -394,7 +395,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       return Status::Ok();
     }
     if (it->second.faulting) {  // another get is reading it from swap: wait for it to land
-      beat.Wait(faultDone_, lock, std::nullopt);
+      WaitForFault(lock, key, beat);
       continue;
     }
     if (it->second.slot >= 0) {
@@ -458,6 +459,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
       progress(at, sum, 0);
       landed = [&](uint64_t bytes) { progress(at, sum, bytes); };
     }
+    if (faultRead_) faultRead_(key);
     const Status st = swap_->Read(record, key, sum, SlotData(s), landed);
     lock.lock();
     guard.armed = false;
@@ -491,7 +493,9 @@ void PagingArena::Pin(uint64_t client, uint64_t key, const Blob& b, bool* found,
 
 void PagingArena::WaitForFault(std::unique_lock<std::mutex>& lock, uint64_t key, Beat& beat) {
   for (auto it = blobs_.find(key); it != blobs_.end() && it->second.faulting; it = blobs_.find(key)) {
+    ++faultWaits_;
     beat.Wait(faultDone_, lock, std::nullopt);
+    --faultWaits_;
   }
 }
 
@@ -514,7 +518,7 @@ Status PagingArena::Release(uint64_t client, uint64_t key) {
 
 Status PagingArena::Remove(uint64_t key, bool* found, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
-  Beat beat(queued);
+  Beat beat(queued, stats_.queuedTold);
   WaitForFault(lock, key, beat);  // its swap record is being read
   auto it = blobs_.find(key);
   *found = it != blobs_.end();
@@ -559,6 +563,7 @@ PagingStats PagingArena::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   PagingStats s = stats_;
   s.waiting = waiting_.size();
+  s.faultWaits = faultWaits_;
   s.blobs = blobs_.size();
   s.resident = lru_.size();
   return s;

@@ -48,6 +48,8 @@ struct PagingStats {
   uint64_t tornDropped = 0; ///< swap records dropped at start for a bad checksum
   uint64_t reclaimed = 0;   ///< slots taken back from clients that went away uncommitted
   uint64_t waiting = 0;     ///< allocs and faults queued for a slot now
+  uint64_t faultWaits = 0;  ///< requests waiting for a get's fault of their key now
+  uint64_t queuedTold = 0;  ///< "still waiting" (Queued::tell: the server's kQueued) told so far
 };
 
 /// How a request that waits at a PagingArena (for a slot, or for another get's fault
@@ -158,13 +160,18 @@ class PagingArena {
   /// before the write (a test blocks there to act while an eviction writes). Set before
   /// the arena is used; empty: none.
   void SetEvictionWriteSeen(std::function<void(uint64_t key)> seen) { evictionWrite_ = std::move(seen); }
+  /// A test seam as SetEvictionWriteSeen: `seen` is called with the key of every fault
+  /// from swap, on the get's thread without the arena's lock, just before the read.
+  void SetFaultReadSeen(std::function<void(uint64_t key)> seen) { faultRead_ = std::move(seen); }
 
  private:
   /// A waiting request's "still waiting": its Queued::tell once per Queued::everyMs, on
   /// one schedule for the whole request (a get's fault wait and slot wait alike).
   class Beat {
    public:
-    explicit Beat(const Queued& q);
+    /// `told` counts the tells (stats_.queuedTold, under the arena's lock).
+    Beat(const Queued& q, uint64_t& told);
+    Beat(Queued&&, uint64_t&) = delete;  // `q` is kept by reference: no temporaries
     /// Waits on `cv` (its lock held) until notified, `until` (none: no bound) or the
     /// next tell is due, then tells if it is due (never at or past `until`). Returns
     /// the time it woke.
@@ -173,6 +180,7 @@ class PagingArena {
 
    private:
     const Queued& q_;
+    uint64_t& told_;
     bool on_;
     std::chrono::steady_clock::time_point next_{};
   };
@@ -239,6 +247,8 @@ class PagingArena {
   uint64_t nextTicket_ = 0;
   int64_t slotWaitMs_ = 0;
   std::function<void(uint64_t)> evictionWrite_;  ///< SetEvictionWriteSeen
+  std::function<void(uint64_t)> faultRead_;      ///< SetFaultReadSeen
+  uint64_t faultWaits_ = 0;                      ///< PagingStats::faultWaits
   uint8_t* arena_;
   uint64_t blobBytes_;
   std::vector<Slot> slots_;

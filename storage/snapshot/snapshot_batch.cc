@@ -8,8 +8,9 @@
 // blob 1 move. Get: get(0) get(1) | read 0, release(0) get(2) | ... : the peer finds
 // (or faults from its swap file) blob 1 while blob 0 moves.
 //
-// Why this cannot wedge the peer: a request waits there only for an arena slot, and
-// what would free one may be this client's own commit or release, queued behind it.
+// Why this cannot wedge the peer: a request waits there only for an arena slot (or for
+// a get's fault of its key, which ends by itself), and what would free a slot may be
+// this client's own commit or release, queued behind it.
 // So the peer never makes a client that holds a slot or a pin wait: when it has no
 // slot free now it answers kBusy (wire version 4) and takes nothing, and the client
 // asks for that blob again, alone, once all its earlier requests are answered and it

@@ -272,13 +272,13 @@ Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
       RY_RETURN_IF_ERROR(RecvResponse(what, std::chrono::steady_clock::now(), out));
     }
   }
-  if (out->result == Response::kReady || out->result == Response::kQueued ||
-      (out->result == Response::kFaulting && op != Op::kGet) ||
+  // (A kQueued cannot be left here: the loop above took every one, and a release,
+  // the one request it skips, has no answer to read.)
+  if (out->result == Response::kReady || (out->result == Response::kFaulting && op != Op::kGet) ||
       (out->result == Response::kBusy && op != Op::kGet && op != Op::kAlloc)) {
-    const char* name = out->result == Response::kReady    ? "ready"
-                       : out->result == Response::kBusy   ? "busy"
-                       : out->result == Response::kQueued ? "queued"
-                                                          : "faulting";
+    const char* name = out->result == Response::kReady  ? "ready"
+                       : out->result == Response::kBusy ? "busy"
+                                                        : "faulting";
     return Sticky(RemoteError(what + ": the peer answered '" + name + "' out of turn"));
   }
   if (op != Op::kGet && op != Op::kRemove && out->result == Response::kAbsent) {

@@ -128,12 +128,15 @@ class SnapshotClient {
   /// one's bytes move). A key the peer does not hold is not an error: `found` says.
   /// Errors as PutBatch.
   Status GetBatch(std::span<BatchBlob> blobs);
-  /// Forgets `key` at the peer; *found says whether it was there.
+  /// Forgets `key` at the peer; *found says whether it was there. While another
+  /// client's get faults the key from the peer's swap file, the remove waits for it,
+  /// hearing kQueued (wire version 7) as a queued alloc does.
   Status Remove(uint64_t key, bool* found);
   /// The first half of Put: alloc and write, without commit (the peer serves nothing
   /// of it until Commit). `*checksum` gets the blob's XXH3-64.
   Status Stage(uint64_t key, const void* src, uint64_t bytes, uint64_t* checksum);
-  /// The second half of Put.
+  /// The second half of Put. Waits, hearing kQueued, while another client's get faults
+  /// the key from the peer's swap file (as Remove).
   Status Commit(uint64_t key, uint64_t checksum);
   /// Stage in two steps (for callers that fill a slot over time, and for tests that
   /// stop the peer between them): Alloc asks the peer for a slot for `key` and returns

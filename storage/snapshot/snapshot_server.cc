@@ -165,8 +165,9 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
       SwapRebuild rebuild;
       RY_RETURN_IF_ERROR(SwapFile::Open(options.swapDir, spec.kind, spec.blobBytes, options.swapSync, &swap, &rebuild));
       if (rebuild.cacheOnlyDiscarded) {
-        RY_INFO(log::kNet, "snapshot: kind '%s': %s was kept with RAILYARD_SWAP_SYNC=0, which keeps no blob past a "
-                "restart: started empty", spec.kind.c_str(), swap->path().c_str());
+        RY_WARN("snapshot: kind '%s': %s has no durable flag (only arenas with RAILYARD_SWAP_SYNC=0 kept it, which "
+                "keep no blob past a restart): its records were dropped and it starts empty",
+                spec.kind.c_str(), swap->path().c_str());
       }
       if (rebuild.torn > 0) {
         // Which keys (new-user trial: only a count, and clients then found those keys
@@ -217,6 +218,11 @@ PagingStats SnapshotServer::Stats(const std::string& kind) const {
   auto it = arenas_.find(kind);
   if (it == arenas_.end() || !it->second->paging) return {};
   return it->second->paging->stats();
+}
+
+void SnapshotServer::SetFaultReadSeen(const std::string& kind, std::function<void(uint64_t)> seen) {
+  auto it = arenas_.find(kind);
+  if (it != arenas_.end() && it->second->paging) it->second->paging->SetFaultReadSeen(std::move(seen));
 }
 
 void SnapshotServer::ProgressLoop() {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,6 +84,9 @@ class SnapshotServer {
   uint16_t port() const { return port_; }
   /// Counters of paging arena `kind` (zeros for a raw or unknown kind).
   PagingStats Stats(const std::string& kind) const;
+  /// A test seam: PagingArena::SetFaultReadSeen of paging arena `kind` (none for a raw
+  /// or unknown kind). Set before clients use the arena.
+  void SetFaultReadSeen(const std::string& kind, std::function<void(uint64_t key)> seen);
 
  private:
   struct Arena {

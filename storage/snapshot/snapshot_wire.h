@@ -86,8 +86,9 @@ bool ValidKind(const std::string& kind);
 /// else a railyard::Code), then either a message (u32 bytes <= kMaxMessageBytes,
 /// then text) or the peer's Worker address (u32 bytes, then bytes), the arena's
 /// packed RemoteKey (u32 bytes, then bytes) and the slot wait (u64 ms: how long the
-/// peer may keep an alloc or a faulting get queued for a paging slot; 0 for a raw
-/// arena).
+/// peer may keep an alloc or a faulting get queued for a paging slot, which also bounds
+/// a request waiting for a get's fault of its key: the client takes kQueued for this
+/// long plus its own timeout; 0 for a raw arena).
 struct Reply {
   static constexpr uint32_t kMagic = 0x41535952;  // "RYSA"
   static constexpr uint32_t kMaxMessageBytes = 1024;

@@ -188,26 +188,39 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
                           "RAILYARD_SWAP_SYNC=1 to keep them, or move the file away to start empty (nothing was "
                           "touched)");
     }
+    if (fh.magic == kFileMagic && fh.version != kSwapVersion) {
+      // Version 1 had no durable flag (its flags field was reserved, 0): whether a sync
+      // arena kept it cannot be told, so it is not emptied either.
+      return InvalidUsage("swap " + path + " holds version " + std::to_string(fh.version) + " records (this arena " +
+                          "writes version " + std::to_string(kSwapVersion) + ") and may hold committed blobs: move " +
+                          "the file away to start empty (nothing was touched)");
+    }
   }
   if (!fresh) {
     RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
     if (fh.magic != kFileMagic) {
       fresh = true;  // not ours or never completed: start over
-    } else if ((fh.flags & kFileDurable) == 0) {
-      // A cache-only arena's file: it frees records without tombstoning them and
-      // promised nothing past its restart, so a rebuild would bring back removed and
-      // superseded blobs as committed ones. Start empty, as that arena would have.
-      fresh = true;
-      rebuild->cacheOnlyDiscarded = true;
     } else if (fh.version != kSwapVersion || fh.blobBytes != blobBytes) {
+      // First: version 1 had no durable flag (reserved, 0), so a sync arena's version-1
+      // file would read as a cache-only one below.
       return InvalidUsage("swap " + path + ": holds version " + std::to_string(fh.version) + " blobs of " +
                           std::to_string(fh.blobBytes) + " bytes; this arena wants version " +
                           std::to_string(kSwapVersion) + " blobs of " + std::to_string(blobBytes) +
                           " bytes (move the file away to start empty)");
+    } else if ((fh.flags & kFileDurable) == 0) {
+      // A cache-only arena's file (every version-2 file a sync arena opened has the
+      // flag): it frees records without tombstoning them and promised nothing past its
+      // restart, so a rebuild would bring back removed and superseded blobs as
+      // committed ones. Start empty, as that arena would have.
+      fresh = true;
+      rebuild->cacheOnlyDiscarded = true;
     }
   }
   if (fresh) {
     if (::ftruncate(fd, 0) != 0) return SystemError("swap " + path + ": truncate failed: " + proxy::ErrnoText(errno));
+    // With sync, the truncation is durable before a durable header is: a crash between
+    // them must not leave that header over the old records.
+    if (sync && ::fsync(fd) != 0) return WriteError(path, errno);
     std::vector<uint8_t> page(kPage, 0);
     fh = FileHeader{kFileMagic, kSwapVersion, static_cast<uint16_t>(sync ? kFileDurable : 0), blobBytes, {}};
     std::memcpy(fh.kind, kind.data(), std::min(kind.size(), sizeof fh.kind - 1));

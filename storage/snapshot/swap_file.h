@@ -65,8 +65,9 @@ class SwapFile {
   /// nothing in it is read or changed. SystemError on I/O errors.
   /// With `sync` and an existing file of the same blob bytes that a sync arena kept,
   /// fills `*rebuild`; a file of another blob size or version is refused (InvalidUsage
-  /// naming both). A file only cache-only arenas kept starts empty (cacheOnlyDiscarded);
-  /// without `sync`, a file a sync arena kept is refused (InvalidUsage), never emptied.
+  /// naming both); a version-2 file only cache-only arenas kept (no durable flag) starts
+  /// empty (cacheOnlyDiscarded). Without `sync`, a file a sync arena kept, or one of
+  /// another version (version 1 cannot say), is refused (InvalidUsage), never emptied.
   static Status Open(const std::string& dir, const std::string& kind, uint64_t blobBytes, bool sync,
                      std::unique_ptr<SwapFile>* out, SwapRebuild* rebuild);
 

@@ -188,14 +188,14 @@ def main():
                               f"{transport}: a batch with expert -3 names records[1] ({e})")
                     # An offset off the store's alignment (new-user trial: accepted silently).
                     align = c.manifest["alignment"]
-                    if align > 1:
-                        try:
-                            c.fetch(0, 0, align + 1)
-                            check(False, f"{transport}: fetch at offset {align + 1} is refused")
-                        except ExpertError as e:
-                            check(e.name == "INVALID_ARGUMENT" and
-                                  f"not a multiple of the store's alignment {align}" in str(e),
-                                  f"{transport}: fetch at offset {align + 1} is INVALID_ARGUMENT naming {align} ({e})")
+                    check(align > 1, f"{transport}: the test store has an alignment to break ({align})")
+                    try:
+                        c.fetch(0, 0, align + 1)
+                        check(False, f"{transport}: fetch at offset {align + 1} is refused")
+                    except ExpertError as e:
+                        check(e.name == "INVALID_ARGUMENT" and
+                              f"not a multiple of the store's alignment {align}" in str(e),
+                              f"{transport}: fetch at offset {align + 1} is INVALID_ARGUMENT naming {align} ({e})")
                 c.close()
                 try:
                     c.fetch(0, 0, 0)

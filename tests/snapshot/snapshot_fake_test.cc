@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -339,6 +340,82 @@ TEST(SnapshotFake, ACommitOrRemoveHearingQueuedTakesItsAnswerAfter) {
   EXPECT_EQ(forged.load(), 6);
   EXPECT_EQ(c->queuedAnswers(), 6u);
   EXPECT_TRUE(c->status().ok()) << c->status().message();
+}
+
+// End to end through the server: while client A's get faults key 1 from swap (held in
+// the arena's test seam), client B's commit of a new key-1 blob and client C's remove
+// of key 1 wait for the fault, and the server answers each kQueued meanwhile (wire
+// version 7); then both go through. Each client has its own fake Domain and Worker
+// (one poller each). The server's timeout is 200 ms: a kQueued every 50 ms.
+TEST(SnapshotFake, ACommitAndARemoveWaitingForAFaultHearQueuedFromTheServer) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ServerOptions so;
+  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 2}};
+  so.timeoutMs = 200;
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inFault = false, released = false, waitedOut = false;
+  f.srv->SetFaultReadSeen("kv", [&](uint64_t key) {
+    if (key != 1) return;
+    std::unique_lock<std::mutex> lock(mu);
+    inFault = true;
+    cv.notify_all();
+    waitedOut = !cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; });
+  });
+  FakeSide sideB, sideC;
+  ASSERT_NO_FATAL_FAILURE(sideB.Make());
+  ASSERT_NO_FATAL_FAILURE(sideC.Make());
+  std::unique_ptr<SnapshotClient> a, b, c;
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, f.Kv(kBlob, 2), &a).ok());
+  ASSERT_TRUE(SnapshotClient::Connect(*sideB.cache, *sideB.worker, f.Kv(kBlob, 2), &b).ok());
+  ASSERT_TRUE(SnapshotClient::Connect(*sideC.cache, *sideC.worker, f.Kv(kBlob, 2), &c).ok());
+  std::vector<uint8_t> old(kBlob), fresh(kBlob), back(kBlob);
+  for (uint64_t k : {1, 2, 3}) {  // 3 evicts 1 to swap
+    Fill(old.data(), kBlob, k);
+    ASSERT_TRUE(a->Put(k, old.data(), kBlob).ok()) << k;
+  }
+  Status got, put, removed;
+  bool gotFound = false, removedFound = false;
+  std::thread getter([&] { got = a->Get(1, back.data(), kBlob, &gotFound); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inFault; })) << "the fault never began";
+  }
+  Fill(fresh.data(), kBlob, 77);
+  std::thread putter([&] { put = b->Put(1, fresh.data(), kBlob); });
+  std::thread remover([&] { removed = c->Remove(1, &removedFound); });
+  // Both wait for the fault now; then each hears a few kQueued before it goes on.
+  const bool bothWait = WaitUntil([&] { return f.srv->Stats("kv").faultWaits == 2; });
+  const uint64_t told = f.srv->Stats("kv").queuedTold;
+  const bool toldBoth = WaitUntil([&] { return f.srv->Stats("kv").queuedTold >= told + 6; });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  getter.join();
+  putter.join();
+  remover.join();
+  EXPECT_TRUE(bothWait) << "the commit and the remove did not both wait for the fault";
+  EXPECT_TRUE(toldBoth) << "no kQueued came while they waited";
+  EXPECT_FALSE(waitedOut);
+  ASSERT_TRUE(got.ok()) << got.message();
+  EXPECT_TRUE(gotFound);
+  EXPECT_EQ(Mismatch(back.data(), kBlob, 1), -1);  // the blob as it was before the new commit
+  ASSERT_TRUE(put.ok()) << put.message();
+  ASSERT_TRUE(removed.ok()) << removed.message();
+  EXPECT_TRUE(removedFound);
+  EXPECT_GE(b->queuedAnswers(), 1u) << "the commit heard no kQueued";
+  EXPECT_GE(c->queuedAnswers(), 1u) << "the remove heard no kQueued";
+  // The commit and the remove went in either order: key 1 is the new blob or gone.
+  bool found = false;
+  ASSERT_TRUE(a->Get(1, back.data(), kBlob, &found).ok());
+  if (found) {
+    EXPECT_EQ(Mismatch(back.data(), kBlob, 77), -1);
+  }
+  EXPECT_TRUE(a->status().ok() && b->status().ok() && c->status().ok());
 }
 
 // Bad input anywhere fails a batch before anything is sent; a key twice in one put

@@ -6,9 +6,11 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "proxy/fabric/registration_cache.h"
@@ -55,6 +57,17 @@ std::string PeerBinary();
 void Fill(uint8_t* p, size_t n, uint64_t seed);
 /// Index of the first byte of p[0, n) differing from the pattern of `seed`, or -1.
 int64_t Mismatch(const uint8_t* p, size_t n, uint64_t seed);
+/// Polls `done` until it holds or 30 s pass (a condition of the test, polled; a
+/// regression fails the test rather than hanging it). True when it held.
+template <typename F>
+bool WaitUntil(F done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 /// A fresh directory under $TMPDIR (removed by the caller's RemoveTree).
 std::string MakeTempDir();
 void RemoveTree(const std::string& dir);

@@ -26,21 +26,12 @@
 #include "storage/snapshot/paging_arena.h"
 #include "storage/snapshot/swap_file.h"
 #include "storage/snapshot/snapshot_wire.h"
+#include "tests/snapshot/snapshot_harness.h"
 
 namespace railyard::storage::snapshot {
 namespace {
 
-/// Polls `done` until it holds or 30 s pass (a condition of the test, polled; a
-/// regression fails the test rather than hanging it). True when it held.
-template <typename F>
-bool WaitUntil(F done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+using ::railyard::storage::snapshot::testing::WaitUntil;
 
 // A peer named by host name, as the expert tier takes it (new-user trial: "localhost"
 // was refused as "not an IPv4 address"); a name that resolves to nothing is refused
@@ -442,9 +433,10 @@ TEST(SwapFileLock, ASyncRestartStartsACacheOnlyFileEmpty) {
   ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/false, &f, &rebuild).ok());
   EXPECT_FALSE(rebuild.cacheOnlyDiscarded);
   const int64_t removed = f->Allocate();
+  const int64_t kept = f->Allocate();
   ASSERT_TRUE(f->Write(removed, 9, 1, d.blob.data(), d.sum).ok());
-  f->Free(removed);  // what PagingArena::Forget does for key 9 without sync
-  ASSERT_TRUE(f->Write(f->Allocate(), 10, 2, d.blob.data(), d.sum).ok());
+  ASSERT_TRUE(f->Write(kept, 10, 2, d.blob.data(), d.sum).ok());
+  f->Free(removed);  // what PagingArena::Forget does for key 9 without sync: its record stays
   f.reset();
 
   ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
@@ -460,6 +452,37 @@ TEST(SwapFileLock, ASyncRestartStartsACacheOnlyFileEmpty) {
   EXPECT_FALSE(rebuild.cacheOnlyDiscarded);
   ASSERT_EQ(rebuild.records.size(), 1u);
   EXPECT_EQ(rebuild.records[0].key, 11u);
+}
+
+// Version 1 files had no durable flag (the field was reserved, 0), so a sync arena's
+// version-1 file looks like a cache-only one: neither a sync nor a cache-only start
+// may empty it. Both refuse it, naming the version, and leave it as it was.
+TEST(SwapFileLock, AVersionOneFileIsRefusedByEitherStartAndKept) {
+  const SwapDir d;
+  const std::string path = d.dir + "/railyard-snapshot-kv.swap";
+  {
+    std::vector<char> file(3 * 4096, 'r');  // a header page and a record's worth of bytes
+    const uint32_t magic = 0x46535952;      // "RYSF"
+    const uint16_t version = 1, flags = 0;
+    const uint64_t blob = SwapDir::kBlob;
+    std::memcpy(file.data(), &magic, 4);
+    std::memcpy(file.data() + 4, &version, 2);
+    std::memcpy(file.data() + 6, &flags, 2);
+    std::memcpy(file.data() + 8, &blob, 8);
+    std::ofstream(path, std::ios::binary).write(file.data(), static_cast<std::streamsize>(file.size()));
+  }
+  for (const bool sync : {true, false}) {
+    SCOPED_TRACE(sync ? "sync" : "cache-only");
+    std::unique_ptr<SwapFile> f;
+    SwapRebuild rebuild;
+    const Status st = SwapFile::Open(d.dir, "kv", SwapDir::kBlob, sync, &f, &rebuild);
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
+    EXPECT_NE(st.message().find("version 1"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("move the file away"), std::string::npos) << st.message();
+    EXPECT_EQ(f, nullptr);
+    EXPECT_FALSE(rebuild.cacheOnlyDiscarded);
+    EXPECT_EQ(std::filesystem::file_size(path), 3u * 4096);
+  }
 }
 
 }  // namespace
@@ -946,6 +969,7 @@ TEST(PagingArenaRules, ACommitAndARemoveWaitingForAFaultOfTheirKeySaySo) {
   remove.join();
   EXPECT_TRUE(said) << "while the fault was stopped, the commit said it waited " << commitSaid.load()
                     << " times and the remove " << removeSaid.load();
+  EXPECT_FALSE(f.waitedOut) << "the fault was let go by its own 10 s bound, not by the test";
   ASSERT_TRUE(f.faulted.ok()) << f.faulted.message();
   ASSERT_TRUE(committed.ok()) << committed.message();
   ASSERT_TRUE(removed.ok()) << removed.message();
