@@ -30,9 +30,14 @@ static_assert(sizeof(CloseWire) == 16);
 
 Status EncodeFabricHandle(const FabricHandle& h, void* out) {
   if (h.address.empty() || h.address.size() > kHandleAddressBytes) {
+    // What fits: 16 bytes of header and 8 a rail in fabric mode (HostAddress: 6 rails),
+    // 16 a rail for a TCP Worker (3). (New-user trial: "at most 3" where 6 worked.)
     return InvalidArgument("fabric worker address of " + std::to_string(h.address.size()) +
                            " bytes does not fit a listen handle (1.." + std::to_string(kHandleAddressBytes) +
-                           "): use at most 3 rails per NCCL device");
+                           "): an NCCL listen handle carries at most " + std::to_string((kHandleAddressBytes - 16) / 8) +
+                           " cabled rails in fabric mode, " + std::to_string((kHandleAddressBytes - 16) / 16) +
+                           " over a TCP Worker; narrow RAILYARD_SOCKET_IFNAME (the same for railyardd and every rank "
+                           "of the host), or set RAILYARD_COMMS=legacy");
   }
   FabricHandleWire w{};
   w.header = MakeHeader(RecordKind::kFabricListen);

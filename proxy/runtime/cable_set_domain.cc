@@ -775,8 +775,12 @@ Status CableSetDomain::CableRailIndices(const std::vector<fabric::RailInfo>& cab
     size_t i = 0;
     while (i < options_.rails.size() && options_.rails[i].address != r.address) ++i;
     if (i == options_.rails.size()) {
+      // The cabling agent serving this host (railyardd's, or another process's) found
+      // the cable on a rail this process left out (new-user trial: nothing said why).
       return InvalidUsage("fabric mode: the cable's rail " + r.device + " (" + r.address +
-                          ") is not one of this process's fabric rails");
+                          ") is not one of this process's fabric rails: this host's cabling agent (railyardd, or "
+                          "the process that started first) runs with other rails; set RAILYARD_SOCKET_IFNAME the "
+                          "same for railyardd and every rank of the host");
     }
     indices->push_back(static_cast<uint8_t>(i));
     all = all && verbsRailOf_[i] >= 0;

@@ -193,6 +193,10 @@ grep -q "^Mode: plain TCP: fabric mode off, .*; its TCP devices: lo$" "$tmp/out"
 expect_status 0 "railyard-info, plain TCP, auto comms" env -u RAILYARD_CLUSTER_KEY_FILE -u RAILYARD_COMMS RAILYARD_FABRIC=auto RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0
 grep -q "^NCCL comms: the fabric-interface comms (proxy/nccl) over the fabric's TCP transport alone (no fabric mode) (RAILYARD_COMMS=auto; plain TCP" "$tmp/out" ||
   { echo "FAIL: plain TCP comms line: $(grep -i comms "$tmp/out")"; failed=1; }
+# Why no fabric rail comes before the devices (trial: "its TCP devices: lo: lo: ..." read
+# as if lo were left out of the TCP devices too).
+grep -q "^Mode: plain TCP: no fabric rail (.*), 0 usable RDMA port(s) (RAILYARD_FABRIC=auto); its TCP devices: lo$" "$tmp/out" ||
+  { echo "FAIL: no-fabric-rail Mode line: $(grep -i '^mode' "$tmp/out")"; failed=1; }
 expect_status 0 "railyard-info --json, mode" env -u RAILYARD_CLUSTER_KEY_FILE -u RAILYARD_COMMS RAILYARD_FABRIC=auto RAILYARD_SOCKET_IFNAME='=lo' "$INFO" --no-hwloc --listen-ms 0 --json
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["mode"]; assert m["fabric_mode"] is False and m["fabric_rails"]==0 and m["rdma_ports"]==0 and m["comms"]=="fabric" and m["comms_setting"]=="auto" and m["init_error"] is None and "plain TCP" in m["comms_reason"], m' "$tmp/out" ||
   { echo "FAIL: --json mode: $(cat "$tmp/out" | head -c 600)"; failed=1; }

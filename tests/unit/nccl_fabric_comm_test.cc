@@ -510,5 +510,26 @@ TEST(NcclHandleKinds, AHandleOfTheOtherCommsNamesRailyardComms) {
   EXPECT_NE(st.message().find("RAILYARD_COMMS"), std::string::npos) << st.message();
 }
 
+// A host address longer than a listen handle holds (a mesh host with 8 cabled rails:
+// 16 + 8 x 8 bytes) is refused naming the real limits (new-user trial: the message said
+// "at most 3 rails" where 6 worked) and what to do; 6 rails' 64 bytes fit.
+TEST(FabricHandleRecord, AnAddressPastTheHandleNamesTheRailLimitsAndTheWayOut) {
+  FabricHandle h;
+  h.listenId = 7;
+  h.pid = 1;
+  h.host = "h0";
+  unsigned char bytes[128];
+  h.address.assign(16 + 8 * 6, 0x11);
+  EXPECT_TRUE(EncodeFabricHandle(h, bytes).ok());
+  h.address.assign(16 + 8 * 8, 0x11);
+  const Status st = EncodeFabricHandle(h, bytes);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("at most 6 cabled rails in fabric mode, 3 over a TCP Worker"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("narrow RAILYARD_SOCKET_IFNAME (the same for railyardd and every rank"),
+            std::string::npos)
+      << st.message();
+}
+
 }  // namespace
 }  // namespace railyard::proxy::nccl

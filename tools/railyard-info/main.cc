@@ -35,6 +35,7 @@
 #include "env/config.h"
 #include "env/device_list_syntax.h"
 #include "env/log.h"
+#include "proxy/nccl/nccl_records.h"
 #include "proxy/routing/router.h"
 #include "proxy/runtime/comms_choice.h"
 #include "proxy/verbs/ib_ports.h"
@@ -306,7 +307,18 @@ class ModeSection : public SectionPrinter {
     const std::string set = " (RAILYARD_FABRIC=" + ctx.fabricSetting + ")";
     if (!ctx.initError.empty()) return "none: the plugin's init fails: " + ctx.initError;
     const std::string rdma = ", " + std::to_string(ctx.rdmaPorts) + " usable RDMA port(s)";
-    if (FabricMode(ctx)) return "fabric mode over " + std::to_string(ctx.fabricRails) + " rail(s)" + rdma + set;
+    if (FabricMode(ctx)) {
+      // The fabric comms' listen handle carries at most this many cabled rails (new-user
+      // trial: a mesh host of 8 failed at listen while this said nothing).
+      const size_t fits = (proxy::nccl::kHandleAddressBytes - 16) / 8;
+      const std::string tooMany =
+          ctx.fabricComms && ctx.fabricRails > fits
+              ? "; note: an NCCL listen handle carries at most " + std::to_string(fits) +
+                    " cabled rails, so listen fails once more than that are cabled (narrow RAILYARD_SOCKET_IFNAME, "
+                    "the same for railyardd and every rank, or set RAILYARD_COMMS=legacy)"
+              : "";
+      return "fabric mode over " + std::to_string(ctx.fabricRails) + " rail(s)" + rdma + set + tooMany;
+    }
     const std::string plain = ctx.rdmaPorts > 0 ? "verbs" : "plain TCP";
     // Which interfaces carry it (new-user trial: the plain TCP mode never said).
     std::string devices;
@@ -314,7 +326,10 @@ class ModeSection : public SectionPrinter {
     const std::string over =
         ctx.rdmaPorts == 0 && !devices.empty() ? "; its TCP devices: " + devices : "";
     if (ctx.fabricSetting == "off") return plain + ": fabric mode off" + rdma + set + over;
-    return plain + ": no fabric rail" + rdma + set + over + (ctx.fabricWhyNone.empty() ? "" : ": " + ctx.fabricWhyNone);
+    // Why none before the devices (new-user trial: "its TCP devices: eth0: eth0: carries
+    // a default route" read as if eth0 were left out).
+    return plain + ": no fabric rail" + (ctx.fabricWhyNone.empty() ? "" : " (" + ctx.fabricWhyNone + ")") + rdma + set +
+           over;
   }
   static std::string Comms(const InfoContext& ctx) {
     if (!ctx.initError.empty()) return "none (init fails)";
