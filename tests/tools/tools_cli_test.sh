@@ -125,6 +125,14 @@ grep -q -- "--interval-ms / RAILYARD_DISCOVERY_INTERVAL_MS = 100" "$tmp/err" ||
 # A port out of range names the flag and the range (CLI11 said only "could not be converted").
 expect_status 2 "railyardd --snapshot-port 99999" "$DAEMON" --snapshot-port 99999
 grep -q -- "--snapshot-port.*99999.*0.*65535" "$tmp/err" || { echo "FAIL: railyardd --snapshot-port 99999: $(cat "$tmp/err")"; failed=1; }
+# Trial: --relay-port took the fabric relay's port, whose bind then failed at run time
+# blaming "another process"; as RAILYARD_RELAY_PORT, it is refused at once.
+expect_status 2 "railyardd --relay-port 29519" env -u RAILYARD_FABRIC_RELAY_PORT "$DAEMON" --relay-port 29519
+grep -q -- "--relay-port 29519 (it stands for RAILYARD_RELAY_PORT): RAILYARD_RELAY_PORT and RAILYARD_FABRIC_RELAY_PORT are both port 29519" "$tmp/err" ||
+  { echo "FAIL: railyardd --relay-port on the fabric relay's port: $(cat "$tmp/err")"; failed=1; }
+# Trial: --settle-ms/--linger-ms/--timeout-ms without --wait-hosts were ignored silently.
+expect_status 2 "railyardd --linger-ms 5" "$DAEMON" --linger-ms 5
+grep -q -- "--linger-ms needs --wait-hosts N" "$tmp/err" || { echo "FAIL: railyardd --linger-ms alone: $(cat "$tmp/err")"; failed=1; }
 # railyardd --help documents its exit statuses like every other tool (it said nothing).
 expect_status 0 "railyardd --help" "$DAEMON" --help
 grep -q "^Exit status: 0 stopped by SIGTERM/SIGINT" "$tmp/out" || { echo "FAIL: railyardd --help has no exit statuses"; failed=1; }

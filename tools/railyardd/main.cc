@@ -238,7 +238,29 @@ int main(int argc, char** argv) {
                  agent.deadIntervalMs, agent.intervalMs);
     return 2;
   }
+  if (relayPort != 0) {
+    // The flag stands for RAILYARD_RELAY_PORT: the same rule that every rail port is its
+    // own (new-user trial: --relay-port 29519, the fabric relay's port, was taken, and
+    // the fabric relay then failed to bind, blaming "another process").
+    env::Config withFlag = *cfg;
+    withFlag.relayPort = relayPort;
+    if (Status s = env::CheckCombinations(withFlag); !s.ok()) {
+      std::fprintf(stderr, "railyardd: --relay-port %u (it stands for RAILYARD_RELAY_PORT): %s\n", relayPort,
+                   s.message().c_str());
+      return 2;
+    }
+  }
   // Flags that need another flag are refused first, before the rails are looked at.
+  if (waitHosts == 0) {
+    // --settle-ms, --linger-ms and --timeout-ms shape only a --wait-hosts run (new-user
+    // trial: they were ignored without a word, where --expert-listen alone is refused).
+    for (const char* flag : {"--settle-ms", "--linger-ms", "--timeout-ms"}) {
+      if (app.count(flag) > 0) {
+        std::fprintf(stderr, "railyardd: %s needs --wait-hosts N\n", flag);
+        return 2;
+      }
+    }
+  }
   if (expertStore.empty() && (expertOnly || expertVerify || app.count("--expert-listen") > 0)) {
     // --expert-listen / --expert-verify alone used to be ignored without a word.
     std::fprintf(stderr, "railyardd: %s needs --expert-store DIR\n",
