@@ -1,6 +1,9 @@
 #include "proxy/nccl/fabric_send_comm.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "env/log.h"
 
@@ -22,6 +25,31 @@ FabricSendComm::FabricSendComm(CommWorker* cw, size_t deviceIndex, int timeoutMs
   }
 }
 
+namespace {
+
+/// The mode whose Worker packs addresses opening with `magic` (their first 4 bytes).
+std::string ModeOfAddress(const std::vector<uint8_t>& a) {
+  const std::string magic = a.size() >= 4 ? std::string(a.begin(), a.begin() + 4) : std::string();
+  if (magic == "RYHA") return "fabric mode (the cable set)";
+  if (magic == "RYWA") return "the fabric's TCP transport, no fabric mode";
+  if (magic == "RYVA") return "the fabric's verbs transport, no fabric mode";
+  return "an unknown kind";
+}
+
+/// When the peer's address is another kind than this Worker's, the two processes chose
+/// different modes (new-user trial: with RAILYARD_FABRIC=auto a host whose one port
+/// carries the default route runs plain TCP, its peer fabric mode, and both errors only
+/// said "not a ... address"): "; ..." saying so and what to set, else "".
+std::string ModeMismatchHint(const std::vector<uint8_t>& mine, const std::vector<uint8_t>& theirs) {
+  if (mine.size() < 4 || theirs.size() < 4 || std::equal(mine.begin(), mine.begin() + 4, theirs.begin())) return "";
+  return "; the peer runs " + ModeOfAddress(theirs) + " and this process " + ModeOfAddress(mine) +
+         ": set RAILYARD_FABRIC, RAILYARD_TRANSPORT and RAILYARD_COMMS the same on every host (with "
+         "RAILYARD_FABRIC=auto a host with no fabric rail, e.g. one whose only port carries the default route, runs "
+         "without fabric mode; railyard-info's Mode line says which each host runs)";
+}
+
+}  // namespace
+
 Status FabricSendComm::Create(CommWorker* cw, size_t deviceIndex, const FabricHandle& to, const LocalIdentity& self,
                               int timeoutMs, std::shared_ptr<RankSource> rank,
                               std::unique_ptr<FabricSendComm>* out) {
@@ -37,7 +65,8 @@ Status FabricSendComm::Create(CommWorker* cw, size_t deviceIndex, const FabricHa
                                            fabric::kAccessLocal | fabric::kAccessRemoteWrite, fabric::MemoryKind::kHost,
                                            &c->fifoRegion_));
   if (Status s = cw->worker().Connect(to.address, &c->ep_); !s.ok()) {
-    return InvalidUsage("connect to " + c->peer_.ToString() + ": the handle's worker address: " + s.message());
+    return InvalidUsage("connect to " + c->peer_.ToString() + ": the handle's worker address: " + s.message() +
+                        ModeMismatchHint(cw->worker().Address(), to.address));
   }
   c->peer_.address = c->ep_->PeerName();
   c->peerWorkers_.SetLimit(c->ep_->Routes());

@@ -510,6 +510,28 @@ TEST(NcclHandleKinds, AHandleOfTheOtherCommsNamesRailyardComms) {
   EXPECT_NE(st.message().find("RAILYARD_COMMS"), std::string::npos) << st.message();
 }
 
+// A handle whose address is another mode's (a fabric-mode host's "RYHA" reaching a
+// process on the fabric's TCP transport alone) says the two chose different modes and
+// what to set (new-user trial: only "not a Railyard fabric worker address (magic ...)").
+TEST(NcclHandleKinds, AnAddressOfAnotherModeSaysTheHostsChoseDifferentModes) {
+  Side a("rankA");
+  FabricHandle to;
+  to.listenId = 5;
+  to.pid = 9;
+  to.host = "hostB";
+  to.address.assign(24, 0);
+  std::memcpy(to.address.data(), "RYHA", 4);
+  std::unique_ptr<FabricSendComm> send;
+  const Status st = FabricSendComm::Create(a.cw.get(), 0, to, {"hostA", 111}, 3000, nullptr, &send);
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_NE(st.message().find("the peer runs fabric mode (the cable set) and this process the fabric's TCP "
+                              "transport, no fabric mode: set RAILYARD_FABRIC, RAILYARD_TRANSPORT and RAILYARD_COMMS "
+                              "the same on every host"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(send, nullptr);
+}
+
 // A host address longer than a listen handle holds (a mesh host with 8 cabled rails:
 // 16 + 8 x 8 bytes) is refused naming the real limits (new-user trial: the message said
 // "at most 3 rails" where 6 worked) and what to do; 6 rails' 64 bytes fit.
