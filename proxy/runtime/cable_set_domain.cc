@@ -115,8 +115,10 @@ class CableSetWorker : public fabric::Worker {
         // Only a host-local rail, and another host's.
         return InvalidUsage("fabric mode: the peer's Worker had no cable when its address was taken (only its "
                             "host-local rail " + Ipv4Text(to.rails.front().ipv4) + ", another host's): its host "
-                            "heard no neighbour within RAILYARD_TIMEOUT_MS of its start; run railyardd on every "
-                            "host so the cabling is known before jobs start");
+                            "heard no neighbour within RAILYARD_TIMEOUT_MS of its start: run railyardd on every "
+                            "host so the cabling is known before jobs start; or it refused its neighbours' hellos "
+                            "(a cluster key on one side only: RAILYARD_CLUSTER_KEY_FILE must be the same on every "
+                            "host, railyardd and ranks alike; that host's log WARNs of refused datagrams)");
       }
       return picked;
     }
