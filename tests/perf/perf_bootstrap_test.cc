@@ -78,6 +78,32 @@ TEST(PerfBootstrap, TimeoutKillsHungRanks) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+// A second process joining as a rank that has joined already is refused (it hears why)
+// and the job goes on with the first one (new-user trial: rank 0 aborted the whole job
+// with "expects ranks 1..2" for a rank 1, and the first rank 1 failed on a reset).
+TEST(PerfBootstrap, ASecondProcessAsOneRankIsRefusedAndTheJobGoesOn) {
+  Listener l;
+  ASSERT_TRUE(ListenTcp("127.0.0.1", 0, &l).ok());
+  const Deadline deadline = DeadlineIn(20);
+  Bootstrap root;
+  Status rooted;
+  std::thread rank0([&] { rooted = Bootstrap::CreateRoot(l.fd, 3, deadline, &root); });
+  Bootstrap first, second, third;
+  const Status a = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &first);
+  const Status b = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &second);
+  const Status c = Bootstrap::Join("127.0.0.1", l.port, 2, 3, deadline, &third);
+  rank0.join();
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(b.code(), Code::kInvalidUsage) << b.message();
+  EXPECT_NE(b.message().find("refused this process as rank 1 of 3: it runs --nranks 3 too, and another process "
+                             "joined as this rank first"),
+            std::string::npos)
+      << b.message();
+  ASSERT_TRUE(c.ok()) << c.message();
+  ASSERT_TRUE(rooted.ok()) << rooted.message();
+  EXPECT_EQ(root.nranks(), 3);
+}
+
 // A rank that does not come to a collective (stopped, or slow) is named on stderr while
 // the others wait, before the -T limit ends the run (new-user trial: a rank SIGSTOPped
 // between two sizes was waited for silently until -T). Rank 1 enters the barrier only

@@ -256,11 +256,21 @@ Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootst
     // on rank 1 gave "Broken pipe", exit 4, on rank 1).
     const Header answer{kMagic, fits ? kOpWelcome : kOpRefused, 0, 0, std::uint64_t(nranks)};
     const Status said = SendAll(fd, &answer, sizeof(answer), deadline, "answering a joining rank");
+    const bool duplicate = !fits && h.bytes == std::uint64_t(nranks) && h.rank > 0 && h.rank < nranks;
+    if (duplicate) {
+      // Rank h.rank has joined already: this one is refused (it exits saying why) and
+      // the job goes on with the first (new-user trial: "expects ranks 1..2" for a rank
+      // 1, and the job was aborted, the first rank 1 failing on a reset connection).
+      std::fprintf(stderr, "railyard-perf: rank 0: refused a second process joining as rank %u (rank %u has joined "
+                   "already: two processes started with --rank %u?); still waiting for the others\n",
+                   unsigned(h.rank), unsigned(h.rank), unsigned(h.rank));
+      CloseFd(fd);
+      continue;
+    }
     if (!fits) {
       status = InvalidUsage("bootstrap: a process joined as rank " + std::to_string(h.rank) + " of " +
-                            std::to_string(h.bytes) + ", but rank 0 expects ranks 1.." +
-                            std::to_string(nranks - 1) + " of " + std::to_string(nranks) +
-                            " (duplicate or mismatched --rank/--nranks?)");
+                            std::to_string(h.bytes) + ", but rank 0 runs --nranks " + std::to_string(nranks) +
+                            " (ranks 1.." + std::to_string(nranks - 1) + " join it): mismatched --rank/--nranks");
       CloseFd(fd);
       break;
     }
