@@ -137,6 +137,26 @@ TEST(PerfCli, AnEmptyPluginFlagIsReadAsUnsetAndTheLogSaysWhichValue) {
   EXPECT_EQ(all.find("NCCL_NET_PLUGIN is unset"), std::string::npos) << all;
 }
 
+// NCCL_DEBUG_SUBSYS filters the plugin's INFO lines as NCCL's does (new-user trial: it
+// was ignored): ^NET drops the NET-only lines, a list naming nothing known drops all, and
+// unset shows every subsystem. Counted in one run each, against the unset run.
+TEST(PerfCli, DebugSubsysFiltersThePluginsInfoLinesAsNcclDoes) {
+  auto infoLines = [](const std::string& subsys) {
+    const Result r = RunShell("NCCL_DEBUG=INFO " + (subsys.empty() ? std::string("env -u NCCL_DEBUG_SUBSYS")
+                                                                    : "NCCL_DEBUG_SUBSYS='" + subsys + "'") +
+                              " RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard +
+                              " -np 2 -p sendrecv -b 1K -e 1K -n 1 -w 0 -T 60");
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    return Count(r.err, "NCCL INFO");
+  };
+  const size_t all = infoLines("");
+  const size_t notNet = infoLines("^NET");
+  const size_t none = infoLines("NOSUCH");
+  EXPECT_GT(all, 0u);
+  EXPECT_LT(notNet, all) << "^NET showed every line";
+  EXPECT_EQ(none, 0u);
+}
+
 TEST(PerfCli, TestLeavingSizesUnwrittenIsOneWarnNotAnAbort) {
   const Result r = RunShell("FAKE_NET_NO_SIZES=1 " + kPerf + " --plugin " + Lib("7") + kSmallRun);
   EXPECT_EQ(r.status, 0) << r.out << r.err;

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -54,6 +55,38 @@ int Threshold() {
   return level;
 }
 
+/// The subsystems whose INFO and TRACE lines are shown: NCCL_DEBUG_SUBSYS as NCCL reads
+/// it (a comma list of INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, PROXY,
+/// NVLS, BOOTSTRAP, REG, PROFILE, RAS, ALL, any case; a leading '^' shows all but
+/// those; unknown names add nothing), read once. Unset: all of them, unlike NCCL's
+/// default (INIT,BOOTSTRAP,ENV), which would hide the plugin's NET lines (a tool that
+/// exists to watch a plugin shows them; new-user trial: the variable was ignored).
+unsigned long SubsystemMask() {
+  static const unsigned long mask = [] {
+    const char* v = std::getenv("NCCL_DEBUG_SUBSYS");
+    if (v == nullptr || *v == '\0') return static_cast<unsigned long>(NCCL_ALL);
+    static constexpr std::pair<const char*, unsigned long> kNames[] = {
+        {"INIT", NCCL_INIT},   {"COLL", NCCL_COLL},         {"P2P", NCCL_P2P},     {"SHM", NCCL_SHM},
+        {"NET", NCCL_NET},     {"GRAPH", NCCL_GRAPH},       {"TUNING", NCCL_TUNING}, {"ENV", NCCL_ENV},
+        {"ALLOC", NCCL_ALLOC}, {"CALL", NCCL_CALL},         {"PROXY", NCCL_PROXY}, {"NVLS", NCCL_NVLS},
+        {"BOOTSTRAP", NCCL_BOOTSTRAP}, {"REG", NCCL_REG},   {"PROFILE", NCCL_PROFILE}, {"RAS", NCCL_RAS},
+        {"ALL", static_cast<unsigned long>(NCCL_ALL)}};
+    const bool invert = *v == '^';
+    std::string list(invert ? v + 1 : v);
+    unsigned long named = 0;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string name = list.substr(at, comma - at);
+      for (const auto& [n, bit] : kNames) {
+        if (strcasecmp(n, name.c_str()) == 0) named |= bit;
+      }
+      at = comma + 1;
+    }
+    return invert ? ~named : named;
+  }();
+  return mask;
+}
+
 const char* LevelName(ncclDebugLogLevel level) {
   switch (level) {
     case NCCL_LOG_WARN: return "WARN";
@@ -75,11 +108,13 @@ std::string TakeFirstWarn() {
   return std::exchange(gFirstWarn, std::string());
 }
 
-void NcclLogger(ncclDebugLogLevel level, unsigned long /*flags*/, const char* file, int line,
+void NcclLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                 const char* fmt, ...) {
   const bool warn = level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT;
-  // ABORT is always shown; NCCL also prints aborts regardless of the level.
-  const bool shown = level == NCCL_LOG_ABORT || (level != NCCL_LOG_NONE && int(level) <= Threshold());
+  // ABORT is always shown; NCCL also prints aborts regardless of the level. INFO and
+  // TRACE lines go through the subsystem filter, as in NCCL.
+  const bool filtered = (level == NCCL_LOG_INFO || level == NCCL_LOG_TRACE) && (flags & SubsystemMask()) == 0;
+  const bool shown = level == NCCL_LOG_ABORT || (level != NCCL_LOG_NONE && int(level) <= Threshold() && !filtered);
   if (!shown && !warn) return;
   char msg[2048];
   va_list ap;
