@@ -30,6 +30,13 @@ expect_status() {  # WANT DESCRIPTION CMD...
 
 expect_status 2 "railyard-info --sysfs /nonexistent" "$INFO" --sysfs /nonexistent
 grep -q "railyard-info: --sysfs" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
+# Trial: a directory that is no sysfs tree listed no rail and exited 0; an XML file hwloc
+# cannot read exited 1 ("init would fail") where a missing one is a bad flag.
+expect_status 2 "railyard-info --sysfs (not sysfs)" "$INFO" --sysfs "$tmp" --no-hwloc
+grep -q "not a sysfs tree (no class/net directory" "$tmp/err" || { echo "FAIL: --sysfs not sysfs: $(cat "$tmp/err")"; failed=1; }
+printf 'not xml\n' > "$tmp/bad.xml"
+expect_status 2 "railyard-info --hwloc-xml (not XML)" "$INFO" --hwloc-xml "$tmp/bad.xml" --sysfs "$FIXTURES/sysfs-spark"
+grep -q "hwloc cannot use XML topology" "$tmp/err" || { echo "FAIL: --hwloc-xml not XML: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyard-info --hwloc-xml /nonexistent.xml" "$INFO" --hwloc-xml /nonexistent.xml --listen-ms 0
 grep -q "railyard-info: --hwloc-xml" "$tmp/err" || { echo "FAIL: railyard-info names no option: $(cat "$tmp/err")"; failed=1; }
 # Every tool says its version (a new-user trial found none had --version).

@@ -458,6 +458,13 @@ int Run(int argc, char** argv) {
   }
   std::error_code ec;
   if (std::filesystem::canonical(options.sysfsRoot, ec) != "/sys") {
+    // New-user trial: --sysfs /tmp listed no rail and exited 0, as if the host had none.
+    if (!std::filesystem::is_directory(options.sysfsRoot + "/class/net", ec)) {
+      std::cerr << "railyard-info: --sysfs " << options.sysfsRoot
+                << ": not a sysfs tree (no class/net directory; a fixture needs class/net, and class/infiniband "
+                   "for RDMA ports)\n";
+      return 2;
+    }
     options.interfaces = std::vector<topology::NetDevice>{};  // a fixture: no live addresses
     options.includeNoAddress = true;  // so "no address" means "unknown", not "not a rail"
   }
@@ -467,7 +474,8 @@ int Run(int argc, char** argv) {
   Status s = topology::DiscoverRails(options, &rails, &skipped);
   if (!s.ok()) {
     std::cerr << "railyard-info: " << s.message() << "\n";
-    return 1;
+    // A --hwloc-xml hwloc cannot read is a bad flag (2), as a missing one is.
+    return s.code() == Code::kInvalidUsage && !options.hwlocXml.empty() ? 2 : 1;
   }
   // The port NCCL_SOCKET_IFNAME names is NCCL's bootstrap network, never a rail, as the
   // plugin and railyardd decide (proxy::SelectFabricRails); the table says the same

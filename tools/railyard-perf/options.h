@@ -87,8 +87,8 @@ inline constexpr const char* kExitStatusHelp =
     "  1  error: a plugin call, the bootstrap or the setup failed (the call, rank, peer and\n"
     "     ncclResult_t are printed), no plugin could be loaded (NCCL_NET_PLUGIN=none\n"
     "     included), or the -T limit expired\n"
-    "  2  bad flags or options (including --json PATH that cannot be written, and ranks\n"
-    "     started with different options)\n"
+    "  2  bad flags or options (including --json PATH that cannot be written, a --root host\n"
+    "     that does not resolve, and ranks started with different options or as one rank)\n"
     "  3  the run finished but #wrong > 0 (data check failed)\n"
     "  4  this rank stopped because another rank failed first (that rank prints the cause;\n"
     "     a rank with operations in flight first waits up to 3 s for their own error)";
