@@ -291,9 +291,15 @@ std::string SizeNote(const Options& o) {
       break;
     }
   }
-  return "-b " + FormatSize(o.minBytes) + " is too small to move a whole element with -p " +
-         std::string(PatternName(o.pattern)) + ": the sizes under " + FormatSize(firstMoving) +
-         " give one row of 0 B (count 0, as nccl-tests prints it); the first that moves data is " +
+  // New-user trial: "too small to move a whole element" for 4 B of int32 read as wrong:
+  // what is missing is a whole element per rank (or per chunk), which the shape rounds to.
+  const int nranks = o.np > 0 ? o.np : o.nranks;
+  const std::string per = IsCollective(o.pattern) ? " over " + std::to_string(nranks) + " ranks (each rank's share is "
+                                                    "rounded down to whole " + o.datatype + " elements)"
+                                                  : "";
+  return "-b " + FormatSize(o.minBytes) + " moves nothing with -p " + std::string(PatternName(o.pattern)) + per +
+         ": the sizes below " + FormatSize(firstMoving) + " give rows of 0 B (count 0, as nccl-tests prints them); " +
+         "the first size that moves data is " + FormatSize(firstMoving) + ", which moves " +
          std::to_string(RowBytes(o, firstMoving)) + " B";
 }
 
