@@ -50,12 +50,20 @@ std::string DumpJson(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string HostCountText(const ClusterGraph& g) {
+  const size_t uncabled = g.UncabledHosts();
+  const size_t cabled = g.Hosts().size() - uncabled;
+  if (cabled == 0) {
+    return g.Hosts().size() <= 1 ? "no cable yet (this host alone)"
+                                 : "no cable yet (" + std::to_string(g.Hosts().size()) + " hosts known)";
+  }
+  return std::to_string(cabled) + " hosts" + (uncabled == 0 ? "" : " (+" + std::to_string(uncabled) + " with no cable)");
+}
+
 std::string GraphToText(const ClusterGraph& g, uint64_t self) {
   std::ostringstream o;
   o << "Host " << g.HostName(self) << " (" << HostIdText(self) << "), cluster shape "
-    << ShapeName(g.DeriveShape()) << ", " << g.Hosts().size() - g.UncabledHosts() << " hosts";
-  if (g.UncabledHosts() > 0) o << " (+" << g.UncabledHosts() << " with no cable)";
-  o << "\n";
+    << ShapeName(g.DeriveShape()) << ", " << HostCountText(g) << "\n";
   o << "Neighbours:\n";
   for (uint64_t n : g.Neighbours(self)) {
     for (const RailLink& l : g.LinksBetween(self, n)) {

@@ -46,6 +46,20 @@ TEST(ClusterGraph, RingOfFourWithTwoRailsPerCable) {
   EXPECT_NE(text.find("  h1: direct over 2 rail(s)\n"), std::string::npos) << text;
 }
 
+// The shape lines' host count (railyardd's stderr, --text): a daemon that knows only
+// itself said "0 hosts (+1 with no cable)" (new-user trial).
+TEST(ClusterGraph, HostCountTextSaysNoCableYetBeforeAnyCable) {
+  ClusterGraph alone;
+  alone.AddHost(1, "h0");
+  EXPECT_EQ(HostCountText(alone), "no cable yet (this host alone)");
+  alone.AddHost(2, "h1");
+  EXPECT_EQ(HostCountText(alone), "no cable yet (2 hosts known)");
+  ClusterGraph ring = Ring(4, 1);
+  EXPECT_EQ(HostCountText(ring), "4 hosts");
+  ring.AddHost(9, "h9");
+  EXPECT_EQ(HostCountText(ring), "4 hosts (+1 with no cable)");
+}
+
 TEST(ClusterGraph, RingOfFiveTakesTheShorterDirection) {
   ClusterGraph g = Ring(5, 1);
   EXPECT_EQ(g.DeriveShape(), Shape::kRing);

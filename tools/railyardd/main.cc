@@ -493,10 +493,8 @@ int main(int argc, char** argv) {
     }
     const std::string shape = topology::ShapeName(g.DeriveShape());
     if (shape != lastShape) {
-      const size_t uncabled = g.UncabledHosts();
-      const std::string extra = uncabled == 0 ? "" : " (+" + std::to_string(uncabled) + " with no cable)";
-      std::fprintf(stderr, "railyardd: %s: cluster shape %s, %zu hosts%s%s%s\n", hostName.c_str(), shape.c_str(),
-                   g.Hosts().size() - uncabled, extra.c_str(), lastShape.empty() ? "" : " (was ",
+      std::fprintf(stderr, "railyardd: %s: cluster shape %s, %s%s%s\n", hostName.c_str(), shape.c_str(),
+                   topology::HostCountText(g).c_str(), lastShape.empty() ? "" : " (was ",
                    lastShape.empty() ? "" : (lastShape + ")").c_str());
       lastShape = shape;
     }
