@@ -113,7 +113,9 @@ int main(int argc, char** argv) {
     if (!injected.empty() && r.exitCode == kExitError && !r.timedOut) {  // the -T expiry exits 1 too
       std::fprintf(stderr,
                    "railyard-perf: note: %s was set by railyard-perf -np for its local ranks, not taken from "
-                   "your environment; set RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n",
+                   "your environment; set RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n"
+                   "railyard-perf: (this matters only if the error above is about interfaces or rails: the parent "
+                   "does not see its ranks' errors, so it says this with every failed call)\n",
                    injected.c_str());
     }
     return r.exitCode;
