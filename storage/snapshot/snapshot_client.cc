@@ -122,6 +122,11 @@ Status SnapshotClient::Connect(fabric::RegistrationCache& cache, fabric::Worker&
   RY_RETURN_IF_ERROR(RecvBlock(fd, Header::kMaxAddressBytes, "worker address", &peerAddress));
   RY_RETURN_IF_ERROR(RecvBlock(fd, Reply::kMaxKeyBytes, "arena key", &key));
   RY_RETURN_IF_ERROR(proxy::RecvAll(fd, &c->slotWaitMs_, sizeof c->slotWaitMs_, "snapshot slot wait from " + peer));
+  if (c->slotWaitMs_ > Reply::kMaxSlotWaitMs) {
+    return RemoteError("snapshot: " + peer + " gave a slot wait of " + std::to_string(c->slotWaitMs_) +
+                       " ms, more than any peer's RAILYARD_TIMEOUT_MS allows (" +
+                       std::to_string(Reply::kMaxSlotWaitMs) + " ms)");
+  }
   c->lastAnswer_ = std::chrono::steady_clock::now();
   if (Status s = fabric::RemoteKey::Unpack(key, &c->arenaKey_); !s.ok()) {
     return RemoteError("snapshot: " + peer + " sent a bad arena key: " + s.message());
@@ -190,7 +195,7 @@ Status SnapshotClient::WithDropCause(Status s) const {
   // Blamed only on a pause of at least half the peer's timeout (half its slot wait)
   // since its last answer: a peer that closed sooner stopped or restarted. (Not the
   // whole timeout: the peer counts it from before its answer reached this client.)
-  const uint64_t peerTimeoutMs = std::min<uint64_t>(slotWaitMs_ / 2, uint64_t{1} << 40);
+  const uint64_t peerTimeoutMs = slotWaitMs_ / 2;  // at most INT32_MAX: Connect refused more
   const auto paused = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - lastAnswer_);
   if (paused < std::chrono::milliseconds(peerTimeoutMs / 2)) return s;
   // Did the peer close the connection (an end of stream or a reset waiting), rather
@@ -254,10 +259,10 @@ Status SnapshotClient::Answer(Op op, uint64_t key, Response* out) {
   // waiting there for a get's fault of its key (wire version 7), hears kQueued now and
   // then before its answer: each within this client's timeout from a live peer. Taken
   // for as long as the peer said it may queue a request (a fault waits for a slot at
-  // most that long, then reads one blob), and this client's timeout on top (the peer's
-  // u64 clamped so that no peer can make the sum overflow or wait for ever).
+  // most that long, then reads one blob), and this client's timeout on top (Connect
+  // refused a slot wait above Reply::kMaxSlotWaitMs, about 50 days: no overflow).
   if (out->result == Response::kQueued && op != Op::kRelease) {
-    const auto limit = began + std::chrono::milliseconds(std::min<uint64_t>(slotWaitMs_, uint64_t{1} << 40)) +
+    const auto limit = began + std::chrono::milliseconds(slotWaitMs_) +  // at most Reply::kMaxSlotWaitMs
                        std::chrono::milliseconds(options_.timeoutMs);
     while (out->result == Response::kQueued) {
       if (std::chrono::steady_clock::now() > limit) {

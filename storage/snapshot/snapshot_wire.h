@@ -91,6 +91,10 @@ bool ValidKind(const std::string& kind);
 /// long plus its own timeout; 0 for a raw arena).
 struct Reply {
   static constexpr uint32_t kMagic = 0x41535952;  // "RYSA"
+  /// The longest slot wait a peer can give: twice the largest RAILYARD_TIMEOUT_MS
+  /// (INT32_MAX ms). A client refuses a reply with more (a hostile peer's, which would
+  /// otherwise keep a call queued for decades).
+  static constexpr uint64_t kMaxSlotWaitMs = 2 * uint64_t{0x7fffffff};
   static constexpr uint32_t kMaxMessageBytes = 1024;
   static constexpr uint32_t kMaxKeyBytes = 256;
 

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -416,6 +417,50 @@ TEST(SnapshotFake, ACommitAndARemoveWaitingForAFaultHearQueuedFromTheServer) {
     EXPECT_EQ(Mismatch(back.data(), kBlob, 77), -1);
   }
   EXPECT_TRUE(a->status().ok() && b->status().ok() && c->status().ok());
+}
+
+// A peer whose handshake reply gives a slot wait no peer can have (more than twice the
+// largest RAILYARD_TIMEOUT_MS) is refused at connect: with kQueued records it could
+// otherwise hold a call for decades. A one-shot fake peer sends the reply.
+TEST(SnapshotFake, AReplyWithAnImpossibleSlotWaitIsRefusedAtConnect) {
+  proxy::Fd listener;
+  uint16_t port = 0;
+  ASSERT_TRUE(ListenControl("127.0.0.1", 0, &listener, &port).ok());
+  std::thread peer([&] {
+    proxy::Fd c(::accept(listener.get(), nullptr, nullptr));
+    if (!c.valid()) return;
+    std::array<uint8_t, Header::kBytes> hb{};
+    Header h;
+    if (!proxy::RecvAll(c.get(), hb.data(), hb.size(), "fake peer").ok() || !Header::Decode(hb, &h).ok()) return;
+    std::vector<uint8_t> address(h.addressBytes);
+    if (!proxy::RecvAll(c.get(), address.data(), address.size(), "fake peer").ok()) return;
+    Reply r;
+    r.workerAddress = {1, 2, 3, 4};
+    r.arenaKey = {5, 6, 7, 8};
+    r.slotWaitMs = Reply::kMaxSlotWaitMs + 1;
+    std::vector<uint8_t> out = r.Encode();
+    iovec iov{out.data(), out.size()};
+    (void)proxy::SendAll(c.get(), &iov, 1, "fake peer");
+    char b;
+    (void)::recv(c.get(), &b, 1, 0);  // until the client closes
+  });
+  FakeSide side;
+  ASSERT_NO_FATAL_FAILURE(side.Make());
+  ClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.kind = "kv";
+  o.blobBytes = 4096;
+  o.arenaBytes = 4 * 4096;
+  std::unique_ptr<SnapshotClient> c;
+  const Status st = SnapshotClient::Connect(*side.cache, *side.worker, o, &c);
+  EXPECT_EQ(st.code(), Code::kRemoteError) << st.message();
+  EXPECT_NE(st.message().find("gave a slot wait of " + std::to_string(Reply::kMaxSlotWaitMs + 1) +
+                              " ms, more than any peer's RAILYARD_TIMEOUT_MS allows"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(c, nullptr);
+  peer.join();
 }
 
 // Bad input anywhere fails a batch before anything is sent; a key twice in one put
