@@ -50,10 +50,12 @@ struct FakeServer {
     so.swapDir = dir;
     ASSERT_TRUE(SnapshotServer::Start(*server.cache, *server.worker, so, &srv).ok());
   }
-  /// Start with one paging kind "kv" of `slots` blobs of `blob` bytes.
-  void StartKv(uint64_t blob, uint64_t slots) {
+  /// Start with one paging kind "kv" of `slots` blobs of `blob` bytes; `timeoutMs`
+  /// (when > 0) is the server's RAILYARD_TIMEOUT_MS.
+  void StartKv(uint64_t blob, uint64_t slots, int timeoutMs = 0) {
     ServerOptions so;
     so.arenas = {ArenaSpec{"kv", Mode::kPaging, blob, slots}};
+    if (timeoutMs > 0) so.timeoutMs = timeoutMs;
     Start(so);
   }
   /// A client's options for the paging kind "kv" of `slots` blobs of `blob` bytes.
@@ -279,10 +281,7 @@ TEST(SnapshotFake, BusyAnswersOutOfTurnFailTheHandleNamingThem) {
 TEST(SnapshotFake, APeerQueueingForEverFailsTheCallAfterItsSlotWait) {
   constexpr uint64_t kBlob = 64 * 1024;
   FakeServer f;
-  ServerOptions so;
-  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
-  so.timeoutMs = 200;
-  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(kBlob, 4, /*timeoutMs=*/200));
   RequestLog hostile(f.srv->port(), [](const Request& q, const RequestLog::Send& send) {
     if (q.op != Op::kAlloc) return false;
     // The hostile peer's own pace, not a barrier: it sends until the client is gone.
@@ -351,10 +350,7 @@ TEST(SnapshotFake, ACommitOrRemoveHearingQueuedTakesItsAnswerAfter) {
 TEST(SnapshotFake, ACommitAndARemoveWaitingForAFaultHearQueuedFromTheServer) {
   constexpr uint64_t kBlob = 64 * 1024;
   FakeServer f;
-  ServerOptions so;
-  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 2}};
-  so.timeoutMs = 200;
-  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(kBlob, 2, /*timeoutMs=*/200));
   std::mutex mu;
   std::condition_variable cv;
   bool inFault = false, released = false, waitedOut = false;
