@@ -68,6 +68,10 @@ void Write(Level level, unsigned long subsys, const char* file, int line, const 
 
 }  // namespace railyard::log
 
-#define RY_WARN(...) ::railyard::log::Write(::railyard::log::Level::kWarn, ::railyard::log::kNet, __FILE__, __LINE__, __VA_ARGS__)
+/// WARN lines carry every subsystem bit, as NCCL's own WARN does: NCCL drops a line
+/// whose flags miss NCCL_DEBUG_SUBSYS's mask at every level, WARN included, and its
+/// default mask (INIT,BOOTSTRAP,ENV) would hide a WARN flagged NET (review: the plugin's
+/// warnings were invisible inside NCCL unless NCCL_DEBUG_SUBSYS named NET).
+#define RY_WARN(...) ::railyard::log::Write(::railyard::log::Level::kWarn, ::railyard::log::kAll, __FILE__, __LINE__, __VA_ARGS__)
 #define RY_INFO(subsys, ...) ::railyard::log::Write(::railyard::log::Level::kInfo, (subsys), __FILE__, __LINE__, __VA_ARGS__)
 #define RY_TRACE(subsys, ...) ::railyard::log::Write(::railyard::log::Level::kTrace, (subsys), __FILE__, __LINE__, __VA_ARGS__)

@@ -43,9 +43,10 @@ std::string ModeOfAddress(const std::vector<uint8_t>& a) {
 std::string ModeMismatchHint(const std::vector<uint8_t>& mine, const std::vector<uint8_t>& theirs) {
   if (mine.size() < 4 || theirs.size() < 4 || std::equal(mine.begin(), mine.begin() + 4, theirs.begin())) return "";
   return "; the peer runs " + ModeOfAddress(theirs) + " and this process " + ModeOfAddress(mine) +
-         ": set RAILYARD_FABRIC, RAILYARD_TRANSPORT and RAILYARD_COMMS the same on every host (with "
-         "RAILYARD_FABRIC=auto a host with no fabric rail, e.g. one whose only port carries the default route, runs "
-         "without fabric mode; railyard-info's Mode line says which each host runs)";
+         ": `auto` settings resolve per host (RAILYARD_FABRIC=auto runs without fabric mode on a host with no fabric "
+         "rail, e.g. one whose only port carries the default route; RAILYARD_TRANSPORT=auto runs verbs where an RDMA "
+         "port is up, TCP elsewhere): set RAILYARD_FABRIC=on|off and RAILYARD_TRANSPORT=tcp|verbs explicitly, the "
+         "same on every host (railyard-info's Mode line says which each host runs)";
 }
 
 }  // namespace

@@ -30,14 +30,17 @@ static_assert(sizeof(CloseWire) == 16);
 
 Status EncodeFabricHandle(const FabricHandle& h, void* out) {
   if (h.address.empty() || h.address.size() > kHandleAddressBytes) {
-    // What fits: 16 bytes of header and 8 a rail in fabric mode (HostAddress: 6 rails),
-    // 16 a rail for a TCP Worker (3). (New-user trial: "at most 3" where 6 worked.)
+    // What fits: a 16-byte header, then 8 bytes a rail in fabric mode (runtime's
+    // HostAddress: 6 rails, one of them the host-local rail when the Worker started with
+    // no cable) and 12 a rail for a TCP Worker (fabric/tcp's WorkerAddress: 4). (New-user
+    // trial: "at most 3" where 6 worked.)
     return InvalidArgument("fabric worker address of " + std::to_string(h.address.size()) +
                            " bytes does not fit a listen handle (1.." + std::to_string(kHandleAddressBytes) +
                            "): an NCCL listen handle carries at most " + std::to_string((kHandleAddressBytes - 16) / 8) +
-                           " cabled rails in fabric mode, " + std::to_string((kHandleAddressBytes - 16) / 16) +
-                           " over a TCP Worker; narrow RAILYARD_SOCKET_IFNAME (the same for railyardd and every rank "
-                           "of the host), or set RAILYARD_COMMS=legacy");
+                           " cabled rails in fabric mode (5 when the process started before its host had a cable), " +
+                           std::to_string((kHandleAddressBytes - 16) / 12) +
+                           " rails over a TCP Worker; narrow RAILYARD_SOCKET_IFNAME (railyardd's --ifname; the same "
+                           "for railyardd and every rank of the host), or set RAILYARD_COMMS=legacy");
   }
   FabricHandleWire w{};
   w.header = MakeHeader(RecordKind::kFabricListen);

@@ -17,8 +17,8 @@
 
 namespace railyard::proxy::nccl {
 
-/// Bytes of a packed Worker address a handle can carry (a TCP Worker of up to 3 rails, a
-/// fabric-mode host address of up to 6).
+/// Bytes of a packed Worker address a handle can carry (16 bytes of header, then a TCP
+/// Worker's 12 a rail: 4 rails; a fabric-mode host address's 8 a rail: 6).
 inline constexpr size_t kHandleAddressBytes = 64;
 /// Most bytes of a packed Worker address or RemoteKey accepted from a peer.
 inline constexpr size_t kMaxPackedBytes = 512;

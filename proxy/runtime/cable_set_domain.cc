@@ -117,8 +117,9 @@ class CableSetWorker : public fabric::Worker {
                             "host-local rail " + Ipv4Text(to.rails.front().ipv4) + ", another host's): its host "
                             "heard no neighbour within RAILYARD_TIMEOUT_MS of its start: run railyardd on every "
                             "host so the cabling is known before jobs start; or it refused its neighbours' hellos "
-                            "(a cluster key on one side only: RAILYARD_CLUSTER_KEY_FILE must be the same on every "
-                            "host, railyardd and ranks alike; that host's log WARNs of refused datagrams)");
+                            "(a cluster key on one side only: every process of every host, railyardd and ranks alike, "
+                            "needs the same key, RAILYARD_CLUSTER_KEY_FILE naming a file of the same contents; that "
+                            "host's log WARNs of refused datagrams)");
       }
       return picked;
     }
@@ -781,8 +782,9 @@ Status CableSetDomain::CableRailIndices(const std::vector<fabric::RailInfo>& cab
       // the cable on a rail this process left out (new-user trial: nothing said why).
       return InvalidUsage("fabric mode: the cable's rail " + r.device + " (" + r.address +
                           ") is not one of this process's fabric rails: this host's cabling agent (railyardd, or "
-                          "the process that started first) runs with other rails; set RAILYARD_SOCKET_IFNAME the "
-                          "same for railyardd and every rank of the host");
+                          "the process that started first) runs with other rails; set RAILYARD_SOCKET_IFNAME (or "
+                          "railyardd's --ifname) the same for railyardd and every rank of the host, and "
+                          "NCCL_SOCKET_IFNAME too (its interface is left out of the rails where it is set)");
     }
     indices->push_back(static_cast<uint8_t>(i));
     all = all && verbsRailOf_[i] >= 0;

@@ -104,6 +104,40 @@ TEST(PerfBootstrap, ASecondProcessAsOneRankIsRefusedAndTheJobGoesOn) {
   EXPECT_EQ(root.nranks(), 3);
 }
 
+// A rank that joined and then went away while rank 0 waited for the others gives its
+// place to a restart of that rank (review: the restart was refused as a duplicate and the
+// job started with the dead one). The first rank 1 closes its connection before the
+// second joins.
+TEST(PerfBootstrap, ARankThatLeftWhileRankZeroWaitedCanJoinAgain) {
+  Listener l;
+  ASSERT_TRUE(ListenTcp("127.0.0.1", 0, &l).ok());
+  const Deadline deadline = DeadlineIn(20);
+  Bootstrap root;
+  Status rooted;
+  std::thread rank0([&] { rooted = Bootstrap::CreateRoot(l.fd, 3, deadline, &root); });
+  {
+    Bootstrap gone;
+    const Status a = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &gone);
+    ASSERT_TRUE(a.ok()) << a.message();
+  }  // its connection closes here
+  Bootstrap again, other;
+  const Status b = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &again);
+  const Status c = Bootstrap::Join("127.0.0.1", l.port, 2, 3, deadline, &other);
+  rank0.join();
+  ASSERT_TRUE(b.ok()) << b.message();
+  ASSERT_TRUE(c.ok()) << c.message();
+  ASSERT_TRUE(rooted.ok()) << rooted.message();
+  // The joined ranks are the live ones: a barrier over all three completes.
+  Status barrier1, barrier2;
+  std::thread t1([&] { barrier1 = again.Barrier(); });
+  std::thread t2([&] { barrier2 = other.Barrier(); });
+  const Status barrier0 = root.Barrier();
+  t1.join();
+  t2.join();
+  EXPECT_TRUE(barrier0.ok() && barrier1.ok() && barrier2.ok())
+      << barrier0.message() << " / " << barrier1.message() << " / " << barrier2.message();
+}
+
 // A rank that does not come to a collective (stopped, or slow) is named on stderr while
 // the others wait, before the -T limit ends the run (new-user trial: a rank SIGSTOPped
 // between two sizes was waited for silently until -T). Rank 1 enters the barrier only

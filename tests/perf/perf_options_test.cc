@@ -158,10 +158,10 @@ TEST(PerfOptions, ASweepWhoseStepsRunOnlyEmptySizesIsRefusedAndAnEmptyFirstRowIs
   EXPECT_EQ(RowBytes(o, 3), 0u);
   EXPECT_EQ(RowBytes(o, 7), 4u);
   EXPECT_EQ(SizeNote(o),
-            "-b 3 moves nothing with -p ring: the sizes below 7 give rows of 0 B (count 0, as nccl-tests prints "
-            "them); the first size that moves data is 7, which moves 4 B");
+            "-b 3 moves nothing with -p ring: the sizes below 7 give one row of 0 B (count 0, as nccl-tests prints "
+            "it); the first size that moves data is 7, which moves 4 B");
   ASSERT_TRUE(Parse({"-np", "4", "-p", "alltoall", "-b", "3", "-e", "128", "-f", "2"}, &o).ok());
-  EXPECT_NE(SizeNote(o).find("the sizes below 96 give rows of 0 B"), std::string::npos) << SizeNote(o);
+  EXPECT_NE(SizeNote(o).find("the sizes below 96 give one row of 0 B"), std::string::npos) << SizeNote(o);
   EXPECT_NE(SizeNote(o).find("the first size that moves data is 96, which moves 64 B"), std::string::npos)
       << SizeNote(o);
   // A collective says the share of each rank is what is rounded (new-user trial: "too
@@ -169,6 +169,11 @@ TEST(PerfOptions, ASweepWhoseStepsRunOnlyEmptySizesIsRefusedAndAnEmptyFirstRowIs
   ASSERT_TRUE(Parse({"-np", "3", "-p", "allgather", "-d", "int32", "-b", "4", "-e", "64", "-f", "2"}, &o).ok());
   EXPECT_NE(SizeNote(o).find("-b 4 moves nothing with -p allgather over 3 ranks (each rank's share is rounded down "
                              "to whole int32 elements)"),
+            std::string::npos)
+      << SizeNote(o);
+  ASSERT_TRUE(Parse({"-np", "3", "-p", "allreduce", "-d", "int32", "-b", "1", "-e", "64", "-f", "2"}, &o).ok());
+  EXPECT_NE(SizeNote(o).find("-b 1 moves nothing with -p allreduce (the size is rounded down to whole int32 "
+                             "elements)"),
             std::string::npos)
       << SizeNote(o);
   ASSERT_TRUE(Parse({"-np", "2", "-p", "ring", "-b", "4", "-e", "64", "-f", "2"}, &o).ok());

@@ -557,6 +557,21 @@ TEST(EnvLog, NcclLoggerGetsLevelSubsysAndFormattedMessage) {
   EXPECT_EQ(gLastCall.message, "dev 3 is eth0");
 }
 
+// A WARN reaches NCCL's logger with every subsystem bit, as NCCL's own WARN: NCCL drops
+// a line whose flags miss NCCL_DEBUG_SUBSYS's mask at every level, and its default mask
+// (INIT|BOOTSTRAP|ENV = 0x1081) hid the plugin's warnings while they were flagged NET.
+TEST(EnvLog, AWarnCarriesEverySubsystemSoNcclsDefaultMaskShowsIt) {
+  log::SetNcclLogger(&FakeNcclLogger);
+  gCalls = 0;
+  RY_WARN("rail %d went down", 1);
+  log::SetNcclLogger(nullptr);
+  ASSERT_EQ(gCalls, 1);
+  EXPECT_EQ(gLastCall.level, 2);
+  EXPECT_EQ(gLastCall.flags, ~0ul);
+  EXPECT_NE(gLastCall.flags & 0x1081ul, 0ul);
+  EXPECT_EQ(gLastCall.message, "rail 1 went down");
+}
+
 TEST(EnvLog, StderrThreshold) {
   log::SetStderrLevel(log::Level::kWarn);
   EXPECT_TRUE(log::Enabled(log::Level::kWarn));

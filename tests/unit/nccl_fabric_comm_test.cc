@@ -525,8 +525,11 @@ TEST(NcclHandleKinds, AnAddressOfAnotherModeSaysTheHostsChoseDifferentModes) {
   const Status st = FabricSendComm::Create(a.cw.get(), 0, to, {"hostA", 111}, 3000, nullptr, &send);
   EXPECT_EQ(st.code(), Code::kInvalidUsage);
   EXPECT_NE(st.message().find("the peer runs fabric mode (the cable set) and this process the fabric's TCP "
-                              "transport, no fabric mode: set RAILYARD_FABRIC, RAILYARD_TRANSPORT and RAILYARD_COMMS "
-                              "the same on every host"),
+                              "transport, no fabric mode: `auto` settings resolve per host"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("set RAILYARD_FABRIC=on|off and RAILYARD_TRANSPORT=tcp|verbs explicitly, the same on "
+                              "every host"),
             std::string::npos)
       << st.message();
   EXPECT_EQ(send, nullptr);
@@ -534,7 +537,8 @@ TEST(NcclHandleKinds, AnAddressOfAnotherModeSaysTheHostsChoseDifferentModes) {
 
 // A host address longer than a listen handle holds (a mesh host with 8 cabled rails:
 // 16 + 8 x 8 bytes) is refused naming the real limits (new-user trial: the message said
-// "at most 3 rails" where 6 worked) and what to do; 6 rails' 64 bytes fit.
+// "at most 3 rails" where 6 worked) and what to do; 6 rails' 64 bytes fit, and so do 4
+// rails of a TCP Worker's address (16 + 12 x 4).
 TEST(FabricHandleRecord, AnAddressPastTheHandleNamesTheRailLimitsAndTheWayOut) {
   FabricHandle h;
   h.listenId = 7;
@@ -546,9 +550,12 @@ TEST(FabricHandleRecord, AnAddressPastTheHandleNamesTheRailLimitsAndTheWayOut) {
   h.address.assign(16 + 8 * 8, 0x11);
   const Status st = EncodeFabricHandle(h, bytes);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
-  EXPECT_NE(st.message().find("at most 6 cabled rails in fabric mode, 3 over a TCP Worker"), std::string::npos)
+  EXPECT_NE(st.message().find("at most 6 cabled rails in fabric mode (5 when the process started before its host had "
+                              "a cable), 4 rails over a TCP Worker"),
+            std::string::npos)
       << st.message();
-  EXPECT_NE(st.message().find("narrow RAILYARD_SOCKET_IFNAME (the same for railyardd and every rank"),
+  EXPECT_NE(st.message().find("narrow RAILYARD_SOCKET_IFNAME (railyardd's --ifname; the same for railyardd and every "
+                              "rank"),
             std::string::npos)
       << st.message();
 }

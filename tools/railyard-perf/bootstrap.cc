@@ -112,6 +112,16 @@ void TuneSocket(int fd) {
   (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/// True when the peer of connected socket `fd` has closed it or reset it (nothing is
+/// read: a joined rank sends nothing until rank 0 speaks).
+bool ConnectionGone(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) return true;
+  char c;
+  return (p.revents & POLLIN) != 0 && ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
 Status ResolveIpv4(const std::string& host, int port, sockaddr_in* out) {
   std::memset(out, 0, sizeof(*out));
   out->sin_family = AF_INET;
@@ -249,14 +259,21 @@ Status Bootstrap::CreateRoot(int listenFd, int nranks, Deadline deadline, Bootst
       CloseFd(fd);
       continue;
     }
-    const bool fits =
-        h.bytes == std::uint64_t(nranks) && h.rank > 0 && h.rank < nranks && b.fds_[std::size_t(h.rank)] < 0;
+    const bool inRange = h.bytes == std::uint64_t(nranks) && h.rank > 0 && h.rank < nranks;
+    if (inRange && b.fds_[std::size_t(h.rank)] >= 0 && ConnectionGone(b.fds_[std::size_t(h.rank)])) {
+      // The process that joined as this rank has gone (stopped while rank 0 waited for
+      // the others): its place is the newcomer's, a restart of that rank (review).
+      CloseFd(b.fds_[std::size_t(h.rank)]);
+      b.fds_[std::size_t(h.rank)] = -1;
+      --joined;
+    }
+    const bool fits = inRange && b.fds_[std::size_t(h.rank)] < 0;
     // The joining rank hears the answer, so that a refused one says why (exit 2) instead
     // of failing later on a closed socket (new-user trial: --nranks 2 on rank 0 and 3
     // on rank 1 gave "Broken pipe", exit 4, on rank 1).
     const Header answer{kMagic, fits ? kOpWelcome : kOpRefused, 0, 0, std::uint64_t(nranks)};
     const Status said = SendAll(fd, &answer, sizeof(answer), deadline, "answering a joining rank");
-    const bool duplicate = !fits && h.bytes == std::uint64_t(nranks) && h.rank > 0 && h.rank < nranks;
+    const bool duplicate = !fits && inRange;
     if (duplicate) {
       // Rank h.rank has joined already: this one is refused (it exits saying why) and
       // the job goes on with the first (new-user trial: "expects ranks 1..2" for a rank

@@ -58,13 +58,14 @@ int Threshold() {
 /// The subsystems whose INFO and TRACE lines are shown: NCCL_DEBUG_SUBSYS as NCCL reads
 /// it (a comma list of INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, PROXY,
 /// NVLS, BOOTSTRAP, REG, PROFILE, RAS, ALL, any case; a leading '^' shows all but
-/// those; unknown names add nothing), read once. Unset: all of them, unlike NCCL's
-/// default (INIT,BOOTSTRAP,ENV), which would hide the plugin's NET lines (a tool that
-/// exists to watch a plugin shows them; new-user trial: the variable was ignored).
+/// those; unknown names add nothing; set but empty: none), read once. Unset: all of
+/// them, unlike NCCL's default (INIT,BOOTSTRAP,ENV), which would hide the plugin's NET
+/// lines (a tool that exists to watch a plugin shows them; new-user trial: the variable
+/// was ignored).
 unsigned long SubsystemMask() {
   static const unsigned long mask = [] {
     const char* v = std::getenv("NCCL_DEBUG_SUBSYS");
-    if (v == nullptr || *v == '\0') return static_cast<unsigned long>(NCCL_ALL);
+    if (v == nullptr) return static_cast<unsigned long>(NCCL_ALL);  // set but empty: none, as NCCL
     static constexpr std::pair<const char*, unsigned long> kNames[] = {
         {"INIT", NCCL_INIT},   {"COLL", NCCL_COLL},         {"P2P", NCCL_P2P},     {"SHM", NCCL_SHM},
         {"NET", NCCL_NET},     {"GRAPH", NCCL_GRAPH},       {"TUNING", NCCL_TUNING}, {"ENV", NCCL_ENV},
@@ -111,9 +112,10 @@ std::string TakeFirstWarn() {
 void NcclLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                 const char* fmt, ...) {
   const bool warn = level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT;
-  // ABORT is always shown; NCCL also prints aborts regardless of the level. INFO and
-  // TRACE lines go through the subsystem filter, as in NCCL.
-  const bool filtered = (level == NCCL_LOG_INFO || level == NCCL_LOG_TRACE) && (flags & SubsystemMask()) == 0;
+  // ABORT is always shown; NCCL also prints aborts regardless of the level. Every other
+  // line goes through the subsystem filter, WARN included, as in NCCL (whose own WARN
+  // lines, and Railyard's, carry every subsystem bit).
+  const bool filtered = level != NCCL_LOG_ABORT && (flags & SubsystemMask()) == 0;
   const bool shown = level == NCCL_LOG_ABORT || (level != NCCL_LOG_NONE && int(level) <= Threshold() && !filtered);
   if (!shown && !warn) return;
   char msg[2048];

@@ -18,9 +18,9 @@ void SetLoggerRank(int rank);
 bool InfoLogging();
 
 /// The logger function. Threshold from NCCL_DEBUG, else RAILYARD_DEBUG (VERSION, WARN,
-/// INFO, TRACE; NONE or anything else: nothing; default WARN), read once. INFO and TRACE
-/// lines of subsystems NCCL_DEBUG_SUBSYS leaves out are not shown (as in NCCL; unset:
-/// every subsystem, where NCCL shows only INIT,BOOTSTRAP,ENV). Thread-safe; writes one line per call to stderr.
+/// INFO, TRACE; NONE or anything else: nothing; default WARN), read once. Lines of
+/// subsystems NCCL_DEBUG_SUBSYS leaves out are not shown, WARN included (as in NCCL;
+/// unset: every subsystem, where NCCL shows only INIT,BOOTSTRAP,ENV). Thread-safe; writes one line per call to stderr.
 /// The text of the first WARN (or ABORT) the logger got since the previous call, whether or
 /// not NCCL_DEBUG showed it; "" when none. The loader takes it around a plugin's init() to
 /// say why the init failed. Thread-safe.

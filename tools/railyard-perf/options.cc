@@ -109,7 +109,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str()->check(tools::InRange(1, 1 << 24));
   app.add_option("-w,--warmup_iters", o.warmupIters, "untimed warm-up iterations per size (nccl-tests: 1)")
       ->capture_default_str()->check(tools::InRange(0, 1 << 24));
-  app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration, 0 = off (N/A)")
+  app.add_option("-c,--check", o.check, "1 = verify the data of every timed iteration (collectives with -z 0: of two more, untimed, after "
+                 "them, as nccl-tests), 0 = off (N/A)")
       ->capture_default_str()->check(tools::InRange(0, 1));
   app.add_option("-z,--blocking", o.blocking,
                  "collectives: 1 = wait for each timed iteration before posting the next; 0 = post them back "
@@ -293,12 +294,15 @@ std::string SizeNote(const Options& o) {
   }
   // New-user trial: "too small to move a whole element" for 4 B of int32 read as wrong:
   // what is missing is a whole element per rank (or per chunk), which the shape rounds to.
+  // Allreduce rounds the whole size; allgather and reducescatter each rank's share.
   const int nranks = o.np > 0 ? o.np : o.nranks;
-  const std::string per = IsCollective(o.pattern) ? " over " + std::to_string(nranks) + " ranks (each rank's share is "
-                                                    "rounded down to whole " + o.datatype + " elements)"
-                                                  : "";
+  const std::string per =
+      !IsCollective(o.pattern)             ? ""
+      : o.pattern == Pattern::kAllReduce ? " (the size is rounded down to whole " + o.datatype + " elements)"
+                                           : " over " + std::to_string(nranks) + " ranks (each rank's share is "
+                                             "rounded down to whole " + o.datatype + " elements)";
   return "-b " + FormatSize(o.minBytes) + " moves nothing with -p " + std::string(PatternName(o.pattern)) + per +
-         ": the sizes below " + FormatSize(firstMoving) + " give rows of 0 B (count 0, as nccl-tests prints them); " +
+         ": the sizes below " + FormatSize(firstMoving) + " give one row of 0 B (count 0, as nccl-tests prints it); " +
          "the first size that moves data is " + FormatSize(firstMoving) + ", which moves " +
          std::to_string(RowBytes(o, firstMoving)) + " B";
 }

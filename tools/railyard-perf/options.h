@@ -29,7 +29,7 @@ struct Options {
   std::uint64_t stepFactor = 1;       ///< -f/--stepfactor (1 = linear steps of stepBytes)
   int iters = 20;                     ///< -n/--iters
   int warmupIters = 5;                ///< -w/--warmup_iters (nccl-tests uses 1; we use 5)
-  int check = 1;                      ///< -c/--check: 1 = verify every timed iteration, 0 = off
+  int check = 1;                      ///< -c/--check: 1 = verify every timed iteration (collectives, -z 0: two untimed ones after), 0 = off
   /// -z/--blocking (collectives, nccl-tests' flag): 0 = timed iterations are posted back
   /// to back, the next one before the last has finished (at most 2 in flight, on two
   /// sets of buffers; -c 1 checks each as it finishes), as nccl-tests enqueues them on
@@ -88,7 +88,8 @@ inline constexpr const char* kExitStatusHelp =
     "     ncclResult_t are printed), no plugin could be loaded (NCCL_NET_PLUGIN=none\n"
     "     included), or the -T limit expired\n"
     "  2  bad flags or options (including --json PATH that cannot be written, a --root host\n"
-    "     that does not resolve, and ranks started with different options or as one rank)\n"
+    "     that does not resolve, and ranks started with different options, or a second\n"
+    "     process as a rank that joined already while rank 0 waits for the others)\n"
     "  3  the run finished but #wrong > 0 (data check failed)\n"
     "  4  this rank stopped because another rank failed first (that rank prints the cause;\n"
     "     a rank with operations in flight first waits up to 3 s for their own error)";
