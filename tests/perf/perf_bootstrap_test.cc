@@ -78,21 +78,35 @@ TEST(PerfBootstrap, TimeoutKillsHungRanks) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+/// Rank 0 of 3 on its own thread, creating the root on an ephemeral loopback port;
+/// Join joins as another rank. Finish waits for CreateRoot's outcome (`rooted`).
+struct RootOfThree {
+  Listener l;
+  Deadline deadline = DeadlineIn(20);
+  Bootstrap root;
+  Status rooted;
+  std::thread rank0;
+  RootOfThree() {
+    EXPECT_TRUE(ListenTcp("127.0.0.1", 0, &l).ok());
+    rank0 = std::thread([this] { rooted = Bootstrap::CreateRoot(l.fd, 3, deadline, &root); });
+  }
+  Status Join(int rank, Bootstrap* out) { return Bootstrap::Join("127.0.0.1", l.port, rank, 3, deadline, out); }
+  void Finish() { rank0.join(); }
+  ~RootOfThree() {
+    if (rank0.joinable()) rank0.join();
+  }
+};
+
 // A second process joining as a rank that has joined already is refused (it hears why)
 // and the job goes on with the first one (new-user trial: rank 0 aborted the whole job
 // with "expects ranks 1..2" for a rank 1, and the first rank 1 failed on a reset).
 TEST(PerfBootstrap, ASecondProcessAsOneRankIsRefusedAndTheJobGoesOn) {
-  Listener l;
-  ASSERT_TRUE(ListenTcp("127.0.0.1", 0, &l).ok());
-  const Deadline deadline = DeadlineIn(20);
-  Bootstrap root;
-  Status rooted;
-  std::thread rank0([&] { rooted = Bootstrap::CreateRoot(l.fd, 3, deadline, &root); });
+  RootOfThree r;
   Bootstrap first, second, third;
-  const Status a = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &first);
-  const Status b = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &second);
-  const Status c = Bootstrap::Join("127.0.0.1", l.port, 2, 3, deadline, &third);
-  rank0.join();
+  const Status a = r.Join(1, &first);
+  const Status b = r.Join(1, &second);
+  const Status c = r.Join(2, &third);
+  r.Finish();
   ASSERT_TRUE(a.ok()) << a.message();
   EXPECT_EQ(b.code(), Code::kInvalidUsage) << b.message();
   EXPECT_NE(b.message().find("refused this process as rank 1 of 3: it runs --nranks 3 too, and another process "
@@ -100,8 +114,8 @@ TEST(PerfBootstrap, ASecondProcessAsOneRankIsRefusedAndTheJobGoesOn) {
             std::string::npos)
       << b.message();
   ASSERT_TRUE(c.ok()) << c.message();
-  ASSERT_TRUE(rooted.ok()) << rooted.message();
-  EXPECT_EQ(root.nranks(), 3);
+  ASSERT_TRUE(r.rooted.ok()) << r.rooted.message();
+  EXPECT_EQ(r.root.nranks(), 3);
 }
 
 // A rank that joined and then went away while rank 0 waited for the others gives its
@@ -109,29 +123,24 @@ TEST(PerfBootstrap, ASecondProcessAsOneRankIsRefusedAndTheJobGoesOn) {
 // job started with the dead one). The first rank 1 closes its connection before the
 // second joins.
 TEST(PerfBootstrap, ARankThatLeftWhileRankZeroWaitedCanJoinAgain) {
-  Listener l;
-  ASSERT_TRUE(ListenTcp("127.0.0.1", 0, &l).ok());
-  const Deadline deadline = DeadlineIn(20);
-  Bootstrap root;
-  Status rooted;
-  std::thread rank0([&] { rooted = Bootstrap::CreateRoot(l.fd, 3, deadline, &root); });
+  RootOfThree r;
   {
     Bootstrap gone;
-    const Status a = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &gone);
+    const Status a = r.Join(1, &gone);
     ASSERT_TRUE(a.ok()) << a.message();
   }  // its connection closes here
   Bootstrap again, other;
-  const Status b = Bootstrap::Join("127.0.0.1", l.port, 1, 3, deadline, &again);
-  const Status c = Bootstrap::Join("127.0.0.1", l.port, 2, 3, deadline, &other);
-  rank0.join();
+  const Status b = r.Join(1, &again);
+  const Status c = r.Join(2, &other);
+  r.Finish();
   ASSERT_TRUE(b.ok()) << b.message();
   ASSERT_TRUE(c.ok()) << c.message();
-  ASSERT_TRUE(rooted.ok()) << rooted.message();
+  ASSERT_TRUE(r.rooted.ok()) << r.rooted.message();
   // The joined ranks are the live ones: a barrier over all three completes.
   Status barrier1, barrier2;
   std::thread t1([&] { barrier1 = again.Barrier(); });
   std::thread t2([&] { barrier2 = other.Barrier(); });
-  const Status barrier0 = root.Barrier();
+  const Status barrier0 = r.root.Barrier();
   t1.join();
   t2.join();
   EXPECT_TRUE(barrier0.ok() && barrier1.ok() && barrier2.ok())
