@@ -177,41 +177,34 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
   *rebuild = SwapRebuild{};
   FileHeader fh{};
   const off_t size = ::lseek(fd, 0, SEEK_END);
-  bool fresh = !sync || size < static_cast<off_t>(kPage);
-  if (!sync && size >= static_cast<off_t>(kPage)) {
-    // A cache-only arena starts empty, but never by silently dropping blobs that an
-    // arena with RAILYARD_SWAP_SYNC=1 committed here.
+  // One decision over the existing file's header, for either kind of start: a file of
+  // another version is never emptied (version 1 had no durable flag, so who kept it
+  // cannot be told); a cache-only start empties only a file no sync arena kept; a sync
+  // start rebuilds a sync arena's file and empties a cache-only one, whose freed records
+  // were never tombstoned (a rebuild would bring removed and replaced keys back).
+  bool fresh = size < static_cast<off_t>(kPage);
+  if (!fresh) {
     RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
-    if (fh.magic == kFileMagic && (fh.flags & kFileDurable) != 0) {
-      return InvalidUsage("swap " + path + " was kept by an arena with RAILYARD_SWAP_SYNC=1 and may hold committed "
-                          "blobs; this one runs with RAILYARD_SWAP_SYNC=0, which starts its swap empty: set "
-                          "RAILYARD_SWAP_SYNC=1 to keep them, or move the file away to start empty (nothing was "
-                          "touched)");
-    }
-    if (fh.magic == kFileMagic && fh.version != kSwapVersion) {
-      // Version 1 had no durable flag (its flags field was reserved, 0): whether a sync
-      // arena kept it cannot be told, so it is not emptied either.
+    const bool durable = (fh.flags & kFileDurable) != 0;
+    if (fh.magic != kFileMagic) {
+      fresh = true;  // not ours or never completed: start over
+    } else if (fh.version != kSwapVersion) {
       return InvalidUsage("swap " + path + " holds version " + std::to_string(fh.version) + " records (this arena " +
                           "writes version " + std::to_string(kSwapVersion) + ") and may hold committed blobs: move " +
                           "the file away to start empty (nothing was touched)");
-    }
-  }
-  if (!fresh) {
-    RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
-    if (fh.magic != kFileMagic) {
-      fresh = true;  // not ours or never completed: start over
-    } else if (fh.version != kSwapVersion || fh.blobBytes != blobBytes) {
-      // First: version 1 had no durable flag (reserved, 0), so a sync arena's version-1
-      // file would read as a cache-only one below.
-      return InvalidUsage("swap " + path + ": holds version " + std::to_string(fh.version) + " blobs of " +
-                          std::to_string(fh.blobBytes) + " bytes; this arena wants version " +
-                          std::to_string(kSwapVersion) + " blobs of " + std::to_string(blobBytes) +
+    } else if (!sync) {
+      if (durable) {
+        return InvalidUsage("swap " + path + " was kept by an arena with RAILYARD_SWAP_SYNC=1 and may hold committed "
+                            "blobs; this one runs with RAILYARD_SWAP_SYNC=0, which starts its swap empty: set "
+                            "RAILYARD_SWAP_SYNC=1 to keep them, or move the file away to start empty (nothing was "
+                            "touched)");
+      }
+      fresh = true;
+    } else if (fh.blobBytes != blobBytes) {
+      return InvalidUsage("swap " + path + ": holds blobs of " + std::to_string(fh.blobBytes) +
+                          " bytes; this arena wants blobs of " + std::to_string(blobBytes) +
                           " bytes (move the file away to start empty)");
-    } else if ((fh.flags & kFileDurable) == 0) {
-      // A cache-only arena's file (every version-2 file a sync arena opened has the
-      // flag): it frees records without tombstoning them and promised nothing past its
-      // restart, so a rebuild would bring back removed and superseded blobs as
-      // committed ones. Start empty, as that arena would have.
+    } else if (!durable) {
       fresh = true;
       rebuild->cacheOnlyDiscarded = true;
     }

@@ -55,7 +55,7 @@ int Threshold() {
   return level;
 }
 
-/// The subsystems whose INFO and TRACE lines are shown: NCCL_DEBUG_SUBSYS as NCCL reads
+/// The subsystems whose lines (WARN, INFO, TRACE) are shown: NCCL_DEBUG_SUBSYS as NCCL reads
 /// it (a comma list of INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, PROXY,
 /// NVLS, BOOTSTRAP, REG, PROFILE, RAS, ALL, any case; a leading '^' shows all but
 /// those; unknown names add nothing; set but empty: none), read once. Unset: all of
