@@ -151,7 +151,13 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
   }
   if (!S_ISDIR(st.st_mode)) return InvalidUsage("RAILYARD_SWAP_DIR '" + dir + "' is not a directory");
   const std::string path = dir + "/railyard-snapshot-" + kind + ".swap";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // O_NOFOLLOW: a symlink there is not followed to a file that Open might truncate
+  // (new-user trial).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 && errno == ELOOP) {
+    return InvalidUsage("swap " + path + " is a symbolic link: the swap file must be a plain file in RAILYARD_SWAP_DIR "
+                        "(nothing was touched)");
+  }
   if (fd < 0) return SystemError("swap " + path + ": open failed: " + proxy::ErrnoText(errno));
   // One owner per swap file: a second arena of the same kind (another railyardd on the
   // same RAILYARD_SWAP_DIR, or a second arena in this process) is refused here, before
@@ -187,7 +193,13 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
     RY_RETURN_IF_ERROR(PreadAll(fd, &fh, sizeof fh, 0, path));
     const bool durable = (fh.flags & kFileDurable) != 0;
     if (fh.magic != kFileMagic) {
-      fresh = true;  // not ours or never completed: start over
+      // A whole header page that is not a swap file's: another file, or a swap file
+      // whose header was damaged (which may hold committed blobs). Never emptied
+      // (new-user trial: a sync file with 4 bytes overwritten lost every blob silently).
+      // A fresh start that crashed before its header leaves less than a page.
+      return InvalidUsage("swap " + path + " is " + std::to_string(size) + " bytes whose first page is not a " +
+                          "Railyard swap file header (another file, or a damaged one that may hold committed " +
+                          "blobs): move it away to start empty (nothing was touched)");
     } else if (fh.version != kSwapVersion) {
       return InvalidUsage("swap " + path + " holds version " + std::to_string(fh.version) + " records (this arena " +
                           "writes version " + std::to_string(kSwapVersion) + ") and may hold committed blobs: move " +
@@ -225,6 +237,10 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
   }
   // Rebuild: every whole record; the newest valid generation of each key wins.
   const int64_t slots = (size - static_cast<off_t>(kPage)) / static_cast<off_t>(f->stride_);
+  // A record cut short at the end of the file (a truncated file) is a torn one, counted
+  // and logged as such (new-user trial: its blobs went missing without a word); its
+  // slot is rewritten whole by the next record past the end.
+  if ((size - static_cast<off_t>(kPage)) % static_cast<off_t>(f->stride_) != 0) ++rebuild->torn;
   std::map<uint64_t, SwapRecord> best;
   std::vector<uint8_t> payload(blobBytes);
   std::vector<int64_t> freeSlots;

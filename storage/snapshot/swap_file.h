@@ -40,7 +40,7 @@ struct SwapRecord {
 /// What Open's rebuild saw.
 struct SwapRebuild {
   std::vector<SwapRecord> records;  ///< live records, one per key
-  uint64_t torn = 0;                ///< records dropped for a bad checksum
+  uint64_t torn = 0;                ///< records dropped for a bad checksum, or cut short at the file's end
   /// The keys of the torn records whose header was intact (a torn payload), in file
   /// order, at most kMaxTornKeys of them; a torn header names no key to trust.
   std::vector<uint64_t> tornKeys;
@@ -65,7 +65,8 @@ class SwapFile {
   /// nothing in it is read or changed. SystemError on I/O errors.
   /// With `sync` and an existing file of the same blob bytes that a sync arena kept,
   /// fills `*rebuild`; a file of another blob size or version is refused (InvalidUsage
-  /// naming both); a version-2 file only cache-only arenas kept (no durable flag) starts
+  /// naming both); so is, by either kind of start, a file of at least a page whose header
+  /// is not a swap file's, and a symbolic link; a version-2 file only cache-only arenas kept (no durable flag) starts
   /// empty (cacheOnlyDiscarded). Without `sync`, a file a sync arena kept, or one of
   /// another version (version 1 cannot say), is refused (InvalidUsage), never emptied.
   static Status Open(const std::string& dir, const std::string& kind, uint64_t blobBytes, bool sync,

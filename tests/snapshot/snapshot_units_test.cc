@@ -454,6 +454,52 @@ TEST(SwapFileLock, ASyncRestartStartsACacheOnlyFileEmpty) {
   EXPECT_EQ(rebuild.records[0].key, 11u);
 }
 
+// A swap file whose header page is not a swap file's (damaged, or another file put
+// there) is refused by either kind of start and left as it was (new-user trial: a sync
+// file with its first 4 bytes overwritten was emptied, every committed blob lost); so
+// is a symbolic link in its place. A file cut short mid-record counts that record torn.
+TEST(SwapFileLock, ADamagedHeaderOrALinkIsRefusedAndATruncatedRecordIsTorn) {
+  const SwapDir d;
+  const std::string path = d.dir + "/railyard-snapshot-kv.swap";
+  std::unique_ptr<SwapFile> f;
+  SwapRebuild rebuild;
+  ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(f->Allocate(), 7, 1, d.blob.data(), d.sum).ok());
+  ASSERT_TRUE(f->Write(f->Allocate(), 8, 2, d.blob.data(), d.sum).ok());
+  f.reset();
+  const auto whole = std::filesystem::file_size(path);
+  {
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    io.write("XXXX", 4);
+  }
+  for (const bool sync : {true, false}) {
+    SCOPED_TRACE(sync ? "sync" : "cache-only");
+    const Status st = SwapFile::Open(d.dir, "kv", SwapDir::kBlob, sync, &f, &rebuild);
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
+    EXPECT_NE(st.message().find("is not a Railyard swap file header"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("nothing was touched"), std::string::npos) << st.message();
+    EXPECT_EQ(std::filesystem::file_size(path), whole);
+  }
+  {  // the header back: both records are there; then cut the second one short
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t magic = 0x46535952;  // "RYSF"
+    io.write(reinterpret_cast<const char*>(&magic), 4);
+  }
+  std::filesystem::resize_file(path, whole - 100);
+  ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+  ASSERT_EQ(rebuild.records.size(), 1u);
+  EXPECT_EQ(rebuild.records[0].key, 7u);
+  EXPECT_EQ(rebuild.torn, 1u);
+  f.reset();
+  const std::string elsewhere = d.dir + "/elsewhere";
+  std::filesystem::rename(path, elsewhere);
+  std::filesystem::create_symlink(elsewhere, path);
+  const Status linked = SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild);
+  EXPECT_EQ(linked.code(), Code::kInvalidUsage) << linked.message();
+  EXPECT_NE(linked.message().find("is a symbolic link"), std::string::npos) << linked.message();
+  EXPECT_EQ(std::filesystem::file_size(elsewhere), whole - 100);
+}
+
 // Version 1 files had no durable flag (the field was reserved, 0), so a sync arena's
 // version-1 file looks like a cache-only one: neither a sync nor a cache-only start
 // may empty it. Both refuse it, naming the version, and leave it as it was.
