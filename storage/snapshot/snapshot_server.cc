@@ -63,10 +63,16 @@ Status ParseArenaSpec(const std::string& text, ArenaSpec* out) {
   bool haveKind = false, haveMode = false;
   std::stringstream in(text);
   std::string item;
+  std::vector<std::string> seen;
   while (std::getline(in, item, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) return InvalidArgument("arena spec '" + text + "': '" + item + "' is not field=value");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    // New-user trial: slots=4,slots=8 took the last one silently.
+    if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
+      return InvalidArgument("arena spec '" + text + "': " + k + "= given twice");
+    }
+    seen.push_back(k);
     if (k == "kind") {
       if (!ValidKind(v)) return InvalidArgument("arena spec: kind '" + v + "' must be 1..31 bytes of [A-Za-z0-9_.-]");
       s.kind = v;
@@ -98,6 +104,12 @@ Status ParseArenaSpec(const std::string& text, ArenaSpec* out) {
   }
   if (s.maxBytes != 0 && s.maxBytes < s.blobBytes) {
     return InvalidArgument("arena spec '" + text + "': max= is below one blob");
+  }
+  if (s.maxBytes % s.blobBytes != 0) {
+    // Clients size the arena in whole blobs: a max= between two would refuse each one
+    // that asked for it (new-user trial).
+    return InvalidArgument("arena spec '" + text + "': max= " + std::to_string(s.maxBytes) +
+                           " is not a whole number of blobs of " + std::to_string(s.blobBytes) + " bytes");
   }
   if (s.slots > (uint64_t{1} << 40) / s.blobBytes || s.maxBytes > (uint64_t{1} << 40)) {
     return InvalidArgument("arena spec '" + text + "': arena over 1 TiB");

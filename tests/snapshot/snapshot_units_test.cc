@@ -254,7 +254,11 @@ TEST(SnapshotSpec, ParsesArenaSpecsAndNamesBadFields) {
            {"kind=kv,mode", "not field=value"},
            {"kind=kv,mode=paging,blob=1M,max=1G", "mode=raw only"},
            {"kind=kv,mode=raw,blob=1M,slots=2,max=1G", "give one of them, not both"},
-           {"kind=kv,mode=raw,blob=1M,max=4K", "below one blob"}}) {
+           {"kind=kv,mode=raw,blob=1M,max=4K", "below one blob"},
+           // New-user trial: a field twice was taken silently, and a max= between two
+           // whole blobs refused every client that asked for it.
+           {"kind=kv,mode=paging,blob=64K,slots=4,slots=8", "slots= given twice"},
+           {"kind=kv,mode=raw,blob=64K,max=100K", "max= 102400 is not a whole number of blobs of 65536 bytes"}}) {
     Status st = ParseArenaSpec(text, &s);
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << text;
     EXPECT_NE(st.message().find(names), std::string::npos) << text << ": " << st.message();
