@@ -140,6 +140,29 @@ grep -q -- "--relay-port 29519 (it stands for RAILYARD_RELAY_PORT): RAILYARD_REL
 # Trial: --settle-ms/--linger-ms/--timeout-ms without --wait-hosts were ignored silently.
 expect_status 2 "railyardd --linger-ms 5" "$DAEMON" --linger-ms 5
 grep -q -- "--linger-ms needs --wait-hosts N" "$tmp/err" || { echo "FAIL: railyardd --linger-ms alone: $(cat "$tmp/err")"; failed=1; }
+# Trial: --settle-ms not below --timeout-ms was reported "settled" when the deadline cut the wait.
+expect_status 2 "railyardd --wait-hosts 2 --timeout-ms 300" "$DAEMON" --wait-hosts 2 --timeout-ms 300
+grep -q -- "--settle-ms 500 (the default) must be less than --timeout-ms 300" "$tmp/err" ||
+  { echo "FAIL: railyardd settle >= timeout: $(cat "$tmp/err")"; failed=1; }
+# Trial: a tier served alone took (and ignored) discovery and relay flags, and the snapshot
+# flags without an arena.
+expect_status 2 "railyardd --snapshot-only --relay-port" "$DAEMON" --snapshot-only --snapshot-arena kind=k,mode=raw,blob=4096,slots=1 --relay-port 30000
+grep -q -- "--relay-port has no effect with --snapshot-only" "$tmp/err" || { echo "FAIL: --snapshot-only --relay-port: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyardd --expert-only --wait-hosts" "$DAEMON" --expert-only --expert-store "$tmp" --wait-hosts 2
+grep -q -- "--wait-hosts has no effect with --expert-only" "$tmp/err" || { echo "FAIL: --expert-only --wait-hosts: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyardd --snapshot-port alone" "$DAEMON" --snapshot-port 30001
+grep -q -- "--snapshot-port needs at least one --snapshot-arena" "$tmp/err" || { echo "FAIL: --snapshot-port alone: $(cat "$tmp/err")"; failed=1; }
+expect_status 2 "railyardd --snapshot-address alone" "$DAEMON" --snapshot-address 127.0.0.1
+grep -q -- "--snapshot-address needs at least one --snapshot-arena" "$tmp/err" || { echo "FAIL: --snapshot-address alone: $(cat "$tmp/err")"; failed=1; }
+# Trial: one port for two listeners failed later, blaming another process.
+expect_status 2 "railyardd, snapshot and expert on one port" "$DAEMON" --expert-only --snapshot-only --expert-store "$tmp" \
+  --expert-listen 127.0.0.1:30002 --snapshot-arena kind=k,mode=raw,blob=4096,slots=1 --snapshot-port 30002
+grep -q -- "--snapshot-port and --expert-listen are both TCP port 30002" "$tmp/err" || { echo "FAIL: one port twice: $(cat "$tmp/err")"; failed=1; }
+# Trial: "snapshot-port N" was announced before an expert store that cannot be served failed.
+expect_status 2 "railyardd, a bad expert store beside an arena" "$DAEMON" --expert-only --snapshot-only --expert-store "$tmp/none" \
+  --snapshot-arena kind=k,mode=raw,blob=4096,slots=1
+if [ -s "$tmp/out" ]; then echo "FAIL: stdout before the expert store failed: $(cat "$tmp/out")"; failed=1; fi
+grep -q "$tmp/none" "$tmp/err" || { echo "FAIL: the bad store is not named: $(cat "$tmp/err")"; failed=1; }
 # railyardd --help documents its exit statuses like every other tool (it said nothing).
 expect_status 0 "railyardd --help" "$DAEMON" --help
 grep -q "^Exit status: 0 stopped by SIGTERM/SIGINT" "$tmp/out" || { echo "FAIL: railyardd --help has no exit statuses"; failed=1; }

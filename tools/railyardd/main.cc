@@ -267,9 +267,57 @@ int main(int argc, char** argv) {
                  expertOnly ? "--expert-only" : expertVerify ? "--expert-verify" : "--expert-listen");
     return 2;
   }
-  if (snapshotOnly && snapshot.arenas.empty()) {
-    std::fprintf(stderr, "railyardd: --snapshot-only needs at least one --snapshot-arena\n");
+  if (snapshot.arenas.empty() && (snapshotOnly || app.count("--snapshot-port") > 0 || app.count("--snapshot-address") > 0)) {
+    // --snapshot-port / --snapshot-address alone used to be ignored without a word (new-user trial).
+    std::fprintf(stderr, "railyardd: %s needs at least one --snapshot-arena\n",
+                 snapshotOnly ? "--snapshot-only" : app.count("--snapshot-port") > 0 ? "--snapshot-port" : "--snapshot-address");
     return 2;
+  }
+  if (expertOnly || snapshotOnly) {
+    // A tier served alone runs no discovery and no relay: their flags would be ignored
+    // without a word (new-user trial), so they are refused.
+    for (const char* flag : {"--ifname", "--host-name", "--port", "--interval-ms", "--dead-ms", "--wait-hosts",
+                             "--settle-ms", "--linger-ms", "--timeout-ms", "--text", "--relay-port", "--no-relay"}) {
+      if (app.count(flag) > 0) {
+        std::fprintf(stderr, "railyardd: %s has no effect with %s (a tier served alone runs no discovery and no relay)\n",
+                     flag, expertOnly ? "--expert-only" : "--snapshot-only");
+        return 2;
+      }
+    }
+  }
+  if (waitHosts > 0 && settleMs >= timeoutMs) {
+    // The graph could never be unchanged for --settle-ms before the deadline (it used to
+    // be reported settled when the deadline cut the wait short).
+    std::fprintf(stderr, "railyardd: --settle-ms %d%s must be less than --timeout-ms %d%s\n", settleMs,
+                 app.count("--settle-ms") > 0 ? "" : " (the default)", timeoutMs,
+                 app.count("--timeout-ms") > 0 ? "" : " (the default)");
+    return 2;
+  }
+  {
+    // Every TCP port this daemon will listen on is its own: the relay's, the snapshot
+    // control channel's and the expert store's (new-user trial: the same port given to
+    // two of them failed later with "address in use", blaming another process).
+    struct Port {
+      const char* what;
+      unsigned port;
+    };
+    std::vector<Port> ports;
+    if (!expertOnly && !snapshotOnly && !noRelay) ports.push_back({"the relay port", relayPort != 0 ? relayPort : static_cast<unsigned>(cfg->relayPort)});
+    if (!snapshot.arenas.empty() && snapshot.port != 0) ports.push_back({"--snapshot-port", snapshot.port});
+    if (!expertStore.empty() && !expertListen.empty()) {
+      const size_t colon = expertListen.rfind(':');
+      const unsigned long p = colon == std::string::npos ? 0 : std::strtoul(expertListen.c_str() + colon + 1, nullptr, 10);
+      if (p > 0 && p <= 65535) ports.push_back({"--expert-listen", static_cast<unsigned>(p)});
+    }
+    for (size_t i = 0; i < ports.size(); ++i) {
+      for (size_t j = i + 1; j < ports.size(); ++j) {
+        if (ports[i].port == ports[j].port) {
+          std::fprintf(stderr, "railyardd: %s and %s are both TCP port %u; give each its own\n", ports[i].what,
+                       ports[j].what, ports[i].port);
+          return 2;
+        }
+      }
+    }
   }
   // The rails, before any listener is announced: without one the daemon (neither --expert-only
   // nor --snapshot-only) stops, and a "listening on" line printed first read as if it served.
@@ -300,9 +348,21 @@ int main(int argc, char** argv) {
       return 3;  // not 2: it may be only that the rails' addresses are not up yet (new-user trial)
     }
   }
-  // Snapshot arenas: started before discovery. "snapshot-port N", the one line railyardd
-  // writes to stdout besides --text's graph, is for scripts (documented in --help and the
-  // README); stderr says the same for people.
+  // The expert store (storage/expert/expert_server.h), served beside the rest or alone.
+  std::unique_ptr<fabric::Domain> expertDomain;
+  std::unique_ptr<fabric::Worker> expertWorker;
+  std::unique_ptr<expert::ExpertServer> expertServer;
+  if (!expertStore.empty()) {
+    if (Status s = StartExpertStore(*cfg, expertStore, expertListen, expertVerify, &expertDomain, &expertWorker, &expertServer);
+        !s.ok()) {
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  // Snapshot arenas: started before discovery and after the expert store (a store that
+  // cannot be served fails before "snapshot-port N" is announced: new-user trial).
+  // "snapshot-port N", the one line railyardd writes to stdout besides --text's graph, is
+  // for scripts (documented in --help and the README); stderr says the same for people.
   std::unique_ptr<tools::SnapshotService> snapshotService;
   if (!snapshot.arenas.empty()) {
     if (Status s = tools::SnapshotService::Start(snapshot, *cfg, &snapshotService); !s.ok()) {
@@ -316,28 +376,11 @@ int main(int argc, char** argv) {
     // What a restart found (new-user trial: the count of recovered blobs was only logged at INFO).
     for (const std::string& line : snapshotService->ArenaReport()) std::fprintf(stderr, "railyardd: %s\n", line.c_str());
   }
-  // The expert store (storage/expert/expert_server.h), served beside the rest or alone.
-  std::unique_ptr<fabric::Domain> expertDomain;
-  std::unique_ptr<fabric::Worker> expertWorker;
-  std::unique_ptr<expert::ExpertServer> expertServer;
-  if (!expertStore.empty()) {
-    if (Status s = StartExpertStore(*cfg, expertStore, expertListen, expertVerify, &expertDomain, &expertWorker, &expertServer);
-        !s.ok()) {
-      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
-      return 2;
-    }
-    if (expertOnly) {
-      std::signal(SIGINT, OnSignal);
-      std::signal(SIGTERM, OnSignal);
-      while (!g_stop) ::poll(nullptr, 0, 100);
-      expertServer->Stop();
-      return 0;
-    }
-  }
-  if (snapshotOnly) {  // (with --expert-only too, the loop above served both)
+  if (expertOnly || snapshotOnly) {  // a tier (or both) served alone
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);
     while (!g_stop) ::poll(nullptr, 0, 100);
+    if (expertServer) expertServer->Stop();
     return 0;
   }
   // One railyardd per host (per network namespace), relaying or not: a second one is
@@ -432,18 +475,26 @@ int main(int argc, char** argv) {
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
       if (left <= 0 || g_stop) {
-        std::fprintf(stderr, "railyardd: %s knows %zu of %d hosts after %d ms\n", hostName.c_str(),
-                     cabling->Graph().Hosts().size(), waitHosts, timeoutMs);
+        const size_t known = cabling->Graph().Hosts().size();
+        std::fprintf(stderr, "railyardd: %s knows %zu of %d hosts after %d ms%s\n", hostName.c_str(), known, waitHosts,
+                     timeoutMs,
+                     known >= static_cast<size_t>(waitHosts) ? ", but the graph did not stay unchanged for --settle-ms" : "");
         print(cabling->Graph());
         return 1;
       }
       const uint64_t v = cabling->Version();
       const bool enough = cabling->Graph().Hosts().size() >= static_cast<size_t>(waitHosts);
-      // Settled: enough hosts and no change for settleMs (woken early by any change).
-      if (enough && !cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != v; },
-                                      std::min<int>(settleMs, static_cast<int>(left)))) {
+      // Settled: enough hosts and no change for settleMs (woken early by any change). With
+      // less than settleMs left the wait cannot prove that: it runs out, and the deadline
+      // branch above reports it.
+      if (enough && settleMs <= left &&
+          !cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != v; }, settleMs)) {
         print(cabling->Graph());
         break;
+      }
+      if (enough && settleMs > left) {
+        cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t) { return g_stop != 0; }, static_cast<int>(left));
+        continue;
       }
       if (!enough) {
         cabling->WaitFor([&](const topology::ClusterGraph& g, uint64_t) { return g.Hosts().size() >= static_cast<size_t>(waitHosts); },
