@@ -31,6 +31,9 @@ TEST(PerfOptions, BadSizesAreRejected) {
     EXPECT_FALSE(ParseSize(bad, &v).ok()) << bad;
   }
   EXPECT_FALSE(ParseSize("17179869184G", &v).ok());  // overflows 64 bits after the shift
+  // A fraction is named as one (it was "unknown suffix").
+  const Status fraction = ParseSize("1.5K", &v);
+  EXPECT_NE(fraction.message().find("a whole number only"), std::string::npos) << fraction.message();
 }
 
 TEST(PerfOptions, FormatSize) {

@@ -100,6 +100,16 @@ def main():
     if probe.returncode == 0 or "RAILYARD_LIB='/nonexistent/libnccl-net-railyard.so' cannot be loaded" not in probe.stderr:
         print(f"FAIL: a RAILYARD_LIB that does not load was not refused (rc {probe.returncode}):\n{probe.stderr[-800:]}")
         return 1
+    # A pinned library that loads but is not Railyard's says so (it was a raw AttributeError
+    # at the first call).
+    probe = subprocess.run([sys.executable, "-c", "import railyard._lib as l; l.load()"],
+                           env=dict(os.environ, RAILYARD_LIB="libc.so.6",
+                                    PYTHONPATH=os.path.join(here, "..", "..", "python")),
+                           capture_output=True, text=True)
+    if probe.returncode == 0 or ("RAILYARD_LIB='libc.so.6' loads but is not Railyard's libnccl-net-railyard.so, "
+                                 "or is older than this package: it exports no railyard_expert_open") not in probe.stderr:
+        print(f"FAIL: a RAILYARD_LIB without the C endpoints was not refused (rc {probe.returncode}):\n{probe.stderr[-800:]}")
+        return 1
     os.environ["RAILYARD_LIB"] = lib
     # railyardd's snapshot errors carry one "snapshot: " prefix (it used to print
     # "railyardd: snapshot: snapshot: listen on ...").

@@ -35,6 +35,9 @@ Status ParseSize(const std::string& text, std::size_t* out) {
     }
     if (i < text.size() && std::toupper(static_cast<unsigned char>(text[i])) == 'B') ++i;
   }
+  if (i < text.size() && (text[i] == '.' || text[i] == ',')) {  // it said "unknown suffix" (new-user trial)
+    return InvalidUsage("size '" + text + "': a whole number only, as nccl-tests takes (e.g. 1536 or 3K for 1.5K)");
+  }
   if (i != text.size()) {
     return InvalidUsage("size '" + text + "': unknown suffix (use K, M or G, powers of 1024)");
   }

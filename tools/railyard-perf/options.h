@@ -55,7 +55,7 @@ struct Options {
 
 /// Parses a byte count with an optional K, M or G suffix (powers of 1024, case
 /// insensitive, an optional trailing 'B'), e.g. "64", "1K", "32M", "1G".
-/// Fails with InvalidUsage on garbage, overflow or an empty string.
+/// Fails with InvalidUsage on garbage, a fraction ("1.5K"), overflow or an empty string.
 Status ParseSize(const std::string& text, std::size_t* out);
 
 /// Formats a byte count the short way ("1K", "32M", "1G", "1000").
