@@ -139,22 +139,27 @@ TEST(PerfCli, AnEmptyPluginFlagIsReadAsUnsetAndTheLogSaysWhichValue) {
 
 // NCCL_DEBUG_SUBSYS filters the plugin's INFO lines as NCCL's does (new-user trial: it
 // was ignored): ^NET drops the NET-only lines, a list naming nothing known drops all, and
-// unset shows every subsystem. Counted in one run each, against the unset run.
+// unset shows every subsystem. Counted in one run each, against the unset run. railyard-perf's
+// own step lines follow it too (its loader's log is INIT and NET, as NCCL's plugin loading).
 TEST(PerfCli, DebugSubsysFiltersThePluginsInfoLinesAsNcclDoes) {
-  auto infoLines = [](const std::string& subsys) {
+  auto run = [](const std::string& subsys) {
     const Result r = RunShell("NCCL_DEBUG=INFO " + (subsys.empty() ? std::string("env -u NCCL_DEBUG_SUBSYS")
                                                                     : "NCCL_DEBUG_SUBSYS='" + subsys + "'") +
                               " RAILYARD_SOCKET_IFNAME==lo " + kPerf + " --plugin " + kRailyard +
                               " -np 2 -p sendrecv -b 1K -e 1K -n 1 -w 0 -T 60");
     EXPECT_EQ(r.status, 0) << r.out << r.err;
-    return Count(r.err, "NCCL INFO");
+    return r;
   };
-  const size_t all = infoLines("");
-  const size_t notNet = infoLines("^NET");
-  const size_t none = infoLines("NOSUCH");
-  EXPECT_GT(all, 0u);
-  EXPECT_LT(notNet, all) << "^NET showed every line";
-  EXPECT_EQ(none, 0u);
+  const Result all = run("");
+  const Result notNet = run("^NET");
+  const Result none = run("NOSUCH");
+  const Result init = run("INIT");
+  EXPECT_GT(Count(all.err, "NCCL INFO"), 0u);
+  EXPECT_LT(Count(notNet.err, "NCCL INFO"), Count(all.err, "NCCL INFO")) << "^NET showed every line";
+  EXPECT_EQ(Count(none.err, "NCCL INFO"), 0u);
+  EXPECT_EQ(Count(all.err, "NET/Plugin: loaded"), 2u) << all.err;  // one per rank
+  EXPECT_EQ(Count(init.err, "NET/Plugin: loaded"), 2u) << init.err;
+  EXPECT_EQ(Count(none.err, "NET/Plugin: loaded"), 0u) << none.err;
 }
 
 TEST(PerfCli, TestLeavingSizesUnwrittenIsOneWarnNotAnAbort) {

@@ -291,7 +291,7 @@ Status CollRun::Run(long long* wrongTotal) {
       RY_RETURN_IF_ERROR(Wait(req, deadline));
     }
     RY_RETURN_IF_ERROR(boot_.Barrier());
-    if (InfoLogging()) {  // marks where the timed loop starts (tests kill a rank inside it)
+    if (InfoLogging(NCCL_NET)) {  // marks where the timed loop starts (tests kill a rank inside it)
       std::fprintf(stderr, "railyard-perf: rank %d: %zu B: %d timed iterations start\n", me_, sh.totalBytes,
                    opts_.iters);
     }

@@ -29,11 +29,6 @@ const char* DebugLevel() {
 
 }  // namespace
 
-bool InfoLogging() {
-  const char* dbg = DebugLevel();
-  return dbg != nullptr && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
-}
-
 namespace {
 
 std::atomic<int> gRank{-1};
@@ -100,6 +95,12 @@ const char* LevelName(ncclDebugLogLevel level) {
 }
 
 }  // namespace
+
+bool InfoLogging(unsigned long subsys) {
+  const char* dbg = DebugLevel();
+  return dbg != nullptr && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0) &&
+         (subsys & SubsystemMask()) != 0;
+}
 
 void SetLoggerRank(int rank) { gRank.store(rank); }
 

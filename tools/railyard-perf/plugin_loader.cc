@@ -398,7 +398,7 @@ Status OpenNetPlugin(const OpenRequest& req, OpenedNet* out, std::vector<std::st
 }
 
 void PrintOpenLog(const std::vector<std::string>& log, const OpenedNet& net, int rank) {
-  if (!InfoLogging() && !(net.convenienceFallback && rank == 0)) return;
+  if (!InfoLogging(NCCL_INIT | NCCL_NET) && !(net.convenienceFallback && rank == 0)) return;
   for (const auto& l : log) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", rank, l.c_str());
 }
 
