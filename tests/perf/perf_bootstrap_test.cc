@@ -57,13 +57,22 @@ TEST(PerfBootstrap, AllGatherBarrierAllReduceWithFourProcesses) {
 TEST(PerfBootstrap, FailingRankIsReportedAndTheOthersStopped) {
   const auto t0 = std::chrono::steady_clock::now();
   LaunchResult r = LaunchLocal(kRanks, kTimeoutSec, [](Bootstrap& b) {
-    if (b.rank() == 2) return 7;
+    if (b.rank() == 2) {
+      PrintRankError(2, "the error of rank 2");
+      PrintRankError(2, "a later one, not kept");
+      return 7;
+    }
     // The others wait in a barrier that can never complete.
     return b.Barrier().ok() ? 0 : kExitPeerFailed;
   });
   EXPECT_EQ(r.failedRank, 2) << r.message;
   EXPECT_EQ(r.exitCode, 7) << r.message;
   EXPECT_NE(r.message.find("rank 2"), std::string::npos) << r.message;
+  // The launcher sees each rank's first reported error, "" for the others.
+  ASSERT_EQ(r.rankErrors.size(), size_t(kRanks));
+  for (int rank = 0; rank < kRanks; ++rank) {
+    EXPECT_EQ(r.rankErrors[size_t(rank)], rank == 2 ? "the error of rank 2" : "") << rank;
+  }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 

@@ -78,6 +78,12 @@ TEST(PerfCli, AFailureSaysWhichSettingRailyardPerfInjected) {
                        "RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n"),
             std::string::npos)
       << r.err;
+  // A failure that is not about the interfaces gets no such note (it came with every one).
+  const Result other = RunShell("env -u RAILYARD_SOCKET_IFNAME -u NCCL_SOCKET_IFNAME RAILYARD_NSOCKS=0 " + kPerf +
+                                " --plugin " + kRailyard + " -np 2 -b 4K -e 4K -n 1 -w 0 -T 60");
+  EXPECT_EQ(other.status, 1) << other.out << other.err;
+  EXPECT_NE(other.err.find("RAILYARD_NSOCKS='0' is not valid"), std::string::npos) << other.err;
+  EXPECT_EQ(other.err.find("railyard-perf: note:"), std::string::npos) << other.err;
 }
 
 // A plugin whose init refuses a setting is a failed call (exit 1) with the plugin's

@@ -369,7 +369,7 @@ int RunCollRank(const Options& opts, Bootstrap& boot) {
   if (!s.ok()) {
     if (run.usageError()) {
       run.Cleanup();
-      std::fprintf(stderr, "railyard-perf: rank %d: %s\n", boot.rank(), s.message().c_str());
+      PrintRankError(boot.rank(), s.message());
       return kExitUsage;
     }
     // Exit 4 when a peer's process has gone (new-user trial: after a kill -9 the

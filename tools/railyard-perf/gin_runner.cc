@@ -249,7 +249,7 @@ int RunGinRank(const Options& opts, Bootstrap& boot) {
   (void)table.Finalize();
   ::munmap(mem, dataBytes);
   if (!json.ok()) {
-    std::fprintf(stderr, "railyard-perf: rank %d: %s\n", me, json.message().c_str());
+    PrintRankError(me, json.message());
     return int(kExitUsage);
   }
   return wrongTotal > 0 ? int(kExitWrongData) : int(kExitOk);

@@ -1,6 +1,7 @@
 #include "tools/railyard-perf/launcher.h"
 
 #include <cerrno>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 
 #include <csignal>
@@ -16,9 +17,12 @@
 namespace railyard::perf {
 namespace {
 
-/// Runs in the child: connect the bootstrap, run the rank, never return.
 pid_t g_launcher = 0;  ///< the launcher's pid, recorded before the ranks fork
+/// In a forked rank: its kRankErrorBytes slot of the launcher's shared page (MAP_SHARED,
+/// so the launcher reads what the rank wrote); null elsewhere (multi-host ranks).
+char* g_errorSlot = nullptr;
 
+/// Runs in the child: connect the bootstrap, run the rank, never return.
 [[noreturn]] void ChildMain(int rank, int nranks, const Listener& l, int timeoutSec,
                             const sigset_t& oldMask, const RankMain& rankMain) {
   (void)sigprocmask(SIG_SETMASK, &oldMask, nullptr);
@@ -38,7 +42,7 @@ pid_t g_launcher = 0;  ///< the launcher's pid, recorded before the ranks fork
       s = Bootstrap::Join("127.0.0.1", l.port, rank, nranks, deadline, &boot);
     }
     if (!s.ok()) {
-      std::fprintf(stderr, "railyard-perf: rank %d: %s\n", rank, s.message().c_str());
+      PrintRankError(rank, s.message());
     } else {
       rc = rankMain(boot);
     }
@@ -58,6 +62,15 @@ std::string Describe(int status) {
 
 }  // namespace
 
+void PrintRankError(int rank, const std::string& text) {
+  std::fprintf(stderr, "railyard-perf: rank %d: %s\n", rank, text.c_str());
+  if (g_errorSlot != nullptr && g_errorSlot[0] == '\0') {
+    const std::size_t n = std::min(text.size(), kRankErrorBytes - 1);
+    std::memcpy(g_errorSlot, text.data(), n);
+    g_errorSlot[n] = '\0';
+  }
+}
+
 LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
   LaunchResult result;
   Listener l;
@@ -76,12 +89,20 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
   sigaddset(&chld, SIGTERM);
   (void)sigprocmask(SIG_BLOCK, &chld, &oldMask);
 
+  // One error slot per rank, zeroed by the kernel; without it (mmap failed) the ranks
+  // still print their errors, and the launcher only knows how they exited.
+  const std::size_t slotBytes = std::size_t(nranks) * kRankErrorBytes;
+  void* slots = ::mmap(nullptr, slotBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (slots == MAP_FAILED) slots = nullptr;
   std::fflush(nullptr);
   g_launcher = getpid();
   std::vector<pid_t> pids(std::size_t(nranks), -1);
   for (int r = 0; r < nranks; ++r) {
     const pid_t pid = fork();
-    if (pid == 0) ChildMain(r, nranks, l, timeoutSec, oldMask, rankMain);
+    if (pid == 0) {
+      if (slots != nullptr) g_errorSlot = static_cast<char*>(slots) + std::size_t(r) * kRankErrorBytes;
+      ChildMain(r, nranks, l, timeoutSec, oldMask, rankMain);
+    }
     if (pid < 0) {
       result.exitCode = 1;
       result.failedRank = r;
@@ -177,6 +198,14 @@ LaunchResult LaunchLocal(int nranks, int timeoutSec, const RankMain& rankMain) {
     }
   }
   (void)sigprocmask(SIG_SETMASK, &oldMask, nullptr);
+  result.rankErrors.assign(std::size_t(nranks), std::string());
+  if (slots != nullptr) {  // every rank has been reaped: nothing writes the page any more
+    for (int r = 0; r < nranks; ++r) {
+      const char* slot = static_cast<const char*>(slots) + std::size_t(r) * kRankErrorBytes;
+      result.rankErrors[std::size_t(r)].assign(slot, strnlen(slot, kRankErrorBytes - 1));
+    }
+    ::munmap(slots, slotBytes);
+  }
   return result;
 }
 

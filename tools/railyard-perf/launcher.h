@@ -3,7 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "tools/railyard-perf/bootstrap.h"
 
@@ -23,7 +25,19 @@ struct LaunchResult {
   int failedRank = -1;  ///< first rank that failed, -1 if none
   std::string message;  ///< human-readable summary of failures ("" on success)
   bool timedOut = false;  ///< the -T limit expired and the ranks still running were killed
+  /// The first error each rank reported through PrintRankError, by rank ("" for none;
+  /// at most kRankErrorBytes - 1 bytes each): the launcher's own view of why ranks failed.
+  std::vector<std::string> rankErrors;
 };
+
+/// Bytes kept of one rank's first error for LaunchResult::rankErrors.
+inline constexpr std::size_t kRankErrorBytes = 1024;
+
+/// Prints "railyard-perf: rank R: TEXT" to stderr and, in a rank LaunchLocal forked, hands
+/// the first such text to the launcher (LaunchResult::rankErrors), so the parent can tell
+/// what failed instead of only how the rank exited. Async-signal-unsafe; call from the
+/// rank's own thread.
+void PrintRankError(int rank, const std::string& text);
 
 /// Listens on 127.0.0.1 port 0, forks `nranks` children (rank 0 inherits the
 /// listening socket, the others connect to its port), runs `rankMain` in each

@@ -2,6 +2,8 @@
 // through its ABI as NCCL 2.28.9 does. See README.md in this directory.
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -108,14 +110,18 @@ int main(int argc, char** argv) {
   const LaunchResult r = LaunchLocal(opts.np, opts.timeoutSec, [&](Bootstrap& boot) { return RunRank(opts, boot); });
   if (r.exitCode != 0) {
     std::fprintf(stderr, "railyard-perf: FAILED: %s\n", r.message.c_str());
-    // Only for a failed call or set-up (kExitError): wrong data, a -T timeout or a
-    // signal are not about the interfaces.
-    if (!injected.empty() && r.exitCode == kExitError && !r.timedOut) {  // the -T expiry exits 1 too
+    // Only when a rank's error is about the interfaces or names the variable -np set
+    // (new-user trial: it came with every failed call, the parent not seeing its ranks'
+    // errors); never for wrong data, a -T timeout or a signal.
+    const std::string variable = injected.substr(0, injected.find('='));
+    const bool aboutInterfaces =
+        std::any_of(r.rankErrors.begin(), r.rankErrors.end(), [&](const std::string& e) {
+          return e.find(variable) != std::string::npos || e.find("interface") != std::string::npos;
+        });
+    if (!injected.empty() && r.exitCode == kExitError && !r.timedOut && aboutInterfaces) {
       std::fprintf(stderr,
                    "railyard-perf: note: %s was set by railyard-perf -np for its local ranks, not taken from "
-                   "your environment; set RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n"
-                   "railyard-perf: (this matters only if the error above is about interfaces or rails: the parent "
-                   "does not see its ranks' errors, so it says this with every failed call)\n",
+                   "your environment; set RAILYARD_SOCKET_IFNAME yourself to choose the interfaces\n",
                    injected.c_str());
     }
     return r.exitCode;

@@ -562,8 +562,7 @@ int ReportRankFailure(Bootstrap& boot, const Status& s, bool connected) {
   const bool secondary =
       boot.PeerGoneWithin(connected ? std::chrono::milliseconds(kPeerGoneGrace) : std::chrono::milliseconds(0), &gone);
   boot.Leave();
-  std::fprintf(stderr, "railyard-perf: rank %d: %s%s\n", boot.rank(), s.message().c_str(),
-               secondary ? ("; " + gone).c_str() : "");
+  PrintRankError(boot.rank(), s.message() + (secondary ? "; " + gone : std::string()));
   return secondary ? kExitPeerFailed : kExitError;
 }
 
@@ -575,7 +574,7 @@ int RunRank(const Options& opts, Bootstrap& boot) {
   const Status s = runner.Run(&wrong);
   runner.Cleanup();
   if (!s.ok()) {
-    if (!runner.quiet()) std::fprintf(stderr, "railyard-perf: rank %d: %s\n", boot.rank(), s.message().c_str());
+    if (!runner.quiet()) PrintRankError(boot.rank(), s.message());
     // A quiet rank failed like rank 0, which reports it: let the launcher wait for rank 0.
     if (runner.usageError()) return kExitUsage;
     return runner.secondary() || runner.quiet() ? kExitPeerFailed : kExitError;
