@@ -535,7 +535,7 @@ void TcpEndpoint::Fail(FabricError e) {
   if (e.errc == FabricErrc::kPeerClosed && Outstanding() == 0 && queue_.empty()) {
     // Nothing was lost: the peer ended first (its rank finished and closed). Not a
     // WARN, or every clean run ends with one; an op posted later gets the status.
-    RY_INFO(log::kNet, "%s (no operation was outstanding)", e.ToString().c_str());
+    RY_INFO(log::kNet, "%s (no operation was outstanding: an orderly end, nothing lost)", e.ToString().c_str());
   } else if (e.errc == FabricErrc::kPeerClosed && quietClose_) {
     // This end is closing too (a close notice outstanding), or its owner names the
     // loss to whoever had work on it (a relay's leg): QuietPeerClose().
