@@ -65,7 +65,8 @@ bool IsPeerUnreachable(int err);
 /// SO_SNDTIMEO, "send timed out: the peer was silent for N ms ..." when that passes.
 Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what);
 /// Blocking: reads exactly `bytes` into `buf`. An orderly EOF before the first byte
-/// returns kEof (when `eof` is given) so callers can tell a clean close from a break.
+/// returns Ok with *eof = true (when `eof` is given; `buf` untouched) so callers can tell
+/// a clean close from a break; without `eof`, or after some bytes, it is a SystemError.
 /// On a socket with SO_RCVTIMEO, "receive timed out: the peer was silent for N ms ..."
 /// (SystemError) when that passes with nothing read.
 Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* eof = nullptr);

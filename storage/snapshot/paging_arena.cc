@@ -92,7 +92,9 @@ Status PagingArena::TakeSlot(std::unique_lock<std::mutex>& lock, int64_t* out, b
     }
   } place{*this, ticket};
   for (;;) {  // still queued: the beat tells the client to keep waiting
+    if (stopping_) return SystemError("the snapshot peer is stopping: no arena slot will come free");
     const bool timedOut = beat.Wait(slotFreed_, lock, until) >= until;
+    if (stopping_) return SystemError("the snapshot peer is stopping: no arena slot will come free");
     if (waiting_.front() == ticket) {
       st = TakeSlotNow(lock, out);
       if (st.ok() || st.code() != Code::kInvalidUsage) return st;
@@ -269,8 +271,7 @@ Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool*
   return Status::Ok();
 }
 
-void PagingArena::Forget(uint64_t key, Blob& b) {
-  (void)key;
+Status PagingArena::Forget(uint64_t key, Blob& b) {
   if (b.slot >= 0) {
     lru_.erase(b.lru);
     Slot& s = slots_[b.slot];
@@ -284,16 +285,20 @@ void PagingArena::Forget(uint64_t key, Blob& b) {
   if (b.swapSlot >= 0) {
     if (swap_->sync()) {
       if (Status st = swap_->Tombstone(b.swapSlot); !st.ok()) {
-        // The record stays on disk with an older generation (or the key removed):
-        // keep its space out of use so no rebuild can pick a reused slot's bytes.
+        // The record stays on disk with an older generation (a replaced blob: the
+        // newer record wins a rebuild, which erases this one) or as the key's last
+        // (a removed key: the caller says so). Its space stays out of use, so no later
+        // record half-written over it can be read as this key's.
         RY_WARN("snapshot: %s", st.message().c_str());
         b.swapSlot = -1;
-        return;
+        return SystemError("the swap record of key " + std::to_string(key) + " could not be erased (" + st.message() +
+                           "): a restart would bring the blob back");
       }
     }
     swap_->Free(b.swapSlot);
     b.swapSlot = -1;
   }
+  return Status::Ok();
 }
 
 Status PagingArena::Commit(uint64_t client, uint64_t key, uint64_t checksum, const Queued& queued) {
@@ -345,7 +350,7 @@ Status PagingArena::EndCommit(const PendingCommit& p, Status checked, const Queu
       // back a commit reported as failed.
       Blob dead;
       dead.swapSlot = p.swapSlot;
-      Forget(p.key, dead);
+      (void)Forget(p.key, dead);  // warned; the commit's own error is the answer
     } else if (p.swapSlot >= 0) {  // nothing reached it (a full disk refused the space)
       swap_->Free(p.swapSlot);
     }
@@ -362,11 +367,11 @@ Status PagingArena::EndCommit(const PendingCommit& p, Status checked, const Queu
     // Another client's commit of this key began after this one and ended first: the
     // later one wins, as a rebuild from swap would decide by generation.
     FreeSlot(p.slot);
-    Forget(p.key, nb);  // its swap record (tombstoned first with sync)
+    (void)Forget(p.key, nb);  // its swap record (tombstoned first with sync; older, so a rebuild drops it)
     return Status::Ok();
   }
   if (it != blobs_.end()) {
-    Forget(p.key, it->second);
+    (void)Forget(p.key, it->second);  // warned; older than this commit's record, which wins a rebuild
     blobs_.erase(it);
   }
   nb.slot = p.slot;
@@ -468,7 +473,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
     if (!st.ok()) {
       FreeSlot(s);
       if (st.code() == Code::kInternalError) {  // torn: never served
-        Forget(key, b);
+        (void)Forget(key, b);  // warned; a torn record is never served, nor rebuilt
         blobs_.erase(key);
       }
       return SystemError("get of key " + std::to_string(key) + ": fault from swap failed: " + st.message());
@@ -523,10 +528,17 @@ Status PagingArena::Remove(uint64_t key, bool* found, const Queued& queued) {
   auto it = blobs_.find(key);
   *found = it != blobs_.end();
   if (*found) {
-    Forget(key, it->second);
+    const Status forgot = Forget(key, it->second);
     blobs_.erase(it);
+    if (!forgot.ok()) return SystemError("remove of key " + std::to_string(key) + ": " + forgot.message());
   }
   return Status::Ok();
+}
+
+void PagingArena::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  slotFreed_.notify_all();
 }
 
 void PagingArena::Drop(uint64_t client) {

@@ -17,7 +17,9 @@
 // a get reads a blob back from swap, without holding it (the slot is that client's
 // until linked; the key's other gets, its removes and commits wait for a fault), and
 // an eviction writes its victim to swap without it too (the victim's slot pinned by
-// the eviction meanwhile); only a full disk's exchange does its swap I/O under it.
+// the eviction meanwhile). Under it: a full disk's exchange, and with sync the erasing
+// of a forgotten blob's swap record (one header write and fdatasync, on a remove, a
+// replacing commit or a torn fault).
 #pragma once
 
 #include <chrono>
@@ -141,10 +143,17 @@ class PagingArena {
   /// Drops one pin of `client` on `key`. InvalidUsage when it holds none.
   Status Release(uint64_t client, uint64_t key);
   /// Forgets `key` (its slot is reused once unpinned). *found = false when unknown.
+  /// With sync, SystemError when its swap record could not be erased (the key is gone
+  /// from the arena, but a restart would bring it back).
   /// While a get faults the key from swap, waits for it to land, telling `queued`.
   Status Remove(uint64_t key, bool* found, const Queued& queued = {});
   /// `client` went away: its uncommitted slots are reclaimed, its pins dropped.
   void Drop(uint64_t client);
+  /// The serving peer is stopping: every request waiting for a slot ends now with
+  /// SystemError "the snapshot peer is stopping", and later ones that would wait do
+  /// the same (review: a stop waited out every queued request's slot wait, 60 s by
+  /// default). A fault under way still finishes its read. Idempotent.
+  void Stop();
   /// True while `client` is in the middle of an operation: a slot allocated and not yet
   /// committed, or a pin not yet released. (Between operations it holds nothing, and
   /// its control connection may rest as long as it likes.)
@@ -236,8 +245,10 @@ class PagingArena {
   /// Get on a full disk: swaps `b` (in swap) with the LRU unpinned dirty resident
   /// blob, through one record. False when there is no such blob or I/O fails.
   bool Exchange(uint64_t key, Blob& b);
-  /// Unlinks a blob's resident copy and swap copy (the slot is freed or orphaned).
-  void Forget(uint64_t key, Blob& b);
+  /// Unlinks a blob's resident copy and swap copy (the slot is freed or orphaned). With
+  /// sync, SystemError when its swap record could not be erased: the record stays on
+  /// disk (its space kept out of use) and a restart would bring the blob back.
+  Status Forget(uint64_t key, Blob& b);
   void Touch(uint64_t key, Blob& b);
 
   mutable std::mutex mu_;
@@ -249,6 +260,7 @@ class PagingArena {
   std::function<void(uint64_t)> evictionWrite_;  ///< SetEvictionWriteSeen
   std::function<void(uint64_t)> faultRead_;      ///< SetFaultReadSeen
   uint64_t faultWaits_ = 0;                      ///< PagingStats::faultWaits
+  bool stopping_ = false;                        ///< Stop() was called
   uint8_t* arena_;
   uint64_t blobBytes_;
   std::vector<Slot> slots_;

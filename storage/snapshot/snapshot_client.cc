@@ -380,7 +380,9 @@ Status SnapshotClient::Stage(uint64_t key, const void* src, uint64_t bytes, uint
 
 Status SnapshotClient::Commit(uint64_t key, uint64_t checksum) {
   Response r;
-  Status s = Call(Op::kCommit, key, checksum, &r);
+  // A handle that failed earlier sends nothing more, as Alloc, Get and Remove (review).
+  Status s = Earlier();
+  if (s.ok()) s = Call(Op::kCommit, key, checksum, &r);
   // Answered either way, the peer holds no slot of `key` for this client any more (a
   // refused commit frees it); a failed connection frees everything there.
   staged_.erase(std::remove(staged_.begin(), staged_.end(), key), staged_.end());

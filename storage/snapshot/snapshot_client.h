@@ -94,9 +94,10 @@ class SnapshotClient {
 
   // ---- paging mode ---------------------------------------------------------------
   /// Stores `key` (`bytes` must equal the blob bytes). Errors: InvalidArgument for a
-  /// wrong size (nothing sent); the peer's (e.g. SystemError "swap disk full") as
-  /// RemoteError naming it; transport errors. A failed Put leaves the key's previous
-  /// blob in place.
+  /// wrong size (nothing sent); the peer's refusal with the peer's own code and its
+  /// message after "the peer says: " (e.g. SystemError "... swap disk full ..."); a
+  /// handle that failed earlier, its error again (nothing sent); transport errors. A
+  /// failed Put leaves the key's previous blob in place.
   Status Put(uint64_t key, const void* src, uint64_t bytes);
   /// Fetches `key` into `dst` (`bytes` = the blob bytes); *found = false (and `dst`
   /// untouched) when the peer does not know it. RemoteError when the bytes read do
@@ -120,7 +121,7 @@ class SnapshotClient {
   /// this handle staged (Alloc or Stage) and has not committed (the batch's alloc of it
   /// would take that slot from under the Commit); an empty batch is Ok. The blobs
   /// in flight when the handle fails (up to twice the depth: allocs asked ahead and
-  /// commits not yet answered) get "in flight when the connection failed (...)": they
+  /// commits not yet answered) get "in flight when the handle failed (...)": they
   /// may or may not have been stored.
   Status PutBatch(std::span<BatchBlob> blobs);
   /// Fetches every blob of `blobs` as Get would, in order, up to batchDepth in flight

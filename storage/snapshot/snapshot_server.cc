@@ -216,6 +216,10 @@ SnapshotServer::~SnapshotServer() {
     std::lock_guard<std::mutex> lock(connMu_);
     for (auto& c : connections_) c->fd.Shutdown();
   }
+  // Requests queued for a slot end now, not at their slot wait (review).
+  for (auto& [kind, a] : arenas_) {
+    if (a->paging) a->paging->Stop();
+  }
   for (auto& c : connections_) {
     if (c->thread.joinable()) c->thread.join();
   }
@@ -345,10 +349,16 @@ std::vector<uint8_t> SnapshotServer::ArenaList() {
   return b;
 }
 
-Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed, uint32_t* clientTimeoutMs) {
+Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed, bool* closedEarly, uint32_t* clientTimeoutMs) {
   std::array<uint8_t, Header::kBytes> hb{};
   bool eof = false;
   RY_RETURN_IF_ERROR(proxy::RecvAll(fd, hb.data(), hb.size(), "snapshot handshake", &eof));
+  if (eof) {
+    // Closed before a byte (a port probe, a health check): nothing to refuse (review: it
+    // was logged as a refused client with "bad magic 0x00000000").
+    *closedEarly = true;
+    return Status::Ok();
+  }
   Header h;
   RY_RETURN_IF_ERROR(Header::Decode(hb, &h));
   *clientTimeoutMs = h.timeoutMs;
@@ -406,13 +416,15 @@ bool SnapshotServer::MayLog(std::atomic<uint64_t>& count, log::LogBudget& budget
 void SnapshotServer::Serve(Connection* c, uint64_t client) {
   const int fd = c->fd.get();
   Arena* arena = nullptr;
-  bool listed = false;
+  bool listed = false, closedEarly = false;
   uint32_t clientTimeoutMs = 0;
-  Status hs = Handshake(fd, &arena, &listed, &clientTimeoutMs);
-  if (hs.ok() && listed) {
-    std::vector<uint8_t> lb = ArenaList();
-    iovec iov{lb.data(), lb.size()};
-    (void)proxy::SendAll(fd, &iov, 1, "snapshot arena list");
+  Status hs = Handshake(fd, &arena, &listed, &closedEarly, &clientTimeoutMs);
+  if (hs.ok() && (listed || closedEarly)) {
+    if (listed) {
+      std::vector<uint8_t> lb = ArenaList();
+      iovec iov{lb.data(), lb.size()};
+      (void)proxy::SendAll(fd, &iov, 1, "snapshot arena list");
+    }
     std::lock_guard<std::mutex> lock(connMu_);
     c->fd.Reset();
     c->done.store(true);
@@ -459,7 +471,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       }
       std::array<uint8_t, Request::kBytes> qb{};
       bool eof = false;
-      if (!proxy::RecvAll(fd, qb.data(), qb.size(), "snapshot request", &eof).ok()) break;
+      if (!proxy::RecvAll(fd, qb.data(), qb.size(), "snapshot request", &eof).ok() || eof) break;  // eof: closed cleanly
       Request q;
       Response r;
       Status st = Request::Decode(qb, &q);

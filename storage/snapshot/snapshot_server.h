@@ -82,6 +82,9 @@ class SnapshotServer {
   ~SnapshotServer();
 
   uint16_t port() const { return port_; }
+  /// Handshakes refused so far (bad magic, version, sizes, unknown kind): each WARNed
+  /// at most once per 10 s. A connection closed before its first byte is not one.
+  uint64_t refusedClients() const { return refusedClients_.load(); }
   /// Counters of paging arena `kind` (zeros for a raw or unknown kind).
   PagingStats Stats(const std::string& kind) const;
   /// A test seam: PagingArena::SetFaultReadSeen of paging arena `kind` (none for a raw
@@ -108,9 +111,10 @@ class SnapshotServer {
   void ProgressLoop();
   void Serve(Connection* c, uint64_t client);
   /// Reads and checks a client's handshake; a discovery request (Mode::kList) sets
-  /// *listed and leaves *arena null. *clientTimeoutMs: the control timeout the client
-  /// gave (0: not said), for its kQueued interval.
-  Status Handshake(int fd, Arena** arena, bool* listed, uint32_t* clientTimeoutMs);
+  /// *listed and leaves *arena null, a connection closed before its first byte (a port
+  /// probe) *closedEarly. *clientTimeoutMs: the control timeout the client gave (0: not
+  /// said), for its kQueued interval.
+  Status Handshake(int fd, Arena** arena, bool* listed, bool* closedEarly, uint32_t* clientTimeoutMs);
   /// The discovery answer (ArenaInfo list) for a Mode::kList handshake.
   std::vector<uint8_t> ArenaList();
   /// Maps and registers `a` (spec.slots set).

@@ -45,7 +45,7 @@ struct SwapRebuild {
   /// order, at most kMaxTornKeys of them; a torn header names no key to trust.
   std::vector<uint64_t> tornKeys;
   static constexpr size_t kMaxTornKeys = 64;
-  uint64_t superseded = 0;          ///< older generations of a key, dropped
+  uint64_t superseded = 0;          ///< older generations of a key, dropped and erased on disk
   /// A sync Open found a file only cache-only arenas (RAILYARD_SWAP_SYNC=0) had kept and
   /// started it empty: such an arena frees records without tombstoning them, so its
   /// removed and replaced blobs would come back.

@@ -627,6 +627,33 @@ TEST(SnapshotFake, PagingAndRawRoundTripsOverTheFakeTransport) {
   EXPECT_EQ(server.cache->stats().live, 0u);
 }
 
+// A connection closed before its first byte (a port probe, a health check) is no client
+// to refuse: the server sends nothing and counts no refusal (review: it was WARNed as a
+// refused client with "bad magic 0x00000000" and sent a refusal). A bad handshake still is.
+TEST(SnapshotFake, AConnectionClosedBeforeItsHandshakeIsNoRefusal) {
+  FakeServer f;
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(4096, 2));
+  // Everything the server sends on a connection until it closes it: it has served the
+  // connection to its end when this returns.
+  auto answer = [&](const std::vector<uint8_t>& send) {
+    proxy::Fd fd;
+    EXPECT_TRUE(ConnectControl("127.0.0.1", f.srv->port(), 5000, &fd).ok());
+    if (!send.empty()) {
+      EXPECT_EQ(::send(fd.get(), send.data(), send.size(), MSG_NOSIGNAL), ssize_t(send.size()));
+    }
+    ::shutdown(fd.get(), SHUT_WR);
+    std::vector<uint8_t> got;
+    uint8_t buf[512];
+    for (ssize_t n; (n = ::recv(fd.get(), buf, sizeof buf, 0)) > 0;) got.insert(got.end(), buf, buf + n);
+    return got;
+  };
+  EXPECT_TRUE(answer({}).empty());
+  EXPECT_TRUE(answer({}).empty());
+  EXPECT_EQ(f.srv->refusedClients(), 0u);
+  EXPECT_FALSE(answer(std::vector<uint8_t>(Header::kBytes, 'X')).empty()) << "a bad handshake got no refusal";
+  EXPECT_EQ(f.srv->refusedClients(), 1u);
+}
+
 // Handles rest on their connections without a deadline, so the server caps how many it
 // serves at once (each a thread): one over the cap is closed at accept and its connect
 // fails; once a handle closes, a new one gets in (the finished connection is reaped).
