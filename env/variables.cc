@@ -521,7 +521,9 @@ const Variable kVariables[] = {
      "rails' own prefix lengths, TCP or verbs); every pair cabled is a mesh (direct "
      "reduce-scatter + all-gather), a cycle a ring (both directions, in cable order), a path a "
      "chain (pipelined both ways along it); auto falls back to a ring in rank order when the "
-     "handles tell nothing. ring, chain, mesh force the shape in rank order. The same "
+     "handles tell nothing, and in fabric mode when the ranks' own cables form no shape (ranks "
+     "on hosts with no cable between them: the relays carry those hops). ring, chain, mesh "
+     "force the shape in rank order. The same "
      "on every rank (connect checks it).",
      0, 0, &ApplyCollnetShape, "auto, ring, chain, mesh"},
 };

@@ -56,6 +56,7 @@ const char* ShapeSourceName(ShapeSource s) {
     case ShapeSource::kRailSubnets: return "rail subnets";
     case ShapeSource::kTcpAddresses: return "tcp addresses";
     case ShapeSource::kRankOrder: return "rank order";
+    case ShapeSource::kRelayedRankOrder: return "rank order over relays (the ranks' own cables form no ring, chain or mesh)";
   }
   return "unknown";
 }
@@ -236,7 +237,19 @@ Status CollnetTopology(const std::string& setting, const fabric::Domain& domain,
     }
     src = ShapeSource::kTcpAddresses;
   }
-  RY_RETURN_IF_ERROR(collectives::ShapeFromAdjacency(adj, out));
+  if (Status shaped = collectives::ShapeFromAdjacency(adj, out); !shaped.ok()) {
+    // In fabric mode every host reaches every other through the relays, so ranks whose
+    // own cables make no shape (the hosts between them run no rank of this job) still
+    // make a ring: in rank order, the uncabled hops relayed.
+    const bool relayed = std::all_of(handles.begin(), handles.end(), [](const CollnetHandle& h) { return h.hasNeighbours; });
+    if (!relayed) {
+      return Status(shaped.code(), shaped.message() + " (outside fabric mode nothing relays between hosts with no cable; "
+                                                      "RAILYARD_COLLNET_SHAPE forces a shape)");
+    }
+    *out = collectives::Topology{};
+    if (source) *source = ShapeSource::kRelayedRankOrder;
+    return Status::Ok();
+  }
   if (source) *source = src;
   return Status::Ok();
 }

@@ -22,9 +22,14 @@ enum class ShapeSource {
   kRailSubnets,   ///< every handle carries its rails' IPv4 networks (any transport)
   kTcpAddresses,  ///< TCP Worker addresses' rails under this host's rail netmask
   kRankOrder,     ///< nothing to read the cabling from: a ring in rank order
+  /// Fabric mode on every rank, and the job's ranks' own cables form no ring, chain or
+  /// mesh (ranks on hosts with no cable between them: the hosts between are not in the
+  /// job): a ring in rank order, its uncabled hops carried by the fabric's relays.
+  kRelayedRankOrder,
 };
 /// "RAILYARD_COLLNET_SHAPE", "cabling graph", "cabling graph and rail subnets", "rail
-/// subnets", "tcp addresses", "rank order".
+/// subnets", "tcp addresses", "rank order", "rank order over relays (the ranks' own
+/// cables form no ring, chain or mesh)".
 const char* ShapeSourceName(ShapeSource s);
 
 /// Fills this rank's locator in `*h` (host, neighbours, rails; not the address):
@@ -54,10 +59,12 @@ bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector
 /// `setting`: "auto", "ring", "chain" or "mesh" (env::Config::collnetShape; empty =
 /// auto). auto: AdjacencyFromHandles, else over the TCP transport the TCP Worker
 /// addresses' rails under the netmask of this host's first rail interface (one /24 per
-/// cable), then collectives::ShapeFromAdjacency; else a ring in rank order.
-/// InvalidArgument for a malformed address or cabling that is no ring, chain or mesh
-/// (connect then fails and NCCL falls back to its own algorithms). `*source` (may be
-/// null) says where the answer came from.
+/// cable), then collectives::ShapeFromAdjacency; else a ring in rank order. Cabling
+/// that is no ring, chain or mesh is a ring in rank order over relays when every handle
+/// is fabric mode's (ShapeSource::kRelayedRankOrder; new-user trial: an allreduce of two
+/// ranks two hosts apart on a ring failed with "rank 0 reaches no other rank"), else
+/// InvalidArgument (connect then fails and NCCL falls back to its own algorithms), as
+/// is a malformed address. `*source` (may be null) says where the answer came from.
 Status CollnetTopology(const std::string& setting, const fabric::Domain& domain,
                        const std::vector<CollnetHandle>& handles, collectives::Topology* out,
                        ShapeSource* source = nullptr);

@@ -6,12 +6,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "plugin/collnet_handle.h"
 #include "plugin/collnet_shape.h"
+#include "proxy/fabric/fake/fake_transport.h"
 #include "topology/cabling_agent.h"
 #include "topology/local_graph.h"
 
@@ -257,6 +259,43 @@ TEST(CollnetShapeFromHandles, GraphsThatDisagreeAreFilledInFromTheCablesSubnets)
   EXPECT_EQ(src, ShapeSource::kCablingGraph);
   EXPECT_FALSE(adj[1][0]);
   EXPECT_FALSE(adj[1][2]);
+}
+
+// Ranks on hosts with no cable between them (two hosts apart on a ring of 4: the hosts
+// between run no rank of the job). In fabric mode (every handle carries its agent's
+// neighbours) the relays reach every host: a ring in rank order over relays (new-user
+// trial: the allreduce failed with "rank 0 reaches no other rank"). Outside fabric mode
+// nothing relays: still refused, naming the way out.
+TEST(CollnetShapeFromHandles, RanksWithNoCableBetweenThemRingOverRelaysInFabricModeOnly) {
+  std::unique_ptr<fabric::Domain> domain;
+  ASSERT_TRUE(fabric::fake::CreateFakeDomain({}, &domain).ok());
+  auto R = [](const char* ip) { return HandleRail{Ip(ip), 30}; };
+  // h0 (rank 0) cabled to h1 and h3, h2 (rank 1) cabled to h1 and h3: hosts 201, 203 run no rank.
+  auto onHost = [&](uint64_t host, std::vector<uint64_t> neighbourHosts, std::vector<HandleRail> rails) {
+    CollnetHandle h = Rank(0, {}, std::move(rails));
+    h.host = HostDigest(host);
+    h.hasNeighbours = true;
+    for (uint64_t n : neighbourHosts) h.neighbours.push_back(HostDigest(n));
+    std::sort(h.neighbours.begin(), h.neighbours.end());
+    return h;
+  };
+  std::vector<CollnetHandle> apart{onHost(200, {201, 203}, {R("10.77.0.1"), R("10.77.3.2")}),
+                                   onHost(202, {201, 203}, {R("10.77.1.2"), R("10.77.2.1")})};
+  collectives::Topology t;
+  t.shape = collectives::Shape::kMesh;
+  ShapeSource src = ShapeSource::kSetting;
+  Status s = CollnetTopology("auto", *domain, apart, &t, &src);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(t.shape, collectives::Shape::kRing);
+  EXPECT_TRUE(t.order.empty()) << "rank order";
+  EXPECT_EQ(src, ShapeSource::kRelayedRankOrder);
+  EXPECT_NE(std::string(ShapeSourceName(src)).find("over relays"), std::string::npos);
+  // One rank outside fabric mode (no neighbours): nothing relays for it.
+  apart[1].hasNeighbours = false;
+  apart[1].neighbours.clear();
+  s = CollnetTopology("auto", *domain, apart, &t, &src);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("RAILYARD_COLLNET_SHAPE forces a shape"), std::string::npos) << s.message();
 }
 
 TEST(CollnetLocalGraph, TheProcessAgentIsSeenWhileItRuns) {

@@ -15,7 +15,8 @@ Cases: adjacent-two-rails, opposite-via-railyardd, alltoall-ranks-relay,
        spliced through the socket relays: RAILYARD_FABRIC_TCP_RELAY=splice) and checks
        that the Endpoints took the socket relays (their INFO lines) and no Forwarder
        route opened; relay-refuses.fabric (fabric comms only): a relay that is not
-       where the ranks dial fails the connect within the timeout
+       where the ranks dial fails the connect within the timeout; allreduce-ranks-apart.fabric:
+       CollNet between two ranks with no cable between them, a ring over the relays
 """
 import json
 import os
@@ -321,6 +322,28 @@ def case_relay_refuses():
         stop(relays)
 
 
+def case_allreduce_ranks_apart():
+    """CollNet between ranks two hosts apart (h0, h2 of the ring; railyardd relays on h1
+    and h3): their own cables make no shape, so connect takes a ring in rank order over
+    the relays (new-user trial: "collnet topology: rank 0 reaches no other rank")."""
+    relays = railyardd([1, 3])
+    try:
+        results = wait_all(perf([0, 2], "allreduce", ["-b", "4", "-e", "1M", "-f", "8", "-n", "2", "-w", "1", "-c", "1"],
+                                {"NCCL_DEBUG": "INFO"}))
+        for rank, (rc, out, err) in enumerate(results):
+            if rc != 0:
+                fail(f"allreduce h0,h2: rank {rank} exited {rc}\n--- stdout\n{out[-1500:]}\n--- stderr\n{err[-3000:]}")
+        if "Out of bounds values : 0 OK" not in results[0][1]:
+            fail(f"allreduce h0,h2: rank 0 did not report 0 wrong values\n{results[0][1][-1500:]}")
+        want = "CollNet: rank 0 of 2 connected (ring, order 0 1, from the rank order over relays"
+        if want not in results[0][2]:
+            fail(f"allreduce h0,h2: rank 0 did not connect as a ring over relays:\n" +
+                 "\n".join(l for l in results[0][2].splitlines() if "CollNet" in l))
+        print("ok: allreduce -c 1 between h0 and h2 (no cable), a ring in rank order over the relays")
+    finally:
+        stop(relays)
+
+
 CASES = {
     "adjacent-two-rails": case_adjacent_two_rails,
     "opposite-via-railyardd": case_opposite_via_railyardd,
@@ -331,6 +354,7 @@ CASES = {
 }
 
 CASES["relay-refuses.fabric"] = case_relay_refuses
+CASES["allreduce-ranks-apart.fabric"] = case_allreduce_ranks_apart
 for _name in ("opposite-via-railyardd", "alltoall-ranks-relay", "chain-end-to-end", "cut-cable", "kill-relay"):
     CASES[_name + ".fabric"] = CASES[_name]
 
