@@ -18,11 +18,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -38,6 +40,7 @@
 #include "proxy/relay/relay_seat.h"
 #include "proxy/relay/relay_service.h"
 #include "storage/expert/expert_server.h"
+#include "tools/railyardd/rail_watch.h"
 #include "storage/expert/expert_wire.h"
 #include "topology/cabling_agent.h"
 #include "topology/cluster_key.h"
@@ -138,9 +141,30 @@ railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::s
   return Status::Ok();
 }
 
+/// Run's answer when the rails changed under a serving daemon: main starts the binary
+/// again on them (tools/railyardd/rail_watch.h).
+constexpr int kRestartOnNewRails = -1;
+
+/// railyardd itself: an exit status, or kRestartOnNewRails once everything it started
+/// has stopped.
+int Run(int argc, char** argv);
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const int rc = Run(argc, argv);
+  if (rc != kRestartOnNewRails) return rc;
+  // Everything Run started is stopped and closed (its sockets, the seat, the threads):
+  // the same binary, the same arguments, the same pid (a systemd unit keeps tracking it).
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "railyardd: cannot restart itself on the new rails: execv failed: %s\n", std::strerror(errno));
+  return 2;
+}
+
+namespace {
+
+int Run(int argc, char** argv) {
   using namespace railyard;
   CLI::App app{"railyardd: Railyard per-host service (cabling discovery, relaying)"};
   // A flag given twice takes its last value, as railyard-perf's do (new-user trial: one
@@ -322,11 +346,11 @@ int main(int argc, char** argv) {
   // The rails, before any listener is announced: without one the daemon (neither --expert-only
   // nor --snapshot-only) stops, and a "listening on" line printed first read as if it served.
   std::vector<proxy::FabricRail> rails;
+  const std::string railFilter = ifname.empty() ? cfg->railIfname : ifname;
+  const std::string railFilterSource = ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname";
   if (!expertOnly && !snapshotOnly) {
     std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
-    const std::string railFilter = ifname.empty() ? cfg->railIfname : ifname;
-    if (Status s = proxy::SelectFabricRails(railFilter, cfg->defaultSpeedMbps, &rails, &whyNone,
-                                            ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname",
+    if (Status s = proxy::SelectFabricRails(railFilter, cfg->defaultSpeedMbps, &rails, &whyNone, railFilterSource,
                                             proxy::BootstrapIfname(railFilter, cfg->socketIfname));
         !s.ok()) {
       std::fprintf(stderr, "railyardd: rail discovery failed: %s\n", s.message().c_str());
@@ -508,6 +532,11 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // The rails as they are now, checked every 2 s: a change restarts the daemon on them.
+  tools::RailWatch railWatch(rails, railFilter, railFilterSource, cfg->defaultSpeedMbps,
+                             proxy::BootstrapIfname(railFilter, cfg->socketIfname));
+  auto nextRailCheck = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  bool restart = false;
   uint64_t seen = 0;
   bool printed = false;
   topology::ClusterGraph last;
@@ -529,6 +558,16 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "railyardd: tier tunnels: %s, over %zu cables\n", tiers->summary().c_str(), tierCables);
       }
     }
+    if (std::chrono::steady_clock::now() >= nextRailCheck) {
+      nextRailCheck = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      std::string what;
+      if (railWatch.Changed(&what)) {
+        std::fprintf(stderr, "railyardd: the rails changed (%s): restarting on them (relays in flight drain first, up "
+                             "to RAILYARD_RELAY_DRAIN_MS)\n", what.c_str());
+        restart = true;
+        break;
+      }
+    }
     // The signal handler cannot wake WaitFor: poll g_stop every 100 ms so SIGTERM
     // takes effect at once.
     cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != seen || g_stop; }, 100);
@@ -542,11 +581,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "railyardd: a cable came up after the tier tunnels started: they take it (%zu cables now)\n",
                    tierCables);
     }
-    const std::string shape = topology::ShapeName(g.DeriveShape());
+    // The shape line again whenever the shape or its host count changes (new-user trial:
+    // a host count that changed under the same shape left the last line stale).
+    const std::string shape = std::string(topology::ShapeName(g.DeriveShape())) + ", " + topology::HostCountText(g);
     if (shape != lastShape) {
-      std::fprintf(stderr, "railyardd: %s: cluster shape %s, %s%s%s\n", hostName.c_str(), shape.c_str(),
-                   topology::HostCountText(g).c_str(), lastShape.empty() ? "" : " (was ",
-                   lastShape.empty() ? "" : (lastShape + ")").c_str());
+      std::fprintf(stderr, "railyardd: %s: cluster shape %s%s%s\n", hostName.c_str(), shape.c_str(),
+                   lastShape.empty() ? "" : " (was ", lastShape.empty() ? "" : (lastShape + ")").c_str());
       lastShape = shape;
     }
     last = g;
@@ -582,5 +622,8 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(st.bytesForwarded), forwarder->VerbsNeighbours().size());
     }
   }
-  return 0;
+  return restart ? kRestartOnNewRails : 0;
 }
+
+}  // namespace
+
