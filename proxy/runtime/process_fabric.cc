@@ -1,7 +1,11 @@
 #include "proxy/runtime/process_fabric.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <list>
 #include <memory>
@@ -61,6 +65,37 @@ std::vector<std::pair<std::string, int>> LocalInterfaces() {
 
 }  // namespace
 
+std::string RoutedInterface(const std::string& peerHost) {
+  if (peerHost.empty()) return "";
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(peerHost.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
+  sockaddr_in peer{};
+  std::memcpy(&peer, res->ai_addr, sizeof peer);
+  ::freeaddrinfo(res);
+  if ((ntohl(peer.sin_addr.s_addr) >> 24) == 127) return "";  // this host: loopback is right
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  // A datagram socket's connect sends nothing: it asks the kernel for the route and
+  // the source address it would use.
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  const bool routed = ::connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) == 0 &&
+                      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  ::close(fd);
+  if (!routed) return "";
+  char text[INET_ADDRSTRLEN] = "";
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  std::vector<topology::NetDevice> devs;
+  if (!topology::ListNetDevices(&devs).ok()) return "";
+  for (const topology::NetDevice& d : devs) {
+    if (d.family() == AF_INET && d.addrString == text && !d.loopback) return d.name;
+  }
+  return "";
+}
+
 size_t DeviceReaching(const std::vector<std::vector<fabric::RailInfo>>& deviceRails, const std::string& peerHost,
                       const std::vector<std::pair<std::string, int>>& interfaces) {
   uint32_t peer = 0;
@@ -85,7 +120,18 @@ size_t DeviceReaching(const std::vector<std::vector<fabric::RailInfo>>& deviceRa
 }
 
 Status AcquireProcessFabric(const env::Config& config, const LeaseOptions& options, FabricLease* out) {
-  const ProcessDomainOptions& o = options.domain;
+  ProcessDomainOptions o = options.domain;
+  if (o.ifname.empty() && o.loopbackWhenUnset) {
+    // A tier client with no RAILYARD_SOCKET_IFNAME: its rail is loopback, which reaches
+    // only this host. A peer elsewhere is reached from the interface the kernel routes it
+    // through (new-user trial: the expert tier's default read transport failed across
+    // hosts, "connect on rail 0 (lo 127.0.0.1) ...: Invalid argument").
+    if (const std::string dev = RoutedInterface(options.peerHost); !dev.empty()) {
+      o.ifname = "=" + dev;
+      RY_INFO(log::kNet | log::kInit, "%s: RAILYARD_SOCKET_IFNAME is unset and peer %s is routed through %s: a rail there",
+              o.who.c_str(), options.peerHost.c_str(), dev.c_str());
+    }
+  }
   if (o.maxRails < 1 || o.maxRails > fabric::RemoteKey::kMaxRails) {
     return InvalidArgument("maxRails " + std::to_string(o.maxRails) + " is outside 1.." +
                            std::to_string(fabric::RemoteKey::kMaxRails));

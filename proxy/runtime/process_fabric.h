@@ -92,6 +92,13 @@ void ReleaseProcessFabric(FabricLease* lease);
 /// A snapshot of the counts.
 ProcessFabricStats GetProcessFabricStats();
 
+/// The interface the kernel routes `peerHost` (numeric IPv4, or a name with an IPv4
+/// address) through from this host, as its name ("eth1"); "" when the peer is this host
+/// (127/8), cannot be resolved or routed, or the route's source is loopback. Sends nothing
+/// (a datagram socket's connect). With no RAILYARD_SOCKET_IFNAME, a tier client's own
+/// Domain takes its rail there instead of loopback (ProcessDomainOptions::loopbackWhenUnset).
+std::string RoutedInterface(const std::string& peerHost);
+
 /// The NCCL device (< the number of Domains, each given by its rails) whose rail
 /// reaches numeric IPv4 `peerHost`: a rail whose address is the peer's, else a rail
 /// whose local interface (in `interfaces`, with its prefix length) has the peer on its
