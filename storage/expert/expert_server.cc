@@ -215,8 +215,14 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
   auto finish = [&](const Status& s) {
     if (!s.ok()) RY_INFO(log::kNet, "%s: %s", who.c_str(), s.message().c_str());
     ledger_.Release(reserved);
-    if (readClient) readClients_.fetch_sub(1);
     std::lock_guard<std::mutex> lock(mu_);
+    if (readClient && readClients_.fetch_sub(1) == 1 && served_) {
+      // The last READ client gone: the layer registrations go too, and their bytes leave
+      // the ledger (new-user trial: they stayed charged for the daemon's life, and later
+      // tcp clients were refused under a cap no connection was using).
+      served_.reset();
+      ledger_.Release(store_->TotalBytes());
+    }
     for (size_t i = 0; i < liveFds_.size(); ++i) {
       if (liveFds_[i] == fd) {
         liveFds_.erase(liveFds_.begin() + static_cast<long>(i));
@@ -271,6 +277,7 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
   }
   std::vector<std::vector<uint8_t>> keys;
   if (Status r = EnsureLayersRegistered(who, &keys); !r.ok()) return refuse(r);
+  readClient = true;  // counted by EnsureLayersRegistered: finish uncounts it
   std::vector<uint8_t> payload;
   auto put32 = [&](uint32_t v) {
     const auto* b = reinterpret_cast<const uint8_t*>(&v);
@@ -286,8 +293,6 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
     put32(static_cast<uint32_t>(k.size()));
     payload.insert(payload.end(), k.begin(), k.end());
   }
-  readClients_.fetch_add(1);
-  readClient = true;
   if (Status r = SendReply(fd, Status::Ok(), payload.data(), payload.size(), who); !r.ok()) return finish(r);
   finish(ServeReadControl(fd, who));
 }
@@ -307,6 +312,7 @@ Status ExpertServer::EnsureLayersRegistered(const std::string& who, std::vector<
   }
   keys->clear();
   for (size_t i = 0; i < served_->size(); ++i) keys->push_back(served_->region(i)->Key().Pack());
+  readClients_.fetch_add(1);  // under mu_: the last one's finish releases the registrations
   return Status::Ok();
 }
 

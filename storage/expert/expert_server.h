@@ -91,7 +91,9 @@ class ExpertServer {
   Status ServeReadControl(int fd, const std::string& who);
   Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
   /// Loads every layer file into the peer's own read-only copy and registers it once
-  /// (remote read; served_layers.h says why a copy); charges the ledger.
+  /// (remote read; served_layers.h says why a copy); charges the ledger. Counts the caller
+  /// as a READ client (readClients_); the last one's close deregisters the layers and
+  /// gives their bytes back to the ledger.
   Status EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys);
 
   std::unique_ptr<Store> store_;
