@@ -162,9 +162,15 @@ class ExpertClient:
         except ImportError as e:
             raise ImportError("ExpertClient.tensor() returns a numpy view and needs numpy "
                               "(python3-numpy); the rest of railyard.expert needs only the standard library") from e
+        # Every dtype the packer and the manifest take (storage/expert/manifest.cc DtypeBytes;
+        # new-user trial: BOOL and the unsigned ones were a bare KeyError).
         dtypes = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I8": np.int8, "U8": np.uint8,
-                  "I16": np.int16, "I32": np.int32, "I64": np.int64, "BF16": np.uint16,
-                  "F8_E4M3": np.uint8, "F8_E5M2": np.uint8}
+                  "I16": np.int16, "I32": np.int32, "I64": np.int64, "U16": np.uint16, "U32": np.uint32,
+                  "U64": np.uint64, "BOOL": np.bool_, "BF16": np.uint16, "F8_E4M3": np.uint8, "F8_E5M2": np.uint8}
+        if entry["dtype"] not in dtypes:
+            raise ValueError(f"tensor {name!r} has dtype {entry['dtype']!r}, which this binding cannot view "
+                             f"(it knows {sorted(dtypes)}); read its {entry['bytes']} bytes at record offset "
+                             f"{entry['offset']} yourself")
         dt = np.dtype(dtypes[entry["dtype"]])
         view = memoryview(arena).cast("B")
         if offset < 0 or offset + entry["offset"] + entry["bytes"] > len(view):

@@ -97,7 +97,13 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
       if (scheme->projections[i] == proj) pr = static_cast<int>(i);
     }
     order[rname] = {pr, KindRank(kind)};
-    experts[layer][expert][rname] = &t;
+    // Two names for one tensor ("experts.0" and "experts.00"): refused, never one kept
+    // silently (new-user trial: the last one read won).
+    auto [it, inserted] = experts[layer][expert].emplace(rname, &t);
+    if (!inserted) {
+      return PackBad("tensors '" + it->second->name + "' and '" + t.name + "' are both layer " + std::to_string(layer) +
+                     " expert " + std::to_string(expert) + "'s " + rname + " (a number written two ways?)");
+    }
   }
   if (experts.empty()) return PackBad(std::string("no tensor matches the ") + scheme->name + " scheme");
   if (experts.size() > kMaxLayers) return PackBad("more than " + std::to_string(kMaxLayers) + " MoE layers");
@@ -120,6 +126,14 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
   uint64_t at = 0;
   for (const std::string& n : names) {
     const CheckpointTensor* t = ref.at(0).at(n);
+    // Every tensor starts on a whole element: an alignment below its element size would
+    // place it off its dtype's alignment (new-user trial: --align 1 put an F32 at +3).
+    if (const uint64_t element = DtypeBytes(t->dtype); element > options.alignment) {
+      return ExpertError(ExpertErrc::kInvalidArgument,
+                         "alignment " + std::to_string(options.alignment) + " is smaller than tensor " + n + "'s " +
+                             t->dtype + " elements (" + std::to_string(element) + " bytes): use --align " +
+                             std::to_string(element) + " or more");
+    }
     at = (at + options.alignment - 1) / options.alignment * options.alignment;
     man.tensors.push_back({n, t->dtype, t->shape, at, t->bytes});
     at += t->bytes;
@@ -204,7 +218,8 @@ std::string PackPlan::PaddingWarning() const {
          " pads every record and tensor; a smaller --align (the default is 4096) wastes less";
 }
 
-Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressFn& progress) {
+Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressFn& progress,
+                   const std::atomic<bool>* cancel) {
   std::map<std::string, int> fds;
   auto closeAll = [&] {
     for (auto& [p, fd] : fds) ::close(fd);
@@ -213,6 +228,7 @@ Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressF
   Status s = WriteStore(
       dir, m,
       [&](size_t l, uint64_t e, char* dst) -> Status {
+        if (cancel != nullptr && cancel->load()) return ExpertError(ExpertErrc::kSystem, "interrupted");
         const auto& rec = plan.sources[l][e];
         for (size_t k = 0; k < rec.size(); ++k) {
           const CheckpointTensor& t = rec[k];

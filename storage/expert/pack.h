@@ -9,6 +9,7 @@
 //   mixtral   model.layers.L.block_sparse_moe.experts.E.{w1,w2,w3}.{weight,weight_scale,weight_scale_inv}
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,7 +55,10 @@ struct PackPlan {
 Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions& options, PackPlan* out);
 
 /// Writes the planned store into `dir` (which must not exist), copying each tensor's
-/// bytes from its checkpoint file. `progress` as WriteStore's.
-Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressFn& progress = {});
+/// bytes from its checkpoint file. `progress` as WriteStore's. When `*cancel` (may be
+/// null; set from a signal handler, say) becomes true, stops before the next record:
+/// SYSTEM "interrupted", the temporary directory removed, `dir` never created.
+Status ExecutePack(const PackPlan& plan, const std::string& dir, const ProgressFn& progress = {},
+                   const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace railyard::expert

@@ -188,6 +188,37 @@ TEST(ExpertPack, InconsistentCheckpointsAreRefused) {
     std::map<std::string, StTensor> t{{"model.embed_tokens.weight", MakeTensor("e", "F32", {4})}};
     EXPECT_NE(PlanOf(t, tmp.path).message().find("no MoE expert tensors"), std::string::npos);
   }
+  {
+    // One tensor under two names (expert 0 written "0" and "00"): refused naming both
+    // (new-user trial: the one read last was packed, silently).
+    auto t = MixtralTensors();
+    t["model.layers.1.block_sparse_moe.experts.00.w2.weight"] = MakeTensor("dup", "BF16", {6, 10});
+    Status s = PlanOf(t, tmp.path);
+    EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput) << s.message();
+    EXPECT_NE(s.message().find("'model.layers.1.block_sparse_moe.experts.0.w2.weight' and "
+                               "'model.layers.1.block_sparse_moe.experts.00.w2.weight' are both layer 1 expert 0's w2.weight"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
+// An alignment below a tensor's element size would place it off its dtype's alignment
+// (new-user trial: --align 1 put an F32 tensor at +3): refused naming the tensor.
+TEST(ExpertPack, AnAlignmentBelowAnElementSizeIsRefused) {
+  TempDir tmp;
+  testing::WriteSafetensors(tmp.path + "/x.safetensors", MixtralTensors());  // BF16: 2-byte elements
+  std::vector<CheckpointTensor> ts;
+  ASSERT_TRUE(ReadCheckpoint(tmp.path + "/x.safetensors", &ts).ok());
+  PackOptions o;
+  PackPlan plan;
+  o.alignment = 1;
+  Status s = PlanPack(ts, o, &plan);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("alignment 1 is smaller than tensor w1.weight's BF16 elements (2 bytes): use --align 2"),
+            std::string::npos)
+      << s.message();
+  o.alignment = 2;
+  EXPECT_TRUE(PlanPack(ts, o, &plan).ok());
 }
 
 TEST(ExpertPack, AnAlignmentThatPadsRecordsMoreThan16xWarns) {
@@ -292,6 +323,16 @@ TEST(ExpertPack, AFailedPackLeavesNothingThatLooksLikeAStore) {
   size_t entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(tmp.path)) entries += e.path().filename() != "m.safetensors";
   EXPECT_EQ(entries, 0u);  // no .partial directory left behind
+  // Cancelled (railyard-pack's SIGINT): "interrupted" before the next record, nothing left.
+  std::filesystem::resize_file(f, std::filesystem::file_size(f) + 100);
+  const std::atomic<bool> cancel{true};
+  s = ExecutePack(plan, tmp.path + "/store", {}, &cancel);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kSystem) << s.message();
+  EXPECT_NE(s.message().find("interrupted"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(tmp.path + "/store"));
+  entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path)) entries += e.path().filename() != "m.safetensors";
+  EXPECT_EQ(entries, 0u);
 }
 
 // A header whose JSON holds a number too large for a double ("1E999") made

@@ -61,8 +61,26 @@ def main():
               f"pack under a missing directory: exit 1, nothing on stdout (exit {r.returncode}, "
               f"stdout {r.stdout[:60]!r}, stderr {r.stderr.strip()!r})")
         r = subprocess.run([pack, ck, exists, "--dry-run"], capture_output=True, text=True)
-        check(r.returncode == 0 and "1 MoE layers x 2 experts" in r.stdout,
-              f"--dry-run still prints the plan, whatever OUT is ({r.stdout[:60]!r})")
+        check(r.returncode == 0 and "1 MoE layers x 2 experts" in r.stdout and
+              f"--dry-run: a run would be refused: output {exists} already exists" in r.stderr,
+              f"--dry-run still prints the plan, whatever OUT is, and says a run would be refused ({r.stdout[:60]!r}, "
+              f"{r.stderr.strip()!r})")
+        # A trailing slash names the directory (it said "its directory out does not exist"), and a
+        # file where the directory should be is named as such.
+        r = subprocess.run([pack, ck, exists + "/", "--no-progress"], capture_output=True, text=True)
+        check(r.returncode == 1 and f"output {exists} already exists" in r.stderr,
+              f"OUT with a trailing slash is that directory ({r.stderr.strip()!r})")
+        afile = os.path.join(tmp, "afile")
+        open(afile, "w").close()
+        r = subprocess.run([pack, ck, os.path.join(afile, "x"), "--no-progress"], capture_output=True, text=True)
+        check(r.returncode == 1 and f"{afile} is not a directory" in r.stderr,
+              f"OUT under a file: 'is not a directory' ({r.stderr.strip()!r})")
+        # A partial directory whose run is gone (pid 2^22 + 1 is above Linux's pid_max default) is reclaimed.
+        stale = os.path.join(tmp, "reclaimed.partial-4194305")
+        os.mkdir(stale)
+        r = subprocess.run([pack, ck, os.path.join(tmp, "reclaimed"), "--no-progress"], capture_output=True, text=True)
+        check(r.returncode == 0 and not os.path.exists(stale) and "left by an interrupted run (pid 4194305 is gone)" in r.stderr,
+              f"a stale OUT.partial-<pid> is removed by the next run ({r.returncode}, {r.stderr.strip()!r})")
         r = subprocess.run([pack, ck, os.path.join(tmp, "aligned"), "--align", "3"], capture_output=True, text=True)
         check(r.returncode == 2 and "not a power of two" in r.stderr and not os.path.exists(os.path.join(tmp, "aligned")),
               f"--align 3 is bad usage: exit 2, nothing written ({r.returncode}, {r.stderr.strip()!r})")

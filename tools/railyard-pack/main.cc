@@ -8,12 +8,16 @@
 // Exit status: 0 written (or planned, with --dry-run); 1 the checkpoint or the output
 // directory was refused (the message names the file and the fault; nothing else is
 // printed: the plan only once the input and the output are known good) or writing
-// failed; 2 bad arguments.
+// failed; 2 bad arguments; 128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it
+// (the partial directory removed).
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -37,11 +41,44 @@ std::string OutputRefusal(const std::string& outDir) {
   }
   fs::path parent = fs::path(outDir).parent_path();
   if (parent.empty()) parent = ".";
+  if (fs::exists(parent, ec) && !fs::is_directory(parent, ec)) {  // it said "does not exist" (new-user trial)
+    return "output " + outDir + ": " + parent.string() + " is not a directory";
+  }
   if (!fs::is_directory(parent, ec)) return "output " + outDir + ": its directory " + parent.string() + " does not exist";
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {
     return "output " + outDir + ": its directory " + parent.string() + " is not writable: " + std::strerror(errno);
   }
   return "";
+}
+
+/// Set by SIGINT, SIGTERM or SIGHUP: ExecutePack stops before its next record and removes
+/// its partial directory (new-user trial: an interrupted pack left hundreds of MB behind).
+std::atomic<bool> g_cancel{false};
+volatile std::sig_atomic_t g_signal = 0;
+void OnSignal(int sig) {
+  g_signal = sig;
+  g_cancel.store(true);
+}
+
+/// Removes "<OUT>.partial-<pid>" directories beside OUT whose process is gone (a pack
+/// killed with SIGKILL, or a crash), saying so on stderr.
+void ReclaimStalePartials(const std::string& outDir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path out(outDir);
+  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  const std::string prefix = out.filename().string() + ".partial-";
+  for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to tell
+    fs::remove_all(e.path(), ec);
+    std::fprintf(stderr, "railyard-pack: removed %s, left by an interrupted run (pid %d is gone)%s\n", e.path().c_str(),
+                 static_cast<int>(pid), ec ? (": " + ec.message()).c_str() : "");
+  }
 }
 
 }  // namespace
@@ -71,7 +108,10 @@ int main(int argc, char** argv) {
       "     experts recognised, inconsistent experts), OUT was refused (it exists, or its directory\n"
       "     is missing or not writable), or writing or verifying failed; OUT is as it was before\n"
       "  2  bad usage: an unknown or malformed option, no OUT without --dry-run, an --align that is\n"
-      "     not a power of two, an unknown --scheme");
+      "     not a power of two or is below a tensor's element size, an unknown --scheme\n"
+      "  128+N  stopped by signal N (SIGINT, SIGTERM, SIGHUP); OUT was not written, nothing left of it\n"
+      "A <OUT>.partial-<pid> directory left by a run that was killed (SIGKILL) is removed by the next\n"
+      "run for the same OUT.");
   tools::AddVersionFlag(app, "railyard-pack");
   try {
     app.parse(argc, argv);
@@ -86,6 +126,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyard-pack: an output directory is needed (or --dry-run)\n");
     return 2;
   }
+  while (outDir.size() > 1 && outDir.back() == '/') outDir.pop_back();  // "out/" names out (new-user trial)
   if (!dryRun) {
     if (const std::string why = OutputRefusal(outDir); !why.empty()) {
       std::fprintf(stderr, "railyard-pack: %s\n", why.c_str());
@@ -122,7 +163,19 @@ int main(int argc, char** argv) {
   std::fputs(plan.Describe().c_str(), stdout);
   std::fflush(stdout);
   if (const std::string w = plan.PaddingWarning(); !w.empty()) std::fprintf(stderr, "railyard-pack: warning: %s\n", w.c_str());
-  if (dryRun) return 0;
+  if (dryRun) {
+    // The plan is printed whatever OUT is; a run into it that would be refused says so
+    // (new-user trial: a dry run into an existing store passed without a word).
+    if (const std::string why = outDir.empty() ? "" : OutputRefusal(outDir); !why.empty()) {
+      std::fprintf(stderr, "railyard-pack: --dry-run: a run would be refused: %s\n", why.c_str());
+    }
+    return 0;
+  }
+  ReclaimStalePartials(outDir);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   expert::ProgressFn bar;
@@ -138,7 +191,12 @@ int main(int argc, char** argv) {
       if (done == total) std::fputc('\n', stderr);
     };
   }
-  if (Status s = expert::ExecutePack(plan, outDir, bar); !s.ok()) {
+  if (Status s = expert::ExecutePack(plan, outDir, bar, &g_cancel); !s.ok()) {
+    if (g_cancel.load()) {
+      std::fprintf(stderr, "%srailyard-pack: interrupted by %s: %s was not written and its partial directory was "
+                           "removed\n", progress ? "\n" : "", strsignal(g_signal), outDir.c_str());
+      return 128 + g_signal;
+    }
     // "nothing was left at OUT" read as if an existing OUT had been removed: say what holds.
     std::fprintf(stderr, "%srailyard-pack: %s (%s is as it was before this run)\n", progress ? "\n" : "", s.message().c_str(),
                  outDir.c_str());
