@@ -236,7 +236,9 @@ def case_second_railyardd():
             capture_output=True, text=True).stdout.strip() != "", "the first railyardd's relay port")
         if first.poll() is not None:
             fail(f"the first railyardd exited: {first.stderr.read()}")
-        for args in ([], ["--no-relay"]):
+        # With a tier too, the refusal comes before the tier is announced (new-user trial: a
+        # second daemon said "listening on" for its expert store, then was refused).
+        for args in ([], ["--no-relay"], ["--snapshot-arena", "kind=k,mode=raw,blob=4096,slots=1"]):
             second = railyardd([0], args=args)[0]
             try:
                 rc = second.wait(timeout=20)
@@ -246,6 +248,8 @@ def case_second_railyardd():
             want = f"another railyardd (pid {first.pid}) already runs on this host"
             if rc != 2 or want not in err:
                 fail(f"second railyardd {' '.join(args)}: exit {rc}, expected 2 and '{want}':\n{err}")
+            if "snapshot arenas on" in err:
+                fail(f"second railyardd {' '.join(args)} announced its arenas before it was refused:\n{err}")
             print(f"ok: second railyardd {' '.join(args)} refused: {err.strip()}")
         if first.poll() is not None:
             fail("the first railyardd died when the second one was refused")

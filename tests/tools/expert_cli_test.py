@@ -103,6 +103,14 @@ def main():
         # The default port may be taken on a shared machine: the bind error names the address too.
         check(re.search(r"(listening on|control socket on) 127\.0\.0\.1:29431", line) is not None and "0.0.0.0" not in line.split("(")[0],
               f"no --expert-listen, RAILYARD_SOCKET_IFNAME unset: 127.0.0.1:29431 ({line!r})")
+        # A pin cap that can admit no client is said at start (new-user trial: only at each refusal).
+        p = subprocess.Popen([railyardd, "--expert-store", store, "--expert-only", "--expert-listen", ":0"],
+                             stderr=subprocess.PIPE, text=True, env=dict(env, RAILYARD_EXPERT_PIN_CAP="10"))
+        line = p.stderr.readline().strip()
+        p.terminate()
+        p.wait(timeout=30)
+        check("RAILYARD_EXPERT_PIN_CAP=10 is below one record stride" in line and "every expert client will be refused" in line,
+              f"a pin cap below one stride is warned at start ({line!r})")
         rc, line = listen_line(railyardd, store, env, "--expert-listen", ":0")
         m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(loopback", line)
         check(m is not None and int(m.group(1)) != 0, f"--expert-listen :0 keeps the safe address, any port ({line!r})")

@@ -133,7 +133,18 @@ railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::s
   std::string why;
   RY_RETURN_IF_ERROR(ResolveExpertListen(listen, **domain, &o.listenAddress, &o.port, &why));
   RY_RETURN_IF_ERROR((*domain)->CreateWorker(worker));
+  const uint64_t storeBytes = store->TotalBytes();
   RY_RETURN_IF_ERROR(expert::ExpertServer::Start(std::move(store), domain->get(), worker->get(), o, server));
+  // A cap that can never admit a client is said at start, not at every refusal (new-user trial).
+  if (o.pinCapBytes > 0 && o.pinCapBytes < m.recordStride) {
+    std::fprintf(stderr, "railyardd: warning: RAILYARD_EXPERT_PIN_CAP=%llu is below one record stride (%llu bytes): "
+                         "every expert client will be refused\n",
+                 static_cast<unsigned long long>(o.pinCapBytes), static_cast<unsigned long long>(m.recordStride));
+  } else if (o.pinCapBytes > 0 && o.pinCapBytes < storeBytes) {
+    std::fprintf(stderr, "railyardd: warning: RAILYARD_EXPERT_PIN_CAP=%llu is below the store's %llu bytes: read clients "
+                         "will be refused (tcp clients pin one record stride each)\n",
+                 static_cast<unsigned long long>(o.pinCapBytes), static_cast<unsigned long long>(storeBytes));
+  }
   std::fprintf(stderr, "railyardd: expert store %s (%s: %zu layer%s x %llu experts, %llu-byte records) listening on %s:%u (%s)\n",
                dir.c_str(), m.modelId.c_str(), m.layers.size(), m.layers.size() == 1 ? "" : "s",
                static_cast<unsigned long long>(m.expertsPerLayer),
@@ -372,6 +383,23 @@ int Run(int argc, char** argv) {
       return 3;  // not 2: it may be only that the rails' addresses are not up yet (new-user trial)
     }
   }
+  // One railyardd per host (per network namespace), relaying or not: a second one is
+  // refused here, naming the first, before it binds anything. An inspection run
+  // (--wait-hosts with --no-relay) serves nothing, so it takes no seat and may run
+  // beside the daemon (it speaks on the cabling port as any process of the host does).
+  // The seat is keyed by the discovery port, and its name says so: it used to read
+  // "railyard-seat:railyardd:29517" beside "relay listening on port 29518", two ports for one relay.
+  // Claimed before the tiers start (new-user trial: a second daemon announced "listening
+  // on" for its expert store, then was refused). A tier served alone takes no seat.
+  const bool inspectOnly = waitHosts > 0 && noRelay;
+  std::unique_ptr<proxy::RelaySeat> daemonSeat;
+  if (Status s = inspectOnly || expertOnly || snapshotOnly ? Status::Ok() : proxy::RelaySeat::Claim("railyardd:discovery-port-" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
+                                         [](std::vector<proxy::Fd>*) { return Status::Ok(); }, &daemonSeat);
+      !s.ok()) {
+    std::fprintf(stderr, "railyardd: %s%s\n", s.message().c_str(),
+                 waitHosts > 0 ? "; to print the graph beside it, add --no-relay (an inspection run takes no seat)" : "");
+    return 2;
+  }
   // The expert store (storage/expert/expert_server.h), served beside the rest or alone.
   std::unique_ptr<fabric::Domain> expertDomain;
   std::unique_ptr<fabric::Worker> expertWorker;
@@ -406,21 +434,6 @@ int Run(int argc, char** argv) {
     while (!g_stop) ::poll(nullptr, 0, 100);
     if (expertServer) expertServer->Stop();
     return 0;
-  }
-  // One railyardd per host (per network namespace), relaying or not: a second one is
-  // refused here, naming the first, before it binds anything. An inspection run
-  // (--wait-hosts with --no-relay) serves nothing, so it takes no seat and may run
-  // beside the daemon (it speaks on the cabling port as any process of the host does).
-  // The seat is keyed by the discovery port, and its name says so: it used to read
-  // "railyard-seat:railyardd:29517" beside "relay listening on port 29518", two ports for one relay.
-  const bool inspectOnly = waitHosts > 0 && noRelay;
-  std::unique_ptr<proxy::RelaySeat> daemonSeat;
-  if (Status s = inspectOnly ? Status::Ok() : proxy::RelaySeat::Claim("railyardd:discovery-port-" + std::to_string(agent.port), proxy::RelaySeat::Role::kDaemon,
-                                         [](std::vector<proxy::Fd>*) { return Status::Ok(); }, &daemonSeat);
-      !s.ok()) {
-    std::fprintf(stderr, "railyardd: %s%s\n", s.message().c_str(),
-                 waitHosts > 0 ? "; to print the graph beside it, add --no-relay (an inspection run takes no seat)" : "");
-    return 2;
   }
   proxy::RouterOptions fo;
   fo.hostName = hostName;
