@@ -9,7 +9,9 @@
 #include <cstring>
 #include <set>
 
+#include "env/log.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
+#include "proxy/runtime/cable_set_domain.h"
 #include "topology/cabling_agent.h"
 #include "topology/local_graph.h"
 
@@ -241,11 +243,18 @@ Status CollnetTopology(const std::string& setting, const fabric::Domain& domain,
     // In fabric mode every host reaches every other through the relays, so ranks whose
     // own cables make no shape (the hosts between them run no rank of this job) still
     // make a ring: in rank order, the uncabled hops relayed.
-    const bool relayed = std::all_of(handles.begin(), handles.end(), [](const CollnetHandle& h) { return h.hasNeighbours; });
+    // Fabric mode here (the cable set's Domain: its Workers reach relayed hosts) and on
+    // every rank (each handle carries its agent's neighbours). A handle's neighbours
+    // alone are not fabric mode: a host:NAME tier client runs an agent without it.
+    const bool relayed = dynamic_cast<const runtime::CableSetDomain*>(&domain) != nullptr &&
+                         std::all_of(handles.begin(), handles.end(), [](const CollnetHandle& h) { return h.hasNeighbours; });
     if (!relayed) {
       return Status(shaped.code(), shaped.message() + " (outside fabric mode nothing relays between hosts with no cable; "
                                                       "RAILYARD_COLLNET_SHAPE forces a shape)");
     }
+    RY_WARN("CollNet: %s: a ring in rank order instead, its hops between hosts with no cable carried by the relays "
+            "(RAILYARD_COLLNET_SHAPE forces a shape; a cabling graph not yet complete when the ranks connected does "
+            "this too)", shaped.message().c_str());
     *out = collectives::Topology{};
     if (source) *source = ShapeSource::kRelayedRankOrder;
     return Status::Ok();

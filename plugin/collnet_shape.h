@@ -60,8 +60,9 @@ bool AdjacencyFromHandles(const std::vector<CollnetHandle>& handles, std::vector
 /// auto). auto: AdjacencyFromHandles, else over the TCP transport the TCP Worker
 /// addresses' rails under the netmask of this host's first rail interface (one /24 per
 /// cable), then collectives::ShapeFromAdjacency; else a ring in rank order. Cabling
-/// that is no ring, chain or mesh is a ring in rank order over relays when every handle
-/// is fabric mode's (ShapeSource::kRelayedRankOrder; new-user trial: an allreduce of two
+/// that is no ring, chain or mesh is a ring in rank order over relays, with a WARN, when
+/// `domain` is fabric mode's cable set and every handle carries its agent's neighbours
+/// (ShapeSource::kRelayedRankOrder; new-user trial: an allreduce of two
 /// ranks two hosts apart on a ring failed with "rank 0 reaches no other rank"), else
 /// InvalidArgument (connect then fails and NCCL falls back to its own algorithms), as
 /// is a malformed address. `*source` (may be null) says where the answer came from.

@@ -456,9 +456,18 @@ void CablingAgent::Tick(int64_t nowMs, bool dirty) {
     // rebuilt every interval, a fifth of its thread's instructions (callgrind).
     bool changed = dirty;
     for (RailState& r : rails_) {
-      changed |= std::erase_if(r.heard, [&](const auto& kv) {
-        return nowMs - kv.second.lastSeenMs > options_.deadIntervalMs;
-      }) > 0;
+      for (auto it = r.heard.begin(); it != r.heard.end();) {
+        if (nowMs - it->second.lastSeenMs <= options_.deadIntervalMs) {
+          ++it;
+          continue;
+        }
+        if (r.lost.size() < kMaxHeardPerRail) r.lost[it->first] = it->second;  // for the return warning
+        it = r.heard.erase(it);
+        changed = true;
+      }
+      std::erase_if(r.lost, [&](const auto& kv) {
+        return nowMs - kv.second.lastSeenMs > kReturnWindowDeads * options_.deadIntervalMs;
+      });
     }
     // A speaker unheard for the dead interval becomes a tombstone: its links go,
     // its sequence stays, so a copy of its last record still circulating on another
@@ -658,9 +667,31 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
           nowMs);
       return;
     }
+    if (isNew) {
+      auto lost = r.lost.find(h.origin);
+      if (lost != r.lost.end() && lost->second.speaker != h.speaker) {
+        r.lost.erase(lost);  // another process of that host (a restart, the next job): no return
+      } else if (lost != r.lost.end()) {
+        // Expired and back: a link that drops packets, or a host whose hellos come
+        // further apart than this host's dead interval (new-user trial: one host with
+        // other discovery timing made every host's shape flap, and nothing said why).
+        ++counters_.returns;
+        const int64_t gapMs = nowMs - lost->second.lastSeenMs;
+        r.lost.erase(lost);
+        if (lastReturnWarnMs_ < 0 || nowMs - lastReturnWarnMs_ >= 6 * kLogEveryMs) {
+          lastReturnWarnMs_ = nowMs;
+          RY_WARN("cabling: host %s on rail %s was unheard for %lld ms, past RAILYARD_DISCOVERY_DEAD_MS (%d ms), and is "
+                  "heard again (%llu such returns so far; at most one logged a minute): its hellos come further apart "
+                  "than this host waits (every host needs the same RAILYARD_DISCOVERY_INTERVAL_MS and "
+                  "RAILYARD_DISCOVERY_DEAD_MS), or the cable drops packets",
+                  m.hostName.c_str(), r.rail.ifname.c_str(), static_cast<long long>(gapMs), options_.deadIntervalMs,
+                  static_cast<unsigned long long>(counters_.returns));
+        }
+      }
+    }
     Neighbour& nb = r.heard[h.origin];
     const Neighbour old = nb;
-    nb = {h.origin, m.hostName, m.ifname, m.addr, m.speedMbps, nowMs};
+    nb = {h.origin, m.hostName, m.ifname, m.addr, m.speedMbps, nowMs, h.speaker};
     if (isNew || old.ifname != nb.ifname || old.addr != nb.addr || old.speedMbps != nb.speedMbps ||
         old.hostName != nb.hostName) {
       *dirty = true;

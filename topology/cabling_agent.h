@@ -86,6 +86,10 @@ struct AgentCounters {
   uint64_t railFull = 0;        ///< hellos of new hosts refused: the rail already hears kMaxHeardPerRail
   uint64_t rebuilds = 0;        ///< graph rebuilds (Start, and hellos, records or expiries that changed what it is built from)
   uint64_t ticks = 0;           ///< intervals begun (hellos sent, expiries checked)
+  /// Neighbours heard again, from the same process, after they expired (unheard for the
+  /// dead interval): a flapping link, or a host whose hellos come further apart than this
+  /// host's dead interval. (A host whose process restarted is none.)
+  uint64_t returns = 0;
 };
 
 /// A stable 64-bit host id: FNV-1a of the sorted MAC addresses of the host's rails,
@@ -219,12 +223,16 @@ class CablingAgent {
     uint32_t addr = 0;  ///< network byte order
     int speedMbps = 0;
     int64_t lastSeenMs = 0;
+    uint64_t speaker = 0;  ///< the process whose hello was heard last
   };
   struct RailState {
     AgentRail rail;
     uint32_t netmask = 0;  ///< network byte order; 0 = unknown (rail down at start)
     int fd = -1;
     std::map<uint64_t, Neighbour> heard;  ///< by host id
+    /// Neighbours expired within the last kReturnWindowDeads dead intervals, as they were
+    /// last heard (at most kMaxHeardPerRail): a hello from one again is a return.
+    std::map<uint64_t, Neighbour> lost;
   };
   struct LinkRecord {
     std::string ifname, peerIfname;
@@ -306,6 +314,8 @@ class CablingAgent {
   /// only for a refusal whose text is kept, the first of each interval: a flood of
   /// refused datagrams words none of the rest. Requires mu_.
   static constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
+  static constexpr int64_t kReturnWindowDeads = 10;  ///< RailState::lost keeps a neighbour this many dead intervals
+  int64_t lastReturnWarnMs_ = -1;  ///< the last WARN about a returning neighbour (one per kLogEveryMs x 6)
   template <typename Detail>
   void Refuse(uint64_t AgentCounters::*counter, const char* kind, Detail&& detail, int64_t nowMs) {
     ++(counters_.*counter);

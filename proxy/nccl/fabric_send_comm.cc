@@ -49,6 +49,19 @@ std::string ModeMismatchHint(const std::vector<uint8_t>& mine, const std::vector
          "same on every host (railyard-info's Mode line says which each host runs)";
 }
 
+/// When this process runs without fabric mode and the peer's host is unreachable from
+/// here (no cable, no route): "; ..." saying that only fabric mode relays, else "" (new-user
+/// trial: "Network is unreachable" and nothing about what would reach the peer).
+std::string NoRelayHint(const std::vector<uint8_t>& mine, const std::string& error) {
+  const bool plain = mine.size() >= 4 && (std::equal(mine.begin(), mine.begin() + 4, "RYWA") ||
+                                          std::equal(mine.begin(), mine.begin() + 4, "RYVA"));
+  const bool unreachable = error.find("Network is unreachable") != std::string::npos ||
+                           error.find("No route to host") != std::string::npos;
+  if (!plain || !unreachable) return "";
+  return "; this process runs without fabric mode, where nothing relays: a host with no cable to this one is reached "
+         "through the hosts between only with RAILYARD_FABRIC=on (and railyardd on every host)";
+}
+
 }  // namespace
 
 Status FabricSendComm::Create(CommWorker* cw, size_t deviceIndex, const FabricHandle& to, const LocalIdentity& self,
@@ -67,7 +80,8 @@ Status FabricSendComm::Create(CommWorker* cw, size_t deviceIndex, const FabricHa
                                            &c->fifoRegion_));
   if (Status s = cw->worker().Connect(to.address, &c->ep_); !s.ok()) {
     return InvalidUsage("connect to " + c->peer_.ToString() + ": the handle's worker address: " + s.message() +
-                        ModeMismatchHint(cw->worker().Address(), to.address));
+                        ModeMismatchHint(cw->worker().Address(), to.address) +
+                        NoRelayHint(cw->worker().Address(), s.message()));
   }
   c->peer_.address = c->ep_->PeerName();
   c->peerWorkers_.SetLimit(c->ep_->Routes());

@@ -119,7 +119,8 @@ class CableSetWorker : public fabric::Worker {
                             "host so the cabling is known before jobs start; or it refused its neighbours' hellos "
                             "(a cluster key on one side only: every process of every host, railyardd and ranks alike, "
                             "needs the same key, RAILYARD_CLUSTER_KEY_FILE naming a file of the same contents; that "
-                            "host's log WARNs of refused datagrams)");
+                            "host's log WARNs of refused datagrams); or it listens on another cabling port (every "
+                            "process of every host needs the same RAILYARD_DISCOVERY_PORT)");
       }
       return picked;
     }

@@ -123,9 +123,18 @@ Status StartFabricModeComms(NetState& g) {
   const uint64_t self = g.router->HostId();
   const topology::CablingAgent& agent = g.router->Agent();
   const auto t0 = proxy::Clock::now();
-  (void)agent.WaitFor(
-      [self](const topology::ClusterGraph& graph, uint64_t) { return !graph.Neighbours(self).empty(); },
-      g.config->timeoutMs);
+  if (!agent.WaitFor(
+          [self](const topology::ClusterGraph& graph, uint64_t) { return !graph.Neighbours(self).empty(); },
+          g.config->timeoutMs)) {
+    // Nothing heard on any rail: a misconfigured host otherwise waited out
+    // RAILYARD_TIMEOUT_MS in silence (new-user trial: another RAILYARD_DISCOVERY_PORT).
+    std::string railNames;
+    for (const proxy::FabricRail& r : g.fabricRails) railNames += (railNames.empty() ? "" : ", ") + r.ifname;
+    RY_WARN("fabric mode: heard no neighbour on rails %s within RAILYARD_TIMEOUT_MS (%d ms, cabling port %d): the "
+            "hosts at their other ends are down or run no Railyard process, or use another RAILYARD_DISCOVERY_PORT or "
+            "RAILYARD_CLUSTER_KEY_FILE than this process; only this host's processes are reachable until one is heard",
+            railNames.c_str(), g.config->timeoutMs, g.config->discoveryPort);
+  }
   // The other rails' neighbours may come a moment later (their processes start a second
   // apart under load): an address handed out before a cable is heard lacks it, and a
   // peer holding it reaches this host round the ring for the whole job. Give every

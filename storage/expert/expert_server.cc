@@ -216,13 +216,7 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
     if (!s.ok()) RY_INFO(log::kNet, "%s: %s", who.c_str(), s.message().c_str());
     ledger_.Release(reserved);
     std::lock_guard<std::mutex> lock(mu_);
-    if (readClient && readClients_.fetch_sub(1) == 1 && served_) {
-      // The last READ client gone: the layer registrations go too, and their bytes leave
-      // the ledger (new-user trial: they stayed charged for the daemon's life, and later
-      // tcp clients were refused under a cap no connection was using).
-      served_.reset();
-      ledger_.Release(store_->TotalBytes());
-    }
+    if (readClient) readClients_.fetch_sub(1);  // the registrations stay: ReleaseIdleLayers
     for (size_t i = 0; i < liveFds_.size(); ++i) {
       if (liveFds_[i] == fd) {
         liveFds_.erase(liveFds_.begin() + static_cast<long>(i));
@@ -261,7 +255,9 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
   };
   if (choose.transport == kTransportTcp) {
     const uint64_t stride = store_->manifest().recordStride;
-    if (Status r = ledger_.Reserve(stride, who + " (tcp staging buffer)"); !r.ok()) return refuse(r);
+    Status pin = ledger_.Reserve(stride, who + " (tcp staging buffer)");
+    if (!pin.ok() && ReleaseIdleLayers()) pin = ledger_.Reserve(stride, who + " (tcp staging buffer)");
+    if (!pin.ok()) return refuse(pin);
     reserved = stride;
     if (Status r = SendReply(fd, Status::Ok(), nullptr, 0, who); !r.ok()) return finish(r);
     return finish(ServeTcp(fd, who));
@@ -295,6 +291,15 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
   }
   if (Status r = SendReply(fd, Status::Ok(), payload.data(), payload.size(), who); !r.ok()) return finish(r);
   finish(ServeReadControl(fd, who));
+}
+
+bool ExpertServer::ReleaseIdleLayers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (readClients_.load() != 0 || !served_) return false;
+  served_.reset();
+  ledger_.Release(store_->TotalBytes());
+  ++stats_.idleReleases;
+  return true;
 }
 
 Status ExpertServer::EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys) {

@@ -50,6 +50,7 @@ struct ServerStats {
   uint64_t shutdowns = 0;        ///< polite shutdowns answered
   uint64_t layerRegistrations = 0; ///< Domain::Register calls for layer files (once per layer)
   uint64_t withdrawals = 0;        ///< times the layer registrations were withdrawn (store changed)
+  uint64_t idleReleases = 0;       ///< times they were released, no READ client connected, for a tcp client's pin
 };
 
 class ExpertServer {
@@ -92,9 +93,14 @@ class ExpertServer {
   Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
   /// Loads every layer file into the peer's own read-only copy and registers it once
   /// (remote read; served_layers.h says why a copy); charges the ledger. Counts the caller
-  /// as a READ client (readClients_); the last one's close deregisters the layers and
-  /// gives their bytes back to the ledger.
+  /// as a READ client (readClients_, under mu_). The registrations outlive the READ
+  /// clients (a client that comes back finds them), until ReleaseIdleLayers.
   Status EnsureLayersRegistered(const std::string& who, std::vector<std::vector<uint8_t>>* keys);
+  /// With no READ client connected, deregisters the layer files and gives their bytes
+  /// back to the ledger; true when it did. A tcp client the ledger refused asks it
+  /// (new-user trial: the registrations of READ clients long gone stayed charged, and
+  /// later tcp clients were refused under a cap nobody used).
+  bool ReleaseIdleLayers();
 
   std::unique_ptr<Store> store_;
   fabric::Domain* domain_;

@@ -38,11 +38,20 @@ Status WriteFile(const std::string& path, const std::function<Status(int fd)>& b
 
 }  // namespace
 
+std::string PartialDirOf(const std::string& dir) {
+  char host[256] = "host";
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "host");
+  for (char* c = host; *c != '\0'; ++c) {
+    if (*c == '/' || *c == '-') *c = '_';  // one path component; the pid comes after the last '-'
+  }
+  return dir + ".partial-" + host + "-" + std::to_string(::getpid());
+}
+
 Status WriteStore(const std::string& dir, Manifest m, const RecordFiller& fill, const ProgressFn& progress) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(dir, ec)) return ExpertError(ExpertErrc::kInvalidArgument, "output " + dir + " already exists");
-  const std::string tmp = dir + ".partial-" + std::to_string(::getpid());
+  const std::string tmp = PartialDirOf(dir);
   fs::remove_all(tmp, ec);
   if (!fs::create_directories(tmp, ec)) return ExpertError(ExpertErrc::kSystem, "mkdir " + tmp + ": " + ec.message());
   auto fail = [&](Status s) {

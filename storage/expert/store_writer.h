@@ -1,5 +1,5 @@
 // Writes a store directory safely: layer files and manifest.json go into a sibling
-// temporary directory ("<dir>.partial-<pid>") that is renamed to `dir` only once
+// temporary directory ("<dir>.partial-<host>-<pid>") that is renamed to `dir` only once
 // everything is written and synced, so nothing half-written ever looks like a store.
 #pragma once
 
@@ -17,6 +17,11 @@ namespace railyard::expert {
 using RecordFiller = std::function<Status(size_t layerIndex, uint64_t expert, char* dst)>;
 /// Called after each record with (records done, records in all).
 using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+/// The temporary directory WriteStore writes `dir` into, in this process:
+/// "<dir>.partial-<host name>-<pid>" ('/' and '-' in the host name read as '_'), so a
+/// run on another host sharing the file system is told apart from a dead one here.
+std::string PartialDirOf(const std::string& dir);
 
 /// Writes the store described by `manifest` (layers' files and checksums are filled in
 /// here: files "layer-NNNN.bin" unless set, checksums computed from the records).

@@ -14,6 +14,7 @@ Usage: expert_cli_test.py RAILYARD_PACK RAILYARDD
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -76,11 +77,15 @@ def main():
         check(r.returncode == 1 and f"{afile} is not a directory" in r.stderr,
               f"OUT under a file: 'is not a directory' ({r.stderr.strip()!r})")
         # A partial directory whose run is gone (pid 2^22 + 1 is above Linux's pid_max default) is reclaimed.
-        stale = os.path.join(tmp, "reclaimed.partial-4194305")
+        host = socket.gethostname().replace("/", "_").replace("-", "_")
+        stale = os.path.join(tmp, f"reclaimed.partial-{host}-4194305")
+        other_host = os.path.join(tmp, "reclaimed.partial-elsewhere-4194305")  # a shared file system's
+        os.mkdir(other_host)
         os.mkdir(stale)
         r = subprocess.run([pack, ck, os.path.join(tmp, "reclaimed"), "--no-progress"], capture_output=True, text=True)
-        check(r.returncode == 0 and not os.path.exists(stale) and "left by an interrupted run (pid 4194305 is gone)" in r.stderr,
-              f"a stale OUT.partial-<pid> is removed by the next run ({r.returncode}, {r.stderr.strip()!r})")
+        check(r.returncode == 0 and not os.path.exists(stale) and os.path.exists(other_host) and
+              "left by an interrupted run (pid 4194305 is gone)" in r.stderr,
+              f"a stale OUT.partial-<host>-<pid> is removed by the next run ({r.returncode}, {r.stderr.strip()!r})")
         r = subprocess.run([pack, ck, os.path.join(tmp, "aligned"), "--align", "3"], capture_output=True, text=True)
         check(r.returncode == 2 and "not a power of two" in r.stderr and not os.path.exists(os.path.join(tmp, "aligned")),
               f"--align 3 is bad usage: exit 2, nothing written ({r.returncode}, {r.stderr.strip()!r})")

@@ -311,6 +311,41 @@ TEST_F(CablingTrust, IdleIntervalsRebuildNothingAndAnExpiryRebuildsOnce) {
   EXPECT_GT(agent_->Counters().rebuilds, before.rebuilds);
 }
 
+// A neighbour heard again after it expired is counted as a return (and WARNed: its
+// hellos come further apart than this host's dead interval, or the cable drops
+// packets; new-user trial: one host's other discovery timing made every shape flap in
+// silence). A host never heard before is no return.
+TEST_F(CablingTrust, ANeighbourHeardAgainAfterItExpiredIsAReturn) {
+  ASSERT_NO_FATAL_FAILURE(StartHearingA(10, 300, 1));
+  if (!agent_) return;
+  ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.Links().empty(); }, 10000));
+  // Two more intervals: A's hello, injected a moment after its record, has expired too.
+  const uint64_t ticks = agent_->Counters().ticks;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (agent_->Counters().ticks < ticks + 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  EXPECT_EQ(agent_->Counters().returns, 0u);
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Counters().returns, 1u);
+  agent_->InjectForTesting(0, Hello(0x3000, "b", "p0", "10.9.0.3"), Addr("10.9.0.3"));
+  EXPECT_EQ(agent_->Counters().returns, 1u) << "a host never heard before is no return";
+}
+
+// A neighbour expired and heard again from another process of that host (its agent
+// restarted, or the next job's rank) is no return: nothing flaps there.
+TEST_F(CablingTrust, ANeighbourBackFromAnotherProcessIsNoReturn) {
+  ASSERT_NO_FATAL_FAILURE(StartHearingA(10, 300, 1));
+  if (!agent_) return;
+  ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.Links().empty(); }, 10000));
+  const uint64_t ticks = agent_->Counters().ticks;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (agent_->Counters().ticks < ticks + 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  std::vector<char> restarted = Hello(kA, "a", "p0", "10.9.0.2");
+  const uint64_t otherSpeaker = kA + 99;  // Hello() speaks as kA + 1
+  std::memcpy(restarted.data() + 16, &otherSpeaker, sizeof otherSpeaker);  // Header::speaker
+  agent_->InjectForTesting(0, restarted, Addr("10.9.0.2"));
+  EXPECT_EQ(agent_->Counters().returns, 0u);
+}
+
 // Every speaker's record reaches a host over every path of the flood: a copy of a
 // sequence the agent holds is dropped from its header, before its body is decoded
 // (decoding every copy was three quarters of the agent thread's instructions). So a

@@ -60,14 +60,16 @@ void OnSignal(int sig) {
   g_cancel.store(true);
 }
 
-/// Removes "<OUT>.partial-<pid>" directories beside OUT whose process is gone (a pack
-/// killed with SIGKILL, or a crash), saying so on stderr.
+/// Removes "<OUT>.partial-<host>-<pid>" directories (expert::PartialDirOf) beside OUT
+/// that a run on this host left whose process is gone (a pack killed with SIGKILL, or a
+/// crash), saying so on stderr. Another host's (a shared file system) are never touched.
 void ReclaimStalePartials(const std::string& outDir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path out(outDir);
   const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  const std::string prefix = out.filename().string() + ".partial-";
+  const std::string mine = fs::path(railyard::expert::PartialDirOf(outDir)).filename().string();
+  const std::string prefix = mine.substr(0, mine.rfind('-') + 1);  // "<OUT>.partial-<host>-"
   for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
@@ -110,8 +112,8 @@ int main(int argc, char** argv) {
       "  2  bad usage: an unknown or malformed option, no OUT without --dry-run, an --align that is\n"
       "     not a power of two or is below a tensor's element size, an unknown --scheme\n"
       "  128+N  stopped by signal N (SIGINT, SIGTERM, SIGHUP); OUT was not written, nothing left of it\n"
-      "A <OUT>.partial-<pid> directory left by a run that was killed (SIGKILL) is removed by the next\n"
-      "run for the same OUT.");
+      "A <OUT>.partial-<host>-<pid> directory left by a run on this host that was killed (SIGKILL) is\n"
+      "removed by the next run for the same OUT.");
   tools::AddVersionFlag(app, "railyard-pack");
   try {
     app.parse(argc, argv);
@@ -174,6 +176,7 @@ int main(int argc, char** argv) {
   ReclaimStalePartials(outDir);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
+  sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C ends a pack stuck in a read at once
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   const auto start = std::chrono::steady_clock::now();

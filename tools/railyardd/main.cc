@@ -165,6 +165,7 @@ int Run(int argc, char** argv);
 int main(int argc, char** argv) {
   const int rc = Run(argc, argv);
   if (rc != kRestartOnNewRails) return rc;
+  if (g_stop) return 0;  // SIGTERM/SIGINT during the drain: stop, do not start again
   // Everything Run started is stopped and closed (its sockets, the seat, the threads):
   // the same binary, the same arguments, the same pid (a systemd unit keeps tracking it).
   std::fflush(nullptr);
@@ -337,7 +338,10 @@ int Run(int argc, char** argv) {
       unsigned port;
     };
     std::vector<Port> ports;
-    if (!expertOnly && !snapshotOnly && !noRelay) ports.push_back({"the relay port", relayPort != 0 ? relayPort : static_cast<unsigned>(cfg->relayPort)});
+    if (!expertOnly && !snapshotOnly && !noRelay) {
+      ports.push_back({"the relay port", relayPort != 0 ? relayPort : static_cast<unsigned>(cfg->relayPort)});
+      ports.push_back({"the fabric relay port (RAILYARD_FABRIC_RELAY_PORT)", static_cast<unsigned>(cfg->fabricRelayPort)});
+    }
     if (!snapshot.arenas.empty() && snapshot.port != 0) ports.push_back({"--snapshot-port", snapshot.port});
     if (!expertStore.empty() && !expertListen.empty()) {
       const size_t colon = expertListen.rfind(':');
@@ -359,6 +363,10 @@ int Run(int argc, char** argv) {
   std::vector<proxy::FabricRail> rails;
   const std::string railFilter = ifname.empty() ? cfg->railIfname : ifname;
   const std::string railFilterSource = ifname.empty() ? "RAILYARD_SOCKET_IFNAME" : "--ifname";
+  // The interfaces as they are before the rails are chosen: a change from here on is
+  // taken by a restart (tools/railyardd/rail_watch.h).
+  tools::RailWatch railWatch(railFilter, railFilterSource, cfg->defaultSpeedMbps,
+                             proxy::BootstrapIfname(railFilter, cfg->socketIfname));
   if (!expertOnly && !snapshotOnly) {
     std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
     if (Status s = proxy::SelectFabricRails(railFilter, cfg->defaultSpeedMbps, &rails, &whyNone, railFilterSource,
@@ -545,9 +553,11 @@ int Run(int argc, char** argv) {
     return 0;
   }
 
-  // The rails as they are now, checked every 2 s: a change restarts the daemon on them.
-  tools::RailWatch railWatch(rails, railFilter, railFilterSource, cfg->defaultSpeedMbps,
-                             proxy::BootstrapIfname(railFilter, cfg->socketIfname));
+  // The rails, checked every 2 s: one gained or changed restarts the daemon on them, but
+  // not one serving a tier (a restart would drop its clients, and a cache-only swap's
+  // blobs): that one says to restart it.
+  railWatch.Running(rails);
+  bool railChangeSaid = false;
   auto nextRailCheck = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   bool restart = false;
   uint64_t seen = 0;
@@ -574,11 +584,18 @@ int Run(int argc, char** argv) {
     if (std::chrono::steady_clock::now() >= nextRailCheck) {
       nextRailCheck = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       std::string what;
-      if (railWatch.Changed(&what)) {
-        std::fprintf(stderr, "railyardd: the rails changed (%s): restarting on them (relays in flight drain first, up "
-                             "to RAILYARD_RELAY_DRAIN_MS)\n", what.c_str());
-        restart = true;
-        break;
+      if (!railChangeSaid && railWatch.Changed(&what)) {
+        if (wantTiers) {
+          std::fprintf(stderr, "railyardd: the rails changed (%s): restart railyardd to take them (not restarted "
+                               "automatically while it serves %s: a restart drops their clients)\n",
+                       what.c_str(), !tierFlags.expertStore.empty() ? "an expert store" : "snapshot arenas");
+          railChangeSaid = true;
+        } else {
+          std::fprintf(stderr, "railyardd: the rails changed (%s): restarting on them (relays in flight drain first, "
+                               "up to RAILYARD_RELAY_DRAIN_MS)\n", what.c_str());
+          restart = true;
+          break;
+        }
       }
     }
     // The signal handler cannot wake WaitFor: poll g_stop every 100 ms so SIGTERM

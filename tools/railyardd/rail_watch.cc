@@ -11,10 +11,8 @@
 
 namespace railyard::tools {
 
-RailWatch::RailWatch(std::vector<proxy::FabricRail> rails, std::string filter, std::string filterSource,
-                     int defaultSpeedMbps, std::string bootstrapFilter)
-    : running_(Describe(rails)),
-      filter_(std::move(filter)),
+RailWatch::RailWatch(std::string filter, std::string filterSource, int defaultSpeedMbps, std::string bootstrapFilter)
+    : filter_(std::move(filter)),
       filterSource_(std::move(filterSource)),
       bootstrapFilter_(std::move(bootstrapFilter)),
       defaultSpeedMbps_(defaultSpeedMbps),
@@ -56,13 +54,16 @@ std::string RailWatch::InterfaceFingerprint() {
 bool RailWatch::Changed(std::string* what) {
   const std::string now = InterfaceFingerprint();
   if (now.empty() || now == fingerprint_) return false;
-  fingerprint_ = now;
   std::vector<proxy::FabricRail> rails;
   if (!proxy::SelectFabricRails(filter_, defaultSpeedMbps_, &rails, nullptr, filterSource_, bootstrapFilter_).ok()) {
-    return false;
+    return false;  // the fingerprint kept: looked at again next time
   }
+  fingerprint_ = now;
   const std::vector<std::string> fresh = Describe(rails);
-  if (fresh == running_) return false;
+  const bool gained = std::any_of(fresh.begin(), fresh.end(), [&](const std::string& r) {
+    return std::find(running_.begin(), running_.end(), r) == running_.end();
+  });
+  if (!gained) return false;  // the same rails, or fewer: nothing to restart for
   std::string gone, added;
   for (const std::string& r : running_) {
     if (std::find(fresh.begin(), fresh.end(), r) == fresh.end()) gone += (gone.empty() ? "" : ", ") + r;

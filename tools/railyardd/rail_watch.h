@@ -17,17 +17,23 @@ namespace railyard::tools {
 /// Not thread-safe; one owner (railyardd's serve loop).
 class RailWatch {
  public:
-  /// `rails`: what SelectFabricRails returned at start for `filter` (RAILYARD_SOCKET_IFNAME
-  /// or --ifname; `filterSource` names which), `defaultSpeedMbps` and `bootstrapFilter`,
-  /// the same arguments it is called with again on a change.
-  RailWatch(std::vector<proxy::FabricRail> rails, std::string filter, std::string filterSource, int defaultSpeedMbps,
-            std::string bootstrapFilter);
+  /// Takes the interfaces' fingerprint now: built before the daemon selects its rails,
+  /// so an address that comes while the daemon starts (a swap file's rebuild can take
+  /// minutes) is a change. `filter` (RAILYARD_SOCKET_IFNAME or --ifname; `filterSource`
+  /// names which), `defaultSpeedMbps` and `bootstrapFilter` are SelectFabricRails'
+  /// arguments, the same it is called with again on a change.
+  RailWatch(std::string filter, std::string filterSource, int defaultSpeedMbps, std::string bootstrapFilter);
+
+  /// The rails the daemon runs on (what SelectFabricRails returned at start).
+  void Running(const std::vector<proxy::FabricRail>& rails) { running_ = Describe(rails); }
 
   /// Cheap when nothing changed: one getifaddrs. When an interface's IPv4 address,
-  /// prefix or index changed since the last call, selects the rails again; true when
-  /// they differ from the running ones (a rail gained, lost, re-addressed, or its netdev
-  /// recreated), with `*what` saying how ("trvp1 10.77.3.2/30 is a new rail"). A
-  /// selection that fails counts as no change (the next call tries again).
+  /// prefix or index changed since the last look, selects the rails again; true when a
+  /// rail was gained or changed (re-addressed, or its netdev recreated) against the
+  /// running ones, with `*what` saying how ("now: trvp1 10.77.3.2/30 (index 7)"). Rails
+  /// only lost are no change (an address flushed and added again, a netdev between its
+  /// deletion and creation: their return is). A selection that fails is looked at
+  /// again at the next call.
   bool Changed(std::string* what);
 
   /// One line per rail, "ifname addr/prefix (index N)", sorted: what Changed compares.

@@ -370,7 +370,10 @@ void ForwarderHost::Run() {
                       static_cast<long long>(
                           std::chrono::duration_cast<std::chrono::milliseconds>(now - failingSince).count()),
                       options_.retryMs, problem_.c_str(),
-                      portHeld ? "; another process is bound to it (RAILYARD_FABRIC_RELAY_PORT chooses the port)" : "");
+                      portHeld ? "; another process is bound to it: often this host's railyardd, run with another "
+                                 "RAILYARD_RELAY_PORT than this process (every process of a host must use the same "
+                                 "RAILYARD_RELAY_PORT and RAILYARD_FABRIC_RELAY_PORT; the latter chooses this port)"
+                               : "");
               lastWarned = problem_;
             }
           } else {

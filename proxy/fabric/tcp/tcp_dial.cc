@@ -40,7 +40,8 @@ FabricError Dialer::Refused() {
     if (refusals_ > 1) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - firstRefusal_).count();
       e.what += " (refused " + std::to_string(refusals_) + " times over " + std::to_string(ms) +
-                " ms: nothing listens there; is the peer's process, or the relay host's railyardd, running?)";
+                " ms: nothing listens there; is the peer's process, or the relay host's railyardd, running, and with "
+                "the same RAILYARD_RELAY_PORT as this process?)";
     }
     return e;
   }
