@@ -12,7 +12,6 @@ Exit: 0 pass, 1 fail, 77 not root (skipped).
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from expert_e2e_test import checkpoint  # noqa: E402  (the sharded Mixtral-style writer)
+from expert_e2e_test import checkpoint, start_peer  # noqa: E402  (the checkpoint writer, the peer)
 
 CLIENT = r"""
 import json, sys
@@ -65,18 +64,10 @@ def main():
         stride = manifest["record_stride"]
         env = {k: v for k, v in os.environ.items() if k not in ("RAILYARD_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
         serve_env = dict(env, RAILYARD_SOCKET_IFNAME="=xa")
-        peer = subprocess.Popen(["ip", "netns", "exec", ns[0], railyardd, "--expert-store", store, "--expert-only"],
-                                stderr=subprocess.PIPE, text=True, env=serve_env)
-        m, line = None, ""
-        while m is None:
-            line = peer.stderr.readline()
-            if not line:
-                break
-            m = re.search(r"listening on 10\.96\.0\.1:(\d+)", line)
-        if not m:
-            print(f"FAIL: railyardd did not listen on 10.96.0.1: {line!r}")
+        peer, addr = start_peer(railyardd, store, serve_env, prefix=("ip", "netns", "exec", ns[0]), listen=())
+        if not addr.startswith("10.96.0.1:"):
+            print(f"FAIL: railyardd listens on {addr}, not on its rail 10.96.0.1")
             return 1
-        addr = f"10.96.0.1:{m.group(1)}"
         client_env = dict(env, RAILYARD_LIB=os.path.join(libdir, "libnccl-net-railyard.so"),
                           PYTHONPATH=os.path.join(HERE, "..", "..", "python"), RAILYARD_TIMEOUT_MS="20000")
         n = 2 * 4

@@ -66,19 +66,21 @@ def checkpoint(dirname, layers=2, experts=4, rows=96, cols=64):
     return tensors
 
 
-def start_peer(railyardd, store, env):
-    p = subprocess.Popen([railyardd, "--expert-store", store, "--expert-only", "--expert-listen", "127.0.0.1:0"],
+def start_peer(railyardd, store, env, prefix=(), listen=("--expert-listen", "127.0.0.1:0")):
+    """railyardd --expert-store STORE --expert-only (run under `prefix`, e.g. ip netns exec NS)
+    and the "ADDRESS:PORT" it says it listens on."""
+    p = subprocess.Popen([*prefix, railyardd, "--expert-store", store, "--expert-only", *listen],
                          stderr=subprocess.PIPE, text=True, env=env)
     m, line = None, ""
     while m is None:
         line = p.stderr.readline()
         if not line:
             break
-        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        m = re.search(r"listening on ([0-9.]+:\d+)", line)
     if not m:
         p.kill()
         raise SystemExit(f"FAIL: railyardd did not say where it listens: {line!r} {p.stderr.read()}")
-    return p, f"127.0.0.1:{m.group(1)}"
+    return p, m.group(1)
 
 
 def main():

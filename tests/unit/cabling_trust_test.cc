@@ -124,6 +124,15 @@ class CablingTrust : public ::testing::Test {
     agent_->InjectForTesting(0, Record(kA, 7, seq, "a", "10.9.0.2"), Addr("10.9.0.2"));
     ASSERT_EQ(AddressOfA(), "10.9.0.2");
   }
+  /// Until A's cable has left the graph and two more intervals have begun, so its hello
+  /// (injected a moment after its record) has expired too.
+  void WaitUntilAExpired() {
+    ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.Links().empty(); }, 10000));
+    const uint64_t ticks = agent_->Counters().ticks;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (agent_->Counters().ticks < ticks + 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    ASSERT_GE(agent_->Counters().ticks, ticks + 2);
+  }
   std::unique_ptr<CablingAgent> agent_;
 };
 
@@ -318,11 +327,7 @@ TEST_F(CablingTrust, IdleIntervalsRebuildNothingAndAnExpiryRebuildsOnce) {
 TEST_F(CablingTrust, ANeighbourHeardAgainAfterItExpiredIsAReturn) {
   ASSERT_NO_FATAL_FAILURE(StartHearingA(10, 300, 1));
   if (!agent_) return;
-  ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.Links().empty(); }, 10000));
-  // Two more intervals: A's hello, injected a moment after its record, has expired too.
-  const uint64_t ticks = agent_->Counters().ticks;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (agent_->Counters().ticks < ticks + 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  ASSERT_NO_FATAL_FAILURE(WaitUntilAExpired());
   EXPECT_EQ(agent_->Counters().returns, 0u);
   agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
   EXPECT_EQ(agent_->Counters().returns, 1u);
@@ -335,10 +340,7 @@ TEST_F(CablingTrust, ANeighbourHeardAgainAfterItExpiredIsAReturn) {
 TEST_F(CablingTrust, ANeighbourBackFromAnotherProcessIsNoReturn) {
   ASSERT_NO_FATAL_FAILURE(StartHearingA(10, 300, 1));
   if (!agent_) return;
-  ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.Links().empty(); }, 10000));
-  const uint64_t ticks = agent_->Counters().ticks;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (agent_->Counters().ticks < ticks + 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  ASSERT_NO_FATAL_FAILURE(WaitUntilAExpired());
   std::vector<char> restarted = Hello(kA, "a", "p0", "10.9.0.2");
   const uint64_t otherSpeaker = kA + 99;  // Hello() speaks as kA + 1
   std::memcpy(restarted.data() + 16, &otherSpeaker, sizeof otherSpeaker);  // Header::speaker
