@@ -156,7 +156,7 @@ RAILYARD_API int railyard_expert_set_verify(railyard_expert* h, int verify) {
 }
 
 RAILYARD_API int railyard_expert_close(railyard_expert* h) {
-  if (h == nullptr) return 0;
+  if (h == nullptr) return Report(Status::Ok());  // clears the last error, as every successful call
   const Status s = h->client->Close();
   delete h;
   return Report(s);

@@ -92,6 +92,9 @@ def main():
         r = subprocess.run([pack, ck, "--dry-run", "--align", "-4096"], capture_output=True, text=True)
         check(r.returncode == 2 and "'-4096' is out of range: expected 1..1073741824" in r.stderr,
               f"--align -4096 is out of range, not read as 2^64 - 4096 ({r.returncode}, {r.stderr.strip()!r})")
+        r = subprocess.run([pack, ck, "--dry-run", "--model-id", ""], capture_output=True, text=True)
+        check(r.returncode == 2 and "--model-id needs a name" in r.stderr,
+              f"an empty --model-id is bad usage, not the default ({r.returncode}, {r.stderr.strip()!r})")
         r = subprocess.run([pack, "--help"], capture_output=True, text=True)
         check(r.returncode == 0 and "Exit status:" in r.stdout and "2  bad usage" in r.stdout,
               f"--help documents the exit status ({r.stdout[-300:]!r})")
@@ -122,6 +125,8 @@ def main():
         rc, line = listen_line(railyardd, store, env, "--expert-listen", "0.0.0.0:0")
         check(re.search(r"listening on 0\.0\.0\.0:\d+ \(every interface", line) is not None,
               f"--expert-listen 0.0.0.0:0 widens it and says so ({line!r})")
+        rc, line = listen_line(railyardd, store, env, "--expert-listen", "")
+        check(rc == 2 and "--expert-listen needs ADDRESS:PORT" in line, f"an empty --expert-listen is refused ({rc}, {line!r})")
         rc, line = listen_line(railyardd, store, env, "--expert-listen", ":x")
         check(rc == 2 and "--expert-listen ':x': expected" in line, f"--expert-listen :x is refused, exit 2 ({rc}, {line!r})")
         # Without --expert-only on a host with no rail (lo is never one), the daemon stops

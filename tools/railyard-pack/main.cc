@@ -135,6 +135,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (app.count("--model-id") > 0 && opts.modelId.empty()) {  // it meant the default, silently (new-user trial)
+    std::fprintf(stderr, "railyard-pack: --model-id needs a name (leave it out for the checkpoint's)\n");
+    return 2;
+  }
   if (opts.modelId.empty()) {
     std::filesystem::path p(checkpoint);
     if (p.filename().empty()) p = p.parent_path();

@@ -297,6 +297,10 @@ int Run(int argc, char** argv) {
       }
     }
   }
+  if (app.count("--expert-listen") > 0 && expertListen.empty()) {  // it meant the default, silently (new-user trial)
+    std::fprintf(stderr, "railyardd: --expert-listen needs ADDRESS:PORT or :PORT (leave it out for the default)\n");
+    return 2;
+  }
   if (expertStore.empty() && (expertOnly || expertVerify || app.count("--expert-listen") > 0)) {
     // --expert-listen / --expert-verify alone used to be ignored without a word.
     std::fprintf(stderr, "railyardd: %s needs --expert-store DIR\n",
