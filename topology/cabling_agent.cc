@@ -488,6 +488,7 @@ void CablingAgent::Tick(int64_t nowMs, bool dirty) {
     }
     std::erase_if(budgets_, [&](const auto& kv) { return nowMs - kv.second.periodStartMs > options_.deadIntervalMs; });
     if (changed) Rebuild();
+    WarnOneSided(nowMs);
     FlushRefusals(nowMs);
     SpeakerRecord own;
     own.name = hostName_;
@@ -521,6 +522,34 @@ void CablingAgent::Tick(int64_t nowMs, bool dirty) {
                    reinterpret_cast<const sockaddr*>(&to), sizeof to);
   }
   for (const auto& d : out) SendAll(d, nullptr);
+}
+
+void CablingAgent::WarnOneSided(int64_t nowMs) {
+  std::set<std::pair<std::string, uint64_t>> still;
+  for (const RailState& r : rails_) {
+    if (r.heard.size() != 1) continue;  // no neighbour, or a shared segment (never a cable)
+    const Neighbour& nb = r.heard.begin()->second;
+    if (nowMs - nb.firstSeenMs < 3 * static_cast<int64_t>(options_.deadIntervalMs)) continue;
+    bool back = false;  // a live record of that host lists this cable's far end as this host
+    for (const auto& [key, rec] : records_) {
+      if (key.first != nb.host || rec.expired) continue;
+      back = back || std::any_of(rec.links.begin(), rec.links.end(),
+                                 [&](const LinkRecord& l) { return l.peerHost == hostId_ && l.ifname == nb.ifname; });
+    }
+    bool anyRecord = false;
+    for (const auto& [key, rec] : records_) anyRecord = anyRecord || (key.first == nb.host && !rec.expired);
+    if (back || !anyRecord) continue;  // a cable; or nothing heard of that host's records yet
+    const std::pair<std::string, uint64_t> pair{r.rail.ifname, nb.host};
+    still.insert(pair);
+    if (oneSidedWarned_.count(pair) != 0) continue;
+    ++counters_.oneSided;
+    RY_WARN("cabling: rail %s hears host %s (%s on %s) for %lld ms, but that host does not hear this one on the cable: "
+            "it is left out of the graph. The cabling port (UDP %u) is dropped one way (a firewall), or the far end "
+            "listens on another RAILYARD_DISCOVERY_PORT or needs the cluster key this host has not",
+            r.rail.ifname.c_str(), nb.hostName.c_str(), Ip(nb.addr).c_str(), nb.ifname.c_str(),
+            static_cast<long long>(nowMs - nb.firstSeenMs), static_cast<unsigned>(options_.port));
+  }
+  oneSidedWarned_ = std::move(still);
 }
 
 void CablingAgent::FlushRefusals(int64_t nowMs) {
@@ -691,7 +720,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     }
     Neighbour& nb = r.heard[h.origin];
     const Neighbour old = nb;
-    nb = {h.origin, m.hostName, m.ifname, m.addr, m.speedMbps, nowMs, h.speaker};
+    nb = {h.origin, m.hostName, m.ifname, m.addr, m.speedMbps, nowMs, h.speaker, isNew ? nowMs : old.firstSeenMs};
     if (isNew || old.ifname != nb.ifname || old.addr != nb.addr || old.speedMbps != nb.speedMbps ||
         old.hostName != nb.hostName) {
       *dirty = true;

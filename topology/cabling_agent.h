@@ -90,6 +90,9 @@ struct AgentCounters {
   /// dead interval): a flapping link, or a host whose hellos come further apart than this
   /// host's dead interval. (A host whose process restarted is none.)
   uint64_t returns = 0;
+  /// Cables WARNed as one-sided: a neighbour heard for 3 dead intervals whose records do
+  /// not list the cable back to this host (counted once each until it resolves).
+  uint64_t oneSided = 0;
 };
 
 /// A stable 64-bit host id: FNV-1a of the sorted MAC addresses of the host's rails,
@@ -224,6 +227,7 @@ class CablingAgent {
     int speedMbps = 0;
     int64_t lastSeenMs = 0;
     uint64_t speaker = 0;  ///< the process whose hello was heard last
+    int64_t firstSeenMs = 0;  ///< when this neighbour was first heard (since it last expired)
   };
   struct RailState {
     AgentRail rail;
@@ -316,6 +320,14 @@ class CablingAgent {
   static constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
   static constexpr int64_t kReturnWindowDeads = 10;  ///< RailState::lost keeps a neighbour this many dead intervals
   int64_t lastReturnWarnMs_ = -1;  ///< the last WARN about a returning neighbour (one per kLogEveryMs x 6)
+  /// (rail, host) pairs WARNed as heard by this host but not hearing it (WarnOneSided),
+  /// each once until it resolves.
+  std::set<std::pair<std::string, uint64_t>> oneSidedWarned_;
+  /// WARNs of every cable whose neighbour has been heard for 3 dead intervals while no
+  /// record of that host lists the cable back to this one (a firewall dropping the
+  /// cabling port one way, or another RAILYARD_DISCOVERY_PORT at the far end's process
+  /// that floods records): such a cable never enters the graph. Under mu_.
+  void WarnOneSided(int64_t nowMs);
   template <typename Detail>
   void Refuse(uint64_t AgentCounters::*counter, const char* kind, Detail&& detail, int64_t nowMs) {
     ++(counters_.*counter);

@@ -335,6 +335,37 @@ TEST_F(CablingTrust, ANeighbourHeardAgainAfterItExpiredIsAReturn) {
   EXPECT_EQ(agent_->Counters().returns, 1u) << "a host never heard before is no return";
 }
 
+// A neighbour whose hellos arrive but whose records never list the cable back (it does
+// not hear this host: a firewall dropping the cabling port one way) is WARNed once,
+// after 3 dead intervals, and the cable stays out of the graph; once its records list
+// the cable, it is a cable (new-user trial: such a cable vanished without a word).
+TEST_F(CablingTrust, ACableHeardOneWayIsWarnedOnce) {
+  AgentOptions o;
+  o.intervalMs = 10;
+  o.deadIntervalMs = 200;
+  Start(o);
+  if (!agent_) return;
+  uint64_t seq = 1;
+  auto feed = [&](bool back) {  // A's hello and a fresh record, as A would send them
+    agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+    agent_->InjectForTesting(0, Record(kA, 7, seq++, "a", "10.9.0.2", back), Addr("10.9.0.2"));
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (agent_->Counters().oneSided == 0 && std::chrono::steady_clock::now() < until) {
+    feed(false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // A's pace, not a barrier: the loop waits on the counter
+  }
+  EXPECT_EQ(agent_->Counters().oneSided, 1u);
+  EXPECT_EQ(AddressOfA(), "") << "a one-sided cable entered the graph";
+  for (int i = 0; i < 30; ++i) {  // still one-sided: no second WARN
+    feed(false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(agent_->Counters().oneSided, 1u);
+  feed(true);  // A hears this host now
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");
+}
+
 // A neighbour expired and heard again from another process of that host (its agent
 // restarted, or the next job's rank) is no return: nothing flaps there.
 TEST_F(CablingTrust, ANeighbourBackFromAnotherProcessIsNoReturn) {
