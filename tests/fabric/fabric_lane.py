@@ -322,6 +322,36 @@ def case_relay_refuses():
         stop(relays)
 
 
+def case_relay_dropped():
+    """Both relays' socket port dropped by a firewall (nft drop on h1 and h3: SYNs go
+    unanswered, unlike a refusal): the ranks on h0 and h2 fail within RAILYARD_TIMEOUT_MS
+    plus slack, their error saying the connect to the relay never completed (new-user
+    trial: it read as a data stall, "no progress ... with 1 ops outstanding")."""
+    relays = railyardd([1, 3])
+    nft = "table inet rydrop {\n chain in {\n  type filter hook input priority 0;\n  tcp dport 29518 drop\n }\n}\n"
+    try:
+        for h in (1, 3):
+            subprocess.run(["ip", "netns", "exec", NS[h], "nft", "-f", "-"], input=nft, text=True, check=True)
+        t0 = time.monotonic()
+        results = wait_all(perf([0, 2], "sendrecv", ["-b", "1K", "-e", "1K", "-n", "2", "-c", "1"],
+                                {"RAILYARD_TIMEOUT_MS": "3000"}), timeout=120)
+        took = time.monotonic() - t0
+        for r in range(2):
+            if results[r][0] == 0:
+                fail(f"rank {r} exited 0 though the relays' port is dropped")
+        if took > 40:
+            fail(f"the ranks took {took:.1f} s to fail (RAILYARD_TIMEOUT_MS=3000, -T 60)")
+        said = [r for r in range(2) if "TCP connect to the relay never completed" in results[r][2]]
+        if not said:
+            fail("no rank's error says its connect to the relay never completed:\n" +
+                 "\n".join(e[-1500:] for _, _, e in results))
+        print(f"ok: both ranks failed in {took:.1f} s; rank {said[0]} says the relay's connect never completed")
+    finally:
+        for h in (1, 3):
+            subprocess.run(["ip", "netns", "exec", NS[h], "nft", "delete", "table", "inet", "rydrop"], capture_output=True)
+        stop(relays)
+
+
 def case_allreduce_ranks_apart():
     """CollNet between ranks two hosts apart (h0, h2 of the ring; railyardd relays on h1
     and h3): their own cables make no shape, so connect takes a ring in rank order over
@@ -355,6 +385,7 @@ CASES = {
 
 CASES["relay-refuses.fabric"] = case_relay_refuses
 CASES["allreduce-ranks-apart.fabric"] = case_allreduce_ranks_apart
+CASES["relay-dropped.fabric"] = case_relay_dropped
 for _name in ("opposite-via-railyardd", "alltoall-ranks-relay", "chain-end-to-end", "cut-cable", "kill-relay"):
     CASES[_name + ".fabric"] = CASES[_name]
 

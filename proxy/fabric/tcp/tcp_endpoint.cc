@@ -600,11 +600,19 @@ void TcpEndpoint::Progress() {
         break;
       }
     }
+    // A socket whose connect never completed: its SYNs went unanswered (a firewall
+    // dropping the port, a host gone), which is no data stall (new-user trial: a relay
+    // whose TCP port was dropped read as "no progress").
+    const bool neverConnected = static_cast<size_t>(socket) < sockets_.size() && sockets_[static_cast<size_t>(socket)]->connecting();
     // Spliced, the named rail is only this host's first hop: a cable cut or a relay
     // frozen further on stalls the socket the same way.
     Fail(Error(FabricErrc::kTimeout, socket, oldest,
                "no progress for " + std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS) with " +
                    std::to_string(Outstanding()) + " ops outstanding" +
+                   (neverConnected ? std::string("; its TCP connect to ") + (spliced_ ? "the relay" : "the peer") +
+                                         " never completed (no answer to it: a firewall dropping that port, or the "
+                                         "host is gone)"
+                                   : std::string()) +
                    (spliced_ ? std::string(" (through relays: the rail named is this host's first hop; the stall may be "
                                            "on any cable or relay of the path)")
                              : std::string())));
