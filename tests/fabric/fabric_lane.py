@@ -295,6 +295,22 @@ def case_kill_relay():
         stop(relays)
 
 
+def failing_pair(why, within_s):
+    """A sendrecv between h0 and h2 (relayed) with RAILYARD_TIMEOUT_MS=3000 that must fail
+    on both ranks within `within_s` seconds (not wait for -T 60) because `why`: the
+    ranks' (returncode, stdout, stderr) and the seconds it took."""
+    t0 = time.monotonic()
+    results = wait_all(perf([0, 2], "sendrecv", ["-b", "1K", "-e", "1K", "-n", "2", "-c", "1"],
+                            {"RAILYARD_TIMEOUT_MS": "3000"}), timeout=120)
+    took = time.monotonic() - t0
+    for r in range(2):
+        if results[r][0] == 0:
+            fail(f"rank {r} exited 0 though {why}")
+    if took > within_s:
+        fail(f"the ranks took {took:.1f} s to fail (RAILYARD_TIMEOUT_MS=3000, -T 60): a connect waited")
+    return results, took
+
+
 def case_relay_refuses():
     """The relays' socket port differs from the ranks' (railyardd on h1 and h3 listens at
     29600, the ranks dial 29518): over the fabric comms a relayed connect must fail within
@@ -302,15 +318,7 @@ def case_relay_refuses():
     (before: the connect handed back a comm and the peer's accept waited until -T)."""
     relays = railyardd([1, 3], {"RAILYARD_RELAY_PORT": "29600"})
     try:
-        t0 = time.monotonic()
-        results = wait_all(perf([0, 2], "sendrecv", ["-b", "1K", "-e", "1K", "-n", "2", "-c", "1"],
-                                {"RAILYARD_TIMEOUT_MS": "3000"}), timeout=120)
-        took = time.monotonic() - t0
-        for r in range(2):
-            if results[r][0] == 0:
-                fail(f"rank {r} exited 0 though no relay listens where it dials")
-        if took > 30:
-            fail(f"the ranks took {took:.1f} s to fail (RAILYARD_TIMEOUT_MS=3000, -T 60): a connect waited")
+        results, took = failing_pair("no relay listens where it dials", 30)
         named = [r for r in range(2) if "CONNECT_FAILED" in results[r][2] and ":29518" in results[r][2]]
         if not named:
             fail("no rank's error says CONNECT_FAILED naming the relay port it dialed:\n" +
@@ -332,15 +340,7 @@ def case_relay_dropped():
     try:
         for h in (1, 3):
             subprocess.run(["ip", "netns", "exec", NS[h], "nft", "-f", "-"], input=nft, text=True, check=True)
-        t0 = time.monotonic()
-        results = wait_all(perf([0, 2], "sendrecv", ["-b", "1K", "-e", "1K", "-n", "2", "-c", "1"],
-                                {"RAILYARD_TIMEOUT_MS": "3000"}), timeout=120)
-        took = time.monotonic() - t0
-        for r in range(2):
-            if results[r][0] == 0:
-                fail(f"rank {r} exited 0 though the relays' port is dropped")
-        if took > 40:
-            fail(f"the ranks took {took:.1f} s to fail (RAILYARD_TIMEOUT_MS=3000, -T 60)")
+        results, took = failing_pair("the relays' port is dropped", 40)
         said = [r for r in range(2) if "TCP connect to the relay never completed" in results[r][2]]
         if not said:
             fail("no rank's error says its connect to the relay never completed:\n" +
