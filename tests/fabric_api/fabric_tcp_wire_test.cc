@@ -194,6 +194,41 @@ TEST_F(TcpWire, APeerSilentBetweenFramesOnTwoSocketsTimesOutNamingEachRail) {
   EXPECT_TRUE(OutsideUntouched());
 }
 
+// CI (sanitizer stage): a relay cut both legs of a two-socket connection; the leg of
+// socket 1 closed at a frame boundary in the same Progress pass that accepted socket
+// 0, whose op header sat unread, so the target took the close for an idle peer's and
+// died without an error. Socket 1 here is accepted first; socket 0 then arrives with
+// half a Write while socket 1 closes in order: the target reads socket 0 first.
+TEST_F(TcpWire, AnOrderlyCloseOnOneSocketStillSeesAnOpHalfSentOnAnotherJustAccepted) {
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.addr = 123;
+  h.seq = 1;
+  h.opBytes = 2;  // two sockets
+  h.offset = 1;   // this one is socket 1
+  SendBytes(&h, sizeof h);
+  ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
+  const int first = ConnectRaw();
+  ASSERT_GE(first, 0);
+  h.offset = 0;
+  ASSERT_EQ(send(first, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  FrameHeader w = MakeHeader(FrameType::kWrite);
+  w.seq = 0;
+  w.addr = region_->base;
+  w.opBytes = 8;
+  w.key = region_->softwareKey;
+  w.payloadBytes = 8;
+  ASSERT_EQ(send(first, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
+  ASSERT_EQ(send(first, "AB", 2, MSG_NOSIGNAL), 2);  // 2 of the 8 payload bytes
+  close(fd_);  // socket 1: an orderly close between frames
+  fd_ = -1;
+  const std::string err = NextError();
+  close(first);
+  EXPECT_NE(err.find("PEER_CLOSED"), std::string::npos) << err;
+  EXPECT_NE(err.find("with ops under way"), std::string::npos) << err;
+  EXPECT_EQ(worker_->stats().connectionsFailed, 1u);
+  EXPECT_TRUE(OutsideUntouched());
+}
+
 TEST_F(TcpWire, ChunkForAnOpAlreadyCompleteIsRefused) {
   SendHello();
   SendWrite(0, 8, 0, "AAAAAAAA");

@@ -37,6 +37,7 @@ TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection
       count_(sockets),
       sockets_(static_cast<size_t>(sockets)),
       rails_(static_cast<size_t>(sockets), -1),
+      unpolled_(static_cast<size_t>(sockets), false),
       slots_(static_cast<size_t>(kOpWindow)) {
   peerName_ = "w=" + TargetHexId(peerWorker) + " connection " + std::to_string(connection);
   lastActivity_ = created_ = Clock::now();
@@ -84,6 +85,7 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count, b
     }
   }
   worker_->Watch(fd.get());
+  unpolled_[static_cast<size_t>(index)] = true;
   sockets_[static_cast<size_t>(index)] =
       std::make_unique<FrameSocket>(std::move(fd), index, Direction::kToTarget, false);
   rails_[static_cast<size_t>(index)] = rail;
@@ -342,16 +344,35 @@ FabricError TcpTarget::Advance() {
   return {};
 }
 
+FabricError TcpTarget::ReadOthersBeforeClose(size_t closed) {
+  for (size_t j = 0; j < sockets_.size(); ++j) {
+    if (j == closed || !sockets_[j]) continue;
+    FrameSocket::PumpResult r;
+    FabricError e = sockets_[j]->Pump(*this, worker_->options().pumpBytes, &r, true);
+    if (!e.ok()) {
+      if (e.site.peer.empty()) e = Error(e.errc, static_cast<int>(j), e.site.seq, e.what);
+      return e;
+    }
+  }
+  return {};
+}
+
 void TcpTarget::Progress() {
   if (dead_) return;
   if (deferred_ > 0 && !refusing_ && Clock::now() - deferredSince_ >= std::chrono::microseconds(kDeferredAckMicros)) {
     QueueBound();  // goes out in this pass's pump
   }
   bool moved = false;
-  for (auto& s : sockets_) {
+  for (size_t i = 0; i < sockets_.size(); ++i) {
+    auto& s = sockets_[i];
     if (!s) continue;
     FrameSocket::PumpResult r;
-    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, worker_->Readable(s->fd()));
+    // A socket added since this pass's readiness poll is read anyway: its bytes may
+    // have come before another socket's close (CI: a relay cut both legs while the
+    // first was still in the accept queue, and the target died silently).
+    const bool readable = unpolled_[i] || worker_->Readable(s->fd());
+    unpolled_[i] = false;
+    FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, readable);
     if (!e.ok()) {
       if (e.site.peer.empty()) e = Error(e.errc, s->index(), e.site.seq, e.what);
       // A reset is a close that left our acks unread (a rank that ended first): the
@@ -362,7 +383,15 @@ void TcpTarget::Progress() {
       return;
     }
     if (r.closed) {
-      // The initiator went away: an error only when it left work half done.
+      // The initiator went away: an error only when it left work half done. What the
+      // other sockets already hold counts: read each once before deciding.
+      if (!Busy()) {
+        FabricError other = ReadOthersBeforeClose(i);
+        if (!other.ok()) {
+          Fail(std::move(other), !refusing_);
+          return;
+        }
+      }
       Fail(Error(FabricErrc::kPeerClosed, s->index(), -1, "the peer closed the connection with ops under way"),
            false);
       return;

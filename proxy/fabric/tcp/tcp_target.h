@@ -63,6 +63,10 @@ class TcpTarget : private FrameHandler {
   void Fail(FabricError e, bool always = true, bool warnIdle = true);
 
  private:
+  /// An orderly close on socket `closed` found no op under way: pumps every other
+  /// socket once, readable or not, so bytes that arrived before the close (an op's
+  /// header, a frame cut short) make the failure an error. Their first error, or ok.
+  FabricError ReadOthersBeforeClose(size_t closed);
   struct PendingRead {
     int socket = 0;
     uint64_t offset = 0;
@@ -108,6 +112,9 @@ class TcpTarget : private FrameHandler {
   int count_;
   std::vector<std::unique_ptr<FrameSocket>> sockets_;  ///< by hello index (null until it arrives)
   std::vector<int> rails_;
+  /// Per socket: added since the last readiness poll (not yet in its snapshot), so the
+  /// next pass reads it regardless.
+  std::vector<bool> unpolled_;
   std::vector<Slot> slots_;
   uint64_t frontier_ = 0;  ///< lowest sequence not yet passed
   size_t claims_ = 0;      ///< chunk claims held by all slots (bounded: kMaxClaimsPerConnection)
