@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "env/log.h"
 #include "storage/expert/expert_error.h"
 
 namespace railyard::expert {
@@ -19,8 +20,19 @@ constexpr uint64_t kLoadPieceBytes = 8ull << 20;
 }  // namespace
 
 ServedLayers::~ServedLayers() {
-  for (const fabric::Region* r : regions_) (void)domain_.Deregister(r);
-  for (void* p : maps_) ::munmap(p, layerBytes_);
+  // Layer i's region covers maps_[i]. A map whose deregistration failed stays mapped
+  // until exit: the NIC may still hold it, and reused pages must not be where a late
+  // access lands.
+  for (size_t i = 0; i < maps_.size(); ++i) {
+    if (i < regions_.size()) {
+      if (Status st = domain_.Deregister(regions_[i]); !st.ok()) {
+        RY_WARN("expert: layer %zu's deregistration failed (%s); its %llu bytes stay mapped until the process exits",
+                i, st.message().c_str(), static_cast<unsigned long long>(layerBytes_));
+        continue;
+      }
+    }
+    ::munmap(maps_[i], layerBytes_);
+  }
 }
 
 Status ServedLayers::Load(const Store& store, fabric::Domain& domain, std::unique_ptr<ServedLayers>* out) {

@@ -43,7 +43,16 @@ Status BlobMover::Create(fabric::RegistrationCache& cache, fabric::Worker& worke
 }
 
 BlobMover::~BlobMover() {
-  if (region_ != nullptr) (void)cache_.Release(region_);
+  if (region_ != nullptr) {
+    // Staging the NIC may still hold is never unmapped (a late Read could land in
+    // reused pages): kept mapped until exit.
+    if (Status st = cache_.Release(region_); !st.ok()) {
+      RY_WARN("snapshot: the staging buffer's deregistration failed (%s); its %llu bytes stay mapped until the "
+              "process exits",
+              st.message().c_str(), static_cast<unsigned long long>(stagingBytes_));
+      return;
+    }
+  }
   if (staging_ != nullptr) ::munmap(staging_, stagingBytes_);
 }
 

@@ -225,7 +225,22 @@ SnapshotServer::~SnapshotServer() {
   }
   if (progressThread_.joinable()) progressThread_.join();
   for (auto& [kind, a] : arenas_) {
-    if (a->region != nullptr) (void)cache_.Release(a->region);
+    if (a->region != nullptr) {
+      // A region the NIC may still hold is never unmapped: its pages could be reused
+      // and a late remote write land in them (review). Kept mapped until exit.
+      if (Status st = cache_.Release(a->region); !st.ok()) {
+        RY_WARN("snapshot: kind '%s': the arena's deregistration failed (%s); its %llu bytes stay mapped until "
+                "the process exits",
+                kind.c_str(), st.message().c_str(), static_cast<unsigned long long>(a->spec.arenaBytes()));
+        continue;
+      }
+    }
+    if (a->unrevoked) {
+      RY_WARN("snapshot: kind '%s': a client's key over the arena could not be revoked; its %llu bytes stay mapped "
+              "until the process exits",
+              kind.c_str(), static_cast<unsigned long long>(a->spec.arenaBytes()));
+      continue;
+    }
     if (a->memory != nullptr) ::munmap(a->memory, a->spec.arenaBytes());
   }
 }
@@ -569,6 +584,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       // reused slot, so the client's slots stay taken (leaked, never reused).
       RY_WARN("snapshot: kind '%s': cannot revoke a gone client's arena key (its slots stay out of use): %s",
               arena->spec.kind.c_str(), st.message().c_str());
+      arena->unrevoked = true;
       own = nullptr;
       arena = nullptr;
     }

@@ -98,6 +98,9 @@ class SnapshotServer {
     uint8_t* memory = nullptr;
     const fabric::Region* region = nullptr;
     std::unique_ptr<PagingArena> paging;
+    /// A client's own region over the memory failed to deregister: the device may
+    /// still hold it, so the memory is never unmapped.
+    std::atomic<bool> unrevoked{false};
   };
   struct Connection {
     proxy::Fd fd;
