@@ -92,6 +92,12 @@ def main():
         r = subprocess.run([pack, ck, "--dry-run", "--align", "-4096"], capture_output=True, text=True)
         check(r.returncode == 2 and "'-4096' is out of range: expected 1..1073741824" in r.stderr,
               f"--align -4096 is out of range, not read as 2^64 - 4096 ({r.returncode}, {r.stderr.strip()!r})")
+        r = subprocess.run([pack, ck, "--dry-run", "--align", "64K"], capture_output=True, text=True)
+        check(r.returncode == 0 and "each aligned to 65536)" in r.stdout,
+              f"--align takes K, M and G as 1024s (new-user trial) ({r.returncode}, {r.stdout[-200:]!r}, {r.stderr.strip()!r})")
+        r = subprocess.run([pack, ck, "--dry-run", "--align", "2G"], capture_output=True, text=True)
+        check(r.returncode == 2 and "out of range: expected 1..1073741824" in r.stderr,
+              f"--align 2G is out of range ({r.returncode}, {r.stderr.strip()!r})")
         r = subprocess.run([pack, ck, "--dry-run", "--model-id", ""], capture_output=True, text=True)
         check(r.returncode == 2 and "--model-id needs a name" in r.stderr,
               f"an empty --model-id is bad usage, not the default ({r.returncode}, {r.stderr.strip()!r})")
