@@ -133,6 +133,9 @@ def main():
               f"--expert-listen 0.0.0.0:0 widens it and says so ({line!r})")
         rc, line = listen_line(railyardd, store, env, "--expert-listen", "")
         check(rc == 2 and "--expert-listen needs ADDRESS:PORT" in line, f"an empty --expert-listen is refused ({rc}, {line!r})")
+        rc, line = listen_line(railyardd, store, env, "--expert-store", store)
+        check(rc == 2 and "--expert-store given 2 times: one daemon serves one expert store" in line,
+              f"a second --expert-store is refused, not the first dropped ({rc}, {line!r})")
         rc, line = listen_line(railyardd, store, env, "--expert-listen", ":x")
         check(rc == 2 and "--expert-listen ':x': expected" in line, f"--expert-listen :x is refused, exit 2 ({rc}, {line!r})")
         # Without --expert-only on a host with no rail (lo is never one), the daemon stops

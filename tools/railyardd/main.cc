@@ -297,6 +297,13 @@ int Run(int argc, char** argv) {
       }
     }
   }
+  if (app.count("--expert-store") > 1) {  // took the last one silently (new-user trial)
+    std::fprintf(stderr,
+                 "railyardd: --expert-store given %zu times: one daemon serves one expert store (run another "
+                 "railyardd --expert-only with its own --expert-listen port for a second)\n",
+                 app.count("--expert-store"));
+    return 2;
+  }
   if (app.count("--expert-listen") > 0 && expertListen.empty()) {  // it meant the default, silently (new-user trial)
     std::fprintf(stderr, "railyardd: --expert-listen needs ADDRESS:PORT or :PORT (leave it out for the default)\n");
     return 2;
