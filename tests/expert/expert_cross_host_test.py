@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The expert tier between two hosts, with the client set up as the README shows it:
 no RAILYARD_SOCKET_IFNAME. Two network namespaces joined by one veth cable
-(10.96.0.1/30 - 10.96.0.2/30); railyardd --expert-store serves on host a's end; a client
+(10.96.0.1/30 - 10.96.0.2/30); railyardd --expert-store --ifname =xa serves on host a's end; a client
 on host b fetches every record over both transports and compares them with the
 checkpoint's tensors. (New-user trial: the default read transport failed, its rail on
 loopback: "fabric connect on rail 0 (lo 127.0.0.1) to 10.96.0.1:...: Invalid argument";
@@ -63,10 +63,11 @@ def main():
         manifest = json.load(open(os.path.join(store, "manifest.json")))
         stride = manifest["record_stride"]
         env = {k: v for k, v in os.environ.items() if k not in ("RAILYARD_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
-        serve_env = dict(env, RAILYARD_SOCKET_IFNAME="=xa")
-        peer, addr = start_peer(railyardd, store, serve_env, prefix=("ip", "netns", "exec", ns[0]), listen=())
+        # The rail by --ifname, not the variable: the flag chooses the tiers' rails too (new-user
+        # trial: railyardd --ifname served its store on loopback, unreachable from host b).
+        peer, addr = start_peer(railyardd, store, env, prefix=("ip", "netns", "exec", ns[0]), listen=("--ifname", "=xa"))
         if not addr.startswith("10.96.0.1:"):
-            print(f"FAIL: railyardd listens on {addr}, not on its rail 10.96.0.1")
+            print(f"FAIL: railyardd --ifname =xa listens on {addr}, not on its rail 10.96.0.1")
             return 1
         client_env = dict(env, RAILYARD_LIB=os.path.join(libdir, "libnccl-net-railyard.so"),
                           PYTHONPATH=os.path.join(HERE, "..", "..", "python"), RAILYARD_TIMEOUT_MS="20000")

@@ -76,15 +76,17 @@ constexpr uint16_t kDefaultExpertPort = 29431;
 
 /// Where the expert store's control socket binds, from --expert-listen (`listen`, "" when
 /// the flag is absent) and the expert Domain's rails:
-///   ""       the first rail's IPv4 address (RAILYARD_SOCKET_IFNAME's interfaces), or
+///   ""       the first rail's IPv4 address (the interfaces --ifname or RAILYARD_SOCKET_IFNAME name), or
 ///            127.0.0.1 when there is none (the variable unset: the Domain is loopback only),
 ///            port 29431: never every interface unasked;
 ///   ":P"     that same address, port P (0: ephemeral);
 ///   "A:P"    A and P as given; 0.0.0.0 is how an operator asks for every interface.
-/// `why` says which rule chose the address, for the "listening on" line.
+/// `why` says which rule chose the address, for the "listening on" line, naming
+/// `filterSource` ("RAILYARD_SOCKET_IFNAME" or "--ifname") as what chose the rails.
 /// InvalidArgument naming the flag for a malformed value.
 railyard::Status ResolveExpertListen(const std::string& listen, const railyard::fabric::Domain& domain,
-                                     std::string* address, uint16_t* port, std::string* why) {
+                                     const std::string& filterSource, std::string* address, uint16_t* port,
+                                     std::string* why) {
   std::string rail;
   for (const railyard::fabric::RailInfo& r : domain.rails()) {
     if (!r.address.empty()) {
@@ -93,8 +95,8 @@ railyard::Status ResolveExpertListen(const std::string& listen, const railyard::
     }
   }
   const std::string safe = rail.empty() ? "127.0.0.1" : rail;
-  const std::string safeWhy = safe.rfind("127.", 0) == 0 ? "loopback: RAILYARD_SOCKET_IFNAME is unset or names only lo"
-                                                        : "the first rail's address (RAILYARD_SOCKET_IFNAME)";
+  const std::string safeWhy = safe.rfind("127.", 0) == 0 ? "loopback: " + filterSource + " is unset or names only lo"
+                                                        : "the first rail's address (" + filterSource + ")";
   const std::string widen = "; --expert-listen 0.0.0.0:PORT serves every interface";
   if (listen.empty()) {
     *address = safe;
@@ -116,9 +118,11 @@ railyard::Status ResolveExpertListen(const std::string& listen, const railyard::
   return railyard::Status::Ok();
 }
 
-/// Opens the store in `dir`, creates the expert tier's Domain and Worker and starts
-/// serving where ResolveExpertListen(listen) says; prints where to stderr.
-railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::string& dir, const std::string& listen,
+/// Opens the store in `dir`, creates the expert tier's Domain (on cfg.railIfname's
+/// interfaces, which `filterSource` set) and Worker and starts serving where
+/// ResolveExpertListen(listen) says; prints where to stderr.
+railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::string& filterSource,
+                                  const std::string& dir, const std::string& listen,
                                   bool verify, std::unique_ptr<railyard::fabric::Domain>* domain,
                                   std::unique_ptr<railyard::fabric::Worker>* worker,
                                   std::unique_ptr<railyard::expert::ExpertServer>* server) {
@@ -131,7 +135,7 @@ railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::s
   const expert::Manifest m = store->manifest();
   RY_RETURN_IF_ERROR(plugin::CreateExpertDomain(cfg, domain));
   std::string why;
-  RY_RETURN_IF_ERROR(ResolveExpertListen(listen, **domain, &o.listenAddress, &o.port, &why));
+  RY_RETURN_IF_ERROR(ResolveExpertListen(listen, **domain, filterSource, &o.listenAddress, &o.port, &why));
   RY_RETURN_IF_ERROR((*domain)->CreateWorker(worker));
   const uint64_t storeBytes = store->TotalBytes();
   RY_RETURN_IF_ERROR(expert::ExpertServer::Start(std::move(store), domain->get(), worker->get(), o, server));
@@ -189,7 +193,7 @@ int Run(int argc, char** argv) {
   uint16_t relayPort = 0;
   std::string expertStore, expertListen;  // "": ResolveExpertListen's safe default
   bool expertOnly = false, expertVerify = false;
-  app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar (default RAILYARD_SOCKET_IFNAME)");
+  app.add_option("--ifname", ifname, "rail filter in NCCL_SOCKET_IFNAME grammar, for the fabric and the tiers alike (default RAILYARD_SOCKET_IFNAME)");
   app.add_option("--host-name", hostName, "name this host reports (default RAILYARD_HOST_NAME, else the host name)");
   app.add_option("--port", agent.port, "UDP port of the cabling protocol")->check(tools::InRange(1, 65535));
   app.add_option("--interval-ms", agent.intervalMs, "hello period (ms)")->check(tools::InRange(10, 60000));
@@ -210,14 +214,14 @@ int Run(int argc, char** argv) {
   app.add_option("--snapshot-arena", snapshot.arenas,
                  "serve a snapshot arena: kind=NAME,mode=raw|paging,blob=BYTES,slots=N (raw: max=BYTES instead of "
                  "slots lets the first client size it; repeat for several kinds; paging arenas swap to RAILYARD_SWAP_DIR)");
-  app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's, or 127.0.0.1 with no rail: RAILYARD_SOCKET_IFNAME unset)");
+  app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's, or 127.0.0.1 with no rail: --ifname and RAILYARD_SOCKET_IFNAME unset)");
   app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral; either way stdout gets one line, `snapshot-port N`, for scripts to read, and stderr the address and port for people)")
       ->check(tools::InRange(0, 65535));  // a range, not CLI11's bare "could not be converted" (new-user trial)
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");
   app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 ADDRESS:PORT of its control socket, or :PORT (port 0: any). Default: the "
-                 "first rail's address (RAILYARD_SOCKET_IFNAME), 127.0.0.1 when the variable is unset, port 29431; "
+                 "first rail's address (--ifname, else RAILYARD_SOCKET_IFNAME), 127.0.0.1 when neither is set, port 29431; "
                  "0.0.0.0:PORT serves every interface");
   app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
   app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
@@ -322,8 +326,9 @@ int Run(int argc, char** argv) {
   }
   if (expertOnly || snapshotOnly) {
     // A tier served alone runs no discovery and no relay: their flags would be ignored
-    // without a word (new-user trial), so they are refused.
-    for (const char* flag : {"--ifname", "--host-name", "--port", "--interval-ms", "--dead-ms", "--wait-hosts",
+    // without a word (new-user trial), so they are refused. --ifname is not among them:
+    // it chooses the tiers' rails too.
+    for (const char* flag : {"--host-name", "--port", "--interval-ms", "--dead-ms", "--wait-hosts",
                              "--settle-ms", "--linger-ms", "--timeout-ms", "--text", "--relay-port", "--no-relay"}) {
       if (app.count(flag) > 0) {
         std::fprintf(stderr, "railyardd: %s has no effect with %s (a tier served alone runs no discovery and no relay)\n",
@@ -419,12 +424,17 @@ int Run(int argc, char** argv) {
                  waitHosts > 0 ? "; to print the graph beside it, add --no-relay (an inspection run takes no seat)" : "");
     return 2;
   }
+  // The tiers take their rails (and default listen address) from the same filter as
+  // the fabric's: --ifname stood for RAILYARD_SOCKET_IFNAME everywhere but there, and a
+  // store served with --ifname alone listened on loopback (new-user trial).
+  env::Config tierCfg = *cfg;
+  tierCfg.railIfname = railFilter;
   // The expert store (storage/expert/expert_server.h), served beside the rest or alone.
   std::unique_ptr<fabric::Domain> expertDomain;
   std::unique_ptr<fabric::Worker> expertWorker;
   std::unique_ptr<expert::ExpertServer> expertServer;
   if (!expertStore.empty()) {
-    if (Status s = StartExpertStore(*cfg, expertStore, expertListen, expertVerify, &expertDomain, &expertWorker, &expertServer);
+    if (Status s = StartExpertStore(tierCfg, railFilterSource, expertStore, expertListen, expertVerify, &expertDomain, &expertWorker, &expertServer);
         !s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;
@@ -436,7 +446,7 @@ int Run(int argc, char** argv) {
   // for scripts (documented in --help and the README); stderr says the same for people.
   std::unique_ptr<tools::SnapshotService> snapshotService;
   if (!snapshot.arenas.empty()) {
-    if (Status s = tools::SnapshotService::Start(snapshot, *cfg, &snapshotService); !s.ok()) {
+    if (Status s = tools::SnapshotService::Start(snapshot, tierCfg, &snapshotService); !s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());  // it says "snapshot: "
       return 2;
     }
