@@ -56,12 +56,24 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
   ::close(fd);
   if (got != static_cast<ssize_t>(n)) return SafetensorsBad(path, "short read of the header");
   json j;
+  // A tensor named twice: JSON parsers keep one entry, so one of the two would be
+  // dropped without a word (new-user trial). Top-level keys are the tensor names.
+  std::set<std::string> names;
+  std::string twice;
+  const json::parser_callback_t noDuplicateNames = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string() && twice.empty() &&
+        !names.insert(parsed.get<std::string>()).second) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    j = json::parse(text);
+    j = json::parse(text, noDuplicateNames);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for "1E999" (was std::terminate)
     return SafetensorsBad(path, std::string("malformed header JSON: ") + e.what());
   }
   if (!j.is_object()) return SafetensorsBad(path, "header is not a JSON object");
+  if (!twice.empty()) return SafetensorsBad(path, "the header names tensor '" + twice + "' twice");
   const uint64_t dataBytes = size - 8 - n;
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   std::vector<std::string> spanNames;  ///< parallel to spans
@@ -125,6 +137,25 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
     if (spans[hi].first < spans[lo].second) {
       return SafetensorsBad(path, "the data of tensors " + spanText(lo) + " and " + spanText(hi) + " overlap");
     }
+    if (spans[hi].first > spans[lo].second) {
+      return SafetensorsBad(path, "bytes [" + std::to_string(spans[lo].second) + ", " + std::to_string(spans[hi].first) +
+                                      ") of the data, between tensors " + spanText(lo) + " and " + spanText(hi) +
+                                      ", belong to no tensor (the format allows no holes)");
+    }
+  }
+  // The tensors cover the data exactly, as the safetensors format requires (its reference
+  // loader refuses holes and trailing bytes: "the byte buffer needs to be entirely
+  // indexed"): bytes no tensor names were packed over silently (new-user trial).
+  const uint64_t first = order.empty() ? 0 : spans[order.front()].first;
+  const uint64_t end = order.empty() ? 0 : spans[order.back()].second;
+  if (first != 0) {
+    return SafetensorsBad(path, "the data's first " + std::to_string(first) + " bytes, before tensor " +
+                                    spanText(order.front()) + ", belong to no tensor (the format allows no holes)");
+  }
+  if (end != dataBytes) {
+    return SafetensorsBad(path, std::to_string(dataBytes - end) + " bytes follow the last tensor's data (the file has " +
+                                    std::to_string(dataBytes) + " data bytes, the tensors cover " + std::to_string(end) +
+                                    "; the format allows no trailing bytes)");
   }
   return Status::Ok();
 }

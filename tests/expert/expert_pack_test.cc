@@ -296,6 +296,34 @@ TEST(ExpertPack, MalformedAndTruncatedSafetensorsAreRefused) {
   s = errOf(writeRaw("ovl", overlap.size(), overlap + std::string(8, '\0')));
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
   EXPECT_NE(s.message().find("the data of tensors 'a' [0, 8) and 'b' [4, 8) overlap"), std::string::npos) << s.message();
+  // The tensors must cover the data exactly, as the format requires (new-user trial:
+  // trailing junk and a tensor named twice were packed without a word).
+  const std::string one = R"({"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}})";
+  s = errOf(writeRaw("trail", one.size(), one + std::string(8 + 700, '\0')));
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+  EXPECT_NE(s.message().find("700 bytes follow the last tensor's data"), std::string::npos) << s.message();
+  const std::string hole =
+      R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, "b": {"dtype": "U8", "shape": [2], "data_offsets": [6, 8]}})";
+  s = errOf(writeRaw("hole", hole.size(), hole + std::string(8, '\0')));
+  EXPECT_NE(s.message().find("bytes [4, 6) of the data, between tensors 'a' [0, 4) and 'b' [6, 8), belong to no tensor"),
+            std::string::npos)
+      << s.message();
+  const std::string late = R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}})";
+  s = errOf(writeRaw("late", late.size(), late + std::string(8, '\0')));
+  EXPECT_NE(s.message().find("the data's first 4 bytes, before tensor 'a' [4, 8), belong to no tensor"), std::string::npos)
+      << s.message();
+  const std::string twice =
+      R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, "a": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}})";
+  s = errOf(writeRaw("twice", twice.size(), twice + std::string(8, '\0')));
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+  EXPECT_NE(s.message().find("the header names tensor 'a' twice"), std::string::npos) << s.message();
+  // Zero-byte tensors and a header padded with spaces (as the format allows) still read.
+  const std::string ok =
+      R"({"e": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}, "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}}   )";
+  std::vector<CheckpointTensor> read;
+  s = ReadSafetensorsHeader(writeRaw("ok", ok.size(), ok + std::string(8, '\0')), &read);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(read.size(), 2u);
   // A sharded checkpoint whose index names a tensor its shard lacks.
   std::filesystem::create_directory(tmp.path + "/sh");
   testing::WriteSafetensors(tmp.path + "/sh/a.safetensors", MixtralTensors());
