@@ -497,7 +497,8 @@ const Variable kVariables[] = {
      "from the file; records torn by a crash fail their XXH3-64 checksum and are dropped, never "
      "served). 0 = the swap file is a cache only and starts empty; a swap file that an arena "
      "with 1 kept is refused (not emptied) until it is set to 1 again or the file is moved away, "
-     "and a start with 1 empties a file only arenas with 0 kept (they do not tombstone removed blobs); "
+     "and a start with 1 empties a file only arenas with 0 kept (they do not tombstone removed blobs), "
+     "whatever its blob size, and refuses one an arena with 1 kept for another blob size; "
      "a swap file of an older format (version 1, which cannot say which kept it) is refused by either.",
      0, 1, &ApplyInt<&Config::swapSync>},
     {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,

@@ -212,13 +212,16 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
                             "touched)");
       }
       fresh = true;
-    } else if (fh.blobBytes != blobBytes) {
-      return InvalidUsage("swap " + path + ": holds blobs of " + std::to_string(fh.blobBytes) +
-                          " bytes; this arena wants blobs of " + std::to_string(blobBytes) +
-                          " bytes (move the file away to start empty)");
     } else if (!durable) {
+      // A cache-only file holds nothing durable, whatever its blob size (new-user trial:
+      // a sync start with another blob size was refused over a file it empties anyway).
       fresh = true;
       rebuild->cacheOnlyDiscarded = true;
+    } else if (fh.blobBytes != blobBytes) {
+      return InvalidUsage("swap " + path + " was kept by an arena with RAILYARD_SWAP_SYNC=1 and holds blobs of " +
+                          std::to_string(fh.blobBytes) + " bytes, which may be committed; this arena wants blobs of " +
+                          std::to_string(blobBytes) + " bytes: give it the same blob size to keep them, or move the " +
+                          "file away to start empty (nothing was touched)");
     }
   }
   if (fresh) {

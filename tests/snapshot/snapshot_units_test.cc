@@ -481,6 +481,28 @@ TEST(SwapFileLock, ASyncRestartStartsACacheOnlyFileEmpty) {
   EXPECT_FALSE(rebuild.cacheOnlyDiscarded);
   ASSERT_EQ(rebuild.records.size(), 1u);
   EXPECT_EQ(rebuild.records[0].key, 11u);
+  f.reset();
+
+  // A sync start with another blob size: refused over the sync file (key 11 may be
+  // committed), nothing touched; a cache-only file of another blob size starts empty
+  // (new-user trial: it was refused although it holds nothing durable).
+  Status st = SwapFile::Open(d.dir, "kv", 2 * SwapDir::kBlob, /*sync=*/true, &f, &rebuild);
+  EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
+  EXPECT_NE(st.message().find("was kept by an arena with RAILYARD_SWAP_SYNC=1 and holds blobs of " +
+                              std::to_string(SwapDir::kBlob) + " bytes, which may be committed"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("nothing was touched"), std::string::npos) << st.message();
+  ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+  EXPECT_EQ(rebuild.records.size(), 1u) << "the refused start touched the sync file";
+  f.reset();
+  ASSERT_TRUE(SwapFile::Open(d.dir, "cache", SwapDir::kBlob, /*sync=*/false, &f, &rebuild).ok());
+  ASSERT_TRUE(f->Write(f->Allocate(), 12, 1, d.blob.data(), d.sum).ok());
+  f.reset();
+  st = SwapFile::Open(d.dir, "cache", 2 * SwapDir::kBlob, /*sync=*/true, &f, &rebuild);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(rebuild.cacheOnlyDiscarded);
+  EXPECT_TRUE(rebuild.records.empty());
 }
 
 // A swap file whose header page is not a swap file's (damaged, or another file put
