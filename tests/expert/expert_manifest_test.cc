@@ -144,6 +144,12 @@ TEST(ExpertStore, ADirectoryWithoutAManifestIsNamedNotAStore) {
       << s.message();
   EXPECT_NE(s.message().find("(" + tmp.path + " is not an expert store: railyard-pack builds one)"), std::string::npos)
       << s.message();
+  EXPECT_EQ(store, nullptr);  // A file given for the store (the checkpoint itself, say) is named a file.
+  const std::string file = tmp.path + "/model.safetensors";
+  std::ofstream(file) << "x";
+  const Status f = Store::Open(file, false, &store);
+  EXPECT_EQ(ExpertErrcOf(f), ExpertErrc::kSystem) << f.message();
+  EXPECT_NE(f.message().find(file + " is a file, not an expert store directory"), std::string::npos) << f.message();
   EXPECT_EQ(store, nullptr);
 }
 

@@ -20,7 +20,7 @@ namespace {
 using ::testing::Contains;
 
 const std::string kRule =
-    "loopback, never a fabric rail (its packets never leave this host), whatever RAILYARD_SOCKET_IFNAME names; "
+    "loopback, never a fabric rail (its packets never leave this host), whatever RAILYARD_SOCKET_IFNAME (or railyardd --ifname) names; "
     "the tiers' TCP rail (127.0.0.1) while RAILYARD_SOCKET_IFNAME is unset";
 
 TEST(LoopbackRail, TheFlagOrTheNameLoMakesLoopback) {

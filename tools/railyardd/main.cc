@@ -599,7 +599,8 @@ int Run(int argc, char** argv) {
                      s.message().c_str());
         tiersFailed = true;
       } else {
-        std::fprintf(stderr, "railyardd: tier tunnels: %s, over %zu cables\n", tiers->summary().c_str(), tierCables);
+        std::fprintf(stderr, "railyardd: tier tunnels: %s, over %zu cable%s\n", tiers->summary().c_str(), tierCables,
+                     tierCables == 1 ? "" : "s");
       }
     }
     if (std::chrono::steady_clock::now() >= nextRailCheck) {
