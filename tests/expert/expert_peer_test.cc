@@ -606,6 +606,24 @@ TEST(ExpertPeer, IdleClientsGoAtTheHandshakeTimeoutAndRefusalsAreNamed) {
   int third = -1;
   EXPECT_FALSE(hello(&third).ok());  // closed before its Hello: over the limit
   ::close(third);
+  {
+    // A client refused so is told what closing before the hello means (trial: PEER_LOST only).
+    std::unique_ptr<fabric::Domain> domain;
+    ASSERT_TRUE(testing::LoopbackDomain(false, 5000, &domain).ok());
+    fabric::RegistrationCache cache(*domain);
+    std::vector<char> arena(m.recordStride);
+    ClientOptions o;
+    o.transport = kTransportTcp;
+    o.timeoutMs = 5000;
+    std::unique_ptr<ExpertClient> refused;
+    const Status r = ExpertClient::Open("127.0.0.1:" + std::to_string(server->port()), o, cache, nullptr, arena.data(),
+                                        arena.size(), &refused);
+    EXPECT_EQ(ExpertErrcOf(r), ExpertErrc::kPeerLost) << r.message();
+    EXPECT_NE(r.message().find("the peer closed the connection before its hello: an expert store does so when it "
+                               "already serves its most clients at once"),
+              std::string::npos)
+        << r.message();
+  }
   bool named = false;
   for (const std::string& l : capture.lines()) {
     named |= l.rfind("WARN expert store: refused a client from 127.0.0.1:", 0) == 0 &&
