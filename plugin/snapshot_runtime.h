@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "env/config.h"
 #include "env/status.h"
 #include "proxy/fabric/domain.h"
 #include "proxy/fabric/registration_cache.h"
@@ -20,9 +21,15 @@ namespace railyard::plugin {
 /// whose rail reaches it); return it with runtime::ReleaseProcessFabric after the
 /// client and its Worker are gone. Errors of env::Load and AcquireProcessFabric.
 Status AcquireSnapshotFabric(const std::string& peerHost, runtime::FabricLease* out);
+/// The same with the configuration given: its railIfname picks the rails (railyardd's
+/// --ifname stands in for RAILYARD_SOCKET_IFNAME so). Errors of AcquireProcessFabric.
+Status AcquireSnapshotFabric(const std::string& peerHost, const env::Config& cfg, runtime::FabricLease* out);
 
 /// A process-lifetime lease (railyardd's server: taken on first use, thread-safe,
 /// never returned). Errors of AcquireSnapshotFabric (the same error on every later call).
 Status SnapshotFabric(fabric::Domain** domain, fabric::RegistrationCache** cache);
+/// The same with the configuration given (railyardd: the rails its --ifname chose). The
+/// first call of either decides the lease; later ones return it, whatever `cfg` says.
+Status SnapshotFabric(const env::Config& cfg, fabric::Domain** domain, fabric::RegistrationCache** cache);
 
 }  // namespace railyard::plugin

@@ -69,6 +69,27 @@ def main():
         if not addr.startswith("10.96.0.1:"):
             print(f"FAIL: railyardd --ifname =xa listens on {addr}, not on its rail 10.96.0.1")
             return 1
+        # The snapshot tier takes --ifname's rail too (review: it kept loopback). Started
+        # alone in host a's namespace; its stderr line says where its arenas listen.
+        swap = os.path.join(tmp, "swap")
+        os.mkdir(swap)
+        snap = subprocess.Popen(["ip", "netns", "exec", ns[0], railyardd, "--snapshot-arena",
+                                 "kind=kv,mode=paging,blob=4K,slots=2", "--snapshot-only", "--ifname", "=xa"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(env, RAILYARD_SWAP_DIR=swap))
+        try:
+            line = ""
+            while "snapshot arenas on" not in line:
+                line = snap.stderr.readline()
+                if not line:
+                    break
+        finally:
+            snap.terminate()
+            snap.wait(timeout=30)
+        if "snapshot arenas on 10.96.0.1:" not in line:
+            failures.append(f"railyardd --snapshot-only --ifname =xa does not listen on its rail: {line!r}")
+        else:
+            print("ok   railyardd --snapshot-only --ifname =xa: its arenas listen on the rail, 10.96.0.1")
         client_env = dict(env, RAILYARD_LIB=os.path.join(libdir, "libnccl-net-railyard.so"),
                           PYTHONPATH=os.path.join(HERE, "..", "..", "python"), RAILYARD_TIMEOUT_MS="20000")
         n = 2 * 4

@@ -31,7 +31,7 @@ Status SnapshotService::Start(const SnapshotFlags& flags, const env::Config& cfg
   }
   fabric::Domain* domain = nullptr;
   fabric::RegistrationCache* cache = nullptr;
-  RY_RETURN_IF_ERROR(OnePrefix(plugin::SnapshotFabric(&domain, &cache)));
+  RY_RETURN_IF_ERROR(OnePrefix(plugin::SnapshotFabric(cfg, &domain, &cache)));
   // Default: the first rail with an IPv4 address (a verbs rail on an IB port has none),
   // else loopback.
   so.address = flags.address;

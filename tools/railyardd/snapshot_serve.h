@@ -24,7 +24,8 @@ struct SnapshotFlags {
 class SnapshotService {
  public:
   /// Parses the specs, creates the Worker and starts the server with RAILYARD_SWAP_DIR,
-  /// RAILYARD_SWAP_SYNC and RAILYARD_TIMEOUT_MS from `cfg`. InvalidArgument naming a bad spec.
+  /// RAILYARD_SWAP_SYNC and RAILYARD_TIMEOUT_MS from `cfg`, on the rails cfg.railIfname
+  /// names (railyardd puts its --ifname there). InvalidArgument naming a bad spec.
   /// Every error message starts with exactly one "snapshot: ".
   static Status Start(const SnapshotFlags& flags, const env::Config& cfg, std::unique_ptr<SnapshotService>* out);
   ~SnapshotService();
