@@ -229,6 +229,77 @@ TEST_F(TcpWire, AnOrderlyCloseOnOneSocketStillSeesAnOpHalfSentOnAnotherJustAccep
   EXPECT_TRUE(OutsideUntouched());
 }
 
+// Review: two sockets both established; socket 0 closes in order while socket 1 holds
+// half a Write, both seen in one readiness poll. Socket 0's close, taken first, must
+// not be called idle: socket 1's bytes make it an error.
+TEST_F(TcpWire, AnOrderlyCloseSeenBeforeAnotherSocketsHalfOpIsAnError) {
+  const int second = ConnectRaw();
+  ASSERT_GE(second, 0);
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.addr = 123;
+  h.seq = 1;
+  h.opBytes = 2;  // two sockets
+  h.offset = 0;
+  SendBytes(&h, sizeof h);
+  h.offset = 1;
+  ASSERT_EQ(send(second, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
+  for (int i = 0; i < 20; ++i) worker_->Progress(&events_);  // both hellos taken: both sockets joined
+  FrameHeader w = MakeHeader(FrameType::kWrite);
+  w.seq = 0;
+  w.addr = region_->base;
+  w.opBytes = 8;
+  w.key = region_->softwareKey;
+  w.payloadBytes = 8;
+  ASSERT_EQ(send(second, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
+  ASSERT_EQ(send(second, "AB", 2, MSG_NOSIGNAL), 2);
+  close(fd_);  // socket 0: an orderly close between frames
+  fd_ = -1;
+  const std::string err = NextError();
+  close(second);
+  EXPECT_NE(err.find("PEER_CLOSED"), std::string::npos) << err;
+  EXPECT_NE(err.find("with ops under way"), std::string::npos) << err;
+  EXPECT_TRUE(OutsideUntouched());
+}
+
+// Review: socket 1 arrives and closes in order before socket 0 has arrived at all (a
+// relay that dials first and forwards later); then socket 0 comes with half a Write.
+// The close alone decides nothing while a socket is still to come: the Write's bytes
+// fail the connection at once, not "1 of 2 sockets arrived" at the timeout.
+TEST_F(TcpWire, AnOrderlyCloseBeforeTheOtherSocketArrivesWaitsForIt) {
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.addr = 123;
+  h.seq = 1;
+  h.opBytes = 2;
+  h.offset = 1;
+  SendBytes(&h, sizeof h);
+  ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
+  close(fd_);
+  fd_ = -1;
+  for (int i = 0; i < 20; ++i) worker_->Progress(&events_);  // the close is taken
+  EXPECT_EQ(worker_->stats().connectionsFailed, 0u) << "the close of one of two sockets was taken for the peer's end";
+  const int first = ConnectRaw();
+  ASSERT_GE(first, 0);
+  h.offset = 0;
+  ASSERT_EQ(send(first, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  FrameHeader w = MakeHeader(FrameType::kWrite);
+  w.seq = 0;
+  w.addr = region_->base;
+  w.opBytes = 8;
+  w.key = region_->softwareKey;
+  w.payloadBytes = 8;
+  ASSERT_EQ(send(first, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
+  ASSERT_EQ(send(first, "AB", 2, MSG_NOSIGNAL), 2);
+  const auto began = std::chrono::steady_clock::now();
+  const std::string err = NextError();
+  close(first);
+  EXPECT_NE(err.find("with ops under way"), std::string::npos) << err;
+  EXPECT_EQ(err.find("sockets arrived"), std::string::npos) << err;
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(4)) << "failed at the 5 s timeout, not at once";
+  EXPECT_EQ(worker_->stats().connectionsFailed, 1u);
+  EXPECT_TRUE(OutsideUntouched());
+}
+
 TEST_F(TcpWire, ChunkForAnOpAlreadyCompleteIsRefused) {
   SendHello();
   SendWrite(0, 8, 0, "AAAAAAAA");

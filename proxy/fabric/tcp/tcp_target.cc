@@ -38,6 +38,7 @@ TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection
       sockets_(static_cast<size_t>(sockets)),
       rails_(static_cast<size_t>(sockets), -1),
       unpolled_(static_cast<size_t>(sockets), false),
+      eof_(static_cast<size_t>(sockets), false),
       slots_(static_cast<size_t>(kOpWindow)) {
   peerName_ = "w=" + TargetHexId(peerWorker) + " connection " + std::to_string(connection);
   lastActivity_ = created_ = Clock::now();
@@ -94,6 +95,13 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count, b
 
 bool TcpTarget::Busy() const { return used_ > 0; }
 
+void TcpTarget::QueueOn(int socket, OutFrame f) {
+  // A socket the peer closed takes nothing more: what would go there is dropped (the
+  // peer is gone from it), so no frame waits on it and keeps the Worker from sleeping.
+  if (eof_[static_cast<size_t>(socket)]) return;
+  sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+}
+
 bool TcpTarget::Quiet() const {
   if (dead_) return true;
   if (deferred_ > 0) return false;
@@ -132,7 +140,7 @@ void TcpTarget::QueueAck(int socket, uint64_t seq, uint64_t value) {
   f.header.value = value;
   f.header.offset = frontier_;
   deferred_ = 0;  // the bound covers every lazy Write passed so far (all below frontier_)
-  sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+  QueueOn(socket, std::move(f));
 }
 
 void TcpTarget::QueueBound() {
@@ -141,7 +149,7 @@ void TcpTarget::QueueBound() {
   f.header.flags = kFlagBoundOnly;
   f.header.offset = frontier_;
   deferred_ = 0;
-  sockets_[static_cast<size_t>(deferredSocket_)]->Queue(std::move(f));
+  QueueOn(deferredSocket_, std::move(f));
 }
 
 FabricError TcpTarget::Refuse(int socket, uint64_t seq, FabricErrc errc, const std::string& why) {
@@ -155,7 +163,7 @@ FabricError TcpTarget::Refuse(int socket, uint64_t seq, FabricErrc errc, const s
   std::string text = why.substr(0, kMaxNackText);
   f.owned.assign(text.begin(), text.end());
   f.header.payloadBytes = static_cast<uint32_t>(f.owned.size());
-  sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+  QueueOn(socket, std::move(f));
   refusing_ = true;
   Event ev;
   ev.kind = EventKind::kError;
@@ -319,7 +327,7 @@ FabricError TcpTarget::Advance() {
           f.header.payloadBytes = static_cast<uint32_t>(r.bytes);
           f.payload = reinterpret_cast<const char*>(s.addr + r.offset);
           f.pin = s.pin;
-          sockets_[static_cast<size_t>(r.socket)]->Queue(std::move(f));
+          QueueOn(r.socket, std::move(f));
         }
         s.reads.clear();
         if (!s.claims.FullyClaimed()) return {};
@@ -344,19 +352,6 @@ FabricError TcpTarget::Advance() {
   return {};
 }
 
-FabricError TcpTarget::ReadOthersBeforeClose(size_t closed) {
-  for (size_t j = 0; j < sockets_.size(); ++j) {
-    if (j == closed || !sockets_[j]) continue;
-    FrameSocket::PumpResult r;
-    FabricError e = sockets_[j]->Pump(*this, worker_->options().pumpBytes, &r, true);
-    if (!e.ok()) {
-      if (e.site.peer.empty()) e = Error(e.errc, static_cast<int>(j), e.site.seq, e.what);
-      return e;
-    }
-  }
-  return {};
-}
-
 void TcpTarget::Progress() {
   if (dead_) return;
   if (deferred_ > 0 && !refusing_ && Clock::now() - deferredSince_ >= std::chrono::microseconds(kDeferredAckMicros)) {
@@ -365,7 +360,7 @@ void TcpTarget::Progress() {
   bool moved = false;
   for (size_t i = 0; i < sockets_.size(); ++i) {
     auto& s = sockets_[i];
-    if (!s) continue;
+    if (!s || eof_[i]) continue;
     FrameSocket::PumpResult r;
     // A socket added since this pass's readiness poll is read anyway: its bytes may
     // have come before another socket's close (CI: a relay cut both legs while the
@@ -383,20 +378,29 @@ void TcpTarget::Progress() {
       return;
     }
     if (r.closed) {
-      // The initiator went away: an error only when it left work half done. What the
-      // other sockets already hold counts: read each once before deciding.
-      if (!Busy()) {
-        FabricError other = ReadOthersBeforeClose(i);
-        if (!other.ok()) {
-          Fail(std::move(other), !refusing_);
-          return;
-        }
-      }
-      Fail(Error(FabricErrc::kPeerClosed, s->index(), -1, "the peer closed the connection with ops under way"),
-           false);
-      return;
+      // Decided below, once every socket has had its turn. Closed here too: an EOF
+      // stays readable, and a socket left watched would keep the Worker from sleeping.
+      eof_[i] = true;
+      s->Close();
+      continue;
     }
     moved = moved || r.bytesIn > 0 || r.bytesOut > 0;
+  }
+  // The initiator closing in order: an error only when it left work half done. One
+  // socket's close alone decides nothing while another may still bring an op's bytes
+  // (sockets are separate streams, through relays of their own; CI once saw a relay's
+  // close of one leg outrun the other leg's half Write, and the target die silently):
+  // idle is said only once every socket has arrived and closed.
+  size_t closed = 0;
+  int firstClosed = -1;
+  for (size_t i = 0; i < eof_.size(); ++i) {
+    if (!eof_[i]) continue;
+    ++closed;
+    if (firstClosed < 0) firstClosed = static_cast<int>(i);
+  }
+  if (closed > 0 && (Busy() || closed == static_cast<size_t>(count_))) {
+    Fail(Error(FabricErrc::kPeerClosed, firstClosed, -1, "the peer closed the connection with ops under way"), false);
+    return;
   }
   const auto now = Clock::now();
   const auto timeout = std::chrono::milliseconds(worker_->options().timeoutMs);

@@ -63,10 +63,8 @@ class TcpTarget : private FrameHandler {
   void Fail(FabricError e, bool always = true, bool warnIdle = true);
 
  private:
-  /// An orderly close on socket `closed` found no op under way: pumps every other
-  /// socket once, readable or not, so bytes that arrived before the close (an op's
-  /// header, a frame cut short) make the failure an error. Their first error, or ok.
-  FabricError ReadOthersBeforeClose(size_t closed);
+  /// Queues `f` on socket `socket` unless the peer closed that socket (then dropped).
+  void QueueOn(int socket, OutFrame f);
   struct PendingRead {
     int socket = 0;
     uint64_t offset = 0;
@@ -115,6 +113,8 @@ class TcpTarget : private FrameHandler {
   /// Per socket: added since the last readiness poll (not yet in its snapshot), so the
   /// next pass reads it regardless.
   std::vector<bool> unpolled_;
+  /// Per socket: the peer closed it in order (EOF between frames); no longer pumped.
+  std::vector<bool> eof_;
   std::vector<Slot> slots_;
   uint64_t frontier_ = 0;  ///< lowest sequence not yet passed
   size_t claims_ = 0;      ///< chunk claims held by all slots (bounded: kMaxClaimsPerConnection)
