@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "env/log.h"
 #include "proxy/collectives/coll_wire.h"
 #include "proxy/collectives/reduce.h"
 
@@ -104,7 +105,12 @@ CollComm::~CollComm() {
     if (a->acquiredRecv && a->recvRegion) (void)cache_.Release(a->recvRegion);
   }
   endpoints_.clear();  // before the regions their ops may name (workPool_ frees its own after)
-  if (staging_) (void)cache_.Release(staging_);
+  // Staging whose deregistration failed may still take a peer's Write: kept until exit.
+  if (staging_ != nullptr && !cache_.Release(staging_).ok()) {
+    RY_WARN("%s: the staging buffer's deregistration failed; it stays allocated until the process exits",
+            Where().c_str());
+    return;
+  }
   std::free(stagingMem_);
 }
 

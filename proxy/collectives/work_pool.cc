@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "env/log.h"
+
 namespace railyard::collectives {
 
 WorkPool::~WorkPool() {
@@ -10,7 +12,13 @@ WorkPool::~WorkPool() {
 }
 
 void WorkPool::Free(Slot& slot) {
-  if (slot.buffer.region) (void)cache_.Release(slot.buffer.region);
+  // A buffer whose deregistration failed may still be written by a peer: kept (leaked)
+  // until exit rather than freed for reuse.
+  if (slot.buffer.region && !cache_.Release(slot.buffer.region).ok()) {
+    RY_WARN("collectives: a work buffer's deregistration failed; it stays allocated until the process exits");
+    slot = Slot{};
+    return;
+  }
   std::free(slot.buffer.mem);
   slot = Slot{};
 }

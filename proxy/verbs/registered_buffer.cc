@@ -1,5 +1,6 @@
 #include <sys/mman.h>
 
+#include "env/log.h"
 #include "proxy/verbs/verbs_comm.h"
 
 namespace railyard::proxy::verbs {
@@ -16,7 +17,16 @@ Status RegisteredBuffer::Create(size_t bytes, std::unique_ptr<RegisteredBuffer>*
 }
 
 RegisteredBuffer::~RegisteredBuffer() {
-  if (mr_ != nullptr) (void)GlobalMrCache().Deregister(mr_);
+  // An MR the HCA may still hold is never unmapped (a late access would land in reused
+  // pages): kept until exit.
+  if (mr_ != nullptr) {
+    if (Status s = GlobalMrCache().Deregister(mr_); !s.ok()) {
+      RY_WARN("verbs: a registered buffer's deregistration failed (%s); its %zu bytes stay mapped until the process "
+              "exits",
+              s.message().c_str(), static_cast<size_t>(bytes_));
+      return;
+    }
+  }
   if (data_ != nullptr) ::munmap(data_, bytes_);
 }
 

@@ -6,13 +6,24 @@
 #include <cstring>
 #include <string>
 
+#include "env/log.h"
+
 namespace railyard::fabric::relay {
 
 SlotRing::~SlotRing() {
+  // The ring is remotely writable: memory a Domain failed to deregister may still take
+  // a peer's Write, so it is never unmapped (kept until exit; the pages are not reused).
+  bool held = false;
   for (size_t d = 0; d < regions_.size(); ++d) {
-    if (regions_[d] != nullptr) (void)domains_[d]->Deregister(regions_[d]);
+    if (regions_[d] == nullptr) continue;
+    if (Status s = domains_[d]->Deregister(regions_[d]); !s.ok()) {
+      RY_WARN("fabric relay: a slot ring's deregistration failed (%s); its %llu bytes stay mapped until the process "
+              "exits",
+              s.message().c_str(), static_cast<unsigned long long>(bytes_));
+      held = true;
+    }
   }
-  if (base_ != nullptr) munmap(base_, bytes_);
+  if (base_ != nullptr && !held) munmap(base_, bytes_);
 }
 
 Status SlotRing::Init(uint32_t slots, uint64_t slotBytes, const std::vector<Domain*>& domains,
