@@ -1,17 +1,9 @@
 #include "proxy/fabric/region_table.h"
 
-#include <random>
+#include "proxy/fabric/random_id.h"
 
 namespace railyard::fabric {
 namespace {
-
-/// splitmix64: a bijection, so successive states never repeat a key before 2^64.
-uint64_t SplitMix(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 std::string RegionHex(uint64_t v) {
   char buf[24];
@@ -32,15 +24,12 @@ Status RegionTable::Register(void* addr, uint64_t bytes, uint32_t access, Memory
                            " (need one or more of local, remote-read, remote-write, remote-atomic)");
   }
   std::unique_lock lock(mu_);
-  if (!seeded_) {
-    std::random_device rd;
-    keyState_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-    seeded_ = true;
-  }
+  // Each key drawn on its own from the kernel's CSPRNG: none can be derived from
+  // another a peer was given (SecretKey64).
   uint64_t key = 0;
   do {
-    key = SplitMix(&keyState_);
-  } while (key == 0 || byKey_.count(key) != 0);
+    key = SecretKey64();
+  } while (byKey_.count(key) != 0);
   Region r;
   r.base = a;
   r.length = bytes;

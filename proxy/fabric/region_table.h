@@ -82,8 +82,6 @@ class RegionTable {
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<RegionRecord>> byKey_;
   std::unordered_map<const Region*, std::shared_ptr<RegionRecord>> byPtr_;
-  uint64_t keyState_ = 0;
-  bool seeded_ = false;
 };
 
 }  // namespace railyard::fabric

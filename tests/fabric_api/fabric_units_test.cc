@@ -389,6 +389,51 @@ TEST(FabricError, NamesAndStatus) {
   EXPECT_FALSE(IsRemoteAccess(FabricErrc::kPeerClosed));
 }
 
+/// splitmix64's output function and its inverse (the multipliers are odd, so invertible
+/// mod 2^64; each xor-shift by k >= 32 is its own inverse).
+uint64_t SplitMixOut(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+uint64_t InverseOdd(uint64_t a) {  // Newton: x = x (2 - a x), doubling the correct bits
+  uint64_t x = a;
+  for (int i = 0; i < 6; ++i) x *= 2 - a * x;
+  return x;
+}
+uint64_t UnXorShift(uint64_t z, int k) {
+  uint64_t x = z;
+  for (int i = 0; i < 64 / k + 1; ++i) x = z ^ (x >> k);
+  return x;
+}
+uint64_t SplitMixState(uint64_t out) {
+  uint64_t z = UnXorShift(out, 31) * InverseOdd(0x94d049bb133111ebull);
+  z = UnXorShift(z, 27) * InverseOdd(0xbf58476d1ce4e5b9ull);
+  return UnXorShift(z, 30);
+}
+
+// Hostile-peer probe: software keys came from a splitmix64 sequence, so one key a peer
+// was given gave away the next registration's (the next client's arena key) by
+// inverting the mix and stepping the state. Each key is now drawn on its own: none is
+// what that inversion predicts from the key before it.
+TEST(FabricRegionTable, NoKeyIsPredictableFromTheKeyBefore) {
+  ASSERT_EQ(SplitMixOut(SplitMixState(0x0123456789abcdefull)), 0x0123456789abcdefull);  // the inversion works
+  RegionTable t;
+  static uint8_t mem[64][64];
+  std::vector<std::shared_ptr<RegionRecord>> recs(64);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    ASSERT_TRUE(t.Register(mem[i], sizeof mem[i], kAccessRemoteWrite, MemoryKind::kHost, &recs[i]).ok());
+  }
+  int predicted = 0;
+  for (size_t i = 1; i < recs.size(); ++i) {
+    const uint64_t before = recs[i - 1]->region().softwareKey;
+    const uint64_t next = recs[i]->region().softwareKey;
+    predicted += SplitMixOut(SplitMixState(before) + 0x9e3779b97f4a7c15ull) == next;
+    predicted += next == before + 1;
+  }
+  EXPECT_EQ(predicted, 0);
+}
+
 TEST(FabricRegionTable, ResolveChecksKeyRightsAndBounds) {
   RegionTable t;
   static uint8_t mem[256];

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <random>
 
+#include "proxy/fabric/random_id.h"
 #include "proxy/fabric/verbs/verbs_worker.h"
 #include "proxy/socket.h"
 #include "proxy/verbs/gpu_support.h"
@@ -137,7 +137,6 @@ VerbsDomain::VerbsDomain(VerbsOptions options, std::shared_ptr<IbPorts> ports, s
   caps_.maxOpBytes = kVerbsMaxOpBytes;
   caps_.maxOpsInFlight = kVerbsOpWindow;
   link_ = proxy::verbs::ResolveQpLinkAttrs(proxy::verbs::LinkConfigFrom(options_.config), -1);
-  keyState_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
 }
 
 VerbsDomain::~VerbsDomain() {
@@ -162,9 +161,7 @@ Status VerbsDomain::CheckRange(const char* what, void* addr, uint64_t bytes, uin
 void VerbsDomain::Keep(std::unique_ptr<Region> r, const Region** out) {
   std::lock_guard lock(mu_);
   for (;;) {
-    keyState_ = keyState_ * 6364136223846793005ull + 1442695040888963407ull;
-    const uint64_t key = keyState_ ^ (keyState_ >> 29);
-    if (key == 0) continue;
+    const uint64_t key = SecretKey64();  // not derivable from any other key (random_id.h)
     bool used = false;
     for (auto& [p, other] : regions_) used = used || other->softwareKey == key;
     if (used) continue;

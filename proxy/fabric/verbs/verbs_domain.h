@@ -136,7 +136,6 @@ class VerbsDomain : public Domain {
   void Keep(std::unique_ptr<Region> r, const Region** out);
   mutable std::mutex mu_;
   std::map<const Region*, std::unique_ptr<Region>> regions_;
-  uint64_t keyState_ = 0;
 };
 
 /// IBV_ACCESS_* flags for fabric Access flags: local -> LOCAL_WRITE, remote read ->
