@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "env/log.h"
+#include "env/log_budget.h"
 #include "proxy/fabric/quiet_wait.h"
 #include "storage/expert/expert_error.h"
 #include "storage/expert/expert_wire.h"
@@ -137,6 +138,7 @@ void ExpertServer::ProgressLoop() {
   uint64_t lastServed = 0;
   int wokenIdle = 0;  // idle passes in a row after a wake-up
   auto lastCheck = std::chrono::steady_clock::now();
+  log::LogBudget errorBudget(20, std::chrono::seconds(10));
   while (!stop_.load()) {
     if (options_.storeCheckIntervalMs > 0 &&
         std::chrono::steady_clock::now() - lastCheck > std::chrono::milliseconds(options_.storeCheckIntervalMs)) {
@@ -146,7 +148,18 @@ void ExpertServer::ProgressLoop() {
     events.clear();
     const size_t n = worker_->Progress(&events);
     for (const fabric::Event& e : events) {
-      if (e.kind == fabric::EventKind::kError) RY_WARN("expert store: %s", e.error.ToString().c_str());
+      if (e.kind != fabric::EventKind::kError) continue;
+      // A peer causes these at will (hostile-peer probe: one WARN per forged Write):
+      // at most 20 a 10 s window at WARN, the rest at INFO and counted.
+      if (errorBudget.Take(log::LogBudget::Clock::now())) {
+        RY_WARN("expert store: %s", e.error.ToString().c_str());
+      } else {
+        RY_INFO(log::kNet, "expert store: %s", e.error.ToString().c_str());
+      }
+    }
+    if (const uint64_t quiet = errorBudget.TakeSuppressed(log::LogBudget::Clock::now()); quiet > 0) {
+      RY_WARN("expert store: %llu more fabric errors from clients were logged at INFO only (at most 20 per 10 s at WARN)",
+              static_cast<unsigned long long>(quiet));
     }
     const fabric::WorkerStats ws = worker_->stats();
     const bool busy = n > 0 || ws.bytesServed != lastServed;

@@ -18,6 +18,7 @@
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "tests/fabric_api/tcp_raw_peer.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::fabric::tcp {
 namespace {
@@ -475,6 +476,42 @@ TEST_F(TcpWire, WriteOutsideTheRegionIsNackedWithItsName) {
   }));
   EXPECT_EQ(nack.frameType(), FrameType::kNack);
   EXPECT_EQ(nack.value, static_cast<uint64_t>(FabricErrc::kOutOfBounds));
+  EXPECT_TRUE(OutsideUntouched());
+  EXPECT_EQ(Landed(), std::string(8, '\0'));
+}
+
+// Hostile-peer probe: every forged Write wrote a WARN (3000 in about a second). A
+// Worker WARNs at most 20 peer-caused failures a 10 s window; the rest go to INFO, and
+// every one is still refused and counted.
+TEST_F(TcpWire, RefusalsFromAFloodOfPeersWarnAtMostTwentyAWindow) {
+  test_support::LogCapture capture;
+  constexpr int kPeers = 30;
+  for (int i = 0; i < kPeers; ++i) {
+    const int fd = ConnectRaw();
+    ASSERT_GE(fd, 0);
+    FrameHeader h = MakeHeader(FrameType::kHello);
+    h.addr = 1000 + static_cast<uint64_t>(i);  // a peer Worker each
+    h.seq = 1;
+    h.opBytes = 1;
+    ASSERT_EQ(send(fd, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+    FrameHeader w = MakeHeader(FrameType::kWrite);
+    w.seq = 0;
+    w.addr = region_->base;
+    w.opBytes = 8;
+    w.key = region_->softwareKey ^ 0x5a5a;  // a key no region has
+    w.payloadBytes = 8;
+    ASSERT_EQ(send(fd, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
+    ASSERT_EQ(send(fd, "DDDDDDDD", 8, MSG_NOSIGNAL), 8);
+    ASSERT_TRUE(Pump([&] { return worker_->stats().framesRefused == static_cast<uint64_t>(i + 1); })) << i;
+    close(fd);
+  }
+  size_t warned = 0;
+  for (const std::string& l : capture.lines()) {
+    warned += l.rfind("WARN ", 0) == 0 && l.find("refused: ") != std::string::npos;
+  }
+  EXPECT_EQ(worker_->stats().framesRefused, static_cast<uint64_t>(kPeers));
+  EXPECT_LE(warned, 20u);
+  EXPECT_GE(warned, 1u);
   EXPECT_TRUE(OutsideUntouched());
   EXPECT_EQ(Landed(), std::string(8, '\0'));
 }

@@ -117,8 +117,10 @@ void TcpTarget::Fail(FabricError e, bool always, bool warnIdle) {
   ++worker_->counters().connectionsFailed;
   const bool busy = Busy() && !refusing_;
   if (always || busy) {
-    if (busy || warnIdle) {
+    if ((busy || warnIdle) && worker_->MayWarnOfPeer()) {
       RY_WARN("%s", e.ToString().c_str());
+    } else if (busy || warnIdle) {
+      RY_INFO(log::kNet, "%s", e.ToString().c_str());  // over the Worker's WARN budget
     } else {
       RY_INFO(log::kNet, "%s (no op of that peer was under way here)", e.ToString().c_str());
     }
@@ -154,7 +156,11 @@ void TcpTarget::QueueBound() {
 
 FabricError TcpTarget::Refuse(int socket, uint64_t seq, FabricErrc errc, const std::string& why) {
   FabricError e = Error(errc, socket, static_cast<int64_t>(seq), "refused: " + why);
-  RY_WARN("%s", e.ToString().c_str());
+  if (worker_->MayWarnOfPeer()) {
+    RY_WARN("%s", e.ToString().c_str());
+  } else {
+    RY_INFO(log::kNet, "%s", e.ToString().c_str());  // over the Worker's WARN budget
+  }
   ++worker_->counters().framesRefused;
   OutFrame f;
   f.header = MakeHeader(FrameType::kNack);

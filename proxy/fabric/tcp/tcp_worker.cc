@@ -292,6 +292,14 @@ void TcpWorker::ReadHellos() {
 }
 
 size_t TcpWorker::Progress(std::vector<Event>* events) {
+  if (peerWarnsSuppressed_) {
+    if (const uint64_t n = peerWarns_.TakeSuppressed(log::LogBudget::Clock::now()); n > 0) {
+      peerWarnsSuppressed_ = false;
+      RY_WARN("fabric: %llu more failed peer connections and refused frames were not logged (at most 20 per %lld s; "
+              "each at INFO)",
+              static_cast<unsigned long long>(n), static_cast<long long>(peerWarns_.window().count() / 1000));
+    }
+  }
   PollReadiness();
   AcceptNew();
   if (!pending_.empty()) ReadHellos();

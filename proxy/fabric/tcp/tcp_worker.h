@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "env/log_budget.h"
 #include "proxy/fabric/accept_sources.h"
 #include "proxy/fabric/tcp/tcp_domain.h"
 #include "proxy/fabric/tcp/tcp_frame.h"
@@ -61,6 +62,14 @@ class TcpWorker : public Worker {
   /// side only when its epoll says so (one epoll_wait per Progress instead of a
   /// recv() on every idle socket). A closed fd leaves the set by itself.
   void Watch(int fd);
+  /// True when a peer-caused WARN (a connection that failed, a refused frame) may be
+  /// logged now: at most 20 per 10 s per Worker (hostile-peer probe: 3000 forged Writes
+  /// wrote 3000 WARNs in a second); the rest are counted and said in one WARN per window.
+  bool MayWarnOfPeer() {
+    if (peerWarns_.Take(log::LogBudget::Clock::now())) return true;
+    peerWarnsSuppressed_ = true;
+    return false;
+  }
   /// True when `fd` had input, EOF or an error pending at the start of this Progress.
   bool Readable(int fd) const {
     return allReadable_ || (fd >= 0 && static_cast<size_t>(fd) < ready_.size() && ready_[static_cast<size_t>(fd)] != 0);
@@ -100,6 +109,8 @@ class TcpWorker : public Worker {
   AcceptSources acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed
   uint64_t offSource_ = 0;        ///< sockets closed at accept for their source
   std::vector<uint32_t> waiting_;  ///< AcceptNew's scratch: the sources of pending_, in order
+  log::LogBudget peerWarns_{20, std::chrono::seconds(10)};  ///< MayWarnOfPeer
+  bool peerWarnsSuppressed_ = false;  ///< some were: Progress reports them once their window ends
   uint64_t acceptErrors_ = 0;      ///< accept() failures other than EAGAIN (EMFILE, ...)
   uint64_t refusedAtAccept_ = 0;  ///< sockets closed at accept or evicted: the hello table was full
   uint64_t refusedHellos_ = 0;    ///< sockets closed for their hello, or for sending none in time
