@@ -7,7 +7,7 @@ bool IsLoopbackInterface(const std::string& ifname, bool iffLoopback) { return i
 const std::string& LoopbackRailRule() {
   static const std::string rule =
       "loopback, never a fabric rail (its packets never leave this host), whatever RAILYARD_SOCKET_IFNAME (or railyardd --ifname) names; "
-      "the tiers' TCP rail (127.0.0.1) while RAILYARD_SOCKET_IFNAME is unset";
+      "the tiers' TCP rail (127.0.0.1) while neither RAILYARD_SOCKET_IFNAME nor railyardd --ifname is set";
   return rule;
 }
 

@@ -152,6 +152,10 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
     return SafetensorsBad(path, "the data's first " + std::to_string(first) + " bytes, before tensor " +
                                     spanText(order.front()) + ", belong to no tensor (the format allows no holes)");
   }
+  if (order.empty() && dataBytes > 0) {
+    return SafetensorsBad(path, "names no tensor, yet " + std::to_string(dataBytes) + " data bytes follow the header "
+                                "(the format allows no bytes no tensor covers)");
+  }
   if (end != dataBytes) {
     return SafetensorsBad(path, std::to_string(dataBytes - end) + " bytes follow the last tensor's data (the file has " +
                                     std::to_string(dataBytes) + " data bytes, the tensors cover " + std::to_string(end) +
@@ -184,12 +188,24 @@ Status ReadCheckpoint(const std::string& given, std::vector<CheckpointTensor>* o
     return ExpertError(ExpertErrc::kPackInput, s.message());
   }
   json j;
+  // A tensor the weight_map names twice would keep one shard silently (review): refused.
+  std::string top, twice;
+  std::set<std::string> mapped;
+  const json::parser_callback_t noDuplicateNames = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev != json::parse_event_t::key || !parsed.is_string()) return true;
+    if (depth == 1) top = parsed.get<std::string>();
+    if (depth == 2 && top == "weight_map" && twice.empty() && !mapped.insert(parsed.get<std::string>()).second) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    j = json::parse(text);
+    j = json::parse(text, noDuplicateNames);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for "1E999" (was std::terminate)
     return SafetensorsBad(index, std::string("malformed JSON: ") + e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) return SafetensorsBad(index, "no \"weight_map\" object");
+  if (!twice.empty()) return SafetensorsBad(index, "weight_map names tensor '" + twice + "' twice");
   std::map<std::string, std::set<std::string>> byShard;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     if (!it.value().is_string()) return SafetensorsBad(index, "weight_map['" + it.key() + "'] is not a file name");

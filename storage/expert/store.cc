@@ -61,8 +61,8 @@ Status Store::Open(const std::string& dir, bool verifyChecksums, std::unique_ptr
     if (::stat(dir.c_str(), &ms) == 0 && !S_ISDIR(ms.st_mode)) {
       // A file given for the store (a checkpoint, say): "manifest.json: Not a directory"
       // said nothing of what is wanted (new-user trial).
-      return Status(st.code(), dir + " is a file, not an expert store directory (railyard-pack CHECKPOINT OUT builds "
-                                     "one from a checkpoint)");
+      return ExpertError(ExpertErrc::kSystem, dir + " is a file, not an expert store directory (railyard-pack "
+                                              "CHECKPOINT OUT builds one from a checkpoint)");
     }
     if (::stat((dir + "/" + kManifestFile).c_str(), &ms) == 0 || errno != ENOENT) return st;
     // A directory without a manifest: say what it is not, and what makes one.

@@ -206,9 +206,11 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
                           "the file away to start empty (nothing was touched)");
     } else if (!sync) {
       if (durable) {
+        const std::string thenSize = fh.blobBytes == blobBytes ? std::string()
+                                                           : " (with blobs of " + std::to_string(fh.blobBytes) + " bytes, as then)";
         return InvalidUsage("swap " + path + " was kept by an arena with RAILYARD_SWAP_SYNC=1 and may hold committed "
                             "blobs; this one runs with RAILYARD_SWAP_SYNC=0, which starts its swap empty: set "
-                            "RAILYARD_SWAP_SYNC=1 to keep them, or move the file away to start empty (nothing was "
+                            "RAILYARD_SWAP_SYNC=1" + thenSize + " to keep them, or move the file away to start empty (nothing was "
                             "touched)");
       }
       fresh = true;

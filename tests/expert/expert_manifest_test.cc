@@ -149,7 +149,8 @@ TEST(ExpertStore, ADirectoryWithoutAManifestIsNamedNotAStore) {
   std::ofstream(file) << "x";
   const Status f = Store::Open(file, false, &store);
   EXPECT_EQ(ExpertErrcOf(f), ExpertErrc::kSystem) << f.message();
-  EXPECT_NE(f.message().find(file + " is a file, not an expert store directory"), std::string::npos) << f.message();
+  EXPECT_EQ(f.message().rfind("expert SYSTEM: " + file + " is a file, not an expert store directory", 0), 0u)
+      << f.message();
   EXPECT_EQ(store, nullptr);
 }
 

@@ -333,6 +333,13 @@ TEST(ExpertPack, MalformedAndTruncatedSafetensorsAreRefused) {
   ts.clear();
   s = ReadCheckpoint(tmp.path + "/sh", &ts);
   EXPECT_NE(s.message().find("lacks tensor"), std::string::npos) << s.message();
+  // An index naming one tensor twice (one shard each) is refused, not resolved silently.
+  std::ofstream(tmp.path + "/sh/model.safetensors.index.json")
+      << R"({"weight_map": {"x.weight": "a.safetensors", "x.weight": "b.safetensors"}})";
+  ts.clear();
+  s = ReadCheckpoint(tmp.path + "/sh", &ts);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+  EXPECT_NE(s.message().find("weight_map names tensor 'x.weight' twice"), std::string::npos) << s.message();
 }
 
 TEST(ExpertPack, AFailedPackLeavesNothingThatLooksLikeAStore) {

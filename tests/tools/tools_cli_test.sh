@@ -177,7 +177,7 @@ grep -q "^Cluster key: none (RAILYARD_CLUSTER_KEY_FILE is unset" "$tmp/out" || {
 # Trial D18: loopback, the tiers' TCP rail while RAILYARD_SOCKET_IFNAME is unset, is listed and
 # marked (it stood in "Skipped" only).
 grep -q "^  LO  *lo (loopback) " "$tmp/out" || { echo "FAIL: no LO row: $(cat "$tmp/out")"; failed=1; }
-grep -qF "LO: loopback, never a fabric rail (its packets never leave this host), whatever RAILYARD_SOCKET_IFNAME (or railyardd --ifname) names; the tiers' TCP rail (127.0.0.1) while RAILYARD_SOCKET_IFNAME is unset" "$tmp/out" || { echo "FAIL: LO not explained"; failed=1; }
+grep -qF "LO: loopback, never a fabric rail (its packets never leave this host), whatever RAILYARD_SOCKET_IFNAME (or railyardd --ifname) names; the tiers' TCP rail (127.0.0.1) while neither RAILYARD_SOCKET_IFNAME nor railyardd --ifname is set" "$tmp/out" || { echo "FAIL: LO not explained"; failed=1; }
 if grep -q "^  lo: loopback" "$tmp/out"; then echo "FAIL: lo still listed as skipped"; failed=1; fi
 expect_status 0 "railyard-info --json, loopback" env -u RAILYARD_SOCKET_IFNAME -u RAILYARD_CLUSTER_KEY_FILE "$INFO" --no-hwloc --listen-ms 0 --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["loopback"]["netdev"]=="lo" and "127.0.0.1" in [a["address"] for a in d["loopback"]["addresses"]] and d["cluster_key"]["file"] is None, d["loopback"]' "$tmp/out" ||

@@ -21,7 +21,7 @@ using ::testing::Contains;
 
 const std::string kRule =
     "loopback, never a fabric rail (its packets never leave this host), whatever RAILYARD_SOCKET_IFNAME (or railyardd --ifname) names; "
-    "the tiers' TCP rail (127.0.0.1) while RAILYARD_SOCKET_IFNAME is unset";
+    "the tiers' TCP rail (127.0.0.1) while neither RAILYARD_SOCKET_IFNAME nor railyardd --ifname is set";
 
 TEST(LoopbackRail, TheFlagOrTheNameLoMakesLoopback) {
   EXPECT_TRUE(IsLoopbackInterface("lo", false));    // no flags known (a fixture)

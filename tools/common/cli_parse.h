@@ -1,6 +1,7 @@
 // One command-line parse for every Railyard tool, so usage errors exit 2 everywhere.
 #pragma once
 
+#include <cctype>
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -46,6 +47,30 @@ CLI::Validator InRange(T min, T max) {
         return range(value).empty() ? "" : outOfRange;
       },
       range.get_description());
+}
+
+/// A size option's transform: "64K", "1M", "2G" (any case, powers of 1024) become the
+/// bytes as digits ("65536"); any other text is left exactly as typed for the option's
+/// own check (InRange), so "-4096", "abc" and "1.5K" are refused in InRange's words.
+/// A product past 2^64 is refused here ("'99999999999G' is too large").
+inline CLI::Validator SizeSuffix() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value.size() < 2) return "";
+        const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(value.back())));
+        const int shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
+        const std::string digits = value.substr(0, value.size() - 1);
+        if (shift == 0 || digits.find_first_not_of("0123456789") != std::string::npos) return "";
+        unsigned long long v = 0;
+        for (char c : digits) {
+          if (v > (~0ull - static_cast<unsigned long long>(c - '0')) / 10) return "'" + value + "' is too large";
+          v = v * 10 + static_cast<unsigned long long>(c - '0');
+        }
+        if (v > (~0ull >> shift)) return "'" + value + "' is too large";
+        value = std::to_string(v << shift);
+        return "";
+      },
+      "SIZE[K|M|G]");
 }
 
 #ifndef RAILYARD_TOOLS_VERSION

@@ -96,10 +96,10 @@ int main(int argc, char** argv) {
   app.add_option("--scheme", opts.scheme, "expert naming scheme: auto, qwen-moe (also DeepSeek), mixtral")
       ->check(CLI::IsMember({"auto", "qwen-moe", "mixtral"}));
   // A range check on the text: "-4096" was read as 2^64 - 4096 (new-user trial).
-  // K, M and G (powers of 1024) read as CLI11's size units: "64K" was not a number
-  // (new-user trial); the range check then sees the bytes.
+  // K, M and G (powers of 1024): "64K" was not a number (new-user trial); the range
+  // check then sees the bytes, and any other text as typed.
   app.add_option("--align", opts.alignment, "alignment of tensors and records, bytes (power of two; K, M, G: 1024s)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(tools::SizeSuffix())
       ->check(tools::InRange(std::uint64_t{1}, std::uint64_t{1} << 30));
   app.add_option("--model-id", opts.modelId, "model id written into the manifest (default: the checkpoint's name)");
   app.add_flag("--dry-run", dryRun, "print the layout it would write and exit");
