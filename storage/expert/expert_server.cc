@@ -100,20 +100,30 @@ void ExpertServer::AcceptLoop() {
     char ip[INET_ADDRSTRLEN] = "?";
     if (fromLen >= sizeof from && from.sin_family == AF_INET) inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
     const std::string source = std::string(ip) + ":" + std::to_string(ntohs(from.sin_port));
+    const uint32_t sourceIp = from.sin_family == AF_INET ? from.sin_addr.s_addr : 0;
     std::lock_guard<std::mutex> lock(mu_);
-    if (live_ >= options_.maxConnections || stop_.load()) {
+    const size_t fromSource = perSource_.count(sourceIp) != 0 ? perSource_[sourceIp] : 0;
+    if (live_ >= options_.maxConnections || fromSource >= options_.maxConnectionsPerSource || stop_.load()) {
       ++stats_.refused;
       // Said, first and every 1024th (hostile-peer probe: refusals were silent).
       if (!stop_.load() && refusedAtAccept_++ % 1024 == 0) {
-        RY_WARN("expert store: refused a client from %s: %zu clients connected already (at most %zu; idle ones "
-                "go %d ms after their hello; %llu refused so, logged every 1024th)",
-                source.c_str(), live_, options_.maxConnections, options_.handshakeTimeoutMs,
-                static_cast<unsigned long long>(refusedAtAccept_));
+        if (live_ >= options_.maxConnections) {
+          RY_WARN("expert store: refused a client from %s: %zu clients connected already (at most %zu; idle ones "
+                  "go %d ms after their hello; %llu refused so, logged every 1024th)",
+                  source.c_str(), live_, options_.maxConnections, options_.handshakeTimeoutMs,
+                  static_cast<unsigned long long>(refusedAtAccept_));
+        } else {
+          RY_WARN("expert store: refused a client from %s: %zu clients of that address connected already (at most "
+                  "%zu from one address; %llu refused so, logged every 1024th)",
+                  source.c_str(), fromSource, options_.maxConnectionsPerSource,
+                  static_cast<unsigned long long>(refusedAtAccept_));
+        }
       }
       ::close(fd);  // over the connection limit: no Hello (the client sees PEER_LOST)
       continue;
     }
     ++live_;
+    ++perSource_[sourceIp];
     liveFds_.push_back(fd);
     for (size_t i = 0; i < connThreads_.size();) {
       if (connThreads_[i].done->load()) {
@@ -124,8 +134,8 @@ void ExpertServer::AcceptLoop() {
       }
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
-    connThreads_.push_back({std::thread([this, fd, done, id = next++, source] {
-                              Serve(fd, id, source);
+    connThreads_.push_back({std::thread([this, fd, done, id = next++, source, sourceIp] {
+                              Serve(fd, id, source, sourceIp);
                               done->store(true);
                             }),
                             done});
@@ -221,7 +231,7 @@ Status ExpertServer::SendReply(int fd, Status s, const void* payload, uint64_t p
   return Status::Ok();
 }
 
-void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
+void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_t sourceIp) {
   const std::string who = "expert client " + std::to_string(id) + " (" + source + ")";
   uint64_t reserved = 0;
   bool readClient = false;
@@ -237,6 +247,7 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source) {
       }
     }
     --live_;
+    if (auto it = perSource_.find(sourceIp); it != perSource_.end() && --it->second == 0) perSource_.erase(it);
     ::close(fd);
   };
   (void)SetSocketTimeouts(fd, std::min(options_.timeoutMs, options_.handshakeTimeoutMs));  // until the choice

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,10 @@ struct ServerOptions {
   /// (hostile-peer probe: 256 idle clients shut every new one out for timeoutMs).
   int handshakeTimeoutMs = 10000;
   size_t maxConnections = 256;              ///< connections served at once; more are refused
+  /// Connections served at once from one IPv4 source address; more from it are refused
+  /// (hostile-peer probe: 256 clients of one host that chose a transport and went idle
+  /// shut every other host out for as long as they stayed).
+  size_t maxConnectionsPerSource = 64;
   /// How often (ms) the progress thread checks, while layers are registered for READ,
   /// that the layer files still match the Store (CheckStore). 0: never (tests call
   /// CheckStore themselves).
@@ -87,7 +92,7 @@ class ExpertServer {
   void ProgressLoop();
   /// One client connection on its own thread: Hello, transport choice, requests; `source`
   /// is its address ("ip:port"), named in every log line about it.
-  void Serve(int fd, uint64_t id, const std::string& source);
+  void Serve(int fd, uint64_t id, const std::string& source, uint32_t sourceIp);
   Status ServeTcp(int fd, const std::string& who);
   Status ServeReadControl(int fd, const std::string& who);
   Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
@@ -121,6 +126,7 @@ class ExpertServer {
   std::vector<ConnThread> connThreads_;  ///< finished ones are joined at the next accept
   std::vector<int> liveFds_;
   size_t live_ = 0;
+  std::map<uint32_t, size_t> perSource_;  ///< live connections by source IPv4 address (mu_)
   uint64_t refusedAtAccept_ = 0;  ///< over maxConnections, for the rate-limited WARN (mu_)
   uint64_t refusedClients_ = 0;   ///< clients refused after their Hello, for the rate-limited WARN (mu_)
   std::atomic<int> readClients_{0};

@@ -315,13 +315,22 @@ void SnapshotServer::AcceptLoop() {
     char ip[INET_ADDRSTRLEN] = "?";
     if (fromLen >= sizeof from && from.sin_family == AF_INET) inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
     ReapDone();
+    const uint32_t sourceIp = from.sin_family == AF_INET ? from.sin_addr.s_addr : 0;
     {
       std::lock_guard<std::mutex> lock(connMu_);
-      if (connections_.size() >= options_.maxConnections) {
+      const size_t fromSource = static_cast<size_t>(std::count_if(
+          connections_.begin(), connections_.end(), [&](const auto& c) { return c->sourceIp == sourceIp; }));
+      if (connections_.size() >= options_.maxConnections || fromSource >= options_.maxConnectionsPerSource) {
         if (refusedAtAccept_++ % 1024 == 0) {
-          RY_WARN("snapshot: refused a client from %s: %zu clients connected already (at most %zu; %llu refused "
-                  "so, logged every 1024th)",
-                  ip, connections_.size(), options_.maxConnections, static_cast<unsigned long long>(refusedAtAccept_));
+          if (connections_.size() >= options_.maxConnections) {
+            RY_WARN("snapshot: refused a client from %s: %zu clients connected already (at most %zu; %llu refused "
+                    "so, logged every 1024th)",
+                    ip, connections_.size(), options_.maxConnections, static_cast<unsigned long long>(refusedAtAccept_));
+          } else {
+            RY_WARN("snapshot: refused a client from %s: %zu clients of that address connected already (at most %zu "
+                    "from one address; %llu refused so, logged every 1024th)",
+                    ip, fromSource, options_.maxConnectionsPerSource, static_cast<unsigned long long>(refusedAtAccept_));
+          }
         }
         continue;  // fd closes: the client sees its handshake fail
       }
@@ -332,6 +341,7 @@ void SnapshotServer::AcceptLoop() {
     auto c = std::make_unique<Connection>();
     c->fd = std::move(fd);
     c->source = std::string(ip) + ":" + std::to_string(ntohs(from.sin_port));
+    c->sourceIp = sourceIp;
     Connection* raw = c.get();
     const uint64_t client = nextClient_++;
     std::lock_guard<std::mutex> lock(connMu_);

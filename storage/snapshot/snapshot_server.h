@@ -56,6 +56,10 @@ struct ServerOptions {
   /// Control connections served at once (each a thread; a client's handle keeps its
   /// connection while it rests); more are closed at accept, logged.
   size_t maxConnections = 256;
+  /// Control connections served at once from one IPv4 source address; more from it are
+  /// closed at accept, logged (hostile-peer probe: 256 handles of one host resting idle
+  /// shut every other host out for as long as they stayed).
+  size_t maxConnectionsPerSource = 64;
   /// Memory the arenas may take together, bytes: 0 = this host's physical memory
   /// (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE). A test sets it to check the refusal.
   uint64_t memoryBytes = 0;
@@ -105,6 +109,7 @@ class SnapshotServer {
   struct Connection {
     proxy::Fd fd;
     std::string source;  ///< the client's address, "ip:port", named in the log
+    uint32_t sourceIp = 0;  ///< the client's IPv4 address (network order), for maxConnectionsPerSource
     std::thread thread;
     std::atomic<bool> done{false};
   };

@@ -580,6 +580,40 @@ INSTANTIATE_TEST_SUITE_P(Transports, ExpertPeerTest,
 // handshake timeout, and a client refused over maxConnections is logged naming its
 // address (hostile-peer probe: 256 idle clients shut every new one out for 30 s,
 // silently).
+// Hostile-peer probe: 256 clients of one host that chose a transport and went idle shut
+// every other host out. One address may hold at most maxConnectionsPerSource; the next
+// from it is refused at accept, saying so, while the store has room for others.
+TEST(ExpertPeer, OneAddressHoldsAtMostItsShareOfTheConnections) {
+  TempDir tmp;
+  const Manifest m = testing::SmallManifest(1, 2, 16);
+  ASSERT_TRUE(testing::WritePatternStore(tmp.path + "/s", m).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(tmp.path + "/s", false, &store).ok());
+  ServerOptions so;
+  so.maxConnections = 8;
+  so.maxConnectionsPerSource = 2;
+  std::unique_ptr<ExpertServer> server;
+  ASSERT_TRUE(ExpertServer::Start(std::move(store), nullptr, nullptr, so, &server).ok());
+  test_support::LogCapture capture;
+  auto hello = [&](int* fd) {
+    RY_RETURN_IF_ERROR(WireConnect("127.0.0.1", server->port(), 2000, fd));
+    (void)SetSocketTimeouts(*fd, 5000);
+    HelloHeader h{};
+    return WireRecv(*fd, &h, sizeof h, "hello");
+  };
+  int fds[3] = {-1, -1, -1};
+  ASSERT_TRUE(hello(&fds[0]).ok());
+  ASSERT_TRUE(hello(&fds[1]).ok());
+  EXPECT_FALSE(hello(&fds[2]).ok()) << "a third connection from 127.0.0.1 was served with 2 per address";
+  bool named = false;
+  for (const std::string& l : capture.lines()) {
+    named |= l.find("expert store: refused a client from 127.0.0.1:") != std::string::npos &&
+             l.find("2 clients of that address connected already (at most 2 from one address") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "the refusal did not say it was the address's share";
+  for (int fd : fds) ::close(fd);
+}
+
 TEST(ExpertPeer, IdleClientsGoAtTheHandshakeTimeoutAndRefusalsAreNamed) {
   TempDir tmp;
   const Manifest m = testing::SmallManifest(1, 2, 16);

@@ -22,6 +22,7 @@
 #include "storage/snapshot/snapshot_client.h"
 #include "storage/snapshot/snapshot_server.h"
 #include "tests/snapshot/snapshot_harness.h"
+#include "tests/unit/log_capture.h"
 
 namespace railyard::storage::snapshot::testing {
 namespace {
@@ -796,6 +797,37 @@ TEST(SnapshotFake, ConnectionsOverTheCapAreRefusedAndAClosedOneMakesRoom) {
   c[0].reset();
   c[2].reset();
   srv.reset();
+}
+
+// Hostile-peer probe: 256 idle handles from one host shut every other host out. Now one
+// address may hold at most maxConnectionsPerSource of the server's connections; the
+// next from it is refused at accept, saying so, while the server has room for others.
+TEST(SnapshotFake, OneAddressHoldsAtMostItsShareOfTheConnections) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ServerOptions so;
+  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
+  so.maxConnections = 8;
+  so.maxConnectionsPerSource = 2;
+  so.timeoutMs = 2000;
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  test_support::LogCapture capture;
+  ClientOptions o = f.Kv(kBlob, 4);
+  o.timeoutMs = 2000;
+  std::unique_ptr<SnapshotClient> c[3];
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c[0]).ok());
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c[1]).ok());
+  EXPECT_FALSE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c[2]).ok())
+      << "a third connection from 127.0.0.1 was served with 2 per address";
+  bool named = false;
+  for (const std::string& l : capture.lines()) {
+    named |= l.find("snapshot: refused a client from 127.0.0.1: 2 clients of that address connected already (at most "
+                    "2 from one address") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "the refusal did not say it was the address's share";
+  c[0].reset();
+  c[1].reset();
+  f.srv.reset();
 }
 
 }  // namespace
