@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace railyard::proxy {
@@ -152,6 +153,34 @@ Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* e
       }
       return SystemError(what + ": connection closed by peer after " + std::to_string(got) +
                          " of " + std::to_string(bytes) + " bytes");
+    }
+    got += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status RecvAllWithin(int fd, void* buf, size_t bytes, const std::string& what, int totalMs, bool* eof) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(totalMs);
+  char* p = static_cast<char*>(buf);
+  size_t got = 0;
+  if (eof != nullptr) *eof = false;
+  while (got < bytes) {
+    if (got > 0 && std::chrono::steady_clock::now() >= deadline) {
+      return SystemError(what + ": the peer sent " + std::to_string(got) + " of " + std::to_string(bytes) +
+                         " bytes in " + std::to_string(totalMs) + " ms: too slow");
+    }
+    const ssize_t n = ::recv(fd, p + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SystemError(what + ": " + TransferFailure(fd, SO_RCVTIMEO, errno, "receive"));
+    }
+    if (n == 0) {
+      if (got == 0 && eof != nullptr) {
+        *eof = true;
+        return Status::Ok();
+      }
+      return SystemError(what + ": connection closed by peer after " + std::to_string(got) + " of " +
+                         std::to_string(bytes) + " bytes");
     }
     got += static_cast<size_t>(n);
   }

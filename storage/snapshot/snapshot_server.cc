@@ -377,7 +377,9 @@ std::vector<uint8_t> SnapshotServer::ArenaList() {
 Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed, bool* closedEarly, uint32_t* clientTimeoutMs) {
   std::array<uint8_t, Header::kBytes> hb{};
   bool eof = false;
-  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, hb.data(), hb.size(), "snapshot handshake", &eof));
+  // The whole handshake within the timeout, not each byte (hostile-peer probe).
+  const auto began = std::chrono::steady_clock::now();
+  RY_RETURN_IF_ERROR(proxy::RecvAllWithin(fd, hb.data(), hb.size(), "snapshot handshake", options_.timeoutMs, &eof));
   if (eof) {
     // Closed before a byte (a port probe, a health check): nothing to refuse (review: it
     // was logged as a refused client with "bad magic 0x00000000").
@@ -392,7 +394,10 @@ Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed, bool* clos
     return Status::Ok();
   }
   std::vector<uint8_t> address(h.addressBytes);
-  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, address.data(), address.size(), "snapshot handshake address"));
+  const int left = options_.timeoutMs - static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::steady_clock::now() - began).count());
+  RY_RETURN_IF_ERROR(proxy::RecvAllWithin(fd, address.data(), address.size(), "snapshot handshake address",
+                                          std::max(left, 1)));
   auto it = arenas_.find(h.kind);
   if (it == arenas_.end()) {
     std::string kinds;
