@@ -136,40 +136,21 @@ Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what) {
   return Status::Ok();
 }
 
-Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* eof) {
-  char* p = static_cast<char*>(buf);
-  size_t got = 0;
-  if (eof != nullptr) *eof = false;
-  while (got < bytes) {
-    ssize_t n = ::recv(fd, p + got, bytes - got, MSG_WAITALL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return SystemError(what + ": " + TransferFailure(fd, SO_RCVTIMEO, errno, "receive"));
-    }
-    if (n == 0) {
-      if (got == 0 && eof != nullptr) {
-        *eof = true;
-        return Status::Ok();
-      }
-      return SystemError(what + ": connection closed by peer after " + std::to_string(got) +
-                         " of " + std::to_string(bytes) + " bytes");
-    }
-    got += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
+namespace {
 
-Status RecvAllWithin(int fd, void* buf, size_t bytes, const std::string& what, int totalMs, bool* eof) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(totalMs);
+/// RecvAll and RecvAllWithin: `totalMs` < 0 is no bound (then MSG_WAITALL: one call
+/// per SO_RCVTIMEO); else the bound, checked after each receive.
+Status RecvExactly(int fd, void* buf, size_t bytes, const std::string& what, int totalMs, bool* eof) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(totalMs, 0));
   char* p = static_cast<char*>(buf);
   size_t got = 0;
   if (eof != nullptr) *eof = false;
   while (got < bytes) {
-    if (got > 0 && std::chrono::steady_clock::now() >= deadline) {
+    if (totalMs >= 0 && got > 0 && std::chrono::steady_clock::now() >= deadline) {
       return SystemError(what + ": the peer sent " + std::to_string(got) + " of " + std::to_string(bytes) +
                          " bytes in " + std::to_string(totalMs) + " ms: too slow");
     }
-    const ssize_t n = ::recv(fd, p + got, bytes - got, 0);
+    const ssize_t n = ::recv(fd, p + got, bytes - got, totalMs < 0 ? MSG_WAITALL : 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       return SystemError(what + ": " + TransferFailure(fd, SO_RCVTIMEO, errno, "receive"));
@@ -185,6 +166,16 @@ Status RecvAllWithin(int fd, void* buf, size_t bytes, const std::string& what, i
     got += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* eof) {
+  return RecvExactly(fd, buf, bytes, what, -1, eof);
+}
+
+Status RecvAllWithin(int fd, void* buf, size_t bytes, const std::string& what, int totalMs, bool* eof) {
+  return RecvExactly(fd, buf, bytes, what, std::max(totalMs, 0), eof);
 }
 
 Status TryRecv(int fd, void* buf, size_t bytes, size_t* got, bool* closed) {

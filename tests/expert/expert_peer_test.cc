@@ -576,35 +576,43 @@ INSTANTIATE_TEST_SUITE_P(Transports, ExpertPeerTest,
                                   (f == Fabric::kVerbs ? "_verbs" : f == Fabric::kTcp2Rails ? "_2rails" : "_1rail");
                          });
 
-// Idle clients (a Hello read, no transport chosen) hold their slots only until the
-// handshake timeout, and a client refused over maxConnections is logged naming its
-// address (hostile-peer probe: 256 idle clients shut every new one out for 30 s,
-// silently).
+/// A TCP-only peer (no fabric Domain) over a store of 1 layer x 2 experts written
+/// under `dir`, started with `so`.
+void StartSmallTcpPeer(const std::string& dir, const ServerOptions& so, std::unique_ptr<ExpertServer>* server) {
+  const Manifest m = testing::SmallManifest(1, 2, 16);
+  ASSERT_TRUE(testing::WritePatternStore(dir, m).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir, false, &store).ok());
+  ASSERT_TRUE(ExpertServer::Start(std::move(store), nullptr, nullptr, so, server).ok());
+}
+
+/// Connects to the peer on `port` and reads its Hello and manifest (5 s receive
+/// timeout); OK when they came, *fd the connection either way (-1 if none).
+Status ReadHelloAndManifest(uint16_t port, int* fd) {
+  RY_RETURN_IF_ERROR(WireConnect("127.0.0.1", port, 2000, fd));
+  (void)SetSocketTimeouts(*fd, 5000);
+  HelloHeader h{};
+  RY_RETURN_IF_ERROR(WireRecv(*fd, &h, sizeof h, "hello"));
+  std::string text(h.manifestBytes, '\0');
+  return WireRecv(*fd, text.data(), text.size(), "manifest");
+}
+
 // Hostile-peer probe: 256 clients of one host that chose a transport and went idle shut
 // every other host out. One address may hold at most maxConnectionsPerSource; the next
 // from it is refused at accept, saying so, while the store has room for others.
 TEST(ExpertPeer, OneAddressHoldsAtMostItsShareOfTheConnections) {
   TempDir tmp;
-  const Manifest m = testing::SmallManifest(1, 2, 16);
-  ASSERT_TRUE(testing::WritePatternStore(tmp.path + "/s", m).ok());
-  std::unique_ptr<Store> store;
-  ASSERT_TRUE(Store::Open(tmp.path + "/s", false, &store).ok());
   ServerOptions so;
   so.maxConnections = 8;
   so.maxConnectionsPerSource = 2;
   std::unique_ptr<ExpertServer> server;
-  ASSERT_TRUE(ExpertServer::Start(std::move(store), nullptr, nullptr, so, &server).ok());
+  ASSERT_NO_FATAL_FAILURE(StartSmallTcpPeer(tmp.path + "/s", so, &server));
   test_support::LogCapture capture;
-  auto hello = [&](int* fd) {
-    RY_RETURN_IF_ERROR(WireConnect("127.0.0.1", server->port(), 2000, fd));
-    (void)SetSocketTimeouts(*fd, 5000);
-    HelloHeader h{};
-    return WireRecv(*fd, &h, sizeof h, "hello");
-  };
   int fds[3] = {-1, -1, -1};
-  ASSERT_TRUE(hello(&fds[0]).ok());
-  ASSERT_TRUE(hello(&fds[1]).ok());
-  EXPECT_FALSE(hello(&fds[2]).ok()) << "a third connection from 127.0.0.1 was served with 2 per address";
+  ASSERT_TRUE(ReadHelloAndManifest(server->port(), &fds[0]).ok());
+  ASSERT_TRUE(ReadHelloAndManifest(server->port(), &fds[1]).ok());
+  EXPECT_FALSE(ReadHelloAndManifest(server->port(), &fds[2]).ok())
+      << "a third connection from 127.0.0.1 was served with 2 per address";
   bool named = false;
   for (const std::string& l : capture.lines()) {
     named |= l.find("expert store: refused a client from 127.0.0.1:") != std::string::npos &&
@@ -614,26 +622,20 @@ TEST(ExpertPeer, OneAddressHoldsAtMostItsShareOfTheConnections) {
   for (int fd : fds) ::close(fd);
 }
 
+// Idle clients (a Hello read, no transport chosen) hold their slots only until the
+// handshake timeout, and a client refused over maxConnections is logged naming its
+// address (hostile-peer probe: 256 idle clients shut every new one out for 30 s,
+// silently).
 TEST(ExpertPeer, IdleClientsGoAtTheHandshakeTimeoutAndRefusalsAreNamed) {
   TempDir tmp;
   const Manifest m = testing::SmallManifest(1, 2, 16);
-  ASSERT_TRUE(testing::WritePatternStore(tmp.path + "/s", m).ok());
-  std::unique_ptr<Store> store;
-  ASSERT_TRUE(Store::Open(tmp.path + "/s", false, &store).ok());
   ServerOptions so;
   so.maxConnections = 2;
   so.handshakeTimeoutMs = 1500;
   std::unique_ptr<ExpertServer> server;
-  ASSERT_TRUE(ExpertServer::Start(std::move(store), nullptr, nullptr, so, &server).ok());
+  ASSERT_NO_FATAL_FAILURE(StartSmallTcpPeer(tmp.path + "/s", so, &server));
   test_support::LogCapture capture;
-  auto hello = [&](int* fd) {  // connects and reads the Hello and manifest; OK when they came
-    RY_RETURN_IF_ERROR(WireConnect("127.0.0.1", server->port(), 2000, fd));
-    (void)SetSocketTimeouts(*fd, 5000);
-    HelloHeader h{};
-    RY_RETURN_IF_ERROR(WireRecv(*fd, &h, sizeof h, "hello"));
-    std::string text(h.manifestBytes, '\0');
-    return WireRecv(*fd, text.data(), text.size(), "manifest");
-  };
+  auto hello = [&](int* fd) { return ReadHelloAndManifest(server->port(), fd); };
   int idle[2] = {-1, -1};
   ASSERT_TRUE(hello(&idle[0]).ok());
   ASSERT_TRUE(hello(&idle[1]).ok());

@@ -68,6 +68,27 @@ class TcpWire : public ::testing::Test {
     SendBytes(&h, sizeof h);
     SendBytes(payload.data(), payload.size());
   }
+  /// Sends on `fd` the hello of socket `index` of a connection of `count` sockets
+  /// (peer Worker 123, connection 1).
+  void SendHelloOn(int fd, uint64_t index, uint64_t count) {
+    FrameHeader h = MakeHeader(FrameType::kHello);
+    h.addr = 123;
+    h.seq = 1;
+    h.opBytes = count;
+    h.offset = index;
+    ASSERT_EQ(send(fd, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  }
+  /// Sends on `fd` op 0's Write header (8 bytes into the region) and 2 of its 8 bytes.
+  void SendHalfWriteOn(int fd) {
+    FrameHeader w = MakeHeader(FrameType::kWrite);
+    w.seq = 0;
+    w.addr = region_->base;
+    w.opBytes = 8;
+    w.key = region_->softwareKey;
+    w.payloadBytes = 8;
+    ASSERT_EQ(send(fd, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
+    ASSERT_EQ(send(fd, "AB", 2, MSG_NOSIGNAL), 2);
+  }
   /// Progresses the worker until `done()` or 10 s.
   bool Pump(const std::function<bool()>& done) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -201,25 +222,12 @@ TEST_F(TcpWire, APeerSilentBetweenFramesOnTwoSocketsTimesOutNamingEachRail) {
 // died without an error. Socket 1 here is accepted first; socket 0 then arrives with
 // half a Write while socket 1 closes in order: the target reads socket 0 first.
 TEST_F(TcpWire, AnOrderlyCloseOnOneSocketStillSeesAnOpHalfSentOnAnotherJustAccepted) {
-  FrameHeader h = MakeHeader(FrameType::kHello);
-  h.addr = 123;
-  h.seq = 1;
-  h.opBytes = 2;  // two sockets
-  h.offset = 1;   // this one is socket 1
-  SendBytes(&h, sizeof h);
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(fd_, 1, 2));  // this one is socket 1
   ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
   const int first = ConnectRaw();
   ASSERT_GE(first, 0);
-  h.offset = 0;
-  ASSERT_EQ(send(first, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
-  FrameHeader w = MakeHeader(FrameType::kWrite);
-  w.seq = 0;
-  w.addr = region_->base;
-  w.opBytes = 8;
-  w.key = region_->softwareKey;
-  w.payloadBytes = 8;
-  ASSERT_EQ(send(first, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
-  ASSERT_EQ(send(first, "AB", 2, MSG_NOSIGNAL), 2);  // 2 of the 8 payload bytes
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(first, 0, 2));
+  ASSERT_NO_FATAL_FAILURE(SendHalfWriteOn(first));
   close(fd_);  // socket 1: an orderly close between frames
   fd_ = -1;
   const std::string err = NextError();
@@ -236,24 +244,11 @@ TEST_F(TcpWire, AnOrderlyCloseOnOneSocketStillSeesAnOpHalfSentOnAnotherJustAccep
 TEST_F(TcpWire, AnOrderlyCloseSeenBeforeAnotherSocketsHalfOpIsAnError) {
   const int second = ConnectRaw();
   ASSERT_GE(second, 0);
-  FrameHeader h = MakeHeader(FrameType::kHello);
-  h.addr = 123;
-  h.seq = 1;
-  h.opBytes = 2;  // two sockets
-  h.offset = 0;
-  SendBytes(&h, sizeof h);
-  h.offset = 1;
-  ASSERT_EQ(send(second, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(fd_, 0, 2));
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(second, 1, 2));
   ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
   for (int i = 0; i < 20; ++i) worker_->Progress(&events_);  // both hellos taken: both sockets joined
-  FrameHeader w = MakeHeader(FrameType::kWrite);
-  w.seq = 0;
-  w.addr = region_->base;
-  w.opBytes = 8;
-  w.key = region_->softwareKey;
-  w.payloadBytes = 8;
-  ASSERT_EQ(send(second, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
-  ASSERT_EQ(send(second, "AB", 2, MSG_NOSIGNAL), 2);
+  ASSERT_NO_FATAL_FAILURE(SendHalfWriteOn(second));
   close(fd_);  // socket 0: an orderly close between frames
   fd_ = -1;
   const std::string err = NextError();
@@ -268,12 +263,7 @@ TEST_F(TcpWire, AnOrderlyCloseSeenBeforeAnotherSocketsHalfOpIsAnError) {
 // The close alone decides nothing while a socket is still to come: the Write's bytes
 // fail the connection at once, not "1 of 2 sockets arrived" at the timeout.
 TEST_F(TcpWire, AnOrderlyCloseBeforeTheOtherSocketArrivesWaitsForIt) {
-  FrameHeader h = MakeHeader(FrameType::kHello);
-  h.addr = 123;
-  h.seq = 1;
-  h.opBytes = 2;
-  h.offset = 1;
-  SendBytes(&h, sizeof h);
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(fd_, 1, 2));
   ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
   close(fd_);
   fd_ = -1;
@@ -281,16 +271,8 @@ TEST_F(TcpWire, AnOrderlyCloseBeforeTheOtherSocketArrivesWaitsForIt) {
   EXPECT_EQ(worker_->stats().connectionsFailed, 0u) << "the close of one of two sockets was taken for the peer's end";
   const int first = ConnectRaw();
   ASSERT_GE(first, 0);
-  h.offset = 0;
-  ASSERT_EQ(send(first, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
-  FrameHeader w = MakeHeader(FrameType::kWrite);
-  w.seq = 0;
-  w.addr = region_->base;
-  w.opBytes = 8;
-  w.key = region_->softwareKey;
-  w.payloadBytes = 8;
-  ASSERT_EQ(send(first, &w, sizeof w, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof w));
-  ASSERT_EQ(send(first, "AB", 2, MSG_NOSIGNAL), 2);
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(first, 0, 2));
+  ASSERT_NO_FATAL_FAILURE(SendHalfWriteOn(first));
   const auto began = std::chrono::steady_clock::now();
   const std::string err = NextError();
   close(first);
