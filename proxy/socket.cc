@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -139,16 +140,25 @@ Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what) {
 namespace {
 
 /// RecvAll and RecvAllWithin: `totalMs` < 0 is no bound (then MSG_WAITALL: one call
-/// per SO_RCVTIMEO); else the bound, checked after each receive.
+/// per SO_RCVTIMEO); else the bound on the whole read (each receive waits in poll for
+/// what is left of it).
 Status RecvExactly(int fd, void* buf, size_t bytes, const std::string& what, int totalMs, bool* eof) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(totalMs, 0));
   char* p = static_cast<char*>(buf);
   size_t got = 0;
   if (eof != nullptr) *eof = false;
   while (got < bytes) {
-    if (totalMs >= 0 && got > 0 && std::chrono::steady_clock::now() >= deadline) {
-      return SystemError(what + ": the peer sent " + std::to_string(got) + " of " + std::to_string(bytes) +
-                         " bytes in " + std::to_string(totalMs) + " ms: too slow");
+    if (totalMs >= 0) {
+      // Waits only as long as the bound has left (review: a receive after the check
+      // could block one more SO_RCVTIMEO); bytes already there are read at once.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd pfd{fd, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        return SystemError(what + ": the peer sent " + std::to_string(got) + " of " + std::to_string(bytes) +
+                           " bytes in " + std::to_string(totalMs) + " ms: too slow");
+      }
     }
     const ssize_t n = ::recv(fd, p + got, bytes - got, totalMs < 0 ? MSG_WAITALL : 0);
     if (n < 0) {

@@ -71,8 +71,8 @@ Status SendAll(int fd, iovec* iov, int iovcnt, const std::string& what);
 /// (SystemError) when that passes with nothing read.
 Status RecvAll(int fd, void* buf, size_t bytes, const std::string& what, bool* eof = nullptr);
 /// RecvAll with a bound on the whole read: SystemError ("... N of M bytes in T ms: too
-/// slow") once `totalMs` has passed with bytes still missing, checked after each
-/// receive (so at most totalMs plus one SO_RCVTIMEO). For what a peer sends before it is
+/// slow") once `totalMs` has passed with bytes still missing (bytes already waiting
+/// are read whatever the bound). For what a peer sends before it is
 /// trusted (a handshake): SO_RCVTIMEO alone restarts with every byte, so a peer sending
 /// one byte a little within it held the connection for ever (hostile-peer probe).
 Status RecvAllWithin(int fd, void* buf, size_t bytes, const std::string& what, int totalMs, bool* eof = nullptr);

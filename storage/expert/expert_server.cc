@@ -16,6 +16,7 @@
 #include "env/log.h"
 #include "env/log_budget.h"
 #include "proxy/fabric/quiet_wait.h"
+#include "proxy/socket.h"
 #include "storage/expert/expert_error.h"
 #include "storage/expert/expert_wire.h"
 
@@ -256,7 +257,13 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_
   Status s = WireSend(fd, &hello, sizeof hello, who + " hello");
   if (s.ok()) s = WireSend(fd, text.data(), text.size(), who + " manifest");
   ChooseMessage choose{};
-  if (s.ok()) s = WireRecv(fd, &choose, sizeof choose, who + " transport choice");
+  if (s.ok()) {
+    // The choice within the handshake timeout as a whole (review: SO_RCVTIMEO alone
+    // restarts with each byte, so one byte every 9 s held a slot for 80 s).
+    const Status got = proxy::RecvAllWithin(fd, &choose, sizeof choose, who + " transport choice",
+                                            std::min(options_.timeoutMs, options_.handshakeTimeoutMs));
+    if (!got.ok()) s = ExpertError(ExpertErrc::kPeerLost, got.message());
+  }
   if (!s.ok()) return finish(s);
   (void)SetSocketTimeouts(fd, options_.timeoutMs);
   {

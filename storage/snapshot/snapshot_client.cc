@@ -462,4 +462,11 @@ Status SnapshotClient::Remove(uint64_t key, bool* found) {
   return Status::Ok();
 }
 
+bool SnapshotClient::ControlClosedByPeer() const {
+  if (!control_.valid()) return false;
+  char byte = 0;
+  const ssize_t n = ::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 }  // namespace railyard::storage::snapshot

@@ -160,6 +160,10 @@ class SnapshotClient {
   /// killed with Writes still in flight looks like to the peer. For tests of that
   /// case; later control calls (alloc, commit, get, remove) fail.
   void CloseControl() { control_.Reset(); }
+  /// True when the peer has closed this handle's control connection (it dropped the
+  /// client: gone, or stopped for the peer's timeout in the middle of a put or get),
+  /// seen without reading a byte or waiting. For tests that must not race the drop.
+  bool ControlClosedByPeer() const;
   /// Sends a kRelease of `key` (the pin a Get took) and returns at once: the peer
   /// answers no release (wire version 3), and one of a pin this client does not hold
   /// is logged there and changes nothing. Get sends it itself; public for tests of that

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <random>
 
 #include "env/log.h"
+#include "proxy/fabric/random_id.h"
 #include "storage/tunnel/tunnel_wire.h"
 
 namespace railyard::storage::tunnel {
@@ -41,12 +41,9 @@ struct ControlTunnel::Tunnel {
 
 namespace {
 
-uint64_t RandomId() {
-  static thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
-  uint64_t id = 0;
-  while (id == 0) id = rng();
-  return id;
-}
+/// A tunnel's id, which a peer presents to reach it: drawn on its own from the kernel's
+/// CSPRNG (review: an mt19937_64 stream can be recovered from the ids it gave out).
+uint64_t RandomId() { return fabric::SecretKey64(); }
 
 void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 

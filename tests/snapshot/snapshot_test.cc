@@ -762,6 +762,13 @@ TEST_F(SnapshotTest, AnIdleHandleOutlivesThePeersTimeoutAndPutsStoppedHalfwayGiv
   EXPECT_TRUE(found);
   EXPECT_EQ(Mismatch(b.data(), kSmall, 2), -1);
   for (int i = 0; i < 2; ++i) {  // their commits come too late; nothing half-written is kept
+    // The put above needed one drop only: wait for this client's own (CI once committed
+    // the second stopped client just before the peer's timeout dropped it).
+    const auto dropBy = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!stopped[i].client->ControlClosedByPeer() && std::chrono::steady_clock::now() < dropBy) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(stopped[i].client->ControlClosedByPeer()) << "the peer never dropped stopped client " << i;
     // ... and say why (new-user trial: "connection closed by peer" and nothing more).
     const Status late = stopped[i].client->Commit(70 + i, 0);
     EXPECT_FALSE(late.ok()) << i;

@@ -43,6 +43,13 @@ TEST(RecvAllWithin, APeerStillShortOfTheBytesAtTheBoundIsTooSlow) {
   EXPECT_EQ(s.message(), "snapshot handshake: the peer sent 1 of 2 bytes in 0 ms: too slow");
 }
 
+TEST(RecvAllWithin, APeerSilentPastTheBoundIsTooSlowWithoutWaitingMore) {
+  Pair p;  // nothing sent, no SO_RCVTIMEO: only the bound ends the wait
+  char buf[2] = {};
+  const Status s = RecvAllWithin(p.fd[0], buf, sizeof buf, "snapshot handshake", 0);
+  EXPECT_EQ(s.message(), "snapshot handshake: the peer sent 0 of 2 bytes in 0 ms: too slow");
+}
+
 TEST(RecvAllWithin, AnOrderlyCloseBeforeTheFirstByteIsEofAndAfterItAnError) {
   Pair p;
   ::shutdown(p.fd[1], SHUT_WR);

@@ -104,7 +104,12 @@ class FrameSocket {
   /// receive side is not tried: an idle socket costs no syscall.
   FabricError Pump(FrameHandler& handler, uint64_t budget, PumpResult* result, bool readable = true);
   /// Closes the socket (the peer sees EOF); the queue is dropped.
-  void Close() { fd_.Reset(); }
+  void Close() {
+    fd_.Reset();
+    out_.clear();  // the frames (and the Region pins they hold) go with the socket
+    outSent_ = 0;
+    outDead_ = false;
+  }
 
  private:
   FabricError PumpOut(FrameHandler& handler, uint64_t budget, PumpResult* result);

@@ -96,17 +96,28 @@ FabricError TcpTarget::AddSocket(proxy::Fd fd, int index, int rail, int count, b
 bool TcpTarget::Busy() const { return used_ > 0; }
 
 void TcpTarget::QueueOn(int socket, OutFrame f) {
-  // A socket the peer closed takes nothing more: what would go there is dropped (the
-  // peer is gone from it), so no frame waits on it and keeps the Worker from sleeping.
-  if (eof_[static_cast<size_t>(socket)]) return;
-  sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+  // A socket the peer closed takes nothing more. An ack or nack goes on another open
+  // socket of the connection (the initiator takes them on any); anything else is
+  // dropped (the peer is gone from that socket), so no frame waits on a closed socket.
+  if (!eof_[static_cast<size_t>(socket)]) {
+    sockets_[static_cast<size_t>(socket)]->Queue(std::move(f));
+    return;
+  }
+  const FrameType t = f.header.frameType();
+  if (t != FrameType::kAck && t != FrameType::kNack) return;
+  for (size_t i = 0; i < sockets_.size(); ++i) {
+    if (sockets_[i] && !eof_[i]) {
+      sockets_[i]->Queue(std::move(f));
+      return;
+    }
+  }
 }
 
 bool TcpTarget::Quiet() const {
   if (dead_) return true;
   if (deferred_ > 0) return false;
-  for (const auto& s : sockets_) {
-    if (s && s->QueuedFrames() > 0) return false;
+  for (size_t i = 0; i < sockets_.size(); ++i) {
+    if (sockets_[i] && !eof_[i] && sockets_[i]->QueuedFrames() > 0) return false;
   }
   return true;
 }
@@ -117,7 +128,7 @@ void TcpTarget::Fail(FabricError e, bool always, bool warnIdle) {
   ++worker_->counters().connectionsFailed;
   const bool busy = Busy() && !refusing_;
   if (always || busy) {
-    if ((busy || warnIdle) && worker_->MayWarnOfPeer()) {
+    if ((busy || warnIdle) && worker_->MayWarnOfPeer(TcpWorker::PeerWarn::kFailure)) {
       RY_WARN("%s", e.ToString().c_str());
     } else if (busy || warnIdle) {
       RY_INFO(log::kNet, "%s", e.ToString().c_str());  // over the Worker's WARN budget
@@ -156,7 +167,7 @@ void TcpTarget::QueueBound() {
 
 FabricError TcpTarget::Refuse(int socket, uint64_t seq, FabricErrc errc, const std::string& why) {
   FabricError e = Error(errc, socket, static_cast<int64_t>(seq), "refused: " + why);
-  if (worker_->MayWarnOfPeer()) {
+  if (worker_->MayWarnOfPeer(TcpWorker::PeerWarn::kRefusal)) {
     RY_WARN("%s", e.ToString().c_str());
   } else {
     RY_INFO(log::kNet, "%s", e.ToString().c_str());  // over the Worker's WARN budget
@@ -384,6 +395,16 @@ void TcpTarget::Progress() {
       return;
     }
     if (r.closed) {
+      // A peer that stops sending on a socket while frames wait to go to it (a read's
+      // data, acks it does not read) is done with the connection: it ends now, before
+      // those frames could hold it (and the Worker awake) for ever (review). An error
+      // event only when an op was under way, as for any close.
+      if (s->QueuedFrames() > 0) {
+        Fail(Error(FabricErrc::kPeerClosed, s->index(), -1,
+                   "the peer closed the connection with frames still to send it"),
+             false, false);
+        return;
+      }
       // Decided below, once every socket has had its turn. Closed here too: an EOF
       // stays readable, and a socket left watched would keep the Worker from sleeping.
       eof_[i] = true;
@@ -412,6 +433,15 @@ void TcpTarget::Progress() {
   const auto timeout = std::chrono::milliseconds(worker_->options().timeoutMs);
   const int arrived = static_cast<int>(std::count_if(sockets_.begin(), sockets_.end(), [](auto& s) { return s != nullptr; }));
   if (arrived < count_ && now - created_ > timeout) {
+    // Every socket that came closed in order, nothing under way: the peer left before
+    // the rest arrived (a connect it gave up). Dropped quietly, as any idle close.
+    bool allLeft = closed > 0;
+    for (size_t i = 0; i < sockets_.size() && allLeft; ++i) allLeft = sockets_[i] == nullptr || eof_[i];
+    if (allLeft && !Busy()) {
+      Fail(Error(FabricErrc::kPeerClosed, firstClosed, -1, "the peer closed the connection before all its sockets arrived"),
+           false, false);
+      return;
+    }
     Fail(Error(FabricErrc::kConnectFailed, -1, -1,
                "only " + std::to_string(arrived) + " of " + std::to_string(count_) + " sockets arrived in " +
                    std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS)"));

@@ -293,11 +293,15 @@ void TcpWorker::ReadHellos() {
 
 size_t TcpWorker::Progress(std::vector<Event>* events) {
   if (peerWarnsSuppressed_) {
-    if (const uint64_t n = peerWarns_.TakeSuppressed(log::LogBudget::Clock::now()); n > 0) {
+    const auto now = log::LogBudget::Clock::now();
+    const uint64_t refusals = refusalWarns_.TakeSuppressed(now);
+    const uint64_t failures = failureWarns_.TakeSuppressed(now);
+    if (refusals > 0 || failures > 0) {
       peerWarnsSuppressed_ = false;
-      RY_WARN("fabric: %llu more failed peer connections and refused frames were not logged (at most 20 per %lld s; "
-              "each at INFO)",
-              static_cast<unsigned long long>(n), static_cast<long long>(peerWarns_.window().count() / 1000));
+      RY_WARN("fabric: %llu more refused frames and %llu more failed peer connections were logged at INFO only (at "
+              "most 20 of each per %lld s at WARN)",
+              static_cast<unsigned long long>(refusals), static_cast<unsigned long long>(failures),
+              static_cast<long long>(refusalWarns_.window().count() / 1000));
     }
   }
   PollReadiness();

@@ -62,11 +62,15 @@ class TcpWorker : public Worker {
   /// side only when its epoll says so (one epoll_wait per Progress instead of a
   /// recv() on every idle socket). A closed fd leaves the set by itself.
   void Watch(int fd);
-  /// True when a peer-caused WARN (a connection that failed, a refused frame) may be
-  /// logged now: at most 20 per 10 s per Worker (hostile-peer probe: 3000 forged Writes
-  /// wrote 3000 WARNs in a second); the rest are counted and said in one WARN per window.
-  bool MayWarnOfPeer() {
-    if (peerWarns_.Take(log::LogBudget::Clock::now())) return true;
+  /// What a peer-caused WARN is about: each kind has its own budget, so a peer forging
+  /// refused frames cannot spend the one that real failures are logged from (review).
+  enum class PeerWarn { kRefusal, kFailure };
+  /// True when a peer-caused WARN of `kind` may be logged now: at most 20 of each kind
+  /// per 10 s per Worker (hostile-peer probe: 3000 forged Writes wrote 3000 WARNs in a
+  /// second); the rest are counted and said in one WARN per window.
+  bool MayWarnOfPeer(PeerWarn kind) {
+    log::LogBudget& budget = kind == PeerWarn::kRefusal ? refusalWarns_ : failureWarns_;
+    if (budget.Take(log::LogBudget::Clock::now())) return true;
     peerWarnsSuppressed_ = true;
     return false;
   }
@@ -109,7 +113,8 @@ class TcpWorker : public Worker {
   AcceptSources acceptOnlyFrom_;  ///< TcpOptions::acceptOnlyFrom, parsed
   uint64_t offSource_ = 0;        ///< sockets closed at accept for their source
   std::vector<uint32_t> waiting_;  ///< AcceptNew's scratch: the sources of pending_, in order
-  log::LogBudget peerWarns_{20, std::chrono::seconds(10)};  ///< MayWarnOfPeer
+  log::LogBudget refusalWarns_{20, std::chrono::seconds(10)};  ///< MayWarnOfPeer(kRefusal)
+  log::LogBudget failureWarns_{20, std::chrono::seconds(10)};  ///< MayWarnOfPeer(kFailure)
   bool peerWarnsSuppressed_ = false;  ///< some were: Progress reports them once their window ends
   uint64_t acceptErrors_ = 0;      ///< accept() failures other than EAGAIN (EMFILE, ...)
   uint64_t refusedAtAccept_ = 0;  ///< sockets closed at accept or evicted: the hello table was full
