@@ -283,6 +283,37 @@ TEST_F(TcpWire, AnOrderlyCloseBeforeTheOtherSocketArrivesWaitsForIt) {
   EXPECT_TRUE(OutsideUntouched());
 }
 
+// Review: a peer that stops sending on one socket (SHUT_WR) while a Read's data waits
+// to go to it, and reads none of it, with its other socket open and idle, is done with
+// the connection: the target ends it instead of keeping the queued data (and its
+// Worker awake) for ever.
+TEST_F(TcpWire, APeerThatStopsSendingWithReadDataQueuedToItEndsTheConnection) {
+  std::vector<uint8_t> big(32 << 20, 0x11);  // more than loopback's socket buffers hold
+  const Region* readable = nullptr;
+  ASSERT_TRUE(domain_->Register(big.data(), big.size(), kAccessRemoteRead, MemoryKind::kHost, &readable).ok());
+  const int second = ConnectRaw();
+  ASSERT_GE(second, 0);
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(fd_, 0, 2));
+  ASSERT_NO_FATAL_FAILURE(SendHelloOn(second, 1, 2));
+  ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
+  FrameHeader r = MakeHeader(FrameType::kReadReq);
+  r.seq = 0;
+  r.addr = readable->base;
+  r.opBytes = big.size();
+  r.value = big.size();
+  r.key = readable->softwareKey;
+  SendBytes(&r, sizeof r);
+  for (int i = 0; i < 50; ++i) worker_->Progress(&events_);  // the data goes out until the buffers are full
+  ::shutdown(fd_, SHUT_WR);  // socket 0: nothing more from the peer, and it reads nothing
+  EXPECT_TRUE(Pump([&] { return worker_->stats().peerConnections == 0; }))
+      << "the connection lived on with the Read's data queued to a peer that stopped";
+  close(second);
+  close(fd_);
+  fd_ = -1;
+  for (int i = 0; i < 5; ++i) worker_->Progress(&events_);
+  EXPECT_TRUE(domain_->Deregister(readable).ok());
+}
+
 TEST_F(TcpWire, ChunkForAnOpAlreadyCompleteIsRefused) {
   SendHello();
   SendWrite(0, 8, 0, "AAAAAAAA");
