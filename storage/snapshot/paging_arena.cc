@@ -267,6 +267,7 @@ Status PagingArena::Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool*
   slots_[s].state = Slot::kWriting;
   slots_[s].key = key;
   slots_[s].writer = client;
+  slots_[s].since = Clock::now();
   *offset = static_cast<uint64_t>(s) * blobBytes_;
   return Status::Ok();
 }
@@ -490,7 +491,7 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
 
 void PagingArena::Pin(uint64_t client, uint64_t key, const Blob& b, bool* found, uint64_t* offset, uint64_t* checksum) {
   ++slots_[b.slot].pins;
-  pins_[{client, key}].push_back(b.slot);
+  pins_[{client, key}].push_back(Pinned{b.slot, Clock::now()});
   *found = true;
   *offset = static_cast<uint64_t>(b.slot) * blobBytes_;
   *checksum = b.checksum;
@@ -511,7 +512,7 @@ Status PagingArena::Release(uint64_t client, uint64_t key) {
     return InvalidUsage("release of key " + std::to_string(key) + " that this client has not got");
   }
   // The oldest pin first: a batch's gets of one key are released in the order taken.
-  const int64_t s = it->second.front();
+  const int64_t s = it->second.front().slot;
   it->second.erase(it->second.begin());
   if (it->second.empty()) pins_.erase(it);
   if (--slots_[s].pins == 0) {
@@ -550,8 +551,8 @@ void PagingArena::Drop(uint64_t client) {
     }
   }
   for (auto it = pins_.lower_bound({client, 0}); it != pins_.end() && it->first.first == client;) {
-    for (int64_t s : it->second) {
-      if (--slots_[s].pins == 0 && slots_[s].orphan) FreeSlot(s);
+    for (const Pinned& p : it->second) {
+      if (--slots_[p.slot].pins == 0 && slots_[p.slot].orphan) FreeSlot(p.slot);
     }
     it = pins_.erase(it);
   }
@@ -569,6 +570,19 @@ bool PagingArena::HoldsLocked(uint64_t client) const {
   }
   auto it = pins_.lower_bound({client, 0});
   return it != pins_.end() && it->first.first == client;
+}
+
+bool PagingArena::HoldsTooLong(uint64_t client, int64_t maxHoldMs) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (waiting_.empty()) return false;
+  const Clock::time_point before = Clock::now() - std::chrono::milliseconds(maxHoldMs);
+  for (const Slot& s : slots_) {
+    if (s.state == Slot::kWriting && s.writer == client && s.since < before) return true;
+  }
+  for (auto it = pins_.lower_bound({client, 0}); it != pins_.end() && it->first.first == client; ++it) {
+    if (!it->second.empty() && it->second.front().since < before) return true;
+  }
+  return false;
 }
 
 PagingStats PagingArena::stats() const {

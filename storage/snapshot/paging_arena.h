@@ -158,6 +158,14 @@ class PagingArena {
   /// committed, or a pin not yet released. (Between operations it holds nothing, and
   /// its control connection may rest as long as it likes.)
   bool Holds(uint64_t client) const;
+  /// True when some request waits for a slot (an alloc or a fault queued) while
+  /// `client` has held one slot being written, or one pin, for more than `maxHoldMs`
+  /// (counted from the alloc or the get that took it; an alloc asked again for the same
+  /// key does not restart it). The server drops such a client (hostile-peer probe: a
+  /// client could alloc every slot, never commit, and stay alive with requests that
+  /// need no slot, so that every other client's put and get failed after its slot
+  /// wait). Without a waiter nobody is held up, and a slow client is left alone.
+  bool HoldsTooLong(uint64_t client, int64_t maxHoldMs) const;
 
   PagingStats stats() const;
   uint64_t blobBytes() const { return blobBytes_; }
@@ -197,6 +205,7 @@ class PagingArena {
     enum State : uint8_t { kFree, kWriting, kFaulting, kResident } state = kFree;
     uint64_t key = 0;
     uint64_t writer = 0;   ///< kWriting: the client
+    std::chrono::steady_clock::time_point since{};  ///< kWriting: when the client's alloc took it
     uint32_t pins = 0;     ///< kResident: gets not yet released, and an eviction writing it out
     bool orphan = false;   ///< kResident: no blob points here any more (freed on last unpin)
   };
@@ -267,7 +276,12 @@ class PagingArena {
   std::vector<int64_t> free_;
   std::map<uint64_t, Blob> blobs_;
   std::list<uint64_t> lru_;  ///< resident keys, most recent at the front
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<int64_t>> pins_;  ///< (client, key) -> pinned slots
+  /// One get's pin of a slot, and when the get took it (HoldsTooLong).
+  struct Pinned {
+    int64_t slot = -1;
+    std::chrono::steady_clock::time_point since{};
+  };
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<Pinned>> pins_;  ///< (client, key) -> its pins, oldest first
   std::unique_ptr<SwapFile> swap_;
   uint64_t generation_ = 0;
   PagingStats stats_;

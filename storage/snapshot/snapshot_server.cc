@@ -483,6 +483,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
   }
   std::vector<uint8_t> rb = reply.Encode();
   iovec iov{rb.data(), rb.size()};
+  bool overstayed = false;  // dropped for HoldsTooLong
   if (proxy::SendAll(fd, &iov, 1, "snapshot reply").ok() && hs.ok()) {
     for (;;) {
       // Between operations a client holds nothing here, and its handle may rest as long
@@ -509,6 +510,16 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       if (st.ok() && !arena->paging) {
         st = InvalidUsage("snapshot: kind '" + arena->spec.kind + "' is a raw arena: no " + OpName(q.op) +
                           " (the client writes and reads offsets itself)");
+      }
+      // A client that sits on a slot or pin past the timeout while others queue for one
+      // is dropped, as one that stopped mid-operation would be (hostile-peer probe).
+      if (st.ok() && arena->paging->HoldsTooLong(client, options_.timeoutMs)) {
+        overstayed = true;
+        st = InvalidUsage("snapshot: kind '" + arena->spec.kind +
+                          "': this client held an arena slot or pin for more than the peer's RAILYARD_TIMEOUT_MS (" +
+                          std::to_string(options_.timeoutMs) +
+                          " ms) while other clients waited for a slot: it is dropped, its uncommitted blobs and "
+                          "pins given back");
       }
       bool faulting = false;        // a get answered kFaulting: its last answer is kReady or kError
       std::vector<uint8_t> spilled;  // answers of a fault that did not fit the socket at once
@@ -566,6 +577,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
         r.checksum = 0;
       }
       if (st.ok() && q.op == Op::kRelease) continue;  // no response (wire version 3)
+      if (overstayed && q.op == Op::kRelease) break;   // nor then: nobody waits for one
       if (!st.ok() && decoded && q.op == Op::kRelease) {
         // Nobody waits for this answer: a client releasing what it does not hold is
         // logged (the first, then at most one per 10 s) and otherwise changes nothing.
@@ -584,7 +596,7 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       std::vector<uint8_t> out = r.Encode();
       iovec o{out.data(), out.size()};
       if (!proxy::SendAll(fd, &o, 1, "snapshot response").ok()) break;
-      if (!decoded) break;  // a malformed request ends the connection
+      if (!decoded || overstayed) break;  // a malformed request ends the connection
     }
   }
   // The client went away (or broke the protocol): its uncommitted slots and pins go,
@@ -607,7 +619,13 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
   if (arena != nullptr && arena->paging) {
     // New-user trial: clients stopped mid-put were dropped without a word here (the
     // first, then at most one per 10 s: a client can do this at will).
-    if (arena->paging->Holds(client) && MayLog(droppedHolding_, droppedLog_)) {
+    if (overstayed && MayLog(droppedHolding_, droppedLog_)) {
+      RY_WARN("snapshot: kind '%s': dropped the client from %s, which held an arena slot or pin for more than "
+              "RAILYARD_TIMEOUT_MS (%d ms) while other clients waited for one: its uncommitted slots and pins are "
+              "given back (%llu clients dropped mid-operation; at most one logged per 10 s)",
+              arena->spec.kind.c_str(), c->source.c_str(), options_.timeoutMs,
+              static_cast<unsigned long long>(droppedHolding_.load()));
+    } else if (arena->paging->Holds(client) && MayLog(droppedHolding_, droppedLog_)) {
       RY_WARN("snapshot: kind '%s': the client from %s went away, or stopped for RAILYARD_TIMEOUT_MS (%d ms), in the "
               "middle of a put or get: its uncommitted slots and pins are given back (%llu such clients; at most "
               "one logged per 10 s)",

@@ -830,5 +830,63 @@ TEST(SnapshotFake, OneAddressHoldsAtMostItsShareOfTheConnections) {
   f.srv.reset();
 }
 
+// Hostile-peer probe: a client that allocs the only slot, never commits and stays
+// alive with requests that need no slot made every other client's put fail after its
+// slot wait. Now, while another waits, a client holding a slot past the peer's
+// RAILYARD_TIMEOUT_MS is dropped at its next request, told why, and the waiter's put
+// goes through.
+TEST(SnapshotFake, AClientSittingOnASlotWhileAnotherWaitsIsDropped) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  constexpr int kTimeoutMs = 1000;  // the peer's: a hold's bound, and half its slot wait
+  FakeServer f;
+  ASSERT_NO_FATAL_FAILURE(f.StartKv(kBlob, 1, kTimeoutMs));
+  test_support::LogCapture capture;
+  ClientOptions o = f.Kv(kBlob, 1);
+  o.timeoutMs = 10000;
+  std::unique_ptr<SnapshotClient> hog, victim;
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &hog).ok());
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &victim).ok());
+  std::vector<uint8_t> b(kBlob);
+  Fill(b.data(), kBlob, 1);
+  uint64_t sum = 0;
+  ASSERT_TRUE(hog->Stage(1, b.data(), kBlob, &sum).ok());  // the only slot, never committed
+  Status put;
+  std::vector<uint8_t> mine(kBlob);
+  Fill(mine.data(), kBlob, 2);
+  std::thread waiter([&] { put = victim->Put(2, mine.data(), kBlob); });
+  // The hog keeps its connection busy with gets of a key nobody has (no slot needed),
+  // paced, until the peer drops it (or for far longer than the slot wait).
+  Status kept;
+  for (int i = 0; i < 400 && kept.ok(); ++i) {
+    bool found = true;
+    kept = hog->Get(99, b.data(), kBlob, &found);
+    if (kept.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  waiter.join();
+  EXPECT_EQ(kept.code(), Code::kInvalidUsage) << kept.message();
+  EXPECT_NE(kept.message().find("this client held an arena slot or pin for more than the peer's RAILYARD_TIMEOUT_MS "
+                                "(1000 ms) while other clients waited for a slot: it is dropped"),
+            std::string::npos)
+      << kept.message();
+  ASSERT_TRUE(put.ok()) << put.message();
+  bool found = false;
+  std::vector<uint8_t> back(kBlob);
+  ASSERT_TRUE(victim->Get(2, back.data(), kBlob, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(Mismatch(back.data(), kBlob, 2), -1);
+  ASSERT_TRUE(victim->Get(1, back.data(), kBlob, &found).ok());
+  EXPECT_FALSE(found) << "the hog's uncommitted blob was served";
+  bool warned = false;
+  for (const std::string& l : capture.lines()) {
+    warned |= l.find("snapshot: kind 'kv': dropped the client from 127.0.0.1:") != std::string::npos &&
+              l.find(", which held an arena slot or pin for more than RAILYARD_TIMEOUT_MS (1000 ms) while other "
+                     "clients waited for one") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << "the peer did not say whom it dropped, or why: " << ::testing::PrintToString(capture.lines());
+  hog.reset();
+  victim.reset();
+  f.srv.reset();
+}
+
 }  // namespace
 }  // namespace railyard::storage::snapshot::testing

@@ -891,6 +891,55 @@ TEST(PagingArenaRules, AHolderIsNotQueuedAndWaitersOutOfTimeLeaveTheQueue) {
   EXPECT_EQ(offset, kBlob) << "key 2's slot, evicted";
 }
 
+// A client holds too long only while someone waits for a slot, and only by its oldest
+// hold: a slot being written counts from its alloc (an alloc of the same key asked again
+// does not restart it), a pin from its get. Once the holder is dropped, the waiter has
+// the slot. (Hostile-peer probe: one client could hold every slot for ever.)
+TEST(PagingArenaRules, AHolderHoldsTooLongOnlyWhileSomeoneWaits) {
+  constexpr uint64_t kBlob = 4096;
+  TestArena under(2, kBlob, /*slotWaitMs=*/120000);
+  ASSERT_NE(under.arena, nullptr);
+  PagingArena& arena = *under.arena;
+  std::vector<uint8_t>& mem = under.mem;
+  uint64_t at = 0;
+  ASSERT_TRUE(arena.Alloc(1, 1, &at).ok());
+  ASSERT_TRUE(arena.Commit(1, 1, BlobChecksum(mem.data() + at, kBlob)).ok());
+  bool found = false;
+  uint64_t pinnedAt = 0, sum = 0;
+  ASSERT_TRUE(arena.Get(2, 1, &found, &pinnedAt, &sum).ok());  // client 2 pins key 1's slot
+  ASSERT_TRUE(found);
+  uint64_t writing = 0;
+  const auto allocated = std::chrono::steady_clock::now();
+  ASSERT_TRUE(arena.Alloc(3, 5, &writing).ok());  // client 3 writes into the other
+  EXPECT_FALSE(arena.HoldsTooLong(2, 0)) << "nobody waits yet";
+  EXPECT_FALSE(arena.HoldsTooLong(3, 0)) << "nobody waits yet";
+  Status waited;
+  uint64_t given = 0;
+  std::thread waiter([&] { waited = arena.Alloc(4, 4, &given); });
+  ASSERT_TRUE(WaitUntil([&] { return arena.stats().waiting == 1; })) << "the third alloc never queued";
+  EXPECT_TRUE(arena.HoldsTooLong(2, 0)) << "a pin";
+  EXPECT_TRUE(arena.HoldsTooLong(3, 0)) << "a slot being written";
+  EXPECT_FALSE(arena.HoldsTooLong(2, 600000)) << "a pin younger than the bound";
+  EXPECT_FALSE(arena.HoldsTooLong(4, 0)) << "the waiter holds nothing";
+  EXPECT_FALSE(arena.HoldsTooLong(1, 0)) << "a committed blob is no hold";
+  // Some time on, the alloc asked again: the hold still counts from the first.
+  while (std::chrono::steady_clock::now() - allocated < std::chrono::milliseconds(50)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto askedAgain = std::chrono::steady_clock::now();
+  uint64_t again = 0;
+  ASSERT_TRUE(arena.Alloc(3, 5, &again).ok());  // its own slot back at once
+  EXPECT_EQ(again, writing);
+  const int64_t heldMs = std::chrono::duration_cast<std::chrono::milliseconds>(askedAgain - allocated).count();
+  EXPECT_TRUE(arena.HoldsTooLong(3, heldMs - 1)) << "asking again restarted the hold";
+  arena.Drop(3);  // what the server does with it
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.message();
+  EXPECT_EQ(given, writing) << "the dropped holder's slot went to the waiter";
+  EXPECT_FALSE(arena.HoldsTooLong(2, 0)) << "nobody waits any more";
+  ASSERT_TRUE(arena.Release(2, 1).ok());
+}
+
 // A commit checks its slot (and writes it through) without holding the arena, so two
 // clients' commits of one key can end in either order: the one that began later wins
 // both ways round, in memory and in what a restart rebuilds from the swap file, and
