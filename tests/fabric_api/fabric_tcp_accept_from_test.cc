@@ -44,10 +44,7 @@ class TcpAcceptFrom : public ::testing::Test {
   void ConnectAndWrite(const char* source) {
     fd_ = raw_peer::ConnectToRail0(*worker_, source);
     ASSERT_GE(fd_, 0);
-    FrameHeader h = MakeHeader(FrameType::kHello);
-    h.addr = 123;
-    h.seq = 1;
-    h.opBytes = 1;
+    FrameHeader h = raw_peer::Hello();
     FrameHeader w = MakeHeader(FrameType::kWrite);
     w.seq = 0;
     w.addr = region_->base;
@@ -159,10 +156,7 @@ TEST_F(TcpAcceptFrom, HellosThatArrivedAreTakenBeforeAFullTableEvicts) {
   for (int i = 0; i < 60; ++i) {
     host.push_back(raw_peer::ConnectToRail0(*worker_, "127.0.0.2"));
     ASSERT_GE(host.back(), 0);
-    FrameHeader h = MakeHeader(FrameType::kHello);
-    h.addr = 1000 + static_cast<uint64_t>(i);  // 60 peers' connections of one socket each
-    h.seq = 1;
-    h.opBytes = 1;
+    FrameHeader h = raw_peer::Hello(1000 + static_cast<uint64_t>(i));  // 60 peers' connections of one socket each
     ASSERT_EQ(send(host.back(), &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
   }
   EXPECT_TRUE(ProgressUntil([&] { return worker_->stats().peerConnections == 60; }))

@@ -87,10 +87,7 @@ class TcpAckTarget : public ::testing::Test {
     ASSERT_TRUE(domain_->Register(mem_.data(), mem_.size(), kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
     fd_ = raw_peer::ConnectToRail0(*worker_);
     ASSERT_GE(fd_, 0);
-    FrameHeader h = MakeHeader(FrameType::kHello);
-    h.addr = 123;
-    h.seq = 1;
-    h.opBytes = 1;
+    FrameHeader h = raw_peer::Hello();
     SendAll(fd_, &h, sizeof h);
     frames_ = std::make_unique<RawFrames>(fd_);
   }

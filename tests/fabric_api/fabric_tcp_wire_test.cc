@@ -45,12 +45,7 @@ class TcpWire : public ::testing::Test {
   }
   void SendBytes(const void* p, size_t n) { ASSERT_EQ(send(fd_, p, n, MSG_NOSIGNAL), static_cast<ssize_t>(n)); }
   void SendHello() {
-    FrameHeader h = MakeHeader(FrameType::kHello);
-    h.addr = 123;
-    h.seq = 1;
-    h.offset = 0;
-    h.opBytes = 1;
-    h.value = 0;
+    FrameHeader h = raw_peer::Hello();
     SendBytes(&h, sizeof h);
   }
   void SendWrite(uint64_t seq, uint64_t opBytes, uint64_t offset, const std::string& payload, uint16_t flags = 0,
@@ -71,11 +66,7 @@ class TcpWire : public ::testing::Test {
   /// Sends on `fd` the hello of socket `index` of a connection of `count` sockets
   /// (peer Worker 123, connection 1).
   void SendHelloOn(int fd, uint64_t index, uint64_t count) {
-    FrameHeader h = MakeHeader(FrameType::kHello);
-    h.addr = 123;
-    h.seq = 1;
-    h.opBytes = count;
-    h.offset = index;
+    FrameHeader h = raw_peer::Hello(123, index, count);
     ASSERT_EQ(send(fd, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
   }
   /// Sends on `fd` op 0's Write header (8 bytes into the region) and 2 of its 8 bytes.
@@ -155,11 +146,7 @@ TEST_F(TcpWire, ChunkOverlappingALaterClaimIsRefusedToo) {
 }
 
 TEST_F(TcpWire, HalfConnectedPeerIsDroppedAfterTheTimeout) {
-  FrameHeader h = MakeHeader(FrameType::kHello);
-  h.addr = 123;
-  h.seq = 1;
-  h.offset = 0;
-  h.opBytes = 2;  // announces two sockets, opens one
+  FrameHeader h = raw_peer::Hello(123, 0, 2);  // announces two sockets, opens one
   SendBytes(&h, sizeof h);
   ASSERT_TRUE(Pump([&] { return worker_->stats().peerConnections == 1; }));
   const std::string err = NextError();  // within the 5 s timeout of this Domain
@@ -195,11 +182,7 @@ TEST_F(TcpWire, APeerStoppedMidFrameTimesOutNamingItsRail) {
 TEST_F(TcpWire, APeerSilentBetweenFramesOnTwoSocketsTimesOutNamingEachRail) {
   const int second = ConnectRaw();
   ASSERT_GE(second, 0);
-  FrameHeader h = MakeHeader(FrameType::kHello);
-  h.addr = 123;
-  h.seq = 1;
-  h.opBytes = 2;  // two sockets
-  h.offset = 0;
+  FrameHeader h = raw_peer::Hello(123, 0, 2);  // two sockets
   SendBytes(&h, sizeof h);
   h.offset = 1;
   ASSERT_EQ(send(second, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
@@ -502,10 +485,7 @@ TEST_F(TcpWire, RefusalsFromAFloodOfPeersWarnAtMostTwentyAWindow) {
   for (int i = 0; i < kPeers; ++i) {
     const int fd = ConnectRaw();
     ASSERT_GE(fd, 0);
-    FrameHeader h = MakeHeader(FrameType::kHello);
-    h.addr = 1000 + static_cast<uint64_t>(i);  // a peer Worker each
-    h.seq = 1;
-    h.opBytes = 1;
+    FrameHeader h = raw_peer::Hello(1000 + static_cast<uint64_t>(i));  // a peer Worker each
     ASSERT_EQ(send(fd, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
     FrameHeader w = MakeHeader(FrameType::kWrite);
     w.seq = 0;

@@ -43,6 +43,19 @@ inline int ConnectToRail0(const Worker& worker, const char* source = nullptr) {
   return ok ? fd : -1;
 }
 
+/// The hello a peer Worker sends first on each socket of a connection (tcp_frame.h,
+/// FrameType::kHello): from Worker `peerWorker`, connection 1, socket `index` of
+/// `sockets`, rail 0.
+inline FrameHeader Hello(uint64_t peerWorker = 123, uint64_t index = 0, uint64_t sockets = 1) {
+  FrameHeader h = MakeHeader(FrameType::kHello);
+  h.addr = peerWorker;
+  h.seq = 1;
+  h.offset = index;
+  h.opBytes = sockets;
+  h.value = 0;
+  return h;
+}
+
 /// True when the other end has closed `fd` (EOF or a reset is waiting); does not block.
 inline bool SawClose(int fd) {
   pollfd p{fd, POLLIN, 0};

@@ -128,12 +128,11 @@ void TcpTarget::Fail(FabricError e, bool always, bool warnIdle) {
   ++worker_->counters().connectionsFailed;
   const bool busy = Busy() && !refusing_;
   if (always || busy) {
-    if ((busy || warnIdle) && worker_->MayWarnOfPeer(TcpWorker::PeerWarn::kFailure)) {
+    const bool warn = busy || warnIdle;
+    if (warn && worker_->MayWarnOfPeer(TcpWorker::PeerWarn::kFailure)) {
       RY_WARN("%s", e.ToString().c_str());
-    } else if (busy || warnIdle) {
-      RY_INFO(log::kNet, "%s", e.ToString().c_str());  // over the Worker's WARN budget
-    } else {
-      RY_INFO(log::kNet, "%s (no op of that peer was under way here)", e.ToString().c_str());
+    } else {  // over the Worker's WARN budget, or nothing of that peer's was under way
+      RY_INFO(log::kNet, "%s%s", e.ToString().c_str(), warn ? "" : " (no op of that peer was under way here)");
     }
     Event ev;
     ev.kind = EventKind::kError;
