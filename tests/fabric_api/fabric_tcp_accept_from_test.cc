@@ -166,6 +166,43 @@ TEST_F(TcpAcceptFrom, HellosThatArrivedAreTakenBeforeAFullTableEvicts) {
   for (int fd : idle) close(fd);
 }
 
+// Hostile-peer probe: 1100 idle connections (a hello each) from one source filled the
+// Worker's table of peer connections, and every later peer was refused. Now, the table
+// full, the source holding the most idle connections gives way: a new one from another
+// source closes that source's oldest idle connection, one more from it is refused.
+TEST_F(TcpAcceptFrom, IdleConnectionsOfOneSourceDoNotShutOthersOut) {
+  TcpOptions o;
+  o.rails = {{"lo", "127.0.0.1", 10000}};
+  o.timeoutMs = 60000;
+  o.maxPeerConnections = 4;
+  ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
+  ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
+  std::memset(mem_, 0, sizeof mem_);
+  ASSERT_TRUE(domain_->Register(mem_, sizeof mem_, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(raw_peer::ConnectToRail0(*worker_, "127.0.0.3"));
+    ASSERT_GE(idle.back(), 0);
+    FrameHeader h = raw_peer::Hello(1000 + static_cast<uint64_t>(i));
+    ASSERT_EQ(send(idle.back(), &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+    // Served before the next arrives: the oldest is the first.
+    ASSERT_TRUE(ProgressUntil([&] { return worker_->stats().peerConnections == static_cast<size_t>(i + 1); }));
+  }
+  const int more = raw_peer::ConnectToRail0(*worker_, "127.0.0.3");
+  ASSERT_GE(more, 0);
+  FrameHeader h = raw_peer::Hello(2000);
+  ASSERT_EQ(send(more, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  EXPECT_TRUE(ProgressUntil([&] { return raw_peer::SawClose(more); })) << "a fifth connection of the flooder was served";
+  for (int fd : idle) EXPECT_FALSE(raw_peer::SawClose(fd));
+  ConnectAndWrite("127.0.0.2");  // another source: served, in place of the flooder's oldest
+  EXPECT_TRUE(ProgressUntil([&] { return Landed() == "landed!!"; })) << Landed();
+  EXPECT_TRUE(raw_peer::SawClose(idle.front()));
+  for (size_t i = 1; i < idle.size(); ++i) EXPECT_FALSE(raw_peer::SawClose(idle[i])) << "idle connection " << i;
+  EXPECT_EQ(worker_->stats().peerConnections, 4u);
+  close(more);
+  for (int fd : idle) close(fd);
+}
+
 // One host opens many sockets at once and every one is served: three Endpoints of 16
 // sockets each (NCCL_NSOCKS_PERTHREAD=16) dial one Worker before it makes a single
 // pass, so all 48 wait in one accept pass from one source. A cap of 16 per source

@@ -41,6 +41,9 @@ Status TcpOptions::Validate() const {
   AcceptSources sources;
   RY_RETURN_IF_ERROR(AcceptSources::Parse(acceptOnlyFrom, "TCP fabric", &sources));
   if (timeoutMs < 1) return InvalidArgument("TCP fabric timeout " + std::to_string(timeoutMs) + " ms");
+  if (maxPeerConnections < 1 || maxPeerConnections > 65536) {
+    return InvalidArgument("TCP fabric peer connections " + std::to_string(maxPeerConnections) + " (1..65536)");
+  }
   if (connectRetryMs < 0) {
     return InvalidArgument("TCP fabric connect retry " + std::to_string(connectRetryMs) + " ms (0 or more)");
   }

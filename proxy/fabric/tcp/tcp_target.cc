@@ -30,7 +30,7 @@ uint32_t RightFor(FrameType t) {
 
 }  // namespace
 
-TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets)
+TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets, uint32_t source)
     : worker_(worker),
       peer_(peerWorker),
       connection_(connection),
@@ -42,6 +42,7 @@ TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection
       slots_(static_cast<size_t>(kOpWindow)) {
   peerName_ = "w=" + TargetHexId(peerWorker) + " connection " + std::to_string(connection);
   lastActivity_ = created_ = Clock::now();
+  source_ = source;
 }
 
 FabricError TcpTarget::Error(FabricErrc errc, int socket, int64_t seq, std::string what) const {

@@ -41,7 +41,8 @@ constexpr size_t kMaxClaimsPerConnection = 65536;
 /// See file comment. Owned by the TcpWorker.
 class TcpTarget : private FrameHandler {
  public:
-  TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets);
+  /// `source`: the IPv4 address (network order, 0 unknown) its first socket came from.
+  TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets, uint32_t source = 0);
 
   /// Adds the socket whose hello said `index` (of the count given at construction);
   /// `relayed`: its hello carried kFlagRelayed (the socket comes from the route's last
@@ -55,6 +56,13 @@ class TcpTarget : private FrameHandler {
   /// Nothing left to send (no ack, nack or read data queued on a socket) and no
   /// deferred ack waiting for its timer: only the initiator's input brings work.
   bool Quiet() const;
+  /// No op under way and Quiet(): closing it now loses nothing of an op (its peer's
+  /// next op fails PEER_CLOSED).
+  bool Idle() const { return !Busy() && Quiet(); }
+  /// The constructor's `source`.
+  uint32_t source() const { return source_; }
+  /// When the connection's first socket arrived.
+  Clock::time_point created() const { return created_; }
   /// Fails the connection: an error event at this Worker (when work was under way or
   /// `always`), every socket closed. The failure is logged at WARN when work was under
   /// way or `warnIdle`; otherwise at INFO (a peer that reset an idle connection after
@@ -126,6 +134,7 @@ class TcpTarget : private FrameHandler {
   bool dead_ = false;
   Clock::time_point lastActivity_;
   Clock::time_point created_;
+  uint32_t source_ = 0;
 };
 
 }  // namespace railyard::fabric::tcp

@@ -50,9 +50,6 @@ std::string DottedOrUnknown(uint32_t addr) {
   inet_ntop(AF_INET, &a, ip, sizeof ip);
   return ip;
 }
-/// Peers' connections one Worker serves at once, at most.
-constexpr size_t kMaxTargets = 1024;
-
 /// Tells a peer whose hello is of another wire version why its socket closes: one
 /// NACK (errc kVersion, `why` as text) in this build's version, which the peer's
 /// DecodeFrameHeader refuses as a version error naming both versions. Best effort: a
@@ -256,17 +253,21 @@ void TcpWorker::ReadHellos() {
       } else {
         auto key = std::make_pair(h.addr, h.seq);
         auto it = targets_.find(key);
-        if (it == targets_.end() && targets_.size() >= kMaxTargets) {
+        if (it == targets_.end() && targets_.size() >= options().maxPeerConnections &&
+            !MakeRoomForConnection(p.source, p.rail)) {
           if (FirstOfEach1024(&refusedHellos_)) {
-            RY_WARN("fabric rail %d: %zu peer connections already; refused a new one from %s", p.rail, targets_.size(),
-                    DottedOrUnknown(p.source).c_str());
+            RY_WARN("fabric rail %d: %zu peer connections already (at most %zu), and %s holds as many idle ones as "
+                    "any source; refused a new one from it (%llu refused so, logged every 1024th)",
+                    p.rail, targets_.size(), options().maxPeerConnections, DottedOrUnknown(p.source).c_str(),
+                    static_cast<unsigned long long>(refusedHellos_));
           }
           ++stats_.framesRefused;
           pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
           continue;
         }
         if (it == targets_.end()) {
-          it = targets_.emplace(key, std::make_unique<TcpTarget>(this, h.addr, h.seq, static_cast<int>(h.opBytes)))
+          it = targets_
+                   .emplace(key, std::make_unique<TcpTarget>(this, h.addr, h.seq, static_cast<int>(h.opBytes), p.source))
                    .first;
         }
         FabricError e = it->second->AddSocket(std::move(p.fd), static_cast<int>(h.offset), p.rail,
@@ -289,6 +290,33 @@ void TcpWorker::ReadHellos() {
       ++i;
     }
   }
+}
+
+bool TcpWorker::MakeRoomForConnection(uint32_t source, int rail) {
+  std::vector<std::pair<Clock::time_point, const std::pair<uint64_t, uint64_t>*>> idle;
+  for (const auto& [key, t] : targets_) {
+    if (t->Dead()) {  // failed since the last pass: reaped now
+      const auto dead = key;
+      targets_.erase(dead);
+      return true;
+    }
+    if (t->Idle()) idle.emplace_back(t->created(), &key);
+  }
+  if (idle.empty()) return false;
+  std::sort(idle.begin(), idle.end());
+  waiting_.resize(idle.size());
+  for (size_t i = 0; i < idle.size(); ++i) waiting_[i] = targets_.at(*idle[i].second)->source();
+  const Admission a = AdmitPending(waiting_, source, idle.size());
+  if (!a.admit) return false;
+  auto victim = targets_.find(*idle[a.evict].second);
+  if (FirstOfEach1024(&closedForRoom_)) {
+    RY_WARN("fabric rail %d: %zu peer connections already (at most %zu); closed the oldest idle one from %s, the "
+            "source holding the most idle ones, for a new one from %s (%llu closed so, logged every 1024th)",
+            rail, targets_.size(), options().maxPeerConnections, DottedOrUnknown(victim->second->source()).c_str(),
+            DottedOrUnknown(source).c_str(), static_cast<unsigned long long>(closedForRoom_));
+  }
+  targets_.erase(victim);  // its sockets close: the peer's next op fails PEER_CLOSED
+  return true;
 }
 
 size_t TcpWorker::Progress(std::vector<Event>* events) {

@@ -85,6 +85,12 @@ class TcpWorker : public Worker {
   /// Fills ready_ from one non-blocking epoll_wait.
   void PollReadiness();
   void ReadHellos();
+  /// The target table is full (TcpOptions::maxPeerConnections) and a new connection's
+  /// hello came from `source`: makes room by closing the oldest idle connection of the
+  /// source holding the most idle ones (AdmitPending over the idle connections, oldest
+  /// first; a dead one not yet reaped goes first), unless `source` is (tied with) that
+  /// source. True when there is room now.
+  bool MakeRoomForConnection(uint32_t source, int rail);
 
   /// A socket accepted and waiting for its hello.
   struct Pending {
@@ -119,6 +125,7 @@ class TcpWorker : public Worker {
   uint64_t acceptErrors_ = 0;      ///< accept() failures other than EAGAIN (EMFILE, ...)
   uint64_t refusedAtAccept_ = 0;  ///< sockets closed at accept or evicted: the hello table was full
   uint64_t refusedHellos_ = 0;    ///< sockets closed for their hello, or for sending none in time
+  uint64_t closedForRoom_ = 0;    ///< idle connections closed to make room for another source's
 };
 
 }  // namespace railyard::fabric::tcp
