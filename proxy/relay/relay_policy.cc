@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -57,6 +58,17 @@ Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope) {
   }
   if (rec.destPort == 0 || rec.destPort == scope.relayPort) {
     return InvalidUsage("destination port " + std::to_string(rec.destPort) + " is not a listener port");
+  }
+  if ((rec.destPort < scope.listenerPortLow || rec.destPort > scope.listenerPortHigh) &&
+      std::find(scope.fixedListenerPorts.begin(), scope.fixedListenerPorts.end(), rec.destPort) ==
+          scope.fixedListenerPorts.end()) {
+    std::string fixed;
+    for (uint16_t p : scope.fixedListenerPorts) fixed += ", " + std::to_string(p);
+    return InvalidUsage("destination port " + std::to_string(rec.destPort) + " is outside " +
+                        std::to_string(scope.listenerPortLow) + ".." + std::to_string(scope.listenerPortHigh) +
+                        " (net.ipv4.ip_local_port_range), where Railyard's listeners bind" +
+                        (fixed.empty() ? std::string() : " (nor a tier tunnel port" + fixed.substr(1) + ")") +
+                        ": a relay connects to nothing else");
   }
   if (rec.hops >= kMaxRelayHops) {
     return InvalidUsage("the socket already crossed " + std::to_string(rec.hops) + " relays (at most " +
@@ -130,6 +142,19 @@ Status CheckOnwardLeg(const SocketTarget& t, uint16_t destPort, bool relayed, co
     return InvalidUsage("onward leg to " + where + " does not leave from a rail of this host");
   }
   return Status::Ok();
+}
+
+void EphemeralPortRange(uint16_t* low, uint16_t* high) {
+  *low = 32768;
+  *high = 60999;
+  std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+  if (f == nullptr) return;
+  unsigned a = 0, b = 0;
+  if (std::fscanf(f, "%u %u", &a, &b) == 2 && a >= 1 && a <= b && b <= 65535) {
+    *low = static_cast<uint16_t>(a);
+    *high = static_cast<uint16_t>(b);
+  }
+  std::fclose(f);
 }
 
 std::vector<in_addr> LocalIpv4Addresses() {

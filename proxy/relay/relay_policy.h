@@ -24,13 +24,27 @@ struct RelayScope {
   std::vector<in_addr> railAddresses;   ///< this host's rail addresses (IPv4)
   std::vector<in_addr> localAddresses;  ///< every address of this host (any interface)
   uint16_t relayPort = 0;               ///< TCP port of relays (the same on every host)
+  /// The ports a Railyard listener a relay connects to may have, inclusive: the
+  /// kernel's ephemeral range (EphemeralPortRange), where the ranks' listeners bind
+  /// port 0, and fixedListenerPorts. The default, every port, checks nothing.
+  uint16_t listenerPortLow = 1;
+  uint16_t listenerPortHigh = 65535;
+  /// Fixed ports of Railyard listeners outside that range (railyardd's tier tunnels).
+  std::vector<uint16_t> fixedListenerPorts;
 };
+
+/// This host's ephemeral port range (net.ipv4.ip_local_port_range, read from /proc:
+/// where bind(2) to port 0 takes a port), or Linux's default 32768..60999 when it
+/// cannot be read. Relays assume the destination host's range is the same.
+void EphemeralPortRange(uint16_t* low, uint16_t* high);
 
 /// Checks a relay record before any leg is planned, every byte of it (a connector's
 /// bytes are hostile): no undefined flag bit (only kRelayFlagMac), zero reserved bytes,
 /// an origin name NUL-terminated within its 24 bytes, NUL-padded and free of control
 /// bytes (it reaches logs); the destination another host of the graph, the port a
-/// plausible listener port (not 0, not the relay port), the hop count in range.
+/// plausible listener port (not 0, not the relay port, and in the scope's listener
+/// range: a relay is no TCP proxy to a host's services, hostile-peer probe), the hop
+/// count in range.
 /// InvalidUsage saying why otherwise.
 Status CheckRelayRecord(const RelayRecord& rec, const RelayScope& scope);
 

@@ -395,6 +395,8 @@ void RelayService::Run() {
     for (const FabricRail& r : router_->Rails()) s.railAddresses.push_back(r.addr);
     s.localAddresses = LocalIpv4Addresses();
     s.relayPort = router_->RelayPort();
+    EphemeralPortRange(&s.listenerPortLow, &s.listenerPortHigh);
+    s.fixedListenerPorts = options_.fixedListenerPorts;
     return s;
   };
   // A socket's head is complete: check it, plan the next leg, connect.

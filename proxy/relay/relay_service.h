@@ -41,6 +41,10 @@ struct RelayOptions {
   int idleMs = 10000;      ///< a socket must send its relay record and hello (and its onward
                            ///< connect complete) within this (ms), else it is closed
   int maxPerPeer = 1024;   ///< most sockets carried or being set up per source IPv4 address
+  /// Railyard listeners on fixed ports that relayed sockets may reach besides the
+  /// ephemeral range (RelayScope::fixedListenerPorts): railyardd's tier tunnels
+  /// (RAILYARD_TIER_TUNNEL_PORT and + 1).
+  std::vector<uint16_t> fixedListenerPorts;
 };
 
 /// The first check of the RelayRecord (56 bytes) read off an incoming relay socket,

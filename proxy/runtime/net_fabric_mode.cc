@@ -210,6 +210,8 @@ Status StartFabric(NetState& g) {
   ro.drainMs = 0;                           // finalize does not wait for other jobs' sockets
   ro.idleMs = g.config->relayIdleMs;
   ro.maxPerPeer = g.config->relayMaxPerPeer;
+  ro.fixedListenerPorts = {static_cast<uint16_t>(g.config->tierTunnelPort),
+                           static_cast<uint16_t>(g.config->tierTunnelPort + 1)};
   if (Status s = proxy::RelayService::Start(g.router.get(), ro, &g.relay); !s.ok()) {
     // Another user's process holds the port, or the seat could not be reached.
     RY_INFO(log::kInit | log::kNet, "fabric: not relaying in this process: %s", s.message().c_str());

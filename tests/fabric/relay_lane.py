@@ -405,7 +405,7 @@ def case_relay_hostile_records():
     listeners = []
     try:
         ids = graph_ids(daemons[0], 4)
-        port = 18080
+        port = 40080  # in the ephemeral range, where Railyard's listeners bind (the relay serves no other)
         loop = listener(1, "127.0.0.1", port)            # a service on the relay host's loopback
         other = listener(2, "0.0.0.0", port + 1)          # a non-Railyard service on a cabled host
         listeners = [loop, other]
@@ -416,6 +416,9 @@ def case_relay_hostile_records():
             ("a cabled host's non-Railyard port, as curl would", relay_record(ids["h2"], port + 1) +
              b"GET / HTTP/1.0\r\n\r\n", "not a Railyard record"),
             ("the relay port itself", relay_record(ids["h2"], RELAY_PORT) + HELLO_HEADER, "not a listener port"),
+            # Hostile-peer probe: a Redis on a cabled host answered through the relay.
+            ("a cabled host's service port 6379 (outside the ephemeral range)",
+             relay_record(ids["h2"], 6379) + HELLO_HEADER, "is outside"),
             # Bytes the relay never reads must not reset the socket over its reason (it
             # reads and drops them until the origin closes).
             ("a host outside the graph, 32 KiB after the hello (a dialer's first frames)",
@@ -495,7 +498,7 @@ def case_relay_authenticated():
         expect_ok(wait_all(perf([0, 2], "sendrecv", ["-b", "4K", "-e", "4M", "-f", "32", "-n", "3", "-c", "1"],
                                 keyed)), "sendrecv h0<->h2 through relays with a cluster key")
         print("ok: with RAILYARD_CLUSTER_KEY_FILE on every host, a job went through the relays (records MAC'd)")
-        port = 18081
+        port = 40181
         other = listener(2, "0.0.0.0", port)
         listeners = [other]
         plain = relay_record(ids["h2"], port) + HELLO_HEADER
@@ -624,7 +627,7 @@ def case_relay_bounded():
                             f"(idle timeout {idle_ms} ms)")
         # 2) The origin resets while the onward connect is pending (SYNs dropped at h2):
         # the relay must not spin.
-        port = 18090
+        port = 40090
         nft = f"table inet rytest {{\n chain in {{\n  type filter hook input priority 0;\n  tcp dport {port} drop\n }}\n}}\n"
         subprocess.run(["ip", "netns", "exec", NS[2], "nft", "-f", "-"], input=nft, text=True, check=True)
         try:

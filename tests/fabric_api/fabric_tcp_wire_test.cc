@@ -123,6 +123,18 @@ class TcpWire : public ::testing::Test {
   std::vector<Event> events_;
 };
 
+// Only a 0-byte op has an empty chunk: one of a larger op is malformed (hostile-peer
+// probe: empty chunks claimed nothing, slipped past the claim cap and were kept).
+TEST_F(TcpWire, AnEmptyChunkOfANonEmptyOpIsMalformed) {
+  SendHello();
+  SendWrite(0, 8, 0, "AAAA");  // op 0 half-claimed
+  SendWrite(0, 8, 4, "");
+  const std::string err = NextError();
+  EXPECT_NE(err.find("MALFORMED"), std::string::npos) << err;
+  EXPECT_NE(err.find("an empty chunk of a 8-byte op"), std::string::npos) << err;
+  EXPECT_TRUE(OutsideUntouched());
+}
+
 TEST_F(TcpWire, ChunkOverlappingAnEarlierClaimIsRefusedAndDoesNotLand) {
   SendHello();
   SendWrite(0, 8, 0, "AAAA");
@@ -507,6 +519,60 @@ TEST_F(TcpWire, RefusalsFromAFloodOfPeersWarnAtMostTwentyAWindow) {
   EXPECT_GE(warned, 1u);
   EXPECT_TRUE(OutsideUntouched());
   EXPECT_EQ(Landed(), std::string(8, '\0'));
+}
+
+// Hostile-peer probe: a peer that sent Read requests without end and read none of the
+// data grew a target by 1 GB, and was never ended (no op stays under way: a Read is done
+// once its data is queued). Now the target stops reading a socket whose answers pile up
+// (the requests wait in the peer's own buffers), and a connection whose queued frames
+// go unread for RAILYARD_TIMEOUT_MS ends, saying so. Here the peer keeps sending for as
+// long as its socket takes more: without the stop the target read on, never idle.
+TEST(TcpWireFlood, APeerThatNeverReadsItsReadDataIsReadNoMoreAndEnded) {
+  TcpOptions o;
+  o.rails = {{"lo", "127.0.0.1", 10000}};
+  o.timeoutMs = 500;
+  std::unique_ptr<Domain> domain;
+  std::unique_ptr<Worker> worker;
+  ASSERT_TRUE(CreateTcpDomain(o, &domain).ok());
+  ASSERT_TRUE(domain->CreateWorker(&worker).ok());
+  uint8_t mem[64] = {};
+  const Region* region = nullptr;
+  ASSERT_TRUE(domain->Register(mem, sizeof mem, kAccessRemoteRead, MemoryKind::kHost, &region).ok());
+  const int fd = raw_peer::ConnectToRail0(*worker);
+  ASSERT_GE(fd, 0);
+  const int small = 4096;
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+  const FrameHeader hello = raw_peer::Hello();
+  std::string out(reinterpret_cast<const char*>(&hello), sizeof hello);
+  uint64_t seq = 0;
+  std::vector<Event> events;
+  std::string error;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (error.empty() && std::chrono::steady_clock::now() < until) {
+    while (out.size() < 256 * sizeof(FrameHeader)) {  // whole-region Reads, one op each
+      FrameHeader r = MakeHeader(FrameType::kReadReq);
+      r.seq = seq++;
+      r.addr = region->base;
+      r.opBytes = sizeof mem;
+      r.offset = 0;
+      r.value = sizeof mem;
+      r.key = region->softwareKey;
+      out.append(reinterpret_cast<const char*>(&r), sizeof r);
+    }
+    const ssize_t n = send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) out.erase(0, static_cast<size_t>(n));
+    worker->Progress(&events);
+    for (const Event& e : events) {
+      if (e.kind == EventKind::kError) error = e.error.ToString();
+    }
+    events.clear();
+  }
+  EXPECT_NE(error.find("TIMEOUT"), std::string::npos) << error;
+  EXPECT_NE(error.find("the peer read none of the"), std::string::npos) << error;
+  EXPECT_NE(error.find("frames queued to it (read data, acks) for 500 ms (RAILYARD_TIMEOUT_MS)"), std::string::npos)
+      << error;
+  EXPECT_EQ(worker->stats().peerConnections, 0u);
+  close(fd);
 }
 
 }  // namespace

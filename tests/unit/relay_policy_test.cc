@@ -26,6 +26,8 @@ RelayScope Scope() {
   s.railAddresses = {rail};
   s.localAddresses = {rail, mgmt, lo};
   s.relayPort = 29518;
+  s.listenerPortLow = 32768;
+  s.listenerPortHigh = 60999;
   return s;
 }
 
@@ -54,6 +56,33 @@ SocketTarget Leg(const char* remote, uint16_t port, const char* local = "10.201.
 
 TEST(RelayPolicy, ARecordForAnotherHostOfTheGraphPasses) {
   EXPECT_TRUE(CheckRelayRecord(Record(kOther, 40000), Scope()).ok());
+}
+
+// Hostile-peer probe: a relay connected to any port of a graph host (a Redis on 6379
+// answered through it). Only the ephemeral range, where Railyard's listeners bind, is
+// served now; its two ends pass.
+TEST(RelayPolicy, APortOutsideTheListenerRangeIsRefused) {
+  for (uint16_t port : {uint16_t{22}, uint16_t{6379}, uint16_t{32767}, uint16_t{61000}}) {
+    Status s = CheckRelayRecord(Record(kOther, port), Scope());
+    EXPECT_EQ(s.code(), Code::kInvalidUsage) << port;
+    EXPECT_NE(s.message().find("destination port " + std::to_string(port) +
+                               " is outside 32768..60999 (net.ipv4.ip_local_port_range)"),
+              std::string::npos)
+        << s.message();
+  }
+  RelayScope tunnels = Scope();
+  tunnels.fixedListenerPorts = {29520, 29521};
+  EXPECT_TRUE(CheckRelayRecord(Record(kOther, 29521), tunnels).ok()) << "a tier tunnel port";
+  Status s = CheckRelayRecord(Record(kOther, 6379), tunnels);
+  EXPECT_NE(s.message().find("(nor a tier tunnel port 29520, 29521): a relay connects to nothing else"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(CheckRelayRecord(Record(kOther, 32768), Scope()).ok());
+  EXPECT_TRUE(CheckRelayRecord(Record(kOther, 60999), Scope()).ok());
+  uint16_t low = 0, high = 0;
+  EphemeralPortRange(&low, &high);
+  EXPECT_GE(low, 1);
+  EXPECT_LE(low, high);
 }
 
 TEST(RelayPolicy, ARecordNamingTheRelaysOwnHostIsRefused) {

@@ -486,6 +486,7 @@ int Run(int argc, char** argv) {
     ro.drainMs = cfg->relayDrainMs;
     ro.idleMs = cfg->relayIdleMs;
     ro.maxPerPeer = cfg->relayMaxPerPeer;
+    ro.fixedListenerPorts = {static_cast<uint16_t>(cfg->tierTunnelPort), static_cast<uint16_t>(cfg->tierTunnelPort + 1)};
     if (Status s = proxy::RelayService::Start(router.get(), ro, &relay); !s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;

@@ -72,6 +72,12 @@ class FrameSocket {
   /// Bytes a header read asks for beyond the header (payloads up to this size come
   /// with their header in one recv()); larger payloads are received in place.
   static constexpr size_t kReadAhead = 16 * 1024;
+  /// Frames a target's send queue may hold before it stops reading the socket: a peer
+  /// that asks (Read requests, Writes to ack) and never reads the answers fills its
+  /// own socket buffers, not this process's memory (hostile-peer probe: 4M Read
+  /// requests never read grew a target by 1 GB). A live peer reads them and the
+  /// receive side goes on; one that does not is ended by its owner's timeout.
+  static constexpr size_t kMaxQueuedFrames = 1024;
 
   /// `incoming` is the direction of frames this socket receives; `connecting` when a
   /// non-blocking connect() is still under way (writes wait for it).
@@ -89,6 +95,8 @@ class FrameSocket {
   /// Appends a frame to the send queue.
   void Queue(OutFrame f) { out_.push_back(std::move(f)); }
   size_t QueuedFrames() const { return out_.size(); }
+  /// kMaxQueuedFrames or more frames wait to be sent (a target then reads no more).
+  bool OutputFull() const { return out_.size() >= kMaxQueuedFrames; }
   /// True when a frame is partly received.
   bool MidFrame() const { return inGot_ > 0 || inPayload_ || inBufPos_ < inBufLen_; }
 
@@ -101,7 +109,8 @@ class FrameSocket {
   /// Moves up to `budget` bytes each way without blocking. An error (socket broken,
   /// connect refused, malformed frame, handler error) names its cause. With
   /// `readable` false (the Worker's epoll saw no input, EOF or error on it) the
-  /// receive side is not tried: an idle socket costs no syscall.
+  /// receive side is not tried: an idle socket costs no syscall (a target also passes
+  /// false while OutputFull()).
   FabricError Pump(FrameHandler& handler, uint64_t budget, PumpResult* result, bool readable = true);
   /// Closes the socket (the peer sees EOF); the queue is dropped.
   void Close() {

@@ -229,6 +229,13 @@ FabricError TcpTarget::OnHeader(int socket, const FrameHeader& h, Sink* sink) {
   }
   s.lastSocket = socket;
   const uint64_t len = t == FrameType::kReadReq ? h.value : (t == FrameType::kFetchAdd ? 8 : h.payloadBytes);
+  if (len == 0 && h.opBytes != 0) {
+    // Only a 0-byte op has an empty chunk (CutIntoChunks); more of them claim nothing
+    // and would be kept without bound (hostile-peer probe: empty Read chunks queued 24 B
+    // each, past the claim cap, for as long as the flood went on).
+    return Error(FabricErrc::kMalformed, socket, seq, "an empty chunk of a " + std::to_string(h.opBytes) +
+                                                          "-byte op (" + DescribeFrame(h) + ")");
+  }
   if (len > 0 && claims_ >= kMaxClaimsPerConnection) {
     return Error(FabricErrc::kMalformed, socket, seq,
                  "more than " + std::to_string(kMaxClaimsPerConnection) + " chunks under way on one connection");
@@ -382,7 +389,9 @@ void TcpTarget::Progress() {
     // A socket added since this pass's readiness poll is read anyway: its bytes may
     // have come before another socket's close (CI: a relay cut both legs while the
     // first was still in the accept queue, and the target died silently).
-    const bool readable = unpolled_[i] || worker_->Readable(s->fd());
+    // Nor is it read while its answers pile up unread (FrameSocket::kMaxQueuedFrames):
+    // the peer's requests then wait in its own socket buffers.
+    const bool readable = (unpolled_[i] || worker_->Readable(s->fd())) && !s->OutputFull();
     unpolled_[i] = false;
     FabricError e = s->Pump(*this, worker_->options().pumpBytes, &r, readable);
     if (!e.ok()) {
@@ -447,8 +456,18 @@ void TcpTarget::Progress() {
                    std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS)"));
     return;
   }
+  size_t unread = 0;  // frames waiting to go to a peer that has stopped reading them
+  for (const auto& s : sockets_) unread += s ? s->QueuedFrames() : 0;
   if (moved) {
     lastActivity_ = now;
+  } else if (!Busy() && unread > 0 && now - lastActivity_ > timeout) {
+    // Nothing under way here, but the answers to what the peer asked (read data, acks)
+    // wait and it reads none of them: with no op to keep, the connection goes
+    // (hostile-peer probe: its Read requests never read held the connection for ever).
+    Fail(Error(FabricErrc::kTimeout, -1, static_cast<int64_t>(frontier_),
+               "the peer read none of the " + std::to_string(unread) + " frames queued to it (read data, acks) for " +
+                   std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS)"),
+         true, true);
   } else if (Busy() && now - lastActivity_ > timeout) {
     // Name the socket (so its rail) the peer stopped on: the first one caught
     // mid-frame, else the only one there is (trial: a SIGSTOPped relay's TIMEOUT named
