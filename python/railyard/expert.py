@@ -151,8 +151,10 @@ class ExpertClient:
         the only call of this binding that is), shaped as the manifest says. numpy has no
         bfloat16 or FP8: a BF16 tensor comes back as its raw uint16 bits (widen with
         `(v.astype(np.uint32) << 16).view(np.float32)`), an F8_E4M3/F8_E5M2 one as uint8.
-        KeyError, naming the manifest's tensors, for an unknown name; ImportError saying
-        so when numpy is missing."""
+        KeyError, naming the manifest's tensors, for an unknown name; ValueError for an
+        offset that is no multiple of the manifest's "alignment" (where fetch puts
+        records) or leaves no room for a record; ImportError saying so when numpy is
+        missing."""
         entry = next((t for t in self.manifest["tensors"] if t["name"] == name), None)
         if entry is None:
             names = [t["name"] for t in self.manifest["tensors"]]
@@ -173,6 +175,12 @@ class ExpertClient:
                              f"{entry['offset']} yourself")
         dt = np.dtype(dtypes[entry["dtype"]])
         view = memoryview(arena).cast("B")
+        # fetch() puts records only at multiples of the alignment; anywhere else the view
+        # would be of no record (new-user trial: offset=5 gave a garbage view, silently).
+        align = int(self.manifest.get("alignment", 1)) or 1
+        if offset % align != 0:
+            raise ValueError(f"tensor {name!r}: arena offset {offset} is not a multiple of the store's alignment "
+                             f"{align}, where fetch() puts records")
         if offset < 0 or offset + entry["offset"] + entry["bytes"] > len(view):
             raise ValueError(f"tensor {name!r} of the record at arena offset {offset} would end at byte "
                              f"{offset + entry['offset'] + entry['bytes']}, past the arena's {len(view)} bytes "

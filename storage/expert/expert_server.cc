@@ -109,8 +109,12 @@ void ExpertServer::AcceptLoop() {
       // Said, first and every 1024th (hostile-peer probe: refusals were silent).
       if (!stop_.load() && refusedAtAccept_++ % 1024 == 0) {
         if (live_ >= options_.maxConnections) {
-          RY_WARN("expert store: refused a client from %s: %zu clients connected already (at most %zu; idle ones "
-                  "go %d ms after their hello; %llu refused so, logged every 1024th)",
+          // (Hostile-peer probe: this said idle clients went after the handshake timeout;
+          // only those that have not chosen a transport by then do. A connected client
+          // may rest as long as its owner keeps it, as an inference engine's does.)
+          RY_WARN("expert store: refused a client from %s: %zu clients connected already (at most %zu; one that "
+                  "chooses no transport within %d ms of its hello is dropped, a connected one stays until it closes; "
+                  "%llu refused so, logged every 1024th)",
                   source.c_str(), live_, options_.maxConnections, options_.handshakeTimeoutMs,
                   static_cast<unsigned long long>(refusedAtAccept_));
         } else {

@@ -177,7 +177,11 @@ Status Manifest::Parse(std::string_view text, Manifest* out) {
     if (sh == t.end() || !sh->is_array() || sh->size() > 8) return Bad("tensor '" + tl.name + "' shape missing or over 8 dims");
     uint64_t n = 1;
     for (const json& d : *sh) {
-      if (!d.is_number_unsigned()) return Bad("tensor '" + tl.name + "' shape has a non-integer");
+      if (!d.is_number_unsigned()) {
+        const std::string v = d.dump(-1, ' ', true);
+        return Bad("tensor '" + tl.name + "' shape has " + (v.size() > 32 ? v.substr(0, 32) + "..." : v) +
+                   ", not a size (an integer >= 0)");
+      }
       tl.shape.push_back(d.get<uint64_t>());
       if (MulOverflows(n, tl.shape.back(), &n)) return Bad("tensor '" + tl.name + "' shape overflows");
     }

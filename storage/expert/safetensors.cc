@@ -94,7 +94,12 @@ Status ReadSafetensorsHeader(const std::string& path, std::vector<CheckpointTens
     if (es == 0) return SafetensorsBad(path, "tensor '" + name + "' has unknown dtype '" + ct.dtype + "'");
     uint64_t elems = 1;
     for (const json& d : t["shape"]) {
-      if (!d.is_number_unsigned()) return SafetensorsBad(path, "tensor '" + name + "' shape has a non-integer");
+      // (New-user trial: [-4, -4] was called "a non-integer".)
+      if (!d.is_number_unsigned()) {
+        const std::string v = d.dump(-1, ' ', true);  // ASCII, escaped; cut: it is the file's text
+        return SafetensorsBad(path, "tensor '" + name + "' shape has " + (v.size() > 32 ? v.substr(0, 32) + "..." : v) +
+                                        ", not a size (an integer >= 0)");
+      }
       ct.shape.push_back(d.get<uint64_t>());
       if (__builtin_mul_overflow(elems, ct.shape.back(), &elems)) return SafetensorsBad(path, "tensor '" + name + "' shape overflows");
     }

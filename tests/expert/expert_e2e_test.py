@@ -162,12 +162,21 @@ def main():
                         w2 = c.tensor(arena, "w2.weight", offset=3 * stride)
                         check(w2.shape == (64, 96) and w2.tobytes() == tensors[
                             "model.layers.0.block_sparse_moe.experts.3.w2.weight"][2], f"{transport}: tensor() views a record")
+                        align = c.manifest["alignment"]
+                        past = len(arena) // align * align  # aligned, with no room for a record
                         try:  # past the arena's end: a ValueError naming the offset (numpy's said only "buffer is smaller")
-                            c.tensor(arena, "w2.weight", offset=len(arena) - 10)
+                            c.tensor(arena, "w2.weight", offset=past)
                             check(False, f"{transport}: tensor() past the arena is refused")
                         except ValueError as e:
-                            check(f"arena offset {len(arena) - 10}" in str(e) and "past the arena" in str(e),
+                            check(f"arena offset {past}" in str(e) and "past the arena" in str(e),
                                   f"{transport}: tensor() past the arena names the offset ({e})")
+                        if align > 1:  # where fetch() puts no record (new-user trial: a garbage view)
+                            try:
+                                c.tensor(arena, "w2.weight", offset=3 * stride + 1)
+                                check(False, f"{transport}: tensor() at an unaligned offset is refused")
+                            except ValueError as e:
+                                check(f"is not a multiple of the store's alignment {align}" in str(e),
+                                      f"{transport}: tensor() at an unaligned offset names the alignment ({e})")
                     try:
                         c.fetch(2, 0, 0)
                         check(False, f"{transport}: layer 2 of 2 is refused")

@@ -286,6 +286,12 @@ TEST(ExpertPack, MalformedAndTruncatedSafetensorsAreRefused) {
   const std::string reversed = R"({"a": {"dtype": "U8", "shape": [8], "data_offsets": [8, 0]}})";
   EXPECT_NE(errOf(writeRaw("rev", reversed.size(), reversed + std::string(8, '\0'))).message().find("data_offsets [8, 0]: begin after end"),
             std::string::npos);
+  // New-user trial: a negative dimension was "a non-integer".
+  const std::string negShape = R"({"a": {"dtype": "U8", "shape": [-4, -4], "data_offsets": [0, 8]}})";
+  EXPECT_NE(errOf(writeRaw("negshape", negShape.size(), negShape + std::string(8, '\0')))
+                .message()
+                .find("tensor 'a' shape has -4, not a size (an integer >= 0)"),
+            std::string::npos);
   const std::string negative = R"({"a": {"dtype": "U8", "shape": [8], "data_offsets": [-8, 0]}})";
   EXPECT_NE(errOf(writeRaw("neg", negative.size(), negative + std::string(8, '\0')))
                 .message()
