@@ -78,7 +78,7 @@ Status TunnelAddressOf(const topology::ClusterGraph& graph, uint64_t self, const
 std::string TierRoute::TunnelFailure(const std::string& spec, const std::string& flag) const {
   const std::string e = tunnel ? tunnel->lastError() : "";
   if (e.empty()) return "";
-  std::string out = "; the tunnel to " + spec + " failed: " + e;
+  std::string out = "the tunnel to " + spec + " failed: " + e;
   if (e.find("CONNECT_FAILED") != std::string::npos && e.find("Connection refused") != std::string::npos) {
     out += " (nothing listens at its tier tunnel port: does railyardd there serve " + flag + "?)";
   }
@@ -88,7 +88,9 @@ std::string TierRoute::TunnelFailure(const std::string& spec, const std::string&
 Status TierRoute::WithTunnelFailure(const Status& s, const std::string& spec, const std::string& flag) const {
   if (s.ok()) return s;
   const std::string why = TunnelFailure(spec, flag);
-  return why.empty() ? s : Status(s.code(), s.message() + why);
+  // The tunnel's failure is the cause: said first (new-user trial: it came after the
+  // control connection's guesses at why the peer closed, which led elsewhere).
+  return why.empty() ? s : Status(s.code(), why + "; so " + s.message());
 }
 
 std::shared_ptr<proxy::verbs::IbPorts> OpenTierRdmaPorts(const env::Config& config, const char* who) {

@@ -84,12 +84,12 @@ struct TierRoute {
   /// to h2)"; never the tunnel's local port, which means nothing to the user.
   std::string PeerName(const std::string& spec) const { return spec + " (" + how + ")"; }
   /// Why the tunnel failed, for a tier client error that only saw its control
-  /// connection close: "" when the tunnel has no error; else "; the tunnel to SPEC
+  /// connection close: "" when the tunnel has no error; else "the tunnel to SPEC
   /// failed: <error>" and, when nothing listened at the tier tunnel port, which
   /// railyardd flag serves `tier` there ("--expert-store", "--snapshot-arena").
   std::string TunnelFailure(const std::string& spec, const std::string& flag) const;
-  /// `s` with TunnelFailure appended to its message (same code); `s` itself when ok
-  /// or when the tunnel has no error.
+  /// `s` with TunnelFailure before its message ("<TunnelFailure>; so <message>", same
+  /// code); `s` itself when ok or when the tunnel has no error.
   Status WithTunnelFailure(const Status& s, const std::string& spec, const std::string& flag) const;
   ~TierRoute() {
     tunnel.reset();  // its Worker before the data Worker; both before the Domain (process-lifetime)
