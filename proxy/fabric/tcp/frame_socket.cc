@@ -1,6 +1,8 @@
 #include "proxy/fabric/tcp/frame_socket.h"
 
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -39,6 +41,12 @@ FabricError FrameSocket::Open(const DialPlan& plan, int index, Direction incomin
   if (!e.ok()) return e;
   *out = std::move(s);
   return {};
+}
+
+uint64_t FrameSocket::UnackedBytes() const {
+  int n = 0;
+  if (!fd_.valid() || ::ioctl(fd_.get(), SIOCOUTQ, &n) != 0 || n < 0) return 0;
+  return static_cast<uint64_t>(n);
 }
 
 FabricError FrameSocket::Pump(FrameHandler& handler, uint64_t budget, PumpResult* result, bool readable) {

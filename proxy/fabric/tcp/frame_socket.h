@@ -97,6 +97,10 @@ class FrameSocket {
   size_t QueuedFrames() const { return out_.size(); }
   /// kMaxQueuedFrames or more frames wait to be sent (a target then reads no more).
   bool OutputFull() const { return out_.size() >= kMaxQueuedFrames; }
+  /// Bytes handed to the kernel that the peer has not acknowledged yet (SIOCOUTQ: sent
+  /// and unacked, or not yet sent); 0 when closed or unknown. A socket whose cable is cut
+  /// keeps them while the others of the connection drain.
+  uint64_t UnackedBytes() const;
   /// True when a frame is partly received.
   bool MidFrame() const { return inGot_ > 0 || inPayload_ || inBufPos_ < inBufLen_; }
 

@@ -590,16 +590,24 @@ void TcpEndpoint::Progress() {
   } else if (Outstanding() > 0 && now - lastActivity_ > std::chrono::milliseconds(worker_->options().timeoutMs) &&
              !Redialing()) {
     const int64_t oldest = ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first);
-    // Name the rail of the oldest op when it has one (an op that is not striped),
-    // else the first socket that still holds unsent frames (the stalled one).
+    // Name the rail of the oldest op when it has one (an op that is not striped), else
+    // the socket whose bytes the peer has not acknowledged (a cut rail's: the others
+    // drained; new-user trial: a cut second rail was named as rail 0), else the first
+    // socket that still holds unsent frames.
     const int rail = ops_.empty() ? -1 : ops_.begin()->second.rail;
-    int socket = rail >= 0 ? railSockets_[static_cast<size_t>(rail)].front() : 0;
+    int socket = rail >= 0 ? railSockets_[static_cast<size_t>(rail)].front() : -1;
+    uint64_t mostUnacked = 0;
     for (size_t i = 0; rail < 0 && i < sockets_.size(); ++i) {
-      if (sockets_[i]->QueuedFrames() > 0) {
+      const uint64_t unacked = sockets_[i]->UnackedBytes();
+      if (unacked > mostUnacked) {
+        mostUnacked = unacked;
         socket = static_cast<int>(i);
-        break;
       }
     }
+    for (size_t i = 0; socket < 0 && i < sockets_.size(); ++i) {
+      if (sockets_[i]->QueuedFrames() > 0) socket = static_cast<int>(i);
+    }
+    if (socket < 0) socket = 0;
     // A socket whose connect never completed: its SYNs went unanswered (a firewall
     // dropping the port, a host gone), which is no data stall (new-user trial: a relay
     // whose TCP port was dropped read as "no progress").
