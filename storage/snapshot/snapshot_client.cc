@@ -375,7 +375,15 @@ Status SnapshotClient::Stage(uint64_t key, const void* src, uint64_t bytes, uint
   RY_RETURN_IF_ERROR(CheckBlob(bytes, "put"));
   uint64_t offset = 0;
   RY_RETURN_IF_ERROR(Alloc(key, &offset));
-  return WriteSlot(offset, src, bytes, checksum);
+  return NamedWrite(key, WriteSlot(offset, src, bytes, checksum));
+}
+
+Status SnapshotClient::NamedWrite(uint64_t key, Status written) const {
+  // New-user trial: a relay killed under a put said only the fabric's error, no call or key.
+  if (written.ok() || written.message().rfind("snapshot ", 0) == 0) return written;
+  return Status(written.code(), "snapshot put of key " + std::to_string(key) +
+                                    (options_.peerName.empty() ? "" : " to " + options_.peerName) +
+                                    ": writing the blob: " + written.message());
 }
 
 Status SnapshotClient::Commit(uint64_t key, uint64_t checksum) {

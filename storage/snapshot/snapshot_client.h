@@ -204,6 +204,9 @@ class SnapshotClient {
   /// (gated by the kReady records while it is faulted), releases the pin and checks
   /// the bytes against the blob's checksum.
   Status ReadBlob(uint64_t key, const Response& r, void* dst, uint64_t bytes);
+  /// `written` (WriteSlot's result for `key`) with the call named first, "snapshot put
+  /// of key K to PEER: writing the blob: ..." (unless it names one already).
+  Status NamedWrite(uint64_t key, Status written) const;
   /// Why a request asked with nothing else of this handle in flight was answered kBusy:
   /// InvalidUsage naming the keys staged (allocated by Alloc or Stage, not committed).
   Status BusyWhileStaged(Op op) const;
