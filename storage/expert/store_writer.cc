@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,33 @@ Status WriteAll(int fd, const char* p, uint64_t bytes, const std::string& path) 
     p += n;
     bytes -= static_cast<uint64_t>(n);
   }
+  return Status::Ok();
+}
+
+/// Writes `bytes` of `p` at `*at` of `fd`, leaving every 4 KiB block of zeros at a
+/// 4 KiB-aligned offset unwritten (a hole, read back as zeros once the file is
+/// extended to its size), and advances `*at`. New-user trial: --align 64M padded 96-byte
+/// records into 768 MiB of written zeros.
+Status WriteSparse(int fd, const char* p, uint64_t bytes, uint64_t* at, const std::string& path) {
+  constexpr uint64_t kBlock = 4096;
+  static const char kZeros[kBlock] = {};
+  uint64_t i = 0;
+  while (i < bytes) {
+    const uint64_t blockEnd = std::min(bytes, (*at + i) / kBlock * kBlock + kBlock - *at);
+    const uint64_t n = blockEnd - i;
+    const bool hole = n == kBlock && std::memcmp(p + i, kZeros, kBlock) == 0;
+    if (!hole) {
+      uint64_t done = 0;
+      while (done < n) {
+        const ssize_t w = ::pwrite(fd, p + i + done, n - done, static_cast<off_t>(*at + i + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return ExpertError(ExpertErrc::kSystem, "write " + path + ": " + std::strerror(errno));
+        done += static_cast<uint64_t>(w);
+      }
+    }
+    i = blockEnd;
+  }
+  *at += bytes;
   return Status::Ok();
 }
 
@@ -69,14 +97,20 @@ Status WriteStore(const std::string& dir, Manifest m, const RecordFiller& fill, 
       l.file = name;
     }
     l.checksums.assign(m.expertsPerLayer, 0);
-    Status s = WriteFile(tmp + "/" + l.file, [&](int fd) -> Status {
+    const std::string path = tmp + "/" + l.file;
+    Status s = WriteFile(path, [&](int fd) -> Status {
+      uint64_t at = 0;
       for (uint64_t e = 0; e < m.expertsPerLayer; ++e) {
         std::memset(rec.data(), 0, rec.size());
         RY_RETURN_IF_ERROR(fill(i, e, rec.data()));
         l.checksums[e] = RecordChecksum(rec.data(), rec.size());
-        RY_RETURN_IF_ERROR(WriteAll(fd, rec.data(), rec.size(), tmp + "/" + l.file));
+        RY_RETURN_IF_ERROR(WriteSparse(fd, rec.data(), rec.size(), &at, path));
         ++done;
         if (progress) progress(done, total);
+      }
+      // A trailing hole is the file's size, not a write.
+      if (::ftruncate(fd, static_cast<off_t>(at)) != 0) {
+        return ExpertError(ExpertErrc::kSystem, "truncate " + path + ": " + std::strerror(errno));
       }
       return Status::Ok();
     });
