@@ -7,8 +7,8 @@
 // relays (tools/railyardd/tier_tunnels.h), once the cabling graph has settled.
 //
 // Serve mode prints the graph (JSON, or --text) each time what it says changes
-// (hosts, names, rail-links; not a mere refresh), and one stderr line each time
-// the cluster's shape changes.
+// (hosts, names, rail-links; not a mere refresh; at most once a second, the latest
+// graph then), and one stderr line each time the cluster's shape changes.
 //
 // Test and inspection mode: --wait-hosts N prints the graph as JSON once N hosts
 // are known and the graph has been stable for --settle-ms, lingers --linger-ms so
@@ -584,6 +584,10 @@ int Run(int argc, char** argv) {
   bool restart = false;
   uint64_t seen = 0;
   bool printed = false;
+  // The graph is printed at most once a second, the latest then (hostile-peer probe: a
+  // flood of made-up records reprinted the whole graph 85 times in 15 s, 400 KB).
+  bool changed = false;
+  auto lastPrint = std::chrono::steady_clock::time_point{};
   topology::ClusterGraph last;
   std::string lastShape;
   // The tier tunnels (host:NAME clients, through relays): started here, once, when the
@@ -624,10 +628,16 @@ int Run(int argc, char** argv) {
     // The signal handler cannot wake WaitFor: poll g_stop every 100 ms so SIGTERM
     // takes effect at once.
     cabling->WaitFor([&](const topology::ClusterGraph&, uint64_t now) { return now != seen || g_stop; }, 100);
-    if (cabling->Version() == seen) continue;
-    seen = cabling->Version();
+    if (cabling->Version() != seen) {
+      seen = cabling->Version();
+      changed = true;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!changed || now - lastPrint < std::chrono::seconds(1)) continue;
+    changed = false;
     const topology::ClusterGraph g = cabling->Graph();
     if (printed && SameGraph(g, last)) continue;
+    lastPrint = now;
     print(g);
     if (tiers && g.Neighbours(cabling->HostId()).size() > tierCables) {
       tierCables = g.Neighbours(cabling->HostId()).size();
