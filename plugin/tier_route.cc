@@ -88,9 +88,20 @@ std::string TierRoute::TunnelFailure(const std::string& spec, const std::string&
 Status TierRoute::WithTunnelFailure(const Status& s, const std::string& spec, const std::string& flag) const {
   if (s.ok()) return s;
   const std::string why = TunnelFailure(spec, flag);
+  if (why.empty()) return s;
   // The tunnel's failure is the cause: said first (new-user trial: it came after the
-  // control connection's guesses at why the peer closed, which led elsewhere).
-  return why.empty() ? s : Status(s.code(), why + "; so " + s.message());
+  // control connection's guesses at why the peer closed, which led elsewhere), after
+  // an "expert NAME: " that leads the message (ExpertErrcOf reads the code there:
+  // review, SYSTEM came back instead of PEER_LOST).
+  const std::string& m = s.message();
+  size_t lead = 0;
+  if (m.rfind("expert ", 0) == 0) {
+    const size_t colon = m.find(": ");
+    const bool named = colon != std::string::npos && colon > 7 &&
+                       m.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", 7) == colon;
+    if (named) lead = colon + 2;
+  }
+  return Status(s.code(), m.substr(0, lead) + why + "; so " + m.substr(lead));
 }
 
 std::shared_ptr<proxy::verbs::IbPorts> OpenTierRdmaPorts(const env::Config& config, const char* who) {

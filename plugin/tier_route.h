@@ -89,7 +89,8 @@ struct TierRoute {
   /// railyardd flag serves `tier` there ("--expert-store", "--snapshot-arena").
   std::string TunnelFailure(const std::string& spec, const std::string& flag) const;
   /// `s` with TunnelFailure before its message ("<TunnelFailure>; so <message>", same
-  /// code); `s` itself when ok or when the tunnel has no error.
+  /// code; after a leading "expert NAME: ", which stays first: ExpertErrcOf reads it);
+  /// `s` itself when ok or when the tunnel has no error.
   Status WithTunnelFailure(const Status& s, const std::string& spec, const std::string& flag) const;
   ~TierRoute() {
     tunnel.reset();  // its Worker before the data Worker; both before the Domain (process-lifetime)

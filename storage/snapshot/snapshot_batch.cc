@@ -165,7 +165,7 @@ Status SnapshotClient::PutBatch(std::span<BatchBlob> blobs) {
       continue;
     }
     uint64_t sum = 0;
-    if (s.ok()) s = NamedWrite(b.key, WriteSlot(r.offset, b.data, b.bytes, &sum));
+    if (s.ok()) s = WriteSlot(r.offset, b.data, b.bytes, &sum);  // settle names the blob and key
     if (s.ok()) s = SendRequest(Op::kCommit, b.key, sum);
     if (s.ok()) {
       asked.push_back({a.index, Op::kCommit});

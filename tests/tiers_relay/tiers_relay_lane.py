@@ -396,6 +396,9 @@ def case_capi_no_tier_or_self():
     start_daemons()  # no host serves a tier
     line = refused_open("host:h1", ["does railyardd there serve --expert-store?", "host:h1", "Connection refused"],
                         "railyardd there serves no expert store")
+    # The code stays the store's (review: leading with the tunnel's text made it SYSTEM).
+    if not line.startswith("setup-failed PEER_LOST: expert PEER_LOST: the tunnel to host:h1 failed"):
+        fail(f"opening host:h1: expected PEER_LOST, the tunnel's failure first: {line}")
     print(f"client: {line[:500]}")
     # The same through a relay (h2 has no cable to h0): the tier's hint, not only the dialer's.
     # The relay's whole reason arrives (it was cut at the frame header's 56 bytes), and
