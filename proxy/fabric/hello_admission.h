@@ -30,8 +30,8 @@ struct Admission {
 /// (or from a source tied with it) is refused. So a flood of idle sockets from one
 /// peer can neither keep another peer out nor be kept longer than the hello timeout
 /// (hostile-peer probe: 256 idle sockets from one peer shut every new connection out).
-/// O(waiting.size()) when full, O(1) otherwise. The TCP Worker applies the same share
-/// to its table of peer connections, over the idle ones (TcpOptions::maxPeerConnections).
+/// O(waiting.size()) when full, O(1) otherwise. (The TCP Worker applies a share of the
+/// same kind to its table of peer connections: TcpOptions::maxPeerConnections.)
 Admission AdmitPending(const std::vector<uint32_t>& waiting, uint32_t source, size_t max);
 
 }  // namespace railyard::fabric

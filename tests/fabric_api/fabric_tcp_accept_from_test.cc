@@ -203,6 +203,59 @@ TEST_F(TcpAcceptFrom, IdleConnectionsOfOneSourceDoNotShutOthersOut) {
   for (int fd : idle) close(fd);
 }
 
+// Review: counting idle connections only, a source that kept its own busy (half an op
+// each) held no share and could close every other source's idle connection, one hello
+// at a time. Shares count every connection: that source holds the most, so its next
+// connection is refused, and another source's newcomer closes nothing of a third's
+// (the biggest source has none idle): refused too, the idle one stays.
+TEST_F(TcpAcceptFrom, ASourceKeepingItsConnectionsBusyClosesNoOtherSources) {
+  TcpOptions o;
+  o.rails = {{"lo", "127.0.0.1", 10000}};
+  o.timeoutMs = 60000;
+  o.maxPeerConnections = 4;
+  ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
+  ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
+  std::memset(mem_, 0, sizeof mem_);
+  ASSERT_TRUE(domain_->Register(mem_, sizeof mem_, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  auto open = [&](const char* from, uint64_t worker, bool halfWrite) {
+    const int fd = raw_peer::ConnectToRail0(*worker_, from);
+    EXPECT_GE(fd, 0);
+    std::string bytes;
+    FrameHeader h = raw_peer::Hello(worker);
+    bytes.append(reinterpret_cast<const char*>(&h), sizeof h);
+    if (halfWrite) {  // op 0: 8 bytes announced, 2 sent: under way for as long as it likes
+      FrameHeader w = MakeHeader(FrameType::kWrite);
+      w.seq = 0;
+      w.addr = region_->base + 8 * (worker % 8);
+      w.opBytes = 8;
+      w.key = region_->softwareKey;
+      w.payloadBytes = 8;
+      bytes.append(reinterpret_cast<const char*>(&w), sizeof w);
+      bytes.append("AB");
+    }
+    EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    return fd;
+  };
+  const int idle = open("127.0.0.2", 1, false);
+  ASSERT_TRUE(ProgressUntil([&] { return worker_->stats().peerConnections == 1; }));
+  std::vector<int> busy;
+  for (uint64_t i = 0; i < 3; ++i) {
+    busy.push_back(open("127.0.0.3", 100 + i, true));
+    ASSERT_TRUE(ProgressUntil([&] { return worker_->stats().peerConnections == i + 2; }));
+  }
+  const int more = open("127.0.0.3", 200, false);
+  EXPECT_TRUE(ProgressUntil([&] { return raw_peer::SawClose(more); })) << "the busy source's 5th was served";
+  const int third = open("127.0.0.4", 300, false);
+  EXPECT_TRUE(ProgressUntil([&] { return raw_peer::SawClose(third); })) << "a newcomer was served in a full table";
+  EXPECT_FALSE(raw_peer::SawClose(idle)) << "the idle connection of 127.0.0.2 was closed";
+  for (int fd : busy) EXPECT_FALSE(raw_peer::SawClose(fd));
+  EXPECT_EQ(worker_->stats().peerConnections, 4u);
+  for (int fd : busy) close(fd);
+  close(more);
+  close(third);
+  close(idle);
+}
+
 // One host opens many sockets at once and every one is served: three Endpoints of 16
 // sockets each (NCCL_NSOCKS_PERTHREAD=16) dial one Worker before it makes a single
 // pass, so all 48 wait in one accept pass from one source. A cap of 16 per source

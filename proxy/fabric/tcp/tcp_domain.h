@@ -41,9 +41,9 @@ struct TcpOptions {
   /// (RAILYARD_ACCEPT_TIMEOUT_MS; 10 s by default, as the variable's).
   int helloTimeoutMs = 10000;
   /// Peer connections (of any number of sockets each) a Worker serves at once, 1..65536.
-  /// When all are taken, a new one from a source holding fewer idle connections than
-  /// another source closes that source's oldest idle one (no op under way, nothing
-  /// queued); otherwise it is refused (TcpWorker, AdmitPending's fair share).
+  /// When all are taken, a new one from a source holding fewer connections than another
+  /// source closes the oldest idle one (no op under way, nothing queued) of the source
+  /// holding the most; otherwise (or when none of that source's is idle) it is refused.
   size_t maxPeerConnections = 1024;
   /// This process's rank, named in errors (-1: unknown).
   int rank = -1;

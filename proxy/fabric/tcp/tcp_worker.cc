@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <cerrno>
 #include <random>
 
@@ -256,8 +257,9 @@ void TcpWorker::ReadHellos() {
         if (it == targets_.end() && targets_.size() >= options().maxPeerConnections &&
             !MakeRoomForConnection(p.source, p.rail)) {
           if (FirstOfEach1024(&refusedHellos_)) {
-            RY_WARN("fabric rail %d: %zu peer connections already (at most %zu), and %s holds as many idle ones as "
-                    "any source; refused a new one from it (%llu refused so, logged every 1024th)",
+            RY_WARN("fabric rail %d: %zu peer connections already (at most %zu), and %s holds as many as any source "
+                    "(or the source holding the most has none idle); refused a new one from it (%llu refused so, "
+                    "logged every 1024th)",
                     p.rail, targets_.size(), options().maxPeerConnections, DottedOrUnknown(p.source).c_str(),
                     static_cast<unsigned long long>(refusedHellos_));
           }
@@ -293,26 +295,38 @@ void TcpWorker::ReadHellos() {
 }
 
 bool TcpWorker::MakeRoomForConnection(uint32_t source, int rail) {
-  std::vector<std::pair<Clock::time_point, const std::pair<uint64_t, uint64_t>*>> idle;
+  // Shares count every connection of a source, busy or idle; only an idle one is closed.
+  // (Review: counting idle ones only, a source that kept its own connections busy, a byte
+  // of a record now and then, held no share and could close everyone else's.)
+  std::unordered_map<uint32_t, size_t> held;
   for (const auto& [key, t] : targets_) {
     if (t->Dead()) {  // failed since the last pass: reaped now
       const auto dead = key;
       targets_.erase(dead);
       return true;
     }
-    if (t->Idle()) idle.emplace_back(t->created(), &key);
+    ++held[t->source()];
   }
-  if (idle.empty()) return false;
-  std::sort(idle.begin(), idle.end());
-  waiting_.resize(idle.size());
-  for (size_t i = 0; i < idle.size(); ++i) waiting_[i] = targets_.at(*idle[i].second)->source();
-  const Admission a = AdmitPending(waiting_, source, idle.size());
-  if (!a.admit) return false;
-  auto victim = targets_.find(*idle[a.evict].second);
+  uint32_t biggest = 0;
+  size_t most = 0;
+  for (const auto& [s, n] : held) {
+    if (n > most || (n == most && s < biggest)) {
+      most = n;
+      biggest = s;
+    }
+  }
+  const auto mine = held.find(source);
+  if (mine != held.end() && mine->second >= most) return false;  // the newcomer's source holds the most
+  auto victim = targets_.end();
+  for (auto it = targets_.begin(); it != targets_.end(); ++it) {
+    if (it->second->source() != biggest || !it->second->Idle()) continue;
+    if (victim == targets_.end() || it->second->created() < victim->second->created()) victim = it;
+  }
+  if (victim == targets_.end()) return false;  // every connection of that source is under way
   if (FirstOfEach1024(&closedForRoom_)) {
     RY_WARN("fabric rail %d: %zu peer connections already (at most %zu); closed the oldest idle one from %s, the "
-            "source holding the most idle ones, for a new one from %s (%llu closed so, logged every 1024th)",
-            rail, targets_.size(), options().maxPeerConnections, DottedOrUnknown(victim->second->source()).c_str(),
+            "source holding the most (%zu), for a new one from %s (%llu closed so, logged every 1024th)",
+            rail, targets_.size(), options().maxPeerConnections, DottedOrUnknown(biggest).c_str(), most,
             DottedOrUnknown(source).c_str(), static_cast<unsigned long long>(closedForRoom_));
   }
   targets_.erase(victim);  // its sockets close: the peer's next op fails PEER_CLOSED

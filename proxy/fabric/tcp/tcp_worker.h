@@ -86,10 +86,10 @@ class TcpWorker : public Worker {
   void PollReadiness();
   void ReadHellos();
   /// The target table is full (TcpOptions::maxPeerConnections) and a new connection's
-  /// hello came from `source`: makes room by closing the oldest idle connection of the
-  /// source holding the most idle ones (AdmitPending over the idle connections, oldest
-  /// first; a dead one not yet reaped goes first), unless `source` is (tied with) that
-  /// source. True when there is room now.
+  /// hello came from `source`: makes room by closing the oldest idle connection (no op
+  /// under way) of the source holding the most connections (busy or idle; a dead one
+  /// not yet reaped goes first), unless `source` holds as many, or that source has
+  /// none idle. True when there is room now.
   bool MakeRoomForConnection(uint32_t source, int rail);
 
   /// A socket accepted and waiting for its hello.
