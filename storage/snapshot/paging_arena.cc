@@ -585,6 +585,15 @@ bool PagingArena::HoldsTooLong(uint64_t client, int64_t maxHoldMs) const {
   return false;
 }
 
+bool PagingArena::HoldsKey(uint64_t client, uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Slot& s : slots_) {
+    if (s.state == Slot::kWriting && s.writer == client && s.key == key) return true;
+  }
+  auto it = pins_.find({client, key});
+  return it != pins_.end() && !it->second.empty();
+}
+
 PagingStats PagingArena::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   PagingStats s = stats_;

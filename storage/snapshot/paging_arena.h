@@ -166,6 +166,9 @@ class PagingArena {
   /// need no slot, so that every other client's put and get failed after its slot
   /// wait). Without a waiter nobody is held up, and a slow client is left alone.
   bool HoldsTooLong(uint64_t client, int64_t maxHoldMs) const;
+  /// True when `client` holds `key`'s slot being written or a pin of `key`: its commit
+  /// or release of `key` ends a hold (the server lets it through HoldsTooLong).
+  bool HoldsKey(uint64_t client, uint64_t key) const;
 
   PagingStats stats() const;
   uint64_t blobBytes() const { return blobBytes_; }

@@ -512,8 +512,12 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
                           " (the client writes and reads offsets itself)");
       }
       // A client that sits on a slot or pin past the timeout while others queue for one
-      // is dropped, as one that stopped mid-operation would be (hostile-peer probe).
-      if (st.ok() && arena->paging->HoldsTooLong(client, options_.timeoutMs)) {
+      // is dropped, as one that stopped mid-operation would be (hostile-peer probe); not
+      // at the commit or release that ends a hold of its own (review: a slow put lost its
+      // blob just as it finished).
+      const bool ends = (q.op == Op::kCommit || q.op == Op::kRelease) && arena->paging != nullptr &&
+                        arena->paging->HoldsKey(client, q.key);
+      if (st.ok() && !ends && arena->paging->HoldsTooLong(client, options_.timeoutMs)) {
         overstayed = true;
         st = InvalidUsage("snapshot: kind '" + arena->spec.kind +
                           "': this client held an arena slot or pin for more than the peer's RAILYARD_TIMEOUT_MS (" +

@@ -73,10 +73,12 @@ class FrameSocket {
   /// with their header in one recv()); larger payloads are received in place.
   static constexpr size_t kReadAhead = 16 * 1024;
   /// Frames a target's send queue may hold before it stops reading the socket: a peer
-  /// that asks (Read requests, Writes to ack) and never reads the answers fills its
-  /// own socket buffers, not this process's memory (hostile-peer probe: 4M Read
-  /// requests never read grew a target by 1 GB). A live peer reads them and the
-  /// receive side goes on; one that does not is ended by its owner's timeout.
+  /// that asks (Read requests, Writes to ack) and never reads the answers then fills
+  /// its own socket buffers (hostile-peer probe: 4M Read requests never read grew a
+  /// target by 1 GB). A soft bound: the pass that crosses it reads up to its byte
+  /// budget (TcpOptions::pumpBytes) first, so a socket holds at most this plus one
+  /// pass's frames. A live peer reads them and the receive side goes on; one that
+  /// does not is ended by its owner's timeout.
   static constexpr size_t kMaxQueuedFrames = 1024;
 
   /// `incoming` is the direction of frames this socket receives; `connecting` when a

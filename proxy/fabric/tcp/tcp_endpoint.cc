@@ -591,13 +591,16 @@ void TcpEndpoint::Progress() {
              !Redialing()) {
     const int64_t oldest = ops_.empty() ? -1 : static_cast<int64_t>(ops_.begin()->first);
     // Name the rail of the oldest op when it has one (an op that is not striped), else
-    // the socket whose bytes the peer has not acknowledged (a cut rail's: the others
-    // drained; new-user trial: a cut second rail was named as rail 0), else the first
-    // socket that still holds unsent frames.
+    // a socket whose connect was never answered, else the socket whose bytes the peer
+    // has not acknowledged (a cut rail's: the others drained; new-user trial: a cut
+    // second rail was named as rail 0), else the first that still holds unsent frames.
     const int rail = ops_.empty() ? -1 : ops_.begin()->second.rail;
     int socket = rail >= 0 ? railSockets_[static_cast<size_t>(rail)].front() : -1;
+    for (size_t i = 0; socket < 0 && i < sockets_.size(); ++i) {  // a connect never answered says most
+      if (sockets_[i]->connecting()) socket = static_cast<int>(i);
+    }
     uint64_t mostUnacked = 0;
-    for (size_t i = 0; rail < 0 && i < sockets_.size(); ++i) {
+    for (size_t i = 0; rail < 0 && (socket < 0 || mostUnacked > 0) && i < sockets_.size(); ++i) {
       const uint64_t unacked = sockets_[i]->UnackedBytes();
       if (unacked > mostUnacked) {
         mostUnacked = unacked;
