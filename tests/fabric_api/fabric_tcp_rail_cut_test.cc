@@ -37,9 +37,11 @@ int CutSecondRailAndReadTheError() {
   o.timeoutMs = 1000;
   o.stripe.thresholdBytes = 64 << 10;  // every Write below is striped over both rails
   o.stripe.chunkBytes = 64 << 10;
+  TcpOptions target = o;
+  target.timeoutMs = 60000;  // the initiator's TIMEOUT is the one under test: the target's own must not come first
   std::unique_ptr<Domain> a, b;
   std::unique_ptr<Worker> wa, wb;
-  if (!CreateTcpDomain(o, &a).ok() || !CreateTcpDomain(o, &b).ok() || !a->CreateWorker(&wa).ok() ||
+  if (!CreateTcpDomain(o, &a).ok() || !CreateTcpDomain(target, &b).ok() || !a->CreateWorker(&wa).ok() ||
       !b->CreateWorker(&wb).ok()) {
     std::fprintf(stderr, "cannot make the two Domains\n");
     return 1;
