@@ -25,10 +25,19 @@ class TcpAcceptFrom : public ::testing::Test {
  protected:
   /// A Worker on 127.0.0.1 that accepts sockets only from `allowed`.
   void Start(std::vector<std::string> allowed) {
+    TcpOptions o = OnLoopback(5000);
+    o.acceptOnlyFrom = std::move(allowed);
+    StartWith(o);
+  }
+  /// Options of one rail on 127.0.0.1 with RAILYARD_TIMEOUT_MS `timeoutMs`.
+  static TcpOptions OnLoopback(int timeoutMs) {
     TcpOptions o;
     o.rails = {{"lo", "127.0.0.1", 10000}};
-    o.timeoutMs = 5000;
-    o.acceptOnlyFrom = std::move(allowed);
+    o.timeoutMs = timeoutMs;
+    return o;
+  }
+  /// A Worker of `o` and the 64-byte region peers write into.
+  void StartWith(const TcpOptions& o) {
     ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
     ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
     std::memset(mem_, 0, sizeof mem_);
@@ -97,14 +106,9 @@ TEST_F(TcpAcceptFrom, ASocketFromAnAllowedSourceIsServed) {
 // (RAILYARD_ACCEPT_TIMEOUT_MS), not at RAILYARD_TIMEOUT_MS (hostile-peer probe: 256 idle
 // sockets from one peer shut every new connection out for 30 s, renewably).
 TEST_F(TcpAcceptFrom, IdleSocketsOfOneSourceNeitherShutOthersOutNorStay) {
-  TcpOptions o;
-  o.rails = {{"lo", "127.0.0.1", 10000}};
-  o.timeoutMs = 60000;
+  TcpOptions o = OnLoopback(60000);
   o.helloTimeoutMs = 4000;  // the checks before it take well under a second; ProgressUntil waits 10 s
-  ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
-  ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
-  std::memset(mem_, 0, sizeof mem_);
-  ASSERT_TRUE(domain_->Register(mem_, sizeof mem_, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  ASSERT_NO_FATAL_FAILURE(StartWith(o));
   std::vector<int> idle;
   for (int i = 0; i < 256; ++i) {
     idle.push_back(raw_peer::ConnectToRail0(*worker_, "127.0.0.3"));
@@ -171,14 +175,9 @@ TEST_F(TcpAcceptFrom, HellosThatArrivedAreTakenBeforeAFullTableEvicts) {
 // full, the source holding the most idle connections gives way: a new one from another
 // source closes that source's oldest idle connection, one more from it is refused.
 TEST_F(TcpAcceptFrom, IdleConnectionsOfOneSourceDoNotShutOthersOut) {
-  TcpOptions o;
-  o.rails = {{"lo", "127.0.0.1", 10000}};
-  o.timeoutMs = 60000;
+  TcpOptions o = OnLoopback(60000);
   o.maxPeerConnections = 4;
-  ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
-  ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
-  std::memset(mem_, 0, sizeof mem_);
-  ASSERT_TRUE(domain_->Register(mem_, sizeof mem_, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  ASSERT_NO_FATAL_FAILURE(StartWith(o));
   std::vector<int> idle;
   for (int i = 0; i < 4; ++i) {
     idle.push_back(raw_peer::ConnectToRail0(*worker_, "127.0.0.3"));
@@ -209,14 +208,9 @@ TEST_F(TcpAcceptFrom, IdleConnectionsOfOneSourceDoNotShutOthersOut) {
 // connection is refused, and another source's newcomer closes nothing of a third's
 // (the biggest source has none idle): refused too, the idle one stays.
 TEST_F(TcpAcceptFrom, ASourceKeepingItsConnectionsBusyClosesNoOtherSources) {
-  TcpOptions o;
-  o.rails = {{"lo", "127.0.0.1", 10000}};
-  o.timeoutMs = 60000;
+  TcpOptions o = OnLoopback(60000);
   o.maxPeerConnections = 4;
-  ASSERT_TRUE(CreateTcpDomain(o, &domain_).ok());
-  ASSERT_TRUE(domain_->CreateWorker(&worker_).ok());
-  std::memset(mem_, 0, sizeof mem_);
-  ASSERT_TRUE(domain_->Register(mem_, sizeof mem_, kAccessRemoteWrite, MemoryKind::kHost, &region_).ok());
+  ASSERT_NO_FATAL_FAILURE(StartWith(o));
   auto open = [&](const char* from, uint64_t worker, bool halfWrite) {
     const int fd = raw_peer::ConnectToRail0(*worker_, from);
     EXPECT_GE(fd, 0);

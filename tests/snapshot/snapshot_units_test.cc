@@ -922,6 +922,12 @@ TEST(PagingArenaRules, AHolderHoldsTooLongOnlyWhileSomeoneWaits) {
   EXPECT_FALSE(arena.HoldsTooLong(2, 600000)) << "a pin younger than the bound";
   EXPECT_FALSE(arena.HoldsTooLong(4, 0)) << "the waiter holds nothing";
   EXPECT_FALSE(arena.HoldsTooLong(1, 0)) << "a committed blob is no hold";
+  // The commit or release that would end a hold is told apart (the server lets it through).
+  EXPECT_TRUE(arena.HoldsKey(2, 1)) << "client 2's pin of key 1";
+  EXPECT_TRUE(arena.HoldsKey(3, 5)) << "client 3's slot for key 5";
+  EXPECT_FALSE(arena.HoldsKey(3, 1));
+  EXPECT_FALSE(arena.HoldsKey(2, 5));
+  EXPECT_FALSE(arena.HoldsKey(1, 1)) << "a committed blob is no hold";
   // Some time on, the alloc asked again: the hold still counts from the first.
   while (std::chrono::steady_clock::now() - allocated < std::chrono::milliseconds(50)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
