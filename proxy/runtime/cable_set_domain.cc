@@ -326,6 +326,7 @@ class CableSetWorker : public fabric::Worker {
     t.rails = fabric::relay::CableRails(g, self_, n);
     if (t.rails.empty()) return Status::Ok();
     t.nameAddress = [graph = graph_](const std::string& ip) { return HostOfRailAddress(graph(), ip); };
+    t.connectionName = id_;  // peers know this Worker by the set's id (its HostAddress)
     if (t.rails.size() > fabric::tcp::WorkerAddress::kMaxRails) t.rails.resize(fabric::tcp::WorkerAddress::kMaxRails);
     RY_RETURN_IF_ERROR(set_->CableRailIndices(t.rails, &c.railIndices, &c.verbs));
     c.rails = t.rails;
@@ -400,6 +401,7 @@ class CableSetWorker : public fabric::Worker {
     t.rails = {fabric::RailInfo{"lo", text, 0}};
     t.listenPort = 0;
     t.sharedRegions = regions_;
+    t.connectionName = id_;
     std::unique_ptr<fabric::Domain> domain;
     std::unique_ptr<fabric::Worker> worker;
     RY_RETURN_IF_ERROR(fabric::tcp::CreateTcpDomain(t, &domain));

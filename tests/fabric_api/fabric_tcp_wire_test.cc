@@ -135,6 +135,19 @@ TEST_F(TcpWire, AnEmptyChunkOfANonEmptyOpIsMalformed) {
   EXPECT_TRUE(OutsideUntouched());
 }
 
+// A hello's key names the connection in the target's errors (a fabric-mode cable set's
+// Worker id, which the peers' comms know it by; new-user trial: a CollNet rank's
+// target-side error named no peer rank); without one, its worker id does.
+TEST_F(TcpWire, AHellosKeyNamesTheConnectionInTheTargetsErrors) {
+  FrameHeader h = raw_peer::Hello(0x123);
+  h.key = 0xabc;
+  SendBytes(&h, sizeof h);
+  SendWrite(0, 8, 0, "AAAA");
+  SendWrite(0, 8, 2, "BBBB");  // overlaps: the connection fails, named
+  const std::string err = NextError();
+  EXPECT_NE(err.find("peer w=0000000000000abc connection 1"), std::string::npos) << err;
+}
+
 TEST_F(TcpWire, ChunkOverlappingAnEarlierClaimIsRefusedAndDoesNotLand) {
   SendHello();
   SendWrite(0, 8, 0, "AAAA");

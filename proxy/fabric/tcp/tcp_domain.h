@@ -45,6 +45,12 @@ struct TcpOptions {
   /// source closes the oldest idle one (no op under way, nothing queued) of the source
   /// holding the most; otherwise (or when none of that source's is idle) it is refused.
   size_t maxPeerConnections = 1024;
+  /// The Worker id this Worker's connections are named by at their targets (their
+  /// hellos carry it in `key`): a fabric-mode cable set's Worker id, which its peers
+  /// know it by, so that a target's errors name the peer as the peers' own Endpoints
+  /// do (CollComm::RankOf finds the rank by it; new-user trial: a target-side error
+  /// named no rank). 0 (the default): this Worker's own id.
+  uint64_t connectionName = 0;
   /// This process's rank, named in errors (-1: unknown).
   int rank = -1;
   /// Bytes one socket moves each way per Progress call, at most (4 KiB..64 MiB). Large

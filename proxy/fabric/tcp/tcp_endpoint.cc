@@ -158,6 +158,7 @@ Status TcpEndpoint::Create(TcpWorker* worker, const WorkerAddress& peer, uint64_
       OutFrame hello;
       hello.header = MakeHeader(FrameType::kHello);
       hello.header.addr = worker->id();
+      hello.header.key = worker->options().connectionName;  // 0: named by addr
       hello.header.seq = connection;
       hello.header.offset = static_cast<uint64_t>(index);
       hello.header.opBytes = static_cast<uint64_t>(total);

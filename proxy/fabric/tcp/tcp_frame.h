@@ -39,7 +39,8 @@ constexpr uint64_t kMaxSocketsPerConnection = 64;
 /// Target to initiator: ack, read data, nack.
 enum class FrameType : uint8_t {
   kHello = 1,     ///< first frame of every socket: addr = worker id, seq = connection id,
-                  ///< offset = socket index, opBytes = socket count, value = rail
+                  ///< offset = socket index, opBytes = socket count, value = rail, key = the
+                  ///< worker id the connection is named by in errors (0: addr)
   kWrite = 2,     ///< a chunk of a Write: [offset, + payload) of the op's [addr, + opBytes)
   kReadReq = 3,   ///< a chunk of a Read: [offset, + value) of the op's [addr, + opBytes)
   kFetchAdd = 4,  ///< add `value` at addr (opBytes 8)

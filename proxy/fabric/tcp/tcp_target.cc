@@ -30,7 +30,8 @@ uint32_t RightFor(FrameType t) {
 
 }  // namespace
 
-TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets, uint32_t source)
+TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets, uint32_t source,
+                     uint64_t namedAs)
     : worker_(worker),
       peer_(peerWorker),
       connection_(connection),
@@ -40,7 +41,7 @@ TcpTarget::TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection
       unpolled_(static_cast<size_t>(sockets), false),
       eof_(static_cast<size_t>(sockets), false),
       slots_(static_cast<size_t>(kOpWindow)) {
-  peerName_ = "w=" + TargetHexId(peerWorker) + " connection " + std::to_string(connection);
+  peerName_ = "w=" + TargetHexId(namedAs != 0 ? namedAs : peerWorker) + " connection " + std::to_string(connection);
   lastActivity_ = created_ = Clock::now();
   source_ = source;
 }

@@ -41,8 +41,10 @@ constexpr size_t kMaxClaimsPerConnection = 65536;
 /// See file comment. Owned by the TcpWorker.
 class TcpTarget : private FrameHandler {
  public:
-  /// `source`: the IPv4 address (network order, 0 unknown) its first socket came from.
-  TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets, uint32_t source = 0);
+  /// `source`: the IPv4 address (network order, 0 unknown) its first socket came from;
+  /// `namedAs`: the worker id errors name the peer by (its hello's key), 0 = `peerWorker`.
+  TcpTarget(TcpWorker* worker, uint64_t peerWorker, uint64_t connection, int sockets, uint32_t source = 0,
+            uint64_t namedAs = 0);
 
   /// Adds the socket whose hello said `index` (of the count given at construction);
   /// `relayed`: its hello carried kFlagRelayed (the socket comes from the route's last

@@ -269,7 +269,8 @@ void TcpWorker::ReadHellos() {
         }
         if (it == targets_.end()) {
           it = targets_
-                   .emplace(key, std::make_unique<TcpTarget>(this, h.addr, h.seq, static_cast<int>(h.opBytes), p.source))
+                   .emplace(key, std::make_unique<TcpTarget>(this, h.addr, h.seq, static_cast<int>(h.opBytes), p.source,
+                                                             h.key))
                    .first;
         }
         FabricError e = it->second->AddSocket(std::move(p.fd), static_cast<int>(h.offset), p.rail,
