@@ -110,7 +110,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   const uint64_t chunk = options_.chunkBytes;
   while ((next < bytes || !inFlight.empty()) && result.ok()) {
     while (next < bytes && !freeSlots.empty()) {
-      const uint64_t n = std::min(chunk, bytes - next);
+      uint64_t n = std::min(chunk, bytes - next);
       if (next + n > ready) {
         uint64_t now = ready;
         if (Status g = gate(inFlight.empty(), &now); !g.ok()) {
@@ -123,7 +123,10 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
           break;
         }
         ready = now;
-        if (next + n > ready) break;  // not there yet: move what is in flight
+        if (next >= ready) break;  // nothing new there yet: move what is in flight
+        // What has landed, though less than a chunk: a fault's pieces are read on as
+        // they land (a 1 MiB blob in 256 KiB pieces was read only once whole).
+        n = std::min(n, ready - next);
       }
       const uint64_t slot = freeSlots.front();
       freeSlots.pop_front();

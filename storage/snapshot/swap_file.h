@@ -82,10 +82,11 @@ class SwapFile {
   /// reservation): a failure before that (a full disk) left the record as it was.
   Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum,
                bool* touched = nullptr);
-  /// Reads record `slot`'s payload into `data`, in 4 MiB pieces (the header page with
-  /// the first), each hashed as it lands: what the page cache holds from there, the rest
-  /// with O_DIRECT when `data` is page-aligned and the blob a whole number of pages of
-  /// at most 16 MiB, else through the page cache (whose pages are then dropped). `landed` (optional) is called after each piece but
+  /// Reads record `slot`'s payload into `data` in pieces (a quarter of the blob, 256 KiB
+  /// to 4 MiB, the header page with the first), each hashed as it lands: with O_DIRECT
+  /// when no page of the record is in the page cache (mincore(2): asking reads nothing),
+  /// `data` is page-aligned and the blob a whole number of pages of at most 16 MiB, else
+  /// through the page cache (whose pages are then dropped). `landed` (optional) is called after each piece but
   /// the last with the bytes read so far, before they are checked: a caller may start
   /// moving them on, but they count only once Read returns Ok. Checks it against `checksum`
   /// (and the record header against `key`). RemoteError-free: SystemError on I/O,
@@ -94,6 +95,12 @@ class SwapFile {
               const std::function<void(uint64_t bytesLanded)>& landed = {});
   /// Zeroes record `slot`'s header (with sync: durably), so a rebuild never serves it.
   Status Tombstone(int64_t slot);
+
+  /// Records Read so far with O_DIRECT (from the disk, past the page cache) and through
+  /// the page cache (cached pages, a refused O_DIRECT, an unaligned buffer, a blob above
+  /// 16 MiB). A record read partly each way counts as buffered.
+  uint64_t directReads() const { return directReads_.load(std::memory_order_relaxed); }
+  uint64_t bufferedReads() const { return bufferedReads_.load(std::memory_order_relaxed); }
 
   uint64_t stride() const { return stride_; }
   const std::string& path() const { return path_; }
@@ -107,6 +114,8 @@ class SwapFile {
   int fd_ = -1;
   int directFd_ = -1;           ///< O_RDONLY | O_DIRECT for faults, or -1 (see Open)
   std::atomic<bool> directRefused_{false};  ///< the file system refused O_DIRECT: buffered reads
+  std::atomic<uint64_t> directReads_{0};    ///< see directReads()
+  std::atomic<uint64_t> bufferedReads_{0};  ///< see bufferedReads()
   uint64_t blobBytes_ = 0;
   uint64_t stride_ = 0;
   bool sync_ = false;

@@ -540,11 +540,11 @@ TEST_F(SnapshotTest, RestartWithoutSyncStartsEmpty) {
 }
 
 // A blob in the swap file only is read by the client as the peer faults it back, piece
-// by piece (wire version 3: kFaulting, then kReady records): 9 MiB blobs are three read
-// pieces (4 + 4 + 1 MiB), moved in 1 MiB chunks, checked by content. A record torn in
-// its last piece, found only after the client read the first two, fails that get with
-// the peer's reason; the connection stays in step (the next get is right) and the torn
-// blob is never served.
+// by piece (wire version 3: kFaulting, then kReady records): 9 MiB blobs are four read
+// pieces of 2.25 MiB (a quarter each), moved in chunks of at most 1 MiB, checked by
+// content. A record torn in its last piece, found only after the client read the first
+// three, fails that get with the peer's reason; the connection stays in step (the next
+// get is right) and the torn blob is never served.
 TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet) {
   constexpr uint64_t kBig = uint64_t{9} << 20;
   StartPeer(true, {"--arena", "kind=big,mode=paging,blob=9M,slots=2"});
@@ -570,8 +570,8 @@ TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet
     ASSERT_EQ(Mismatch(b.data(), kBig, 50 + k), -1) << k;
   }
   EXPECT_EQ(c.faultedGets(), 5u);
-  // Each fault announced its pieces: ready at 4 MiB, at 8 MiB, and the whole 9 MiB.
-  EXPECT_EQ(c.readyRecords(), 15u);
+  // Each fault announced its pieces: ready at 2.25, 4.5 and 6.75 MiB, and the whole 9 MiB.
+  EXPECT_EQ(c.readyRecords(), 20u);
   // Key 1 (record 1: a sync arena wrote one record per put, in order) is in swap only.
   {
     std::fstream f(dir_ + "/railyard-snapshot-big.swap", std::ios::in | std::ios::out | std::ios::binary);
@@ -587,7 +587,7 @@ TEST_F(SnapshotTest, AFaultedBlobIsReadAsItsPiecesLandAndATornOneFailsOnlyItsGet
   EXPECT_NE(torn.message().find("torn"), std::string::npos) << torn.message();
   EXPECT_TRUE(c.status().ok()) << "a failed fault is not the connection's failure: " << c.status().message();
   EXPECT_EQ(c.faultedGets(), 6u);
-  EXPECT_EQ(c.readyRecords(), 17u);  // the torn one's first two pieces, then its error
+  EXPECT_EQ(c.readyRecords(), 23u);  // the torn one's first three pieces, then its error
   std::fill(b.begin(), b.end(), 0);
   Status next = c.Get(2, b.data(), kBig, &found);
   ASSERT_TRUE(next.ok()) << next.message();

@@ -2,9 +2,11 @@
 // against hostile bytes, the daemon's arena spec parser, and the swap file.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -610,12 +612,14 @@ TEST(SwapFileOpen, AMissingDirectoryAndAFileAreEachNamed) {
 // A fault reads header and payload in one read, with O_DIRECT into a page-aligned slot
 // (the arena's) and buffered into any other buffer. Both give the record's bytes, also
 // right after a write that is still only in the page cache (no sync), and both refuse a
-// record whose payload was changed on disk (torn). /var/tmp: a disk where O_DIRECT
+// record whose payload was changed on disk (torn). A record with pages in the page
+// cache is never read with O_DIRECT (which would first write dirty ones back), one
+// with none is (where the file system has O_DIRECT). /var/tmp: a disk where O_DIRECT
 // works on most machines (tmpfs refuses it, which the buffered fallback covers).
 TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPayload) {
-  // 64 KiB: one read piece; 4 MiB + 8 KiB: two (the pieces are 4 MiB), the torn byte in
-  // the second. /dev/shm (a tmpfs, where it exists) refuses O_DIRECT at open: the
-  // aligned buffer is read through the page cache there.
+  // 64 KiB: one read piece; 4 MiB + 8 KiB: four (a quarter each, rounded up to a page),
+  // the torn byte in the last. /dev/shm (a tmpfs, where it exists) refuses O_DIRECT at
+  // open: the aligned buffer is read through the page cache there.
   std::vector<std::string> bases = {"/var/tmp"};
   struct stat shm {};
   if (::stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode)) bases.push_back("/dev/shm");
@@ -647,6 +651,12 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
       ASSERT_EQ(::fdatasync(cacheFd), 0);
       ASSERT_EQ(::posix_fadvise(cacheFd, 0, 0, POSIX_FADV_DONTNEED), 0);
     };
+    // O_DIRECT is expected where the file system has it and can drop the record's pages
+    // from the page cache (a tmpfs, which holds its files there, may open O_DIRECT).
+    const int directFd = ::open(f->path().c_str(), O_RDONLY | O_DIRECT);
+    struct statfs fs {};
+    const bool hasDirect = directFd >= 0 && ::statfs(dir.c_str(), &fs) == 0 && fs.f_type != TMPFS_MAGIC;
+    if (directFd >= 0) ::close(directFd);
     for (const bool cold : {false, true})
     for (uint8_t* b : buffers) {
       for (int64_t s = 2; s >= 0; --s) {
@@ -654,8 +664,12 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
         if (cold) {
           ASSERT_NO_FATAL_FAILURE(dropCache());
         }
+        const uint64_t direct0 = f->directReads(), buffered0 = f->bufferedReads();
         Status st = f->Read(s, 100 + s, sums[s], b);
         ASSERT_TRUE(st.ok()) << st.message();
+        const bool expectDirect = cold && hasDirect && b == buffers[0];
+        EXPECT_EQ(f->directReads() - direct0, expectDirect ? 1u : 0u) << "record " << s << (cold ? " cold" : " warm");
+        EXPECT_EQ(f->bufferedReads() - buffered0, expectDirect ? 0u : 1u) << "record " << s << (cold ? " cold" : " warm");
         for (size_t i = 0; i < kBlob; i += 4093) {
           ASSERT_EQ(b[i], static_cast<uint8_t>(i * 7 + s * 31 + 3)) << "record " << s << " byte " << i;
         }
