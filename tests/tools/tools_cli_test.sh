@@ -124,6 +124,18 @@ expect_status 2 "RAILYARD_DISCOVERY_DEAD_MS=50 railyardd" env RAILYARD_DISCOVERY
 grep -q "RAILYARD_DISCOVERY_DEAD_MS=50 must be larger than RAILYARD_DISCOVERY_INTERVAL_MS=100" "$tmp/err" ||
   { echo "FAIL: railyardd does not name both variables: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyardd --bogus" "$DAEMON" --bogus
+# --swap-dir is RAILYARD_SWAP_DIR as a flag (it was refused as unexpected): a missing
+# directory is refused naming it.
+expect_status 2 "railyardd --swap-dir (missing)" "$DAEMON" --snapshot-only \
+  --snapshot-arena kind=a,mode=paging,blob=4096,slots=4 --swap-dir "$tmp/no-such-dir"
+grep -q "'$tmp/no-such-dir'" "$tmp/err" || { echo "FAIL: railyardd --swap-dir not used: $(cat "$tmp/err")"; failed=1; }
+# Unexpected arguments are named in the order typed (CLI11's own message named them last
+# first: "/tmp --swap-dir"; new-user trial). Every tool parses through tools::ParseCommandLine.
+for tool in "$DAEMON" "$INFO"; do
+  expect_status 2 "$(basename "$tool") --spool-dir /tmp" "$tool" --spool-dir /tmp
+  grep -q "not expected: --spool-dir /tmp$" "$tmp/err" ||
+    { echo "FAIL: $(basename "$tool") does not name the arguments in order: $(cat "$tmp/err")"; failed=1; }
+done
 # A flag given twice takes its last value, as railyard-perf's (it was refused "At Most 1"):
 # the second --interval-ms is the one checked against --dead-ms.
 expect_status 2 "railyardd --interval-ms 10 --interval-ms 100 --dead-ms 50" "$DAEMON" --interval-ms 10 --interval-ms 100 --dead-ms 50

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -83,21 +84,39 @@ inline void AddVersionFlag(CLI::App& app, const char* tool) {
   app.set_version_flag("--version", std::string(tool) + " " + RAILYARD_TOOLS_VERSION, "print the version and exit");
 }
 
+/// For a parse with `app.allow_extras()`: the usage error naming the arguments `app`
+/// did not expect, in the order they were typed, or "" when there were none. CLI11's
+/// own ExtrasError names them last first ("/tmp --swap-dir" for `--swap-dir /tmp`, a
+/// new-user trial found), so every tool allows extras and refuses them with this.
+inline std::string UnexpectedArguments(const CLI::App& app) {
+  const std::vector<std::string> rest = app.remaining();
+  if (rest.empty()) return "";
+  std::string list;
+  for (const std::string& a : rest) list += (list.empty() ? "" : " ") + a;
+  return std::string(rest.size() > 1 ? "The following arguments were not expected: "
+                                     : "The following argument was not expected: ") +
+         list;
+}
+
 /// Parses argv with `app`. Returns nullopt when the tool should go on; otherwise the exit
 /// status it should return at once: 0 after --help (or CLI11's --help-all / --version) was
 /// printed to stdout, kUsageExit after a parse error, printed to stderr as
 /// "<tool>: <what>\nRun with --help for more information.".
 inline std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const char* tool) {
   if (app.get_option_no_throw("--version") == nullptr) AddVersionFlag(app, tool);
+  app.allow_extras();  // refused below, named in the order typed
+  std::string error;
   try {
     app.parse(argc, argv);
+    error = UnexpectedArguments(app);
   } catch (const CLI::Success& e) {  // --help and friends: CallForHelp, CallForAllHelp, CallForVersion
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", tool, e.what());
-    return kUsageExit;
+    error = e.what();
   }
-  return std::nullopt;
+  if (error.empty()) return std::nullopt;
+  std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", tool, error.c_str());
+  return kUsageExit;
 }
 
 }  // namespace railyard::tools

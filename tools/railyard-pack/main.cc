@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "storage/expert/expert_error.h"
@@ -117,15 +118,7 @@ int main(int argc, char** argv) {
       "  128+N  stopped by signal N (SIGINT, SIGTERM, SIGHUP); OUT was not written, nothing left of it\n"
       "A <OUT>.partial-<host>-<pid> directory left by a run on this host that was killed (SIGKILL) is\n"
       "removed by the next run for the same OUT.");
-  tools::AddVersionFlag(app, "railyard-pack");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "railyard-pack: %s\nRun with --help for more information.\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> exitNow = tools::ParseCommandLine(app, argc, argv, "railyard-pack")) return *exitNow;
   if (noProgress) progress = false;
   if (!dryRun && outDir.empty()) {
     std::fprintf(stderr, "railyard-pack: an output directory is needed (or --dry-run)\n");

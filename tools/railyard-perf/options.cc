@@ -161,8 +161,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   tools::AddVersionFlag(app, "railyard-perf");
   std::vector<std::string> args = NormaliseArgs(argc, argv);
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+  app.allow_extras();  // refused below, named in the order typed (tools::UnexpectedArguments)
   try {
     app.parse(args);
+    if (std::string extra = tools::UnexpectedArguments(app); !extra.empty()) return InvalidUsage(extra);
   } catch (const CLI::CallForHelp&) {
     std::printf("%s", app.help().c_str());
     *exitNow = true;

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -217,6 +218,9 @@ int Run(int argc, char** argv) {
   app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's, or 127.0.0.1 with no rail: --ifname and RAILYARD_SOCKET_IFNAME unset)");
   app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral; either way stdout gets one line, `snapshot-port N`, for scripts to read, and stderr the address and port for people)")
       ->check(tools::InRange(0, 65535));  // a range, not CLI11's bare "could not be converted" (new-user trial)
+  std::string swapDir;
+  app.add_option("--swap-dir", swapDir, "directory of the paging arenas' swap files: sets RAILYARD_SWAP_DIR (the flag wins; "
+                 "errors name the variable)");
   app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");
@@ -231,20 +235,14 @@ int Run(int argc, char** argv) {
       "RAILYARD_* value, an unusable cluster key, an expert store that cannot be served, another railyardd on\n"
       "this host); 3 no rail: no port qualifies now (at boot the rails' addresses may come later: the systemd\n"
       "unit starts it again).");
-  tools::AddVersionFlag(app, "railyardd");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "railyardd: %s\nRun with --help for more information.\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> exitNow = tools::ParseCommandLine(app, argc, argv, "railyardd")) return *exitNow;
 
   if (Status s = env::CheckDeviceListSyntax(ifname, "--ifname"); !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
     return 2;
   }
+  // Before the configuration is read, which every arena (and the tier tunnel's) takes it from.
+  if (!swapDir.empty()) ::setenv("RAILYARD_SWAP_DIR", swapDir.c_str(), 1);
   const env::Config* cfg = nullptr;
   if (Status s = env::Load(&cfg); !s.ok()) {
     std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
