@@ -128,6 +128,15 @@ def main():
         rc, line = listen_line(railyardd, store, env, "--expert-listen", ":0")
         m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(loopback", line)
         check(m is not None and int(m.group(1)) != 0, f"--expert-listen :0 keeps the safe address, any port ({line!r})")
+        # Scripts read the port from stdout, as the snapshot tier's "snapshot-port N" (it had none).
+        p = subprocess.Popen([railyardd, "--expert-store", store, "--expert-only", "--expert-listen", ":0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        out = p.stdout.readline().strip()
+        err = p.stderr.readline().strip()
+        p.terminate()
+        p.wait(timeout=30)
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", err)
+        check(m is not None and out == f"expert-port {m.group(1)}", f"stdout says 'expert-port N', N the port served ({out!r}, {err!r})")
         rc, line = listen_line(railyardd, store, env, "--expert-listen", "0.0.0.0:0")
         check(re.search(r"listening on 0\.0\.0\.0:\d+ \(every interface", line) is not None,
               f"--expert-listen 0.0.0.0:0 widens it and says so ({line!r})")

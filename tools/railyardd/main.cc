@@ -226,7 +226,7 @@ int Run(int argc, char** argv) {
   app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");
   app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 ADDRESS:PORT of its control socket, or :PORT (port 0: any). Default: the "
                  "first rail's address (--ifname, else RAILYARD_SOCKET_IFNAME), 127.0.0.1 when neither is set, port 29431; "
-                 "0.0.0.0:PORT serves every interface");
+                 "0.0.0.0:PORT serves every interface. Stdout gets one line, `expert-port N`, for scripts");
   app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
   app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
   app.footer(
@@ -437,11 +437,15 @@ int Run(int argc, char** argv) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;
     }
+    // For scripts, as "snapshot-port N" below (`--expert-listen :0` takes any port).
+    std::printf("expert-port %u\n", expertServer->port());
+    std::fflush(stdout);
   }
   // Snapshot arenas: started before discovery and after the expert store (a store that
   // cannot be served fails before "snapshot-port N" is announced: new-user trial).
-  // "snapshot-port N", the one line railyardd writes to stdout besides --text's graph, is
-  // for scripts (documented in --help and the README); stderr says the same for people.
+  // "snapshot-port N" (and "expert-port N" above), the lines railyardd writes to stdout
+  // besides the graph, are for scripts (documented in --help and the README); stderr
+  // says the same for people.
   std::unique_ptr<tools::SnapshotService> snapshotService;
   if (!snapshot.arenas.empty()) {
     if (Status s = tools::SnapshotService::Start(snapshot, tierCfg, &snapshotService); !s.ok()) {
