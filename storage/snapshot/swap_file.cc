@@ -13,12 +13,14 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 
+#include "env/log.h"
 #include "proxy/socket.h"
 
 namespace railyard::storage::snapshot {
@@ -101,19 +103,35 @@ void AdvanceIov(iovec** iov, int* n, size_t bytes) {
 /// mincore(2) on a read-only mapping of the range, which reads nothing from the disk
 /// (preadv2's RWF_NOWAIT, used before, starts a readahead of what is not cached before
 /// it answers EAGAIN, so the O_DIRECT read after it read the record a second time: 1.9
-/// ms for a cold 1 MiB record against 0.8 ms). True when it cannot tell (a failed
-/// mmap): the page cache is then always the safe way to read. (For a file the caller
+/// ms for a cold 1 MiB record against 0.8 ms). The mapping starts at the system page
+/// size's boundary (16 or 64 KiB on some aarch64 kernels: mmap refuses an offset that is
+/// not one), so it may take in a neighbour record's pages, which can only make a piece
+/// read through the cache. True when it cannot tell (a failed mmap or mincore, warned
+/// once): the page cache is then always the safe way to read. (For a file the caller
 /// may not write, mincore says every page is cached: the same safe answer.)
-bool AnyPageCached(int fd, uint64_t off, uint64_t len) {
-  const uint64_t page = 4096;
+bool AnyPageCached(int fd, uint64_t off, uint64_t len, const std::string& path) {
+  static const uint64_t page = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<uint64_t>(p) : uint64_t{4096};
+  }();
   const uint64_t begin = off / page * page;
   const uint64_t bytes = off + len - begin;
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(begin));
-  if (map == MAP_FAILED) return true;
+  int err = map == MAP_FAILED ? errno : 0;
   std::vector<unsigned char> resident((bytes + page - 1) / page);
-  const bool known = ::mincore(map, bytes, resident.data()) == 0;
-  ::munmap(map, bytes);
-  if (!known) return true;
+  if (map != MAP_FAILED) {
+    if (::mincore(map, bytes, resident.data()) != 0) err = errno;
+    ::munmap(map, bytes);
+  }
+  if (err != 0) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      RY_WARN("swap %s: cannot tell which pages the page cache holds (%s): faults read through the page cache, "
+              "not O_DIRECT (warned once)",
+              path.c_str(), proxy::ErrnoText(err).c_str());
+    }
+    return true;
+  }
   return std::any_of(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) != 0; });
 }
 
@@ -371,13 +389,15 @@ Status SwapFile::Write(int64_t slot, uint64_t key, uint64_t generation, const vo
 Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
                       const std::function<void(uint64_t)>& landed) {
   auto* out = static_cast<uint8_t*>(data);
-  // O_DIRECT straight into `data` when nothing of the record is in the page cache. What
-  // is there (evicted moments ago, its write maybe not yet on disk) is read from there:
-  // an O_DIRECT read of dirty pages would first write them back, seconds on a busy disk
-  // (CI: a relayed get timed out so at 2 s).
+  // A piece goes O_DIRECT straight into `data` when none of its pages is in the page
+  // cache. What is there (evicted moments ago, its write maybe not yet on disk) is read
+  // from there: an O_DIRECT read of dirty pages would first write them back, seconds on
+  // a busy disk (CI: a relayed get timed out so at 2 s). Asked piece by piece, just
+  // before each is read: a buffered piece's readahead may have brought the next in, and
+  // one cached page sends only its own piece through the cache.
   bool direct = directFd_ >= 0 && !directRefused_.load(std::memory_order_relaxed) &&
-                reinterpret_cast<uintptr_t>(data) % kPage == 0 && blobBytes_ <= kDirectReadMaxBytes &&
-                !AnyPageCached(fd_, OffsetOf(slot), kPage + blobBytes_);
+                reinterpret_cast<uintptr_t>(data) % kPage == 0 && blobBytes_ <= kDirectReadMaxBytes;
+  bool anyBuffered = !direct;
   const uint64_t piece = ReadPieceBytes(blobBytes_);
   // This read's own header page (page-aligned for O_DIRECT): reads may run at once.
   void* page = nullptr;
@@ -397,8 +417,10 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
     iovec* v = first ? &iov[0] : &iov[1];
     int nv = first ? 2 : 1;
     int err = 0;
-    Status st = PreadvAll(direct ? directFd_ : fd_, v, nv, off, path_, &err);
-    if (!st.ok() && direct && err == EINVAL) {
+    const bool pieceDirect = direct && !AnyPageCached(fd_, off, (first ? kPage : 0) + take, path_);
+    anyBuffered |= !pieceDirect;
+    Status st = PreadvAll(pieceDirect ? directFd_ : fd_, v, nv, off, path_, &err);
+    if (!st.ok() && pieceDirect && err == EINVAL) {
       // The file system refused O_DIRECT after all (or a short direct read left an
       // unaligned rest): this piece again, buffered, and every later one. The pieces
       // before it stay hashed and announced.
@@ -419,10 +441,10 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
     done += take;
     if (landed && done < blobBytes_) landed(done);
   }
-  (direct ? directReads_ : bufferedReads_).fetch_add(1, std::memory_order_relaxed);
+  (anyBuffered ? bufferedReads_ : directReads_).fetch_add(1, std::memory_order_relaxed);
   // A buffered read leaves the record in the page cache, where the arena slot already
   // holds it: give those pages back.
-  if (!direct) ::posix_fadvise(fd_, static_cast<off_t>(OffsetOf(slot)), static_cast<off_t>(stride_), POSIX_FADV_DONTNEED);
+  if (anyBuffered) ::posix_fadvise(fd_, static_cast<off_t>(OffsetOf(slot)), static_cast<off_t>(stride_), POSIX_FADV_DONTNEED);
   if (XXH3_64bits_digest(hash) != checksum) {
     return InternalError("swap " + path_ + ": record " + std::to_string(slot) + " of key " + std::to_string(key) +
                          " is torn (payload checksum does not match)");

@@ -83,10 +83,11 @@ class SwapFile {
   Status Write(int64_t slot, uint64_t key, uint64_t generation, const void* data, uint64_t checksum,
                bool* touched = nullptr);
   /// Reads record `slot`'s payload into `data` in pieces (a quarter of the blob, 256 KiB
-  /// to 4 MiB, the header page with the first), each hashed as it lands: with O_DIRECT
-  /// when no page of the record is in the page cache (mincore(2): asking reads nothing),
-  /// `data` is page-aligned and the blob a whole number of pages of at most 16 MiB, else
-  /// through the page cache (whose pages are then dropped). `landed` (optional) is called after each piece but
+  /// to 4 MiB, the header page with the first), each hashed as it lands: a piece with
+  /// O_DIRECT when none of its pages is in the page cache (mincore(2): asking reads
+  /// nothing), `data` is page-aligned and the blob a whole number of pages of at most
+  /// 16 MiB, else through the page cache (whose pages of the record are then dropped).
+  /// `landed` (optional) is called after each piece but
   /// the last with the bytes read so far, before they are checked: a caller may start
   /// moving them on, but they count only once Read returns Ok. Checks it against `checksum`
   /// (and the record header against `key`). RemoteError-free: SystemError on I/O,
@@ -96,9 +97,11 @@ class SwapFile {
   /// Zeroes record `slot`'s header (with sync: durably), so a rebuild never serves it.
   Status Tombstone(int64_t slot);
 
-  /// Records Read so far with O_DIRECT (from the disk, past the page cache) and through
-  /// the page cache (cached pages, a refused O_DIRECT, an unaligned buffer, a blob above
-  /// 16 MiB). A record read partly each way counts as buffered.
+  /// Records read whole so far (their checksum then checked, torn ones included; a Read
+  /// that failed on I/O or a header mismatch is not counted): with O_DIRECT only, or with
+  /// at least one piece through the page cache (pages cached, O_DIRECT refused, an
+  /// unaligned buffer, a blob that is not a whole number of pages or above 16 MiB, or
+  /// the cache's contents unknown).
   uint64_t directReads() const { return directReads_.load(std::memory_order_relaxed); }
   uint64_t bufferedReads() const { return bufferedReads_.load(std::memory_order_relaxed); }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -609,17 +610,35 @@ TEST(SwapFileOpen, AMissingDirectoryAndAFileAreEachNamed) {
   std::filesystem::remove_all(dir);
 }
 
+/// How many pages of [off, off + len) of `fd`'s file the page cache holds (mincore(2)
+/// on a mapping of the range; the system page size's boundaries).
+uint64_t CachedPages(int fd, uint64_t off, uint64_t len) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = off / page * page;
+  const uint64_t bytes = off + len - begin;
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(begin));
+  if (map == MAP_FAILED) return ~uint64_t{0};
+  std::vector<unsigned char> resident((bytes + page - 1) / page);
+  const int rc = ::mincore(map, bytes, resident.data());
+  ::munmap(map, bytes);
+  if (rc != 0) return ~uint64_t{0};
+  return static_cast<uint64_t>(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }));
+}
+
 // A fault reads header and payload in one read, with O_DIRECT into a page-aligned slot
 // (the arena's) and buffered into any other buffer. Both give the record's bytes, also
 // right after a write that is still only in the page cache (no sync), and both refuse a
 // record whose payload was changed on disk (torn). A record with pages in the page
 // cache is never read with O_DIRECT (which would first write dirty ones back), one
-// with none is (where the file system has O_DIRECT). /var/tmp: a disk where O_DIRECT
-// works on most machines (tmpfs refuses it, which the buffered fallback covers).
+// with none is (where the file system has O_DIRECT), and leaves none of them cached
+// (asking with preadv2's RWF_NOWAIT started a readahead of the record, which the
+// O_DIRECT read then read again). /var/tmp: a disk where O_DIRECT works on most
+// machines (a tmpfs refuses it, or holds its files in the page cache: the buffered
+// path covers both).
 TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPayload) {
   // 64 KiB: one read piece; 4 MiB + 8 KiB: four (a quarter each, rounded up to a page),
-  // the torn byte in the last. /dev/shm (a tmpfs, where it exists) refuses O_DIRECT at
-  // open: the aligned buffer is read through the page cache there.
+  // the torn byte in the last. /dev/shm (a tmpfs, where it exists): the aligned buffer
+  // is read through the page cache there.
   std::vector<std::string> bases = {"/var/tmp"};
   struct stat shm {};
   if (::stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode)) bases.push_back("/dev/shm");
@@ -670,6 +689,10 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
         const bool expectDirect = cold && hasDirect && b == buffers[0];
         EXPECT_EQ(f->directReads() - direct0, expectDirect ? 1u : 0u) << "record " << s << (cold ? " cold" : " warm");
         EXPECT_EQ(f->bufferedReads() - buffered0, expectDirect ? 0u : 1u) << "record " << s << (cold ? " cold" : " warm");
+        if (expectDirect) {
+          EXPECT_EQ(CachedPages(cacheFd, 4096 + s * f->stride(), f->stride()), 0u)
+              << "record " << s << ": an O_DIRECT fault left pages in the page cache (read twice)";
+        }
         for (size_t i = 0; i < kBlob; i += 4093) {
           ASSERT_EQ(b[i], static_cast<uint8_t>(i * 7 + s * 31 + 3)) << "record " << s << " byte " << i;
         }
@@ -677,6 +700,24 @@ TEST(SwapFileRead, AlignedAndUnalignedBuffersGetTheSameBytesAndBothRefuseATornPa
       }
       // The wrong key for a record is refused as overwritten.
       EXPECT_EQ(f->Read(1, 100, sums[1], b).code(), Code::kInternalError);
+    }
+    if (hasDirect) {
+      // One page of record 0 in the cache (its last, read with readahead off): the record
+      // is right, and counted as read (in part) through the cache.
+      ASSERT_NO_FATAL_FAILURE(dropCache());
+      const int oneFd = ::open(f->path().c_str(), O_RDONLY);
+      ASSERT_GE(oneFd, 0);
+      ASSERT_EQ(::posix_fadvise(oneFd, 0, 0, POSIX_FADV_RANDOM), 0);
+      char byte = 0;
+      ASSERT_EQ(::pread(oneFd, &byte, 1, static_cast<off_t>(4096 + f->stride() - 4096)), 1);
+      ::close(oneFd);
+      ASSERT_GT(CachedPages(cacheFd, 4096, f->stride()), 0u);
+      const uint64_t buffered0 = f->bufferedReads();
+      std::memset(buffers[0], 0, kBlob);
+      Status st = f->Read(0, 100, sums[0], buffers[0]);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(BlobChecksum(buffers[0], kBlob), sums[0]);
+      EXPECT_EQ(f->bufferedReads() - buffered0, 1u);
     }
     // Flip one payload byte of record 1 on disk, near its end: torn on every path.
     const int fd = ::open(f->path().c_str(), O_RDWR);
@@ -1038,9 +1079,10 @@ TEST(PagingArenaRules, OfTwoCommitsOfAKeyAtOnceTheOneBegunLaterWinsInEitherOrder
   }
 }
 
-/// An arena of 8 MiB blobs (two read pieces: one progress call between) and client 1's
-/// get of a key in swap only on its own thread, stopped in its fault after the first
-/// piece (its progress call waits, up to 10 s, for Go): PagingArenaRules' fault tests.
+/// An arena of 8 MiB blobs (four read pieces of 2 MiB: a progress call after each but
+/// the last) and client 1's get of a key in swap only on its own thread, stopped in its
+/// fault after the first piece (its progress call waits, up to 10 s, for Go; the later
+/// ones return at once): PagingArenaRules' fault tests.
 struct StoppedFault {
   static constexpr uint64_t kBlob = 8 << 20;
   TestArena under;
@@ -1091,7 +1133,7 @@ struct StoppedFault {
 };
 
 // A get reads a blob back from swap without holding the arena: while one get's fault
-// is stopped after its first 4 MiB piece, another client's get of a resident blob is
+// is stopped after its first 2 MiB piece, another client's get of a resident blob is
 // served, and a third client's get of the same key, asked meanwhile, waits for the
 // fault, saying so now and then (Queued: the server's kQueued, so that client does not
 // take the peer for silent), and shares the faulted slot. With the fault under the

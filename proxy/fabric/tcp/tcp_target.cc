@@ -457,11 +457,17 @@ void TcpTarget::Progress() {
                    std::to_string(worker_->options().timeoutMs) + " ms (RAILYARD_TIMEOUT_MS)"));
     return;
   }
-  size_t unread = 0;  // frames waiting to go to a peer that has stopped reading them
-  for (const auto& s : sockets_) unread += s ? s->QueuedFrames() : 0;
+  // Frames waiting to go to a peer that has stopped reading them, counted only when
+  // nothing moved past the timeout (not on every pass).
+  const auto unreadFrames = [this] {
+    size_t n = 0;
+    for (const auto& s : sockets_) n += s ? s->QueuedFrames() : 0;
+    return n;
+  };
+  size_t unread = 0;
   if (moved) {
     lastActivity_ = now;
-  } else if (!Busy() && unread > 0 && now - lastActivity_ > timeout) {
+  } else if (!Busy() && now - lastActivity_ > timeout && (unread = unreadFrames()) > 0) {
     // Nothing under way here, but the answers to what the peer asked (read data, acks)
     // wait and it reads none of them: with no op to keep, the connection goes
     // (hostile-peer probe: its Read requests never read held the connection for ever).

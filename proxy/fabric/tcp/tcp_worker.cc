@@ -7,9 +7,9 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <unordered_map>
 #include <cerrno>
 #include <random>
+#include <unordered_map>
 
 #include "env/log.h"
 #include "proxy/fabric/hello_admission.h"
