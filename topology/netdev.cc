@@ -185,7 +185,7 @@ Status ListNetDevices(std::vector<NetDevice>* out, const std::string& sysfsRoot)
 }
 
 Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const NetDevice> candidates,
-                               std::vector<NetDevice>* out) {
+                               std::vector<NetDevice>* out, std::string_view source) {
   // Group by interface name (std::map: deterministic, by name), best address first.
   std::map<std::string, std::vector<const NetDevice*>, std::less<>> byName;
   for (const NetDevice& d : candidates) byName[d.name].push_back(&d);
@@ -240,8 +240,8 @@ Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const Ne
     if (chosen.empty()) {
       std::string present;
       for (const auto& [name, addrs] : byName) present += (present.empty() ? "" : ", ") + name;
-      return InvalidUsage("socket interface list '" + filter.text() +
-                          "' (RAILYARD_SOCKET_IFNAME / NCCL_SOCKET_IFNAME) matches no interface "
+      return InvalidUsage("socket interface list '" + filter.text() + "' (" + std::string(source) +
+                          ") matches no interface "
                           "with an IP address; present: " +
                           (present.empty() ? std::string("none") : present));
     }
@@ -287,10 +287,10 @@ Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const Ne
 }
 
 Status SelectSocketDevices(std::string_view filter, std::vector<NetDevice>* out,
-                           const std::string& sysfsRoot) {
+                           const std::string& sysfsRoot, std::string_view source) {
   std::vector<NetDevice> all;
   RY_RETURN_IF_ERROR(ListNetDevices(&all, sysfsRoot));
-  return SelectSocketDevicesFrom(InterfaceFilter::Parse(filter), all, out);
+  return SelectSocketDevicesFrom(InterfaceFilter::Parse(filter), all, out, source);
 }
 
 }  // namespace railyard::topology

@@ -85,13 +85,17 @@ Status ListNetDevices(std::vector<NetDevice>* out, const std::string& sysfsRoot 
 ///    (NCCL's own auto order prefers ib* interfaces first and takes docker/lo/virbr
 ///    later; Railyard uses all fitting interfaces as separate devices instead.)
 /// Each choice and each skip is logged at INFO (NET|INIT) with the reason.
+/// `source` names where the filter came from in the error when nothing matches
+/// (railyardd says "--ifname").
 Status SelectSocketDevicesFrom(const InterfaceFilter& filter, std::span<const NetDevice> candidates,
-                               std::vector<NetDevice>* out);
+                               std::vector<NetDevice>* out,
+                               std::string_view source = "RAILYARD_SOCKET_IFNAME / NCCL_SOCKET_IFNAME");
 
 /// ListNetDevices(sysfsRoot) then SelectSocketDevicesFrom(InterfaceFilter::Parse(filter)).
 /// `filter` is the RAILYARD_SOCKET_IFNAME / NCCL_SOCKET_IFNAME value
 /// (env::Config::socketIfname); "" = automatic. Errors as the two functions above.
 Status SelectSocketDevices(std::string_view filter, std::vector<NetDevice>* out,
-                           const std::string& sysfsRoot = "/sys");
+                           const std::string& sysfsRoot = "/sys",
+                           std::string_view source = "RAILYARD_SOCKET_IFNAME / NCCL_SOCKET_IFNAME");
 
 }  // namespace railyard::topology

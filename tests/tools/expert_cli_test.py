@@ -137,6 +137,13 @@ def main():
         p.wait(timeout=30)
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", err)
         check(m is not None and out == f"expert-port {m.group(1)}", f"stdout says 'expert-port N', N the port served ({out!r}, {err!r})")
+        # New-user trial: a filter set on the command line was said to be unset, and one
+        # naming nothing was blamed on RAILYARD_SOCKET_IFNAME / NCCL_SOCKET_IFNAME.
+        rc, line = listen_line(railyardd, store, env, "--expert-listen", ":0", "--ifname", "lo")
+        check("(loopback: --ifname 'lo' leaves only lo" in line, f"--ifname lo is named as what chose loopback ({line!r})")
+        rc, line = listen_line(railyardd, store, env, "--expert-listen", ":0", "--ifname", "nosuchif0")
+        check(rc == 2 and "'nosuchif0' (--ifname) matches no interface" in line,
+              f"an --ifname naming no interface is refused naming the flag ({rc}, {line!r})")
         rc, line = listen_line(railyardd, store, env, "--expert-listen", "0.0.0.0:0")
         check(re.search(r"listening on 0\.0\.0\.0:\d+ \(every interface", line) is not None,
               f"--expert-listen 0.0.0.0:0 widens it and says so ({line!r})")

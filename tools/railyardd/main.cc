@@ -37,6 +37,7 @@
 #include "plugin/expert_domain.h"
 #include "plugin/tier_route.h"
 #include "proxy/routing/router.h"
+#include "proxy/runtime/process_domain.h"
 #include "proxy/fabric/relay/seat_forwarder.h"
 #include "proxy/relay/relay_seat.h"
 #include "proxy/relay/relay_service.h"
@@ -47,6 +48,7 @@
 #include "topology/cluster_key.h"
 #include "topology/graph_json.h"
 #include "topology/loopback_rail.h"
+#include "topology/netdev.h"
 #include "topology/utf8_name.h"
 #include "tools/railyardd/snapshot_serve.h"
 #include "tools/railyardd/tier_tunnels.h"
@@ -83,11 +85,12 @@ constexpr uint16_t kDefaultExpertPort = 29431;
 ///   ":P"     that same address, port P (0: ephemeral);
 ///   "A:P"    A and P as given; 0.0.0.0 is how an operator asks for every interface.
 /// `why` says which rule chose the address, for the "listening on" line, naming
-/// `filterSource` ("RAILYARD_SOCKET_IFNAME" or "--ifname") as what chose the rails.
+/// `filterSource` ("RAILYARD_SOCKET_IFNAME" or "--ifname") and its value `filter` as
+/// what chose the rails.
 /// InvalidArgument naming the flag for a malformed value.
 railyard::Status ResolveExpertListen(const std::string& listen, const railyard::fabric::Domain& domain,
-                                     const std::string& filterSource, std::string* address, uint16_t* port,
-                                     std::string* why) {
+                                     const std::string& filter, const std::string& filterSource, std::string* address,
+                                     uint16_t* port, std::string* why) {
   std::string rail;
   for (const railyard::fabric::RailInfo& r : domain.rails()) {
     if (!r.address.empty()) {
@@ -96,8 +99,11 @@ railyard::Status ResolveExpertListen(const std::string& listen, const railyard::
     }
   }
   const std::string safe = rail.empty() ? "127.0.0.1" : rail;
-  const std::string safeWhy = safe.rfind("127.", 0) == 0 ? "loopback: " + filterSource + " is unset or names only lo"
-                                                        : "the first rail's address (" + filterSource + ")";
+  // New-user trial: "--ifname is unset or names only lo" was said of --ifname '^eth0'.
+  const std::string loopbackWhy = filter.empty() ? "loopback: " + filterSource + " is unset"
+                                                 : "loopback: " + filterSource + " '" + filter + "' leaves only lo";
+  const std::string safeWhy =
+      safe.rfind("127.", 0) == 0 ? loopbackWhy : "the first rail's address (" + filterSource + ")";
   const std::string widen = "; --expert-listen 0.0.0.0:PORT serves every interface";
   if (listen.empty()) {
     *address = safe;
@@ -136,7 +142,7 @@ railyard::Status StartExpertStore(const railyard::env::Config& cfg, const std::s
   const expert::Manifest m = store->manifest();
   RY_RETURN_IF_ERROR(plugin::CreateExpertDomain(cfg, domain));
   std::string why;
-  RY_RETURN_IF_ERROR(ResolveExpertListen(listen, **domain, filterSource, &o.listenAddress, &o.port, &why));
+  RY_RETURN_IF_ERROR(ResolveExpertListen(listen, **domain, cfg.railIfname, filterSource, &o.listenAddress, &o.port, &why));
   RY_RETURN_IF_ERROR((*domain)->CreateWorker(worker));
   const uint64_t storeBytes = store->TotalBytes();
   RY_RETURN_IF_ERROR(expert::ExpertServer::Start(std::move(store), domain->get(), worker->get(), o, server));
@@ -216,7 +222,7 @@ int Run(int argc, char** argv) {
                  "serve a snapshot arena: kind=NAME,mode=raw|paging,blob=BYTES,slots=N (raw: max=BYTES instead of "
                  "slots lets the first client size it; repeat for several kinds; paging arenas swap to RAILYARD_SWAP_DIR)");
   app.add_option("--snapshot-address", snapshot.address, "IPv4 address of the snapshot control port (default: the first rail's, or 127.0.0.1 with no rail: --ifname and RAILYARD_SOCKET_IFNAME unset)");
-  app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral; either way stdout gets one line, `snapshot-port N`, for scripts to read, and stderr the address and port for people)")
+  app.add_option("--snapshot-port", snapshot.port, "TCP port of the snapshot control channel (default: ephemeral; either way stdout gets the line `snapshot-port N` for scripts to read, before the graph, and stderr the address and port for people)")
       ->check(tools::InRange(0, 65535));  // a range, not CLI11's bare "could not be converted" (new-user trial)
   std::string swapDir;
   app.add_option("--swap-dir", swapDir, "directory of the paging arenas' swap files: sets RAILYARD_SWAP_DIR (the flag wins; "
@@ -381,6 +387,20 @@ int Run(int argc, char** argv) {
   // taken by a restart (tools/railyardd/rail_watch.h).
   tools::RailWatch railWatch(railFilter, railFilterSource, cfg->defaultSpeedMbps,
                              proxy::BootstrapIfname(railFilter, cfg->socketIfname));
+  if ((expertOnly || snapshotOnly) && !ifname.empty()) {
+    // A tier served alone takes its rails from --ifname too: one that names no IPv4
+    // interface is said in its own words (new-user trial: the tier's Domain blamed
+    // RAILYARD_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, which nobody had set).
+    std::vector<topology::NetDevice> devs;
+    Status s = topology::SelectSocketDevices(ifname, &devs, "/sys", "--ifname");
+    if (s.ok() && runtime::TcpRailsOf(devs, 1, 0).empty()) {
+      s = InvalidUsage("--ifname '" + ifname + "' names no interface with an IPv4 address");
+    }
+    if (!s.ok()) {
+      std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
   if (!expertOnly && !snapshotOnly) {
     std::string whyNone;  // rails follow RAILYARD_SOCKET_IFNAME (or --ifname), never NCCL_SOCKET_IFNAME
     if (Status s = proxy::SelectFabricRails(railFilter, cfg->defaultSpeedMbps, &rails, &whyNone, railFilterSource,
