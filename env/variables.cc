@@ -33,6 +33,13 @@ Status CheckDeviceListOf(const Variable& var, const char* source, std::string_vi
   return Status::Ok();
 }
 
+/// " (read as RAILYARD_X)" when `source` is another name for `var` (an NCCL_* alias),
+/// "" when it is the variable itself (new-user trial: "RAILYARD_FABRIC='yes' is not one
+/// of auto, on, off (RAILYARD_FABRIC)" named it twice).
+std::string AliasNote(const Variable& var, const char* source) {
+  return std::string_view(source) == var.name ? std::string() : " (read as " + std::string(var.name) + ")";
+}
+
 // One `apply` per Config field: parse with the typed parser, then store.
 Status ApplySocketIfname(const Variable& var, const char* source, std::string_view value, Config* out) {
   // NCCL's forms only (env/device_list_syntax.h: "^" alone, "^=", "eth0,^docker" refused);
@@ -78,8 +85,7 @@ Status ApplyCollnetChunkBytes(const Variable& var, const char* source, std::stri
   RY_RETURN_IF_ERROR(ParseBytesValue(var, source, value, &v));
   if (v % 8 != 0) {
     return InvalidUsage(std::string(source) + "='" + std::string(value) + "' (" + std::to_string(v) +
-                        " bytes) is not a multiple of 8: a chunk holds whole 8-byte elements (" +
-                        var.name + ")");
+                        " bytes) is not a multiple of 8: a chunk holds whole 8-byte elements" + AliasNote(var, source));
   }
   out->collnetChunkBytes = static_cast<std::size_t>(v);
   return Status::Ok();
@@ -102,8 +108,7 @@ Status ApplyFabric(const Variable& var, const char* source, std::string_view val
   std::string v(value);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v != "auto" && v != "on" && v != "off") {
-    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of auto, on, off (" +
-                        var.name + ")");
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of auto, on, off" + AliasNote(var, source));
   }
   out->fabric = v;
   return Status::Ok();
@@ -115,7 +120,7 @@ Status ApplyTransport(const Variable& var, const char* source, std::string_view 
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v != "auto" && v != "verbs" && v != "tcp") {
     return InvalidUsage(std::string(source) + "='" + std::string(value) +
-                        "' is not one of auto, verbs, tcp (" + var.name + ")");
+                        "' is not one of auto, verbs, tcp" + AliasNote(var, source));
   }
   out->transport = v;
   return Status::Ok();
@@ -126,7 +131,7 @@ Status ApplyCollnetShape(const Variable& var, const char* source, std::string_vi
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v != "auto" && v != "ring" && v != "chain" && v != "mesh") {
     return InvalidUsage(std::string(source) + "='" + std::string(value) +
-                        "' is not one of auto, ring, chain, mesh (" + var.name + ")");
+                        "' is not one of auto, ring, chain, mesh" + AliasNote(var, source));
   }
   out->collnetShape = v;
   return Status::Ok();
@@ -136,8 +141,7 @@ Status ApplyComms(const Variable& var, const char* source, std::string_view valu
   std::string v(value);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v != "auto" && v != "fabric" && v != "legacy") {
-    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of auto, fabric, legacy (" +
-                        var.name + ")");
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of auto, fabric, legacy" + AliasNote(var, source));
   }
   out->comms = v;
   return Status::Ok();
@@ -147,8 +151,7 @@ Status ApplyFabricTcpRelay(const Variable& var, const char* source, std::string_
   std::string v(value);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v != "splice" && v != "forwarder") {
-    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of splice, forwarder (" +
-                        var.name + ")");
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of splice, forwarder" + AliasNote(var, source));
   }
   out->fabricTcpRelay = v;
   return Status::Ok();
@@ -180,7 +183,7 @@ Status ApplyAddrFamily(const Variable& var, const char* source, std::string_view
     out->addrFamily = AF_INET6;
   } else {
     return InvalidUsage(std::string(source) + "='" + std::string(value) +
-                        "' is not one of AF_INET, AF_INET6 (" + var.name + ")");
+                        "' is not one of AF_INET, AF_INET6" + AliasNote(var, source));
   }
   return Status::Ok();
 }
@@ -195,7 +198,7 @@ Status ApplyAddrRange(const Variable& var, const char* source, std::string_view 
   }
   auto bad = [&] {
     return InvalidUsage(std::string(source) + "='" + std::string(value) +
-                        "' is not a CIDR such as 10.0.0.0/16 or fd00::/8 (" + var.name + ")");
+                        "' is not a CIDR such as 10.0.0.0/16 or fd00::/8" + AliasNote(var, source));
   };
   const std::size_t slash = value.find('/');
   if (slash == std::string_view::npos) return bad();

@@ -701,18 +701,20 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
       if (lost != r.lost.end() && lost->second.speaker != h.speaker) {
         r.lost.erase(lost);  // another process of that host (a restart, the next job): no return
       } else if (lost != r.lost.end()) {
-        // Expired and back: a link that drops packets, or a host whose hellos come
-        // further apart than this host's dead interval (new-user trial: one host with
-        // other discovery timing made every host's shape flap, and nothing said why).
+        // Expired and back: a link that was down, one that drops packets, or a host
+        // whose hellos come further apart than this host's dead interval (new-user
+        // trial: one host with other discovery timing made every host's shape flap, and
+        // nothing said why; a later one: a link set down and up was blamed on timing).
         ++counters_.returns;
         const int64_t gapMs = nowMs - lost->second.lastSeenMs;
         r.lost.erase(lost);
         if (lastReturnWarnMs_ < 0 || nowMs - lastReturnWarnMs_ >= 6 * kLogEveryMs) {
           lastReturnWarnMs_ = nowMs;
           RY_WARN("cabling: host %s on rail %s was unheard for %lld ms, past RAILYARD_DISCOVERY_DEAD_MS (%d ms), and is "
-                  "heard again (%llu such returns so far; at most one logged a minute): its hellos come further apart "
-                  "than this host waits (every host needs the same RAILYARD_DISCOVERY_INTERVAL_MS and "
-                  "RAILYARD_DISCOVERY_DEAD_MS), or the cable drops packets",
+                  "heard again (%llu such returns so far; at most one logged a minute): the link was down for that "
+                  "long (a cable pulled, an interface set down), the cable drops packets, or that host's hellos come "
+                  "further apart than this host waits (every host needs the same RAILYARD_DISCOVERY_INTERVAL_MS and "
+                  "RAILYARD_DISCOVERY_DEAD_MS)",
                   m.hostName.c_str(), r.rail.ifname.c_str(), static_cast<long long>(gapMs), options_.deadIntervalMs,
                   static_cast<unsigned long long>(counters_.returns));
         }

@@ -54,8 +54,9 @@ std::string HostCountText(const ClusterGraph& g) {
   const size_t uncabled = g.UncabledHosts();
   const size_t cabled = g.Hosts().size() - uncabled;
   if (cabled == 0) {
-    return g.Hosts().size() <= 1 ? "no cable yet (this host alone)"
-                                 : "no cable yet (" + std::to_string(g.Hosts().size()) + " hosts known)";
+    // "No cable yet" was said after a cable went down too (new-user trial).
+    return g.Hosts().size() <= 1 ? "no cable up (this host alone)"
+                                 : "no cable up (" + std::to_string(g.Hosts().size()) + " hosts known)";
   }
   return std::to_string(cabled) + " hosts" + (uncabled == 0 ? "" : " (+" + std::to_string(uncabled) + " with no cable)");
 }

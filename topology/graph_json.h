@@ -28,8 +28,8 @@ std::string DumpJson(const nlohmann::json& j, int indent = -1);
 std::string GraphToText(const ClusterGraph& g, uint64_t self);
 
 /// How many hosts `g` holds, for the shape lines: "4 hosts", "3 hosts (+1 with no
-/// cable)", or, while no host has a cable, "no cable yet (this host alone)" / "no cable
-/// yet (N hosts known)" (new-user trial: "0 hosts (+1 with no cable)" at a daemon's start).
+/// cable)", or, while no host has a cable up, "no cable up (this host alone)" / "no cable
+/// up (N hosts known)" (new-user trial: "0 hosts (+1 with no cable)" at a daemon's start).
 std::string HostCountText(const ClusterGraph& g);
 
 /// 16-digit lowercase hex of a host id.

@@ -59,7 +59,7 @@ if grep -q "3 hosts" "$tmp/err.0"; then
 fi
 pid_before=${pids[0]}
 ip -n "${ns[0]}" addr add 10.97.1.1/30 dev ac
-if ! wait_for "the rails changed (now: ac 10.97.1.1/30" "$tmp/err.0" 20; then
+if ! wait_for "the rails changed (new: ac 10.97.1.1/30" "$tmp/err.0" 20; then
   echo "FAIL: a's daemon did not notice its new rail"; cat "$tmp/err.0"; exit 1
 fi
 if ! wait_for "a: cluster shape chain, 3 hosts" "$tmp/err.0" 30; then

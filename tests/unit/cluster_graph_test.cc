@@ -47,13 +47,14 @@ TEST(ClusterGraph, RingOfFourWithTwoRailsPerCable) {
 }
 
 // The shape lines' host count (railyardd's stderr, --text): a daemon that knows only
-// itself said "0 hosts (+1 with no cable)" (new-user trial).
+// itself said "0 hosts (+1 with no cable)" (new-user trial); "no cable yet" after a
+// cable went down (another).
 TEST(ClusterGraph, HostCountTextSaysNoCableYetBeforeAnyCable) {
   ClusterGraph alone;
   alone.AddHost(1, "h0");
-  EXPECT_EQ(HostCountText(alone), "no cable yet (this host alone)");
+  EXPECT_EQ(HostCountText(alone), "no cable up (this host alone)");
   alone.AddHost(2, "h1");
-  EXPECT_EQ(HostCountText(alone), "no cable yet (2 hosts known)");
+  EXPECT_EQ(HostCountText(alone), "no cable up (2 hosts known)");
   ClusterGraph ring = Ring(4, 1);
   EXPECT_EQ(HostCountText(ring), "4 hosts");
   ring.AddHost(9, "h9");

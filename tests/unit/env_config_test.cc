@@ -300,9 +300,17 @@ TEST(EnvConfig, CollnetChunkBytesMustBeAMultipleOf8) {
   EXPECT_EQ(st.code(), Code::kInvalidUsage);
   EXPECT_EQ(st.message(),
             "RAILYARD_COLLNET_CHUNK_BYTES='4100' (4100 bytes) is not a multiple of 8: a chunk holds "
-            "whole 8-byte elements (RAILYARD_COLLNET_CHUNK_BYTES)");
+            "whole 8-byte elements");  // the variable named once (new-user trial: twice)
   EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "4104"}}}).collnetChunkBytes, 4104u);
   EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_COLLNET_CHUNK_BYTES", "1M"}}}).collnetChunkBytes, 1u << 20);
+}
+
+// A refused value names its variable once, and an NCCL alias the variable it is read as.
+TEST(EnvConfig, ARefusalNamesTheVariableOnceAndAnAliasWhatItIsReadAs) {
+  Status st = ParseErr(FakeEnv{{{"RAILYARD_FABRIC", "yes"}}});
+  EXPECT_EQ(st.message(), "RAILYARD_FABRIC='yes' is not one of auto, on, off");
+  st = ParseErr(FakeEnv{{{"NCCL_IB_ADDR_FAMILY", "x"}}});
+  EXPECT_EQ(st.message(), "NCCL_IB_ADDR_FAMILY='x' is not one of AF_INET, AF_INET6 (read as RAILYARD_ADDR_FAMILY)");
 }
 
 TEST(EnvConfig, AddrRangeOfTheOtherFamilyIsRefused) {

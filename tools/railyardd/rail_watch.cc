@@ -71,8 +71,10 @@ bool RailWatch::Changed(std::string* what) {
   for (const std::string& r : fresh) {
     if (std::find(running_.begin(), running_.end(), r) == running_.end()) added += (added.empty() ? "" : ", ") + r;
   }
-  *what = (gone.empty() ? "" : "no longer: " + gone) + (gone.empty() || added.empty() ? "" : "; ") +
-          (added.empty() ? "" : "now: " + added);
+  // The whole new set too (new-user trial: "now: " listed only the added rails).
+  std::string all;
+  for (const std::string& r : fresh) all += (all.empty() ? "" : ", ") + r;
+  *what = (gone.empty() ? "" : "no longer: " + gone + "; ") + "new: " + added + "; the rails now: " + all;
   return true;
 }
 

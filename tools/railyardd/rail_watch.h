@@ -30,7 +30,8 @@ class RailWatch {
   /// Cheap when nothing changed: one getifaddrs. When an interface's IPv4 address,
   /// prefix or index changed since the last look, selects the rails again; true when a
   /// rail was gained or changed (re-addressed, or its netdev recreated) against the
-  /// running ones, with `*what` saying how ("now: trvp1 10.77.3.2/30 (index 7)"). Rails
+  /// running ones, with `*what` saying how ("new: trvp1 10.77.3.2/30 (index 7); the rails
+  /// now: trvp0 ..., trvp1 ...", after "no longer: ...; " for rails replaced). Rails
   /// only lost are no change (an address flushed and added again, a netdev between its
   /// deletion and creation: their return is). A selection that fails is looked at
   /// again at the next call.
