@@ -39,7 +39,7 @@ Status ParseSize(const std::string& text, std::size_t* out) {
     return InvalidUsage("size '" + text + "': a whole number only, as nccl-tests takes (e.g. 1536 or 3K for 1.5K)");
   }
   if (i != text.size()) {
-    return InvalidUsage("size '" + text + "': unknown suffix (use K, M or G, powers of 1024)");
+    return InvalidUsage("size '" + text + "': unknown suffix (use K, M or G, powers of 1024, with or without a B)");
   }
   if (shift > 0 && value > (std::numeric_limits<std::uint64_t>::max() >> shift)) {
     return InvalidUsage("size '" + text + "' is too large");
@@ -104,7 +104,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out, bool* exitN
   // passes its arguments after its own (-b 64K ...), and `setup.sh -b 1M` must override
   // them (new-user trial: CLI11 refused the second -b).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("-b,--minbytes", minB, "smallest message size (K/M/G = powers of 1024)")->capture_default_str();
+  app.add_option("-b,--minbytes", minB, "smallest message size (K/M/G = powers of 1024; a B after one is allowed: 1MB = 1M)")->capture_default_str();
   app.add_option("-e,--maxbytes", maxB, "largest message size, at most 1G")->capture_default_str();
   app.add_option("-i,--stepbytes", stepB, "linear size step, used when -f is 1")->capture_default_str();
   app.add_option("-f,--stepfactor", o.stepFactor, "multiplicative size step (1 = use -i)")
