@@ -58,6 +58,13 @@ ExpertClient::~ExpertClient() {
 Status ExpertClient::Open(const std::string& peer, const ClientOptions& options, fabric::RegistrationCache& cache,
                           fabric::Worker* worker, void* arena, uint64_t arenaBytes, std::unique_ptr<ExpertClient>* out) {
   if (arena == nullptr || arenaBytes == 0) return ExpertError(ExpertErrc::kInvalidArgument, "open with no arena");
+  if (reinterpret_cast<uintptr_t>(arena) + arenaBytes < reinterpret_cast<uintptr_t>(arena)) {
+    // Said before connecting (C API trial: it failed SYSTEM at the registration, after
+    // the peer's hello).
+    return ExpertError(ExpertErrc::kInvalidArgument, "an arena of " + std::to_string(arenaBytes) + " bytes at " +
+                                                         std::to_string(reinterpret_cast<uintptr_t>(arena)) +
+                                                         " wraps the address space");
+  }
   if (options.transport == kTransportRead && worker == nullptr) {
     return ExpertError(ExpertErrc::kInvalidArgument, "the read transport needs a fabric Worker");
   }
@@ -172,9 +179,35 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
   }
   c->arenaBase_ = arena;
   c->arenaBytes_ = arenaBytes;
+  if (options.transport == kTransportRead) RY_RETURN_IF_ERROR(c->BringUpFabric());
   c->closed_ = false;
   *out = std::move(c);
   return Status::Ok();
+}
+
+Status ExpertClient::BringUpFabric() {
+  if (layerKeys_.empty()) return Status::Ok();
+  const fabric::RemoteKey& key = layerKeys_.front();
+  const uint64_t cookie = nextCookie_++;
+  const uint64_t arenaInRegion = reinterpret_cast<uint64_t>(arenaBase_) - arena_->base;
+  const std::string what = "expert peer " + peer_ + ": bringing the fabric connection up (a zero-byte Read): ";
+  if (Status s = endpoint_->Read(fabric::LocalSlice{arena_, arenaInRegion, 0}, key, key.base, cookie); !s.ok()) {
+    return ExpertError(ExpertErrc::kPeerLost, what + s.message());
+  }
+  // The Endpoint ends the Read within its own timeout (done or error); the bound here
+  // is a backstop for a transport that broke that promise.
+  const auto until = std::chrono::steady_clock::now() + 2 * std::chrono::milliseconds(options_.timeoutMs);
+  std::vector<fabric::Event> events;
+  while (std::chrono::steady_clock::now() < until) {
+    events.clear();
+    worker_->Progress(&events);
+    for (const fabric::Event& e : events) {
+      if (e.cookie != cookie) continue;
+      if (e.kind == fabric::EventKind::kDone) return Status::Ok();
+      if (e.kind == fabric::EventKind::kError) return ExpertError(ExpertErrc::kPeerLost, what + e.error.ToString());
+    }
+  }
+  return ExpertError(ExpertErrc::kPeerLost, what + "no answer for " + std::to_string(2 * options_.timeoutMs) + " ms");
 }
 
 Status ExpertClient::Fetch(uint32_t layer, uint64_t expert, uint64_t arenaOffset) {

@@ -59,7 +59,11 @@ class ExpertClient {
   /// an arena smaller than one record stride, before anything is chosen), chooses
   /// options.transport and takes the peer's answer (UNKNOWN_TRANSPORT, ADMISSION_REFUSED,
   /// STORE_CHANGED as the peer names them). Registers [arena, arena + arenaBytes)
-  /// through `cache` (kAccessLocal). `worker` (of cache.domain()) is needed for READ.
+  /// through `cache` (kAccessLocal; INVALID_ARGUMENT, before connecting, for a range
+  /// that wraps the address space). `worker` (of cache.domain()) is needed for READ,
+  /// whose fabric connection is brought up before Open returns (a zero-byte Read of
+  /// the first layer: PEER_LOST when it fails), so the handle may wait as long as its
+  /// owner likes before its first fetch.
   static Status Open(const std::string& peer, const ClientOptions& options, fabric::RegistrationCache& cache,
                      fabric::Worker* worker, void* arena, uint64_t arenaBytes, std::unique_ptr<ExpertClient>* out);
   ~ExpertClient();
@@ -92,6 +96,11 @@ class ExpertClient {
   ExpertClient() = default;
   Status FetchTcp(std::span<const RecordRequest> batch);
   Status FetchRead(std::span<const RecordRequest> batch);
+  /// READ: a zero-byte Read of layer 0, waited for (Open's last step). A TCP Endpoint
+  /// sends its hello only when first progressed, and a peer closes a connection whose
+  /// hello has not come in RAILYARD_ACCEPT_TIMEOUT_MS: a handle whose first fetch came
+  /// 12 s after its open failed PEER_LOST (C API trial).
+  Status BringUpFabric();
   Status Verify(std::span<const RecordRequest> batch);
   /// After failed Reads: asks the peer over the control connection (kOpStatus) and
   /// returns STORE_CHANGED when it withdrew its registrations, PEER_LOST when the

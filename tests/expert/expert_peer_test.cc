@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -595,6 +596,49 @@ Status ReadHelloAndManifest(uint16_t port, int* fd) {
   RY_RETURN_IF_ERROR(WireRecv(*fd, &h, sizeof h, "hello"));
   std::string text(h.manifestBytes, '\0');
   return WireRecv(*fd, text.data(), text.size(), "manifest");
+}
+
+// C API trial: a read handle whose first fetch came 12 s after its open failed
+// PEER_LOST: its TCP Endpoint sends its hello only when first progressed, and the peer
+// closes a connection whose hello has not come in RAILYARD_ACCEPT_TIMEOUT_MS. Open now
+// brings the fabric connection up (a zero-byte Read): the peer's Worker holds the
+// connection when Open returns, and a fetch long after the peer's hello timeout (here
+// 200 ms, the wait four times that) lands.
+TEST(ExpertPeer, AReadHandleMayWaitPastThePeersHelloTimeoutBeforeItsFirstFetch) {
+  TempDir tmp;
+  const std::string dir = tmp.path + "/store";
+  const Manifest m = testing::SmallManifest(1, 2, 1000);
+  ASSERT_TRUE(testing::WritePatternStore(dir, m).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir, true, &store).ok());
+  fabric::tcp::TcpOptions po;
+  po.rails = {{"lo", "127.0.0.1", 10000}};
+  po.timeoutMs = 5000;
+  po.helloTimeoutMs = 200;
+  std::unique_ptr<fabric::Domain> peerDomain;
+  std::unique_ptr<fabric::Worker> peerWorker;
+  ASSERT_TRUE(fabric::tcp::CreateTcpDomain(po, &peerDomain).ok());
+  ASSERT_TRUE(peerDomain->CreateWorker(&peerWorker).ok());
+  ServerOptions so;
+  so.timeoutMs = 5000;
+  std::unique_ptr<ExpertServer> server;
+  ASSERT_TRUE(ExpertServer::Start(std::move(store), peerDomain.get(), peerWorker.get(), so, &server).ok());
+  Client c;
+  ASSERT_TRUE(testing::LoopbackDomain(false, 5000, &c.domain).ok());
+  c.cache = std::make_unique<fabric::RegistrationCache>(*c.domain);
+  ASSERT_TRUE(c.domain->CreateWorker(&c.worker).ok());
+  c.arena.assign(m.recordStride, '\x5a');
+  ClientOptions o;
+  o.transport = kTransportRead;
+  o.timeoutMs = 5000;
+  Status s = ExpertClient::Open("127.0.0.1:" + std::to_string(server->port()), o, *c.cache, c.worker.get(),
+                                c.arena.data(), c.arena.size(), &c.client);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(peerWorker->stats().peerConnections, 1u) << "the open returned before its fabric connection was up";
+  std::this_thread::sleep_for(std::chrono::milliseconds(4 * po.helloTimeoutMs));  // the scenario: an idle handle
+  s = c.client->Fetch(0, 1, 0);
+  EXPECT_TRUE(s.ok()) << s.message();
+  server.reset();
 }
 
 // Hostile-peer probe: 256 clients of one host that chose a transport and went idle shut
