@@ -165,6 +165,9 @@ RAILYARD_API int railyard_expert_close(railyard_expert* h) {
 RAILYARD_API const char* railyard_expert_last_error(void) { return g_lastError.c_str(); }
 
 RAILYARD_API const char* railyard_expert_error_name(int code) {
+  // The header's causes only (0..RAILYARD_EXPERT_EINVALID_ARGUMENT): the packer's own
+  // (kPackInput) is no call's return value here (C API trial: 15 was "PACK_INPUT").
+  if (code < 0 || code > RAILYARD_EXPERT_EINVALID_ARGUMENT) return "UNKNOWN";
   return railyard::expert::ExpertErrcName(static_cast<ExpertErrc>(code));
 }
 

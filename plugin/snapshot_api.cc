@@ -135,6 +135,7 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
                               unsigned long long arena_bytes, unsigned long long blob_bytes,
                               railyard_snapshot_t** out) {
   using namespace railyard;
+  if (out != nullptr) *out = nullptr;  // as railyard_expert_open: a failed connect leaves NULL (C API trial)
   if (host == nullptr || kind == nullptr || out == nullptr) {
     return Fail(InvalidArgument("railyard_snapshot_connect: host, kind and out must not be NULL"));
   }

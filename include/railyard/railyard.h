@@ -129,10 +129,12 @@ RAILYARD_API int railyard_expert_fetch_batch(railyard_expert* h, const railyard_
 /** Switches checksum verification on (non-zero) or off for later fetches. */
 RAILYARD_API int railyard_expert_set_verify(railyard_expert* h, int verify_checksums);
 /** Sends a polite shutdown to the peer, deregisters the arena and frees the handle
- *  (NULL is a no-op). Returns the shutdown's outcome; the handle is freed either way. */
+ *  (NULL is a no-op). Returns the shutdown's outcome: 0 also for a handle that had
+ *  failed (nothing is sent; its failure was returned by the call that failed). The
+ *  handle is freed either way. */
 RAILYARD_API int railyard_expert_close(railyard_expert* h);
-/** The calling thread's last failure as a sentence ("" when none); valid until the
- *  thread's next railyard_expert_* call. */
+/** The calling thread's last railyard_expert_* call's failure as a sentence, or ""
+ *  when that call succeeded (each call sets it); valid until the thread's next call. */
 RAILYARD_API const char* railyard_expert_last_error(void);
 /** "OUT_OF_RANGE", ... for a cause; "UNKNOWN" for other values. */
 RAILYARD_API const char* railyard_expert_error_name(int code);
@@ -153,9 +155,9 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  *
  * Return values: 0 on success, else a railyard error code equal to ncclResult_t
  * (2 system/network error, 4 invalid argument, 5 invalid usage, 6 remote error);
- * railyard_snapshot_last_error() then says what failed. A handle may be used by one
- * thread at a time (calls on one handle are serialised by a lock); different
- * handles are independent. After a network error a handle stays failed: close it.
+ * railyard_snapshot_last_error() then says what failed. Calls on one handle from
+ * several threads are safe and run one at a time (a lock serialises them; each waits
+ * for the one before); different handles are independent. After a network error a handle stays failed: close it.
  * A handle may rest between calls as long as its owner likes; a client that stops in
  * the middle of a call for RAILYARD_TIMEOUT_MS (the peer's) loses that call, and its
  * arena slots go back to the others. When more clients move blobs at once than a
@@ -185,7 +187,7 @@ typedef struct railyard_snapshot railyard_snapshot_t;
  *  there (RAILYARD_TIER_TUNNEL_PORT + 1), relayed when there is no cable (see
  *  railyard_expert_open; errors there are 2, or 5 for a host not in the graph). `mode`, `arena_bytes` (slots x blob bytes)
  *  and `blob_bytes` must equal the peer's arena: the peer refuses anything else
- *  naming what differs (returns 5). On success `*out` is a new handle. */
+ *  naming what differs (returns 5). On success `*out` is a new handle; on failure NULL. */
 RAILYARD_API int railyard_snapshot_connect(const char* host, unsigned short port, const char* kind, int mode,
                                            unsigned long long arena_bytes, unsigned long long blob_bytes,
                                            railyard_snapshot_t** out);
@@ -265,8 +267,8 @@ RAILYARD_API int railyard_snapshot_deregister(railyard_snapshot_t* s, void* buf)
  *  handle in another thread is waited for; no other call may be waiting on the handle
  *  or start on it once close began (as with free()). */
 RAILYARD_API void railyard_snapshot_close(railyard_snapshot_t* s);
-/** The message of this thread's last failed railyard_snapshot_* call ("" if none);
- *  valid until this thread's next call. */
+/** The message of this thread's last railyard_snapshot_* call: what failed, or "" when
+ *  it succeeded (each call sets it); valid until this thread's next call. */
 RAILYARD_API const char* railyard_snapshot_last_error(void);
 /** One arena a peer serves (railyard_snapshot_list). */
 typedef struct railyard_snapshot_arena {

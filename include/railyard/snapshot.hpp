@@ -1,7 +1,7 @@
 // A C++ wrapper over the snapshot tier's C API (railyard_snapshot_* in
 // railyard/railyard.h): one owning, move-only object per arena connection; every
 // failure throws railyard::SnapshotError carrying the code and the message.
-// Header-only; link libnccl-net-railyard.so as for the C API.
+// Header-only, C++14 or later (std::exchange); link libnccl-net-railyard.so as for the C API.
 //
 //   railyard::Snapshot kv("10.0.0.2", 7070, "kv", RAILYARD_SNAPSHOT_PAGING, 64 << 20, 1 << 20);
 //   kv.Put(42, blob.data(), blob.size());
@@ -29,8 +29,9 @@ class SnapshotError : public std::runtime_error {
   int code_;
 };
 
-/// One connection to an arena (see railyard_snapshot_connect). Not thread-safe
-/// beyond what the C API promises (calls are serialised).
+/// One connection to an arena (see railyard_snapshot_connect). Calls from several
+/// threads are safe, one at a time, as the C API's (a lock serialises them); moving or
+/// destroying the object while another thread calls it is not.
 class Snapshot {
  public:
   /// Connects; throws SnapshotError (e.g. code 5 when the peer's arena differs).
@@ -60,13 +61,14 @@ class Snapshot {
     Check(railyard_snapshot_get(h_, key, buf, bytes, &found));
     return found != 0;
   }
-  /// Paging mode: stores every blob of `blobs` in order, two in flight
-  /// (railyard_snapshot_put_batch); each blob's `result` says what became of it. Throws
+  /// Paging mode: stores every blob of `blobs`, two in flight (railyard_snapshot_put_batch:
+  /// blobs of different keys may be stored out of order); each blob's `result` says what
+  /// became of it. Throws
   /// SnapshotError with the first failing blob's code and message.
   void PutBatch(std::vector<railyard_snapshot_blob_t>& blobs) {
     Check(railyard_snapshot_put_batch(h_, blobs.data(), blobs.size()));
   }
-  /// Paging mode: fetches every blob of `blobs` in order (railyard_snapshot_get_batch);
+  /// Paging mode: fetches every blob of `blobs` (railyard_snapshot_get_batch);
   /// each blob's `found` says whether the peer held it. Throws as PutBatch.
   void GetBatch(std::vector<railyard_snapshot_blob_t>& blobs) {
     Check(railyard_snapshot_get_batch(h_, blobs.data(), blobs.size()));

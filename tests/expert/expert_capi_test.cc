@@ -61,6 +61,8 @@ TEST(ExpertCApi, WrapperFetchesAndNamesErrors) {
   EXPECT_EQ(h, nullptr);
   EXPECT_STREQ(railyard_expert_error_name(RAILYARD_EXPERT_ECHECKSUM_MISMATCH), "CHECKSUM_MISMATCH");
   EXPECT_STREQ(railyard_expert_error_name(999), "UNKNOWN");
+  EXPECT_STREQ(railyard_expert_error_name(15), "UNKNOWN");  // the packer's own cause: no C return value
+  EXPECT_STREQ(railyard_expert_error_name(-1), "UNKNOWN");
   EXPECT_NE(std::string(railyard_expert_last_error()), "");  // the failed open's
   EXPECT_EQ(railyard_expert_close(nullptr), 0);
   EXPECT_STREQ(railyard_expert_last_error(), "") << "a successful close(NULL) clears it, as every successful call";

@@ -205,6 +205,16 @@ TEST(SnapshotWrapper, TheCApiNamesItsOwnCalls) {
   EXPECT_EQ(railyard_snapshot_write_at(kv, 0, b.data(), kBlob), 5);
   EXPECT_STREQ(railyard_snapshot_last_error(), "railyard_snapshot_write_at on paging kind 'kv' (use railyard_snapshot_put)");
   railyard_snapshot_close(kv);
+  // A failed connect leaves *out NULL, as railyard_expert_open does (it was left as it
+  // was: a caller closing it unconditionally freed garbage; C API trial).
+  railyard_snapshot_t* bad = reinterpret_cast<railyard_snapshot_t*>(uintptr_t{1});
+  EXPECT_EQ(railyard_snapshot_connect("127.0.0.1", srv.server->port(), "nosuchkind", RAILYARD_SNAPSHOT_PAGING, 2 * kBlob,
+                                      kBlob, &bad),
+            5);
+  EXPECT_EQ(bad, nullptr);
+  bad = reinterpret_cast<railyard_snapshot_t*>(uintptr_t{1});
+  EXPECT_EQ(railyard_snapshot_connect("127.0.0.1", srv.server->port(), "kv", 7, 2 * kBlob, kBlob, &bad), 4);
+  EXPECT_EQ(bad, nullptr);
 }
 
 }  // namespace
