@@ -92,11 +92,13 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
     // (a snapshot arena's, another protocol's) stays silent until the timeout (new-user
     // trial: "peer silent (timeout)" and nothing more).
     if (s.message().find("the peer closed the connection") != std::string::npos) {
-      // A store at its connection limit closes a new connection before its hello (trial:
-      // the client saw only PEER_LOST); the store's log WARNs each such refusal.
+      // A store at its connection limits closes a new connection before its hello (trial:
+      // the client saw only PEER_LOST; a later one: only the 256 limit was named, not the
+      // 64 per address); the store's log WARNs each such refusal.
       return ExpertError(ExpertErrcOf(s), WithoutPrefix(s) + " before its hello: an expert store does so when it "
-                                          "already serves its most clients at once (256; its log WARNs \"refused a "
-                                          "client\"), or the port's service is not an expert store");
+                                          "already serves its most clients at once (256), or its most from this "
+                                          "address (64; its log WARNs \"refused a client\" saying which), or the "
+                                          "port's service is not an expert store");
     }
     if (s.message().find("peer silent (timeout)") == std::string::npos) return s;
     return ExpertError(ExpertErrcOf(s), WithoutPrefix(s) + ": an expert store sends its hello as soon as it accepts, so "

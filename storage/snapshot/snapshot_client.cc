@@ -32,7 +32,13 @@ Status RecvBlock(int fd, uint32_t maxBytes, const char* what, std::vector<uint8_
 /// the peer's message, another magic or version a RemoteError.
 Status RecvReplyHead(int fd, const std::string& peer) {
   uint8_t head[8];
-  RY_RETURN_IF_ERROR(proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply from " + peer));
+  if (Status s = proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply from " + peer); !s.ok()) {
+    // A server at its connection limits closes a new connection unanswered (C API
+    // trial: "Connection reset by peer" and nothing more).
+    return Status(s.code(), s.message() + ": a snapshot server closes a connection unanswered when it already serves "
+                                          "its most clients at once, or its most from this address (64 by default; "
+                                          "its log WARNs \"refused a client\" saying which)");
+  }
   uint32_t magic = 0;
   uint16_t version = 0, code = 0;
   std::memcpy(&magic, head, 4);
