@@ -49,6 +49,11 @@ Status WireRecv(int fd, void* data, uint64_t bytes, const std::string& what) {
     const ssize_t n = ::recv(fd, p, bytes, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) return ExpertError(ExpertErrc::kPeerLost, what + ": the peer closed the connection");
+    if (n < 0 && errno == EFAULT) {
+      // The buffer, not the peer (C API trial: a read-only arena was PEER_LOST).
+      return ExpertError(ExpertErrc::kSystem, what + ": the destination is not writable memory of this process (" +
+                                                  std::strerror(errno) + ")");
+    }
     if (n < 0) {
       const bool timeout = errno == EAGAIN || errno == EWOULDBLOCK;
       return ExpertError(ExpertErrc::kPeerLost, what + (timeout ? ": peer silent (timeout)" : std::string(": ") + std::strerror(errno)));
