@@ -1,7 +1,8 @@
 /* Railyard's public C API: the entry points libnccl-net-railyard.so exports next
  * to the NCCL plugin tables (ncclNetPlugin_v8..v12, ncclCollNetPlugin_v8..v12,
  * ncclGinPlugin_v11, ncclRmaPlugin_v13/_v14). Every other exported name starts with
- * `railyard_` (plugin/exports.map; tests/scripts/check_exports.sh checks `nm -D`);
+ * `railyard_` (in the source tree: plugin/exports.map, checked against `nm -D` by
+ * tests/scripts/check_exports.sh);
  * the storage tiers' functions (railyard_expert_*, railyard_snapshot_*) follow below.
  *
  * Installed as <prefix>/include/railyard/railyard.h. Consumers find it with
@@ -41,7 +42,8 @@ RAILYARD_API const char* railyard_version(void);
  * into a caller's arena. Over RAILYARD_EXPERT_TRANSPORT_READ the records are fabric
  * Reads of the peer's memory (RDMA READ on verbs); over ..._TCP they are requests on
  * the control connection. The arena is registered through the process's registration
- * cache. See docs/architecture.md "Expert tier" and python/railyard/expert.py.
+ * cache. See, in the source tree, docs/architecture.md "Expert tier" and the Python
+ * binding python/railyard/expert.py.
  *
  * Errors: every function returns 0 (RAILYARD_EXPERT_OK) or one of the
  * RAILYARD_EXPERT_E* causes below; railyard_expert_last_error() gives the sentence
@@ -51,7 +53,7 @@ RAILYARD_API const char* railyard_version(void);
  * A handle is not thread-safe: use it from one thread at a time.
  * ------------------------------------------------------------------------- */
 
-/** Causes (the same numbers as storage/expert/expert_error.h's ExpertErrc). */
+/** Causes (the same numbers as ExpertErrc in the source tree's storage/expert/expert_error.h). */
 enum {
   RAILYARD_EXPERT_OK = 0,
   RAILYARD_EXPERT_EMANIFEST_TOO_LARGE = 1, /**< manifest over the size cap */
