@@ -197,13 +197,26 @@ Status SnapshotClient::WithRouteCause(Status s, std::chrono::steady_clock::time_
 }
 
 Status SnapshotClient::WithDropCause(Status s) const {
-  if (s.ok() || staged_.empty()) return s;
+  if (s.ok()) return s;
+  // This handle's own arena key refused: the peer revoked it, as it does when it drops
+  // the client (or it restarted). A network error then, whichever path met it first (C
+  // API trial: the same lost put came back as 2 or 6 by which of the close and the
+  // revoked key it met, sometimes with no word of why).
+  const bool revoked = s.message().find("fabric BAD_KEY") != std::string::npos ||
+                       s.message().find("fabric DEREGISTERED") != std::string::npos;
+  const Status unexplained = revoked ? Status(Code::kSystemError,
+                                              s.message() + "; the peer no longer honours this handle's arena key: "
+                                                            "it revokes it when it drops this client (one that stops "
+                                                            "for its RAILYARD_TIMEOUT_MS in the middle of a call) or "
+                                                            "when it restarts")
+                                     : s;
+  if (staged_.empty()) return unexplained;
   // Blamed only on a pause of at least half the peer's timeout (half its slot wait)
   // since its last answer: a peer that closed sooner stopped or restarted. (Not the
   // whole timeout: the peer counts it from before its answer reached this client.)
   const uint64_t peerTimeoutMs = slotWaitMs_ / 2;  // at most INT32_MAX: Connect refused more
   const auto paused = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - lastAnswer_);
-  if (paused < std::chrono::milliseconds(peerTimeoutMs / 2)) return s;
+  if (paused < std::chrono::milliseconds(peerTimeoutMs / 2)) return unexplained;
   // Did the peer close the connection (an end of stream or a reset waiting), rather
   // than go silent? It revokes a dropped client's key just before it closes, so a
   // write that met the revoked key gives the close a moment (at most 200 ms) to come.
@@ -214,15 +227,16 @@ Status SnapshotClient::WithDropCause(Status s) const {
   } while (ready < 0 && errno == EINTR);
   char byte = 0;
   const ssize_t n = ready > 0 ? ::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
-  if (!(n == 0 || (n < 0 && errno == ECONNRESET))) return s;
+  if (!(n == 0 || (n < 0 && errno == ECONNRESET))) return unexplained;
   std::string keys;
   for (uint64_t k : staged_) keys += (keys.empty() ? "" : ", ") + std::to_string(k);
-  return Status(s.code(), s.message() + "; the peer closed the connection while this handle held key " + keys +
-                              " allocated and not committed, and had sent it nothing for " +
-                              std::to_string(paused.count()) + " ms: a peer drops a client that stops for its "
-                              "RAILYARD_TIMEOUT_MS (" + std::to_string(peerTimeoutMs) +
-                              " ms) in the middle of a put and gives its slots to others (commit sooner after the "
-                              "alloc, or raise the peer's RAILYARD_TIMEOUT_MS)");
+  return Status(Code::kSystemError,
+                s.message() + "; the peer closed the connection while this handle held key " + keys +
+                    " allocated and not committed, and had sent it nothing for " + std::to_string(paused.count()) +
+                    " ms: a peer drops a client that stops for its RAILYARD_TIMEOUT_MS (" +
+                    std::to_string(peerTimeoutMs) +
+                    " ms) in the middle of a put and gives its slots to others (commit sooner after the alloc, or "
+                    "raise the peer's RAILYARD_TIMEOUT_MS)");
 }
 
 std::string SnapshotClient::CallName(Op op, uint64_t key) const {
@@ -457,7 +471,7 @@ Status SnapshotClient::ReadBlob(uint64_t key, const Response& r, void* dst, uint
   if (!faultFailed.ok()) return faultFailed;  // nothing pinned at the peer: no release
   // Any other failure fails the handle: the pin (and, for a fault, the peer's records
   // still unread) would leave this connection out of step with the peer.
-  if (!moved.ok()) return FailHandle(Status(moved.code(), CallName(Op::kGet, key) + ": " + moved.message()));
+  if (!moved.ok()) return FailHandle(WithDropCause(Status(moved.code(), CallName(Op::kGet, key) + ": " + moved.message())));
   // No round trip: the peer takes the release before this client's next request.
   RY_RETURN_IF_ERROR(SendRelease(key));
   if (sum != r.checksum) {

@@ -242,7 +242,9 @@ class SnapshotClient {
   /// the slot wait its handshake gave; waiting up to 200 ms for the close then, as a
   /// dropped client's key is revoked just before): the peer drops a client stopped mid-put for that long
   /// (new-user trial: the commit after such a pause said only "connection closed by
-  /// peer"). Else `s` unchanged.
+  /// peer"). Else, when the fabric refused this handle's arena key (BAD_KEY,
+  /// DEREGISTERED), that the peer revoked it. Either is returned as SystemError (a
+  /// network error, code 2 in the C API) whatever `s`'s code; else `s` unchanged.
   Status WithDropCause(Status s) const;
 
   fabric::Worker& worker_;
