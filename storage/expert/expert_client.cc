@@ -9,13 +9,16 @@
 #include <map>
 #include <vector>
 
+#include "proxy/fabric/quiet_wait.h"
 #include "storage/expert/expert_error.h"
 #include "storage/expert/expert_wire.h"
 
 namespace railyard::expert {
 namespace {
 
-constexpr int kLastErrc = static_cast<int>(ExpertErrc::kPackInput);
+/// The last cause a peer may send: the packer's own (kPackInput, after it) is no reply's
+/// (review: a peer could make a fetch return 15, which the C API does not list).
+constexpr int kLastErrc = static_cast<int>(ExpertErrc::kInvalidArgument);
 
 /// An expert error's message without its "expert NAME: " prefix, to quote it inside another.
 std::string WithoutPrefix(const Status& s) {
@@ -198,18 +201,33 @@ Status ExpertClient::BringUpFabric() {
   }
   // The Endpoint ends the Read within its own timeout (done or error); the bound here
   // is a backstop for a transport that broke that promise.
-  const auto until = std::chrono::steady_clock::now() + 2 * std::chrono::milliseconds(options_.timeoutMs);
+  const int64_t backstopMs = 2 * static_cast<int64_t>(options_.timeoutMs);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(backstopMs);
   std::vector<fabric::Event> events;
   while (std::chrono::steady_clock::now() < until) {
     events.clear();
     worker_->Progress(&events);
     for (const fabric::Event& e : events) {
       if (e.cookie != cookie) continue;
-      if (e.kind == fabric::EventKind::kDone) return Status::Ok();
-      if (e.kind == fabric::EventKind::kError) return ExpertError(ExpertErrc::kPeerLost, what + e.error.ToString());
+      if (e.kind == fabric::EventKind::kError) {
+        // As FetchRead: a key the peer no longer honours is a changed store.
+        const bool withdrawn = e.error.errc == fabric::FabricErrc::kBadKey ||
+                               e.error.errc == fabric::FabricErrc::kDeregistered ||
+                               e.error.errc == fabric::FabricErrc::kRemoteAccess;
+        return ExpertError(withdrawn ? ExpertErrc::kStoreChanged : ExpertErrc::kPeerLost, what + e.error.ToString());
+      }
+      if (e.kind != fabric::EventKind::kDone) continue;
+      // The Read went on one socket: the connection's others (a SYN retried) get their
+      // hellos out too before the handle may rest (review: else a peer closed them
+      // past its RAILYARD_ACCEPT_TIMEOUT_MS). Best effort, bounded.
+      events.clear();
+      (void)fabric::ProgressUntilQuiet(*worker_, std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(3)),
+                                       &events);
+      return Status::Ok();
     }
+    if (Status es = endpoint_->status(); !es.ok()) return ExpertError(ExpertErrc::kPeerLost, what + es.message());
   }
-  return ExpertError(ExpertErrc::kPeerLost, what + "no answer for " + std::to_string(2 * options_.timeoutMs) + " ms");
+  return ExpertError(ExpertErrc::kPeerLost, what + "no answer for " + std::to_string(backstopMs) + " ms");
 }
 
 Status ExpertClient::Fetch(uint32_t layer, uint64_t expert, uint64_t arenaOffset) {

@@ -6,18 +6,22 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
 
 #include "env/log.h"
+#include "proxy/fabric/quiet_wait.h"
 
 namespace railyard::storage::snapshot {
 namespace {
 
 /// Longest a failed move waits for its chunks still in flight (see Move).
 constexpr std::chrono::seconds kDrainBackstop{120};
+/// How long Probe waits, after its Write, for the connection's other sockets' hellos.
+constexpr std::chrono::seconds kQuietBound{3};
 
 }  // namespace
 
@@ -67,7 +71,14 @@ Status BlobMover::Probe(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint
     worker_.Progress(&events_);
     for (const fabric::Event& e : events_) {
       if (e.cookie != cookie || (e.kind != fabric::EventKind::kDone && e.kind != fabric::EventKind::kError)) continue;
-      return e.kind == fabric::EventKind::kError ? e.error.ToStatus() : Status::Ok();
+      if (e.kind == fabric::EventKind::kError) return e.error.ToStatus();
+      // The Write went on one socket: the connection's others (a SYN retried) get
+      // their hellos out too, within the backstop, before the handle may rest
+      // (ProgressUntilQuiet). Best effort: a socket that never connects fails the call
+      // that needs it.
+      events_.clear();
+      (void)fabric::ProgressUntilQuiet(worker_, std::min(until, std::chrono::steady_clock::now() + kQuietBound), &events_);
+      return Status::Ok();
     }
     if (!ep.status().ok()) return ep.status();
   }

@@ -202,8 +202,10 @@ Status SnapshotClient::WithDropCause(Status s) const {
   // the client (or it restarted). A network error then, whichever path met it first (C
   // API trial: the same lost put came back as 2 or 6 by which of the close and the
   // revoked key it met, sometimes with no word of why).
+  // (Over verbs the deregistered MR is the HCA's remote access error.)
   const bool revoked = s.message().find("fabric BAD_KEY") != std::string::npos ||
-                       s.message().find("fabric DEREGISTERED") != std::string::npos;
+                       s.message().find("fabric DEREGISTERED") != std::string::npos ||
+                       s.message().find("fabric REMOTE_ACCESS") != std::string::npos;
   const Status unexplained = revoked ? Status(Code::kSystemError,
                                               s.message() + "; the peer no longer honours this handle's arena key: "
                                                             "it revokes it when it drops this client (one that stops "

@@ -243,7 +243,7 @@ class SnapshotClient {
   /// dropped client's key is revoked just before): the peer drops a client stopped mid-put for that long
   /// (new-user trial: the commit after such a pause said only "connection closed by
   /// peer"). Else, when the fabric refused this handle's arena key (BAD_KEY,
-  /// DEREGISTERED), that the peer revoked it. Either is returned as SystemError (a
+  /// DEREGISTERED, or over verbs REMOTE_ACCESS), that the peer revoked it. Either is returned as SystemError (a
   /// network error, code 2 in the C API) whatever `s`'s code; else `s` unchanged.
   Status WithDropCause(Status s) const;
 

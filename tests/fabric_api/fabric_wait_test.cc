@@ -42,14 +42,11 @@ class FabricWait : public FabricTest {
 };
 
 /// Progresses `side` until its Worker says Quiet() (which may take a call to arm and
-/// a Progress after it), at most `ms`. True when it did.
+/// a Progress after it), at most `ms`: fabric::ProgressUntilQuiet, which the tiers'
+/// bring-up uses. True when it did.
 bool ProgressUntilQuiet(Side& side, int ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < until) {
-    side.worker->Progress(&side.events);
-    if (side.worker->Quiet()) return true;
-  }
-  return false;
+  return fabric::ProgressUntilQuiet(*side.worker, std::chrono::steady_clock::now() + std::chrono::milliseconds(ms),
+                                    &side.events);
 }
 
 /// True when `fd` polls readable within `ms`; `other`, when given, is progressed

@@ -396,7 +396,13 @@ int Run(int argc, char** argv) {
     if (s.ok() && runtime::TcpRailsOf(devs, 1, 0).empty()) {
       s = InvalidUsage("--ifname '" + ifname + "' names no interface with an IPv4 address");
     }
-    if (!s.ok()) {
+    // Over verbs (RAILYARD_TRANSPORT=verbs, or auto on a host with RDMA ports) the
+    // tiers' rails are the ports', which --ifname does not choose: said, not refused
+    // (review: an IPv6-only ib0 served over verbs before this check).
+    if (!s.ok() && cfg->transport != "tcp") {
+      std::fprintf(stderr, "railyardd: warning: %s (the tiers use --ifname only over TCP: RAILYARD_TRANSPORT=%s)\n",
+                   s.message().c_str(), cfg->transport.c_str());
+    } else if (!s.ok()) {
       std::fprintf(stderr, "railyardd: %s\n", s.message().c_str());
       return 2;
     }
