@@ -20,6 +20,13 @@ namespace {
 /// (review: a peer could make a fetch return 15, which the C API does not list).
 constexpr int kLastErrc = static_cast<int>(ExpertErrc::kInvalidArgument);
 
+/// A fabric error of a Read of a key the peer no longer honours: it withdrew its layer
+/// registrations because the store changed under it (or it is stopping).
+bool Withdrawn(fabric::FabricErrc e) {
+  return e == fabric::FabricErrc::kBadKey || e == fabric::FabricErrc::kDeregistered ||
+         e == fabric::FabricErrc::kRemoteAccess;
+}
+
 /// An expert error's message without its "expert NAME: " prefix, to quote it inside another.
 std::string WithoutPrefix(const Status& s) {
   std::string m = s.message();
@@ -210,11 +217,8 @@ Status ExpertClient::BringUpFabric() {
     for (const fabric::Event& e : events) {
       if (e.cookie != cookie) continue;
       if (e.kind == fabric::EventKind::kError) {
-        // As FetchRead: a key the peer no longer honours is a changed store.
-        const bool withdrawn = e.error.errc == fabric::FabricErrc::kBadKey ||
-                               e.error.errc == fabric::FabricErrc::kDeregistered ||
-                               e.error.errc == fabric::FabricErrc::kRemoteAccess;
-        return ExpertError(withdrawn ? ExpertErrc::kStoreChanged : ExpertErrc::kPeerLost, what + e.error.ToString());
+        return ExpertError(Withdrawn(e.error.errc) ? ExpertErrc::kStoreChanged : ExpertErrc::kPeerLost,
+                           what + e.error.ToString());
       }
       if (e.kind != fabric::EventKind::kDone) continue;
       // The Read went on one socket: the connection's others (a SYN retried) get their
@@ -385,12 +389,9 @@ Status ExpertClient::FetchRead(std::span<const RecordRequest> batch) {
           const bool lost = e.error.errc == fabric::FabricErrc::kPeerClosed || e.error.errc == fabric::FabricErrc::kTimeout ||
                             e.error.errc == fabric::FabricErrc::kConnectFailed || e.error.errc == fabric::FabricErrc::kEndpointFailed ||
                             e.error.errc == fabric::FabricErrc::kSystem;
-          // A key the peer no longer honours: it withdrew its layer registrations
-          // because the store changed under it (or it is stopping).
-          const bool withdrawn = e.error.errc == fabric::FabricErrc::kBadKey ||
-                                 e.error.errc == fabric::FabricErrc::kDeregistered ||
-                                 e.error.errc == fabric::FabricErrc::kRemoteAccess;
-          first = ExpertError(lost ? ExpertErrc::kPeerLost : withdrawn ? ExpertErrc::kStoreChanged : ExpertErrc::kProtocol,
+          first = ExpertError(lost ? ExpertErrc::kPeerLost
+                                   : Withdrawn(e.error.errc) ? ExpertErrc::kStoreChanged
+                                                             : ExpertErrc::kProtocol,
                               "expert peer " + peer_ + " read of layer " + std::to_string(r.layer) +
                                   " expert " + std::to_string(r.expert) + ": " + e.error.ToString());
         }
