@@ -1,13 +1,10 @@
 #include "storage/expert/manifest.h"
 
-// Header-only xxHash (Debian libxxhash-dev): no runtime library for the plugin to need.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "storage/checksum/xxh3.h"
 #include "storage/expert/expert_error.h"
 
 namespace railyard::expert {
@@ -82,7 +79,7 @@ uint64_t DtypeBytes(std::string_view d) {
   return 0;
 }
 
-uint64_t RecordChecksum(const void* data, uint64_t bytes) { return XXH3_64bits(data, bytes); }
+uint64_t RecordChecksum(const void* data, uint64_t bytes) { return ::railyard::checksum::Xxh3(data, bytes); }
 
 std::string ChecksumHex(uint64_t v) {
   char buf[17];

@@ -76,7 +76,7 @@ struct Manifest {
 
 /// Size in bytes of one element of a safetensors dtype; 0 for an unknown name.
 uint64_t DtypeBytes(std::string_view dtype);
-/// XXH3-64 of `bytes` (the record checksum).
+/// XXH3-64 (seed 0, checksum::Xxh3) of [data, data + bytes): the record checksum.
 uint64_t RecordChecksum(const void* data, uint64_t bytes);
 /// "%016x".
 std::string ChecksumHex(uint64_t v);

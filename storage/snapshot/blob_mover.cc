@@ -1,11 +1,6 @@
 #include "storage/snapshot/blob_mover.h"
 
 #include <sys/mman.h>
-// Header-only xxHash (XXH_INLINE_ALL): no libxxhash.so dependency for the plugin,
-// which travels to machines that may lack libxxhash0.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -13,6 +8,7 @@
 #include <map>
 
 #include "env/log.h"
+#include "storage/checksum/xxh3.h"
 #include "proxy/fabric/quiet_wait.h"
 
 namespace railyard::storage::snapshot {
@@ -104,8 +100,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   (void)cache_.AcquireLive(user, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &direct);  // false: stays nullptr
   const uint64_t directOffset = direct != nullptr ? reinterpret_cast<uint64_t>(user) - direct->base : 0;
   if (direct != nullptr) ++directMoves_;
-  XXH3_state_t* hs = XXH3_createState();
-  XXH3_64bits_reset(hs);
+  ::railyard::checksum::Xxh3Stream hash;
   struct Pending {
     uint64_t offset, bytes, slot;
   };
@@ -176,7 +171,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
         if (direct == nullptr) std::memcpy(user + p.offset, staging_ + p.slot * chunk, p.bytes);
         doneReads[p.offset] = p.bytes;
         for (auto d = doneReads.begin(); d != doneReads.end() && d->first == hashedTo; d = doneReads.erase(d)) {
-          XXH3_64bits_update(hs, user + d->first, d->second);
+          hash.Update(user + d->first, d->second);
           hashedTo += d->second;
         }
       }
@@ -189,7 +184,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
     // stays as it is for the whole call (a staging slot may be reused once its Write is
     // done).
     if (write && result.ok() && hashedTo < next) {
-      XXH3_64bits_update(hs, user + hashedTo, next - hashedTo);
+      hash.Update(user + hashedTo, next - hashedTo);
       hashedTo = next;
     }
   }
@@ -204,8 +199,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
     for (const fabric::Event& e : events_) inFlight.erase(e.cookie);
     if (ep.Outstanding() == 0) break;
   }
-  if (checksum != nullptr) *checksum = XXH3_64bits_digest(hs);
-  XXH3_freeState(hs);
+  if (checksum != nullptr) *checksum = hash.Digest();
   if (direct != nullptr) {
     if (inFlight.empty() || ep.Outstanding() == 0) {
       (void)cache_.Release(direct);

@@ -6,11 +6,6 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-// Header-only xxHash (XXH_INLINE_ALL): no libxxhash.so dependency for the plugin,
-// which travels to machines that may lack libxxhash0.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <cerrno>
 #include <algorithm>
 #include <atomic>
@@ -21,6 +16,7 @@
 #include <memory>
 
 #include "env/log.h"
+#include "storage/checksum/xxh3.h"
 #include "proxy/socket.h"
 
 namespace railyard::storage::snapshot {
@@ -70,7 +66,7 @@ struct RecordHeader {
   uint64_t headerChecksum;  ///< of the fields above
 };
 
-uint64_t HeaderSum(const RecordHeader& h) { return XXH3_64bits(&h, offsetof(RecordHeader, headerChecksum)); }
+uint64_t HeaderSum(const RecordHeader& h) { return ::railyard::checksum::Xxh3(&h, offsetof(RecordHeader, headerChecksum)); }
 
 Status PreadAll(int fd, void* p, uint64_t n, uint64_t off, const std::string& path) {
   auto* c = static_cast<char*>(p);
@@ -181,7 +177,7 @@ Status PwriteAll(int fd, const void* p, uint64_t n, uint64_t off, const std::str
 
 }  // namespace
 
-uint64_t BlobChecksum(const void* p, uint64_t n) { return XXH3_64bits(p, n); }
+uint64_t BlobChecksum(const void* p, uint64_t n) { return ::railyard::checksum::Xxh3(p, n); }
 
 SwapFile::SwapFile(std::string path, int fd, uint64_t blobBytes, bool sync)
     : path_(std::move(path)), fd_(fd), blobBytes_(blobBytes), stride_(kPage + (blobBytes + kPage - 1) / kPage * kPage),
@@ -403,10 +399,7 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
   void* page = nullptr;
   if (::posix_memalign(&page, kPage, kPage) != 0) return SystemError("swap " + path_ + ": out of memory");
   std::unique_ptr<void, decltype(&std::free)> ownPage(page, &std::free);
-  XXH3_state_t* hash = XXH3_createState();
-  if (hash == nullptr) return SystemError("swap " + path_ + ": out of memory");
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> own(hash, &XXH3_freeState);
-  XXH3_64bits_reset(hash);
+  ::railyard::checksum::Xxh3Stream hash;
   // The record in pieces, the header page with the first, each hashed while it is
   // still in cache and announced to `landed`.
   for (uint64_t done = 0; done < blobBytes_;) {
@@ -437,7 +430,7 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
                              " is torn or overwritten (header does not match)");
       }
     }
-    XXH3_64bits_update(hash, out + done, take);
+    hash.Update(out + done, take);
     done += take;
     if (landed && done < blobBytes_) landed(done);
   }
@@ -445,7 +438,7 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
   // A buffered read leaves the record in the page cache, where the arena slot already
   // holds it: give those pages back.
   if (anyBuffered) ::posix_fadvise(fd_, static_cast<off_t>(OffsetOf(slot)), static_cast<off_t>(stride_), POSIX_FADV_DONTNEED);
-  if (XXH3_64bits_digest(hash) != checksum) {
+  if (hash.Digest() != checksum) {
     return InternalError("swap " + path_ + ": record " + std::to_string(slot) + " of key " + std::to_string(key) +
                          " is torn (payload checksum does not match)");
   }

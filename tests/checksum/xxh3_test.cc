@@ -1,0 +1,100 @@
+// storage/checksum: every XXH3-64 kernel this CPU runs gives Debian libxxhash's value,
+// in one call and in pieces, at every length class of XXH3 (0-16, 17-128, 129-240,
+// one stripe, one block, many blocks) and at every start alignment.
+#include <xxhash.h>  // the reference: libxxhash.so, not our compilation
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "storage/checksum/xxh3.h"
+#include "storage/checksum/xxh3_kernels.h"
+
+namespace railyard::checksum {
+namespace {
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (uint8_t& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+std::vector<const Xxh3Kernels*> Kernels() {
+  int n = 0;
+  const Xxh3Kernels* const* k = Xxh3RunnableKernels(&n);
+  return {k, k + n};
+}
+
+// Lengths around each of XXH3's code paths (xxhash_spec.md) and past a 1 KiB block.
+const size_t kLengths[] = {0,   1,   3,   4,   8,   9,    16,   17,   64,    128,    129,     200,
+                           240, 241, 255, 256, 1023, 1024, 1025, 4096, 65535, 100003, 1 << 20};
+
+TEST(Xxh3, TheChosenKernelIsTheWidestTheCpuRuns) {
+  std::vector<const Xxh3Kernels*> k = Kernels();
+  ASSERT_FALSE(k.empty());
+  EXPECT_STREQ(Xxh3Kernel(), k.front()->name);
+  // The portable one is always there, last.
+  EXPECT_EQ(k.back(), &Xxh3PortableKernels());
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) {
+    EXPECT_STRNE(Xxh3Kernel(), "sse2");
+  }
+#endif
+}
+
+TEST(Xxh3, EveryKernelMatchesLibxxhashInOneCall) {
+  const std::vector<uint8_t> bytes = RandomBytes((1 << 20) + 64, 7);
+  for (const Xxh3Kernels* k : Kernels()) {
+    for (size_t n : kLengths) {
+      for (size_t align : {0, 1, 7, 31}) {
+        const uint8_t* p = bytes.data() + align;
+        EXPECT_EQ(k->oneShot(p, n), XXH3_64bits(p, n)) << k->name << " " << n << " bytes at +" << align;
+      }
+    }
+  }
+  EXPECT_EQ(Xxh3(bytes.data(), 12345), XXH3_64bits(bytes.data(), 12345));
+  EXPECT_EQ(Xxh3(nullptr, 0), XXH3_64bits(nullptr, 0));
+}
+
+TEST(Xxh3, EveryKernelMatchesLibxxhashInPieces) {
+  const std::vector<uint8_t> bytes = RandomBytes(3 << 20, 11);
+  std::mt19937 rng(5);
+  for (const Xxh3Kernels* k : Kernels()) {
+    for (size_t n : {size_t{0}, size_t{100}, size_t{4097}, size_t{3} << 20}) {
+      void* s = k->createState();
+      ASSERT_NE(s, nullptr);
+      size_t at = 0;
+      while (at < n) {
+        const size_t take = std::min<size_t>(n - at, 1 + rng() % 300000);
+        k->update(s, bytes.data() + at, take);
+        at += take;
+      }
+      EXPECT_EQ(k->digest(s), XXH3_64bits(bytes.data(), n)) << k->name << " " << n << " bytes";
+      k->reset(s);
+      k->update(s, bytes.data(), 50);
+      EXPECT_EQ(k->digest(s), XXH3_64bits(bytes.data(), 50)) << k->name << " after reset";
+      k->freeState(s);
+    }
+  }
+}
+
+TEST(Xxh3, AStreamDigestsWhatWasAppendedAndGoesOn) {
+  const std::vector<uint8_t> bytes = RandomBytes(1 << 20, 3);
+  Xxh3Stream s;
+  EXPECT_EQ(s.Digest(), XXH3_64bits(nullptr, 0));
+  s.Update(bytes.data(), 1000);
+  EXPECT_EQ(s.Digest(), XXH3_64bits(bytes.data(), 1000));
+  s.Update(bytes.data() + 1000, bytes.size() - 1000);
+  EXPECT_EQ(s.Digest(), XXH3_64bits(bytes.data(), bytes.size()));
+  s.Reset();
+  s.Update(bytes.data() + 5, 17);
+  EXPECT_EQ(s.Digest(), XXH3_64bits(bytes.data() + 5, 17));
+}
+
+}  // namespace
+}  // namespace railyard::checksum
