@@ -57,6 +57,9 @@ extern "C" {
 RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verify, void* arena, uint64_t arenaBytes,
                                       railyard_expert** out) {
   using namespace railyard;
+  // NULL on every failure, argument errors included (C API trial: those left it as it
+  // was), as railyard_snapshot_connect does.
+  if (out != nullptr) *out = nullptr;
   if (peer == nullptr || out == nullptr || arena == nullptr || arenaBytes == 0) {
     return BadArg("railyard_expert_open: NULL peer, arena or out, or a 0-byte arena");
   }

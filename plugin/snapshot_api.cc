@@ -150,6 +150,12 @@ int railyard_snapshot_connect(const char* host, unsigned short port, const char*
   bool byHost = false;
   std::string hostName;
   if (Status s = plugin::ParseTierHost(host, &byHost, &hostName); !s.ok()) return Fail(s);
+  if (!byHost && port == 0) {
+    // (C API trial: port 0 failed at the dial, as a network error, 2; the expert tier's
+    // "host:0" is an invalid argument.)
+    return Fail(InvalidArgument("railyard_snapshot_connect: port 0 (give the port railyardd printed as snapshot-port N, "
+                                "or host \"host:NAME\")"));
+  }
   fabric::RegistrationCache* cache = nullptr;
   fabric::Worker* worker = nullptr;
   storage::snapshot::ClientOptions o;
@@ -278,6 +284,7 @@ void railyard_snapshot_close(railyard_snapshot_t* s) {
   s->mu.lock();
   s->mu.unlock();
   delete s;
+  t_lastError.clear();  // as every call that does not fail (C API trial: the last failure stayed)
 }
 
 const char* railyard_snapshot_last_error(void) { return t_lastError.c_str(); }

@@ -67,9 +67,12 @@ enum {
   RAILYARD_EXPERT_ESTORE_CHANGED = 9,      /**< the peer's store changed under it */
   RAILYARD_EXPERT_ECHECKSUM_MISMATCH = 10, /**< a record's xxHash differs from the manifest */
   RAILYARD_EXPERT_EADMISSION_REFUSED = 11, /**< the peer's pin cap (RAILYARD_EXPERT_PIN_CAP) is full */
-  RAILYARD_EXPERT_EPROTOCOL = 12,          /**< a malformed message from the peer */
+  RAILYARD_EXPERT_EPROTOCOL = 12,          /**< a malformed message from the peer, or a port that is not an
+                                               expert store's (a snapshot peer's is named so) */
   RAILYARD_EXPERT_ESYSTEM = 13,            /**< a local syscall or registration failed */
-  RAILYARD_EXPERT_EINVALID_ARGUMENT = 14,  /**< NULL, zero bytes, bad transport value, overlapping arena slots */
+  RAILYARD_EXPERT_EINVALID_ARGUMENT = 14,  /**< NULL, zero bytes, bad transport value, overlapping arena slots;
+                                               at open also port 0, a host name that does not resolve, a
+                                               RAILYARD_* variable that does not parse (named) */
 };
 
 /** Transports a client may choose at open. */
@@ -157,7 +160,11 @@ RAILYARD_API const char* railyard_expert_error_name(int code);
  *
  * Return values: 0 on success, else a railyard error code equal to ncclResult_t
  * (2 system/network error, 4 invalid argument, 5 invalid usage, 6 remote error);
- * railyard_snapshot_last_error() then says what failed. Calls on one handle from
+ * railyard_snapshot_last_error() then says what failed, and a call that succeeds
+ * (close included) clears it. At connect: 4 for a NULL argument, a bad mode, port 0
+ * or a host name that does not resolve; 5 for a RAILYARD_* variable that does not
+ * parse (the message names it) or an arena the peer refuses; 6 for a port that is
+ * not a snapshot peer's (an expert store's is named so); 2 when nobody answers. Calls on one handle from
  * several threads are safe and run one at a time (a lock serialises them; each waits
  * for the one before); different handles are independent. After a network error a handle stays failed: close it.
  * A handle may rest between calls as long as its owner likes; a client that stops in

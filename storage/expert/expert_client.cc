@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -96,24 +97,41 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
     // The cause kept; the peer asked for named before the address dialed.
     return ExpertError(ExpertErrcOf(s), "expert peer " + who + ": " + WithoutPrefix(s));
   }
+  // The transport choice goes out before the hello is read: a store reads it after its
+  // hello and manifest (the socket keeps it meanwhile), and a port that waits for its
+  // client to speak first refuses it at once: a snapshot peer answers these 8 bytes
+  // with its refusal instead of both ends waiting out their timeouts (C API trial: 30 s,
+  // then PROTOCOL or PEER_LOST by which timeout came first). A send that fails shows
+  // as the hello's failure below, which names more.
+  ChooseMessage choose{};
+  choose.transport = options.transport;
+  (void)WireSend(c->fd_, &choose, sizeof choose, "expert peer " + who + " transport choice");
   HelloHeader hello{};
   if (Status s = WireRecv(c->fd_, &hello, sizeof hello, "expert peer " + who + " hello"); !s.ok()) {
     // An expert store speaks first, at once; a port that waits for the client to speak
-    // (a snapshot arena's, another protocol's) stays silent until the timeout (new-user
-    // trial: "peer silent (timeout)" and nothing more).
-    if (s.message().find("the peer closed the connection") != std::string::npos) {
+    // (another protocol's) stays silent until the timeout (new-user trial: "peer silent
+    // (timeout)" and nothing more). A store at its limits that closes before reading the
+    // choice sent above resets the connection instead of closing it.
+    const bool reset = s.message().find(std::strerror(ECONNRESET)) != std::string::npos;
+    if (reset || s.message().find("the peer closed the connection") != std::string::npos) {
       // A store at its connection limits closes a new connection before its hello (trial:
       // the client saw only PEER_LOST; a later one: only the 256 limit was named, not the
       // 64 per address); the store's log WARNs each such refusal.
-      return ExpertError(ExpertErrcOf(s), WithoutPrefix(s) + " before its hello: an expert store does so when it "
+      const std::string closed = reset ? "expert peer " + who + " hello: the peer closed the connection (a reset)"
+                                       : WithoutPrefix(s);
+      return ExpertError(ExpertErrcOf(s), closed + " before its hello: an expert store does so when it "
                                           "already serves its most clients at once (256), or its most from this "
                                           "address (64; its log WARNs \"refused a client\" saying which), or the "
                                           "port's service is not an expert store");
     }
     if (s.message().find("peer silent (timeout)") == std::string::npos) return s;
     return ExpertError(ExpertErrcOf(s), WithoutPrefix(s) + ": an expert store sends its hello as soon as it accepts, so "
-                                        "the peer is frozen or overloaded, or this port is not an expert store's (a "
-                                        "snapshot arena's port, or another service, waits for the client to speak first)");
+                                        "the peer is frozen or overloaded, or this port is not an expert store's (another "
+                                        "service, which waits for its client to speak first)");
+  }
+  if (hello.magic == 0x41535952) {  // "RYSA": a snapshot peer's handshake reply (storage/snapshot/snapshot_wire.h)
+    return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " is a snapshot peer's port (it answered with the "
+                                              "snapshot tier's handshake reply), not an expert store's");
   }
   if (hello.magic != kHelloMagic) return ExpertError(ExpertErrc::kProtocol, "expert peer " + who + " is not an expert store (bad hello magic)");
   if (hello.version != kWireVersion) {
@@ -136,9 +154,6 @@ Status ExpertClient::Open(const std::string& peer, const ClientOptions& options,
                                                          " bytes cannot hold one record (stride " +
                                                          std::to_string(c->manifest_.recordStride) + " bytes)");
   }
-  ChooseMessage choose{};
-  choose.transport = options.transport;
-  RY_RETURN_IF_ERROR(WireSend(c->fd_, &choose, sizeof choose, "expert peer " + who + " transport choice"));
   uint64_t payload = 0;
   RY_RETURN_IF_ERROR(ReadReply(c->fd_, who, &payload));
   if (options.transport == kTransportRead) {

@@ -301,7 +301,10 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_
     return refuse(ExpertError(ExpertErrc::kUnknownTransport,
                               "transport byte " + std::to_string(choose.transport) +
                                   (choose.transport == kTransportRead ? " (read): this peer serves no fabric Domain"
-                                                                      : " is not tcp (1) or read (2)")));
+                                   : std::memcmp(&choose, "RYSN", 4) == 0
+                                       ? " is not tcp (1) or read (2): a snapshot-tier client's handshake (this "
+                                         "port serves an expert store, not snapshot arenas)"
+                                       : " is not tcp (1) or read (2)")));
   }
   for (size_t i = 0; i < store_->manifest().layers.size(); ++i) {
     if (Status r = store_->CheckLayer(i); !r.ok()) return refuse(r);

@@ -4,6 +4,10 @@
 //   peer -> client  Hello   {magic "RYEX" u32, version u16, reserved u16, manifestBytes u32}
 //                           then the manifest JSON (<= kMaxManifestBytes)
 //   client -> peer  Choose  {transport u8 (kTransportTcp | kTransportRead), reserved[7]}
+//                           (sent at connect, before the client reads the Hello: the peer
+//                           reads it after sending its Hello and manifest; a port that
+//                           waits for its client to speak first, a snapshot peer's, then
+//                           refuses at once instead of both ends waiting out a timeout)
 //   peer -> client  Reply   {errc u8, reserved[3], textBytes u32, payloadBytes u64}, text
 //                           (why, when errc != 0), then for kTransportRead the payload:
 //                           {addrBytes u32, Worker address, layers u32,

@@ -44,6 +44,10 @@ Status RecvReplyHead(int fd, const std::string& peer) {
   std::memcpy(&magic, head, 4);
   std::memcpy(&version, head + 4, 2);
   std::memcpy(&code, head + 6, 2);
+  if (magic == 0x58455952) {  // "RYEX": an expert store's hello (storage/expert/expert_wire.h), sent at accept
+    return RemoteError("snapshot: " + peer + " is an expert store's port (it greeted with the expert tier's hello), "
+                       "not a snapshot peer's");
+  }
   if (magic != Reply::kMagic) return RemoteError("snapshot: " + peer + " is not a snapshot peer (bad reply magic)");
   if (code != 0) {
     std::vector<uint8_t> msg;

@@ -379,13 +379,24 @@ Status SnapshotServer::Handshake(int fd, Arena** arena, bool* listed, bool* clos
   bool eof = false;
   // The whole handshake within the timeout, not each byte (hostile-peer probe).
   const auto began = std::chrono::steady_clock::now();
-  RY_RETURN_IF_ERROR(proxy::RecvAllWithin(fd, hb.data(), hb.size(), "snapshot handshake", options_.timeoutMs, &eof));
+  // The magic first, refused at once when it is not ours: a client of another protocol
+  // that sends fewer bytes than a header (an expert-tier client's 8-byte transport
+  // choice) would otherwise wait with this peer for the rest until a timeout (C API
+  // trial: railyard_expert_open on a snapshot port took 30 s).
+  RY_RETURN_IF_ERROR(proxy::RecvAllWithin(fd, hb.data(), 4, "snapshot handshake", options_.timeoutMs, &eof));
   if (eof) {
     // Closed before a byte (a port probe, a health check): nothing to refuse (review: it
     // was logged as a refused client with "bad magic 0x00000000").
     *closedEarly = true;
     return Status::Ok();
   }
+  RY_RETURN_IF_ERROR(Header::CheckMagic(std::span<const uint8_t, 4>(hb.data(), 4)));
+  const int leftForHeader = options_.timeoutMs - static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                     std::chrono::steady_clock::now() - began).count());
+  RY_RETURN_IF_ERROR(proxy::RecvAllWithin(fd, hb.data() + 4, hb.size() - 4,
+                                          "snapshot handshake, the " + std::to_string(hb.size() - 4) +
+                                              " bytes after its magic",
+                                          std::max(leftForHeader, 1)));
   Header h;
   RY_RETURN_IF_ERROR(Header::Decode(hb, &h));
   *clientTimeoutMs = h.timeoutMs;
@@ -484,7 +495,16 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
   std::vector<uint8_t> rb = reply.Encode();
   iovec iov{rb.data(), rb.size()};
   bool overstayed = false;  // dropped for HoldsTooLong
-  if (proxy::SendAll(fd, &iov, 1, "snapshot reply").ok() && hs.ok()) {
+  const bool replied = proxy::SendAll(fd, &iov, 1, "snapshot reply").ok();
+  if (replied && !hs.ok()) {
+    // What a refused client sent past what was read is taken off the socket, so the close
+    // is a FIN after the reply, not a reset that could discard the reply at the client
+    // before it reads it (an expert-tier client's choice was read only in part).
+    std::array<uint8_t, 512> rest{};
+    while (::recv(fd, rest.data(), rest.size(), MSG_DONTWAIT) > 0) {
+    }
+  }
+  if (replied && hs.ok()) {
     for (;;) {
       // Between operations a client holds nothing here, and its handle may rest as long
       // as its owner likes (new-user trial: a handle idle for RAILYARD_TIMEOUT_MS was

@@ -68,15 +68,21 @@ std::array<uint8_t, Header::kBytes> Header::Encode() const {
   return b;
 }
 
-Status Header::Decode(std::span<const uint8_t, kBytes> b, Header* out) {
+Status Header::CheckMagic(std::span<const uint8_t, 4> b) {
   const uint32_t magic = Get<uint32_t>(&b[0]);
-  if (magic != kMagic) {
-    return InvalidArgument("snapshot handshake: bad magic 0x" + [&] {
-      char t[16];
-      std::snprintf(t, sizeof t, "%08x", magic);
-      return std::string(t);
-    }() + " (want \"RYSN\"): not a snapshot client");
-  }
+  if (magic == kMagic) return Status::Ok();
+  char t[16];
+  std::snprintf(t, sizeof t, "%08x", magic);
+  // An expert-tier client speaks first with its transport choice: 1 (tcp) or 2 (read),
+  // then zeros (storage/expert/expert_wire.h, ChooseMessage).
+  const bool expertChoice = (b[0] == 1 || b[0] == 2) && b[1] == 0 && b[2] == 0 && b[3] == 0;
+  return InvalidArgument(std::string("snapshot handshake: bad magic 0x") + t + " (want \"RYSN\"): " +
+                         (expertChoice ? "an expert-tier client (this port serves snapshot arenas, not an expert store)"
+                                       : "not a snapshot client"));
+}
+
+Status Header::Decode(std::span<const uint8_t, kBytes> b, Header* out) {
+  RY_RETURN_IF_ERROR(CheckMagic(b.first<4>()));
   Header h;
   h.version = Get<uint16_t>(&b[4]);
   if (h.version != kVersion) {

@@ -77,6 +77,10 @@ struct Header {
   /// for Mode::kList instead: no kind, zero sizes, no address.
   /// InvalidArgument naming the field; `out` unchanged on error.
   static Status Decode(std::span<const uint8_t, kBytes> bytes, Header* out);
+  /// The first check of Decode alone, on a header's first 4 bytes: InvalidArgument
+  /// naming the magic read (and, for an expert-tier client's transport choice, saying
+  /// so) unless it is "RYSN". The peer asks it before it waits for the rest.
+  static Status CheckMagic(std::span<const uint8_t, 4> first);
 };
 
 /// True when `kind` is 1..31 bytes of [A-Za-z0-9_.-].

@@ -501,7 +501,8 @@ TEST_F(SnapshotTest, MalformedHeadersAreRefusedNamingWhatDiffers) {
   EXPECT_NE(SendHeader(peer_->port(), with(56, {0, 0, 0, 0})).find("worker address"), std::string::npos);
   EXPECT_NE(SendHeader(peer_->port(), with(7, {1})).find("reserved byte 7"), std::string::npos);
   // A truncated header is refused; the peer still serves a good client afterwards.
-  EXPECT_NE(SendHeader(peer_->port(), std::vector<uint8_t>(good.begin(), good.begin() + 10)).find("after 10 of 64 bytes"),
+  EXPECT_NE(SendHeader(peer_->port(), std::vector<uint8_t>(good.begin(), good.begin() + 10))
+                .find("the 60 bytes after its magic: connection closed by peer after 6 of 60 bytes"),
             std::string::npos);
   SnapshotClient& c = Connect(Paging());
   PutAll(c, 1, 2);
