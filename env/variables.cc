@@ -497,12 +497,12 @@ const Variable kVariables[] = {
     {"RAILYARD_SWAP_SYNC", "int", "0", "", nullptr,
      "Snapshot tier: 1 = a committed blob is written through to the swap file and fdatasync'ed "
      "before the put returns, and survives a restart of the serving process (the index is rebuilt "
-     "from the file; records torn by a crash fail their XXH3-64 checksum and are dropped, never "
+     "from the file; records torn by a crash fail their checksum (XXH3-64) and are dropped, never "
      "served). 0 = the swap file is a cache only and starts empty; a swap file that an arena "
      "with 1 kept is refused (not emptied) until it is set to 1 again or the file is moved away, "
      "and a start with 1 empties a file only arenas with 0 kept (they do not tombstone removed blobs), "
      "whatever its blob size, and refuses one an arena with 1 kept for another blob size; "
-     "a swap file of an older format (version 1, which cannot say which kept it) is refused by either.",
+     "a swap file of another format version (1, 2: older builds) is refused by either, naming both.",
      0, 1, &ApplyInt<&Config::swapSync>},
     {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
      "CollNet collectives: bytes of one pipelined ring chunk, the size of one staging slot "

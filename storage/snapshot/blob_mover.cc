@@ -8,8 +8,8 @@
 #include <map>
 
 #include "env/log.h"
-#include "storage/checksum/xxh3.h"
 #include "proxy/fabric/quiet_wait.h"
+#include "storage/snapshot/blob_checksum.h"
 
 namespace railyard::storage::snapshot {
 namespace {
@@ -100,16 +100,16 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
   (void)cache_.AcquireLive(user, bytes, fabric::kAccessLocal, fabric::MemoryKind::kHost, &direct);  // false: stays nullptr
   const uint64_t directOffset = direct != nullptr ? reinterpret_cast<uint64_t>(user) - direct->base : 0;
   if (direct != nullptr) ++directMoves_;
-  ::railyard::checksum::Xxh3Stream hash;
+  LeafChecksum hash(user, bytes);
   struct Pending {
     uint64_t offset, bytes, slot;
   };
   std::map<uint64_t, Pending> inFlight;  // cookie -> chunk
   std::deque<uint64_t> freeSlots;
   for (uint64_t s = 0; s < slots_; ++s) freeSlots.push_back(s);
-  // Reads complete out of order; their bytes are hashed in blob order (a put's as posted).
-  std::map<uint64_t, uint64_t> doneReads;  // offset -> bytes
-  uint64_t hashedTo = 0;
+  // A leaf of the checksum is hashed once its bytes have all landed (reads complete
+  // out of order) or, for a put, been posted.
+  uint64_t hashedTo = 0;  // a put's bytes announced to `hash`
   uint64_t next = 0;
   uint64_t ready = gate ? 0 : bytes;  // the source's bytes that may be read yet
   Status result;
@@ -169,11 +169,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
       inFlight.erase(it);
       if (!write) {
         if (direct == nullptr) std::memcpy(user + p.offset, staging_ + p.slot * chunk, p.bytes);
-        doneReads[p.offset] = p.bytes;
-        for (auto d = doneReads.begin(); d != doneReads.end() && d->first == hashedTo; d = doneReads.erase(d)) {
-          hash.Update(user + d->first, d->second);
-          hashedTo += d->second;
-        }
+        hash.Landed(p.offset, p.bytes);
       }
       freeSlots.push_back(p.slot);
     }
@@ -184,7 +180,7 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
     // stays as it is for the whole call (a staging slot may be reused once its Write is
     // done).
     if (write && result.ok() && hashedTo < next) {
-      hash.Update(user + hashedTo, next - hashedTo);
+      hash.Landed(hashedTo, next - hashedTo);
       hashedTo = next;
     }
   }

@@ -38,8 +38,8 @@ Clock::time_point PagingArena::Beat::Wait(std::condition_variable& cv, std::uniq
 
 
 PagingArena::PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-                         const SwapRebuild& rebuild, int64_t slotWaitMs)
-    : slotWaitMs_(slotWaitMs), arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
+                         const SwapRebuild& rebuild, int64_t slotWaitMs, ChecksumPool* checksums)
+    : slotWaitMs_(slotWaitMs), checksums_(checksums), arena_(arena), blobBytes_(blobBytes), slots_(slots), swap_(std::move(swap)) {
   free_.reserve(slots);
   for (uint64_t s = slots; s > 0; --s) free_.push_back(static_cast<int64_t>(s - 1));
   for (const SwapRecord& r : rebuild.records) {
@@ -328,7 +328,8 @@ Status PagingArena::CheckCommit(PendingCommit& p) {
   // could reuse or drop it) come one after the other on its connection; the swap
   // record was allocated for this commit alone.
   const uint8_t* data = SlotData(p.slot);
-  if (BlobChecksum(data, blobBytes_) != p.checksum) {
+  const uint64_t sum = checksums_ != nullptr ? checksums_->Checksum(data, blobBytes_) : BlobChecksum(data, blobBytes_);
+  if (sum != p.checksum) {
     return InvalidArgument("commit of key " + std::to_string(p.key) +
                            ": the slot's bytes do not match the client's checksum (not every byte landed); "
                            "the blob was not stored");

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "env/status.h"
+#include "storage/snapshot/blob_checksum.h"
 #include "storage/snapshot/swap_file.h"
 
 namespace railyard::storage::snapshot {
@@ -73,8 +74,10 @@ class PagingArena {
   /// one to come free (other clients' gets and puts end within their own timeout),
   /// telling its `queued` (Alloc, Get) every so often meanwhile; a commit or remove
   /// waiting for a get's fault of its key tells its own the same way.
+  /// A commit's check hashes the slot with `checksums`' helper threads when given (the
+  /// server's, shared by its arenas; it outlives this arena), else alone.
   PagingArena(uint8_t* arena, uint64_t slots, uint64_t blobBytes, std::unique_ptr<SwapFile> swap,
-              const SwapRebuild& rebuild, int64_t slotWaitMs = 0);
+              const SwapRebuild& rebuild, int64_t slotWaitMs = 0, ChecksumPool* checksums = nullptr);
 
   /// See PagingQueued.
   using Queued = PagingQueued;
@@ -94,7 +97,7 @@ class PagingArena {
   /// `queued` (optional): see Queued.
   Status Alloc(uint64_t client, uint64_t key, uint64_t* offset, bool* busy = nullptr, const Queued& queued = {});
   /// Makes `client`'s slot for `key` the key's blob, after checking its bytes
-  /// against `checksum` (XXH3-64, BlobChecksum). With a sync swap file the blob is written
+  /// against `checksum` (BlobChecksum). With a sync swap file the blob is written
   /// through (durable) first. On any error the slot is reclaimed and the previous
   /// blob of the key (if any) is kept. InvalidUsage when `client` has no alloc for `key`.
   /// The hash and the write-through run outside the arena's lock; of two clients'
@@ -269,6 +272,7 @@ class PagingArena {
   std::deque<uint64_t> waiting_;       ///< tickets of TakeSlot's waiters, oldest first
   uint64_t nextTicket_ = 0;
   int64_t slotWaitMs_ = 0;
+  ChecksumPool* checksums_ = nullptr;
   std::function<void(uint64_t)> evictionWrite_;  ///< SetEvictionWriteSeen
   std::function<void(uint64_t)> faultRead_;      ///< SetFaultReadSeen
   uint64_t faultWaits_ = 0;                      ///< PagingStats::faultWaits

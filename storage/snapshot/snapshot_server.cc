@@ -199,8 +199,13 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
       // A client stopped mid-operation is dropped (its slots given back) within the
       // control timeout of its last request, and its key revoked first: a get or a put
       // finding every slot taken waits twice that.
+      if (!s->checksums_) {
+        s->checksums_ = std::make_unique<ChecksumPool>(
+            options.checksumHelpers >= 0 ? options.checksumHelpers
+                                         : DefaultChecksumHelpers(std::thread::hardware_concurrency()));
+      }
       raw->paging = std::make_unique<PagingArena>(raw->memory, spec.slots, spec.blobBytes, std::move(swap), rebuild,
-                                                  2 * static_cast<int64_t>(options.timeoutMs));
+                                                  2 * static_cast<int64_t>(options.timeoutMs), s->checksums_.get());
     }
   }
   s->progressThread_ = std::thread([p = s.get()] { p->ProgressLoop(); });

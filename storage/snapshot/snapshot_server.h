@@ -63,6 +63,9 @@ struct ServerOptions {
   /// Memory the arenas may take together, bytes: 0 = this host's physical memory
   /// (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE). A test sets it to check the refusal.
   uint64_t memoryBytes = 0;
+  /// Helper threads that hash a commit's slot with its connection thread (ChecksumPool),
+  /// shared by the paging arenas; -1 = DefaultChecksumHelpers(hardware threads), 0 = none.
+  int checksumHelpers = -1;
 };
 
 /// Refuses arenas that together need more than `memoryBytes` (0: the host's physical
@@ -132,6 +135,7 @@ class SnapshotServer {
   fabric::RegistrationCache& cache_;
   fabric::Worker& worker_;
   ServerOptions options_;
+  std::unique_ptr<ChecksumPool> checksums_;  ///< before arenas_: the arenas use it till they go
   std::map<std::string, std::unique_ptr<Arena>> arenas_;
   proxy::Fd listener_;
   uint16_t port_ = 0;

@@ -38,6 +38,9 @@ std::string ModeName(Mode mode);
 /// The client's packed Worker address (that many bytes, 1..kMaxAddressBytes) follows.
 struct Header {
   static constexpr uint32_t kMagic = 0x4e535952;  // "RYSN"
+  /// 8: the blob checksum (commit, get) is blob_checksum.h's, XXH3-64 of the blob's
+  /// 256 KiB leaves' XXH3-64s, which the peer checks with several threads (7 had the
+  /// XXH3-64 of the whole blob, one thread's work after the last byte landed).
   /// 7: a commit or a remove waiting at the peer for a get's fault of its key is
   /// answered kQueued as a queued alloc or get is (before, it heard nothing for as long
   /// as the fault took, and a version-6 client takes kQueued there as out of turn).
@@ -57,7 +60,7 @@ struct Header {
   /// 2: the blob checksums are XXH3-64 (1 had XXH64). A peer of another version is
   /// refused at the handshake, naming both, rather than failing every commit's checksum
   /// or waiting for a response that never comes.
-  static constexpr uint16_t kVersion = 7;
+  static constexpr uint16_t kVersion = 8;
   static constexpr size_t kBytes = 64;
   static constexpr size_t kMaxKindBytes = 31;
   static constexpr uint32_t kMaxAddressBytes = 4096;
@@ -145,7 +148,7 @@ enum class Op : uint32_t {
 const char* OpName(Op op);
 
 /// A request, exactly kBytes: op u32, reserved u32 (0), key u64, checksum u64
-/// (commit: XXH3-64 of the blob, BlobChecksum; else 0), reserved u64 (0).
+/// (commit: the blob checksum, BlobChecksum; else 0), reserved u64 (0).
 struct Request {
   static constexpr size_t kBytes = 32;
   Op op = Op::kGet;

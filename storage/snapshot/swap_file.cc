@@ -24,8 +24,10 @@ namespace {
 
 constexpr uint32_t kFileMagic = 0x46535952;    // "RYSF"
 constexpr uint32_t kRecordMagic = 0x52535952;  // "RYSR"
-/// 2: checksums are XXH3-64 (1 had XXH64: a version-1 file is refused, naming both).
-constexpr uint16_t kSwapVersion = 2;
+/// 3: a record's payload checksum is the blob checksum of blob_checksum.h (XXH3-64 of
+/// its 256 KiB leaves' XXH3-64s), 2 had the XXH3-64 of the whole payload; 2: checksums
+/// are XXH3-64 (1 had XXH64). A file of another version is refused, naming both.
+constexpr uint16_t kSwapVersion = 3;
 constexpr uint64_t kPage = 4096;
 /// A fault reads a record in pieces, hashing and announcing each as it lands, so the
 /// caller moves one piece on while the next comes off the disk: a quarter of the blob,
@@ -177,7 +179,6 @@ Status PwriteAll(int fd, const void* p, uint64_t n, uint64_t off, const std::str
 
 }  // namespace
 
-uint64_t BlobChecksum(const void* p, uint64_t n) { return ::railyard::checksum::Xxh3(p, n); }
 
 SwapFile::SwapFile(std::string path, int fd, uint64_t blobBytes, bool sync)
     : path_(std::move(path)), fd_(fd), blobBytes_(blobBytes), stride_(kPage + (blobBytes + kPage - 1) / kPage * kPage),
@@ -399,7 +400,7 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
   void* page = nullptr;
   if (::posix_memalign(&page, kPage, kPage) != 0) return SystemError("swap " + path_ + ": out of memory");
   std::unique_ptr<void, decltype(&std::free)> ownPage(page, &std::free);
-  ::railyard::checksum::Xxh3Stream hash;
+  LeafChecksum hash(out, blobBytes_);
   // The record in pieces, the header page with the first, each hashed while it is
   // still in cache and announced to `landed`.
   for (uint64_t done = 0; done < blobBytes_;) {
@@ -430,7 +431,7 @@ Status SwapFile::Read(int64_t slot, uint64_t key, uint64_t checksum, void* data,
                              " is torn or overwritten (header does not match)");
       }
     }
-    hash.Update(out + done, take);
+    hash.Landed(done, take);
     done += take;
     if (landed && done < blobBytes_) landed(done);
   }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "env/status.h"
+#include "storage/snapshot/blob_checksum.h"
 
 namespace railyard::storage::snapshot {
 
@@ -125,11 +126,5 @@ class SwapFile {
   int64_t end_ = 0;  ///< slots [0, end_) exist
   std::vector<int64_t> free_;
 };
-
-/// XXH3-64 (xxHash's XXH3_64bits, seed 0; checksum::Xxh3, at the CPU's widest vector
-/// width) of [p, p + n): the blob checksum of the swap records and of the control
-/// wire's commit and get (version 2 of both; 1 had XXH64, which ran at 10 GB/s here
-/// against XXH3's 14-19 with SSE2: docs/benchmarks.md).
-uint64_t BlobChecksum(const void* p, uint64_t n);
 
 }  // namespace railyard::storage::snapshot
