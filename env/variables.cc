@@ -502,7 +502,9 @@ const Variable kVariables[] = {
      "with 1 kept is refused (not emptied) until it is set to 1 again or the file is moved away, "
      "and a start with 1 empties a file only arenas with 0 kept (they do not tombstone removed blobs), "
      "whatever its blob size, and refuses one an arena with 1 kept for another blob size; "
-     "a swap file of another format version (1, 2: older builds) is refused by either, naming both.",
+     "a swap file of an older format is refused by either, naming its version (version 1, which cannot "
+     "say which kept it; version 2 when a sync arena kept it: its checksums are of another kind), "
+     "except a cache-only version-2 file, which either empties.",
      0, 1, &ApplyInt<&Config::swapSync>},
     {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
      "CollNet collectives: bytes of one pipelined ring chunk, the size of one staging slot "

@@ -300,6 +300,10 @@ int railyard_snapshot_list(const char* host, unsigned short port, railyard_snaps
   bool byHost = false;
   std::string hostName;
   if (Status s = plugin::ParseTierHost(host, &byHost, &hostName); !s.ok()) return Fail(s);
+  if (!byHost && port == 0) {
+    return Fail(InvalidArgument("railyard_snapshot_list: port 0 (give the port railyardd printed as snapshot-port N, "
+                                "or host \"host:NAME\")"));
+  }
   std::vector<storage::snapshot::ArenaInfo> list;
   if (byHost) {  // through the snapshot tunnel, as railyard_snapshot_connect; `port` unused
     plugin::TierClientFabric* f = nullptr;

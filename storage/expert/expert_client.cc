@@ -223,28 +223,24 @@ Status ExpertClient::BringUpFabric() {
   }
   // The Endpoint ends the Read within its own timeout (done or error); the bound here
   // is a backstop for a transport that broke that promise.
+  // The Read went on one socket: BringUpWait also lets the connection's others (a SYN
+  // retried) get their hellos out before the handle may rest (review: else a peer
+  // closed them past its RAILYARD_ACCEPT_TIMEOUT_MS).
   const int64_t backstopMs = 2 * static_cast<int64_t>(options_.timeoutMs);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(backstopMs);
   std::vector<fabric::Event> events;
-  while (std::chrono::steady_clock::now() < until) {
-    events.clear();
-    worker_->Progress(&events);
-    for (const fabric::Event& e : events) {
-      if (e.cookie != cookie) continue;
-      if (e.kind == fabric::EventKind::kError) {
-        return ExpertError(Withdrawn(e.error.errc) ? ExpertErrc::kStoreChanged : ExpertErrc::kPeerLost,
-                           what + e.error.ToString());
-      }
-      if (e.kind != fabric::EventKind::kDone) continue;
-      // The Read went on one socket: the connection's others (a SYN retried) get their
-      // hellos out too before the handle may rest (review: else a peer closed them
-      // past its RAILYARD_ACCEPT_TIMEOUT_MS). Best effort, bounded.
-      events.clear();
-      (void)fabric::ProgressUntilQuiet(*worker_, std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(3)),
-                                       &events);
+  const fabric::BringUpResult r =
+      fabric::BringUpWait(*worker_, *endpoint_, cookie, std::chrono::steady_clock::now() + std::chrono::milliseconds(backstopMs),
+                          std::chrono::seconds(3), &events);
+  switch (r.outcome) {
+    case fabric::BringUpResult::kDone:
       return Status::Ok();
-    }
-    if (Status es = endpoint_->status(); !es.ok()) return ExpertError(ExpertErrc::kPeerLost, what + es.message());
+    case fabric::BringUpResult::kOpFailed:
+      return ExpertError(Withdrawn(r.error.errc) ? ExpertErrc::kStoreChanged : ExpertErrc::kPeerLost,
+                         what + r.error.ToString());
+    case fabric::BringUpResult::kEndpointFailed:
+      return ExpertError(ExpertErrc::kPeerLost, what + r.endpointStatus.message());
+    case fabric::BringUpResult::kTimedOut:
+      break;
   }
   return ExpertError(ExpertErrc::kPeerLost, what + "no answer for " + std::to_string(backstopMs) + " ms");
 }

@@ -1,7 +1,11 @@
 #include "storage/snapshot/blob_checksum.h"
 
-#include <algorithm>
+#include <sched.h>
 
+#include <algorithm>
+#include <system_error>
+
+#include "env/log.h"
 #include "storage/checksum/xxh3.h"
 
 namespace railyard::storage::snapshot {
@@ -68,7 +72,15 @@ struct ChecksumPool::Job {
 };
 
 ChecksumPool::ChecksumPool(int helpers) {
-  for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { HelperLoop(); });
+  for (int i = 0; i < helpers; ++i) {
+    try {
+      threads_.emplace_back([this] { HelperLoop(); });
+    } catch (const std::system_error& e) {
+      RY_WARN("snapshot: a checksum helper thread could not start (%s); the commit checks run with %zu of %d", e.what(),
+              threads_.size(), helpers);
+      break;
+    }
+  }
 }
 
 ChecksumPool::~ChecksumPool() {
@@ -129,8 +141,13 @@ uint64_t ChecksumPool::Checksum(const void* p, uint64_t n) {
   return Root(job->digests);
 }
 
-int DefaultChecksumHelpers(unsigned hardwareThreads) {
-  return static_cast<int>(std::clamp<unsigned>(hardwareThreads / 2, 1, 8));
+int DefaultChecksumHelpers(unsigned cpus) { return static_cast<int>(std::clamp<unsigned>(cpus / 2, 1, 8)); }
+
+unsigned UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::thread::hardware_concurrency();
 }
 
 }  // namespace railyard::storage::snapshot

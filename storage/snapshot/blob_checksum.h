@@ -59,7 +59,8 @@ class LeafChecksum {
 /// them (destructor).
 class ChecksumPool {
  public:
-  /// `helpers` threads (0: every call hashes alone).
+  /// `helpers` threads (0: every call hashes alone). A thread the system refuses
+  /// (std::system_error) is warned about and the pool runs with those it got.
   explicit ChecksumPool(int helpers);
   ~ChecksumPool();
   ChecksumPool(const ChecksumPool&) = delete;
@@ -82,8 +83,12 @@ class ChecksumPool {
   std::vector<std::thread> threads_;
 };
 
-/// Helper threads for a peer on a host of `hardwareThreads` (std::thread::hardware_concurrency;
-/// 0 unknown): half of them, 1..8, leaving the rest to the fabric's and the control threads.
-int DefaultChecksumHelpers(unsigned hardwareThreads);
+/// Helper threads for a peer that may run on `cpus` CPUs (UsableCpus; 0 unknown): half of
+/// them, 1..8, leaving the rest to the fabric's and the control threads.
+int DefaultChecksumHelpers(unsigned cpus);
+
+/// The CPUs this process may run on (sched_getaffinity: a cpuset or taskset limits it),
+/// else std::thread::hardware_concurrency(); 0 when neither says.
+unsigned UsableCpus();
 
 }  // namespace railyard::storage::snapshot

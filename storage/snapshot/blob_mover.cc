@@ -61,22 +61,17 @@ Status BlobMover::Probe(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint
   RY_RETURN_IF_ERROR(ep.Write(fabric::LocalSlice{region_, 0, 0}, key, remoteAddr, cookie));
   // The Endpoint ends the Write within its own timeout (done or error); the bound here
   // is only a backstop for a transport that broke that promise.
-  const auto until = std::chrono::steady_clock::now() + kDrainBackstop;
-  while (std::chrono::steady_clock::now() < until) {
-    events_.clear();
-    worker_.Progress(&events_);
-    for (const fabric::Event& e : events_) {
-      if (e.cookie != cookie || (e.kind != fabric::EventKind::kDone && e.kind != fabric::EventKind::kError)) continue;
-      if (e.kind == fabric::EventKind::kError) return e.error.ToStatus();
-      // The Write went on one socket: the connection's others (a SYN retried) get
-      // their hellos out too, within the backstop, before the handle may rest
-      // (ProgressUntilQuiet). Best effort: a socket that never connects fails the call
-      // that needs it.
-      events_.clear();
-      (void)fabric::ProgressUntilQuiet(worker_, std::min(until, std::chrono::steady_clock::now() + kQuietBound), &events_);
+  const fabric::BringUpResult r =
+      fabric::BringUpWait(worker_, ep, cookie, std::chrono::steady_clock::now() + kDrainBackstop, kQuietBound, &events_);
+  switch (r.outcome) {
+    case fabric::BringUpResult::kDone:
       return Status::Ok();
-    }
-    if (!ep.status().ok()) return ep.status();
+    case fabric::BringUpResult::kOpFailed:
+      return r.error.ToStatus();
+    case fabric::BringUpResult::kEndpointFailed:
+      return r.endpointStatus;
+    case fabric::BringUpResult::kTimedOut:
+      break;
   }
   return SystemError("fabric probe: no completion within " + std::to_string(kDrainBackstop.count()) + " s");
 }
@@ -195,7 +190,8 @@ Status BlobMover::Move(bool write, fabric::Endpoint& ep, const fabric::RemoteKey
     for (const fabric::Event& e : events_) inFlight.erase(e.cookie);
     if (ep.Outstanding() == 0) break;
   }
-  if (checksum != nullptr) *checksum = hash.Digest();
+  // Only a whole transfer's: a failed one's bytes may still be landing (review).
+  if (checksum != nullptr && result.ok()) *checksum = hash.Digest();
   if (direct != nullptr) {
     if (inFlight.empty() || ep.Outstanding() == 0) {
       (void)cache_.Release(direct);

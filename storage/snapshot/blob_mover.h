@@ -39,7 +39,8 @@ class BlobMover {
 
   /// Writes `bytes` of `src` to [remoteAddr, + bytes) of `key`'s region over `ep`;
   /// returns once every byte has landed at the peer. `*checksum` (when given) gets
-  /// the blob checksum of the bytes (blob_checksum.h), leaf by leaf as they are posted.
+  /// the blob checksum of the bytes (blob_checksum.h), leaf by leaf as they are posted;
+  /// untouched when the call fails.
   Status Put(fabric::Endpoint& ep, const fabric::RemoteKey& key, uint64_t remoteAddr, const void* src,
              uint64_t bytes, uint64_t* checksum);
   /// How much of a Get's source may be read yet, for a source still being filled (a

@@ -199,10 +199,9 @@ Status SnapshotServer::Start(fabric::RegistrationCache& cache, fabric::Worker& w
       // A client stopped mid-operation is dropped (its slots given back) within the
       // control timeout of its last request, and its key revoked first: a get or a put
       // finding every slot taken waits twice that.
-      if (!s->checksums_) {
+      if (!s->checksums_ && spec.blobBytes >= kChecksumPoolMinBytes) {  // smaller blobs never use it
         s->checksums_ = std::make_unique<ChecksumPool>(
-            options.checksumHelpers >= 0 ? options.checksumHelpers
-                                         : DefaultChecksumHelpers(std::thread::hardware_concurrency()));
+            options.checksumHelpers >= 0 ? options.checksumHelpers : DefaultChecksumHelpers(UsableCpus()));
       }
       raw->paging = std::make_unique<PagingArena>(raw->memory, spec.slots, spec.blobBytes, std::move(swap), rebuild,
                                                   2 * static_cast<int64_t>(options.timeoutMs), s->checksums_.get());
@@ -505,8 +504,13 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
     // What a refused client sent past what was read is taken off the socket, so the close
     // is a FIN after the reply, not a reset that could discard the reply at the client
     // before it reads it (an expert-tier client's choice was read only in part).
+    // At most what a handshake could hold: a client that keeps sending does not keep this
+    // thread here (review).
     std::array<uint8_t, 512> rest{};
-    while (::recv(fd, rest.data(), rest.size(), MSG_DONTWAIT) > 0) {
+    size_t drained = 0;
+    for (ssize_t n; drained < Header::kBytes + Header::kMaxAddressBytes &&
+                    (n = ::recv(fd, rest.data(), rest.size(), MSG_DONTWAIT)) > 0;) {
+      drained += static_cast<size_t>(n);
     }
   }
   if (replied && hs.ok()) {

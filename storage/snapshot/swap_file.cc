@@ -248,6 +248,13 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
       return InvalidUsage("swap " + path + " is " + std::to_string(size) + " bytes whose first page is not a " +
                           "Railyard swap file header (another file, or a damaged one that may hold committed " +
                           "blobs): move it away to start empty (nothing was touched)");
+    } else if (fh.version == 2 && !durable) {
+      // Version 2 (the whole payload's XXH3-64) says whether a sync arena kept it: a
+      // cache-only one holds nothing durable and is emptied by either start, as one of
+      // this version would be (review: every default arena refused to start after the
+      // format change until its file was moved away).
+      fresh = true;
+      rebuild->cacheOnlyDiscarded = true;
     } else if (fh.version != kSwapVersion) {
       return InvalidUsage("swap " + path + " holds version " + std::to_string(fh.version) + " records (this arena " +
                           "writes version " + std::to_string(kSwapVersion) + ") and may hold committed blobs: move " +

@@ -809,7 +809,7 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
 // without the polite shutdown, whose reply would cost a second timeout (new-user trial:
 // 6.2 s with RAILYARD_TIMEOUT_MS=3000), saying what the silence may mean. The peer's side
 // of the connection then reads the client's close and not one byte before it.
-TEST(ExpertPeer, ASilentPeerFailsTheOpenAndIsSentNothing) {
+TEST(ExpertPeer, ASilentPeerFailsTheOpenAndIsSentOnlyTheTransportChoice) {
   std::unique_ptr<fabric::Domain> d;
   ASSERT_TRUE(testing::LoopbackDomain(false, 2000, &d).ok());
   fabric::RegistrationCache cache(*d);

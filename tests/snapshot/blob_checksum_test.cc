@@ -86,6 +86,19 @@ TEST(BlobChecksum, LeafByLeafInAnyOrderIsTheSame) {
   }
 }
 
+TEST(BlobChecksum, ALeafIsHashedWhenItsLastByteIsAnnounced) {
+  // Bytes changed after their leaf was whole no longer count: it was hashed then.
+  std::vector<uint8_t> b = Bytes(2 * kChecksumLeafBytes, 6);
+  const uint64_t before = BlobChecksum(b.data(), b.size());
+  LeafChecksum c(b.data(), b.size());
+  c.Landed(kChecksumLeafBytes, kChecksumLeafBytes);  // leaf 1, whole
+  c.Landed(0, 10);                                    // leaf 0, not yet
+  b[kChecksumLeafBytes + 5] ^= 1;                     // too late for leaf 1
+  c.Landed(10, kChecksumLeafBytes - 10);              // leaf 0 whole now, as it is
+  EXPECT_EQ(c.Digest(), before);
+  EXPECT_NE(BlobChecksum(b.data(), b.size()), before) << "the test's change must count for a fresh hash";
+}
+
 TEST(BlobChecksum, DigestHashesWhatWasNeverAnnounced) {
   const std::vector<uint8_t> b = Bytes(2 * kChecksumLeafBytes + 3, 5);
   LeafChecksum c(b.data(), b.size());
@@ -131,6 +144,7 @@ TEST(BlobChecksum, DefaultHelpersAreHalfTheHardwareThreadsFromOneToEight) {
   EXPECT_EQ(DefaultChecksumHelpers(2), 1);
   EXPECT_EQ(DefaultChecksumHelpers(12), 6);
   EXPECT_EQ(DefaultChecksumHelpers(128), 8);
+  EXPECT_GE(UsableCpus(), 1u);
 }
 
 }  // namespace

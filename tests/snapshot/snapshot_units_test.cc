@@ -585,6 +585,45 @@ TEST(SwapFileLock, AVersionOneFileIsRefusedByEitherStartAndKept) {
   }
 }
 
+// Version 2 (the whole payload's XXH3-64 as record checksum) has the durable flag: a
+// cache-only file of it is emptied by either start, as one of this version is; a
+// durable one is refused, naming version 2, and left as it was (review: every default
+// arena refused to start after the format change).
+TEST(SwapFileLock, AVersionTwoFileIsEmptiedWhenCacheOnlyAndRefusedWhenDurable) {
+  for (const uint16_t flags : {uint16_t{0}, uint16_t{1}}) {
+    for (const bool sync : {true, false}) {
+      SCOPED_TRACE(std::string(flags ? "durable file, " : "cache-only file, ") + (sync ? "sync start" : "cache-only start"));
+      const SwapDir d;
+      const std::string path = d.dir + "/railyard-snapshot-kv.swap";
+      {
+        std::vector<char> file(3 * 4096, 'r');
+        const uint32_t magic = 0x46535952;  // "RYSF"
+        const uint16_t version = 2;
+        const uint64_t blob = SwapDir::kBlob;
+        std::memcpy(file.data(), &magic, 4);
+        std::memcpy(file.data() + 4, &version, 2);
+        std::memcpy(file.data() + 6, &flags, 2);
+        std::memcpy(file.data() + 8, &blob, 8);
+        std::ofstream(path, std::ios::binary).write(file.data(), static_cast<std::streamsize>(file.size()));
+      }
+      std::unique_ptr<SwapFile> f;
+      SwapRebuild rebuild;
+      const Status st = SwapFile::Open(d.dir, "kv", SwapDir::kBlob, sync, &f, &rebuild);
+      if (flags == 0) {
+        ASSERT_TRUE(st.ok()) << st.message();
+        EXPECT_TRUE(rebuild.cacheOnlyDiscarded);
+        EXPECT_TRUE(rebuild.records.empty());
+        EXPECT_EQ(std::filesystem::file_size(path), 4096u);  // the new header page only
+      } else {
+        EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
+        EXPECT_NE(st.message().find("version 2"), std::string::npos) << st.message();
+        EXPECT_EQ(f, nullptr);
+        EXPECT_EQ(std::filesystem::file_size(path), 3u * 4096);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace railyard::storage::snapshot
 
