@@ -554,23 +554,26 @@ TEST(SwapFileLock, ADamagedHeaderOrALinkIsRefusedAndATruncatedRecordIsTorn) {
   EXPECT_EQ(std::filesystem::file_size(elsewhere), whole - 100);
 }
 
+// A swap file of an older format at `path`: its header's magic "RYSF", `version`,
+// `flags` (1 = kept by a sync arena) and SwapDir::kBlob, then a record's worth of bytes.
+void WriteOldSwapFile(const std::string& path, uint16_t version, uint16_t flags) {
+  std::vector<char> file(3 * 4096, 'r');  // a header page and a record's worth of bytes
+  const uint32_t magic = 0x46535952;      // "RYSF"
+  const uint64_t blob = SwapDir::kBlob;
+  std::memcpy(file.data(), &magic, 4);
+  std::memcpy(file.data() + 4, &version, 2);
+  std::memcpy(file.data() + 6, &flags, 2);
+  std::memcpy(file.data() + 8, &blob, 8);
+  std::ofstream(path, std::ios::binary).write(file.data(), static_cast<std::streamsize>(file.size()));
+}
+
 // Version 1 files had no durable flag (the field was reserved, 0), so a sync arena's
 // version-1 file looks like a cache-only one: neither a sync nor a cache-only start
 // may empty it. Both refuse it, naming the version, and leave it as it was.
 TEST(SwapFileLock, AVersionOneFileIsRefusedByEitherStartAndKept) {
   const SwapDir d;
   const std::string path = d.dir + "/railyard-snapshot-kv.swap";
-  {
-    std::vector<char> file(3 * 4096, 'r');  // a header page and a record's worth of bytes
-    const uint32_t magic = 0x46535952;      // "RYSF"
-    const uint16_t version = 1, flags = 0;
-    const uint64_t blob = SwapDir::kBlob;
-    std::memcpy(file.data(), &magic, 4);
-    std::memcpy(file.data() + 4, &version, 2);
-    std::memcpy(file.data() + 6, &flags, 2);
-    std::memcpy(file.data() + 8, &blob, 8);
-    std::ofstream(path, std::ios::binary).write(file.data(), static_cast<std::streamsize>(file.size()));
-  }
+  WriteOldSwapFile(path, /*version=*/1, /*flags=*/0);
   for (const bool sync : {true, false}) {
     SCOPED_TRACE(sync ? "sync" : "cache-only");
     std::unique_ptr<SwapFile> f;
@@ -595,17 +598,7 @@ TEST(SwapFileLock, AVersionTwoFileIsEmptiedWhenCacheOnlyAndRefusedWhenDurable) {
       SCOPED_TRACE(std::string(flags ? "durable file, " : "cache-only file, ") + (sync ? "sync start" : "cache-only start"));
       const SwapDir d;
       const std::string path = d.dir + "/railyard-snapshot-kv.swap";
-      {
-        std::vector<char> file(3 * 4096, 'r');
-        const uint32_t magic = 0x46535952;  // "RYSF"
-        const uint16_t version = 2;
-        const uint64_t blob = SwapDir::kBlob;
-        std::memcpy(file.data(), &magic, 4);
-        std::memcpy(file.data() + 4, &version, 2);
-        std::memcpy(file.data() + 6, &flags, 2);
-        std::memcpy(file.data() + 8, &blob, 8);
-        std::ofstream(path, std::ios::binary).write(file.data(), static_cast<std::streamsize>(file.size()));
-      }
+      WriteOldSwapFile(path, /*version=*/2, flags);
       std::unique_ptr<SwapFile> f;
       SwapRebuild rebuild;
       const Status st = SwapFile::Open(d.dir, "kv", SwapDir::kBlob, sync, &f, &rebuild);
