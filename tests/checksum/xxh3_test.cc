@@ -41,8 +41,11 @@ TEST(Xxh3, TheChosenKernelIsTheWidestTheCpuRuns) {
   EXPECT_EQ(k.back(), &Xxh3PortableKernels());
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) {
-    EXPECT_STRNE(Xxh3Kernel(), "sse2");
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_STREQ(Xxh3Kernel(), "avx512");
+    EXPECT_EQ(k.size(), 3u);  // avx512, avx2, sse2: every kernel runs, and EveryKernel* checks each
+  } else if (__builtin_cpu_supports("avx2")) {
+    EXPECT_STREQ(Xxh3Kernel(), "avx2");
   }
 #endif
 }
