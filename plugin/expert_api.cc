@@ -46,7 +46,7 @@ int Report(const Status& s) {
   return static_cast<int>(railyard::expert::ExpertErrcOf(s));
 }
 
-int BadArg(const char* what) {
+int BadArg(const std::string& what) {
   return Report(railyard::expert::ExpertError(ExpertErrc::kInvalidArgument, what));
 }
 
@@ -101,7 +101,11 @@ RAILYARD_API int railyard_expert_open(const char* peer, int transport, int verif
     return Report(Status::Ok());
   }
   if (Status s = plugin::AcquireExpertFabric(*cfg, peer, &h->lease); !s.ok()) {
-    return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
+    // This host's configuration (a RAILYARD_SOCKET_IFNAME naming no interface, no rails)
+    // is INVALID_ARGUMENT, as for the host:NAME path above; the rest SYSTEM (new-user
+    // trial: a bad interface name was SYSTEM here, INVALID_USAGE for the snapshot tier).
+    const bool config = s.code() == Code::kInvalidUsage || s.code() == Code::kInvalidArgument;
+    return Report(expert::ExpertError(config ? ExpertErrc::kInvalidArgument : ExpertErrc::kSystem, s.message()));
   }
   if (transport == RAILYARD_EXPERT_TRANSPORT_READ) {
     if (Status s = h->lease.domain->CreateWorker(&h->worker); !s.ok()) return Report(expert::ExpertError(ExpertErrc::kSystem, s.message()));
@@ -132,7 +136,11 @@ RAILYARD_API int railyard_expert_manifest(const railyard_expert* h, char* buf, s
   if (h == nullptr) return BadArg("railyard_expert_manifest: NULL handle");
   const size_t n = h->manifestJson.size() + 1;
   if (needed) *needed = n;
-  if (buf == nullptr || bytes < n) return BadArg("railyard_expert_manifest: buffer smaller than the manifest (see *needed)");
+  if (buf == nullptr || bytes < n) {
+    // (New-user trial: "see *needed" with `needed` NULL.)
+    return BadArg("railyard_expert_manifest: a buffer of " + std::to_string(bytes) + " bytes is smaller than the manifest (" +
+                  std::to_string(n) + " bytes with its NUL)" + (needed ? ", which *needed now holds" : ""));
+  }
   std::memcpy(buf, h->manifestJson.c_str(), n);
   return Report(Status::Ok());
 }

@@ -93,6 +93,9 @@ class ExpertClient:
 
     def __init__(self, peer, arena, transport="read", verify=True):
         self._lib = _bind()
+        if not isinstance(peer, str):
+            # (New-user trial: None or bytes raised a bare AttributeError from .encode.)
+            raise TypeError(f"peer must be a str \"host:port\" or \"host:NAME\", not {type(peer).__name__}")
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r} is not one of {sorted(TRANSPORTS)}")
         addr, nbytes, self._keep = _writable_address(arena)

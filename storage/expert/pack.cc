@@ -148,8 +148,10 @@ Status PlanPack(const std::vector<CheckpointTensor>& tensors, const PackOptions&
     for (uint64_t e = 0; e < nExperts; ++e) {
       auto it = es.find(e);
       if (it == es.end()) {
-        return PackBad("layer " + std::to_string(l) + " is missing expert " + std::to_string(e) + " (other layers have " +
-                   std::to_string(nExperts) + " experts)");
+        // (New-user trial: "other layers have 3 experts" for a checkpoint of one layer.)
+        return PackBad("layer " + std::to_string(l) + " is missing expert " + std::to_string(e) +
+                       " (the checkpoint numbers its experts up to " + std::to_string(nExperts - 1) +
+                       ", and every layer needs each of 0.." + std::to_string(nExperts - 1) + ")");
       }
       auto& rec = layerSources.emplace_back();
       for (size_t k = 0; k < names.size(); ++k) {

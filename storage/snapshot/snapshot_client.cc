@@ -33,6 +33,11 @@ Status RecvBlock(int fd, uint32_t maxBytes, const char* what, std::vector<uint8_
 Status RecvReplyHead(int fd, const std::string& peer) {
   uint8_t head[8];
   if (Status s = proxy::RecvAll(fd, head, sizeof head, "snapshot handshake reply from " + peer); !s.ok()) {
+    if (s.message().find("timed out") != std::string::npos) {
+      // Silence is not the limits' doing (new-user trial: it was blamed on them).
+      return Status(s.code(), s.message() + ": a snapshot server answers a handshake at once, so the peer is frozen or "
+                                            "overloaded, or this port is not a snapshot server's");
+    }
     // A server at its connection limits closes a new connection unanswered (C API
     // trial: "Connection reset by peer" and nothing more).
     return Status(s.code(), s.message() + ": a snapshot server closes a connection unanswered when it already serves "

@@ -236,7 +236,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
   app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
   app.footer(
-      "Exit status: 0 stopped by SIGTERM/SIGINT (serve), or the graph printed (--wait-hosts); 1 --wait-hosts\n"
+      "Exit status: 0 stopped by SIGTERM/SIGINT/SIGHUP (serve), or the graph printed (--wait-hosts); 1 --wait-hosts\n"
       "timed out or was interrupted (the graph so far is printed); 2 usage or configuration error (a bad flag or\n"
       "RAILYARD_* value, an unusable cluster key, an expert store that cannot be served, another railyardd on\n"
       "this host); 3 no rail: no port qualifies now (at boot the rails' addresses may come later: the systemd\n"
@@ -488,6 +488,7 @@ int Run(int argc, char** argv) {
   if (expertOnly || snapshotOnly) {  // a tier (or both) served alone
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);
+    std::signal(SIGHUP, OnSignal);  // a closed terminal or SSH session stops it cleanly (new-user trial: rc 129)
     while (!g_stop) ::poll(nullptr, 0, 100);
     if (expertServer) expertServer->Stop();
     return 0;
@@ -536,6 +537,7 @@ int Run(int argc, char** argv) {
   const topology::CablingAgent* cabling = &router->Agent();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  std::signal(SIGHUP, OnSignal);
   // Answers a second railyardd (it is refused, told this one's pid).
   std::atomic<bool> seatStop{false};
   std::thread seatThread([&] {
