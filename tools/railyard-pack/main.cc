@@ -11,6 +11,7 @@
 // failed; 2 bad arguments; 128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it
 // (the partial directory removed).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -49,6 +50,14 @@ std::string OutputRefusal(const std::string& outDir) {
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {
     return "output " + outDir + ": its directory " + parent.string() + " is not writable: " + std::strerror(errno);
   }
+  // access() answers yes for root where a directory still cannot be made (/proc, a file
+  // system that refuses it): one is made and removed (new-user trial: the plan was
+  // printed, then the run failed at its mkdir).
+  const std::string probe = outDir + ".probe-" + std::to_string(::getpid());
+  if (::mkdir(probe.c_str(), 0700) != 0) {
+    return "output " + outDir + ": a directory cannot be made in " + parent.string() + ": " + std::strerror(errno);
+  }
+  (void)::rmdir(probe.c_str());
   return "";
 }
 
