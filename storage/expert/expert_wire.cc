@@ -76,6 +76,13 @@ Status ParseHostPort(const std::string& peer, std::string* host, uint16_t* port,
   }
   if ((v == 0 && !allowZero) || v > 65535) return ExpertError(ExpertErrc::kInvalidArgument, "peer '" + peer + "' port outside 1..65535");
   *host = peer.substr(0, colon);
+  if (host->find_first_of(":[]") != std::string::npos) {
+    // Not handed to the resolver (new-user trial: "[::1]:7000" and "a:7000:5" were
+    // "cannot resolve peer host").
+    return ExpertError(ExpertErrc::kInvalidArgument,
+                       "peer '" + peer + "' is not host:port: its host '" + *host +
+                           "' holds ':' or brackets (the tiers speak IPv4: a dotted quad or a host name)");
+  }
   *port = static_cast<uint16_t>(v);
   return Status::Ok();
 }

@@ -26,6 +26,12 @@ Status ConnectControl(const std::string& host, uint16_t port, int timeoutMs, pro
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
+  if (host.find_first_of(":[]") != std::string::npos) {
+    // Not handed to the resolver (new-user trial: an IPv6 address was "cannot resolve").
+    return InvalidArgument("snapshot: peer host '" + host +
+                           "' holds ':' or brackets: the tiers speak IPv4 (a dotted quad or a host name); the port is "
+                           "its own argument");
+  }
   if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
     // A host name, as the expert tier takes ("localhost", an /etc/hosts name: new-user
     // trial), resolved to its first IPv4 address.

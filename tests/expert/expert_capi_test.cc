@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "railyard/expert.hpp"
+#include "railyard/railyard.h"
 #include "storage/expert/expert_server.h"
 #include "tests/expert/expert_test_util.h"
 
@@ -66,6 +67,28 @@ TEST(ExpertCApi, WrapperFetchesAndNamesErrors) {
   EXPECT_NE(std::string(railyard_expert_last_error()), "");  // the failed open's
   EXPECT_EQ(railyard_expert_close(nullptr), 0);
   EXPECT_STREQ(railyard_expert_last_error(), "") << "a successful close(NULL) clears it, as every successful call";
+}
+
+// Peer strings neither tier can dial are refused as such, before any resolver sees them
+// (new-user trial: "[::1]:7000" and "a:7000:5" were "cannot resolve peer host").
+TEST(ExpertCApi, PeerStringsTheTiersCannotDialAreRefusedUnresolved) {
+  char arena[64];
+  for (const char* peer : {"[::1]:7000", "127.0.0.1:7000:5", "::1:7000"}) {
+    railyard_expert* h = nullptr;
+    EXPECT_EQ(railyard_expert_open(peer, RAILYARD_EXPERT_TRANSPORT_TCP, 1, arena, sizeof arena, &h),
+              RAILYARD_EXPERT_EINVALID_ARGUMENT)
+        << peer;
+    EXPECT_EQ(h, nullptr);
+    EXPECT_NE(std::string(railyard_expert_last_error()).find("holds ':' or brackets"), std::string::npos)
+        << railyard_expert_last_error();
+  }
+  for (const char* host : {"::1", "[::1]"}) {
+    railyard_snapshot_t* s = nullptr;
+    EXPECT_EQ(railyard_snapshot_connect(host, 7000, "kv", RAILYARD_SNAPSHOT_RAW, 4096, 4096, &s), 4) << host;
+    EXPECT_EQ(s, nullptr);
+    EXPECT_NE(std::string(railyard_snapshot_last_error()).find("holds ':' or brackets"), std::string::npos)
+        << railyard_snapshot_last_error();
+  }
 }
 
 }  // namespace
