@@ -119,6 +119,9 @@ struct Config {
   /// RAILYARD_SWAP_SYNC: 1 = every committed snapshot blob is written through to the
   /// swap file and fdatasync'ed, and survives a restart; 0 = the swap is a cache only.
   int swapSync = 0;
+  /// RAILYARD_XXH3_KERNEL: "auto" (the widest the CPU runs), "avx512", "avx2", "sse2" or
+  /// "portable" (the build's own target: SSE2 on x86-64, NEON on aarch64): the tiers' XXH3-64.
+  std::string xxh3Kernel;
 
   // --- CollNet collectives: proxy/collectives/coll_comm.h --------------------------
   /// RAILYARD_COLLNET_CHUNK_BYTES: bytes of one pipelined ring chunk (one staging slot).

@@ -223,6 +223,17 @@ Status ApplyAddrRange(const Variable& var, const char* source, std::string_view 
   return Status::Ok();
 }
 
+Status ApplyXxh3Kernel(const Variable& var, const char* source, std::string_view value, Config* out) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v != "auto" && v != "avx512" && v != "avx2" && v != "sse2" && v != "portable") {
+    return InvalidUsage(std::string(source) + "='" + std::string(value) + "' is not one of " + var.accepted +
+                        AliasNote(var, source));
+  }
+  out->xxh3Kernel = v;
+  return Status::Ok();
+}
+
 Status ApplySwapDir(const Variable&, const char*, std::string_view value, Config* out) {
   out->swapDir = std::string(value);
   return Status::Ok();
@@ -506,6 +517,13 @@ const Variable kVariables[] = {
      "say which kept it; version 2 when a sync arena kept it: its checksums are of another kind), "
      "except a cache-only version-2 file, which either empties.",
      0, 1, &ApplyInt<&Config::swapSync>},
+    {"RAILYARD_XXH3_KERNEL", "enum", "auto", "", nullptr,
+     "Both tiers' checksum (XXH3-64, the same value from every kernel): the vector code that "
+     "computes it. auto = the widest this CPU runs (AVX-512F, else AVX2, else the build's own: "
+     "SSE2 on x86-64, NEON on aarch64); a named kernel the CPU cannot run is warned about and "
+     "auto used. For a CPU that lowers its clock under AVX-512 (Skylake-SP) while other work "
+     "shares its cores: avx2. The kernel in use is logged at INFO (RAILYARD_DEBUG=INFO).",
+     0, 0, &ApplyXxh3Kernel, "auto, avx512, avx2, sse2, portable"},
     {"RAILYARD_COLLNET_CHUNK_BYTES", "bytes", "512K", "bytes", nullptr,
      "CollNet collectives: bytes of one pipelined ring chunk, the size of one staging slot "
      "(the same on every rank: connect checks it); a multiple of 8. Accepts K, M, G suffixes.",

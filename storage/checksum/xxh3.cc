@@ -8,6 +8,10 @@
 #include "storage/checksum/xxh3_kernel_body.h"
 
 #include <new>
+#include <string>
+
+#include "env/config.h"
+#include "env/log.h"
 
 #include "storage/checksum/xxh3.h"
 
@@ -33,12 +37,38 @@ const Runnable& RunnableSet() {
   return r;
 }
 
+/// RAILYARD_XXH3_KERNEL's choice (auto when the configuration does not parse: whoever
+/// loads it reports that), told once.
+const Xxh3Kernels& ChooseFromConfig() {
+  const env::Config* config = nullptr;
+  const std::string wanted = env::Load(&config).ok() ? config->xxh3Kernel : "auto";
+  std::string note;
+  const Xxh3Kernels& k = ChooseXxh3Kernel(wanted, RunnableSet().kernels, RunnableSet().count, &note);
+  if (!note.empty()) RY_WARN("%s", note.c_str());
+  RY_INFO(log::kEnv, "XXH3-64 checksums: the %s kernel (RAILYARD_XXH3_KERNEL=%s)", k.name, wanted.c_str());
+  return k;
+}
+
 const Xxh3Kernels& Chosen() {
-  static const Xxh3Kernels& k = *RunnableSet().kernels[0];
+  static const Xxh3Kernels& k = ChooseFromConfig();
   return k;
 }
 
 }  // namespace
+
+const Xxh3Kernels& ChooseXxh3Kernel(std::string_view wanted, const Xxh3Kernels* const* runnable, int count,
+                                    std::string* note) {
+  if (wanted == "auto") return *runnable[0];
+  if (wanted == "portable") return *runnable[count - 1];
+  for (int i = 0; i < count; ++i) {
+    if (wanted == runnable[i]->name) return *runnable[i];
+  }
+  std::string have;
+  for (int i = 0; i < count; ++i) have += std::string(i > 0 ? ", " : "") + runnable[i]->name;
+  *note = "RAILYARD_XXH3_KERNEL=" + std::string(wanted) + ": this CPU runs only " + have + "; using " +
+          runnable[0]->name;
+  return *runnable[0];
+}
 
 const Xxh3Kernels* const* Xxh3RunnableKernels(int* count) {
   *count = RunnableSet().count;

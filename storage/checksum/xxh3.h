@@ -16,7 +16,7 @@ uint64_t Xxh3(const void* p, uint64_t n);
 /// The kernel Xxh3 and Xxh3Stream use in this process: "avx512", "avx2", "sse2" (x86-64)
 /// or "portable" (xxHash's choice for the build's target: NEON on aarch64). Chosen
 /// once, at the first call, from the CPU (and whether the OS saves its vector state:
-/// GCC's __builtin_cpu_supports asks both).
+/// GCC's __builtin_cpu_supports asks both) and RAILYARD_XXH3_KERNEL (env/config.h).
 const char* Xxh3Kernel();
 
 /// XXH3-64 of bytes given in pieces, in order: the same value as Xxh3 of them all in

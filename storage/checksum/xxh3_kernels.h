@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace railyard::checksum {
 
@@ -31,5 +33,12 @@ const Xxh3Kernels& Xxh3Avx512Kernels();  ///< compiled with -mavx512f; only wher
 /// The kernels this CPU can run, widest first (at least the portable one).
 /// `count` gets how many; the array lives for the process.
 const Xxh3Kernels* const* Xxh3RunnableKernels(int* count);
+
+/// The kernel RAILYARD_XXH3_KERNEL's value `wanted` asks for among `runnable` (`count`
+/// of them, widest first, the build's own last): "auto" the first, "portable" the last,
+/// another name the kernel of that name. A name none of them has (the CPU cannot run it,
+/// or an unknown one) gets the first, and `*note` says so (else it is left empty).
+const Xxh3Kernels& ChooseXxh3Kernel(std::string_view wanted, const Xxh3Kernels* const* runnable, int count,
+                                    std::string* note);
 
 }  // namespace railyard::checksum

@@ -71,7 +71,7 @@ struct ChecksumPool::Job {
   std::condition_variable cv;
 };
 
-ChecksumPool::ChecksumPool(int helpers) {
+ChecksumPool::ChecksumPool(int helpers, Caller caller) : caller_(caller) {
   for (int i = 0; i < helpers; ++i) {
     try {
       threads_.emplace_back([this] { HelperLoop(); });
@@ -92,9 +92,11 @@ ChecksumPool::~ChecksumPool() {
   for (std::thread& t : threads_) t.join();
 }
 
-void ChecksumPool::Work(Job& job) {
+void ChecksumPool::Work(Job& job, std::atomic<uint64_t>* count) {
   for (uint64_t i; (i = job.next.fetch_add(1)) < job.leaves;) {
     job.digests[i] = LeafDigest(job.p, job.n, i);
+    // Counted before `done`: a caller that saw its blob done sees the count too.
+    if (count != nullptr) count->fetch_add(1, std::memory_order_relaxed);
     if (job.done.fetch_add(1) + 1 == job.leaves) {
       std::lock_guard<std::mutex> lock(job.mu);  // the caller's wait sees it
       job.cv.notify_all();
@@ -111,7 +113,7 @@ void ChecksumPool::HelperLoop() {
       if (stop_) return;
       job = jobs_.front();
     }
-    Work(*job);
+    Work(*job, &helperLeaves_);
     std::lock_guard<std::mutex> lock(mu_);  // every leaf taken: off the queue
     if (!jobs_.empty() && jobs_.front() == job) jobs_.pop_front();
   }
@@ -130,12 +132,12 @@ uint64_t ChecksumPool::Checksum(const void* p, uint64_t n) {
     jobs_.push_back(job);
   }
   cv_.notify_all();
-  Work(*job);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  if (caller_ == Caller::kHashesToo) {
+    Work(*job, nullptr);
+    std::lock_guard<std::mutex> lock(mu_);  // every leaf taken: off the queue, if no helper popped it
     auto it = std::find(jobs_.begin(), jobs_.end(), job);
     if (it != jobs_.end()) jobs_.erase(it);
-  }
+  }  // else the helper that finds it has no leaf left pops it
   std::unique_lock<std::mutex> lock(job->mu);
   job->cv.wait(lock, [&] { return job->done.load() == job->leaves; });
   return Root(job->digests);

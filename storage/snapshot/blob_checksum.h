@@ -59,9 +59,14 @@ class LeafChecksum {
 /// them (destructor).
 class ChecksumPool {
  public:
-  /// `helpers` threads (0: every call hashes alone). A thread the system refuses
-  /// (std::system_error) is warned about and the pool runs with those it got.
-  explicit ChecksumPool(int helpers);
+  /// Who hashes a blob's leaves: the helpers with the calling thread (what the peer
+  /// runs), or the helpers alone while the caller waits (tests: every leaf is then
+  /// provably a helper's).
+  enum class Caller { kHashesToo, kOnlyWaits };
+  /// `helpers` threads (0: every call hashes alone, whatever `caller` says). A thread
+  /// the system refuses (std::system_error) is warned about and the pool runs with
+  /// those it got.
+  explicit ChecksumPool(int helpers, Caller caller = Caller::kHashesToo);
   ~ChecksumPool();
   ChecksumPool(const ChecksumPool&) = delete;
   ChecksumPool& operator=(const ChecksumPool&) = delete;
@@ -71,11 +76,19 @@ class ChecksumPool {
   /// took to finish).
   uint64_t Checksum(const void* p, uint64_t n);
   int helpers() const { return static_cast<int>(threads_.size()); }
+  /// Leaves the helper threads have hashed since construction (each leaf of a blob
+  /// from kChecksumPoolMinBytes is hashed by a helper or by its caller, whichever takes
+  /// it first).
+  uint64_t helperLeaves() const { return helperLeaves_.load(std::memory_order_relaxed); }
 
  private:
   struct Job;
   void HelperLoop();
-  static void Work(Job& job);
+  /// Hashes leaves of `job` nobody took yet, until none is left, adding each to `*count`
+  /// (when given) before it counts as done.
+  static void Work(Job& job, std::atomic<uint64_t>* count);
+  Caller caller_;
+  std::atomic<uint64_t> helperLeaves_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> jobs_;  ///< blobs with leaves nobody took yet, oldest first

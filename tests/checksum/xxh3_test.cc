@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -33,7 +34,14 @@ std::vector<const Xxh3Kernels*> Kernels() {
 const size_t kLengths[] = {0,   1,   3,   4,   8,   9,    16,   17,   64,    128,    129,     200,
                            240, 241, 255, 256, 1023, 1024, 1025, 4096, 65535, 100003, 1 << 20};
 
+// RAILYARD_XXH3_KERNEL as this process has it ("" when unset).
+std::string WantedKernel() {
+  const char* e = std::getenv("RAILYARD_XXH3_KERNEL");
+  return e != nullptr ? e : "";
+}
+
 TEST(Xxh3, TheChosenKernelIsTheWidestTheCpuRuns) {
+  if (!WantedKernel().empty() && WantedKernel() != "auto") GTEST_SKIP() << "RAILYARD_XXH3_KERNEL=" << WantedKernel();
   std::vector<const Xxh3Kernels*> k = Kernels();
   ASSERT_FALSE(k.empty());
   EXPECT_STREQ(Xxh3Kernel(), k.front()->name);
@@ -48,6 +56,39 @@ TEST(Xxh3, TheChosenKernelIsTheWidestTheCpuRuns) {
     EXPECT_STREQ(Xxh3Kernel(), "avx2");
   }
 #endif
+}
+
+// ctest runs this file again with RAILYARD_XXH3_KERNEL=portable (tests/checksum/CMakeLists.txt).
+TEST(Xxh3, TheVariableChoosesTheKernel) {
+  if (WantedKernel() != "portable") GTEST_SKIP() << "runs with RAILYARD_XXH3_KERNEL=portable";
+  EXPECT_STREQ(Xxh3Kernel(), Xxh3PortableKernels().name);
+  const std::vector<uint8_t> bytes = RandomBytes(100003, 13);
+  EXPECT_EQ(Xxh3(bytes.data(), bytes.size()), XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+TEST(Xxh3, AChoiceByNameFallsBackToTheWidestAndSaysWhy) {
+  static const Xxh3Kernels wide{"avx512", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  static const Xxh3Kernels mid{"avx2", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  static const Xxh3Kernels own{"sse2", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const Xxh3Kernels* all[] = {&wide, &mid, &own};
+  std::string note;
+  EXPECT_EQ(&ChooseXxh3Kernel("auto", all, 3, &note), &wide);
+  EXPECT_EQ(&ChooseXxh3Kernel("portable", all, 3, &note), &own);
+  EXPECT_EQ(&ChooseXxh3Kernel("avx2", all, 3, &note), &mid);
+  EXPECT_EQ(&ChooseXxh3Kernel("sse2", all, 3, &note), &own);
+  EXPECT_EQ(note, "");
+  // A CPU with AVX2 only: avx512 is not among its kernels.
+  const Xxh3Kernels* avx2Only[] = {&mid, &own};
+  EXPECT_EQ(&ChooseXxh3Kernel("avx512", avx2Only, 2, &note), &mid);
+  EXPECT_EQ(note, "RAILYARD_XXH3_KERNEL=avx512: this CPU runs only avx2, sse2; using avx2");
+  // aarch64: one kernel, named portable.
+  static const Xxh3Kernels neon{"portable", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const Xxh3Kernels* arm[] = {&neon};
+  note.clear();
+  EXPECT_EQ(&ChooseXxh3Kernel("portable", arm, 1, &note), &neon);
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(&ChooseXxh3Kernel("avx2", arm, 1, &note), &neon);
+  EXPECT_EQ(note, "RAILYARD_XXH3_KERNEL=avx2: this CPU runs only portable; using portable");
 }
 
 TEST(Xxh3, EveryKernelMatchesLibxxhashInOneCall) {

@@ -120,23 +120,49 @@ TEST(BlobChecksum, ThePoolGivesTheSameValueWithAnyNumberOfHelpers) {
   }
 }
 
+TEST(BlobChecksum, HelpersAloneHashEveryLeafOfALargeBlob) {
+  // The caller only waits: a helper that hashed nothing, or hashed wrongly, fails here
+  // (with the caller hashing too, it may take every leaf itself).
+  ChecksumPool pool(2, ChecksumPool::Caller::kOnlyWaits);
+  ASSERT_EQ(pool.helpers(), 2);
+  uint64_t leaves = 0;
+  for (size_t n : {kChecksumPoolMinBytes, kChecksumPoolMinBytes + 3 * kChecksumLeafBytes + 1}) {
+    const std::vector<uint8_t> b = Bytes(n, static_cast<uint32_t>(n));
+    EXPECT_EQ(pool.Checksum(b.data(), n), BlobChecksum(b.data(), n)) << n << " bytes";
+    leaves += (n + kChecksumLeafBytes - 1) / kChecksumLeafBytes;
+    EXPECT_EQ(pool.helperLeaves(), leaves) << n << " bytes";
+  }
+  // Under kChecksumPoolMinBytes the caller hashes alone, whatever the pool's mode.
+  const std::vector<uint8_t> small = Bytes(kChecksumPoolMinBytes - 1, 9);
+  EXPECT_EQ(pool.Checksum(small.data(), small.size()), BlobChecksum(small.data(), small.size()));
+  EXPECT_EQ(pool.helperLeaves(), leaves);
+}
+
 TEST(BlobChecksum, SeveralCallersShareThePool) {
-  ChecksumPool pool(2);
   std::vector<std::vector<uint8_t>> blobs;
   for (uint32_t i = 0; i < 4; ++i) blobs.push_back(Bytes(kChecksumPoolMinBytes + 1000 * i + 7, i));
   std::vector<uint64_t> want;
   for (const auto& b : blobs) want.push_back(BlobChecksum(b.data(), b.size()));
-  std::vector<int> wrong(blobs.size(), 0);
-  std::vector<std::thread> callers;
-  for (size_t i = 0; i < blobs.size(); ++i) {
-    callers.emplace_back([&, i] {
-      for (int round = 0; round < 20; ++round) {
-        if (pool.Checksum(blobs[i].data(), blobs[i].size()) != want[i]) ++wrong[i];
-      }
-    });
+  for (ChecksumPool::Caller mode : {ChecksumPool::Caller::kHashesToo, ChecksumPool::Caller::kOnlyWaits}) {
+    ChecksumPool pool(2, mode);
+    std::vector<int> wrong(blobs.size(), 0);
+    std::vector<std::thread> callers;
+    for (size_t i = 0; i < blobs.size(); ++i) {
+      callers.emplace_back([&, i] {
+        for (int round = 0; round < 20; ++round) {
+          if (pool.Checksum(blobs[i].data(), blobs[i].size()) != want[i]) ++wrong[i];
+        }
+      });
+    }
+    for (std::thread& t : callers) t.join();
+    const bool helpersOnly = mode == ChecksumPool::Caller::kOnlyWaits;
+    for (size_t i = 0; i < blobs.size(); ++i) EXPECT_EQ(wrong[i], 0) << "caller " << i << ", helpers only " << helpersOnly;
+    if (helpersOnly) {
+      uint64_t leaves = 0;
+      for (const auto& b : blobs) leaves += 20 * ((b.size() + kChecksumLeafBytes - 1) / kChecksumLeafBytes);
+      EXPECT_EQ(pool.helperLeaves(), leaves);
+    }
   }
-  for (std::thread& t : callers) t.join();
-  for (size_t i = 0; i < blobs.size(); ++i) EXPECT_EQ(wrong[i], 0) << "caller " << i;
 }
 
 TEST(BlobChecksum, DefaultHelpersAreHalfTheHardwareThreadsFromOneToEight) {

@@ -86,7 +86,7 @@ TEST(EnvConfig, TableHasOneRowPerConfigField) {
                                             "RAILYARD_IB_USE_INLINE", "RAILYARD_STRIPE_THRESHOLD_BYTES",
                                             "RAILYARD_STRIPE_CHUNK_BYTES", "RAILYARD_STRIPE_CHUNKS_PER_RAIL",
                                             "RAILYARD_LIB", "RAILYARD_EXPERT_PIN_CAP",
-                                            "RAILYARD_SWAP_DIR", "RAILYARD_SWAP_SYNC",
+                                            "RAILYARD_SWAP_DIR", "RAILYARD_SWAP_SYNC", "RAILYARD_XXH3_KERNEL",
                                             "RAILYARD_COLLNET_CHUNK_BYTES", "RAILYARD_COLLNET_SLOTS",
                                             "RAILYARD_COLLNET_SMALL_BYTES", "RAILYARD_COLLNET_SHAPE"));
   for (const Variable& v : Variables()) {
@@ -173,6 +173,17 @@ TEST(EnvConfig, FabricTcpRelayDefaultsToSpliceAndIsChecked) {
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_NE(s.message().find("RAILYARD_FABRIC_TCP_RELAY='socket' is not one of splice, forwarder"), std::string::npos)
       << s.message();
+}
+
+TEST(EnvConfig, Xxh3KernelDefaultsToAutoAndIsChecked) {
+  EXPECT_EQ(ParseOk(FakeEnv{{}}).xxh3Kernel, "auto");
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_XXH3_KERNEL", "AVX2"}}}).xxh3Kernel, "avx2");
+  EXPECT_EQ(ParseOk(FakeEnv{{{"RAILYARD_XXH3_KERNEL", "portable"}}}).xxh3Kernel, "portable");
+  Config out;
+  FakeEnv bad{{{"RAILYARD_XXH3_KERNEL", "avx"}}};
+  Status s = bad.Parse(&out);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_EQ(s.message(), "RAILYARD_XXH3_KERNEL='avx' is not one of auto, avx512, avx2, sse2, portable") << s.message();
 }
 
 TEST(EnvConfig, EachVariableParsed) {
