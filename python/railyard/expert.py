@@ -17,8 +17,10 @@ model's layer number). Every failure raises ExpertError with .name (e.g.
 """
 import ctypes
 import json
+import threading
 
 from railyard import _args, _lib
+from railyard._serial import serialised
 
 TRANSPORTS = {"tcp": 1, "read": 2}
 
@@ -89,9 +91,17 @@ class ExpertClient:
 
     peer: "IPv4:PORT", or "host:NAME" (a fabric host by its name in the cabling graph,
     reached through railyardd's tier tunnel, relayed when there is no cable); transport: "read" (fabric Reads of the peer's memory) or "tcp";
-    verify: check every record's xxHash against the manifest (default on)."""
+    verify: check every record's xxHash against the manifest (default on).
+
+    Thread-safe: calls from several threads run one at a time (the C handle is not
+    thread-safe), and close() waits for the call under way; a call after it raises
+    ExpertError CLOSED."""
 
     def __init__(self, peer, arena, transport="read", verify=True):
+        # (New-user trial: fetches from 4 threads broke the connection, "a 0-byte record";
+        # a close() under a fetch crashed the interpreter.)
+        self._lock = threading.Lock()
+        self._h = ctypes.c_void_p()
         self._lib = _bind()
         if not isinstance(peer, str):
             # (New-user trial: None or bytes raised a bare AttributeError from .encode.)
@@ -100,7 +110,6 @@ class ExpertClient:
             raise ValueError(f"transport {transport!r} is not one of {sorted(TRANSPORTS)}")
         addr, nbytes, self._keep = _writable_address(arena)
         self._arena = arena
-        self._h = ctypes.c_void_p()
         _check(self._lib, self._lib.railyard_expert_open(peer.encode(), TRANSPORTS[transport], 1 if verify else 0,
                                                          ctypes.c_void_p(addr), nbytes, ctypes.byref(self._h)))
         layout = _Layout()
@@ -121,6 +130,7 @@ class ExpertClient:
             raise ExpertError(0, "CLOSED", f"ExpertClient.{call}: the client is closed (close() was called)")
         return self._h
 
+    @serialised
     def fetch(self, layer, expert, offset=0):
         """Fetches record (layer, expert) into arena[offset : offset + record_stride].
         offset is a multiple of the manifest's "alignment" (any multiple of
@@ -132,6 +142,7 @@ class ExpertClient:
         offset = _args.unsigned("offset", offset)
         _check(self._lib, self._lib.railyard_expert_fetch(h, layer, expert, offset))
 
+    @serialised
     def fetch_batch(self, records):
         """Fetches (layer, expert, offset) triples; all land or ExpertError is raised
         (INVALID_ARGUMENT, before anything moves, for two slots closer than the record stride).
@@ -145,6 +156,7 @@ class ExpertClient:
             arr[i].arena_offset = _args.unsigned(f"records[{i}] offset", offset)
         _check(self._lib, self._lib.railyard_expert_fetch_batch(h, arr, len(records)))
 
+    @serialised
     def set_verify(self, on):
         """Switches the checksum check of later fetches on or off."""
         _check(self._lib, self._lib.railyard_expert_set_verify(self._handle("set_verify"), 1 if on else 0))
@@ -191,6 +203,7 @@ class ExpertClient:
         flat = np.frombuffer(view, dtype=np.uint8, count=entry["bytes"], offset=offset + entry["offset"])
         return flat.view(dt).reshape(entry["shape"])
 
+    @serialised
     def close(self):
         """Polite shutdown; the handle is freed either way."""
         if self._h:

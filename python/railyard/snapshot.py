@@ -9,11 +9,11 @@
 Every call completes before it returns. Errors raise SnapshotError(code, message).
 """
 import ctypes
-import functools
 import re
 import threading
 
 from railyard import _args, _lib
+from railyard._serial import serialised as _serialised
 
 RAW = 1
 PAGING = 2
@@ -52,17 +52,6 @@ class SnapshotError(RuntimeError):
         # NOT_ATTEMPTED) and, for get_many, whether the peer held it; None otherwise.
         self.results = None
         self.found = None
-
-
-def _serialised(method):
-    """Runs `method` under its Snapshot's lock: a close() from another thread waits for a
-    call under way, and a call after it raises "closed" (ctypes lets other threads run
-    while a call is in C)."""
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        with self._lock:
-            return method(self, *args, **kwargs)
-    return run
 
 
 def _python_names(message):

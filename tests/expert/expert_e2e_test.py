@@ -215,6 +215,52 @@ def main():
                     check(e.name == "CLOSED" and "ExpertClient.fetch: the client is closed" in str(e),
                           f"{transport}: fetch after close() is CLOSED ({e})")
 
+                # One client, four threads (new-user trial: "a 0-byte record", then a
+                # client broken for good; a close() under a fetch crashed the interpreter).
+                import threading
+                arena = bytearray(n * stride)
+                c = ExpertClient(addr, arena, transport=transport)
+                errors = []
+
+                def fetch_own(t):
+                    try:
+                        for r in range(10):
+                            i = (t + 4 * r) % n  # thread t fills slot t with records t, t+4, ...
+                            c.fetch(i // 4, i % 4, t * stride)
+                    except Exception as e:  # noqa: BLE001 (any failure is the test's)
+                        errors.append(f"thread {t}: {e}")
+                threads = [threading.Thread(target=fetch_own, args=(t,)) for t in range(4)]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
+                check(not errors, f"{transport}: four threads share one client ({errors[:2]})")
+                last = {t: (t + 4 * 9) % n for t in range(4)}
+                first = manifest["tensors"][0]
+                same = all(arena[t * stride + first["offset"]: t * stride + first["offset"] + first["bytes"]] ==
+                           tensors[f"model.layers.{i // 4}.block_sparse_moe.experts.{i % 4}.{first['name']}"][2]
+                           for t, i in last.items())
+                check(same, f"{transport}: each thread's slot holds its last record")
+                outcomes = []
+
+                def fetch_until_closed():
+                    while True:
+                        try:
+                            c.fetch(0, 1, 0)
+                            outcomes.append("ok")
+                        except ExpertError as e:
+                            outcomes.append(e.name)
+                            return
+                fetcher = threading.Thread(target=fetch_until_closed)
+                fetcher.start()
+                while not outcomes:  # the fetcher is under way
+                    time.sleep(0.001)
+                c.close()
+                fetcher.join()
+                check(outcomes[-1] == "CLOSED" and set(outcomes[:-1]) <= {"ok"},
+                      f"{transport}: close() from another thread waits for the fetch under way, then fetches are "
+                      f"CLOSED ({outcomes[-3:]})")
+
             # SIGKILL the peer while a long batch is in flight: PEER_LOST, never success.
             for transport in ("tcp", "read"):
                 big = 4000
