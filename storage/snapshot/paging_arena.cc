@@ -390,6 +390,11 @@ Status PagingArena::Get(uint64_t client, uint64_t key, bool* found, uint64_t* of
                         const FaultProgress& progress, bool* busy, const Queued& queued) {
   std::unique_lock<std::mutex> lock(mu_);
   if (busy != nullptr) *busy = false;
+  if (const uint64_t held = PinsHeld(client); held >= kMaxPinsPerClient) {
+    return InvalidUsage("get of key " + std::to_string(key) + ": this client holds " + std::to_string(held) +
+                        " gets unreleased, the most one client may hold (" + std::to_string(kMaxPinsPerClient) +
+                        "); release some first");
+  }
   // One schedule of kQueued and one slot wait for the whole request: a wait for another
   // get's fault says so as one for a slot does, and waits for a slot, however many
   // (the key may change under each), end at `until`.
@@ -514,7 +519,7 @@ Status PagingArena::Release(uint64_t client, uint64_t key) {
   }
   // The oldest pin first: a batch's gets of one key are released in the order taken.
   const int64_t s = it->second.front().slot;
-  it->second.erase(it->second.begin());
+  it->second.pop_front();
   if (it->second.empty()) pins_.erase(it);
   if (--slots_[s].pins == 0) {
     if (slots_[s].orphan) FreeSlot(s);
@@ -558,6 +563,14 @@ void PagingArena::Drop(uint64_t client) {
     it = pins_.erase(it);
   }
   slotFreed_.notify_all();
+}
+
+uint64_t PagingArena::PinsHeld(uint64_t client) const {
+  uint64_t n = 0;  // at most kMaxPinsPerClient entries, each of one pin or more
+  for (auto it = pins_.lower_bound({client, 0}); it != pins_.end() && it->first.first == client; ++it) {
+    n += it->second.size();
+  }
+  return n;
 }
 
 bool PagingArena::Holds(uint64_t client) const {

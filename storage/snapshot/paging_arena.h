@@ -55,6 +55,11 @@ struct PagingStats {
   uint64_t queuedTold = 0;  ///< "still waiting" (Queued::tell: the server's kQueued) told so far
 };
 
+/// Most gets one client may hold unreleased in one paging arena (pins, counted per get,
+/// the same key's included). Railyard's client holds at most its batch depth (8,
+/// kMaxBatchDepth) at once; a get past this is refused InvalidUsage.
+constexpr uint64_t kMaxPinsPerClient = 256;
+
 /// How a request that waits at a PagingArena (for a slot, or for another get's fault
 /// of its key) says it still waits: `tell` is called under the arena's lock (so it must
 /// not block) once per `everyMs` of the wait (each client's own interval: the server
@@ -137,13 +142,14 @@ class PagingArena {
   /// `key`'s blob, resident and pinned for `client` until Release: its offset and
   /// checksum; *found = false when the key is unknown. SystemError when it must be
   /// faulted and the swap read fails; the key is dropped if its record is torn.
+  /// InvalidUsage, nothing pinned, when `client` already holds kMaxPinsPerClient pins.
   /// `progress` (optional) follows a fault as it happens (see FaultProgress). `busy`
   /// as Alloc's, for a fault that needs a slot: *busy = true (before any progress
   /// call; nothing pinned, *found true) when the client holds one and none is free now.
   /// `queued` as Alloc's (before any progress call).
   Status Get(uint64_t client, uint64_t key, bool* found, uint64_t* offset, uint64_t* checksum,
              const FaultProgress& progress = {}, bool* busy = nullptr, const Queued& queued = {});
-  /// Drops one pin of `client` on `key`. InvalidUsage when it holds none.
+  /// Drops one pin of `client` on `key`, its oldest. InvalidUsage when it holds none.
   Status Release(uint64_t client, uint64_t key);
   /// Forgets `key` (its slot is reused once unpinned). *found = false when unknown.
   /// With sync, SystemError when its swap record could not be erased (the key is gone
@@ -288,7 +294,10 @@ class PagingArena {
     int64_t slot = -1;
     std::chrono::steady_clock::time_point since{};
   };
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<Pinned>> pins_;  ///< (client, key) -> its pins, oldest first
+  std::map<std::pair<uint64_t, uint64_t>, std::deque<Pinned>> pins_;  ///< (client, key) -> its pins, oldest first
+  /// Pins `client` holds in all (at most kMaxPinsPerClient: a hostile-peer probe pinned
+  /// 2M gets of one key, 31 MB, and each release scanned them under the arena's lock).
+  uint64_t PinsHeld(uint64_t client) const;
   std::unique_ptr<SwapFile> swap_;
   uint64_t generation_ = 0;
   PagingStats stats_;

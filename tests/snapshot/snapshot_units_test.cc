@@ -843,6 +843,42 @@ TEST(PagingArenaRules, PinsOfAKeyGoOldestFirstAndAHolderIsAnsweredBusy) {
   EXPECT_EQ(arena.stats().evictions, 1u);
 }
 
+// A client may hold kMaxPinsPerClient gets unreleased, of any keys, and no more: the
+// next is refused naming the limit, pins nothing, and leaves other clients alone;
+// a release makes room again (hostile-peer probe: 2M gets of one key pinned 31 MB).
+TEST(PagingArenaRules, AClientHoldsAtMostTheMostGetsUnreleased) {
+  constexpr uint64_t kBlob = 4096;
+  TestArena under(2, kBlob, /*slotWaitMs=*/0);
+  ASSERT_NE(under.arena, nullptr);
+  PagingArena& arena = *under.arena;
+  for (uint64_t key : {7, 8}) {
+    uint64_t at = 0;
+    ASSERT_TRUE(arena.Alloc(2, key, &at).ok());
+    ASSERT_TRUE(arena.Commit(2, key, BlobChecksum(under.mem.data() + at, kBlob)).ok());
+  }
+  bool found = false;
+  uint64_t at = 0, sum = 0;
+  for (uint64_t i = 0; i < kMaxPinsPerClient; ++i) {
+    ASSERT_TRUE(arena.Get(1, 7 + i % 2, &found, &at, &sum).ok()) << "get " << i;
+  }
+  found = false;
+  Status over = arena.Get(1, 7, &found, &at, &sum);
+  EXPECT_EQ(over.code(), Code::kInvalidUsage);
+  EXPECT_EQ(over.message(), "get of key 7: this client holds " + std::to_string(kMaxPinsPerClient) +
+                                " gets unreleased, the most one client may hold (" +
+                                std::to_string(kMaxPinsPerClient) + "); release some first");
+  EXPECT_FALSE(found);
+  EXPECT_TRUE(arena.Get(2, 7, &found, &at, &sum).ok()) << "another client's get";
+  EXPECT_TRUE(arena.Release(2, 7).ok());
+  ASSERT_TRUE(arena.Release(1, 8).ok());
+  EXPECT_TRUE(arena.Get(1, 7, &found, &at, &sum).ok()) << "after a release";
+  // Now half and one of key 7, half less one of key 8.
+  for (uint64_t i = 0; i < kMaxPinsPerClient / 2 + 1; ++i) ASSERT_TRUE(arena.Release(1, 7).ok()) << "release " << i;
+  for (uint64_t i = 0; i < kMaxPinsPerClient / 2 - 1; ++i) ASSERT_TRUE(arena.Release(1, 8).ok()) << "release " << i;
+  EXPECT_EQ(arena.Release(1, 7).code(), Code::kInvalidUsage) << "every pin was released";
+  EXPECT_FALSE(arena.Holds(1));
+}
+
 // Waiting for a slot is first come, first served: with one slot, held, three clients
 // queue for it one after the other (each seen queued before the next asks), and the
 // slot passes from commit to commit in exactly that order, ten rounds running. (With
