@@ -1,5 +1,6 @@
-// proxy/fabric/hello_admission.h: which accepted socket gives way when too many wait
-// for a hello. A fair share by source address, applied only when the table is full.
+// proxy/fabric/hello_admission.h: which socket gives way when a table of them is full:
+// the sockets waiting for a hello (AdmitPending), a server's connected clients
+// (AdmitIdle). A fair share by source address, applied only when the table is full.
 #pragma once
 
 #include <cstddef>
@@ -33,5 +34,24 @@ struct Admission {
 /// O(waiting.size()) when full, O(1) otherwise. (The TCP Worker applies a share of the
 /// same kind to its table of peer connections: TcpOptions::maxPeerConnections.)
 Admission AdmitPending(const std::vector<uint32_t>& waiting, uint32_t source, size_t max);
+
+/// One connection a server holds, for AdmitIdle.
+struct HeldConnection {
+  uint32_t source = 0;  ///< the client's IPv4 address, network order (0: unknown)
+  bool idle = false;    ///< between requests and holding nothing: may be closed now
+};
+
+/// Decides whether a server holding the connections `held` (oldest first; at most
+/// `max` >= 1 may be held) takes a new one from `source`. Below `max`: admitted. At
+/// `max`, the source holding the most connections, busy or idle (a source cannot hide
+/// its share behind busy ones), gives way: its oldest idle connection is evicted
+/// (Admission::evict, an index into `held`) for the new one; the new one is refused when
+/// its own source holds as many as that (or is tied with it), or when that source has
+/// no idle connection. So clients that connect and then sit idle, from however many
+/// addresses, cannot keep others out for longer than it takes them to be closed
+/// (hostile-peer probe: 4 addresses x 64 idle clients filled both storage tiers' 256
+/// seats for as long as they liked). Ties between sources: the first to reach that
+/// count, counting oldest first. O(held.size()) when full, O(1) otherwise.
+Admission AdmitIdle(const std::vector<HeldConnection>& held, uint32_t source, size_t max);
 
 }  // namespace railyard::fabric

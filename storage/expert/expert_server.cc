@@ -15,6 +15,7 @@
 
 #include "env/log.h"
 #include "env/log_budget.h"
+#include "proxy/fabric/hello_admission.h"
 #include "proxy/fabric/quiet_wait.h"
 #include "proxy/socket.h"
 #include "storage/expert/expert_error.h"
@@ -71,7 +72,7 @@ void ExpertServer::Stop() {
   std::vector<ConnThread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int fd : liveFds_) ::shutdown(fd, SHUT_RDWR);
+    for (const LiveConnection& c : liveConns_) ::shutdown(c.fd, SHUT_RDWR);
     threads.swap(connThreads_);
   }
   for (ConnThread& t : threads) t.thread.join();
@@ -104,7 +105,9 @@ void ExpertServer::AcceptLoop() {
     const uint32_t sourceIp = from.sin_family == AF_INET ? from.sin_addr.s_addr : 0;
     std::lock_guard<std::mutex> lock(mu_);
     const size_t fromSource = perSource_.count(sourceIp) != 0 ? perSource_[sourceIp] : 0;
-    if (live_ >= options_.maxConnections || fromSource >= options_.maxConnectionsPerSource || stop_.load()) {
+    bool full = fromSource >= options_.maxConnectionsPerSource || stop_.load();
+    if (!full && live_ >= options_.maxConnections) full = !MakeRoom(sourceIp, source);
+    if (full) {
       ++stats_.refused;
       // Said, first and every 1024th (hostile-peer probe: refusals were silent).
       if (!stop_.load() && refusedAtAccept_++ % 1024 == 0) {
@@ -113,8 +116,9 @@ void ExpertServer::AcceptLoop() {
           // only those that have not chosen a transport by then do. A connected client
           // may rest as long as its owner keeps it, as an inference engine's does.)
           RY_WARN("expert store: refused a client from %s: %zu clients connected already (at most %zu; one that "
-                  "chooses no transport within %d ms of its hello is dropped, a connected one stays until it closes; "
-                  "%llu refused so, logged every 1024th)",
+                  "chooses no transport within %d ms of its hello is dropped, a connected one stays until it closes "
+                  "or, idle, gives its seat to a client from an address holding fewer; the address holding the most "
+                  "has none idle now, or it is this one; %llu refused so, logged every 1024th)",
                   source.c_str(), live_, options_.maxConnections, options_.handshakeTimeoutMs,
                   static_cast<unsigned long long>(refusedAtAccept_));
         } else {
@@ -129,7 +133,8 @@ void ExpertServer::AcceptLoop() {
     }
     ++live_;
     ++perSource_[sourceIp];
-    liveFds_.push_back(fd);
+    auto phase = std::make_shared<std::atomic<int>>(kBusy);
+    liveConns_.push_back(LiveConnection{fd, sourceIp, source, phase});
     for (size_t i = 0; i < connThreads_.size();) {
       if (connThreads_[i].done->load()) {
         connThreads_[i].thread.join();
@@ -139,12 +144,48 @@ void ExpertServer::AcceptLoop() {
       }
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
-    connThreads_.push_back({std::thread([this, fd, done, id = next++, source, sourceIp] {
-                              Serve(fd, id, source, sourceIp);
+    connThreads_.push_back({std::thread([this, fd, done, id = next++, source, sourceIp, phase] {
+                              Serve(fd, id, source, sourceIp, *phase);
                               done->store(true);
                             }),
                             done});
   }
+}
+
+bool ExpertServer::MakeRoom(uint32_t sourceIp, const std::string& source) {
+  std::vector<fabric::HeldConnection> held;
+  held.reserve(liveConns_.size());
+  for (const LiveConnection& c : liveConns_) held.push_back({c.sourceIp, c.phase->load() == kIdle});
+  const fabric::Admission a = fabric::AdmitIdle(held, sourceIp, options_.maxConnections);
+  if (!a.admit) return false;
+  if (a.evict == fabric::Admission::kNone) return true;
+  const LiveConnection& victim = liveConns_[a.evict];
+  int idle = kIdle;
+  if (!victim.phase->compare_exchange_strong(idle, kEvicted)) return false;  // a request came meanwhile
+  ::shutdown(victim.fd, SHUT_RDWR);  // its thread wakes, sees kEvicted and ends it (finish closes the fd)
+  if (evictedAtAccept_++ % 1024 == 0) {
+    RY_WARN("expert store: %zu clients connected (at most %zu): closed an idle one from %s, the address holding the "
+            "most, for a new one from %s (%llu closed so, logged every 1024th)",
+            live_, options_.maxConnections, victim.source.c_str(), source.c_str(),
+            static_cast<unsigned long long>(evictedAtAccept_));
+  }
+  return true;
+}
+
+Status ExpertServer::AwaitRequest(int fd, const std::string& who, std::atomic<int>& phase, bool* stopped) {
+  // Between requests the client may think as long as it likes: no timeout while
+  // waiting for the first byte, the socket timeout once a request has begun.
+  phase.store(kIdle);
+  pollfd p{fd, POLLIN, 0};
+  while (!stop_.load() && ::poll(&p, 1, 200) == 0) {
+  }
+  int idle = kIdle;
+  if (!phase.compare_exchange_strong(idle, kBusy)) {
+    return ExpertError(ExpertErrc::kPeerLost, who + ": closed while idle, for a client from an address holding fewer "
+                                                    "connections (this store serves its most at once)");
+  }
+  *stopped = stop_.load();
+  return Status::Ok();
 }
 
 void ExpertServer::ProgressLoop() {
@@ -236,7 +277,7 @@ Status ExpertServer::SendReply(int fd, Status s, const void* payload, uint64_t p
   return Status::Ok();
 }
 
-void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_t sourceIp) {
+void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_t sourceIp, std::atomic<int>& phase) {
   const std::string who = "expert client " + std::to_string(id) + " (" + source + ")";
   uint64_t reserved = 0;
   bool readClient = false;
@@ -245,9 +286,9 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_
     ledger_.Release(reserved);
     std::lock_guard<std::mutex> lock(mu_);
     if (readClient) readClients_.fetch_sub(1);  // the registrations stay: ReleaseIdleLayers
-    for (size_t i = 0; i < liveFds_.size(); ++i) {
-      if (liveFds_[i] == fd) {
-        liveFds_.erase(liveFds_.begin() + static_cast<long>(i));
+    for (size_t i = 0; i < liveConns_.size(); ++i) {
+      if (liveConns_[i].fd == fd) {
+        liveConns_.erase(liveConns_.begin() + static_cast<long>(i));
         break;
       }
     }
@@ -295,7 +336,7 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_
     if (!pin.ok()) return refuse(pin);
     reserved = stride;
     if (Status r = SendReply(fd, Status::Ok(), nullptr, 0, who); !r.ok()) return finish(r);
-    return finish(ServeTcp(fd, who));
+    return finish(ServeTcp(fd, who, phase));
   }
   if (choose.transport != kTransportRead || domain_ == nullptr) {
     return refuse(ExpertError(ExpertErrc::kUnknownTransport,
@@ -328,7 +369,7 @@ void ExpertServer::Serve(int fd, uint64_t id, const std::string& source, uint32_
     payload.insert(payload.end(), k.begin(), k.end());
   }
   if (Status r = SendReply(fd, Status::Ok(), payload.data(), payload.size(), who); !r.ok()) return finish(r);
-  finish(ServeReadControl(fd, who));
+  finish(ServeReadControl(fd, who, phase));
 }
 
 bool ExpertServer::ReleaseIdleLayers() {
@@ -359,17 +400,14 @@ Status ExpertServer::EnsureLayersRegistered(const std::string& who, std::vector<
   return Status::Ok();
 }
 
-Status ExpertServer::ServeTcp(int fd, const std::string& who) {
+Status ExpertServer::ServeTcp(int fd, const std::string& who, std::atomic<int>& phase) {
   const Manifest& m = store_->manifest();
   std::vector<char> buf(m.recordStride);
   for (;;) {
     RequestMessage req{};
-    // Between requests the client may think as long as it likes: no timeout while
-    // waiting for the first byte, the socket timeout once a request has begun.
-    pollfd p{fd, POLLIN, 0};
-    while (!stop_.load() && ::poll(&p, 1, 200) == 0) {
-    }
-    if (stop_.load()) return Status::Ok();
+    bool stopped = false;
+    RY_RETURN_IF_ERROR(AwaitRequest(fd, who, phase, &stopped));
+    if (stopped) return Status::Ok();
     RY_RETURN_IF_ERROR(WireRecv(fd, &req, sizeof req, who + " request"));
     if (req.op == kOpShutdown) {
       {
@@ -400,12 +438,11 @@ Status ExpertServer::ServeTcp(int fd, const std::string& who) {
   }
 }
 
-Status ExpertServer::ServeReadControl(int fd, const std::string& who) {
+Status ExpertServer::ServeReadControl(int fd, const std::string& who, std::atomic<int>& phase) {
   for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    while (!stop_.load() && ::poll(&p, 1, 200) == 0) {
-    }
-    if (stop_.load()) return Status::Ok();
+    bool stopped = false;
+    RY_RETURN_IF_ERROR(AwaitRequest(fd, who, phase, &stopped));
+    if (stopped) return Status::Ok();
     RequestMessage req{};
     RY_RETURN_IF_ERROR(WireRecv(fd, &req, sizeof req, who + " request"));
     if (req.op == kOpShutdown) {

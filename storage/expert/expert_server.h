@@ -92,9 +92,16 @@ class ExpertServer {
   void ProgressLoop();
   /// One client connection on its own thread: Hello, transport choice, requests; `source`
   /// is its address ("ip:port"), named in every log line about it.
-  void Serve(int fd, uint64_t id, const std::string& source, uint32_t sourceIp);
-  Status ServeTcp(int fd, const std::string& who);
-  Status ServeReadControl(int fd, const std::string& who);
+  void Serve(int fd, uint64_t id, const std::string& source, uint32_t sourceIp, std::atomic<int>& phase);
+  Status ServeTcp(int fd, const std::string& who, std::atomic<int>& phase);
+  Status ServeReadControl(int fd, const std::string& who, std::atomic<int>& phase);
+  /// Waits, idle (`phase` kIdle), for the client's next request: Ok when one has come,
+  /// *stopped when the server stops, PEER_LOST when MakeRoom closed it meanwhile.
+  Status AwaitRequest(int fd, const std::string& who, std::atomic<int>& phase, bool* stopped);
+  /// At maxConnections, a client from `sourceIp` (`source` for the log) arrives: closes an
+  /// idle connection of the address holding the most (fabric::AdmitIdle) and says true,
+  /// or false when none may go (the new one is refused). Under mu_.
+  bool MakeRoom(uint32_t sourceIp, const std::string& source);
   Status SendReply(int fd, Status s, const void* payload, uint64_t payloadBytes, const std::string& who);
   /// Loads every layer file into the peer's own read-only copy and registers it once
   /// (remote read; served_layers.h says why a copy); charges the ledger. Counts the caller
@@ -124,10 +131,21 @@ class ExpertServer {
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::vector<ConnThread> connThreads_;  ///< finished ones are joined at the next accept
-  std::vector<int> liveFds_;
+  /// Where a connection's thread is: kIdle while it waits for a request between others
+  /// (MakeRoom may then take it to kEvicted and shut its socket), else kBusy.
+  enum Phase : int { kBusy, kIdle, kEvicted };
+  /// A connection being served, in the order accepted (its fd stays open while listed).
+  struct LiveConnection {
+    int fd = -1;
+    uint32_t sourceIp = 0;
+    std::string source;  ///< "ip:port", for the log
+    std::shared_ptr<std::atomic<int>> phase;
+  };
+  std::vector<LiveConnection> liveConns_;  ///< (mu_)
   size_t live_ = 0;
   std::map<uint32_t, size_t> perSource_;  ///< live connections by source IPv4 address (mu_)
   uint64_t refusedAtAccept_ = 0;  ///< over maxConnections, for the rate-limited WARN (mu_)
+  uint64_t evictedAtAccept_ = 0;  ///< idle clients closed for new ones, for the rate-limited WARN (mu_)
   uint64_t refusedClients_ = 0;   ///< clients refused after their Hello, for the rate-limited WARN (mu_)
   std::atomic<int> readClients_{0};
   std::unique_ptr<ServedLayers> served_;  ///< set while the layers are registered for READ

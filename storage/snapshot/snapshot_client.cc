@@ -221,7 +221,16 @@ Status SnapshotClient::WithDropCause(Status s) const {
                                                             "for its RAILYARD_TIMEOUT_MS in the middle of a call) or "
                                                             "when it restarts")
                                      : s;
-  if (staged_.empty()) return unexplained;
+  if (staged_.empty()) {
+    const std::string& m = s.message();
+    const bool closed = !revoked && (m.find("closed by peer") != std::string::npos ||
+                                     m.find(std::strerror(ECONNRESET)) != std::string::npos ||
+                                     m.find(std::strerror(EPIPE)) != std::string::npos);
+    if (!closed) return unexplained;
+    return Status(s.code(), m + "; the peer closed this connection: it stopped or restarted, or, serving its most "
+                                "clients at once, gave the seat of this handle, idle between calls, to a client from "
+                                "another address (its log WARNs \"closed an idle one\"); open a new handle");
+  }
   // Blamed only on a pause of at least half the peer's timeout (half its slot wait)
   // since its last answer: a peer that closed sooner stopped or restarted. (Not the
   // whole timeout: the peer counts it from before its answer reached this client.)

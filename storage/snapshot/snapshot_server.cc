@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "env/log.h"
+#include "proxy/fabric/hello_admission.h"
 #include "proxy/fabric/quiet_wait.h"
 #include "storage/snapshot/control_socket.h"
 
@@ -324,11 +325,14 @@ void SnapshotServer::AcceptLoop() {
       std::lock_guard<std::mutex> lock(connMu_);
       const size_t fromSource = static_cast<size_t>(std::count_if(
           connections_.begin(), connections_.end(), [&](const auto& c) { return c->sourceIp == sourceIp; }));
-      if (connections_.size() >= options_.maxConnections || fromSource >= options_.maxConnectionsPerSource) {
+      bool full = fromSource >= options_.maxConnectionsPerSource;
+      if (!full && connections_.size() >= options_.maxConnections) full = !MakeRoom(sourceIp, ip);
+      if (full) {
         if (refusedAtAccept_++ % 1024 == 0) {
           if (connections_.size() >= options_.maxConnections) {
-            RY_WARN("snapshot: refused a client from %s: %zu clients connected already (at most %zu; %llu refused "
-                    "so, logged every 1024th)",
+            RY_WARN("snapshot: refused a client from %s: %zu clients connected already (at most %zu), and the "
+                    "address holding the most has none idle to close, or it is this one (%llu refused so, logged "
+                    "every 1024th)",
                     ip, connections_.size(), options_.maxConnections, static_cast<unsigned long long>(refusedAtAccept_));
           } else {
             RY_WARN("snapshot: refused a client from %s: %zu clients of that address connected already (at most %zu "
@@ -352,6 +356,26 @@ void SnapshotServer::AcceptLoop() {
     raw->thread = std::thread([this, raw, client] { Serve(raw, client); });
     connections_.push_back(std::move(c));
   }
+}
+
+bool SnapshotServer::MakeRoom(uint32_t sourceIp, const char* ip) {
+  std::vector<fabric::HeldConnection> held;
+  held.reserve(connections_.size());
+  for (const auto& c : connections_) held.push_back({c->sourceIp, c->phase.load() == Connection::kIdle});
+  const fabric::Admission a = fabric::AdmitIdle(held, sourceIp, options_.maxConnections);
+  if (!a.admit) return false;
+  if (a.evict == fabric::Admission::kNone) return true;
+  Connection& victim = *connections_[a.evict];
+  int idle = Connection::kIdle;
+  if (!victim.phase.compare_exchange_strong(idle, Connection::kEvicted)) return false;  // a request came meanwhile
+  victim.fd.Shutdown();  // its Serve wakes, sees kEvicted and ends it (fd is reset under connMu_, held here)
+  if (evictedAtAccept_++ % 1024 == 0) {
+    RY_WARN("snapshot: %zu clients connected (at most %zu): closed an idle one from %s, the address holding the "
+            "most, for a new one from %s (%llu closed so, logged every 1024th)",
+            connections_.size(), options_.maxConnections, victim.source.c_str(), ip,
+            static_cast<unsigned long long>(evictedAtAccept_));
+  }
+  return true;
 }
 
 std::vector<uint8_t> SnapshotServer::ArenaList() {
@@ -522,11 +546,16 @@ void SnapshotServer::Serve(Connection* c, uint64_t client) {
       // middle of one (a slot allocated, a pin held) the socket's timeout applies, so a
       // client that stops there gives its slots back.
       if (arena->paging == nullptr || !arena->paging->Holds(client)) {
+        // Idle: the accept thread may close this connection for a new client when the
+        // server is full (MakeRoom), this one's address holding the most.
+        c->phase.store(Connection::kIdle);
         pollfd p{fd, POLLIN, 0};
         int ready = 0;
         do {
           ready = ::poll(&p, 1, -1);
         } while (ready < 0 && errno == EINTR);
+        int idle = Connection::kIdle;
+        if (!c->phase.compare_exchange_strong(idle, Connection::kBusy)) break;  // evicted
         if (ready < 0) break;
       }
       std::array<uint8_t, Request::kBytes> qb{};

@@ -54,7 +54,9 @@ struct ServerOptions {
   bool swapSync = false;               ///< RAILYARD_SWAP_SYNC
   int timeoutMs = 30000;               ///< control-socket send/receive timeout (RAILYARD_TIMEOUT_MS)
   /// Control connections served at once (each a thread; a client's handle keeps its
-  /// connection while it rests); more are closed at accept, logged.
+  /// connection while it rests). When full, a new client gets the seat of an idle one
+  /// (between operations) from the address holding the most connections, unless it is
+  /// that address (fabric::AdmitIdle); else it is closed at accept. Both logged.
   size_t maxConnections = 256;
   /// Control connections served at once from one IPv4 source address; more from it are
   /// closed at accept, logged (hostile-peer probe: 256 handles of one host resting idle
@@ -115,6 +117,11 @@ class SnapshotServer {
     uint32_t sourceIp = 0;  ///< the client's IPv4 address (network order), for maxConnectionsPerSource
     std::thread thread;
     std::atomic<bool> done{false};
+    /// kIdle while Serve waits for a request holding nothing; the accept thread may then
+    /// take it to kEvicted (and shut the socket) to make room (AdmitIdle), and Serve, on
+    /// waking, ends the connection instead of reading a request.
+    enum Phase : int { kBusy, kIdle, kEvicted };
+    std::atomic<int> phase{kBusy};
   };
 
   SnapshotServer(fabric::RegistrationCache& cache, fabric::Worker& worker) : cache_(cache), worker_(worker) {}
@@ -131,6 +138,10 @@ class SnapshotServer {
   /// Maps and registers `a` (spec.slots set).
   Status Materialize(Arena& a);
   void ReapDone();
+  /// The server holds maxConnections clients and one from `sourceIp` (`ip`, for the log)
+  /// arrives: closes an idle client of the address holding the most (AdmitIdle) and
+  /// says true, or false when none may go (the new one is refused). Under connMu_.
+  bool MakeRoom(uint32_t sourceIp, const char* ip);
 
   fabric::RegistrationCache& cache_;
   fabric::Worker& worker_;
@@ -147,6 +158,7 @@ class SnapshotServer {
   uint64_t nextClient_ = 1;
   std::atomic<uint64_t> refusedClients_{0};  ///< handshakes refused, for the rate-limited WARN
   uint64_t refusedAtAccept_ = 0;             ///< over maxConnections, for the rate-limited WARN (accept thread)
+  uint64_t evictedAtAccept_ = 0;             ///< idle clients closed to make room, for the rate-limited WARN
   std::atomic<uint64_t> badReleases_{0};     ///< releases of unheld pins, for the rate-limited WARN
   std::atomic<uint64_t> droppedHolding_{0};  ///< clients gone mid-operation, for the rate-limited WARN
   /// WARNs a client can cause at will (the three counts above): the first, then at most

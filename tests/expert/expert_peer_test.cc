@@ -666,6 +666,83 @@ TEST(ExpertPeer, OneAddressHoldsAtMostItsShareOfTheConnections) {
   for (int fd : fds) ::close(fd);
 }
 
+/// A tcp-transport client from 127.0.0.2 that completes its handshake (hello, manifest,
+/// choice, the store's OK) and then sits idle; *fd its connection.
+void IdleTcpClientFromDotTwo(uint16_t port, int* fd) {
+  *fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(*fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(0x7f000002);
+  ASSERT_EQ(::bind(*fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(0x7f000001);
+  ASSERT_EQ(::connect(*fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  (void)SetSocketTimeouts(*fd, 5000);
+  HelloHeader h{};
+  ASSERT_TRUE(WireRecv(*fd, &h, sizeof h, "hello").ok());
+  std::string text(h.manifestBytes, '\0');
+  ASSERT_TRUE(WireRecv(*fd, text.data(), text.size(), "manifest").ok());
+  ChooseMessage choose{};
+  choose.transport = kTransportTcp;
+  ASSERT_TRUE(WireSend(*fd, &choose, sizeof choose, "choice").ok());
+  ReplyHeader r{};
+  ASSERT_TRUE(WireRecv(*fd, &r, sizeof r, "choice reply").ok());
+  ASSERT_EQ(r.errc, 0);
+}
+
+// Hostile-peer probe: clients from 4 addresses x 64 that chose a transport and went
+// idle held every seat for as long as they liked. When the store is full, a newcomer
+// from another address takes the seat of the oldest idle client of the address holding
+// the most: here 127.0.0.2 holds 2 of 3, so 127.0.0.1's second client closes .2's
+// older one, and both of .1's clients fetch.
+TEST(ExpertPeer, AFullStoreClosesAnIdleClientOfTheAddressHoldingTheMost) {
+  TempDir tmp;
+  const Manifest m = testing::SmallManifest(1, 2, 16);
+  ServerOptions so;
+  so.maxConnections = 3;
+  so.maxConnectionsPerSource = 3;
+  std::unique_ptr<ExpertServer> server;
+  ASSERT_NO_FATAL_FAILURE(StartSmallTcpPeer(tmp.path + "/s", so, &server));
+  test_support::LogCapture capture;
+  int raw[2] = {-1, -1};
+  for (int& fd : raw) ASSERT_NO_FATAL_FAILURE(IdleTcpClientFromDotTwo(server->port(), &fd));
+  std::unique_ptr<fabric::Domain> domain;
+  ASSERT_TRUE(testing::LoopbackDomain(false, 5000, &domain).ok());
+  fabric::RegistrationCache cache(*domain);
+  std::vector<char> arena(2 * m.recordStride);
+  ClientOptions o;
+  o.transport = kTransportTcp;
+  o.timeoutMs = 5000;
+  const std::string peer = "127.0.0.1:" + std::to_string(server->port());
+  std::unique_ptr<ExpertClient> c[2];
+  ASSERT_TRUE(ExpertClient::Open(peer, o, cache, nullptr, arena.data(), m.recordStride, &c[0]).ok());
+  Status second;
+  for (int tries = 0; tries < 200; ++tries) {  // until .2's clients wait idle (they just got their replies)
+    second = ExpertClient::Open(peer, o, cache, nullptr, arena.data() + m.recordStride, m.recordStride, &c[1]);
+    if (second.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(second.ok()) << second.message();
+  char byte;
+  EXPECT_EQ(::recv(raw[0], &byte, 1, 0), 0) << "the oldest idle client of 127.0.0.2 is still open";
+  EXPECT_EQ(::recv(raw[1], &byte, 1, MSG_DONTWAIT), -1) << "127.0.0.2's younger client was closed too";
+  EXPECT_EQ(errno, EAGAIN);
+  bool named = false;
+  for (const std::string& l : capture.lines()) {
+    named |= l.find("expert store: 3 clients connected (at most 3): closed an idle one from 127.0.0.2:") !=
+                 std::string::npos &&
+             l.find("the address holding the most, for a new one from 127.0.0.1:") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "the eviction was not logged";
+  EXPECT_TRUE(c[0]->Fetch(0, 1, 0).ok());
+  EXPECT_TRUE(c[1]->Fetch(0, 0, 0).ok());
+  for (int fd : raw) ::close(fd);
+  c[0].reset();
+  c[1].reset();
+  server.reset();
+}
+
 // Idle clients (a Hello read, no transport chosen) hold their slots only until the
 // handshake timeout, and a client refused over maxConnections is logged naming its
 // address (hostile-peer probe: 256 idle clients shut every new one out for 30 s,

@@ -67,5 +67,64 @@ TEST(HelloAdmission, AFloodFromOneSourceKeepsNoOtherOut) {
   EXPECT_FALSE(AdmitPending(waiting, kA, 256).admit);
 }
 
+// AdmitIdle: a server's connected clients, some under way.
+TEST(IdleAdmission, BelowTheSizeEveryClientIsAdmitted) {
+  const std::vector<HeldConnection> held(3, HeldConnection{kA, false});
+  const Admission a = AdmitIdle(held, kA, 4);
+  EXPECT_TRUE(a.admit);
+  EXPECT_EQ(a.evict, Admission::kNone);
+}
+
+TEST(IdleAdmission, AtTheSizeTheBiggestSourcesOldestIdleOneGivesWay) {
+  // A holds 3 (its oldest, at 1, busy; its oldest idle at 3), B 2, C 1.
+  const std::vector<HeldConnection> held = {{kB, true}, {kA, false}, {kC, true}, {kA, true}, {kA, true}, {kB, true}};
+  const Admission a = AdmitIdle(held, kC, 6);
+  EXPECT_TRUE(a.admit);
+  EXPECT_EQ(a.evict, 3u);
+  // B, with fewer than A, gets in the same way.
+  EXPECT_EQ(AdmitIdle(held, kB, 6).evict, 3u);
+  // A itself does not: it holds the most.
+  EXPECT_FALSE(AdmitIdle(held, kA, 6).admit);
+}
+
+TEST(IdleAdmission, BusyConnectionsCountInTheShareButAreNeverClosed) {
+  // A's 3 are all under way: the newcomer is refused, not another source's idle one taken.
+  const std::vector<HeldConnection> held = {{kB, true}, {kA, false}, {kA, false}, {kA, false}};
+  const Admission a = AdmitIdle(held, kC, 4);
+  EXPECT_FALSE(a.admit);
+  EXPECT_EQ(a.evict, Admission::kNone);
+}
+
+TEST(IdleAdmission, TiesGoToTheSourceThatReachedTheMostFirst) {
+  // A and B hold 2 each; A's second (index 2) came before B's (index 3).
+  const std::vector<HeldConnection> held = {{kB, true}, {kA, true}, {kA, true}, {kB, true}};
+  const Admission a = AdmitIdle(held, kC, 4);
+  EXPECT_TRUE(a.admit);
+  EXPECT_EQ(a.evict, 1u);
+  EXPECT_FALSE(AdmitIdle(held, kA, 4).admit) << "one of the most";
+  EXPECT_FALSE(AdmitIdle(held, kB, 4).admit) << "tied with the most";
+}
+
+TEST(IdleAdmission, IdleClientsFromManyAddressesKeepNoOtherOut) {
+  // The probe: 4 addresses x 64 idle clients fill 256 seats; 100 clients from other
+  // addresses arrive one by one and each gets in, the fullest address giving way.
+  std::vector<HeldConnection> held;
+  for (uint32_t s : {kA, kB, kC, 0x0400007fu}) {
+    for (int i = 0; i < 64; ++i) held.push_back({s, true});
+  }
+  for (uint32_t i = 0; i < 100; ++i) {
+    const uint32_t source = 0x0a000000u + i;
+    const Admission a = AdmitIdle(held, source, 256);
+    ASSERT_TRUE(a.admit) << i;
+    ASSERT_NE(a.evict, Admission::kNone) << i;
+    ASSERT_TRUE(held[a.evict].source != source) << i;
+    held.erase(held.begin() + static_cast<std::ptrdiff_t>(a.evict));
+    held.push_back({source, false});  // the newcomer, busy at its handshake
+  }
+  for (uint32_t s : {kA, kB, kC, 0x0400007fu}) {
+    EXPECT_EQ(std::count_if(held.begin(), held.end(), [&](const HeldConnection& h) { return h.source == s; }), 39);
+  }
+}
+
 }  // namespace
 }  // namespace railyard::fabric

@@ -4,6 +4,8 @@
 // mode, checked by content.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -828,6 +830,122 @@ TEST(SnapshotFake, OneAddressHoldsAtMostItsShareOfTheConnections) {
                     "2 from one address") != std::string::npos;
   }
   EXPECT_TRUE(named) << "the refusal did not say it was the address's share";
+  c[0].reset();
+  c[1].reset();
+  f.srv.reset();
+}
+
+// Hostile-peer probe: idle handles from several addresses (4 x 64) filled every seat
+// for as long as they stayed. Now, when the server is full, a newcomer from another
+// address takes the seat of the oldest idle connection of the address holding the most:
+// here 127.0.0.2 holds 2 of 3, so 127.0.0.1's second client closes .2's older one, and
+// both of .1's clients are served.
+TEST(SnapshotFake, AFullServerClosesAnIdleClientOfTheAddressHoldingTheMost) {
+  constexpr uint64_t kBlob = 64 * 1024;
+  FakeServer f;
+  ServerOptions so;
+  so.arenas = {ArenaSpec{"kv", Mode::kPaging, kBlob, 4}};
+  so.maxConnections = 3;
+  so.maxConnectionsPerSource = 3;
+  so.timeoutMs = 2000;
+  ASSERT_NO_FATAL_FAILURE(f.Start(so));
+  test_support::LogCapture capture;
+  // Two handshakes from 127.0.0.2, each answered, then silent.
+  proxy::Fd raw[2];
+  std::vector<uint8_t> address = f.client.worker->Address();
+  for (proxy::Fd& r : raw) {
+    r = proxy::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(r.valid());
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x7f000002);
+    ASSERT_EQ(::bind(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    a.sin_port = htons(f.srv->port());
+    a.sin_addr.s_addr = htonl(0x7f000001);
+    ASSERT_EQ(::connect(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    ASSERT_TRUE(SetTimeouts(r.get(), 5000).ok());
+    Header h;
+    h.kind = "kv";
+    h.arenaBytes = 4 * kBlob;
+    h.blobBytes = kBlob;
+    h.addressBytes = static_cast<uint32_t>(address.size());
+    std::array<uint8_t, Header::kBytes> hb = h.Encode();
+    iovec hv[2] = {{hb.data(), hb.size()}, {address.data(), address.size()}};
+    ASSERT_TRUE(proxy::SendAll(r.get(), hv, 2, "idle client").ok());
+    uint8_t b[8];
+    ASSERT_EQ(::recv(r.get(), b, sizeof b, MSG_WAITALL), 8) << "no handshake reply";
+    ASSERT_EQ(std::memcmp(b, "RYSA", 4), 0);
+  }
+  ClientOptions o = f.Kv(kBlob, 4);
+  o.timeoutMs = 2000;
+  std::unique_ptr<SnapshotClient> c[2];
+  ASSERT_TRUE(SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c[0]).ok());
+  Status second;
+  for (int tries = 0; tries < 200; ++tries) {  // until .2's connections wait idle (they just got their replies)
+    second = SnapshotClient::Connect(*f.client.cache, *f.client.worker, o, &c[1]);
+    if (second.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(second.ok()) << second.message();
+  // .2's older connection was closed (its reply's rest, then the end), the younger not.
+  auto ended = [](int fd, int flags) {
+    uint8_t b[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, b, sizeof b, flags)) > 0) {
+    }
+    return n == 0;
+  };
+  EXPECT_TRUE(ended(raw[0].get(), 0)) << "the oldest idle connection of 127.0.0.2 is still open";
+  EXPECT_FALSE(ended(raw[1].get(), MSG_DONTWAIT)) << "127.0.0.2's younger connection was closed too";
+  bool named = false;
+  for (const std::string& l : capture.lines()) {
+    named |= l.find("snapshot: 3 clients connected (at most 3): closed an idle one from 127.0.0.2:") != std::string::npos &&
+             l.find("the address holding the most, for a new one from 127.0.0.1") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "the eviction was not logged";
+  std::vector<uint8_t> b(kBlob), back(kBlob);
+  for (int i = 0; i < 2; ++i) {
+    Fill(b.data(), kBlob, 40 + i);
+    ASSERT_TRUE(c[i]->Put(40 + i, b.data(), kBlob).ok()) << "client " << i;
+    bool found = false;
+    ASSERT_TRUE(c[i]->Get(40 + i, back.data(), kBlob, &found).ok()) << "client " << i;
+    EXPECT_TRUE(found);
+    EXPECT_EQ(Mismatch(back.data(), kBlob, 40 + i), -1);
+  }
+  // Now 127.0.0.1 holds the most (2 of 3): a newcomer from .2 takes the seat of c[0],
+  // whose next call says why its connection is gone.
+  raw[0] = proxy::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  bool in = false;
+  for (int tries = 0; tries < 200 && !in; ++tries) {  // until the closed connection of .2 is reaped
+    proxy::Fd r(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x7f000002);
+    ASSERT_EQ(::bind(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    a.sin_port = htons(f.srv->port());
+    a.sin_addr.s_addr = htonl(0x7f000001);
+    ASSERT_EQ(::connect(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    ASSERT_TRUE(SetTimeouts(r.get(), 5000).ok());
+    Header h;
+    h.kind = "kv";
+    h.arenaBytes = 4 * kBlob;
+    h.blobBytes = kBlob;
+    h.addressBytes = static_cast<uint32_t>(address.size());
+    std::array<uint8_t, Header::kBytes> hb = h.Encode();
+    iovec hv[2] = {{hb.data(), hb.size()}, {address.data(), address.size()}};
+    uint8_t rb[8];
+    in = proxy::SendAll(r.get(), hv, 2, "newcomer").ok() && ::recv(r.get(), rb, sizeof rb, MSG_WAITALL) == 8;
+    if (in) raw[0] = std::move(r);
+    if (!in) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(in) << "a newcomer from 127.0.0.2 was never admitted";
+  Fill(b.data(), kBlob, 50);
+  const Status gone = c[0]->Put(50, b.data(), kBlob);
+  EXPECT_FALSE(gone.ok());
+  EXPECT_NE(gone.message().find("gave the seat of this handle, idle between calls, to a client from another address"),
+            std::string::npos)
+      << gone.message();
+  EXPECT_TRUE(c[1]->Put(51, b.data(), kBlob).ok()) << "the younger client of 127.0.0.1 was closed too";
   c[0].reset();
   c[1].reset();
   f.srv.reset();
