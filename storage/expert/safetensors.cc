@@ -223,14 +223,22 @@ Status ReadCheckpoint(const std::string& given, std::vector<CheckpointTensor>* o
     std::vector<CheckpointTensor> ts;
     RY_RETURN_IF_ERROR(ReadSafetensorsHeader(path + "/" + shard, &ts));
     std::set<std::string> have;
+    std::string unindexed;  // the first tensor of this shard that the index names nowhere
     for (CheckpointTensor& t : ts) {
       have.insert(t.name);
+      if (!mapped.count(t.name) && unindexed.empty()) unindexed = t.name;
       if (!names.count(t.name)) continue;  // a tensor the index places elsewhere: not this shard's
       if (!seen.insert(t.name).second) return SafetensorsBad(index, "tensor '" + t.name + "' is in two shards");
       out->push_back(std::move(t));
     }
     for (const std::string& n : names) {
       if (!have.count(n)) return SafetensorsBad(path + "/" + shard, "lacks tensor '" + n + "' that the index places there");
+    }
+    if (!unindexed.empty()) {
+      // (New-user trial: a tensor left out of the index was reported as an expert
+      // lacking a tensor its neighbour has.)
+      return SafetensorsBad(index, "leaves out tensor '" + unindexed + "', which shard " + shard +
+                                       " holds: the index's weight_map must name every tensor of its shards");
     }
   }
   return Status::Ok();

@@ -40,9 +40,11 @@ Status RecvReplyHead(int fd, const std::string& peer) {
     }
     // A server at its connection limits closes a new connection unanswered (C API
     // trial: "Connection reset by peer" and nothing more).
+    // (New-user trial: a port whose service closes at once was blamed on the limits only.)
     return Status(s.code(), s.message() + ": a snapshot server closes a connection unanswered when it already serves "
-                                          "its most clients at once, or its most from this address (64 by default; "
-                                          "its log WARNs \"refused a client\" saying which)");
+                                          "its most clients at once (256), or its most from this address (64; its "
+                                          "log WARNs \"refused a client\" saying which), or this port's service is "
+                                          "not a snapshot server");
   }
   uint32_t magic = 0;
   uint16_t version = 0, code = 0;

@@ -275,6 +275,17 @@ Status SwapFile::Open(const std::string& dir, const std::string& kind, uint64_t 
       fresh = true;
       rebuild->cacheOnlyDiscarded = true;
     } else if (fh.blobBytes != blobBytes) {
+      // The header's blob size against its first record's, whose header is checksummed:
+      // a file header damaged there would send the user to an arena size nobody had
+      // (new-user trial: 2 bytes overwritten read "blobs of 4294939616 bytes").
+      RecordHeader first{};
+      if (size >= static_cast<off_t>(kPage + sizeof first) && PreadAll(fd, &first, sizeof first, kPage, path).ok() &&
+          first.magic == kRecordMagic && first.headerChecksum == HeaderSum(first) && first.bytes != fh.blobBytes) {
+        return InvalidUsage("swap " + path + " has a damaged header: it says blobs of " + std::to_string(fh.blobBytes) +
+                            " bytes, its first record holds one of " + std::to_string(first.bytes) +
+                            "; it was kept by an arena with RAILYARD_SWAP_SYNC=1 and may hold committed blobs: move "
+                            "it away to start empty (nothing was touched)");
+      }
       return InvalidUsage("swap " + path + " was kept by an arena with RAILYARD_SWAP_SYNC=1 and holds blobs of " +
                           std::to_string(fh.blobBytes) + " bytes, which may be committed; this arena wants blobs of " +
                           std::to_string(blobBytes) + " bytes: give it the same blob size to keep them, or move the " +

@@ -363,6 +363,21 @@ TEST(ExpertPack, MalformedAndTruncatedSafetensorsAreRefused) {
   ts.clear();
   s = ReadCheckpoint(tmp.path + "/sh", &ts);
   EXPECT_NE(s.message().find("lacks tensor"), std::string::npos) << s.message();
+  // One that leaves out a tensor its shard holds (new-user trial: reported as an expert
+  // lacking a tensor another has).
+  index = nlohmann::json::object();
+  const std::vector<std::string> all = [] {
+    std::vector<std::string> names;
+    for (const auto& [name, tensor] : MixtralTensors()) names.push_back(name);
+    return names;
+  }();
+  for (size_t i = 1; i < all.size(); ++i) index["weight_map"][all[i]] = "a.safetensors";
+  std::ofstream(tmp.path + "/sh/model.safetensors.index.json") << index.dump();
+  ts.clear();
+  s = ReadCheckpoint(tmp.path + "/sh", &ts);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kPackInput);
+  EXPECT_NE(s.message().find("leaves out tensor '" + all[0] + "', which shard a.safetensors holds"), std::string::npos)
+      << s.message();
   // An index naming one tensor twice (one shard each) is refused, not resolved silently.
   std::ofstream(tmp.path + "/sh/model.safetensors.index.json")
       << R"({"weight_map": {"x.weight": "a.safetensors", "x.weight": "b.safetensors"}})";

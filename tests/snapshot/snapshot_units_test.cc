@@ -499,6 +499,29 @@ TEST(SwapFileLock, ASyncRestartStartsACacheOnlyFileEmpty) {
   ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
   EXPECT_EQ(rebuild.records.size(), 1u) << "the refused start touched the sync file";
   f.reset();
+  // The header's blob size damaged (2 bytes, as the new-user trial did): named as damage,
+  // by the first record's own (checksummed) size, not as an arena of another size.
+  {
+    const std::string path = d.dir + "/railyard-snapshot-kv.swap";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    uint8_t orig[2], ff[2] = {0xff, 0xff};
+    ASSERT_EQ(::pread(fd, orig, 2, 10), 2);
+    ASSERT_EQ(::pwrite(fd, ff, 2, 10), 2);
+    uint64_t said = 0;
+    ASSERT_EQ(::pread(fd, &said, 8, 8), 8);
+    st = SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild);
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.message();
+    EXPECT_NE(st.message().find("has a damaged header: it says blobs of " + std::to_string(said) +
+                                " bytes, its first record holds one of " + std::to_string(SwapDir::kBlob)),
+              std::string::npos)
+        << st.message();
+    ASSERT_EQ(::pwrite(fd, orig, 2, 10), 2);
+    ::close(fd);
+    ASSERT_TRUE(SwapFile::Open(d.dir, "kv", SwapDir::kBlob, /*sync=*/true, &f, &rebuild).ok());
+    EXPECT_EQ(rebuild.records.size(), 1u) << "the refused start touched the damaged file";
+    f.reset();
+  }
   ASSERT_TRUE(SwapFile::Open(d.dir, "cache", SwapDir::kBlob, /*sync=*/false, &f, &rebuild).ok());
   ASSERT_TRUE(f->Write(f->Allocate(), 12, 1, d.blob.data(), d.sum).ok());
   f.reset();

@@ -160,6 +160,11 @@ grep -q -- "--settle-ms 500 (the default) must be less than --timeout-ms 300" "$
 # flags without an arena.
 expect_status 2 "railyardd --snapshot-only --relay-port" "$DAEMON" --snapshot-only --snapshot-arena kind=k,mode=raw,blob=4096,slots=1 --relay-port 30000
 grep -q -- "--relay-port has no effect with --snapshot-only" "$tmp/err" || { echo "FAIL: --snapshot-only --relay-port: $(cat "$tmp/err")"; failed=1; }
+# Trial: a --swap-dir no arena uses (here one that does not exist) was taken without a word.
+expect_status 2 "railyardd --swap-dir with raw arenas only" "$DAEMON" --snapshot-only --swap-dir "$tmp/none" \
+  --snapshot-arena kind=k,mode=raw,blob=4096,slots=1 --relay-port 30000
+grep -q -- "warning: --swap-dir $tmp/none has no effect: no --snapshot-arena is a paging one" "$tmp/err" ||
+  { echo "FAIL: --swap-dir with raw arenas only: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyardd --expert-only --wait-hosts" "$DAEMON" --expert-only --expert-store "$tmp" --wait-hosts 2
 grep -q -- "--wait-hosts has no effect with --expert-only" "$tmp/err" || { echo "FAIL: --expert-only --wait-hosts: $(cat "$tmp/err")"; failed=1; }
 expect_status 2 "railyardd --snapshot-port alone" "$DAEMON" --snapshot-port 30001

@@ -227,13 +227,15 @@ int Run(int argc, char** argv) {
   std::string swapDir;
   app.add_option("--swap-dir", swapDir, "directory of the paging arenas' swap files: sets RAILYARD_SWAP_DIR (the flag wins; "
                  "errors name the variable)");
-  app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas only (no discovery, no relay)");
+  app.add_flag("--snapshot-only", snapshotOnly, "serve the snapshot arenas (and the --expert-store, when given) with no "
+               "discovery and no relay");
   app.add_flag("--no-relay", noRelay, "discover only; do not relay (with --wait-hosts: an inspection run, which takes no daemon seat)");
   app.add_option("--expert-store", expertStore, "serve the expert store in this directory (railyard-pack builds one)");
   app.add_option("--expert-listen", expertListen, "with --expert-store: IPv4 ADDRESS:PORT of its control socket, or :PORT (port 0: any). Default: the "
                  "first rail's address (--ifname, else RAILYARD_SOCKET_IFNAME), 127.0.0.1 when neither is set, port 29431; "
                  "0.0.0.0:PORT serves every interface. Stdout gets one line, `expert-port N`, for scripts");
-  app.add_flag("--expert-only", expertOnly, "with --expert-store: serve only the store (no discovery, no relay, no daemon seat)");
+  app.add_flag("--expert-only", expertOnly, "with --expert-store: serve the store (and the --snapshot-arena ones, when "
+               "given) with no discovery, no relay and no daemon seat");
   app.add_flag("--expert-verify", expertVerify, "with --expert-store: check every record's checksum before serving");
   app.footer(
       "Exit status: 0 stopped by SIGTERM/SIGINT/SIGHUP (serve), or the graph printed (--wait-hosts); 1 --wait-hosts\n"
@@ -327,6 +329,19 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "railyardd: %s needs at least one --snapshot-arena\n",
                  snapshotOnly ? "--snapshot-only" : app.count("--snapshot-port") > 0 ? "--snapshot-port" : "--snapshot-address");
     return 2;
+  }
+  if (!swapDir.empty()) {
+    // (New-user trial: a --swap-dir, even one that does not exist, was taken without a
+    // word where no arena would ever use it.)
+    bool paging = false;
+    for (const std::string& arenaText : snapshot.arenas) {
+      storage::snapshot::ArenaSpec spec;
+      paging |= storage::snapshot::ParseArenaSpec(arenaText, &spec).ok() && spec.mode == storage::snapshot::Mode::kPaging;
+    }
+    if (!paging) {
+      std::fprintf(stderr, "railyardd: warning: --swap-dir %s has no effect: no --snapshot-arena is a paging one "
+                   "(mode=paging), and only those swap\n", swapDir.c_str());
+    }
   }
   if (expertOnly || snapshotOnly) {
     // A tier served alone runs no discovery and no relay: their flags would be ignored
