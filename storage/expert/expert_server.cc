@@ -28,6 +28,14 @@ namespace {
 /// stop (or the store check) waits for it at most.
 constexpr int kQuietWaitMs = 20;
 
+/// PROTOCOL when a request's reserved bytes are not zero: what a later version may
+/// give meaning to is not read as this one's (hostile-peer probe: 0xffffff was served).
+Status CheckReserved(const RequestMessage& req) {
+  if (req.reserved[0] == 0 && req.reserved[1] == 0 && req.reserved[2] == 0) return Status::Ok();
+  return ExpertError(ExpertErrc::kProtocol, "request op " + std::to_string(req.op) +
+                                                " has reserved bytes that are not zero (another wire version's request?)");
+}
+
 }  // namespace
 
 ExpertServer::ExpertServer(std::unique_ptr<Store> store, fabric::Domain* domain, fabric::Worker* worker,
@@ -409,6 +417,10 @@ Status ExpertServer::ServeTcp(int fd, const std::string& who, std::atomic<int>& 
     RY_RETURN_IF_ERROR(AwaitRequest(fd, who, phase, &stopped));
     if (stopped) return Status::Ok();
     RY_RETURN_IF_ERROR(WireRecv(fd, &req, sizeof req, who + " request"));
+    if (Status bad = CheckReserved(req); !bad.ok()) {
+      (void)SendReply(fd, bad, nullptr, 0, who);
+      return bad;
+    }
     if (req.op == kOpShutdown) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -445,6 +457,10 @@ Status ExpertServer::ServeReadControl(int fd, const std::string& who, std::atomi
     if (stopped) return Status::Ok();
     RequestMessage req{};
     RY_RETURN_IF_ERROR(WireRecv(fd, &req, sizeof req, who + " request"));
+    if (Status bad = CheckReserved(req); !bad.ok()) {
+      (void)SendReply(fd, bad, nullptr, 0, who);
+      return bad;
+    }
     if (req.op == kOpShutdown) {
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -857,6 +857,21 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
   ASSERT_TRUE(WireSend(fd, &rq, sizeof rq, "request").ok());
   s = ReadReply(fd, "peer", &payload);
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kOutOfRange) << s.message();
+  // Reserved bytes set: refused, naming them, and the connection ends (hostile-peer
+  // probe: a fetch with them 0xffffff was served).
+  rq.expert = 1;
+  std::memset(rq.reserved, 0xff, sizeof rq.reserved);
+  ASSERT_TRUE(WireSend(fd, &rq, sizeof rq, "request").ok());
+  s = ReadReply(fd, "peer", &payload);
+  EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kProtocol) << s.message();
+  EXPECT_NE(s.message().find("has reserved bytes that are not zero"), std::string::npos) << s.message();
+  ::close(fd);
+  ASSERT_TRUE(WireConnect("127.0.0.1", server->port(), 2000, &fd).ok());
+  ASSERT_TRUE(WireRecv(fd, &h, sizeof h, "hello").ok());
+  ASSERT_TRUE(WireRecv(fd, text.data(), text.size(), "manifest").ok());
+  ASSERT_TRUE(WireSend(fd, &ch, sizeof ch, "choose").ok());
+  ASSERT_TRUE(ReadReply(fd, "peer", &payload).ok());
+  std::memset(rq.reserved, 0, sizeof rq.reserved);
   rq.op = 99;
   ASSERT_TRUE(WireSend(fd, &rq, sizeof rq, "request").ok());
   EXPECT_EQ(ExpertErrcOf(ReadReply(fd, "peer", &payload)), ExpertErrc::kProtocol);
