@@ -4,21 +4,35 @@
 #include <unordered_map>
 
 namespace railyard::fabric {
+namespace {
+
+/// Of `n` entries (oldest first) whose sources `sourceOf(i)` gives: how many each source
+/// holds, and the one holding the most (ties: the first to reach that count).
+template <typename SourceOf>
+void CountBySource(size_t n, SourceOf sourceOf, std::unordered_map<uint32_t, size_t>* held, uint32_t* biggest,
+                   size_t* most) {
+  held->reserve(n);
+  *biggest = 0;
+  *most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t s = sourceOf(i);
+    const size_t c = ++(*held)[s];
+    if (c > *most) {
+      *most = c;
+      *biggest = s;
+    }
+  }
+}
+
+}  // namespace
 
 Admission AdmitPending(const std::vector<uint32_t>& waiting, uint32_t source, size_t max) {
   Admission a;
   if (waiting.size() < max) return a;
   std::unordered_map<uint32_t, size_t> held;
-  held.reserve(waiting.size());
   uint32_t biggest = 0;
   size_t most = 0;
-  for (uint32_t s : waiting) {
-    const size_t n = ++held[s];
-    if (n > most) {
-      most = n;
-      biggest = s;
-    }
-  }
+  CountBySource(waiting.size(), [&](size_t i) { return waiting[i]; }, &held, &biggest, &most);
   const auto mine = held.find(source);
   if (mine != held.end() && mine->second >= most) {
     a.admit = false;  // the new socket's source is (one of) the biggest holders
@@ -37,16 +51,9 @@ Admission AdmitIdle(const std::vector<HeldConnection>& held, uint32_t source, si
   Admission a;
   if (held.size() < max) return a;
   std::unordered_map<uint32_t, size_t> count;
-  count.reserve(held.size());
   uint32_t biggest = 0;
   size_t most = 0;
-  for (const HeldConnection& h : held) {
-    const size_t n = ++count[h.source];
-    if (n > most) {
-      most = n;
-      biggest = h.source;
-    }
-  }
+  CountBySource(held.size(), [&](size_t i) { return held[i].source; }, &count, &biggest, &most);
   const auto mine = count.find(source);
   if (mine != count.end() && mine->second >= most) {
     a.admit = false;  // the new one's source holds (one of) the most

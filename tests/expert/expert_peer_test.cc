@@ -840,16 +840,19 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
 
   // A raw request for an out-of-range record gets a named error reply from the peer itself.
   int fd = -1;
-  ASSERT_TRUE(WireConnect("127.0.0.1", server->port(), 2000, &fd).ok());
-  HelloHeader h{};
-  ASSERT_TRUE(WireRecv(fd, &h, sizeof h, "hello").ok());
-  std::string text(h.manifestBytes, '\0');
-  ASSERT_TRUE(WireRecv(fd, text.data(), text.size(), "manifest").ok());
-  ChooseMessage ch{};
-  ch.transport = kTransportTcp;
-  ASSERT_TRUE(WireSend(fd, &ch, sizeof ch, "choose").ok());
   uint64_t payload = 0;
-  ASSERT_TRUE(ReadReply(fd, "peer", &payload).ok());
+  auto openTcp = [&] {  // a raw tcp-transport connection, its handshake done
+    ASSERT_TRUE(WireConnect("127.0.0.1", server->port(), 2000, &fd).ok());
+    HelloHeader h{};
+    ASSERT_TRUE(WireRecv(fd, &h, sizeof h, "hello").ok());
+    std::string text(h.manifestBytes, '\0');
+    ASSERT_TRUE(WireRecv(fd, text.data(), text.size(), "manifest").ok());
+    ChooseMessage ch{};
+    ch.transport = kTransportTcp;
+    ASSERT_TRUE(WireSend(fd, &ch, sizeof ch, "choose").ok());
+    ASSERT_TRUE(ReadReply(fd, "peer", &payload).ok());
+  };
+  ASSERT_NO_FATAL_FAILURE(openTcp());
   RequestMessage rq{};
   rq.op = kOpFetch;
   rq.layer = 0;
@@ -866,11 +869,7 @@ TEST(ExpertPeer, UnknownTransportByteAndHostileHello) {
   EXPECT_EQ(ExpertErrcOf(s), ExpertErrc::kProtocol) << s.message();
   EXPECT_NE(s.message().find("has reserved bytes that are not zero"), std::string::npos) << s.message();
   ::close(fd);
-  ASSERT_TRUE(WireConnect("127.0.0.1", server->port(), 2000, &fd).ok());
-  ASSERT_TRUE(WireRecv(fd, &h, sizeof h, "hello").ok());
-  ASSERT_TRUE(WireRecv(fd, text.data(), text.size(), "manifest").ok());
-  ASSERT_TRUE(WireSend(fd, &ch, sizeof ch, "choose").ok());
-  ASSERT_TRUE(ReadReply(fd, "peer", &payload).ok());
+  ASSERT_NO_FATAL_FAILURE(openTcp());
   std::memset(rq.reserved, 0, sizeof rq.reserved);
   rq.op = 99;
   ASSERT_TRUE(WireSend(fd, &rq, sizeof rq, "request").ok());

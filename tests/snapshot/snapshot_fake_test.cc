@@ -837,11 +837,43 @@ TEST(SnapshotFake, OneAddressHoldsAtMostItsShareOfTheConnections) {
   f.srv.reset();
 }
 
+/// A paging client of kind "kv" (4 blobs of `blob` bytes) from 127.0.0.2 to the
+/// server at 127.0.0.1:`port`: its handshake sent (giving `address` as its Worker's)
+/// and the reply's first 8 bytes read; true and *out the connection when they came
+/// and were a reply's ("RYSA"), false when the server closed it first (refused).
+bool HandshakeFromDotTwo(uint16_t port, const std::vector<uint8_t>& address, uint64_t blob, proxy::Fd* out) {
+  proxy::Fd r(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(0x7f000002);
+  if (!r.valid() || ::bind(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(0x7f000001);
+  if (::connect(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || !SetTimeouts(r.get(), 5000).ok()) {
+    return false;
+  }
+  Header h;
+  h.kind = "kv";
+  h.arenaBytes = 4 * blob;
+  h.blobBytes = blob;
+  h.addressBytes = static_cast<uint32_t>(address.size());
+  std::array<uint8_t, Header::kBytes> hb = h.Encode();
+  iovec hv[2] = {{hb.data(), hb.size()}, {const_cast<uint8_t*>(address.data()), address.size()}};
+  uint8_t reply[8];
+  if (!proxy::SendAll(r.get(), hv, 2, "client from 127.0.0.2").ok() ||
+      ::recv(r.get(), reply, sizeof reply, MSG_WAITALL) != 8 || std::memcmp(reply, "RYSA", 4) != 0) {
+    return false;
+  }
+  *out = std::move(r);
+  return true;
+}
+
 // Hostile-peer probe: idle handles from several addresses (4 x 64) filled every seat
 // for as long as they stayed. Now, when the server is full, a newcomer from another
 // address takes the seat of the oldest idle connection of the address holding the most:
 // here 127.0.0.2 holds 2 of 3, so 127.0.0.1's second client closes .2's older one, and
-// both of .1's clients are served.
+// both of .1's clients are served; then .1 holds the most, and a newcomer from .2 closes
+// .1's older client, whose next call says why.
 TEST(SnapshotFake, AFullServerClosesAnIdleClientOfTheAddressHoldingTheMost) {
   constexpr uint64_t kBlob = 64 * 1024;
   FakeServer f;
@@ -852,32 +884,9 @@ TEST(SnapshotFake, AFullServerClosesAnIdleClientOfTheAddressHoldingTheMost) {
   so.timeoutMs = 2000;
   ASSERT_NO_FATAL_FAILURE(f.Start(so));
   test_support::LogCapture capture;
-  // Two handshakes from 127.0.0.2, each answered, then silent.
+  const std::vector<uint8_t> address = f.client.worker->Address();
   proxy::Fd raw[2];
-  std::vector<uint8_t> address = f.client.worker->Address();
-  for (proxy::Fd& r : raw) {
-    r = proxy::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    ASSERT_TRUE(r.valid());
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(0x7f000002);
-    ASSERT_EQ(::bind(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
-    a.sin_port = htons(f.srv->port());
-    a.sin_addr.s_addr = htonl(0x7f000001);
-    ASSERT_EQ(::connect(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
-    ASSERT_TRUE(SetTimeouts(r.get(), 5000).ok());
-    Header h;
-    h.kind = "kv";
-    h.arenaBytes = 4 * kBlob;
-    h.blobBytes = kBlob;
-    h.addressBytes = static_cast<uint32_t>(address.size());
-    std::array<uint8_t, Header::kBytes> hb = h.Encode();
-    iovec hv[2] = {{hb.data(), hb.size()}, {address.data(), address.size()}};
-    ASSERT_TRUE(proxy::SendAll(r.get(), hv, 2, "idle client").ok());
-    uint8_t b[8];
-    ASSERT_EQ(::recv(r.get(), b, sizeof b, MSG_WAITALL), 8) << "no handshake reply";
-    ASSERT_EQ(std::memcmp(b, "RYSA", 4), 0);
-  }
+  for (proxy::Fd& r : raw) ASSERT_TRUE(HandshakeFromDotTwo(f.srv->port(), address, kBlob, &r));
   ClientOptions o = f.Kv(kBlob, 4);
   o.timeoutMs = 2000;
   std::unique_ptr<SnapshotClient> c[2];
@@ -914,30 +923,10 @@ TEST(SnapshotFake, AFullServerClosesAnIdleClientOfTheAddressHoldingTheMost) {
     EXPECT_TRUE(found);
     EXPECT_EQ(Mismatch(back.data(), kBlob, 40 + i), -1);
   }
-  // Now 127.0.0.1 holds the most (2 of 3): a newcomer from .2 takes the seat of c[0],
-  // whose next call says why its connection is gone.
-  raw[0] = proxy::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // Now 127.0.0.1 holds the most (2 of 3): a newcomer from .2 takes the seat of c[0].
   bool in = false;
   for (int tries = 0; tries < 200 && !in; ++tries) {  // until the closed connection of .2 is reaped
-    proxy::Fd r(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(0x7f000002);
-    ASSERT_EQ(::bind(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
-    a.sin_port = htons(f.srv->port());
-    a.sin_addr.s_addr = htonl(0x7f000001);
-    ASSERT_EQ(::connect(r.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
-    ASSERT_TRUE(SetTimeouts(r.get(), 5000).ok());
-    Header h;
-    h.kind = "kv";
-    h.arenaBytes = 4 * kBlob;
-    h.blobBytes = kBlob;
-    h.addressBytes = static_cast<uint32_t>(address.size());
-    std::array<uint8_t, Header::kBytes> hb = h.Encode();
-    iovec hv[2] = {{hb.data(), hb.size()}, {address.data(), address.size()}};
-    uint8_t rb[8];
-    in = proxy::SendAll(r.get(), hv, 2, "newcomer").ok() && ::recv(r.get(), rb, sizeof rb, MSG_WAITALL) == 8;
-    if (in) raw[0] = std::move(r);
+    in = HandshakeFromDotTwo(f.srv->port(), address, kBlob, &raw[0]);
     if (!in) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(in) << "a newcomer from 127.0.0.2 was never admitted";
