@@ -1,59 +1,33 @@
-// proxy/fabric/hello_admission.cc: the fair share of the sockets waiting for a hello.
+// proxy/fabric/hello_admission.cc: the fair share of a full table of sockets, by source address.
 #include "proxy/fabric/hello_admission.h"
 
 #include <unordered_map>
 
 namespace railyard::fabric {
-namespace {
-
-/// Of `n` entries (oldest first) whose sources `sourceOf(i)` gives: how many each source
-/// holds, and the one holding the most (ties: the first to reach that count).
-template <typename SourceOf>
-void CountBySource(size_t n, SourceOf sourceOf, std::unordered_map<uint32_t, size_t>* held, uint32_t* biggest,
-                   size_t* most) {
-  held->reserve(n);
-  *biggest = 0;
-  *most = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t s = sourceOf(i);
-    const size_t c = ++(*held)[s];
-    if (c > *most) {
-      *most = c;
-      *biggest = s;
-    }
-  }
-}
-
-}  // namespace
 
 Admission AdmitPending(const std::vector<uint32_t>& waiting, uint32_t source, size_t max) {
-  Admission a;
-  if (waiting.size() < max) return a;
-  std::unordered_map<uint32_t, size_t> held;
-  uint32_t biggest = 0;
-  size_t most = 0;
-  CountBySource(waiting.size(), [&](size_t i) { return waiting[i]; }, &held, &biggest, &most);
-  const auto mine = held.find(source);
-  if (mine != held.end() && mine->second >= most) {
-    a.admit = false;  // the new socket's source is (one of) the biggest holders
-    return a;
-  }
-  for (size_t i = 0; i < waiting.size(); ++i) {
-    if (waiting[i] == biggest) {
-      a.evict = i;  // its oldest
-      break;
-    }
-  }
-  return a;
+  if (waiting.size() < max) return Admission{};
+  // Every waiting socket may be closed: AdmitIdle's rule with all of them idle.
+  std::vector<HeldConnection> held;
+  held.reserve(waiting.size());
+  for (uint32_t s : waiting) held.push_back({s, true});
+  return AdmitIdle(held, source, max);
 }
 
 Admission AdmitIdle(const std::vector<HeldConnection>& held, uint32_t source, size_t max) {
   Admission a;
   if (held.size() < max) return a;
   std::unordered_map<uint32_t, size_t> count;
+  count.reserve(held.size());
   uint32_t biggest = 0;
   size_t most = 0;
-  CountBySource(held.size(), [&](size_t i) { return held[i].source; }, &count, &biggest, &most);
+  for (const HeldConnection& h : held) {
+    const size_t n = ++count[h.source];
+    if (n > most) {  // ties: the first to reach the count
+      most = n;
+      biggest = h.source;
+    }
+  }
   const auto mine = count.find(source);
   if (mine != count.end() && mine->second >= most) {
     a.admit = false;  // the new one's source holds (one of) the most
