@@ -746,11 +746,20 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     // A new-user trial: replaying one captured record with its sequence raised step by
     // step (each step inside the window) made every host drop the real speaker's
     // records as old news until the forged sequence's tombstone went, about a minute.
-    RY_WARN("cabling: host %s (%s) speaks again at sequence %llu, below the %llu it last held: a datagram it did not "
-            "send had pushed its sequence ahead, or its speaker restarted its count; taken (no cluster key: every host "
-            "on a rail is believed; RAILYARD_CLUSTER_KEY_FILE makes sequences unforgeable) %s",
-            m.hostName.c_str(), HostIdText(h.origin).c_str(), static_cast<unsigned long long>(h.seq),
-            static_cast<unsigned long long>(it->second.seq), where().c_str());
+    // One WARN per kLogEveryMs, with the count since the last (hostile-peer probe: made-up
+    // hosts restarted so flooded every host's log, 1000 lines a second each).
+    ++restartsSinceWarn_;
+    if (lastRestartWarnMs_ < 0 || nowMs - lastRestartWarnMs_ >= kLogEveryMs) {
+      RY_WARN("cabling: host %s (%s) speaks again at sequence %llu, below the %llu it last held: a datagram it did "
+              "not send had pushed its sequence ahead, or its speaker restarted its count; taken (no cluster key: "
+              "every host on a rail is believed; RAILYARD_CLUSTER_KEY_FILE makes sequences unforgeable) %s (%llu "
+              "such restarts since the last of these WARNs; at most one per %lld s)",
+              m.hostName.c_str(), HostIdText(h.origin).c_str(), static_cast<unsigned long long>(h.seq),
+              static_cast<unsigned long long>(it->second.seq), where().c_str(),
+              static_cast<unsigned long long>(restartsSinceWarn_), static_cast<long long>(kLogEveryMs / 1000));
+      lastRestartWarnMs_ = nowMs;
+      restartsSinceWarn_ = 0;
+    }
     it->second.seq = 0;  // taken as if first heard: the window starts again at this sequence
   }
   if (it != records_.end() && it->second.seq != 0) {
@@ -782,7 +791,10 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
     if (l.peerHost == 0 || l.peerHost == h.origin) continue;  // nonsense, never a cable
     links.push_back({l.ifname, l.peerIfname, l.addr, l.peerAddr, l.peerHost, l.speedMbps});
   }
-  if (it == records_.end()) {
+  // A speaker new here, or a tombstone coming back to life (hostile-peer probe: made-up
+  // hosts' tombstones, restarted, went past the cap below).
+  const bool revives = it == records_.end() || it->second.expired;
+  if (revives) {
     // Room. A host the graph does not link yet (a host starting up far away, or one
     // made up by a flood) gets at most kMaxUnlinkedSpeakers speakers in all; when the table
     // is full, a tombstone goes first (the oldest), else, for a speaker of a linked
@@ -807,7 +819,7 @@ void CablingAgent::Handle(RailState& r, const char* buf, size_t n, uint32_t src,
         return;
       }
     }
-    if (records_.size() >= kMaxSpeakers) {
+    if (it == records_.end() && records_.size() >= kMaxSpeakers) {
       auto victim = records_.end();
       for (auto j = records_.begin(); j != records_.end(); ++j) {
         if (j->second.expired && (victim == records_.end() || j->second.receivedMs < victim->second.receivedMs)) {

@@ -320,6 +320,8 @@ class CablingAgent {
   static constexpr int64_t kLogEveryMs = 10000;  ///< one WARN per refusal kind per this long
   static constexpr int64_t kReturnWindowDeads = 10;  ///< RailState::lost keeps a neighbour this many dead intervals
   int64_t lastReturnWarnMs_ = -1;  ///< the last WARN about a returning neighbour (one per kLogEveryMs x 6)
+  int64_t lastRestartWarnMs_ = -1;  ///< the last WARN about a speaker restarting its sequence (one per kLogEveryMs)
+  uint64_t restartsSinceWarn_ = 0;  ///< such restarts since (the first of them included)
   /// (rail, host) pairs WARNed as heard by this host but not hearing it (WarnOneSided),
   /// each once until it resolves.
   std::set<std::pair<std::string, uint64_t>> oneSidedWarned_;

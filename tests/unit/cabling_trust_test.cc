@@ -481,6 +481,35 @@ TEST_F(CablingTrust, WithoutAKeyARaisedSequenceHoldsOffTheRealSpeakerOnlyUntilIt
   }
 }
 
+// Hostile-peer probe: made-up speakers raised, left to expire and restarted below
+// their tombstones flooded every host's log (a WARN each, 1000 a second). The WARN now
+// goes out at most once per 10 s: two speakers restarting together give one line.
+TEST_F(CablingTrust, SpeakersRestartingTheirSequenceAreWarnedAboutAtMostOncePerTenSeconds) {
+  AgentOptions o;
+  o.intervalMs = 10;
+  o.deadIntervalMs = 400;
+  Start(o);
+  test_support::LogCapture capture;
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  for (uint64_t speaker : {7, 9}) {
+    agent_->InjectForTesting(0, Record(kA, speaker, 60, "a", "10.9.0.2", true, 0), Addr("10.9.0.2"));
+  }
+  ASSERT_EQ(AddressOfA(), "10.9.0.2");
+  ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.HostName(kA).empty(); }, 10000));
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  for (uint64_t speaker : {7, 9}) {
+    agent_->InjectForTesting(0, Record(kA, speaker, 8, "a", "10.9.0.2", true, 0), Addr("10.9.0.2"));
+  }
+  EXPECT_EQ(AddressOfA(), "10.9.0.2") << "both speakers restarted";
+  size_t warns = 0;
+  for (const std::string& l : capture.lines()) {
+    if (l.find("speaks again at sequence 8, below the 60") == std::string::npos) continue;
+    ++warns;
+    EXPECT_NE(l.find("(1 such restarts since the last of these WARNs; at most one per 10 s)"), std::string::npos) << l;
+  }
+  EXPECT_EQ(warns, 1u);
+}
+
 TEST_F(CablingTrust, KeyedAgentRefusesUnsignedAndWronglySignedDatagrams) {
   std::shared_ptr<const ClusterKey> key, other;
   ASSERT_TRUE(ClusterKey::FromSecret("0123456789abcdef0123456789abcdef", &key).ok());
@@ -546,6 +575,34 @@ TEST_F(CablingTrust, MadeUpHostsAreCappedAndASourceHasABudget) {
   EXPECT_EQ(agent_->Counters().rateLimited, 1u);
   agent_->InjectForTesting(0, junk, Addr("10.9.0.8"), t0 + o.intervalMs);
   EXPECT_EQ(agent_->Counters().rateLimited, 1u) << "a new period gives the source a new budget";
+}
+
+// Hostile-peer probe: made-up hosts' tombstones, brought back to life by records of a
+// restarted count, went past kMaxUnlinkedSpeakers. A tombstone revived counts as a new
+// speaker: with the share full of live made-up hosts, it is refused.
+TEST_F(CablingTrust, ATombstoneRevivedCountsAgainstTheShareOfUnlinkedHosts) {
+  AgentOptions o;
+  o.intervalMs = 10;
+  o.deadIntervalMs = 400;
+  Start(o);
+  const size_t share = CablingAgent::kMaxUnlinkedSpeakers;
+  auto source = [](uint64_t) { return Addr("10.9.0.7"); };  // within its budget (kSourceBudget) all along
+  for (uint64_t i = 0; i < share; ++i) {
+    agent_->InjectForTesting(0, Record(0x10000 + i, 1, 60, "fake", "10.9.9.9", false), source(i));
+  }
+  ASSERT_EQ(agent_->Graph().Hosts().size(), 1 + share);
+  // They expire (tombstones stay); the share fills again with other made-up hosts.
+  ASSERT_TRUE(agent_->WaitFor([&](const ClusterGraph& g, uint64_t) { return g.Hosts().size() == 1; }, 10000));
+  for (uint64_t i = 0; i < share; ++i) {
+    agent_->InjectForTesting(0, Record(0x20000 + i, 1, 1, "fake", "10.9.9.9", false), source(share + i));
+  }
+  ASSERT_EQ(agent_->Graph().Hosts().size(), 1 + share);
+  const uint64_t fullBefore = agent_->Counters().tableFull;
+  for (uint64_t i = 0; i < share; ++i) {  // the first ones restart below their tombstones
+    agent_->InjectForTesting(0, Record(0x10000 + i, 1, 8, "fake", "10.9.9.9", false), source(2 * share + i));
+  }
+  EXPECT_EQ(agent_->Graph().Hosts().size(), 1 + share) << "revived tombstones went past the share";
+  EXPECT_EQ(agent_->Counters().tableFull - fullBefore, share);
 }
 
 }  // namespace
