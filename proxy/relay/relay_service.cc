@@ -20,6 +20,7 @@
 #include "proxy/fabric/tcp/tcp_frame.h"
 #include "env/log_budget.h"
 #include "proxy/relay/relay_policy.h"
+#include "proxy/relay/relay_ring.h"
 #include "proxy/wire.h"
 #include "topology/graph_json.h"
 #include "topology/utf8_name.h"
@@ -34,48 +35,6 @@ using SteadyClock = std::chrono::steady_clock;
 enum Tag : uint32_t { kWake = 1, kListen = 2, kSeat = 3, kLeg = 4 };
 
 uint64_t Key(int fd, uint32_t tag) { return (uint64_t{tag} << 32) | static_cast<uint32_t>(fd); }
-
-/// A bounded ring buffer of bytes flowing one way; memory only from the first byte.
-struct Ring {
-  std::vector<char> buf;
-  size_t cap = 0;    ///< capacity once allocated (RelayOptions::bufferBytes)
-  size_t head = 0;   ///< first byte
-  size_t len = 0;    ///< bytes held
-  bool eof = false;  ///< the source closed its sending side
-  bool shut = false; ///< we passed the close on (shutdown(SHUT_WR) of the sink)
-
-  size_t Space() const { return cap - len; }
-  /// Allocates the buffer (first data); returns the bytes newly allocated.
-  size_t Ensure() {
-    if (!buf.empty()) return 0;
-    buf.resize(cap);
-    return cap;
-  }
-  /// Up to two iovecs describing the free space (for readv).
-  int FreeIov(iovec* iov) {
-    const size_t free = Space();
-    if (free == 0 || buf.empty()) return 0;
-    const size_t tail = (head + len) % cap;
-    const size_t first = std::min(free, cap - tail);
-    iov[0] = {buf.data() + tail, first};
-    if (first == free) return 1;
-    iov[1] = {buf.data(), free - first};
-    return 2;
-  }
-  /// Up to two iovecs describing the held bytes (for writev).
-  int DataIov(iovec* iov) {
-    if (len == 0) return 0;
-    const size_t first = std::min(len, cap - head);
-    iov[0] = {buf.data() + head, first};
-    if (first == len) return 1;
-    iov[1] = {buf.data(), len - first};
-    return 2;
-  }
-  void Consumed(size_t n) {
-    head = (head + n) % cap;
-    len -= n;
-  }
-};
 
 void Abort(int fd) {
   // Close with RST so the far end learns of the break at once, not at a timeout.
