@@ -141,6 +141,19 @@ Status CheckOnwardLeg(const SocketTarget& t, uint16_t destPort, bool relayed, co
       !Contains(scope.railAddresses, reinterpret_cast<const sockaddr_in*>(&t.local)->sin_addr)) {
     return InvalidUsage("onward leg to " + where + " does not leave from a rail of this host");
   }
+  // Over that rail's cable: the far end lies in its subnet (hostile-peer probe: without
+  // a cluster key, a forged record made a relay dial a host's management address).
+  const in_addr from = reinterpret_cast<const sockaddr_in*>(&t.local)->sin_addr;
+  for (size_t i = 0; i < scope.railAddresses.size() && i < scope.railPrefixLens.size(); ++i) {
+    if (scope.railAddresses[i].s_addr != from.s_addr) continue;
+    const int len = scope.railPrefixLens[i];
+    if (!ArrivedFromTheCable(r->sin_addr, from, len, {})) {
+      char rail[INET_ADDRSTRLEN] = "?";
+      inet_ntop(AF_INET, &from, rail, sizeof rail);
+      return InvalidUsage("onward address " + where + " is not on the cable of rail address " + rail + "/" +
+                          std::to_string(len) + ": a relay's next leg goes over a cable");
+    }
+  }
   return Status::Ok();
 }
 

@@ -22,6 +22,10 @@ struct RelayScope {
   uint64_t selfHost = 0;                ///< this host's cabling id
   std::vector<uint64_t> graphHosts;     ///< hosts in the cabling graph now
   std::vector<in_addr> railAddresses;   ///< this host's rail addresses (IPv4)
+  /// Each rail address's prefix length (the cable's subnet), in railAddresses' order; a
+  /// next leg must go to an address in the subnet of the rail it leaves from. Empty, or
+  /// a length of 0 or 32: not checked (as ArrivedFromTheCable).
+  std::vector<int> railPrefixLens;
   std::vector<in_addr> localAddresses;  ///< every address of this host (any interface)
   uint16_t relayPort = 0;               ///< TCP port of relays (the same on every host)
   /// The ports a Railyard listener a relay connects to may have, inclusive: the

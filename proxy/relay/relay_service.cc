@@ -351,7 +351,10 @@ void RelayService::Run() {
     RelayScope s;
     s.selfHost = router_->HostId();
     s.graphHosts = router_->Agent().Graph().Hosts();
-    for (const FabricRail& r : router_->Rails()) s.railAddresses.push_back(r.addr);
+    for (const FabricRail& r : router_->Rails()) {
+      s.railAddresses.push_back(r.addr);
+      s.railPrefixLens.push_back(r.prefixLen);
+    }
     s.localAddresses = LocalIpv4Addresses();
     s.relayPort = router_->RelayPort();
     EphemeralPortRange(&s.listenerPortLow, &s.listenerPortHigh);

@@ -182,6 +182,18 @@ TEST(RelayPolicy, AnOnwardLegToAnotherPortOrNotFromARailIsRefused) {
   EXPECT_FALSE(CheckOnwardLeg(Leg("10.201.1.1", 22), 40000, false, Scope()).ok());
   EXPECT_FALSE(CheckOnwardLeg(Leg("10.201.1.1", 40000), 40000, true, Scope()).ok());  // a relay follows
   EXPECT_FALSE(CheckOnwardLeg(Leg("10.201.1.1", 40000, "10.200.0.2"), 40000, false, Scope()).ok());
+  // Off the cable of the rail it leaves from (hostile-peer probe: a forged record made a
+  // relay dial a host's management address over a rail): refused once the rail's prefix
+  // is known; not checked without it.
+  RelayScope withPrefix = Scope();
+  withPrefix.railPrefixLens = {24};
+  EXPECT_TRUE(CheckOnwardLeg(Leg("10.201.1.1", 40000), 40000, false, withPrefix).ok());
+  const Status off = CheckOnwardLeg(Leg("10.200.0.3", 40000), 40000, false, withPrefix);
+  EXPECT_EQ(off.code(), Code::kInvalidUsage);
+  EXPECT_NE(off.message().find("onward address 10.200.0.3:40000 is not on the cable of rail address 10.201.1.2"),
+            std::string::npos)
+      << off.message();
+  EXPECT_TRUE(CheckOnwardLeg(Leg("10.200.0.3", 40000), 40000, false, Scope()).ok()) << "no prefix: not checked";
 }
 
 std::shared_ptr<const topology::ClusterKey> Key(char fill) {
