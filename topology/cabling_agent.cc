@@ -927,11 +927,20 @@ void CablingAgent::Rebuild() {
   });
   std::map<uint64_t, std::string> names;
   std::set<uint64_t> live;
+  // This host's links on the rails this process watches are what its own hellos saw
+  // (OwnLinks), whatever another speaker for this host says of them (hostile-peer probe:
+  // without a cluster key, a forged speaker for this host claimed a cable of one of its
+  // rails to a made-up host, and the relay dialed the made-up address).
+  std::set<std::string> watched;
+  for (const RailState& r : rails_) watched.insert(r.rail.ifname);
   for (const auto* kv : order) {
     const uint64_t origin = kv->first.first;
     live.insert(origin);
     if (origin != hostId_) names.try_emplace(origin, kv->second.name);
-    for (const LinkRecord& l : kv->second.links) claims.try_emplace({origin, l.ifname, l.peerHost, l.peerIfname}, l);
+    for (const LinkRecord& l : kv->second.links) {
+      if (origin == hostId_ && watched.count(l.ifname) != 0) continue;
+      claims.try_emplace({origin, l.ifname, l.peerHost, l.peerIfname}, l);
+    }
   }
   for (const auto& [origin, name] : names) g.AddHost(origin, name);
   // A rail-link counts only when both of its ends report it. The addresses of a

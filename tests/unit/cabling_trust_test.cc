@@ -577,6 +577,44 @@ TEST_F(CablingTrust, MadeUpHostsAreCappedAndASourceHasABudget) {
   EXPECT_EQ(agent_->Counters().rateLimited, 1u) << "a new period gives the source a new budget";
 }
 
+// Hostile-peer probe: without a key, a forged second speaker for this host claimed a
+// cable of this host's own rail to a made-up host F at a management address, F claimed
+// it back, and the relay dialed F there. A cable of a rail this process watches is what
+// its own hellos saw: the claim is ignored, and F stays unlinked.
+TEST_F(CablingTrust, AnotherSpeakerForThisHostCannotAddACableToARailThisProcessWatches) {
+  Start();
+  constexpr uint64_t kF = 0x7000;
+  auto recordWithLink = [](uint64_t origin, uint64_t speaker, const char* name, const char* ifname, uint64_t peer,
+                           const char* peerIf, const char* addr, const char* peerAddr) {
+    Header h;
+    h.kind = 2;
+    h.origin = origin;
+    h.speaker = speaker;
+    h.seq = 1;
+    std::strncpy(h.hostName, name, 31);
+    std::vector<char> body(8 + sizeof(Link), 0);
+    const uint32_t one = 1;
+    std::memcpy(body.data(), &one, 4);
+    Link l;
+    std::strcpy(l.ifname, ifname);
+    std::strcpy(l.peerIfname, peerIf);
+    l.peerHost = peer;
+    l.addr = Ip(addr);
+    l.peerAddr = Ip(peerAddr);
+    std::memcpy(body.data() + 8, &l, sizeof l);
+    return Build(h, body);
+  };
+  agent_->InjectForTesting(0, recordWithLink(kSelf, 99, "self", "lo", kF, "fx", "10.9.0.1", "10.200.0.3"),
+                           Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, recordWithLink(kF, 1, "evil", "fx", kSelf, "lo", "10.200.0.3", "10.9.0.1"),
+                           Addr("10.9.0.2"));
+  EXPECT_TRUE(agent_->Graph().LinksBetween(kSelf, kF).empty()) << "a forged speaker for this host added a cable";
+  // The real neighbour, heard by this process, is linked as ever.
+  agent_->InjectForTesting(0, Hello(kA, "a", "p0", "10.9.0.2"), Addr("10.9.0.2"));
+  agent_->InjectForTesting(0, Record(kA, 7, 1, "a", "10.9.0.2"), Addr("10.9.0.2"));
+  EXPECT_EQ(AddressOfA(), "10.9.0.2");
+}
+
 // Hostile-peer probe: made-up hosts' tombstones, brought back to life by records of a
 // restarted count, went past kMaxUnlinkedSpeakers. A tombstone revived counts as a new
 // speaker: with the share full of live made-up hosts, it is refused.
